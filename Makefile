@@ -1,0 +1,23 @@
+GO ?= go
+BIN := bin/kuma-dp
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: build test test-deps vet fmt bench run
+
+build:
+	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
+
+# The README's test command: installs what the tests need, then vet + every test.
+test: test-deps
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 14m ./...
+
+test-deps:
+	@scripts/test-deps.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+run: build
+	$(BIN) run --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies

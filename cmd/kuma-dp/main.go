@@ -1,0 +1,83 @@
+// Command kuma-dp is the dataplane agent: `run`, `vips`, `tproxy`, `version`.
+//
+// Each subcommand lives in its own file and registers itself in init; main only dispatches.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK      = 0
+	exitInvalid = 1 // invalid input (files, policies): every error listed
+	exitUsage   = 2 // bad flags or arguments
+)
+
+// command is one subcommand. run gets the arguments after the subcommand name.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{}
+
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("kuma-dp: duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func init() {
+	register(command{name: "version", summary: "print the version", run: func(_ []string, stdout, _ io.Writer) int {
+		fmt.Fprintf(stdout, "kuma-dp %s\n", version)
+		return exitOK
+	}})
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "kuma-dp: the service-mesh dataplane agent\n\nUsage:\n  kuma-dp <command> [flags]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nExample:\n  kuma-dp vips --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh\n\n")
+	fmt.Fprintf(w, "Run 'kuma-dp <command> --help' for a command's flags and example.\n")
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "--version":
+		args[0] = "version"
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "kuma-dp: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}

@@ -1,0 +1,50 @@
+package mesh
+
+import (
+	"fmt"
+	"strings"
+)
+
+// FieldError is one problem with user input: where it is and what is wrong.
+type FieldError struct {
+	// Source is "file#doc" (document numbers start at 1); may be empty.
+	Source string
+	// Kind and Name identify the resource when known.
+	Kind, Name string
+	// Path is the field path inside the document, e.g. "conf.host" or "networking.inbound[0].tags".
+	Path string
+	// Value is the offending value, printed with %q; empty when there is none.
+	Value string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.Source != "" {
+		b.WriteString(e.Source)
+		b.WriteString(": ")
+	}
+	if e.Kind != "" {
+		fmt.Fprintf(&b, "%s %q: ", strings.ToLower(e.Kind), e.Name)
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Value != "" {
+		fmt.Fprintf(&b, " (value %q)", e.Value)
+	}
+	return b.String()
+}
+
+// Errors is every problem found in the input; it is returned whole, never only the first.
+type Errors []*FieldError
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}

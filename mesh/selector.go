@@ -1,0 +1,77 @@
+package mesh
+
+import "time"
+
+// Matches reports whether every tag of the selector is present in tags with an equal value,
+// or with any value when the selector says "*". An empty selector matches nothing.
+func (s Selector) Matches(tags Tags) bool {
+	return s.Match.Matches(tags)
+}
+
+// Matches reports whether the selector tags t match tags (see Selector.Matches).
+func (t Tags) Matches(tags Tags) bool {
+	if len(t) == 0 {
+		return false
+	}
+	for k, want := range t {
+		got, ok := tags[k]
+		if !ok {
+			return false
+		}
+		if want != Wildcard && want != got {
+			return false
+		}
+	}
+	return true
+}
+
+// Rank orders matches as seed 004 decides: more tags beat fewer, then more exact values
+// (an exact value beats "*"), then the newest creation time, then the name (lower first),
+// so that the order is total and deterministic.
+type Rank struct {
+	Tags    int
+	Exact   int
+	Created time.Time
+	Name    string
+}
+
+// RankOf is the rank of a selector owned by a resource created at created and named name.
+func RankOf(sel Tags, created time.Time, name string) Rank {
+	r := Rank{Tags: len(sel), Created: created, Name: name}
+	for _, v := range sel {
+		if v != Wildcard {
+			r.Exact++
+		}
+	}
+	return r
+}
+
+// Better reports whether r wins over o.
+func (r Rank) Better(o Rank) bool {
+	if r.Tags != o.Tags {
+		return r.Tags > o.Tags
+	}
+	if r.Exact != o.Exact {
+		return r.Exact > o.Exact
+	}
+	if !r.Created.Equal(o.Created) {
+		return r.Created.After(o.Created)
+	}
+	return r.Name < o.Name
+}
+
+// BestMatch returns the best-ranked selector of sels that matches tags, and whether any did.
+func BestMatch(sels []Selector, tags Tags, created time.Time, name string) (Rank, bool) {
+	var best Rank
+	found := false
+	for _, s := range sels {
+		if !s.Matches(tags) {
+			continue
+		}
+		r := RankOf(s.Match, created, name)
+		if !found || r.Better(best) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}

@@ -1,0 +1,256 @@
+// Package mesh owns the resources of one mesh as users write them: their Go types, decoding
+// from the YAML/JSON formats of the design documents, validation with field paths, selector
+// matching and ranking, and the immutable Snapshot later stages consume.
+//
+// It never allocates addresses, renders hostnames or produces Envoy/DNS data.
+package mesh
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Well-known tag keys.
+const (
+	ServiceTag  = "kuma.io/service"
+	ZoneTag     = "kuma.io/zone"
+	ProtocolTag = "kuma.io/protocol"
+	MeshLabel   = "kuma.io/mesh"
+	IgnoreLabel = "kuma.io/ignore"
+	Wildcard    = "*"
+)
+
+// Kind names, as written in `type:` (universal) or `kind:` (Kubernetes-style) fields.
+const (
+	KindDataplane           = "Dataplane"
+	KindVirtualOutbound     = "VirtualOutbound"
+	KindTrafficRoute        = "TrafficRoute"
+	KindMeshExternalService = "MeshExternalService"
+	KindHostnameGenerator   = "HostnameGenerator"
+)
+
+// Tags is a set of key/value tags (dataplane inbound tags, selector matches, destinations).
+type Tags map[string]string
+
+// Meta is what every resource carries: identity plus where it was read from.
+type Meta struct {
+	Mesh         string            `json:"mesh,omitempty"`
+	Name         string            `json:"name"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	CreationTime time.Time         `json:"creationTime,omitempty"`
+	// Source is "file#doc" (e.g. "policies/vo.yaml#2") for error messages; empty if unknown.
+	Source string `json:"-"`
+}
+
+// Resource is implemented by every resource type of this package.
+type Resource interface {
+	Kind() string
+	GetMeta() *Meta
+}
+
+// Dataplane is Kuma's universal Dataplane resource.
+type Dataplane struct {
+	Meta
+	Networking Networking `json:"networking"`
+}
+
+// Networking is Dataplane.networking.
+type Networking struct {
+	Address             string               `json:"address"`
+	AdvertisedAddress   string               `json:"advertisedAddress,omitempty"`
+	Inbound             []Inbound            `json:"inbound,omitempty"`
+	Outbound            []Outbound           `json:"outbound,omitempty"`
+	TransparentProxying *TransparentProxying `json:"transparentProxying,omitempty"`
+}
+
+// Inbound is one entry of networking.inbound.
+type Inbound struct {
+	Port           uint32 `json:"port"`
+	ServicePort    uint32 `json:"servicePort,omitempty"`
+	ServiceAddress string `json:"serviceAddress,omitempty"`
+	Address        string `json:"address,omitempty"` // defaults to networking.address
+	Tags           Tags   `json:"tags"`
+}
+
+// Outbound is one entry of networking.outbound: port + tags, or port + backendRef.
+// Hostname is filled by vipalloc (seed 000: "hostname on the outbound"), never by users.
+type Outbound struct {
+	Address    string      `json:"address,omitempty"` // defaults to 127.0.0.1
+	Port       uint32      `json:"port"`
+	Tags       Tags        `json:"tags,omitempty"`
+	BackendRef *BackendRef `json:"backendRef,omitempty"`
+	Hostname   string      `json:"hostname,omitempty"`
+}
+
+// BackendRef points an outbound at a resource (kind MeshExternalService for now).
+type BackendRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	Port uint32 `json:"port,omitempty"`
+}
+
+// TransparentProxying is networking.transparentProxying.
+type TransparentProxying struct {
+	RedirectPortInbound  uint32 `json:"redirectPortInbound,omitempty"`
+	RedirectPortOutbound uint32 `json:"redirectPortOutbound,omitempty"`
+	IPFamilyMode         string `json:"ipFamilyMode,omitempty"`
+}
+
+// Selector is one `- match: {...}` element.
+type Selector struct {
+	Match Tags `json:"match"`
+}
+
+// VirtualOutbound (seed 000, plus Kuma's shipped `parameters` form and seed 001's VirtualHost,
+// which decodes into this type).
+type VirtualOutbound struct {
+	Meta
+	Selectors []Selector          `json:"selectors"`
+	Conf      VirtualOutboundConf `json:"conf"`
+}
+
+// VirtualOutboundConf is VirtualOutbound.conf.
+type VirtualOutboundConf struct {
+	// Host is a text/template. Supported syntaxes: `{{service}}` with Tags (seed 000),
+	// `{{.service}}` with Parameters (Kuma), `{{tag "version"}}` (seed 001).
+	Host string `json:"host"`
+	// Port is a number or a template rendering to one (Kuma allows `{{.port}}`). Always kept as text.
+	Port string `json:"port"`
+	// Tags maps a tag key to the template variable name (seed 000: "kuma.io/service": service).
+	Tags map[string]string `json:"tags,omitempty"`
+	// Parameters is Kuma's form of the same mapping.
+	Parameters []Parameter `json:"parameters,omitempty"`
+}
+
+// Parameter is one `{name, tagKey}` of Kuma's VirtualOutbound conf.parameters.
+type Parameter struct {
+	Name   string `json:"name"`
+	TagKey string `json:"tagKey,omitempty"`
+}
+
+// TrafficRoute is the L4 TrafficRoute of seed 004 (one rule per resource).
+type TrafficRoute struct {
+	Meta
+	Sources      []Selector            `json:"sources"`
+	Destinations []Selector            `json:"destinations"`
+	Conf         []WeightedDestination `json:"conf"`
+}
+
+// WeightedDestination is one element of TrafficRoute.conf.
+type WeightedDestination struct {
+	Weight      uint32 `json:"weight"`
+	Destination Tags   `json:"destination"`
+}
+
+// MeshExternalService (seed 002). Mesh comes from the kuma.io/mesh label (default "default").
+type MeshExternalService struct {
+	Meta
+	Spec MeshExternalServiceSpec `json:"spec"`
+}
+
+// MeshExternalServiceSpec is MeshExternalService.spec.
+type MeshExternalServiceSpec struct {
+	Match     MESMatch      `json:"match"`
+	Extension *MESExtension `json:"extension,omitempty"`
+	Endpoints []MESEndpoint `json:"endpoints,omitempty"`
+	TLS       *MESTLS       `json:"tls,omitempty"`
+}
+
+// MESMatch is spec.match.
+type MESMatch struct {
+	Type     string `json:"type"` // HostnameGenerator
+	Port     uint32 `json:"port"`
+	Protocol string `json:"protocol,omitempty"` // tcp|grpc|http|http2
+}
+
+// MESExtension is spec.extension.
+type MESExtension struct {
+	Type   string          `json:"type"`
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// MESEndpoint is one spec.endpoints element: address is an IP, a domain or unix://path.
+type MESEndpoint struct {
+	Address string `json:"address"`
+	Port    uint32 `json:"port,omitempty"`
+}
+
+// MESTLS is spec.tls.
+type MESTLS struct {
+	Enabled            *bool            `json:"enabled,omitempty"`
+	Version            *MESTLSVersion   `json:"version,omitempty"`
+	AllowRenegotiation bool             `json:"allowRenegotiation,omitempty"`
+	Verification       *MESVerification `json:"verification,omitempty"`
+}
+
+// MESTLSVersion is spec.tls.version: TLSAuto|TLS10|TLS11|TLS12|TLS13.
+type MESTLSVersion struct {
+	Min string `json:"min,omitempty"`
+	Max string `json:"max,omitempty"`
+}
+
+// MESVerification is spec.tls.verification.
+type MESVerification struct {
+	Mode            string      `json:"mode,omitempty"` // Secured (default)|SkipSAN|SkipCA|SkipAll
+	SubjectAltNames []SANMatch  `json:"subjectAltNames,omitempty"`
+	CACert          *DataSource `json:"caCert,omitempty"`
+	ClientCert      *DataSource `json:"clientCert,omitempty"`
+	ClientKey       *DataSource `json:"clientKey,omitempty"`
+}
+
+// SANMatch is one subjectAltNames element: type Exact (default) or Prefix.
+type SANMatch struct {
+	Type  string `json:"type,omitempty"`
+	Value string `json:"value"`
+}
+
+// DataSource is one of inline (base64 bytes), inlineString or secret (a name).
+type DataSource struct {
+	Inline       []byte `json:"inline,omitempty"`
+	InlineString string `json:"inlineString,omitempty"`
+	Secret       string `json:"secret,omitempty"`
+}
+
+// HostnameGenerator (seed 002).
+type HostnameGenerator struct {
+	Meta
+	Spec HostnameGeneratorSpec `json:"spec"`
+}
+
+// HostnameGeneratorSpec is HostnameGenerator.spec. Both the seed's `targetRef{kind, tags}` and
+// Kuma's `selector.meshExternalService.matchLabels` decode into TargetRef.
+type HostnameGeneratorSpec struct {
+	TargetRef TargetRef `json:"targetRef"`
+	// Template: `{{ name }}`, `{{ label "x" }}`, `.Name`, `.DisplayName`, `.Mesh`, `.Zone`.
+	Template string `json:"template"`
+}
+
+// TargetRef selects resources of Kind whose labels contain every Tags entry.
+type TargetRef struct {
+	Kind string `json:"kind"`
+	Tags Tags   `json:"tags,omitempty"`
+}
+
+func (*Dataplane) Kind() string           { return KindDataplane }
+func (*VirtualOutbound) Kind() string     { return KindVirtualOutbound }
+func (*TrafficRoute) Kind() string        { return KindTrafficRoute }
+func (*MeshExternalService) Kind() string { return KindMeshExternalService }
+func (*HostnameGenerator) Kind() string   { return KindHostnameGenerator }
+
+func (m *Meta) GetMeta() *Meta { return m }
+
+// Snapshot is one mesh as one dataplane sees it. Immutable once built (by NewSnapshot), built
+// only from validated resources. Every slice is sorted by name.
+type Snapshot struct {
+	Mesh string
+	// Self is the dataplane this agent runs for.
+	Self *Dataplane
+	// Dataplanes is every dataplane of the mesh, Self included.
+	Dataplanes           []*Dataplane
+	VirtualOutbounds     []*VirtualOutbound
+	TrafficRoutes        []*TrafficRoute
+	MeshExternalServices []*MeshExternalService
+	HostnameGenerators   []*HostnameGenerator
+	// Hash is a content hash (hex) of everything above; equal hashes mean equal content.
+	Hash string
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine: iptables (legacy and nft),
+# dig, iproute2 (ip netns), getent comes with libc. Does nothing when all are present;
+# as non-root it only says what is missing (the tests that need them then skip).
+set -euo pipefail
+need=()
+command -v iptables-legacy-restore >/dev/null 2>&1 || need+=(iptables)
+command -v iptables-nft-restore >/dev/null 2>&1 || need+=(iptables)
+command -v dig >/dev/null 2>&1 || need+=(dnsutils)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "test-deps: missing ${need[*]} (not root or no apt-get): tests that need them will skip" >&2
+  exit 0
+fi
+echo "test-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
