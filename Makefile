@@ -2,7 +2,7 @@ GO ?= go
 BIN := bin/kuma-dp
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build test test-deps vet fmt bench run
+.PHONY: build test test-deps vet fmt bench bench-dns run
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
@@ -21,3 +21,7 @@ bench:
 
 run: build
 	$(BIN) run --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies
+
+# dnsperf against our resolver, CoreDNS hosts and a bare miekg/dns server, in one run.
+bench-dns:
+	bench/dns.sh
