@@ -1,0 +1,240 @@
+package cplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Watch modes of the directory source.
+const (
+	WatchAuto    = "auto"    // inotify, falling back to polling when inotify is unavailable
+	WatchInotify = "inotify" // inotify only: failing to set it up is an error
+	WatchPoll    = "poll"    // stat every PollInterval
+)
+
+// FilesConfig configures the directory source.
+type FilesConfig struct {
+	// DataplaneFile is this dataplane's resource; PoliciesDir holds the other resources
+	// (policies and the other dataplanes), read recursively.
+	DataplaneFile string
+	PoliciesDir   string
+	// Watch is WatchAuto (default), WatchInotify or WatchPoll.
+	Watch string
+	// Debounce folds a burst of file events into one load (default 100 ms).
+	Debounce time.Duration
+	// PollInterval is how often the polling fallback looks (default 500 ms, so a change is
+	// seen within a second). With inotify, a fingerprint check still runs every
+	// 10 x PollInterval to catch what inotify cannot see (some network file systems).
+	PollInterval time.Duration
+	// Load reads and validates the model (default mesh.Load).
+	Load func(dataplaneFile, policiesDir string) (*mesh.Snapshot, error)
+}
+
+// Files is the directory source: the model comes from a dataplane file and a directory.
+type Files struct {
+	cfg    FilesConfig
+	log    *slog.Logger
+	reload chan struct{}
+	// seen is the fingerprint of what the last load read; owned by the caller of Load
+	// before Run starts and by Run afterwards.
+	seen [32]byte
+}
+
+// NewFiles returns the directory source. It reads nothing until Load or Run.
+func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
+	if cfg.DataplaneFile == "" {
+		return nil, errors.New("files source: no dataplane file given")
+	}
+	switch cfg.Watch {
+	case "":
+		cfg.Watch = WatchAuto
+	case WatchAuto, WatchInotify, WatchPoll:
+	default:
+		return nil, fmt.Errorf("files source: watch: unknown mode %q (want auto, inotify or poll)", cfg.Watch)
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 100 * time.Millisecond
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 500 * time.Millisecond
+	}
+	if cfg.Load == nil {
+		cfg.Load = defaultLoad
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Files{cfg: cfg, log: log, reload: make(chan struct{}, 1)}, nil
+}
+
+// Load reads and validates the model now.
+func (f *Files) Load() Update { return f.load("start") }
+
+func (f *Files) load(trigger string) Update {
+	start := time.Now()
+	// The fingerprint is taken before reading, so a write racing the read shows up as a
+	// difference at the next check rather than being lost.
+	f.seen = fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
+	snap, err := f.cfg.Load(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
+	return Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
+}
+
+// Reload asks Run for a load now, whether or not anything changed (SIGHUP). Never blocks.
+func (f *Files) Reload() {
+	select {
+	case f.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Run watches the files and sends an Update for every change until ctx is cancelled.
+func (f *Files) Run(ctx context.Context, out chan<- Update) error {
+	if f.cfg.Watch != WatchPoll {
+		w, err := newInotify()
+		if err == nil {
+			err = f.watchAll(w)
+			if err != nil {
+				w.Close()
+			}
+		}
+		if err == nil {
+			return f.runInotify(ctx, w, out)
+		}
+		if f.cfg.Watch == WatchInotify {
+			return fmt.Errorf("files source: %w", err)
+		}
+		f.log.Warn("inotify unavailable, polling for changes instead", "error", err, "interval", f.cfg.PollInterval)
+	}
+	return f.runPoll(ctx, out)
+}
+
+// watchAll (re)adds watches on the policy tree and on the dataplane file's directory.
+func (f *Files) watchAll(w *inotify) error {
+	if err := w.add(filepath.Dir(f.cfg.DataplaneFile)); err != nil {
+		return err
+	}
+	if f.cfg.PoliciesDir == "" {
+		return nil
+	}
+	return w.addTree(f.cfg.PoliciesDir)
+}
+
+// relevant reports whether an event can change what a load reads: anything in the policy
+// tree, and in the dataplane file's directory only that file (or a ConfigMap's "..data").
+func (f *Files) relevant(ev event) bool {
+	if ev.mask&unix.IN_Q_OVERFLOW != 0 {
+		return true
+	}
+	if f.cfg.PoliciesDir != "" && (ev.dir == f.cfg.PoliciesDir || strings.HasPrefix(ev.dir, f.cfg.PoliciesDir+string(filepath.Separator))) {
+		return true
+	}
+	return ev.name == filepath.Base(f.cfg.DataplaneFile) || strings.HasPrefix(ev.name, "..")
+}
+
+func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- Update) error {
+	changed := make(chan struct{}, 1)
+	readDone := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64*1024)
+		for {
+			evs, err := w.read(buf)
+			if err != nil {
+				readDone <- err
+				return
+			}
+			for _, ev := range evs {
+				if f.relevant(ev) {
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+					break
+				}
+			}
+		}
+	}()
+	defer func() {
+		w.Close() // wakes the reader
+		<-readDone
+	}()
+
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	safety := time.NewTicker(10 * f.cfg.PollInterval)
+	defer safety.Stop()
+	// A change between Load and the watches being set would otherwise be missed.
+	pending := fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir) != f.seen
+	if pending {
+		debounce.Reset(0)
+	}
+	for {
+		trigger := ""
+		select {
+		case <-ctx.Done():
+			debounce.Stop()
+			return nil
+		case err := <-readDone:
+			readDone <- err // for the deferred wait
+			f.log.Warn("inotify stopped, polling for changes instead", "error", err, "interval", f.cfg.PollInterval)
+			return f.runPoll(ctx, out)
+		case <-changed:
+			debounce.Reset(f.cfg.Debounce)
+			continue
+		case <-debounce.C:
+			trigger = "watch"
+		case <-safety.C:
+			if fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
+				continue
+			}
+			trigger = "poll"
+		case <-f.reload:
+			trigger = "reload"
+		}
+		if err := f.watchAll(w); err != nil {
+			f.log.Warn("cannot watch a directory; changes there are seen by the periodic check only", "error", err)
+		}
+		if !f.send(ctx, out, f.load(trigger)) {
+			return nil
+		}
+	}
+}
+
+func (f *Files) runPoll(ctx context.Context, out chan<- Update) error {
+	tick := time.NewTicker(f.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		trigger := ""
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			if fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
+				continue
+			}
+			trigger = "poll"
+		case <-f.reload:
+			trigger = "reload"
+		}
+		if !f.send(ctx, out, f.load(trigger)) {
+			return nil
+		}
+	}
+}
+
+func (f *Files) send(ctx context.Context, out chan<- Update, u Update) bool {
+	select {
+	case out <- u:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

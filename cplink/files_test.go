@@ -1,0 +1,270 @@
+package cplink
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// contentLoad stands in for mesh.Load so these tests exercise only the watching: the
+// snapshot's hash is a hash of every file read, and a file containing "broken" is refused.
+func contentLoad(dataplaneFile, dir string) (*mesh.Snapshot, error) {
+	h := sha256.New()
+	read := func(p string) error {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "broken") {
+			return mesh.Errors{{Source: p + "#1", Path: "conf.host", Value: "broken", Msg: "bad"}}
+		}
+		h.Write([]byte(p))
+		h.Write(b)
+		return nil
+	}
+	if err := read(dataplaneFile); err != nil {
+		return nil, err
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), "..") { // a ConfigMap's own entries
+			return nil
+		}
+		return read(p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mesh.Snapshot{Hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+type fixture struct {
+	t      *testing.T
+	dpDir  string
+	dpFile string
+	dir    string
+	src    *Files
+	out    chan Update
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, watch string) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	fx := &fixture{t: t, dpDir: filepath.Join(root, "dp"), dir: filepath.Join(root, "policies")}
+	fx.dpFile = filepath.Join(fx.dpDir, "dataplane.yaml")
+	must(t, os.MkdirAll(fx.dpDir, 0o755))
+	must(t, os.MkdirAll(fx.dir, 0o755))
+	must(t, os.WriteFile(fx.dpFile, []byte("dp v1"), 0o644))
+	must(t, os.WriteFile(filepath.Join(fx.dir, "a.yaml"), []byte("a v1"), 0o644))
+	src, err := NewFiles(FilesConfig{DataplaneFile: fx.dpFile, PoliciesDir: fx.dir, Watch: watch,
+		Debounce: 20 * time.Millisecond, PollInterval: 50 * time.Millisecond, Load: contentLoad}, nil)
+	must(t, err)
+	fx.src = src
+	first := src.Load()
+	if first.Err != nil || first.Snapshot == nil {
+		t.Fatalf("first load: %+v", first)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fx.out, fx.cancel, fx.done = make(chan Update, 16), cancel, make(chan error, 1)
+	go func() { fx.done <- src.Run(ctx, fx.out) }()
+	t.Cleanup(fx.stop)
+	time.Sleep(30 * time.Millisecond) // let Run set its watches up
+	return fx
+}
+
+func (fx *fixture) stop() {
+	if fx.cancel == nil {
+		return
+	}
+	fx.cancel()
+	fx.cancel = nil
+	select {
+	case err := <-fx.done:
+		if err != nil {
+			fx.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		fx.t.Fatal("Run did not return after cancel")
+	}
+}
+
+func (fx *fixture) write(rel, content string) {
+	fx.t.Helper()
+	p := filepath.Join(fx.dir, rel)
+	if strings.HasPrefix(rel, "/") {
+		p = rel
+	}
+	must(fx.t, os.MkdirAll(filepath.Dir(p), 0o755))
+	must(fx.t, os.WriteFile(p, []byte(content), 0o644))
+}
+
+// next waits for an Update, failing after a second (the product's promise).
+func (fx *fixture) next() Update {
+	fx.t.Helper()
+	select {
+	case u := <-fx.out:
+		return u
+	case <-time.After(time.Second):
+		fx.t.Fatal("no update within 1s")
+		return Update{}
+	}
+}
+
+func (fx *fixture) none(d time.Duration) {
+	fx.t.Helper()
+	select {
+	case u := <-fx.out:
+		fx.t.Fatalf("unexpected update: trigger %s err %v", u.Trigger, u.Err)
+	case <-time.After(d):
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFilesSeesChanges(t *testing.T) {
+	for _, watch := range []string{WatchInotify, WatchPoll} {
+		t.Run(watch, func(t *testing.T) {
+			fx := start(t, watch)
+			wantTrigger := map[string]string{WatchInotify: "watch", WatchPoll: "poll"}[watch]
+			steps := []struct {
+				name string
+				do   func()
+			}{
+				{"edit", func() { fx.write("a.yaml", "a v2 longer") }},
+				{"add", func() { fx.write("b.yaml", "b v1") }},
+				{"new subdirectory", func() { fx.write("sub/deeper/c.yaml", "c v1") }},
+				{"edit in new subdirectory", func() { fx.write("sub/deeper/c.yaml", "c v2 longer") }},
+				{"remove", func() { must(t, os.Remove(filepath.Join(fx.dir, "b.yaml"))) }},
+				{"rename over", func() {
+					fx.write("../tmp.yaml", "a v3 via rename")
+					must(t, os.Rename(filepath.Join(fx.dir, "../tmp.yaml"), filepath.Join(fx.dir, "a.yaml")))
+				}},
+				{"dataplane file", func() { fx.write(fx.dpFile, "dp v2 longer") }},
+			}
+			prev := ""
+			for _, s := range steps {
+				s.do()
+				u := fx.next()
+				if u.Err != nil || u.Snapshot == nil {
+					t.Fatalf("%s: %+v", s.name, u)
+				}
+				if u.Trigger != wantTrigger {
+					t.Errorf("%s: trigger %q, want %q", s.name, u.Trigger, wantTrigger)
+				}
+				if u.Snapshot.Hash == prev {
+					t.Errorf("%s: the load did not see the change", s.name)
+				}
+				prev = u.Snapshot.Hash
+				drain(fx.out, 60*time.Millisecond)
+			}
+		})
+	}
+}
+
+func drain(ch chan Update, d time.Duration) {
+	for {
+		select {
+		case <-ch:
+		case <-time.After(d):
+			return
+		}
+	}
+}
+
+func TestFilesIgnoresUnrelatedFilesBesideTheDataplane(t *testing.T) {
+	fx := start(t, WatchInotify)
+	fx.write(filepath.Join(fx.dpDir, "unrelated.log"), "noise")
+	fx.none(200 * time.Millisecond)
+}
+
+func TestFilesDebouncesBursts(t *testing.T) {
+	fx := start(t, WatchInotify)
+	for i := 0; i < 30; i++ {
+		fx.write("a.yaml", strings.Repeat("x", i+1))
+	}
+	u := fx.next()
+	if u.Err != nil {
+		t.Fatal(u.Err)
+	}
+	// A burst is one load (at most two if the burst straddled the debounce window).
+	n := 1
+	for len(fx.out) > 0 || func() bool { time.Sleep(100 * time.Millisecond); return len(fx.out) > 0 }() {
+		<-fx.out
+		n++
+	}
+	if n > 2 {
+		t.Errorf("30 writes gave %d loads, want at most 2", n)
+	}
+}
+
+func TestFilesReportsRefusals(t *testing.T) {
+	fx := start(t, WatchInotify)
+	fx.write("bad.yaml", "broken")
+	u := fx.next()
+	var errs mesh.Errors
+	if !errors.As(u.Err, &errs) || !strings.Contains(errs[0].Source, "bad.yaml") {
+		t.Fatalf("want mesh.Errors naming bad.yaml, got %v", u.Err)
+	}
+}
+
+func TestFilesReload(t *testing.T) {
+	for _, watch := range []string{WatchInotify, WatchPoll} {
+		t.Run(watch, func(t *testing.T) {
+			fx := start(t, watch)
+			fx.src.Reload()
+			if u := fx.next(); u.Trigger != "reload" || u.Err != nil {
+				t.Fatalf("got %+v", u)
+			}
+		})
+	}
+}
+
+// A Kubernetes ConfigMap volume swaps a "..data" symlink to a new timestamped directory;
+// the files seen by the agent are symlinks through it.
+func TestFilesConfigMapSwap(t *testing.T) {
+	fx := start(t, WatchInotify)
+	v1 := filepath.Join(fx.dir, "..2026_01")
+	fx.write("..2026_01/cm.yaml", "cm v1")
+	must(t, os.Symlink("..2026_01", filepath.Join(fx.dir, "..data")))
+	must(t, os.Symlink("..data/cm.yaml", filepath.Join(fx.dir, "cm.yaml")))
+	fx.next()
+	drain(fx.out, 60*time.Millisecond)
+
+	fx.write("..2026_02/cm.yaml", "cm v2 longer")
+	must(t, os.Symlink("..2026_02", filepath.Join(fx.dir, "..data_tmp")))
+	must(t, os.Rename(filepath.Join(fx.dir, "..data_tmp"), filepath.Join(fx.dir, "..data")))
+	must(t, os.RemoveAll(v1))
+	u := fx.next()
+	if u.Err != nil {
+		t.Fatal(u.Err)
+	}
+}
+
+func TestNewFilesRejectsBadMode(t *testing.T) {
+	_, err := NewFiles(FilesConfig{DataplaneFile: "dp.yaml", Watch: "fanotify"}, nil)
+	if err == nil || !strings.Contains(err.Error(), `"fanotify"`) {
+		t.Fatalf("want an error naming the mode, got %v", err)
+	}
+}

@@ -1,0 +1,34 @@
+// Package cplink owns the sources of the mesh model: the directory source (files on disk,
+// watched with inotify, polling as a fallback) and, later, the control-plane link.
+//
+// A source produces mesh.Snapshots, or refusals carrying the validation errors; it never
+// allocates VIPs, answers DNS or builds Envoy resources, and it never decides whether a
+// refused change replaces what is serving (the agent keeps the last good model).
+package cplink
+
+import (
+	"context"
+	"time"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Update is one result of a source: a new Snapshot, or the reason a change was refused.
+type Update struct {
+	// Snapshot is the model loaded; nil when Err is set.
+	Snapshot *mesh.Snapshot
+	// Err is why the change was refused (often mesh.Errors naming file, field and value).
+	Err error
+	// Trigger says what caused the load: "start", "watch", "poll" or "reload".
+	Trigger string
+	// Took is how long loading and validating took.
+	Took time.Duration
+}
+
+// Source is what the agent runs to learn the model: Load once at start, then Run delivers
+// every later change on out until ctx is cancelled. Reload asks for a load now (SIGHUP).
+type Source interface {
+	Load() Update
+	Run(ctx context.Context, out chan<- Update) error
+	Reload()
+}
