@@ -1,0 +1,332 @@
+package mesh
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+)
+
+// This file is the one hostname template engine of the project: Go text/template with a
+// per-policy function map, so that every syntax of the design documents works:
+//
+//	{{service}}            seed 000: a function per name mapped in conf.tags
+//	{{.service}}           Kuma: a data key per conf.parameters name
+//	{{tag "version"}}      seed 001: the tag function with the tag key
+//	{{tag version}}        seed 001 literal forms, rewritten to {{tag "version"}}
+//	{{kuma.io/zone}}       before parsing (text/template cannot parse them)
+//
+// Templates made only of text and simple references (the forms above) are compiled into a
+// list of segments and rendered without text/template (one allocation per render, on the
+// allocator's hot path); anything richer ({{if}}, pipelines, printf...) falls back to
+// executing the parsed template with the values bound for that render.
+
+// TemplateError is a template that does not compile: Field is the field holding it
+// (e.g. "conf.host"), Msg what text/template or our checks said.
+type TemplateError struct {
+	Field    string
+	Template string
+	Msg      string
+}
+
+func (e *TemplateError) Error() string { return e.Field + ": template: " + e.Msg }
+
+// MissingTagError says a tag needed by a template is absent from the tags it renders with.
+type MissingTagError struct {
+	Field string
+	Key   string
+}
+
+func (e *MissingTagError) Error() string {
+	return fmt.Sprintf("%s: tag %q is missing", e.Field, e.Key)
+}
+
+// RenderError is a template whose rendered value is not usable (not a hostname, not a port).
+type RenderError struct {
+	Field    string
+	Rendered string
+	Msg      string
+}
+
+func (e *RenderError) Error() string {
+	return fmt.Sprintf("%s: rendered %q: %s", e.Field, e.Rendered, e.Msg)
+}
+
+// segment is one piece of a simple template: literal text, or a reference (a tag key for
+// VirtualOutbound templates, a field or label for HostnameGenerator templates).
+type segment struct {
+	ref  int8 // 0: literal text; otherwise a reference kind
+	text string
+}
+
+const refTag int8 = 1
+
+// tmpl is one compiled template: the parsed text/template plus, when the template is
+// simple, its segments (nil otherwise: render through text/template).
+type tmpl struct {
+	field string
+	src   string
+	t     *template.Template
+	segs  []segment
+	fast  bool
+}
+
+// VOTemplate is a VirtualOutbound's compiled host and port templates.
+type VOTemplate struct {
+	host, port tmpl
+	// literalPort is the port when conf.port is a plain number (0 otherwise).
+	literalPort uint32
+	// vars maps every template variable name (function or data key) to its tag key.
+	vars    map[string]string
+	tagKeys []string
+}
+
+// voBuiltins are names a conf.tags/parameters variable can't take as a function.
+var voBuiltins = map[string]bool{"tag": true}
+
+// CompileVirtualOutbound compiles conf.host and conf.port. Errors are *TemplateError naming
+// the field.
+func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
+	vt := &VOTemplate{vars: map[string]string{}}
+	keys := map[string]bool{}
+	// Sorted iteration so that a conflict is reported the same way every time.
+	tagKeys := make([]string, 0, len(c.Tags))
+	for k := range c.Tags {
+		tagKeys = append(tagKeys, k)
+	}
+	sort.Strings(tagKeys)
+	for _, k := range tagKeys {
+		name := c.Tags[k]
+		if name == "" {
+			return nil, &TemplateError{Field: "conf.tags", Template: k, Msg: fmt.Sprintf("tag %q maps to an empty name", k)}
+		}
+		if prev, dup := vt.vars[name]; dup && prev != k {
+			return nil, &TemplateError{Field: "conf.tags", Template: name, Msg: fmt.Sprintf("name %q maps both %q and %q", name, prev, k)}
+		}
+		vt.vars[name] = k
+		keys[k] = true
+	}
+	for i, p := range c.Parameters {
+		if p.Name == "" {
+			return nil, &TemplateError{Field: fmt.Sprintf("conf.parameters[%d].name", i), Msg: "empty name"}
+		}
+		k := p.TagKey
+		if k == "" {
+			k = p.Name
+		}
+		if prev, dup := vt.vars[p.Name]; dup && prev != k {
+			return nil, &TemplateError{Field: fmt.Sprintf("conf.parameters[%d].name", i), Template: p.Name, Msg: fmt.Sprintf("name %q maps both %q and %q", p.Name, prev, k)}
+		}
+		vt.vars[p.Name] = k
+		keys[k] = true
+	}
+
+	funcs := template.FuncMap{"tag": func(string) (string, error) { return "", nil }}
+	for name := range vt.vars {
+		if isIdentifier(name) && !voBuiltins[name] {
+			funcs[name] = func() (string, error) { return "", nil }
+		}
+	}
+
+	var err error
+	if vt.host, err = vt.compile("conf.host", c.Host, funcs, keys); err != nil {
+		return nil, err
+	}
+	port := strings.TrimSpace(c.Port)
+	if p, perr := strconv.ParseUint(port, 10, 32); perr == nil {
+		if p < 1 || p > 65535 {
+			return nil, &TemplateError{Field: "conf.port", Template: c.Port, Msg: "port must be 1-65535"}
+		}
+		vt.literalPort = uint32(p)
+	} else if vt.port, err = vt.compile("conf.port", port, funcs, keys); err != nil {
+		return nil, err
+	}
+	vt.tagKeys = make([]string, 0, len(keys))
+	for k := range keys {
+		vt.tagKeys = append(vt.tagKeys, k)
+	}
+	sort.Strings(vt.tagKeys)
+	return vt, nil
+}
+
+func (vt *VOTemplate) compile(field, src string, funcs template.FuncMap, keys map[string]bool) (tmpl, error) {
+	if strings.TrimSpace(src) == "" {
+		return tmpl{}, &TemplateError{Field: field, Template: src, Msg: "empty"}
+	}
+	t, err := parseTemplate(field, src, funcs, "tag")
+	if err != nil {
+		return tmpl{}, err
+	}
+	out := tmpl{field: field, src: src, t: t}
+	var walkErr error
+	walk(t.Tree.Root, func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.CommandNode:
+			if k, ok := literalCall(n, "tag"); ok {
+				keys[k] = true
+			}
+		case *parse.FieldNode:
+			if _, ok := vt.vars[n.Ident[0]]; !ok && walkErr == nil {
+				walkErr = &TemplateError{Field: field, Template: src, Msg: fmt.Sprintf(
+					"no variable %q (declare it in conf.parameters or conf.tags)", n.Ident[0])}
+			}
+		}
+	})
+	if walkErr != nil {
+		return tmpl{}, walkErr
+	}
+	out.segs, out.fast = simpleSegments(t.Tree.Root, func(c *parse.CommandNode) (segment, bool) {
+		switch len(c.Args) {
+		case 1:
+			switch a := c.Args[0].(type) {
+			case *parse.FieldNode:
+				if len(a.Ident) == 1 {
+					return segment{ref: refTag, text: vt.vars[a.Ident[0]]}, true
+				}
+			case *parse.IdentifierNode:
+				if k, ok := vt.vars[a.Ident]; ok && !voBuiltins[a.Ident] {
+					return segment{ref: refTag, text: k}, true
+				}
+			}
+		case 2:
+			if k, ok := literalCall(c, "tag"); ok {
+				return segment{ref: refTag, text: k}, true
+			}
+		}
+		return segment{}, false
+	})
+	return out, nil
+}
+
+// TagKeys is the sorted set of tag keys the templates may need: conf.tags keys,
+// conf.parameters tag keys and the literal arguments of {{tag "x"}} calls.
+func (vt *VOTemplate) TagKeys() []string { return vt.tagKeys }
+
+// Render renders host and port for one tuple of tags. The host is lower-cased, without a
+// final dot, and a valid hostname; the port is 1-65535.
+func (vt *VOTemplate) Render(tags Tags) (host string, port uint32, err error) {
+	var buf [128]byte
+	b, err := vt.exec(&vt.host, tags, buf[:0])
+	if err != nil {
+		return "", 0, err
+	}
+	b = bytes.TrimSuffix(b, []byte{'.'})
+	lowerASCII(b)
+	if err := validHostname(b); err != nil {
+		return "", 0, &RenderError{Field: "conf.host", Rendered: string(b), Msg: err.Error()}
+	}
+	host = string(b)
+	if vt.literalPort != 0 {
+		return host, vt.literalPort, nil
+	}
+	var pbuf [16]byte
+	pb, err := vt.exec(&vt.port, tags, pbuf[:0])
+	if err != nil {
+		return "", 0, err
+	}
+	p, perr := strconv.ParseUint(string(bytes.TrimSpace(pb)), 10, 32)
+	if perr != nil || p < 1 || p > 65535 {
+		return "", 0, &RenderError{Field: "conf.port", Rendered: string(pb), Msg: "not a port 1-65535"}
+	}
+	return host, uint32(p), nil
+}
+
+// exec appends the rendering of one template to b.
+func (vt *VOTemplate) exec(t *tmpl, tags Tags, b []byte) ([]byte, error) {
+	if t.fast {
+		for _, s := range t.segs {
+			if s.ref == 0 {
+				b = append(b, s.text...)
+				continue
+			}
+			v, ok := tags[s.text]
+			if !ok {
+				return nil, &MissingTagError{Field: t.field, Key: s.text}
+			}
+			b = append(b, v...)
+		}
+		return b, nil
+	}
+	// Slow path: bind this render's values to the functions of a clone.
+	field := t.field
+	lookup := func(k string) (string, error) {
+		v, ok := tags[k]
+		if !ok {
+			return "", &MissingTagError{Field: field, Key: k}
+		}
+		return v, nil
+	}
+	funcs := template.FuncMap{"tag": lookup}
+	data := make(map[string]string, len(vt.vars))
+	for name, k := range vt.vars {
+		if v, ok := tags[k]; ok {
+			data[name] = v
+		}
+		if isIdentifier(name) && !voBuiltins[name] {
+			k := k
+			funcs[name] = func() (string, error) { return lookup(k) }
+		}
+	}
+	out, err := execSlow(t, funcs, data)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, out...), nil
+}
+
+// execSlow executes the parsed template of t on a clone carrying funcs.
+// It never sees the caller's stack buffer, so that buffer stays on the stack.
+func execSlow(t *tmpl, funcs template.FuncMap, data any) ([]byte, error) {
+	c, err := t.t.Clone()
+	if err != nil {
+		return nil, err
+	}
+	w := new(bytes.Buffer)
+	if err := c.Funcs(funcs).Execute(w, data); err != nil {
+		var mt *MissingTagError
+		if errors.As(err, &mt) {
+			return nil, mt
+		}
+		var ml *MissingLabelError
+		if errors.As(err, &ml) {
+			return nil, ml
+		}
+		return nil, &RenderError{Field: t.field, Rendered: t.src, Msg: stripTemplatePrefix(err.Error(), t.field)}
+	}
+	return w.Bytes(), nil
+}
+
+// parseTemplate rewrites seed 001's unquoted forms and parses src, turning a parse error
+// into a *TemplateError.
+func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*template.Template, error) {
+	t, err := template.New(field).Option("missingkey=error").Funcs(funcs).Parse(rewriteBare(src, quoteFn))
+	if err != nil {
+		return nil, &TemplateError{Field: field, Template: src, Msg: stripTemplatePrefix(err.Error(), field)}
+	}
+	return t, nil
+}
+
+// stripTemplatePrefix turns `template: conf.host:1: function "x" not defined` into
+// `function "x" not defined`.
+func stripTemplatePrefix(msg, name string) string {
+	msg = strings.TrimPrefix(msg, "template: ")
+	if rest, ok := strings.CutPrefix(msg, name+":"); ok {
+		// Skip "line:" or "line:col:" and an "executing ..." context.
+		for i := 0; i < 2; i++ {
+			j := strings.IndexByte(rest, ':')
+			if j <= 0 {
+				break
+			}
+			if _, err := strconv.Atoi(rest[:j]); err != nil {
+				break
+			}
+			rest = rest[j+1:]
+		}
+		msg = strings.TrimSpace(rest)
+	}
+	return msg
+}
