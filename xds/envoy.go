@@ -1,0 +1,165 @@
+package xds
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	origdst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Well-known extension names, as Envoy registers them.
+const (
+	tcpProxyFilter       = "envoy.filters.network.tcp_proxy"
+	originalDstFilter    = "envoy.filters.listener.original_dst"
+	tlsTransportSocket   = "envoy.transport_sockets.tls"
+	outboundCaptureName  = "outbound:passthrough"
+	inboundCaptureName   = "inbound:passthrough"
+	connectTimeout       = 5 * time.Second
+	dnsRefreshRate       = 30 * time.Second
+	adsConfigSourceValue = "ads"
+)
+
+// weighted is one destination cluster of a tcp_proxy.
+type weighted struct {
+	cluster string
+	weight  uint32
+}
+
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("xds: packing %T: %v", m, err)) // only on a broken proto registry
+	}
+	return a
+}
+
+func socketAddress(ip string, port uint32) *core.Address {
+	return &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
+		Address:       ip,
+		PortSpecifier: &core.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+func pipeAddress(path string) *core.Address {
+	return &core.Address{Address: &core.Address_Pipe{Pipe: &core.Pipe{Path: path}}}
+}
+
+// listenerName is "<direction>:<ip>:<port>" with IPv6 addresses in brackets.
+func listenerName(direction string, ip netip.Addr, port uint32) string {
+	return direction + ":" + netip.AddrPortFrom(ip, uint16(port)).String()
+}
+
+// tcpProxy is a tcp_proxy network filter to one cluster, or to weighted clusters when the
+// destinations come from a TrafficRoute.
+func tcpProxy(statPrefix string, single string, split []weighted) *listener.Filter {
+	tp := &tcpproxy.TcpProxy{StatPrefix: statPrefix}
+	if split == nil {
+		tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: single}
+	} else {
+		wc := &tcpproxy.TcpProxy_WeightedCluster{}
+		for _, w := range split {
+			wc.Clusters = append(wc.Clusters, &tcpproxy.TcpProxy_WeightedCluster_ClusterWeight{Name: w.cluster, Weight: w.weight})
+		}
+		tp.ClusterSpecifier = &tcpproxy.TcpProxy_WeightedClusters{WeightedClusters: wc}
+	}
+	return &listener.Filter{Name: tcpProxyFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(tp)}}
+}
+
+// tcpListener is a listener with one filter chain holding one filter. bind=false makes it
+// virtual: only a capture listener with use_original_dst hands it connections.
+func tcpListener(name string, addr *core.Address, bind bool, f *listener.Filter) *listener.Listener {
+	return &listener.Listener{
+		Name:         name,
+		Address:      addr,
+		BindToPort:   wrapperspb.Bool(bind),
+		FilterChains: []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
+		TrafficDirection: func() core.TrafficDirection {
+			if len(name) >= 7 && name[:7] == "inbound" {
+				return core.TrafficDirection_INBOUND
+			}
+			return core.TrafficDirection_OUTBOUND
+		}(),
+	}
+}
+
+// captureListener is a transparent-proxy listener: bound on all addresses at port, it takes
+// the original destination of redirected connections and hands them to the listener bound
+// (virtually) to that destination, or to the passthrough cluster when none is.
+func captureListener(name, bindIP string, port uint32, passthrough string, dir core.TrafficDirection) *listener.Listener {
+	addr := socketAddress(bindIP, port)
+	if bindIP == "::" {
+		addr.GetSocketAddress().Ipv4Compat = true
+	}
+	return &listener.Listener{
+		Name:           name,
+		Address:        addr,
+		UseOriginalDst: wrapperspb.Bool(true),
+		ListenerFilters: []*listener.ListenerFilter{{
+			Name:       originalDstFilter,
+			ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: mustAny(&origdst.OriginalDst{})},
+		}},
+		FilterChains:     []*listener.FilterChain{{Filters: []*listener.Filter{tcpProxy(name, passthrough, nil)}}},
+		TrafficDirection: dir,
+	}
+}
+
+func edsCluster(name string) *cluster.Cluster {
+	return &cluster.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+		EdsClusterConfig: &cluster.Cluster_EdsClusterConfig{EdsConfig: &core.ConfigSource{
+			ResourceApiVersion:    core.ApiVersion_V3,
+			ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}},
+		}},
+	}
+}
+
+func originalDstCluster(name string) *cluster.Cluster {
+	return &cluster.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
+		LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
+		ConnectTimeout:       durationpb.New(connectTimeout),
+	}
+}
+
+// staticCluster is a cluster with its endpoints inline: kind is STATIC, STRICT_DNS or
+// LOGICAL_DNS.
+func staticCluster(name string, kind cluster.Cluster_DiscoveryType, addrs []*core.Address) *cluster.Cluster {
+	c := &cluster.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: kind},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+		LoadAssignment:       loadAssignment(name, addrs),
+	}
+	if kind == cluster.Cluster_STRICT_DNS || kind == cluster.Cluster_LOGICAL_DNS {
+		c.DnsRefreshRate = durationpb.New(dnsRefreshRate)
+		c.DnsLookupFamily = cluster.Cluster_V4_PREFERRED
+	}
+	return c
+}
+
+func loadAssignment(name string, addrs []*core.Address) *endpoint.ClusterLoadAssignment {
+	lbs := make([]*endpoint.LbEndpoint, 0, len(addrs))
+	for _, a := range addrs {
+		lbs = append(lbs, &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{
+			Endpoint: &endpoint.Endpoint{Address: a},
+		}})
+	}
+	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
+	if len(lbs) > 0 {
+		cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	}
+	return cla
+}

@@ -1,0 +1,336 @@
+package xds
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// Generate builds the Envoy resources of s.Self from the model and the VIP table. It is
+// pure: same inputs, same resources (every slice sorted by name). Policies that cannot be
+// expressed are left out and listed in Resources.Problems; the error is for unusable input
+// (no dataplane).
+func Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (*Resources, error) {
+	if s == nil || s.Self == nil {
+		return nil, fmt.Errorf("xds: snapshot has no dataplane")
+	}
+	g := newGenerator(s, t, o.withDefaults())
+	g.inbounds()
+	g.capture()
+	g.vipOutbounds()
+	g.selfOutbounds()
+	return g.finish(), nil
+}
+
+// inboundRef is one dataplane inbound: where it listens and what it is tagged with.
+type inboundRef struct {
+	tags mesh.Tags
+	addr string
+	port uint32
+}
+
+type generator struct {
+	s      *mesh.Snapshot
+	t      *vipalloc.Table
+	o      Options
+	routes *routeIndex
+	// byService indexes every inbound of the mesh by its service tag.
+	byService map[string][]inboundRef
+	mes       map[string]*mesh.MeshExternalService
+	mesFailed map[string]bool
+
+	listeners map[string]*listener.Listener
+	clusters  map[string]*cluster.Cluster
+	endpoints map[string]*endpoint.ClusterLoadAssignment
+	problems  []Problem
+}
+
+func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
+	g := &generator{
+		s: s, t: t, o: o,
+		byService: map[string][]inboundRef{},
+		mes:       map[string]*mesh.MeshExternalService{},
+		listeners: map[string]*listener.Listener{},
+		clusters:  map[string]*cluster.Cluster{},
+		endpoints: map[string]*endpoint.ClusterLoadAssignment{},
+	}
+	for _, dp := range s.Dataplanes {
+		for _, in := range dp.Networking.Inbound {
+			tags := normalizeTags(in.Tags)
+			svc := tags[mesh.ServiceTag]
+			if svc == "" {
+				continue
+			}
+			g.byService[svc] = append(g.byService[svc], inboundRef{tags: tags, addr: inboundAddress(dp, in), port: in.Port})
+		}
+	}
+	for _, m := range s.MeshExternalServices {
+		g.mes[m.Name] = m
+	}
+	g.routes = newRouteIndex(s, g.problem)
+	return g
+}
+
+func (g *generator) problem(kind, name, field, msg string) {
+	g.problems = append(g.problems, Problem{Kind: kind, Name: name, Field: field, Msg: msg})
+}
+
+func (g *generator) finish() *Resources {
+	r := &Resources{Problems: g.problems}
+	for _, svc := range sortedKeys(g.routes.conflicts) {
+		r.Conflicts = append(r.Conflicts, g.routes.conflicts[svc])
+	}
+	r.Listeners = make([]*listener.Listener, 0, len(g.listeners))
+	for _, l := range g.listeners {
+		r.Listeners = append(r.Listeners, l)
+	}
+	r.Clusters = make([]*cluster.Cluster, 0, len(g.clusters))
+	for _, c := range g.clusters {
+		r.Clusters = append(r.Clusters, c)
+	}
+	r.Endpoints = make([]*endpoint.ClusterLoadAssignment, 0, len(g.endpoints))
+	for _, e := range g.endpoints {
+		r.Endpoints = append(r.Endpoints, e)
+	}
+	r.sort()
+	return r
+}
+
+func (g *generator) addListener(l *listener.Listener) {
+	if _, dup := g.listeners[l.Name]; dup {
+		g.problem("Listener", l.Name, "", "address and port used twice; the first one is kept")
+		return
+	}
+	g.listeners[l.Name] = l
+}
+
+// inboundAddress is the address other dataplanes reach an inbound on.
+func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
+	if in.Address != "" {
+		return in.Address
+	}
+	if dp.Networking.AdvertisedAddress != "" {
+		return dp.Networking.AdvertisedAddress
+	}
+	return dp.Networking.Address
+}
+
+// normalizeTags maps the seeds' short `service` key to kuma.io/service (when the long one is
+// absent), so that `service: backend` and `kuma.io/service: backend` select the same thing.
+func normalizeTags(t mesh.Tags) mesh.Tags {
+	v, ok := t["service"]
+	if !ok {
+		return t
+	}
+	if _, long := t[mesh.ServiceTag]; long {
+		return t
+	}
+	out := make(mesh.Tags, len(t))
+	for k, val := range t {
+		if k != "service" {
+			out[k] = val
+		}
+	}
+	out[mesh.ServiceTag] = v
+	return out
+}
+
+// inbounds: one listener per inbound of this dataplane, forwarding to the local application.
+func (g *generator) inbounds() {
+	dp := g.s.Self
+	for i, in := range dp.Networking.Inbound {
+		addr := in.Address
+		if addr == "" {
+			addr = dp.Networking.Address
+		}
+		ip, err := netip.ParseAddr(addr)
+		if err != nil {
+			g.problem(mesh.KindDataplane, dp.Name, fmt.Sprintf("networking.inbound[%d].address", i), fmt.Sprintf("not an IP address (value %q)", addr))
+			continue
+		}
+		svcAddr, svcPort := in.ServiceAddress, in.ServicePort
+		if svcAddr == "" {
+			svcAddr = "127.0.0.1"
+		}
+		if svcPort == 0 {
+			svcPort = in.Port
+		}
+		sip, err := netip.ParseAddr(svcAddr)
+		if err != nil {
+			g.problem(mesh.KindDataplane, dp.Name, fmt.Sprintf("networking.inbound[%d].serviceAddress", i), fmt.Sprintf("not an IP address (value %q)", svcAddr))
+			continue
+		}
+		local := "localhost:" + strconv.FormatUint(uint64(svcPort), 10)
+		if sip != netip.MustParseAddr("127.0.0.1") {
+			local = netip.AddrPortFrom(sip, uint16(svcPort)).String()
+		}
+		if _, ok := g.clusters[local]; !ok {
+			g.clusters[local] = staticCluster(local, cluster.Cluster_STATIC, []*core.Address{socketAddress(sip.String(), svcPort)})
+		}
+		name := listenerName("inbound", ip, in.Port)
+		stat := normalizeTags(in.Tags)[mesh.ServiceTag]
+		if stat == "" {
+			stat = name
+		}
+		g.addListener(tcpListener(name, socketAddress(ip.String(), in.Port), !g.o.TransparentProxy, tcpProxy(stat, local, nil)))
+	}
+}
+
+// capture adds the transparent proxy's listeners and their passthrough clusters.
+func (g *generator) capture() {
+	if !g.o.TransparentProxy {
+		return
+	}
+	g.addListener(captureListener(outboundCaptureName, "0.0.0.0", g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND))
+	g.addListener(captureListener(inboundCaptureName, "0.0.0.0", g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND))
+	g.clusters[outboundCaptureName] = originalDstCluster(outboundCaptureName)
+	g.clusters[inboundCaptureName] = originalDstCluster(inboundCaptureName)
+}
+
+// vipOutbounds: with the transparent proxy, one virtual listener per VIP:port of the table
+// (IPv4 and its IPv6 twin). Without it nothing can reach a VIP, so none are generated.
+func (g *generator) vipOutbounds() {
+	if !g.o.TransparentProxy {
+		return
+	}
+	for _, ob := range g.t.Outbounds() {
+		var f *listener.Filter
+		if ob.MeshExternalService != "" {
+			c, ok := g.meshExternalService(ob.MeshExternalService)
+			if !ok {
+				continue
+			}
+			f = tcpProxy(c, c, nil)
+		} else {
+			var ok bool
+			f, ok = g.serviceFilter(ob.Hostname, normalizeTags(ob.Tags))
+			if !ok {
+				continue
+			}
+		}
+		for _, ip := range []netip.Addr{ob.IPv4, ob.IPv6} {
+			if ip.IsValid() {
+				g.addListener(tcpListener(listenerName("outbound", ip, ob.Port), socketAddress(ip.String(), ob.Port), false, f))
+			}
+		}
+	}
+}
+
+// selfOutbounds: the dataplane's explicit outbounds (universal without the transparent proxy)
+// are real listeners on their address (127.0.0.1 by default) and port.
+func (g *generator) selfOutbounds() {
+	dp := g.s.Self
+	for i, ob := range dp.Networking.Outbound {
+		field := fmt.Sprintf("networking.outbound[%d]", i)
+		addr := ob.Address
+		if addr == "" {
+			addr = "127.0.0.1"
+		}
+		ip, err := netip.ParseAddr(addr)
+		if err != nil {
+			g.problem(mesh.KindDataplane, dp.Name, field+".address", fmt.Sprintf("not an IP address (value %q)", addr))
+			continue
+		}
+		var f *listener.Filter
+		switch {
+		case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshExternalService:
+			c, ok := g.meshExternalService(ob.BackendRef.Name)
+			if !ok {
+				if g.mes[ob.BackendRef.Name] == nil {
+					g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.name", fmt.Sprintf("no MeshExternalService %q", ob.BackendRef.Name))
+				}
+				continue
+			}
+			f = tcpProxy(c, c, nil)
+		case ob.BackendRef != nil:
+			g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.kind", fmt.Sprintf("unsupported kind (value %q)", ob.BackendRef.Kind))
+			continue
+		default:
+			stat := ob.Hostname
+			if stat == "" {
+				stat = normalizeTags(ob.Tags)[mesh.ServiceTag]
+			}
+			var ok bool
+			if f, ok = g.serviceFilter(stat, normalizeTags(ob.Tags)); !ok {
+				g.problem(mesh.KindDataplane, dp.Name, field+".tags", "no kuma.io/service tag")
+				continue
+			}
+		}
+		g.addListener(tcpListener(listenerName("outbound", ip, ob.Port), socketAddress(ip.String(), ob.Port), true, f))
+	}
+}
+
+// serviceFilter is the tcp_proxy of an outbound to the service tags: split by the best
+// TrafficRoute when one applies (seed 004), else a single cluster for the tags.
+func (g *generator) serviceFilter(stat string, tags mesh.Tags) (*listener.Filter, bool) {
+	svc := tags[mesh.ServiceTag]
+	if svc == "" {
+		return nil, false
+	}
+	if r := g.routes.best(svc); r != nil {
+		split := make([]weighted, 0, len(r.conf))
+		for _, d := range r.conf {
+			split = append(split, weighted{cluster: g.serviceCluster(d.tags), weight: d.weight})
+		}
+		return tcpProxy(stat, "", split), true
+	}
+	return tcpProxy(stat, g.serviceCluster(tags), nil), true
+}
+
+// serviceCluster ensures the EDS cluster and assignment for destination tags exist and
+// returns the cluster's name: the service name when only the service tag is given, else an
+// "ad-hoc" cluster named after the service and the other tags sorted by key.
+func (g *generator) serviceCluster(tags mesh.Tags) string {
+	name := clusterName(tags)
+	if _, ok := g.clusters[name]; ok {
+		return name
+	}
+	g.clusters[name] = edsCluster(name)
+	var addrs []*core.Address
+	for _, in := range g.byService[tags[mesh.ServiceTag]] {
+		if len(tags) == 1 || tags.Matches(in.tags) {
+			addrs = append(addrs, socketAddress(in.addr, in.port))
+		}
+	}
+	g.endpoints[name] = loadAssignment(name, addrs)
+	return name
+}
+
+// clusterName: "backend" for {service: backend}; "backend{region=us,version=2}" for more
+// tags. The service name leads so that metrics can be aggregated per service.
+func clusterName(tags mesh.Tags) string {
+	svc := tags[mesh.ServiceTag]
+	if len(tags) == 1 {
+		return svc
+	}
+	keys := make([]string, 0, len(tags)-1)
+	for k := range tags {
+		if k != mesh.ServiceTag {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(svc)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(tags[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}

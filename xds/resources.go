@@ -1,0 +1,71 @@
+package xds
+
+import (
+	"fmt"
+	"sort"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+)
+
+// Options are the per-dataplane settings that shape the resources.
+type Options struct {
+	// TransparentProxy: traffic reaches Envoy through iptables redirection. Adds the capture
+	// listeners and makes the VIP and inbound listeners virtual (bind_to_port false).
+	TransparentProxy bool
+	// OutboundPort and InboundPort are the capture listeners' ports (default 15001, 15006).
+	OutboundPort, InboundPort uint32
+	// CABundle is the system CA bundle path (FindSystemCA), used for TLS origination to a
+	// MeshExternalService that gives no CA.
+	CABundle string
+}
+
+func (o Options) withDefaults() Options {
+	if o.OutboundPort == 0 {
+		o.OutboundPort = 15001
+	}
+	if o.InboundPort == 0 {
+		o.InboundPort = 15006
+	}
+	return o
+}
+
+// Problem is one policy (or part of one) left out of the resources, with why. Problems are
+// the status the agent reports; what they name never reaches Envoy.
+type Problem struct {
+	Kind, Name string
+	// Field is the path inside the resource, e.g. "spec.tls.verification.clientCert".
+	Field string
+	Msg   string
+}
+
+func (p Problem) String() string {
+	if p.Field != "" {
+		return fmt.Sprintf("%s %q: %s: %s", p.Kind, p.Name, p.Field, p.Msg)
+	}
+	return fmt.Sprintf("%s %q: %s", p.Kind, p.Name, p.Msg)
+}
+
+// Resources is one generated set of Envoy resources, each slice sorted by name.
+// Treat it as immutable once returned.
+type Resources struct {
+	Listeners []*listener.Listener
+	Clusters  []*cluster.Cluster
+	Endpoints []*endpoint.ClusterLoadAssignment
+	Secrets   []*tlsv3.Secret
+	// Problems lists the policies (or parts) left out because they cannot be expressed.
+	Problems []Problem
+	// Conflicts notes outbounds where several TrafficRoutes were equally specific and only
+	// the creation time (or the name) chose the winner (seed 004, corner case F: make it
+	// noticeable).
+	Conflicts []string
+}
+
+func (r *Resources) sort() {
+	sort.Slice(r.Listeners, func(i, j int) bool { return r.Listeners[i].Name < r.Listeners[j].Name })
+	sort.Slice(r.Clusters, func(i, j int) bool { return r.Clusters[i].Name < r.Clusters[j].Name })
+	sort.Slice(r.Endpoints, func(i, j int) bool { return r.Endpoints[i].ClusterName < r.Endpoints[j].ClusterName })
+	sort.Slice(r.Secrets, func(i, j int) bool { return r.Secrets[i].Name < r.Secrets[j].Name })
+}

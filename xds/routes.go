@@ -1,0 +1,195 @@
+package xds
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// route is one TrafficRoute whose sources match this dataplane, ready to apply.
+type route struct {
+	tr   *mesh.TrafficRoute
+	src  mesh.Rank // best source selector over this dataplane's inbounds
+	dsts []mesh.Tags
+	conf []dest
+}
+
+type dest struct {
+	tags   mesh.Tags
+	weight uint32
+}
+
+// routeIndex finds the best TrafficRoute for an outbound service (seed 004, Design step 3).
+// Rules whose destination selector is exactly {service: X} are indexed by X; the rest
+// (wildcards, extra tags) are checked for every service.
+type routeIndex struct {
+	byService map[string][]*route
+	generic   []*route
+	cache     map[string]*route
+	// conflicts notes outbounds where two rules ranked equal on specificity and only the
+	// creation time (or name) decided (seed 004 corner cases A, D and F).
+	conflicts map[string]string
+}
+
+// newRouteIndex keeps the rules whose sources match one of self's inbounds (Design step 2)
+// and whose conf can be expressed; the others are reported through problem.
+func newRouteIndex(s *mesh.Snapshot, problem func(kind, name, field, msg string)) *routeIndex {
+	ix := &routeIndex{byService: map[string][]*route{}, cache: map[string]*route{}, conflicts: map[string]string{}}
+	var inbound []mesh.Tags
+	for _, in := range s.Self.Networking.Inbound {
+		inbound = append(inbound, normalizeTags(in.Tags))
+	}
+	for _, tr := range s.TrafficRoutes {
+		r, err := compileRoute(tr)
+		if err != nil {
+			problem(mesh.KindTrafficRoute, tr.Name, err.field, err.msg)
+			continue
+		}
+		found := false
+		for _, tags := range inbound {
+			for _, sel := range tr.Sources {
+				m := normalizeTags(sel.Match)
+				if !m.Matches(tags) {
+					continue
+				}
+				rk := mesh.RankOf(m, tr.CreationTime, tr.Name)
+				if !found || rk.Better(r.src) {
+					r.src, found = rk, true
+				}
+			}
+		}
+		if !found {
+			continue
+		}
+		generic := false
+		for _, d := range r.dsts {
+			svc := d[mesh.ServiceTag]
+			if len(d) != 1 || svc == "" || svc == mesh.Wildcard {
+				generic = true
+			}
+		}
+		if generic {
+			ix.generic = append(ix.generic, r)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, d := range r.dsts {
+			if svc := d[mesh.ServiceTag]; !seen[svc] {
+				seen[svc] = true
+				ix.byService[svc] = append(ix.byService[svc], r)
+			}
+		}
+	}
+	return ix
+}
+
+type routeError struct{ field, msg string }
+
+// compileRoute checks what the generator relies on and normalizes the tags. Weight-0
+// destinations take no traffic and are dropped; a rule left with none is an error.
+func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
+	r := &route{tr: tr}
+	if len(tr.Sources) == 0 {
+		return nil, &routeError{"sources", "at least one source selector is required"}
+	}
+	if len(tr.Destinations) == 0 {
+		return nil, &routeError{"destinations", "at least one destination selector is required"}
+	}
+	for _, d := range tr.Destinations {
+		r.dsts = append(r.dsts, normalizeTags(d.Match))
+	}
+	index := map[string]int{}
+	for i, c := range tr.Conf {
+		tags := normalizeTags(c.Destination)
+		svc := tags[mesh.ServiceTag]
+		if svc == "" || svc == mesh.Wildcard {
+			return nil, &routeError{fmt.Sprintf("conf[%d].destination", i), "needs a concrete kuma.io/service (or service) tag"}
+		}
+		for k, v := range tags {
+			if v == mesh.Wildcard || v == "" {
+				return nil, &routeError{fmt.Sprintf("conf[%d].destination.%s", i, k), fmt.Sprintf("destination tags need exact values (value %q)", v)}
+			}
+		}
+		if c.Weight == 0 {
+			continue
+		}
+		// Two destinations with the same tags are one cluster: their weights add up.
+		name := clusterName(tags)
+		if j, ok := index[name]; ok {
+			r.conf[j].weight += c.Weight
+			continue
+		}
+		index[name] = len(r.conf)
+		r.conf = append(r.conf, dest{tags: tags, weight: c.Weight})
+	}
+	if len(r.conf) == 0 {
+		return nil, &routeError{"conf", "no destination with a weight above 0"}
+	}
+	return r, nil
+}
+
+// best returns the best rule for an outbound to service svc, or nil. The rank of a rule is
+// its best source selector plus its best destination selector matching {service: svc}:
+// more tags, then more exact values, then the newest, then the lowest name
+// (mesh.Rank.Better), which settles seed 004's corner cases A-D and F.
+func (ix *routeIndex) best(svc string) *route {
+	if r, ok := ix.cache[svc]; ok {
+		return r
+	}
+	target := mesh.Tags{mesh.ServiceTag: svc}
+	var best, tied *route
+	var bestRank mesh.Rank
+	consider := func(r *route) {
+		var dst mesh.Rank
+		found := false
+		for _, d := range r.dsts {
+			if !d.Matches(target) {
+				continue
+			}
+			rk := mesh.RankOf(d, r.tr.CreationTime, r.tr.Name)
+			if !found || rk.Better(dst) {
+				dst, found = rk, true
+			}
+		}
+		if !found {
+			return
+		}
+		rk := mesh.Rank{Tags: r.src.Tags + dst.Tags, Exact: r.src.Exact + dst.Exact, Created: r.tr.CreationTime, Name: r.tr.Name}
+		switch {
+		case best == nil:
+			best, bestRank = r, rk
+		case rk.Better(bestRank):
+			if rk.Tags == bestRank.Tags && rk.Exact == bestRank.Exact {
+				tied = best
+			} else {
+				tied = nil
+			}
+			best, bestRank = r, rk
+		case rk.Tags == bestRank.Tags && rk.Exact == bestRank.Exact:
+			tied = r
+		}
+	}
+	for _, r := range ix.byService[svc] {
+		consider(r)
+	}
+	for _, r := range ix.generic {
+		consider(r)
+	}
+	if tied != nil {
+		ix.conflicts[svc] = fmt.Sprintf("outbound to %q: TrafficRoutes %q and %q match equally well; %q wins (newest, then lowest name)",
+			svc, best.tr.Name, tied.tr.Name, best.tr.Name)
+	}
+	ix.cache[svc] = best
+	return best
+}
+
+// sortedKeys is used by tests and the golden writer.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
