@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// readiness is /ready's answer: ok only once the first model is applied, DNS answers and,
+// with Envoy, Envoy is live; never while draining.
+func (a *Agent) readiness() (bool, string) {
+	switch {
+	case a.draining.Load():
+		return false, "TERMINATING"
+	case !a.dnsReady.Load():
+		return false, "NOT READY: DNS not answering yet"
+	}
+	if snap, _, _, _ := a.model.get(); snap == nil {
+		return false, "NOT READY: no model loaded"
+	}
+	if a.parts.Envoy != nil && !a.parts.Envoy.Live() {
+		return false, "NOT READY: Envoy not live"
+	}
+	return true, "READY"
+}
+
+func (a *Agent) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		ok, msg := a.readiness()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, msg)
+	})
+	mux.HandleFunc("GET /vips", func(w http.ResponseWriter, _ *http.Request) {
+		_, table, _, _ := a.model.get()
+		entries := table.Entries()
+		if entries == nil {
+			entries = []*vipalloc.Entry{}
+		}
+		writeJSON(w, map[string]any{"entries": entries})
+	})
+	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, _ *http.Request) {
+		snap, table, envoy, envoyErr := a.model.get()
+		dump := map[string]any{"model": snap, "vips": table.Entries(), "envoy": envoy}
+		if envoyErr != nil {
+			dump["envoyError"] = envoyErr.Error()
+		}
+		writeJSON(w, dump)
+	})
+	mux.Handle("GET /metrics", a.metrics.handler(a.parts.DNS.MetricsHandler()))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ReadyInfo is what the ready file holds (and the "ready" log line says): the bound
+// addresses, useful when ports were chosen by the kernel (port 0).
+type ReadyInfo struct {
+	PID     int      `json:"pid"`
+	Admin   string   `json:"admin"`
+	DNSUDP  []string `json:"dnsUDP"`
+	DNSTCP  []string `json:"dnsTCP"`
+	Startup string   `json:"startup"`
+}
+
+func (a *Agent) announceReady() {
+	udp, tcp := a.parts.DNS.Addrs()
+	info := ReadyInfo{PID: os.Getpid(), Admin: a.AdminAddr().String(), DNSUDP: addrStrings(udp),
+		DNSTCP: addrStrings(tcp), Startup: time.Since(a.start).Round(time.Microsecond).String()}
+	a.log.Info("ready", "admin", info.Admin, "dns_udp", info.DNSUDP, "dns_tcp", info.DNSTCP,
+		"envoy", a.parts.Envoy != nil, "startup", info.Startup)
+	if a.cfg.Runtime.ReadyFile == "" {
+		return
+	}
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := writeFileAtomic(a.cfg.Runtime.ReadyFile, append(b, '\n')); err != nil {
+		a.log.Error("cannot write the ready file", "path", a.cfg.Runtime.ReadyFile, "error", err)
+	}
+}
+
+func (a *Agent) removeReadyFile() {
+	if f := a.cfg.Runtime.ReadyFile; f != "" && a.ready.Load() {
+		_ = os.Remove(f)
+	}
+}
+
+func addrStrings(as []net.Addr) []string {
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so a reader never sees a
+// half-written file.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cplink"
+)
+
+// Agent runs the composed parts. Create it with New, run it with Run (or RunWithSignals).
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	parts Parts
+	start time.Time
+
+	model   modelState
+	metrics *metrics
+
+	dnsReady atomic.Bool
+	draining atomic.Bool
+	ready    atomic.Bool // every condition of /ready held at least once
+
+	adminAddr atomic.Pointer[net.TCPAddr]
+	abortOnce sync.Once
+	abort     chan struct{}
+}
+
+// InvalidModelError is returned by Run when the first model does not load or validate: the
+// agent never started serving.
+type InvalidModelError struct{ Err error }
+
+func (e *InvalidModelError) Error() string { return "the model does not validate: " + e.Err.Error() }
+func (e *InvalidModelError) Unwrap() error { return e.Err }
+
+// New composes the parts. start is when the process started (for the startup time reported
+// when ready); zero means now.
+func New(cfg Config, parts Parts, log *slog.Logger, start time.Time) (*Agent, error) {
+	if parts.Source == nil || parts.Allocator == nil || parts.DNS == nil {
+		return nil, errors.New("agent: source, allocator and DNS are required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if start.IsZero() {
+		start = time.Now()
+	}
+	a := &Agent{cfg: cfg, log: log, parts: parts, start: start, abort: make(chan struct{})}
+	a.metrics = newMetrics(a)
+	return a, nil
+}
+
+// Reload asks the source for a load now, changed or not (SIGHUP).
+func (a *Agent) Reload() { a.parts.Source.Reload() }
+
+// Abort cuts a graceful shutdown short: the remaining drain is skipped and the parts stop
+// at once (a second SIGTERM).
+func (a *Agent) Abort() { a.abortOnce.Do(func() { close(a.abort) }) }
+
+// AdminAddr is the bound admin address, once Run has bound it.
+func (a *Agent) AdminAddr() net.Addr {
+	if p := a.adminAddr.Load(); p != nil {
+		return p
+	}
+	return nil
+}
+
+// part is one running part: how to stop it and where its result arrives.
+type part struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (a *Agent) startPart(name string, run func(context.Context) error) *part {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &part{name: name, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- run(ctx) }()
+	return p
+}
+
+// stop cancels a part and waits for it, at most grace (a part that does not return is
+// reported, not waited for forever).
+func (a *Agent) stopPart(p *part, grace time.Duration) {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			a.log.Warn("part stopped with an error", "part", p.name, "error", err)
+		} else {
+			a.log.Debug("part stopped", "part", p.name)
+		}
+		p.done <- err // keep it readable for anyone else waiting
+	case <-t.C:
+		a.log.Error("part did not stop in time", "part", p.name, "grace", grace)
+	}
+}
+
+// Run loads the first model, starts every part, serves until ctx is cancelled, then shuts
+// down gracefully: readiness 503, Envoy drained for the drain time (DNS keeps answering),
+// then the parts stop in reverse order of their start. A first model that does not
+// validate returns an *InvalidModelError before anything serves.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	ln, err := net.Listen("tcp", a.cfg.Admin.Address)
+	if err != nil {
+		return fmt.Errorf("admin endpoint (admin.address %q): %w", a.cfg.Admin.Address, err)
+	}
+	a.adminAddr.Store(ln.Addr().(*net.TCPAddr))
+	admin := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
+	adminPart := a.startPart("admin", func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- admin.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := admin.Shutdown(sctx)
+		<-errc
+		return err
+	})
+	defer a.stopPart(adminPart, 2*time.Second)
+
+	first := a.parts.Source.Load()
+	if first.Err != nil {
+		a.logRefusal(first)
+		a.metrics.reloads.WithLabelValues("refused").Inc()
+		return &InvalidModelError{Err: first.Err}
+	}
+	if err := a.apply(first); err != nil {
+		return &InvalidModelError{Err: err}
+	}
+
+	dnsPart := a.startPart("dns", a.parts.DNS.Run)
+	defer a.stopPart(dnsPart, 3*time.Second)
+	select {
+	case <-a.parts.DNS.Ready():
+		a.dnsReady.Store(true)
+	case err := <-dnsPart.done:
+		dnsPart.done <- err
+		return fmt.Errorf("dns: %w", orStopped(err))
+	case <-ctx.Done():
+		return nil
+	}
+
+	var envoyPart *part
+	if a.parts.Envoy != nil {
+		envoyPart = a.startPart("envoy", a.parts.Envoy.Run)
+		defer a.stopPart(envoyPart, 5*time.Second)
+	}
+
+	updates := make(chan cplink.Update)
+	sourcePart := a.startPart("source", func(ctx context.Context) error { return a.parts.Source.Run(ctx, updates) })
+	defer a.stopPart(sourcePart, 2*time.Second)
+
+	defer a.removeReadyFile()
+	readyTick := time.NewTicker(5 * time.Millisecond)
+	defer readyTick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return a.drain(updates, dnsPart, envoyPart)
+		case u := <-updates:
+			if u.Err != nil {
+				a.logRefusal(u)
+				a.metrics.reloads.WithLabelValues("refused").Inc()
+				continue
+			}
+			_ = a.apply(u)
+		case err := <-dnsPart.done:
+			dnsPart.done <- err
+			return fmt.Errorf("dns: %w", orStopped(err))
+		case err := <-envoyDone(envoyPart):
+			envoyPart.done <- err
+			return fmt.Errorf("envoy: %w", orStopped(err))
+		case err := <-sourcePart.done:
+			sourcePart.done <- err
+			return fmt.Errorf("model source: %w", orStopped(err))
+		case <-readyTick.C:
+			// Readiness is announced once (log line and ready file); the tick stops then.
+			if ok, _ := a.readiness(); ok && !a.ready.Swap(true) {
+				a.announceReady()
+				readyTick.Stop()
+			}
+		}
+	}
+}
+
+func envoyDone(p *part) <-chan error {
+	if p == nil {
+		return nil
+	}
+	return p.done
+}
+
+func orStopped(err error) error {
+	if err == nil {
+		return errors.New("stopped unexpectedly")
+	}
+	return err
+}
+
+// drain is the graceful part of shutdown: readiness goes 503 at once, Envoy drains for the
+// drain time while DNS keeps answering (and changes keep applying), unless Abort.
+func (a *Agent) drain(updates <-chan cplink.Update, dnsPart, envoyPart *part) error {
+	a.draining.Store(true)
+	d := time.Duration(a.cfg.Dataplane.DrainTime)
+	a.log.Info("shutting down: readiness is 503, draining", "drain_time", d)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.abort:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	drained := make(chan struct{})
+	if a.parts.Envoy != nil && envoyPart != nil {
+		go func() {
+			defer close(drained)
+			if err := a.parts.Envoy.Drain(ctx, d); err != nil {
+				a.log.Warn("envoy drain", "error", err)
+			}
+		}()
+	} else {
+		close(drained)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			<-drained
+			a.log.Info("drained; stopping parts")
+			return nil
+		case u := <-updates:
+			if u.Err == nil {
+				_ = a.apply(u)
+			}
+		case err := <-dnsPart.done:
+			dnsPart.done <- err
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,411 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The lifecycle tests below compose the agent with small in-memory parts, so that each
+// ordering and timing rule is checked on its own; the end-to-end tests in cmd/kuma-dp run
+// the real binary with the real parts.
+
+type memSource struct {
+	first   cplink.Update
+	updates chan cplink.Update
+	reloads atomic.Int32
+}
+
+func (s *memSource) Load() cplink.Update { return s.first }
+func (s *memSource) Reload()             { s.reloads.Add(1) }
+func (s *memSource) Run(ctx context.Context, out chan<- cplink.Update) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-s.updates:
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// serviceAllocator gives every inbound service `<service>.mesh` a VIP, in name order.
+type serviceAllocator struct{}
+
+func (serviceAllocator) Allocate(s *mesh.Snapshot) (*vipalloc.Table, error) {
+	var entries []*vipalloc.Entry
+	seen := map[string]bool{}
+	for _, dp := range s.Dataplanes {
+		for _, in := range dp.Networking.Inbound {
+			svc := in.Tags[mesh.ServiceTag]
+			if svc == "" || seen[svc] {
+				continue
+			}
+			seen[svc] = true
+			n := len(entries) + 1
+			entries = append(entries, &vipalloc.Entry{Hostname: svc + ".mesh", Ports: []uint32{80},
+				IPv4: netip.AddrFrom4([4]byte{240, 0, 0, byte(n)}), Status: vipalloc.Available,
+				Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: svc}, Tags: mesh.Tags{mesh.ServiceTag: svc}})
+		}
+	}
+	return vipalloc.NewTable(entries, nil), nil
+}
+
+type memDNS struct {
+	ready   chan struct{}
+	table   atomic.Pointer[vipalloc.Table]
+	running atomic.Bool
+	stopped atomic.Int64 // unix nanos of stop
+}
+
+func newMemDNS() *memDNS { return &memDNS{ready: make(chan struct{})} }
+
+func (d *memDNS) Swap(t *vipalloc.Table) { d.table.Store(t) }
+func (d *memDNS) Run(ctx context.Context) error {
+	d.running.Store(true)
+	close(d.ready)
+	<-ctx.Done()
+	d.running.Store(false)
+	d.stopped.Store(time.Now().UnixNano())
+	return nil
+}
+func (d *memDNS) Ready() <-chan struct{} { return d.ready }
+func (d *memDNS) Addrs() (udp, tcp []net.Addr) {
+	return []net.Addr{&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}}, []net.Addr{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}}
+}
+func (d *memDNS) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "# TYPE test_dns_queries_total counter\ntest_dns_queries_total 7")
+	})
+}
+
+func (d *memDNS) lookup(name string) (netip.Addr, bool) {
+	e, ok := d.table.Load().Lookup(name)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return e.IPv4, true
+}
+
+func snapshot(t *testing.T, services ...string) *mesh.Snapshot {
+	t.Helper()
+	self := &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: "web-1", Source: "dp.yaml#1"},
+		Networking: mesh.Networking{Address: "10.0.0.1", Inbound: []mesh.Inbound{{Port: 8080, Tags: mesh.Tags{mesh.ServiceTag: "web"}}}}}
+	var rs []mesh.Resource
+	for i, s := range services {
+		rs = append(rs, &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: fmt.Sprintf("%s-%d", s, i)},
+			Networking: mesh.Networking{Address: "10.0.1.1", Inbound: []mesh.Inbound{{Port: 80, Tags: mesh.Tags{mesh.ServiceTag: s}}}}})
+	}
+	snap, err := mesh.NewSnapshot(self, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type harness struct {
+	t      *testing.T
+	a      *Agent
+	src    *memSource
+	dns    *memDNS
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+	admin  string
+}
+
+func startAgent(t *testing.T, cfg Config, first cplink.Update) *harness {
+	t.Helper()
+	h := &harness{t: t, src: &memSource{first: first, updates: make(chan cplink.Update)}, dns: newMemDNS(), logs: &syncBuffer{}}
+	cfg.Admin.Address = "127.0.0.1:0"
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := New(cfg, Parts{Source: h.src, Allocator: serviceAllocator{}, DNS: h.dns}, log, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.a = a
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		a.Abort()
+		select {
+		case <-h.done:
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	for i := 0; a.AdminAddr() == nil; i++ {
+		if i > 1000 {
+			t.Fatal("admin endpoint not bound")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.admin = "http://" + a.AdminAddr().String()
+	return h
+}
+
+func (h *harness) get(path string) (int, string) {
+	h.t.Helper()
+	resp, err := http.Get(h.admin + path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (h *harness) waitReady() {
+	h.t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if code, _ := h.get("/ready"); code == 200 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.t.Fatalf("not ready; logs:\n%s", h.logs)
+}
+
+func (h *harness) send(u cplink.Update) {
+	select {
+	case h.src.updates <- u:
+	case <-time.After(2 * time.Second):
+		h.t.Fatal("agent did not take the update")
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testConfig() Config {
+	c := Defaults()
+	c.Runtime.DataplaneFile = "dp.yaml"
+	c.Dataplane.DrainTime = Duration(300 * time.Millisecond)
+	return c
+}
+
+func TestAgentServesAndReloads(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	if _, ok := h.dns.lookup("httpbin.mesh"); !ok {
+		t.Fatal("httpbin.mesh not served after start")
+	}
+
+	// A valid change reaches DNS.
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "backend"), Trigger: "watch"})
+	eventually(t, "backend.mesh", func() bool { _, ok := h.dns.lookup("backend.mesh"); return ok })
+
+	// A refused change keeps the last good table, and the log names the file and field.
+	before := h.dns.table.Load()
+	h.send(cplink.Update{Trigger: "watch", Err: mesh.Errors{{Source: "policies/vo.yaml#2", Kind: mesh.KindVirtualOutbound,
+		Name: "by-version", Path: "conf.host", Value: "{{nope}}", Msg: `template: function "nope" not defined`}}})
+	eventually(t, "refusal logged", func() bool { return strings.Contains(h.logs.String(), "policies/vo.yaml#2") })
+	if h.dns.table.Load() != before {
+		t.Fatal("a refused change replaced the table")
+	}
+	log := h.logs.String()
+	for _, want := range []string{"change refused", "field=conf.host", `value={{nope}}`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+
+	// The same content again is skipped.
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "backend"), Trigger: "watch"})
+	eventually(t, "unchanged counted", func() bool {
+		_, m := h.get("/metrics")
+		return strings.Contains(m, `kuma_dp_model_reloads_total{result="unchanged"} 1`)
+	})
+	if h.dns.table.Load() != before {
+		t.Fatal("an unchanged model replaced the table")
+	}
+
+	_, m := h.get("/metrics")
+	for _, want := range []string{
+		`kuma_dp_model_reloads_total{result="applied"} 2`,
+		`kuma_dp_model_reloads_total{result="refused"} 1`,
+		`kuma_dp_vip_entries{status="Available"} 3`,
+		`kuma_dp_vip_pool_used{pool="service"} 3`,
+		"kuma_dp_ready 1",
+		"kuma_dp_model_reload_duration_seconds_count 2",
+		"test_dns_queries_total 7", // the resolver's own metrics, on the same page
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	h.a.Reload()
+	if h.src.reloads.Load() != 1 {
+		t.Error("Reload did not reach the source")
+	}
+}
+
+func TestAgentAdminEndpoints(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin", "backend"), Trigger: "start"})
+	h.waitReady()
+
+	code, body := h.get("/vips")
+	var vips struct {
+		Entries []struct {
+			Hostname string `json:"hostname"`
+			IPv4     string `json:"ipv4"`
+			Status   string `json:"status"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(body), &vips); code != 200 || err != nil {
+		t.Fatalf("/vips: %d %v\n%s", code, err, body)
+	}
+	if len(vips.Entries) != 3 || vips.Entries[0].Hostname != "backend.mesh" || vips.Entries[0].Status != "Available" || vips.Entries[0].IPv4 == "" {
+		t.Fatalf("/vips: %+v", vips.Entries)
+	}
+
+	code, body = h.get("/config_dump")
+	var dump struct {
+		Model struct {
+			Mesh string
+			Self struct{ Name string }
+		} `json:"model"`
+		Vips  []json.RawMessage `json:"vips"`
+		Envoy any               `json:"envoy"`
+	}
+	if err := json.Unmarshal([]byte(body), &dump); code != 200 || err != nil {
+		t.Fatalf("/config_dump: %d %v", code, err)
+	}
+	if dump.Model.Mesh != "default" || dump.Model.Self.Name != "web-1" || len(dump.Vips) != 3 {
+		t.Fatalf("/config_dump: %+v", dump)
+	}
+	if code, _ := h.get("/nope"); code != 404 {
+		t.Errorf("unknown path: %d", code)
+	}
+}
+
+func TestAgentRefusesInvalidFirstModel(t *testing.T) {
+	logs := &syncBuffer{}
+	cfg := testConfig()
+	cfg.Admin.Address = "127.0.0.1:0"
+	src := &memSource{first: cplink.Update{Trigger: "start", Err: mesh.Errors{{Source: "dp.yaml#1", Path: "networking.address", Value: "x", Msg: "not an IP"}}}}
+	dns := newMemDNS()
+	a, _ := New(cfg, Parts{Source: src, Allocator: serviceAllocator{}, DNS: dns}, slog.New(slog.NewTextHandler(logs, nil)), time.Time{})
+	err := a.Run(context.Background())
+	var invalid *InvalidModelError
+	if !errors.As(err, &invalid) {
+		t.Fatalf("want InvalidModelError, got %v", err)
+	}
+	if dns.running.Load() || !strings.Contains(logs.String(), "field=networking.address") {
+		t.Fatalf("DNS started or log lacks the field:\n%s", logs)
+	}
+}
+
+func TestAgentRefusesAnotherDataplane(t *testing.T) {
+	cfg := testConfig()
+	cfg.Dataplane.Name = "other"
+	cfg.Admin.Address = "127.0.0.1:0"
+	logs := &syncBuffer{}
+	a, _ := New(cfg, Parts{Source: &memSource{first: cplink.Update{Snapshot: snapshot(t)}}, Allocator: serviceAllocator{}, DNS: newMemDNS()},
+		slog.New(slog.NewTextHandler(logs, nil)), time.Time{})
+	err := a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `does not match --name "other"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestAgentDrainsThenStops(t *testing.T) {
+	cfg := testConfig()
+	cfg.Dataplane.DrainTime = Duration(400 * time.Millisecond)
+	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	start := time.Now()
+	h.cancel()
+	eventually(t, "503 TERMINATING", func() bool {
+		code, body := h.get("/ready")
+		return code == 503 && strings.TrimSpace(body) == "TERMINATING"
+	})
+	if !h.dns.running.Load() {
+		t.Fatal("DNS stopped before the drain time")
+	}
+	select {
+	case err := <-h.done:
+		h.done <- err
+		took := time.Since(start)
+		if err != nil || took < 400*time.Millisecond || took > 900*time.Millisecond {
+			t.Fatalf("Run returned %v after %v, want nil after the 400ms drain", err, took)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if h.dns.running.Load() {
+		t.Fatal("DNS still running after Run returned")
+	}
+}
+
+func TestAgentAbortCutsTheDrainShort(t *testing.T) {
+	cfg := testConfig()
+	cfg.Dataplane.DrainTime = Duration(time.Minute)
+	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	start := time.Now()
+	h.cancel()
+	eventually(t, "draining", func() bool { code, _ := h.get("/ready"); return code == 503 })
+	h.a.Abort()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil || time.Since(start) > 2*time.Second {
+			t.Fatalf("Run returned %v after %v", err, time.Since(start))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Abort did not stop the drain")
+	}
+}

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything `kuma-dp run` can be told. The JSON names are the `--config` file's
+// field paths (YAML), e.g. dns.proxyPort.
+type Config struct {
+	Dataplane        DataplaneConfig        `json:"dataplane"`
+	Runtime          RuntimeConfig          `json:"dataplaneRuntime"`
+	DNS              DNSConfig              `json:"dns"`
+	Admin            AdminConfig            `json:"admin"`
+	Log              LogConfig              `json:"log"`
+	TransparentProxy TransparentProxyConfig `json:"transparentProxy"`
+}
+
+// DataplaneConfig identifies the dataplane and how it stops.
+type DataplaneConfig struct {
+	// Name and Mesh, when set, must match the dataplane file (they guard against running
+	// an agent with another workload's file).
+	Name string `json:"name,omitempty"`
+	Mesh string `json:"mesh,omitempty"`
+	// DrainTime is how long Envoy drains (and readiness stays 503 with DNS still
+	// answering) between SIGTERM and the parts stopping.
+	DrainTime Duration `json:"drainTime"`
+}
+
+// RuntimeConfig is where the model comes from and where the agent keeps its state.
+type RuntimeConfig struct {
+	DataplaneFile string `json:"dataplaneFile"`
+	PoliciesDir   string `json:"policiesDir"`
+	// Watch is auto (inotify, else polling), inotify or poll.
+	Watch string `json:"watch"`
+	// WorkDir holds the VIP state file, Envoy's bootstrap and sockets.
+	WorkDir string `json:"workDir"`
+	// Envoy: run Envoy (when found at BinaryPath, in PATH or beside kuma-dp).
+	Envoy      bool   `json:"envoy"`
+	BinaryPath string `json:"binaryPath,omitempty"`
+	// ReadyFile, when set, receives the bound addresses as JSON once the agent is ready.
+	ReadyFile string `json:"readyFile,omitempty"`
+}
+
+// DNSConfig configures the embedded resolver.
+type DNSConfig struct {
+	// Addresses to listen on (IPs, no port); empty means 127.0.0.1 and ::1 (where the host
+	// has IPv6).
+	Addresses []string `json:"addresses,omitempty"`
+	// ProxyPort for every address; 0 picks a free port (tests), read it back from the
+	// ready file or the log.
+	ProxyPort int      `json:"proxyPort"`
+	Upstreams []string `json:"upstreams,omitempty"`
+	TTL       Duration `json:"ttl"`
+	// ResolvConf gives the upstreams (when Upstreams is empty) and the search domains.
+	ResolvConf       string `json:"resolvConf"`
+	CorefileTemplate string `json:"corefileTemplate,omitempty"`
+}
+
+// AdminConfig is the admin HTTP endpoint.
+type AdminConfig struct {
+	Address string `json:"address"`
+}
+
+// LogConfig is the agent's logging.
+type LogConfig struct {
+	Level  string `json:"level"`
+	Format string `json:"format"`
+}
+
+// TransparentProxyConfig makes `run` install the transparent proxy itself (on a VM; in a
+// pod an init container usually does it).
+type TransparentProxyConfig struct {
+	Enabled         bool `json:"enabled"`
+	UninstallOnExit bool `json:"uninstallOnExit"`
+}
+
+// Defaults returns the configuration used when nothing else is said.
+func Defaults() Config {
+	return Config{
+		Dataplane: DataplaneConfig{DrainTime: Duration(30 * time.Second)},
+		Runtime:   RuntimeConfig{Watch: "auto", Envoy: true},
+		DNS:       DNSConfig{ProxyPort: 15053, TTL: Duration(30 * time.Second), ResolvConf: "/etc/resolv.conf"},
+		Admin:     AdminConfig{Address: "127.0.0.1:9902"},
+		Log:       LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// FieldError is a bad configuration value: the field path (as in the config file) and the
+// value. The CLI adds the flag and environment variable that set it.
+type FieldError struct {
+	Field string
+	Value string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s (value %q)", e.Field, e.Msg, e.Value)
+}
+
+// Validate checks every value and returns the first bad one.
+func (c *Config) Validate() error {
+	bad := func(field, value, msg string) error { return &FieldError{Field: field, Value: value, Msg: msg} }
+	if c.Runtime.DataplaneFile == "" {
+		return bad("dataplaneRuntime.dataplaneFile", "", "required: the dataplane's resource file")
+	}
+	if c.Dataplane.DrainTime < 0 {
+		return bad("dataplane.drainTime", c.Dataplane.DrainTime.String(), "must not be negative")
+	}
+	switch c.Runtime.Watch {
+	case "auto", "inotify", "poll":
+	default:
+		return bad("dataplaneRuntime.watch", c.Runtime.Watch, "must be auto, inotify or poll")
+	}
+	if c.DNS.ProxyPort < 0 || c.DNS.ProxyPort > 65535 {
+		return bad("dns.proxyPort", strconv.Itoa(c.DNS.ProxyPort), "must be a port number, 0-65535")
+	}
+	for _, a := range c.DNS.Addresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return bad("dns.addresses", a, "must be an IP address (the port is dns.proxyPort)")
+		}
+	}
+	for _, u := range c.DNS.Upstreams {
+		if !validUpstream(u) {
+			return bad("dns.upstreams", u, "must be IP or IP:port")
+		}
+	}
+	if c.DNS.TTL < 0 || time.Duration(c.DNS.TTL) > 24*time.Hour {
+		return bad("dns.ttl", c.DNS.TTL.String(), "must be between 0s and 24h")
+	}
+	host, _, err := net.SplitHostPort(c.Admin.Address)
+	if err != nil {
+		return bad("admin.address", c.Admin.Address, "must be IP:port")
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+		return bad("admin.address", c.Admin.Address, "must be a loopback IP:port (the admin endpoint is not authenticated)")
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		return bad("log.level", c.Log.Level, "must be debug, info, warn or error")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return bad("log.format", c.Log.Format, "must be text or json")
+	}
+	if c.TransparentProxy.UninstallOnExit && !c.TransparentProxy.Enabled {
+		return bad("transparentProxy.uninstallOnExit", "true", "needs transparentProxy.enabled")
+	}
+	return nil
+}
+
+func validUpstream(u string) bool {
+	if _, err := netip.ParseAddr(u); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddrPort(u)
+	return err == nil
+}
+
+// Duration is a time.Duration written as "30s" in the config file (a number of seconds is
+// accepted too).
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as text.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads "30s" or 30 (seconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var secs float64
+		if err2 := json.Unmarshal(b, &secs); err2 != nil {
+			return fmt.Errorf("want a duration like \"30s\", got %s", b)
+		}
+		*d = Duration(secs * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("want a duration like \"30s\", got %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}

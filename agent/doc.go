@@ -1,0 +1,9 @@
+// Package agent composes kuma-dp's parts into the running dataplane agent and owns their
+// lifecycle: the model source (cplink), the VIP allocator (vipalloc), the resolver
+// (dnsserver) and, when present, the local xDS server and Envoy. It owns readiness, the
+// admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), reloads and signals.
+//
+// It never parses resources, renders hostnames, answers DNS or builds Envoy resources
+// itself: each part does that, and the agent only hands one part's result to the next,
+// keeping the last good model when a change is refused.
+package agent

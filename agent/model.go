@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// modelState is the last good model and what was made of it; read by the admin endpoint.
+type modelState struct {
+	mu       sync.RWMutex
+	snap     *mesh.Snapshot
+	table    *vipalloc.Table
+	envoy    any
+	envoyErr error
+	loadedAt time.Time
+}
+
+func (m *modelState) get() (*mesh.Snapshot, *vipalloc.Table, any, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.snap, m.table, m.envoy, m.envoyErr
+}
+
+// apply hands a loaded model to the parts: allocate, swap the DNS table, update Envoy.
+// A model that cannot be used is refused (logged, counted) and the last good one stays.
+func (a *Agent) apply(u cplink.Update) error {
+	start := time.Now()
+	snap := u.Snapshot
+	prev, _, _, _ := a.model.get()
+	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
+		a.metrics.reloads.WithLabelValues("unchanged").Inc()
+		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
+		return nil
+	}
+	if err := a.checkIdentity(snap); err != nil {
+		a.refuse(u, err)
+		return err
+	}
+	table, err := a.parts.Allocator.Allocate(snap)
+	if err != nil {
+		err = fmt.Errorf("allocating VIPs: %w", err)
+		a.refuse(u, err)
+		return err
+	}
+	a.parts.DNS.Swap(table)
+	var resources any
+	var envoyErr error
+	if a.parts.Envoy != nil {
+		resources, envoyErr = a.parts.Envoy.Update(snap, table)
+		if envoyErr != nil {
+			// DNS already serves the new names; Envoy keeps its last good resources.
+			a.log.Error("envoy resources refused; Envoy keeps the last good ones", "error", envoyErr)
+			a.metrics.envoyFailures.Inc()
+		}
+	}
+	a.model.mu.Lock()
+	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
+	if envoyErr == nil {
+		a.model.envoy = resources
+	}
+	a.model.envoyErr = envoyErr
+	a.model.mu.Unlock()
+
+	took := u.Took + time.Since(start)
+	a.metrics.reloads.WithLabelValues("applied").Inc()
+	a.metrics.reloadSeconds.Observe(took.Seconds())
+	a.metrics.observeTable(table)
+	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
+		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
+	return nil
+}
+
+// checkIdentity refuses a model whose dataplane is not the one this agent was told to run.
+func (a *Agent) checkIdentity(snap *mesh.Snapshot) error {
+	if snap == nil || snap.Self == nil {
+		return errors.New("the model has no dataplane")
+	}
+	if n := a.cfg.Dataplane.Name; n != "" && snap.Self.Name != n {
+		return &mesh.FieldError{Source: snap.Self.Source, Kind: mesh.KindDataplane, Name: snap.Self.Name,
+			Path: "name", Value: snap.Self.Name, Msg: fmt.Sprintf("does not match --name %q", n)}
+	}
+	if m := a.cfg.Dataplane.Mesh; m != "" && snap.Mesh != m {
+		return &mesh.FieldError{Source: snap.Self.Source, Kind: mesh.KindDataplane, Name: snap.Self.Name,
+			Path: "mesh", Value: snap.Mesh, Msg: fmt.Sprintf("does not match --mesh %q", m)}
+	}
+	return nil
+}
+
+func (a *Agent) refuse(u cplink.Update, err error) {
+	u.Err = err
+	a.logRefusal(u)
+	a.metrics.reloads.WithLabelValues("refused").Inc()
+}
+
+// logRefusal logs one line per problem, each naming file, field and value, so that the
+// line a user greps for says where to look.
+func (a *Agent) logRefusal(u cplink.Update) {
+	msg := "change refused; the last good model keeps serving"
+	if snap, _, _, _ := a.model.get(); snap == nil {
+		msg = "model refused"
+	}
+	var errs mesh.Errors
+	var one *mesh.FieldError
+	switch {
+	case errors.As(u.Err, &errs):
+	case errors.As(u.Err, &one):
+		errs = mesh.Errors{one}
+	default:
+		a.log.Error(msg, "trigger", u.Trigger, "error", u.Err)
+		return
+	}
+	for _, e := range errs {
+		attrs := []any{"trigger", u.Trigger, "file", e.Source, "field", e.Path}
+		if e.Kind != "" {
+			attrs = append(attrs, "resource", e.Kind+"/"+e.Name)
+		}
+		if e.Value != "" {
+			attrs = append(attrs, "value", e.Value)
+		}
+		attrs = append(attrs, slog.String("error", e.Error()))
+		a.log.Error(msg, attrs...)
+	}
+}
