@@ -1,0 +1,287 @@
+package xds
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// shortSocket returns a socket path short enough for sun_path (t.TempDir names are long).
+func shortSocket(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "xds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "x.sock")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServer runs a Server until the test ends and returns it with a connected client.
+func startServer(t *testing.T, log *slog.Logger) (*Server, *grpc.ClientConn) {
+	t.Helper()
+	sock := shortSocket(t)
+	srv := NewServer(sock, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("socket %s left behind", sock)
+		}
+	})
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, conn
+}
+
+func generateScenario(t *testing.T, name string, mutate func(*scenario)) *Resources {
+	t.Helper()
+	for _, sc := range scenarios() {
+		if sc.name != name {
+			continue
+		}
+		if mutate != nil {
+			mutate(&sc)
+		}
+		s, tab := sc.build(t)
+		r, err := Generate(s, tab, sc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	t.Fatalf("no scenario %q", name)
+	return nil
+}
+
+// deltaClient is a minimal Envoy: one delta ADS stream, one subscription per type.
+type deltaClient struct {
+	t      *testing.T
+	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	node   *core.Node
+}
+
+func (c *deltaClient) send(req *discovery.DeltaDiscoveryRequest) {
+	c.t.Helper()
+	req.Node = c.node
+	if err := c.stream.Send(req); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+func (c *deltaClient) recv() *discovery.DeltaDiscoveryResponse {
+	c.t.Helper()
+	type result struct {
+		r   *discovery.DeltaDiscoveryResponse
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() { r, err := c.stream.Recv(); ch <- result{r, err} }()
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			c.t.Fatalf("recv: %v", res.err)
+		}
+		return res.r
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no delta response within 5s")
+		return nil
+	}
+}
+
+func names(r *discovery.DeltaDiscoveryResponse) []string {
+	var out []string
+	for _, res := range r.Resources {
+		out = append(out, res.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestDeltaADS(t *testing.T) {
+	logs := &syncBuffer{}
+	srv, conn := startServer(t, slog.New(slog.NewTextHandler(logs, nil)))
+	first := generateScenario(t, "outbounds-tproxy", nil)
+	if err := srv.Update(first); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &deltaClient{t: t, stream: stream, node: &core.Node{Id: "default.mobile-1", Cluster: "mobile"}}
+
+	// CDS, then EDS for the EDS clusters, then LDS - Envoy's order - each ACKed.
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType})
+	cds := c.recv()
+	if got, want := names(cds), []string{"backend", "db", "inbound:passthrough", "localhost:8080", "outbound:passthrough"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("CDS = %v, want %v", got, want)
+	}
+	for _, r := range cds.Resources {
+		if r.Version == "" {
+			t.Errorf("cluster %s has no version", r.Name)
+		}
+	}
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: cds.Nonce})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{"backend", "db"}})
+	eds := c.recv()
+	if got := names(eds); strings.Join(got, " ") != "backend db" {
+		t.Fatalf("EDS = %v", got)
+	}
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: eds.Nonce})
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType})
+	lds := c.recv()
+	if len(lds.Resources) != len(first.Listeners) {
+		t.Fatalf("LDS sent %d listeners, want %d", len(lds.Resources), len(first.Listeners))
+	}
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType, ResponseNonce: lds.Nonce})
+
+	// Same content regenerated (new pointers): no version changes, nothing sent.
+	before := srv.Versions()
+	if err := srv.Update(generateScenario(t, "outbounds-tproxy", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if after := srv.Versions(); after[resourcev3.ListenerType] != before[resourcev3.ListenerType] || after[resourcev3.ClusterType] != before[resourcev3.ClusterType] {
+		t.Fatalf("versions changed without a content change: %v -> %v", before, after)
+	}
+
+	// A policy change: a TrafficRoute splits backend. Only what changed is sent: the two
+	// backend listeners (IPv4 and IPv6), the new ad-hoc clusters; "db" stays untouched.
+	changed := generateScenario(t, "outbounds-tproxy", func(sc *scenario) {
+		sc.res = append(sc.res, trafficRoute("split", 0, tags("service", "mobile"), tags("service", "backend"),
+			to(80, tags("service", "backend", "version", "2")), to(20, tags("service", "backend", "version", "3"))))
+	})
+	if err := srv.Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*discovery.DeltaDiscoveryResponse{}
+	for got[resourcev3.ListenerType] == nil || got[resourcev3.ClusterType] == nil {
+		r := c.recv()
+		got[r.TypeUrl] = r
+		c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
+	}
+	if l := got[resourcev3.ListenerType]; strings.Join(names(l), " ") != "outbound:240.0.0.1:80 outbound:[fd00:fd00::1]:80" {
+		t.Errorf("LDS delta = %v, want only the two backend listeners", names(l))
+	}
+	cd := got[resourcev3.ClusterType]
+	if strings.Join(names(cd), " ") != "backend{version=2} backend{version=3}" {
+		t.Errorf("CDS delta = %v, want only the two ad-hoc clusters", names(cd))
+	}
+	if strings.Join(cd.RemovedResources, " ") != "backend" {
+		t.Errorf("CDS removed = %v, want [backend]", cd.RemovedResources)
+	}
+	if e := got[resourcev3.EndpointType]; e != nil && (len(e.Resources) != 0 || strings.Join(e.RemovedResources, " ") != "backend") {
+		t.Errorf("EDS delta = %v removed %v, want only backend removed (db unchanged)", names(e), e.RemovedResources)
+	}
+	// Envoy then subscribes to the new clusters' assignments and gets exactly those.
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{"backend{version=2}", "backend{version=3}"}})
+	for {
+		e := c.recv()
+		c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: e.TypeUrl, ResponseNonce: e.Nonce})
+		if e.TypeUrl != resourcev3.EndpointType || len(e.Resources) == 0 {
+			continue
+		}
+		if strings.Join(names(e), " ") != "backend{version=2} backend{version=3}" {
+			t.Errorf("EDS after subscribe = %v", names(e))
+		}
+		break
+	}
+
+	// An invalid set is refused and the last good one stays.
+	bad := generateScenario(t, "outbounds-tproxy", nil)
+	bad.Listeners[0] = tcpListener(bad.Listeners[0].Name, bad.Listeners[0].Address, false, tcpProxy("x", "ghost", nil))
+	v := srv.Versions()
+	if err := srv.Update(bad); err == nil || !strings.Contains(err.Error(), "ghost") {
+		t.Fatalf("invalid update: err = %v", err)
+	}
+	if after := srv.Versions(); after[resourcev3.ListenerType] != v[resourcev3.ListenerType] {
+		t.Error("an invalid update changed the published versions")
+	}
+
+	// A NACK from Envoy is logged.
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType, ResponseNonce: got[resourcev3.ListenerType].Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "listener outbound:240.0.0.1:80: rejected by test"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.NACKs() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if srv.NACKs() != 1 || !strings.Contains(logs.String(), "rejected by test") || !strings.Contains(logs.String(), "NACK") {
+		t.Errorf("NACK not counted or logged; nacks=%d logs:\n%s", srv.NACKs(), logs.String())
+	}
+}
+
+func TestStateOfTheWorldADS(t *testing.T) {
+	srv, conn := startServer(t, nil)
+	res := generateScenario(t, "route-seed-example", nil)
+	if err := srv.Update(res); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &core.Node{Id: "default.mobile-1"}
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Resources) != len(res.Clusters) || resp.VersionInfo != srv.Versions()[resourcev3.ClusterType] {
+		t.Fatalf("SotW CDS: %d clusters version %q, want %d version %q", len(resp.Resources), resp.VersionInfo, len(res.Clusters), srv.Versions()[resourcev3.ClusterType])
+	}
+}
