@@ -26,7 +26,7 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	seen[KindDataplane+"/"+self.Name] = &self.Meta
 	for _, r := range resources {
 		m := r.GetMeta()
-		if resourceMesh(m) != meshName {
+		if resourceMesh(m) != meshName && !meshless(r) {
 			continue
 		}
 		key := r.Kind() + "/" + m.Name
@@ -74,6 +74,13 @@ func resourceMesh(m *Meta) string {
 		return v
 	}
 	return "default"
+}
+
+// meshless reports a HostnameGenerator with neither a mesh nor a kuma.io/mesh label: it
+// applies to every mesh (HostnameGenerators are created on the global control plane).
+func meshless(r Resource) bool {
+	m := r.GetMeta()
+	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }
 
 func sortByName[T Resource](rs []T) {

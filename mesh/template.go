@@ -83,6 +83,8 @@ type VOTemplate struct {
 	// vars maps every template variable name (function or data key) to its tag key.
 	vars    map[string]string
 	tagKeys []string
+	// used is the set of variable names the templates reference.
+	used map[string]bool
 }
 
 // voBuiltins are names a conf.tags/parameters variable can't take as a function.
@@ -91,7 +93,7 @@ var voBuiltins = map[string]bool{"tag": true}
 // CompileVirtualOutbound compiles conf.host and conf.port. Errors are *TemplateError naming
 // the field.
 func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
-	vt := &VOTemplate{vars: map[string]string{}}
+	vt := &VOTemplate{vars: map[string]string{}, used: map[string]bool{}}
 	keys := map[string]bool{}
 	// Sorted iteration so that a conflict is reported the same way every time.
 	tagKeys := make([]string, 0, len(c.Tags))
@@ -132,18 +134,20 @@ func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
 		}
 	}
 
-	var err error
-	if vt.host, err = vt.compile("conf.host", c.Host, funcs, keys); err != nil {
-		return nil, err
-	}
+	// Both templates are compiled so that both problems are reported at once.
+	var hostErr, portErr error
+	vt.host, hostErr = vt.compile("conf.host", c.Host, funcs, keys)
 	port := strings.TrimSpace(c.Port)
 	if p, perr := strconv.ParseUint(port, 10, 32); perr == nil {
 		if p < 1 || p > 65535 {
-			return nil, &TemplateError{Field: "conf.port", Template: c.Port, Msg: "port must be 1-65535"}
+			portErr = &TemplateError{Field: "conf.port", Template: c.Port, Msg: "port must be 1-65535"}
 		}
 		vt.literalPort = uint32(p)
-	} else if vt.port, err = vt.compile("conf.port", port, funcs, keys); err != nil {
-		return nil, err
+	} else {
+		vt.port, portErr = vt.compile("conf.port", port, funcs, keys)
+	}
+	if hostErr != nil || portErr != nil {
+		return nil, errors.Join(hostErr, portErr)
 	}
 	vt.tagKeys = make([]string, 0, len(keys))
 	for k := range keys {
@@ -169,7 +173,12 @@ func (vt *VOTemplate) compile(field, src string, funcs template.FuncMap, keys ma
 			if k, ok := literalCall(n, "tag"); ok {
 				keys[k] = true
 			}
+		case *parse.IdentifierNode:
+			if _, ok := vt.vars[n.Ident]; ok {
+				vt.used[n.Ident] = true
+			}
 		case *parse.FieldNode:
+			vt.used[n.Ident[0]] = true
 			if _, ok := vt.vars[n.Ident[0]]; !ok && walkErr == nil {
 				walkErr = &TemplateError{Field: field, Template: src, Msg: fmt.Sprintf(
 					"no variable %q (declare it in conf.parameters or conf.tags)", n.Ident[0])}
@@ -228,11 +237,21 @@ func (vt *VOTemplate) Render(tags Tags) (host string, port uint32, err error) {
 	if err != nil {
 		return "", 0, err
 	}
-	p, perr := strconv.ParseUint(string(bytes.TrimSpace(pb)), 10, 32)
-	if perr != nil || p < 1 || p > 65535 {
-		return "", 0, &RenderError{Field: "conf.port", Rendered: string(pb), Msg: "not a port 1-65535"}
+	p, perr := parsePort(string(pb))
+	if perr != nil {
+		return "", 0, &RenderError{Field: "conf.port", Rendered: string(pb), Msg: perr.Error()}
 	}
-	return host, uint32(p), nil
+	return host, p, nil
+}
+
+var errNotPort = errors.New("not a port 1-65535")
+
+func parsePort(s string) (uint32, error) {
+	p, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, errNotPort
+	}
+	return uint32(p), nil
 }
 
 // exec appends the rendering of one template to b.

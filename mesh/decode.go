@@ -1,0 +1,241 @@
+package mesh
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Decode reads every resource of one file: multi-document YAML (documents separated by
+// `---` lines, numbered from 1, empty ones skipped) or JSON (an object, or an array of
+// objects numbered from 1). Each resource is decoded and validated. source names the file in
+// errors ("source#doc").
+//
+// The resources that decoded and validated are returned even when others did not; err is
+// then an Errors listing every problem of every document.
+func Decode(source string, data []byte) ([]Resource, error) {
+	var out []Resource
+	var errs Errors
+	num := 0
+	for _, doc := range splitDocuments(data) {
+		nodes, err := parseDocument(doc.text)
+		if err != nil {
+			num++
+			errs = append(errs, &FieldError{Source: docSource(source, num),
+				Msg: "invalid YAML/JSON: " + shiftLines(err.Error(), doc.line-1)})
+			continue
+		}
+		for _, n := range nodes {
+			num++
+			r, derrs := decodeDocument(docSource(source, num), n)
+			errs = append(errs, derrs...)
+			if r != nil && len(derrs) == 0 {
+				out = append(out, r)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return out, errs
+	}
+	return out, nil
+}
+
+// LoadFile decodes one file (see Decode); errors name the file by path.
+func LoadFile(path string) ([]Resource, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Errors{{Source: path, Msg: err.Error()}}
+	}
+	return Decode(path, data)
+}
+
+// LoadDir decodes every *.yaml, *.yml and *.json file under dir, recursively, in lexical
+// order. Every problem of every file is returned at once in an Errors.
+func LoadDir(dir string) ([]Resource, error) {
+	var out []Resource
+	var errs Errors
+	walkErr := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			errs = append(errs, &FieldError{Source: path, Msg: err.Error()})
+			return nil
+		}
+		if e.IsDir() || !isResourceFile(path) {
+			return nil
+		}
+		rs, err := LoadFile(path)
+		out = append(out, rs...)
+		errs = appendErrors(errs, err)
+		return nil
+	})
+	if walkErr != nil {
+		errs = append(errs, &FieldError{Source: dir, Msg: walkErr.Error()})
+	}
+	if len(errs) > 0 {
+		return out, errs
+	}
+	return out, nil
+}
+
+// Load builds the Snapshot of one dataplane: its own Dataplane from dataplaneFile (which must
+// hold exactly one resource, a Dataplane) and the rest of the mesh from policiesDir (may be
+// empty: no policies). Every problem of every file is reported at once.
+func Load(dataplaneFile, policiesDir string) (*Snapshot, error) {
+	var errs Errors
+	rs, err := LoadFile(dataplaneFile)
+	errs = appendErrors(errs, err)
+	var self *Dataplane
+	switch {
+	case len(rs) == 1:
+		if dp, ok := rs[0].(*Dataplane); ok {
+			self = dp
+		} else {
+			errs = append(errs, &FieldError{Source: rs[0].GetMeta().Source, Kind: rs[0].Kind(),
+				Name: rs[0].GetMeta().Name, Msg: "the dataplane file must hold a Dataplane"})
+		}
+	case len(rs) > 1:
+		errs = append(errs, &FieldError{Source: dataplaneFile,
+			Msg: fmt.Sprintf("the dataplane file must hold exactly one Dataplane, found %d resources", len(rs))})
+	case err == nil:
+		errs = append(errs, &FieldError{Source: dataplaneFile, Msg: "no Dataplane in the dataplane file"})
+	}
+	var policies []Resource
+	if policiesDir != "" {
+		policies, err = LoadDir(policiesDir)
+		errs = appendErrors(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return NewSnapshot(self, policies)
+}
+
+func appendErrors(errs Errors, err error) Errors {
+	if err == nil {
+		return errs
+	}
+	var es Errors
+	if errors.As(err, &es) {
+		return append(errs, es...)
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return append(errs, fe)
+	}
+	return append(errs, &FieldError{Msg: err.Error()})
+}
+
+func isResourceFile(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+func docSource(source string, n int) string { return source + "#" + strconv.Itoa(n) }
+
+type document struct {
+	text []byte
+	line int // first line of the document in its file, from 1
+}
+
+var separator = regexp.MustCompile(`^---\s*(#.*)?$`)
+
+// splitDocuments splits a file on `---` lines, dropping documents with nothing but
+// whitespace and comments.
+func splitDocuments(data []byte) []document {
+	var docs []document
+	start, startLine := 0, 1
+	line := 1
+	flush := func(end int) {
+		if text := data[start:end]; !blankYAML(text) {
+			docs = append(docs, document{text: text, line: startLine})
+		}
+	}
+	for i := 0; i <= len(data); {
+		j := bytes.IndexByte(data[i:], '\n')
+		end := len(data)
+		if j >= 0 {
+			end = i + j
+		}
+		if separator.Match(bytes.TrimRight(data[i:end], "\r")) {
+			flush(i)
+			start, startLine = end+1, line+1
+			if start > len(data) {
+				start = len(data)
+			}
+		}
+		if j < 0 {
+			break
+		}
+		i = end + 1
+		line++
+	}
+	flush(len(data))
+	return docs
+}
+
+func blankYAML(b []byte) bool {
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		l = bytes.TrimSpace(l)
+		if len(l) > 0 && l[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDocument turns one YAML or JSON document into generic nodes: one per document, or one
+// per element when the document is a list.
+func parseDocument(text []byte) ([]any, error) {
+	j, err := yaml.YAMLToJSONStrict(quoteTemplates(text))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var n any
+	if err := dec.Decode(&n); err != nil {
+		return nil, err
+	}
+	if list, ok := n.([]any); ok {
+		return list, nil
+	}
+	return []any{n}, nil
+}
+
+// templateValue matches `key: {{...` lines: YAML would read the unquoted template as a flow
+// mapping (seed 002 writes `template: {{ name }}.svc.meshext.local`).
+var templateValue = regexp.MustCompile(`(?m)^(\s*(?:-\s+)?[\w./"'-]+:[ \t]+)(\{\{.*?)(\s+#.*)?\r?$`)
+
+// quoteTemplates quotes unquoted template values, keeping line numbers unchanged.
+func quoteTemplates(text []byte) []byte {
+	if !bytes.Contains(text, []byte("{{")) {
+		return text
+	}
+	return templateValue.ReplaceAllFunc(text, func(m []byte) []byte {
+		sub := templateValue.FindSubmatch(m)
+		val := strings.TrimRight(string(sub[2]), " \t")
+		return []byte(string(sub[1]) + "'" + strings.ReplaceAll(val, "'", "''") + "'")
+	})
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// shiftLines turns a YAML error's document-relative line numbers into file line numbers.
+func shiftLines(msg string, offset int) string {
+	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+	return yamlLine.ReplaceAllStringFunc(msg, func(s string) string {
+		n, _ := strconv.Atoi(s[len("line "):])
+		return "line " + strconv.Itoa(n+offset)
+	})
+}

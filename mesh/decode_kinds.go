@@ -1,0 +1,405 @@
+package mesh
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file maps each document form onto the typed resources:
+//
+//   - universal: `type: Dataplane|VirtualOutbound|TrafficRoute|MeshExternalService|
+//     HostnameGenerator` with mesh/name/labels/creationTime at the top level;
+//   - Kubernetes: `apiVersion`, `kind`, `metadata{name, namespace, labels,
+//     creationTimestamp}`, `spec` (and a top-level `mesh`, as Kuma's CRDs and seed 004 write
+//     it); `status` is the control plane's and is ignored;
+//   - seed 001's `type: VirtualHost` (tags, host, port), decoded into a VirtualOutbound with
+//     one selector.
+//
+// Legacy spellings are normalised here, so later stages see one form: a Dataplane outbound's
+// `service: x` becomes tags[kuma.io/service]; TrafficRoute's `service` tag (seed 004) becomes
+// `kuma.io/service`; HostnameGenerator's `selector.meshExternalService.matchLabels` (Kuma)
+// becomes targetRef{kind: MeshExternalService, tags}.
+
+// form knows how validation paths read in the document as the user wrote it.
+type form struct {
+	kind string // as written (VirtualHost stays VirtualHost in messages)
+	path func(string) string
+}
+
+var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
+	KindHostnameGenerator, kindVirtualHost}
+
+const kindVirtualHost = "VirtualHost"
+
+// decodeDocument decodes and validates one document.
+func decodeDocument(source string, n any) (Resource, Errors) {
+	d := &decoder{source: source}
+	m, ok := n.(map[string]any)
+	if !ok {
+		d.errorf("", "", "expected a mapping with `type` (universal) or `kind` (Kubernetes), got %s", typeName(n))
+		return nil, d.errs
+	}
+	typ, hasType := m["type"]
+	kind, hasKind := m["kind"]
+	var r Resource
+	var f form
+	switch {
+	case hasType && hasKind:
+		d.errorf("kind", "", "give `type` (universal form) or `kind` (Kubernetes form), not both")
+		return nil, d.errs
+	case hasType:
+		r, f = d.universal(scalarText(typ), m)
+	case hasKind:
+		r, f = d.kubernetes(scalarText(kind), m)
+	default:
+		d.errorf("", "", "missing `type` (universal form) or `kind` (Kubernetes form)")
+		return nil, d.errs
+	}
+	if r == nil {
+		return nil, d.errs
+	}
+	meta := r.GetMeta()
+	meta.Source = source
+	if meta.Mesh == "" && r.Kind() != KindHostnameGenerator {
+		// HostnameGenerators without a mesh apply to every mesh; everything else defaults.
+		meta.Mesh = resourceMesh(meta)
+	}
+	v := &validator{source: source, kind: f.kind, name: meta.Name, path: f.path}
+	v.resource(r)
+	if len(d.errs) == 0 {
+		return r, v.errs
+	}
+	// Report the validation problems too (all at once), except those about a field that
+	// already failed to decode: that field is left empty, and "required" would be noise.
+	errs := d.errs
+	for _, ve := range v.errs {
+		if !coveredBy(ve.Path, d.errs) {
+			errs = append(errs, ve)
+		}
+	}
+	return nil, errs
+}
+
+// coveredBy reports whether path is, or is inside, or contains the path of one of errs.
+func coveredBy(path string, errs Errors) bool {
+	for _, e := range errs {
+		if within(path, e.Path) || within(e.Path, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is q or a field/element below q.
+func within(p, q string) bool {
+	if !strings.HasPrefix(p, q) {
+		return false
+	}
+	return len(p) == len(q) || q == "" || p[len(q)] == '.' || p[len(q)] == '['
+}
+
+// checkKind reports an unknown kind, suggesting the closest known one.
+func (d *decoder) checkKind(field, kind string) bool {
+	for _, k := range kinds {
+		if k == kind {
+			return true
+		}
+	}
+	if s := suggest(kind, kinds); s != "" {
+		d.errorf(field, kind, "unknown kind, did you mean %s?", s)
+	} else {
+		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(kinds, ", "))
+	}
+	return false
+}
+
+// universal decodes `type: X` documents.
+func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
+	d.kind, d.name = kind, scalarText(m["name"])
+	f := form{kind: kind, path: func(p string) string { return p }}
+	if !d.checkKind("type", kind) {
+		return nil, f
+	}
+	top := map[string]bool{"type": true}
+	if kind == KindMeshExternalService || kind == KindHostnameGenerator {
+		top["status"] = true // the control plane's; ignored
+	}
+	switch kind {
+	case kindVirtualHost:
+		var vh virtualHost
+		d.fields(reflect.ValueOf(&vh).Elem(), m, "", top)
+		f.path = virtualHostPath
+		return vh.toVirtualOutbound(), f
+	case KindHostnameGenerator:
+		var hg hostnameGeneratorIn
+		d.fields(reflect.ValueOf(&hg).Elem(), m, "", top)
+		return hg.toHostnameGenerator(d, "spec"), f
+	case KindTrafficRoute:
+		if _, ok := m["rules"]; ok {
+			d.errorf("rules", "", "unknown field: a TrafficRoute holds one rule (seed 004, case E); write one TrafficRoute per rule")
+			delete(m, "rules")
+		}
+	case KindDataplane:
+		d.outboundService(m["networking"], "networking")
+	}
+	r := newResource(kind)
+	d.fields(reflect.ValueOf(r).Elem(), m, "", top)
+	d.finish(r, "")
+	return r, f
+}
+
+// kubeMeta is Kubernetes' metadata; server-set fields are accepted and ignored.
+type kubeMeta struct {
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+	CreationTimestamp time.Time         `json:"creationTimestamp,omitempty"`
+	UID               any               `json:"uid,omitempty"`
+	ResourceVersion   any               `json:"resourceVersion,omitempty"`
+	Generation        any               `json:"generation,omitempty"`
+	ManagedFields     any               `json:"managedFields,omitempty"`
+	OwnerReferences   any               `json:"ownerReferences,omitempty"`
+	Finalizers        any               `json:"finalizers,omitempty"`
+}
+
+// kubernetes decodes `apiVersion/kind/metadata/spec` documents.
+func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
+	md, _ := m["metadata"].(map[string]any)
+	d.kind, d.name = kind, scalarText(md["name"])
+	f := form{kind: kind, path: kubePath(kind)}
+	if !d.checkKind("kind", kind) {
+		return nil, f
+	}
+	if kind == kindVirtualHost {
+		d.errorf("kind", kind, "VirtualHost has only the universal form (type: VirtualHost)")
+		return nil, f
+	}
+	var km kubeMeta
+	var mesh string
+	spec := map[string]any{}
+	for _, k := range sortedKeys(m) {
+		switch k {
+		case "apiVersion", "kind", "status":
+		case "metadata":
+			d.value(reflect.ValueOf(&km).Elem(), m[k], "metadata")
+		case "mesh":
+			d.value(reflect.ValueOf(&mesh).Elem(), m[k], "mesh")
+		case "spec":
+			if s, ok := m[k].(map[string]any); ok {
+				spec = s
+			} else if m[k] != nil {
+				d.errorf("spec", scalarText(m[k]), "expected a mapping, got %s", typeName(m[k]))
+			}
+		default:
+			if kind != KindMeshExternalService && kind != KindHostnameGenerator {
+				if _, body := fieldsOf(reflect.TypeOf(newResource(kind)).Elem()).byName[k]; body && k != "name" && k != "labels" && k != "creationTime" {
+					d.errorf(k, "", "unknown field: in the Kubernetes form it goes under spec")
+					continue
+				}
+			}
+			d.unknown(k, k, []string{"apiVersion", "kind", "mesh", "metadata", "spec", "status"})
+		}
+	}
+	meta := Meta{Mesh: mesh, Name: km.Name, Labels: km.Labels, CreationTime: km.CreationTimestamp}
+	var r Resource
+	switch kind {
+	case KindHostnameGenerator:
+		var hs hostnameGeneratorSpecIn
+		d.fields(reflect.ValueOf(&hs).Elem(), spec, "spec", nil)
+		hg := hostnameGeneratorIn{Meta: meta, Spec: hs}
+		r = hg.toHostnameGenerator(d, "spec")
+	case KindMeshExternalService:
+		mes := &MeshExternalService{Meta: meta}
+		d.fields(reflect.ValueOf(&mes.Spec).Elem(), spec, "spec", nil)
+		d.finish(mes, "")
+		r = mes
+	default:
+		for _, k := range []string{"name", "mesh", "labels", "creationTime"} {
+			if _, ok := spec[k]; ok {
+				d.errorf("spec."+k, "", "unknown field: in the Kubernetes form it goes in metadata (mesh at the top level)")
+				delete(spec, k)
+			}
+		}
+		if kind == KindDataplane {
+			d.outboundService(spec["networking"], "spec.networking")
+		}
+		r = newResource(kind)
+		d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
+		*r.GetMeta() = meta
+		d.finish(r, "spec.")
+	}
+	return r, f
+}
+
+func newResource(kind string) Resource {
+	switch kind {
+	case KindDataplane:
+		return &Dataplane{}
+	case KindVirtualOutbound:
+		return &VirtualOutbound{}
+	case KindTrafficRoute:
+		return &TrafficRoute{}
+	case KindMeshExternalService:
+		return &MeshExternalService{}
+	case KindHostnameGenerator:
+		return &HostnameGenerator{}
+	}
+	return nil
+}
+
+// finish applies the normalisations done on typed resources.
+func (d *decoder) finish(r Resource, prefix string) {
+	if mes, ok := r.(*MeshExternalService); ok {
+		// Seed 002 spells the last verification mode both SkipAll and SkipALL.
+		if t := mes.Spec.TLS; t != nil && t.Verification != nil && t.Verification.Mode == "SkipALL" {
+			t.Verification.Mode = "SkipAll"
+		}
+	}
+	tr, ok := r.(*TrafficRoute)
+	if !ok {
+		return
+	}
+	for i := range tr.Sources {
+		d.legacyService(tr.Sources[i].Match, prefix+indexPath("sources", i)+".match")
+	}
+	for i := range tr.Destinations {
+		d.legacyService(tr.Destinations[i].Match, prefix+indexPath("destinations", i)+".match")
+	}
+	for i := range tr.Conf {
+		d.legacyService(tr.Conf[i].Destination, prefix+indexPath("conf", i)+".destination")
+	}
+}
+
+// legacyService renames TrafficRoute's `service` tag (seed 004) to kuma.io/service.
+func (d *decoder) legacyService(t Tags, path string) {
+	v, ok := t["service"]
+	if !ok {
+		return
+	}
+	if cur, both := t[ServiceTag]; both && cur != v {
+		d.errorf(path+".service", v, "conflicts with %s %q (service is the legacy name of %s)", ServiceTag, cur, ServiceTag)
+		return
+	}
+	delete(t, "service")
+	t[ServiceTag] = v
+}
+
+// outboundService moves a Dataplane outbound's legacy `service: x` into its tags.
+func (d *decoder) outboundService(networking any, path string) {
+	nw, _ := networking.(map[string]any)
+	outs, _ := nw["outbound"].([]any)
+	for i, o := range outs {
+		om, _ := o.(map[string]any)
+		svc, ok := om["service"]
+		if !ok {
+			continue
+		}
+		delete(om, "service")
+		p := path + "." + indexPath("outbound", i)
+		s, isStr := svc.(string)
+		if !isStr {
+			d.errorf(p+".service", scalarText(svc), "expected a string, got %s", typeName(svc))
+			continue
+		}
+		tags, _ := om["tags"].(map[string]any)
+		if om["tags"] != nil && tags == nil {
+			continue // wrong type: reported when tags is decoded
+		}
+		if tags == nil {
+			tags = map[string]any{}
+			om["tags"] = tags
+		}
+		if cur, both := tags[ServiceTag]; both && cur != s {
+			d.errorf(p+".service", s, "conflicts with tags[%q] %q", ServiceTag, scalarText(cur))
+			continue
+		}
+		tags[ServiceTag] = s
+	}
+}
+
+// virtualHost is seed 001's VirtualHost.
+type virtualHost struct {
+	Meta
+	Tags Tags   `json:"tags"`
+	Host string `json:"host"`
+	Port string `json:"port"`
+}
+
+func (vh *virtualHost) toVirtualOutbound() *VirtualOutbound {
+	vo := &VirtualOutbound{Meta: vh.Meta, Conf: VirtualOutboundConf{Host: vh.Host, Port: vh.Port}}
+	vo.Selectors = []Selector{{Match: vh.Tags}}
+	return vo
+}
+
+// virtualHostPath maps VirtualOutbound paths back to VirtualHost fields.
+func virtualHostPath(p string) string {
+	switch {
+	case strings.HasPrefix(p, "selectors[0].match"):
+		return "tags" + strings.TrimPrefix(p, "selectors[0].match")
+	case p == "selectors":
+		return "tags"
+	case strings.HasPrefix(p, "conf."):
+		return strings.TrimPrefix(p, "conf.")
+	}
+	return p
+}
+
+// kubePath maps universal paths to the Kubernetes form.
+func kubePath(kind string) func(string) string {
+	return func(p string) string {
+		switch {
+		case p == "name":
+			return "metadata.name"
+		case p == "mesh":
+			return "mesh"
+		case strings.HasPrefix(p, "labels"):
+			return "metadata." + p
+		case p == "creationTime":
+			return "metadata.creationTimestamp"
+		case kind == KindMeshExternalService || kind == KindHostnameGenerator:
+			return p
+		case p == "":
+			return "spec"
+		}
+		return "spec." + p
+	}
+}
+
+// hostnameGeneratorIn accepts both the seed's targetRef and Kuma's selector.
+type hostnameGeneratorIn struct {
+	Meta
+	Spec hostnameGeneratorSpecIn `json:"spec"`
+}
+
+type hostnameGeneratorSpecIn struct {
+	TargetRef *TargetRef `json:"targetRef,omitempty"`
+	Selector  *struct {
+		MeshExternalService *struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"meshExternalService"`
+	} `json:"selector,omitempty"`
+	Template string `json:"template"`
+}
+
+func (hg *hostnameGeneratorIn) toHostnameGenerator(d *decoder, specPath string) *HostnameGenerator {
+	out := &HostnameGenerator{Meta: hg.Meta, Spec: HostnameGeneratorSpec{Template: hg.Spec.Template}}
+	s := hg.Spec
+	switch {
+	case s.TargetRef != nil && s.Selector != nil:
+		d.errorf(specPath+".selector", "", "give targetRef or selector, not both")
+	case s.TargetRef != nil:
+		out.Spec.TargetRef = *s.TargetRef
+	case s.Selector != nil:
+		if s.Selector.MeshExternalService == nil {
+			d.errorf(specPath+".selector.meshExternalService", "", "required (the only selector supported)")
+			break
+		}
+		out.Spec.TargetRef = TargetRef{Kind: KindMeshExternalService, Tags: s.Selector.MeshExternalService.MatchLabels}
+	}
+	return out
+}
+
+func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }

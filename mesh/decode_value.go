@@ -1,0 +1,341 @@
+package mesh
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// This file decodes a generic document (what JSON decoding into `any` gives, with
+// json.Number for numbers) into the typed resources, walking the document against the
+// target's json tags. Unlike json.Unmarshal it reports every problem of a document, each
+// with its field path and value: unknown fields (with a "did you mean" suggestion) and
+// values of the wrong type. Scalars are coerced where YAML users expect it: a number or a
+// boolean where a string is expected (`version: 2`, `port: 8080`), a numeric string where a
+// number is expected (`port: "8080"`).
+
+// decoder collects the errors of one document.
+type decoder struct {
+	source, kind, name string
+	errs               Errors
+}
+
+func (d *decoder) errorf(path, value, format string, args ...any) {
+	d.errs = append(d.errs, &FieldError{Source: d.source, Kind: d.kind, Name: d.name,
+		Path: path, Value: value, Msg: fmt.Sprintf(format, args...)})
+}
+
+var (
+	timeType     = reflect.TypeFor[time.Time]()
+	rawType      = reflect.TypeFor[json.RawMessage]()
+	bytesType    = reflect.TypeFor[[]byte]()
+	selectorType = reflect.TypeFor[Selector]()
+)
+
+// value decodes node n into v (settable).
+func (d *decoder) value(v reflect.Value, n any, path string) {
+	if n == nil {
+		return // YAML `key:` with nothing: keep the zero value
+	}
+	switch v.Type() {
+	case timeType:
+		s, ok := n.(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if !ok || err != nil {
+			d.errorf(path, scalarText(n), "not an RFC 3339 time (e.g. 2024-01-02T15:04:05Z)")
+			return
+		}
+		v.Set(reflect.ValueOf(t))
+		return
+	case rawType:
+		b, err := json.Marshal(n)
+		if err != nil {
+			d.errorf(path, "", "%v", err)
+			return
+		}
+		v.SetBytes(b)
+		return
+	case bytesType:
+		s, ok := n.(string)
+		if !ok {
+			d.errorf(path, scalarText(n), "expected base64-encoded text, got %s", typeName(n))
+			return
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			d.errorf(path, s, "not base64-encoded text")
+			return
+		}
+		v.SetBytes(b)
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		switch n := n.(type) {
+		case string:
+			v.SetString(n)
+		case json.Number:
+			v.SetString(n.String())
+		case bool:
+			v.SetString(strconv.FormatBool(n))
+		default:
+			d.errorf(path, "", "expected a string, got %s", typeName(n))
+		}
+	case reflect.Uint32, reflect.Uint64, reflect.Int, reflect.Int64:
+		var text string
+		switch n := n.(type) {
+		case json.Number:
+			text = n.String()
+		case string:
+			text = strings.TrimSpace(n)
+		default:
+			d.errorf(path, "", "expected a number, got %s", typeName(n))
+			return
+		}
+		if v.Kind() == reflect.Int || v.Kind() == reflect.Int64 {
+			i, err := strconv.ParseInt(text, 10, v.Type().Bits())
+			if err != nil {
+				d.errorf(path, text, "expected an integer")
+				return
+			}
+			v.SetInt(i)
+			return
+		}
+		u, err := strconv.ParseUint(text, 10, v.Type().Bits())
+		if err != nil {
+			d.errorf(path, text, "expected a whole number 0-%d", uint64(1)<<v.Type().Bits()-1)
+			return
+		}
+		v.SetUint(u)
+	case reflect.Bool:
+		switch n := n.(type) {
+		case bool:
+			v.SetBool(n)
+		case string:
+			b, err := strconv.ParseBool(n)
+			if err != nil {
+				d.errorf(path, n, "expected true or false")
+				return
+			}
+			v.SetBool(b)
+		default:
+			d.errorf(path, scalarText(n), "expected true or false, got %s", typeName(n))
+		}
+	case reflect.Interface:
+		v.Set(reflect.ValueOf(n))
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.value(p.Elem(), n, path)
+		v.Set(p)
+	case reflect.Slice:
+		list, ok := n.([]any)
+		if !ok {
+			d.errorf(path, scalarText(n), "expected a list, got %s", typeName(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(list), len(list))
+		for i, e := range list {
+			d.value(s.Index(i), e, fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		m, ok := n.(map[string]any)
+		if !ok {
+			d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
+			return
+		}
+		out := reflect.MakeMapWithSize(v.Type(), len(m))
+		for _, k := range sortedKeys(m) {
+			e := reflect.New(v.Type().Elem()).Elem()
+			d.value(e, m[k], keyPath(path, k))
+			out.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), e)
+		}
+		v.Set(out)
+	case reflect.Struct:
+		m, ok := n.(map[string]any)
+		if !ok {
+			d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
+			return
+		}
+		if v.Type() == selectorType {
+			m = foldSelector(m)
+		}
+		d.fields(v, m, path, nil)
+	default:
+		d.errorf(path, "", "cannot decode into %s", v.Type())
+	}
+}
+
+// fields decodes mapping m into struct v; keys in extra are accepted and skipped.
+func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra map[string]bool) {
+	fs := fieldsOf(v.Type())
+	for _, k := range sortedKeys(m) {
+		idx, ok := fs.byName[k]
+		if !ok {
+			if !extra[k] {
+				d.unknown(keyPath(path, k), k, fs.names)
+			}
+			continue
+		}
+		d.value(v.FieldByIndex(idx), m[k], keyPath(path, k))
+	}
+}
+
+// unknown reports an unknown field, suggesting the closest known one.
+func (d *decoder) unknown(path, key string, known []string) {
+	if s := suggest(key, known); s != "" {
+		d.errorf(path, "", "unknown field, did you mean %s?", s)
+		return
+	}
+	d.errorf(path, "", "unknown field (known: %s)", strings.Join(known, ", "))
+}
+
+// foldSelector accepts seed 000's selectors as written there: the tags at the indentation of
+// `match:` (so YAML reads `match: null` plus sibling keys). Those keys become the match.
+func foldSelector(m map[string]any) map[string]any {
+	mv, has := m["match"]
+	if !has || mv != nil || len(m) == 1 {
+		return m
+	}
+	match := make(map[string]any, len(m)-1)
+	for k, v := range m {
+		if k != "match" {
+			match[k] = v
+		}
+	}
+	return map[string]any{"match": match}
+}
+
+type structFields struct {
+	byName map[string][]int
+	names  []string // sorted, for messages
+}
+
+var fieldCache sync.Map // reflect.Type -> *structFields
+
+// fieldsOf lists the JSON names of t's fields, embedded structs' fields included.
+func fieldsOf(t reflect.Type) *structFields {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.(*structFields)
+	}
+	fs := &structFields{byName: map[string][]int{}}
+	var add func(t reflect.Type, prefix []int)
+	add = func(t reflect.Type, prefix []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			idx := append(append([]int(nil), prefix...), i)
+			tag := f.Tag.Get("json")
+			if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+				add(f.Type, idx)
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			fs.byName[name] = idx
+			fs.names = append(fs.names, name)
+		}
+	}
+	add(t, nil)
+	sort.Strings(fs.names)
+	fieldCache.Store(t, fs)
+	return fs
+}
+
+// suggest returns the known name closest to key, if close enough to be a likely typo.
+func suggest(key string, known []string) string {
+	best, bestD := "", 1<<30
+	for _, k := range known {
+		if dist := editDistance(strings.ToLower(key), strings.ToLower(k)); dist < bestD {
+			best, bestD = k, dist
+		}
+	}
+	limit := 2
+	if l := len(key) / 3; l > limit {
+		limit = l
+	}
+	if bestD <= limit && bestD < len(key) {
+		return best
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// keyPath appends a mapping key to a path: `a.b`, or `a["kuma.io/service"]` for keys that
+// are not plain words.
+func keyPath(path, key string) string {
+	if isIdentifier(key) {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	return path + "[" + strconv.Quote(key) + "]"
+}
+
+func typeName(n any) string {
+	switch n.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "nothing"
+	}
+	return fmt.Sprintf("%T", n)
+}
+
+// scalarText is the text of a scalar node for error values; empty for collections.
+func scalarText(n any) string {
+	switch n := n.(type) {
+	case string:
+		return n
+	case json.Number:
+		return n.String()
+	case bool:
+		return strconv.FormatBool(n)
+	}
+	return ""
+}

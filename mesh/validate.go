@@ -1,0 +1,350 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// Validate checks one resource (as built in code; Decode validates what it decodes). Paths
+// are those of the universal form. It returns nil or an Errors with every problem.
+func Validate(r Resource) error {
+	m := r.GetMeta()
+	v := &validator{source: m.Source, kind: r.Kind(), name: m.Name, path: func(p string) string { return p }}
+	v.resource(r)
+	if len(v.errs) > 0 {
+		return v.errs
+	}
+	return nil
+}
+
+// validator collects the problems of one resource.
+type validator struct {
+	source, kind, name string
+	path               func(string) string // universal path -> path in the document
+	errs               Errors
+}
+
+func (v *validator) errorf(path, value, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Source: v.source, Kind: v.kind, Name: v.name,
+		Path: v.path(path), Value: value, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) resource(r Resource) {
+	v.meta(r.GetMeta())
+	switch r := r.(type) {
+	case *Dataplane:
+		v.dataplane(r)
+	case *VirtualOutbound:
+		v.virtualOutbound(r)
+	case *TrafficRoute:
+		v.trafficRoute(r)
+	case *MeshExternalService:
+		v.meshExternalService(r)
+	case *HostnameGenerator:
+		v.hostnameGenerator(r)
+	}
+}
+
+func (v *validator) meta(m *Meta) {
+	if err := checkName(m.Name); err != nil {
+		v.errorf("name", m.Name, "%v", err)
+	}
+	if m.Mesh != "" {
+		if err := checkName(m.Mesh); err != nil {
+			v.errorf("mesh", m.Mesh, "%v", err)
+		}
+	}
+	for _, k := range sortedTagKeys(m.Labels) {
+		if k == "" {
+			v.errorf("labels", "", "empty label key")
+		}
+	}
+}
+
+// checkName: names are DNS-label-ish: 1-253 characters of [A-Za-z0-9._-], starting and
+// ending with a letter or digit.
+func checkName(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	if len(s) > 253 {
+		return errors.New("longer than 253 characters")
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '.' && c != '_' {
+			return fmt.Errorf("character %q not allowed (use letters, digits, '-', '.', '_')", c)
+		}
+	}
+	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return errors.New("must start and end with a letter or digit")
+	}
+	return nil
+}
+
+func (v *validator) dataplane(dp *Dataplane) {
+	n := dp.Networking
+	v.ip("networking.address", n.Address, true)
+	v.ip("networking.advertisedAddress", n.AdvertisedAddress, false)
+	if len(n.Inbound) == 0 {
+		v.errorf("networking.inbound", "", "at least one inbound is required")
+	}
+	for i, in := range n.Inbound {
+		p := fmt.Sprintf("networking.inbound[%d]", i)
+		v.port(p+".port", in.Port, true)
+		v.port(p+".servicePort", in.ServicePort, false)
+		v.ip(p+".address", in.Address, false)
+		v.ip(p+".serviceAddress", in.ServiceAddress, false)
+		v.tags(p+".tags", in.Tags, true, false)
+	}
+	seen := map[string]int{}
+	for i, out := range n.Outbound {
+		p := fmt.Sprintf("networking.outbound[%d]", i)
+		v.port(p+".port", out.Port, true)
+		v.ip(p+".address", out.Address, false)
+		addr := out.Address
+		if addr == "" {
+			addr = "127.0.0.1"
+		}
+		key := fmt.Sprintf("%s:%d", addr, out.Port)
+		if j, dup := seen[key]; dup && out.Port != 0 {
+			v.errorf(p+".port", fmt.Sprint(out.Port), "duplicate outbound %s, also networking.outbound[%d]", key, j)
+		}
+		seen[key] = i
+		switch {
+		case out.BackendRef != nil && len(out.Tags) > 0:
+			v.errorf(p, "", "give tags or backendRef, not both")
+		case out.BackendRef != nil:
+			b := out.BackendRef
+			if b.Kind != KindMeshExternalService {
+				v.errorf(p+".backendRef.kind", b.Kind, "must be %s", KindMeshExternalService)
+			}
+			if b.Name == "" {
+				v.errorf(p+".backendRef.name", "", "required")
+			}
+			v.port(p+".backendRef.port", b.Port, false)
+		case len(out.Tags) > 0:
+			v.tags(p+".tags", out.Tags, true, false)
+		default:
+			v.errorf(p, "", "needs tags with %s, or a backendRef", ServiceTag)
+		}
+		if out.Hostname != "" {
+			v.errorf(p+".hostname", out.Hostname, "set by the agent from VirtualOutbounds; leave it out")
+		}
+	}
+	if tp := n.TransparentProxying; tp != nil {
+		v.port("networking.transparentProxying.redirectPortInbound", tp.RedirectPortInbound, false)
+		v.port("networking.transparentProxying.redirectPortOutbound", tp.RedirectPortOutbound, false)
+		switch strings.ToLower(tp.IPFamilyMode) {
+		case "", "dualstack", "ipv4", "ipv6":
+		default:
+			v.errorf("networking.transparentProxying.ipFamilyMode", tp.IPFamilyMode, "must be dualstack, ipv4 or ipv6")
+		}
+	}
+}
+
+func (v *validator) ip(path, s string, required bool) {
+	if s == "" {
+		if required {
+			v.errorf(path, "", "required")
+		}
+		return
+	}
+	if _, err := netip.ParseAddr(s); err != nil {
+		v.errorf(path, s, "not an IP address")
+	}
+}
+
+func (v *validator) port(path string, p uint32, required bool) {
+	switch {
+	case p == 0 && required:
+		v.errorf(path, "", "required (1-65535)")
+	case p > 65535:
+		v.errorf(path, fmt.Sprint(p), "port must be 1-65535")
+	}
+}
+
+// tags checks a tag map: non-empty keys and values; wildcard allows "*" values (selectors);
+// needService requires a non-wildcard-free kuma.io/service.
+func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
+	if len(t) == 0 {
+		if needService {
+			v.errorf(path, "", "required, with %s", ServiceTag)
+		} else {
+			v.errorf(path, "", "empty: an empty selector matches nothing")
+		}
+		return
+	}
+	for _, k := range sortedTagKeys(t) {
+		val := t[k]
+		switch {
+		case k == "":
+			v.errorf(path, val, "empty tag key")
+		case val == "":
+			v.errorf(keyPath(path, k), "", "empty tag value")
+		case val == Wildcard && !wildcard:
+			v.errorf(keyPath(path, k), val, "\"*\" is only allowed in selectors")
+		case strings.ContainsAny(val, " \t\n"):
+			v.errorf(keyPath(path, k), val, "tag values cannot contain whitespace")
+		}
+	}
+	if _, ok := t[ServiceTag]; needService && !ok {
+		v.errorf(path, "", "must contain %s", ServiceTag)
+	}
+}
+
+func (v *validator) virtualOutbound(vo *VirtualOutbound) {
+	if len(vo.Selectors) == 0 {
+		v.errorf("selectors", "", "at least one selector is required")
+	}
+	for i, s := range vo.Selectors {
+		// Seed 001: a virtual host without kuma.io/service is impossible.
+		v.tags(fmt.Sprintf("selectors[%d].match", i), s.Match, true, true)
+	}
+	vt, err := CompileVirtualOutbound(vo.Conf)
+	if err != nil {
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, err := range errs {
+			var te *TemplateError
+			if errors.As(err, &te) {
+				v.errorf(te.Field, te.Template, "template: %s", te.Msg)
+			} else {
+				v.errorf("conf", "", "%v", err)
+			}
+		}
+		return
+	}
+	for _, k := range sortedTagKeys(vo.Conf.Tags) {
+		if name := vo.Conf.Tags[k]; !vt.used[name] {
+			v.errorf(keyPath("conf.tags", k), name, "not used by conf.host or conf.port")
+		}
+	}
+	for i, p := range vo.Conf.Parameters {
+		if !vt.used[p.Name] {
+			v.errorf(fmt.Sprintf("conf.parameters[%d].name", i), p.Name, "not used by conf.host or conf.port")
+		}
+	}
+	if v.kind == kindVirtualHost && len(vo.Selectors) == 1 {
+		// Seed 001: the host may only use tags present in the tags section.
+		for _, k := range vt.TagKeys() {
+			if _, ok := vo.Selectors[0].Match[k]; !ok {
+				v.errorf("conf.host", vo.Conf.Host, "tag %q is not in tags", k)
+			}
+		}
+	}
+	if err := vt.checkStandIns(); err != nil {
+		var re *RenderError
+		if errors.As(err, &re) {
+			v.errorf(re.Field, re.Rendered, "renders an invalid value with stand-in tag values: %s", re.Msg)
+		} else {
+			v.errorf("conf.host", vo.Conf.Host, "does not render with stand-in tag values: %v", err)
+		}
+	}
+}
+
+// checkStandIns renders the templates with stand-in values for every tag ("a1" in the host,
+// "80" in the port), so that templates whose fixed parts can never give a hostname or a
+// port are refused when loaded rather than on every render.
+func (vt *VOTemplate) checkStandIns() error {
+	host, port := Tags{}, Tags{}
+	for _, k := range vt.tagKeys {
+		host[k], port[k] = "a1", "80"
+	}
+	if _, _, err := vt.Render(host); err != nil {
+		var re *RenderError
+		if !errors.As(err, &re) || re.Field != "conf.port" {
+			return err
+		}
+	}
+	if vt.literalPort == 0 {
+		pb, err := vt.exec(&vt.port, port, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := parsePort(string(pb)); err != nil {
+			return &RenderError{Field: "conf.port", Rendered: string(pb), Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+func (v *validator) trafficRoute(tr *TrafficRoute) {
+	if len(tr.Sources) == 0 {
+		v.errorf("sources", "", "at least one source selector is required")
+	}
+	for i, s := range tr.Sources {
+		v.tags(fmt.Sprintf("sources[%d].match", i), s.Match, false, true)
+	}
+	if len(tr.Destinations) == 0 {
+		v.errorf("destinations", "", "at least one destination selector is required")
+	}
+	for i, s := range tr.Destinations {
+		p := fmt.Sprintf("destinations[%d].match", i)
+		v.tags(p, s.Match, true, true)
+		for _, k := range sortedTagKeys(s.Match) {
+			if k != ServiceTag {
+				// Seed 004: all TCP connections of a service share one destination address, so
+				// nothing but the service can be told apart.
+				v.errorf(keyPath(p, k), s.Match[k], "only %s can be used in destinations", ServiceTag)
+			}
+		}
+	}
+	if len(tr.Conf) == 0 {
+		v.errorf("conf", "", "at least one weighted destination is required")
+	}
+	var total uint64
+	for i, c := range tr.Conf {
+		total += uint64(c.Weight)
+		p := fmt.Sprintf("conf[%d].destination", i)
+		v.tags(p, c.Destination, true, false)
+	}
+	if len(tr.Conf) > 0 && total == 0 {
+		v.errorf("conf", "", "weights add up to 0")
+	}
+}
+
+func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
+	if hg.Spec.TargetRef.Kind != KindMeshExternalService {
+		v.errorf("spec.targetRef.kind", hg.Spec.TargetRef.Kind, "must be %s", KindMeshExternalService)
+	}
+	ht, err := CompileHostnameGenerator(hg.Spec.Template)
+	if err != nil {
+		var te *TemplateError
+		if errors.As(err, &te) {
+			v.errorf(te.Field, te.Template, "template: %s", te.Msg)
+		} else {
+			v.errorf("spec.template", hg.Spec.Template, "%v", err)
+		}
+		return
+	}
+	// Stand-in values: a template whose fixed parts can never make a hostname is refused.
+	labels := map[string]string{}
+	for _, l := range ht.Labels() {
+		labels[l] = "a1"
+	}
+	_, err = ht.Render(HGData{Name: "a1", Mesh: "a1", Zone: "a1", Labels: labels})
+	var ml *MissingLabelError
+	if err != nil && !errors.As(err, &ml) {
+		var re *RenderError
+		if errors.As(err, &re) {
+			v.errorf(re.Field, re.Rendered, "renders an invalid value with stand-in values: %s", re.Msg)
+		} else {
+			v.errorf("spec.template", hg.Spec.Template, "does not render with stand-in values: %v", err)
+		}
+	}
+}
+
+func sortedTagKeys(t map[string]string) []string {
+	ks := make([]string, 0, len(t))
+	for k := range t {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
