@@ -1,12 +1,6 @@
 package cplink
 
-import (
-	"errors"
-
-	"github.com/kumadp/kuma-dp/mesh"
-)
+import "github.com/kumadp/kuma-dp/mesh"
 
 // defaultLoad reads the model when FilesConfig.Load is nil.
-var defaultLoad = func(dataplaneFile, policiesDir string) (*mesh.Snapshot, error) {
-	return nil, errors.New("files source: mesh.Load is not available in this build")
-}
+var defaultLoad = mesh.Load
