@@ -1,12 +1,13 @@
 package vipalloc
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
+	"encoding/json"
+	"hash/maphash"
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -47,6 +48,35 @@ type Entry struct {
 	// MeshExternalService names the resource for MeshExternalService hostnames (VIPs from
 	// the external pool); empty otherwise.
 	MeshExternalService string `json:"meshExternalService,omitempty"`
+	// Selector is the selector of the policy that produced the entry (for --explain); nil
+	// for default service names and MeshExternalService hostnames.
+	Selector mesh.Tags `json:"selector,omitempty"`
+	// Targets says, for a hostname served on several ports, what each port routes to (sorted
+	// by port). Nil when the entry has a single port: Origin, Key and Tags then apply.
+	Targets []Target `json:"targets,omitempty"`
+
+	sum [2]uint64 // content hash, set by the allocator before the entry is published
+}
+
+// Target is one port of a multi-port entry and what it routes to.
+type Target struct {
+	Port     uint32    `json:"port"`
+	Origin   Origin    `json:"origin"`
+	Key      string    `json:"key"`
+	Tags     mesh.Tags `json:"tags"`
+	Selector mesh.Tags `json:"selector,omitempty"`
+}
+
+// Skip is a tuple or MeshExternalService that produced no hostname (a tag or label the
+// template needs is missing, or the rendered name is invalid). It is not an error.
+type Skip struct {
+	Origin Origin `json:"origin"`
+	// Key is `<policy>{k1=v1,...}` with the tuple's known values.
+	Key                 string    `json:"key"`
+	Selector            mesh.Tags `json:"selector,omitempty"`
+	Tags                mesh.Tags `json:"tags,omitempty"`
+	MeshExternalService string    `json:"meshExternalService,omitempty"`
+	Reason              string    `json:"reason"`
 }
 
 // Outbound is what xds needs to build one listener: a VIP:port, the hostname it serves
@@ -84,14 +114,35 @@ type MESAddress struct {
 }
 
 // Table is the result of one allocation: immutable, safe for concurrent readers.
+//
+// Its indexes are a shared base plus a small delta of what changed since the base was
+// built, so that a table derived from the previous one after a small change costs
+// O(change), not O(mesh). Lookups check the delta first.
 type Table struct {
-	byName map[string]*Entry     // available entries, by lower-case hostname
-	byAddr map[netip.Addr]*Entry // IPv4 and IPv6 VIPs
+	base, delta *index
+	// v6 is the twin prefix: an IPv6 VIP in it resolves through its IPv4 (invalid for
+	// hand-built tables, whose IPv6 addresses are all indexed in other6).
+	v6 netip.Prefix
 	// all holds every entry, NotAvailable ones included, sorted by hostname then key.
-	all       []*Entry
+	all     []*Entry
+	skipped []Skip
+	mes     map[string]MESStatus
+	hash    string
+	count   int // available hostnames
+
+	obOnce    sync.Once
 	outbounds []Outbound
-	mes       map[string]MESStatus
-	hash      string
+}
+
+// index maps names and VIPs to available entries. In a delta, a nil value means removed.
+type index struct {
+	names  map[string]*Entry
+	addrs  map[uint32]*Entry
+	other6 map[netip.Addr]*Entry
+}
+
+func newIndex(n int) *index {
+	return &index{names: make(map[string]*Entry, n), addrs: make(map[uint32]*Entry, n)}
 }
 
 // Lookup returns the available entry for a hostname. name may carry a final dot and any case.
@@ -100,10 +151,24 @@ func (t *Table) Lookup(name string) (*Entry, bool) {
 		return nil, false
 	}
 	name = strings.TrimSuffix(name, ".")
-	if e, ok := t.byName[name]; ok {
+	if e, ok := t.lookupName(name); ok {
 		return e, true
 	}
-	e, ok := t.byName[strings.ToLower(name)]
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 'A' && c <= 'Z' {
+			return t.lookupName(strings.ToLower(name))
+		}
+	}
+	return nil, false
+}
+
+func (t *Table) lookupName(name string) (*Entry, bool) {
+	if t.delta != nil {
+		if e, ok := t.delta.names[name]; ok {
+			return e, e != nil
+		}
+	}
+	e, ok := t.base.names[name]
 	return e, ok
 }
 
@@ -112,7 +177,26 @@ func (t *Table) LookupAddr(ip netip.Addr) (*Entry, bool) {
 	if t == nil {
 		return nil, false
 	}
-	e, ok := t.byAddr[ip.Unmap()]
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return t.lookupV4(v4u(ip))
+	}
+	if v4, ok := twinOf(t.v6, ip); ok {
+		if e, ok := t.lookupV4(v4); ok && e.IPv6 == ip {
+			return e, true
+		}
+	}
+	e, ok := t.base.other6[ip]
+	return e, ok
+}
+
+func (t *Table) lookupV4(a uint32) (*Entry, bool) {
+	if t.delta != nil {
+		if e, ok := t.delta.addrs[a]; ok {
+			return e, e != nil
+		}
+	}
+	e, ok := t.base.addrs[a]
 	return e, ok
 }
 
@@ -135,20 +219,68 @@ func (t *Table) Available() []*Entry {
 	return out
 }
 
+// Skipped returns the tuples and MeshExternalServices that produced no hostname, with the
+// reason, sorted by key. Do not modify.
+func (t *Table) Skipped() []Skip {
+	if t == nil {
+		return nil
+	}
+	return t.skipped
+}
+
 // Len is the number of available hostnames.
 func (t *Table) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.byName)
+	return t.count
 }
 
 // Outbounds returns one element per available hostname and port, sorted by VIP then port.
+// Built on first use. Do not modify.
 func (t *Table) Outbounds() []Outbound {
 	if t == nil {
 		return nil
 	}
+	t.obOnce.Do(func() { t.outbounds = buildOutbounds(t.all) })
 	return t.outbounds
+}
+
+func buildOutbounds(all []*Entry) []Outbound {
+	n := 0
+	for _, e := range all {
+		if e.Status == Available {
+			n += len(e.Ports)
+		}
+	}
+	out := make([]Outbound, 0, n)
+	for _, e := range all {
+		if e.Status != Available {
+			continue
+		}
+		if len(e.Targets) > 0 {
+			for _, tg := range e.Targets {
+				out = append(out, Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: tg.Port, Hostname: e.Hostname,
+					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService})
+			}
+			continue
+		}
+		for _, p := range e.Ports {
+			out = append(out, Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: p, Hostname: e.Hostname, Tags: e.Tags,
+				Origin: e.Origin, MeshExternalService: e.MeshExternalService})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if c := a.IPv4.Compare(b.IPv4); c != 0 {
+			return c < 0
+		}
+		if a.Port != b.Port {
+			return a.Port < b.Port
+		}
+		return a.Hostname < b.Hostname
+	})
+	return out
 }
 
 // MeshExternalServiceStatus returns seed 002's status block for one MeshExternalService.
@@ -160,7 +292,16 @@ func (t *Table) MeshExternalServiceStatus(name string) (MESStatus, bool) {
 	return s, ok
 }
 
-// Hash is a content hash of the table: equal hashes mean equal answers.
+// MeshExternalServiceStatuses returns every MeshExternalService status, by name. Do not modify.
+func (t *Table) MeshExternalServiceStatuses() map[string]MESStatus {
+	if t == nil {
+		return nil
+	}
+	return t.mes
+}
+
+// Hash is a content hash of the table: equal hashes mean equal answers. It is stable within
+// one process (not across processes).
 func (t *Table) Hash() string {
 	if t == nil {
 		return ""
@@ -172,60 +313,179 @@ func (t *Table) Hash() string {
 // and derives the outbound list. Used by the allocator; exported so other stages' tests can
 // build small tables by hand.
 func NewTable(entries []*Entry, mes map[string]MESStatus) *Table {
-	t := &Table{
-		byName: make(map[string]*Entry, len(entries)),
-		byAddr: make(map[netip.Addr]*Entry, 2*len(entries)),
-		all:    append([]*Entry(nil), entries...),
-		mes:    mes,
+	all := append([]*Entry(nil), entries...)
+	sortEntries(all)
+	var sum [2]uint64
+	for _, e := range all {
+		s := entrySum(e)
+		sum[0] += s[0]
+		sum[1] += s[1]
 	}
-	sort.SliceStable(t.all, func(i, j int) bool {
-		if t.all[i].Hostname != t.all[j].Hostname {
-			return t.all[i].Hostname < t.all[j].Hostname
-		}
-		return t.all[i].Key < t.all[j].Key
-	})
-	for _, e := range t.all {
+	return buildTable(netip.Prefix{}, all, nil, mes, sum)
+}
+
+// buildTable indexes all (sorted) into a fresh base. With an invalid v6 every IPv6 address
+// is indexed explicitly. A VIP shared by several hostnames (a MeshExternalService's) answers
+// PTR with the first of them in hostname order.
+func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]MESStatus, sum [2]uint64) *Table {
+	t := &Table{v6: v6, all: all, skipped: skipped, mes: mes}
+	t.base = newIndex(len(all))
+	for _, e := range all {
 		if e.Status != Available {
 			continue
 		}
-		t.byName[e.Hostname] = e
-		if e.IPv4.IsValid() {
-			t.byAddr[e.IPv4] = e
+		t.base.names[e.Hostname] = e
+		t.count = len(t.base.names)
+		if e.IPv4.Is4() {
+			if _, dup := t.base.addrs[v4u(e.IPv4)]; !dup {
+				t.base.addrs[v4u(e.IPv4)] = e
+			}
 		}
 		if e.IPv6.IsValid() {
-			t.byAddr[e.IPv6] = e
-		}
-		for _, p := range e.Ports {
-			ob := Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: p, Hostname: e.Hostname, Tags: e.Tags,
-				Origin: e.Origin, MeshExternalService: e.MeshExternalService}
-			t.outbounds = append(t.outbounds, ob)
+			if v4, ok := twinOf(v6, e.IPv6); !ok || !e.IPv4.Is4() || v4 != v4u(e.IPv4) {
+				if t.base.other6 == nil {
+					t.base.other6 = map[netip.Addr]*Entry{}
+				}
+				if _, dup := t.base.other6[e.IPv6]; !dup {
+					t.base.other6[e.IPv6] = e
+				}
+			}
 		}
 	}
-	sort.Slice(t.outbounds, func(i, j int) bool {
-		a, b := t.outbounds[i], t.outbounds[j]
-		if c := a.IPv4.Compare(b.IPv4); c != 0 {
-			return c < 0
-		}
-		return a.Port < b.Port
-	})
-	t.hash = hashEntries(t.all)
+	t.hash = tableHash(sum, mes)
 	return t
 }
 
-func hashEntries(all []*Entry) string {
-	h := sha256.New()
-	for _, e := range all {
-		fmt.Fprintf(h, "%s|%s|%s|%v|%s|%s|%s|%s|%s|", e.Hostname, e.IPv4, e.IPv6, e.Ports,
-			e.Origin.Kind, e.Origin.Name, e.Key, e.Status, e.MeshExternalService)
-		keys := make([]string, 0, len(e.Tags))
-		for k := range e.Tags {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(h, "%s=%s,", k, e.Tags[k])
-		}
-		h.Write([]byte{'\n'})
+// deltaLimit is how large a delta may grow before the next table compacts it into a new base.
+func deltaLimit(base int) int { return max(4096, base/8) }
+
+// derive builds the table that follows t: all is the new entry list; names and addrs the
+// index changes (nil = removed). When the delta would grow past deltaLimit the new table
+// gets a fresh base instead.
+func (t *Table) derive(all []*Entry, names map[string]*Entry, addrs map[uint32]*Entry,
+	skipped []Skip, mes map[string]MESStatus, sum [2]uint64) *Table {
+	size := len(names) + len(addrs)
+	if t.delta != nil {
+		size += len(t.delta.names) + len(t.delta.addrs)
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	if size > deltaLimit(len(t.base.names)) {
+		return buildTable(t.v6, all, skipped, mes, sum)
+	}
+	n := &Table{v6: t.v6, base: t.base, all: all, skipped: skipped, mes: mes, hash: tableHash(sum, mes),
+		count: t.count}
+	for k, v := range names {
+		_, had := t.lookupName(k)
+		switch {
+		case v == nil && had:
+			n.count--
+		case v != nil && !had:
+			n.count++
+		}
+	}
+	n.delta = newIndex(size)
+	if t.delta != nil {
+		for k, v := range t.delta.names {
+			n.delta.names[k] = v
+		}
+		for k, v := range t.delta.addrs {
+			n.delta.addrs[k] = v
+		}
+	}
+	for k, v := range names {
+		n.delta.names[k] = v
+	}
+	for k, v := range addrs {
+		n.delta.addrs[k] = v
+	}
+	return n
+}
+
+func sortEntries(all []*Entry) {
+	sort.SliceStable(all, func(i, j int) bool { return entryLess(all[i], all[j]) })
+}
+
+func entryLess(a, b *Entry) bool {
+	if a.Hostname != b.Hostname {
+		return a.Hostname < b.Hostname
+	}
+	return a.Key < b.Key
+}
+
+// hashSeed makes entry hashes comparable within one process.
+var hashSeed = maphash.MakeSeed()
+
+// entrySum is the content hash of one entry (128 bits from two seeded passes). Table hashes
+// add them up, so a table derived from another updates its hash in O(change).
+func entrySum(e *Entry) [2]uint64 {
+	if e.sum != [2]uint64{} {
+		return e.sum
+	}
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	writeEntry(&h, e)
+	a := h.Sum64()
+	h.WriteByte(0xa5)
+	writeEntry(&h, e)
+	return [2]uint64{a, h.Sum64()}
+}
+
+func writeEntry(h *maphash.Hash, e *Entry) {
+	ws := func(s string) { h.WriteString(s); h.WriteByte(0) }
+	ws(e.Hostname)
+	b4, b6 := e.IPv4.As16(), e.IPv6.As16()
+	if e.IPv4.IsValid() {
+		h.Write(b4[:])
+	}
+	if e.IPv6.IsValid() {
+		h.Write(b6[:])
+	}
+	h.WriteByte(1)
+	for _, p := range e.Ports {
+		h.WriteByte(byte(p >> 8))
+		h.WriteByte(byte(p))
+	}
+	ws(e.Origin.Kind)
+	ws(e.Origin.Name)
+	ws(e.Key)
+	ws(string(e.Status))
+	ws(e.Reason)
+	ws(e.MeshExternalService)
+	writeTags(h, e.Tags)
+	for _, tg := range e.Targets {
+		h.WriteByte(byte(tg.Port >> 8))
+		h.WriteByte(byte(tg.Port))
+		ws(tg.Origin.Kind)
+		ws(tg.Origin.Name)
+		ws(tg.Key)
+		writeTags(h, tg.Tags)
+	}
+}
+
+// writeTags hashes a tag map independently of iteration order.
+func writeTags(h *maphash.Hash, tags mesh.Tags) {
+	var x uint64
+	for k, v := range tags {
+		x += maphash.String(hashSeed, k) ^ maphash.String(hashSeed, v)*31
+	}
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(x >> (8 * i))
+	}
+	h.Write(b[:])
+}
+
+func tableHash(sum [2]uint64, mes map[string]MESStatus) string {
+	var b [16]byte
+	for i := 0; i < 8; i++ {
+		b[i] = byte(sum[0] >> (8 * i))
+		b[8+i] = byte(sum[1] >> (8 * i))
+	}
+	if len(mes) > 0 {
+		js, _ := json.Marshal(mes) // sorted keys: stable
+		x := maphash.Bytes(hashSeed, js)
+		for i := 0; i < 8; i++ {
+			b[i] ^= byte(x >> (8 * i))
+		}
+	}
+	return hex.EncodeToString(b[:])
 }

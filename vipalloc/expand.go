@@ -1,0 +1,319 @@
+package vipalloc
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// candidate is one (hostname, port) a source proposes, or - with host empty - a tuple that
+// produced no hostname (a skip, with reason). Candidates are counted: refs is how many
+// inbounds of the mesh support them, so a dataplane coming or going adjusts counts only.
+type candidate struct {
+	key      string // `<policy>{k=v,...}`
+	host     string
+	port     uint32
+	origin   Origin
+	rank     *policyRank
+	tags     mesh.Tags
+	selector mesh.Tags
+	mes      string
+	reason   string // set for skips
+	refs     int32
+}
+
+// policyRank is what orders candidates of different origins (see better).
+type policyRank struct {
+	explicit bool // a policy (VirtualOutbound, HostnameGenerator), not a default name
+	created  time.Time
+}
+
+// better orders candidates for the same hostname and port: an explicit policy beats a
+// default `<service>.mesh` name, then the older creation time wins (so a new policy never
+// takes a name that is already served), then origin kind, origin name and key, so the order
+// is total and deterministic.
+func better(a, b *candidate) bool {
+	if a.rank.explicit != b.rank.explicit {
+		return a.rank.explicit
+	}
+	if !a.rank.created.Equal(b.rank.created) {
+		return a.rank.created.Before(b.rank.created)
+	}
+	if a.origin.Kind != b.origin.Kind {
+		return a.origin.Kind < b.origin.Kind
+	}
+	if a.origin.Name != b.origin.Name {
+		return a.origin.Name < b.origin.Name
+	}
+	return a.key < b.key
+}
+
+// vipKey is the key a candidate's VIP is allocated under: its hostname, or the
+// MeshExternalService (one VIP per MeshExternalService, shared by its hostnames).
+func (c *candidate) vipKey() string {
+	if c.mes != "" {
+		return mesKeyPrefix + c.mes
+	}
+	return c.host
+}
+
+const mesKeyPrefix = "mes/"
+
+// expander turns inbound tags into candidates for one source: a VirtualOutbound, or the
+// default service names.
+type expander struct {
+	name   string // the key prefix: policy name, or defaultKeyName
+	origin Origin
+	rank   *policyRank
+	vo     *mesh.VirtualOutbound
+	tpl    *mesh.VOTemplate
+	sels   []compiledSel
+	broken string // compile error: the policy yields a single skip
+	cands  map[string]*candidate
+	buf    []byte
+	// defaults only:
+	isDefault   bool
+	defaultPort uint32
+}
+
+// defaultKeyName prefixes the keys of default `<service>.mesh` candidates.
+const defaultKeyName = "Service"
+
+type compiledSel struct {
+	tags          mesh.Tags
+	match         []kv
+	nTags, nExact int
+	dest          []dest // sorted by key
+}
+
+type kv struct {
+	k, v string
+	wild bool
+}
+
+// dest is one destination tag of a tuple: a fixed value (from the selector) or the inbound's.
+type dest struct {
+	k, fixed    string
+	fromInbound bool
+}
+
+func newDefaultExpander(port uint32) *expander {
+	return &expander{name: defaultKeyName, rank: &policyRank{}, isDefault: true, defaultPort: port,
+		cands: map[string]*candidate{}}
+}
+
+func newVOExpander(vo *mesh.VirtualOutbound) *expander {
+	x := &expander{name: vo.Name, origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name},
+		rank: &policyRank{explicit: true, created: vo.CreationTime}, vo: vo, cands: map[string]*candidate{}}
+	tpl, err := mesh.CompileVirtualOutbound(vo.Conf)
+	if err != nil {
+		x.broken = err.Error()
+		return x
+	}
+	x.tpl = tpl
+	need := tpl.TagKeys()
+	for _, s := range vo.Selectors {
+		cs := compiledSel{tags: s.Match}
+		keys := make([]string, 0, len(s.Match))
+		for k := range s.Match {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		ds := map[string]dest{}
+		for _, k := range keys {
+			v := s.Match[k]
+			cs.match = append(cs.match, kv{k: k, v: v, wild: v == mesh.Wildcard})
+			if v != mesh.Wildcard {
+				cs.nExact++
+				ds[k] = dest{k: k, fixed: v}
+			}
+		}
+		cs.nTags = len(keys)
+		for _, k := range need {
+			if _, ok := ds[k]; !ok {
+				ds[k] = dest{k: k, fromInbound: true}
+			}
+		}
+		for _, d := range ds {
+			cs.dest = append(cs.dest, d)
+		}
+		sort.Slice(cs.dest, func(i, j int) bool { return cs.dest[i].k < cs.dest[j].k })
+		x.sels = append(x.sels, cs)
+	}
+	return x
+}
+
+func (s *compiledSel) matches(tags mesh.Tags) bool {
+	if len(s.match) == 0 {
+		return false
+	}
+	for i := range s.match {
+		m := &s.match[i]
+		v, ok := tags[m.k]
+		if !ok || !m.wild && v != m.v {
+			return false
+		}
+	}
+	return true
+}
+
+// sameVO reports whether two versions of a VirtualOutbound expand the same way.
+func sameVO(a, b *mesh.VirtualOutbound) bool {
+	return a == b || a.CreationTime.Equal(b.CreationTime) && reflect.DeepEqual(a.Selectors, b.Selectors) &&
+		reflect.DeepEqual(a.Conf, b.Conf)
+}
+
+// visit applies one inbound (delta +1 when it appears, -1 when it goes) to the expander's
+// candidates, reporting new and dropped candidates to r.
+func (x *expander) visit(r *round, tags mesh.Tags, delta int32) {
+	if x.isDefault {
+		x.visitDefault(r, tags, delta)
+		return
+	}
+	if x.broken != "" {
+		x.visitBroken(r, tags, delta)
+		return
+	}
+	best := -1
+	for i := range x.sels {
+		s := &x.sels[i]
+		if !s.matches(tags) {
+			continue
+		}
+		if best < 0 || s.nTags > x.sels[best].nTags || s.nTags == x.sels[best].nTags && s.nExact > x.sels[best].nExact {
+			best = i
+		}
+	}
+	if best < 0 {
+		return
+	}
+	sel := &x.sels[best]
+	b := append(x.buf[:0], x.name...)
+	b = append(b, '{')
+	missing := false
+	for i, d := range sel.dest {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, d.k...)
+		b = append(b, '=')
+		if !d.fromInbound {
+			b = append(b, d.fixed...)
+			continue
+		}
+		v, ok := tags[d.k]
+		if !ok {
+			missing = true
+			b = append(b, "<missing>"...)
+			continue
+		}
+		b = append(b, v...)
+	}
+	b = append(b, '}')
+	x.buf = b
+	if c := x.cands[string(b)]; c != nil || delta < 0 {
+		x.count(r, c, delta)
+		return
+	}
+	c := &candidate{key: string(b), origin: x.origin, rank: x.rank, selector: sel.tags, refs: delta}
+	c.tags = make(mesh.Tags, len(sel.dest))
+	var absent []string
+	for _, d := range sel.dest {
+		switch v, ok := tags[d.k]; {
+		case !d.fromInbound:
+			c.tags[d.k] = d.fixed
+		case ok:
+			c.tags[d.k] = v
+		default:
+			absent = append(absent, d.k)
+		}
+	}
+	if missing {
+		c.reason = fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent))
+	} else if host, port, err := x.tpl.Render(c.tags); err != nil {
+		c.reason = err.Error()
+	} else {
+		c.host, c.port = host, port
+	}
+	x.cands[c.key] = c
+	r.add(c)
+}
+
+func (x *expander) count(r *round, c *candidate, delta int32) {
+	if c == nil {
+		return // an inbound that was never counted: nothing to undo
+	}
+	c.refs += delta
+	if c.refs <= 0 {
+		delete(x.cands, c.key)
+		r.remove(c)
+	}
+}
+
+func (x *expander) visitDefault(r *round, tags mesh.Tags, delta int32) {
+	svc, ok := tags[mesh.ServiceTag]
+	if !ok || svc == "" {
+		return
+	}
+	b := append(x.buf[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...)
+	b = append(b, svc...)
+	b = append(b, '}')
+	x.buf = b
+	if c := x.cands[string(b)]; c != nil || delta < 0 {
+		x.count(r, c, delta)
+		return
+	}
+	c := &candidate{key: string(b), origin: Origin{Kind: OriginService, Name: svc}, rank: x.rank,
+		tags: mesh.Tags{mesh.ServiceTag: svc}, refs: delta, port: x.defaultPort}
+	host := strings.ToLower(svc) + ".mesh"
+	if err := mesh.ValidHostname(host); err != nil {
+		c.reason = fmt.Sprintf("default name %q: %v", host, err)
+	} else {
+		c.host = host
+	}
+	x.cands[c.key] = c
+	r.add(c)
+}
+
+// visitBroken keeps one skip for a policy whose templates do not compile, counted by the
+// inbounds its selectors match.
+func (x *expander) visitBroken(r *round, tags mesh.Tags, delta int32) {
+	matched := false
+	for _, s := range x.vo.Selectors {
+		if s.Matches(tags) {
+			matched = true
+			break
+		}
+	}
+	if !matched {
+		return
+	}
+	key := x.name + "{}"
+	if c := x.cands[key]; c != nil || delta < 0 {
+		x.count(r, c, delta)
+		return
+	}
+	c := &candidate{key: key, origin: x.origin, rank: x.rank, refs: delta, reason: x.broken}
+	x.cands[key] = c
+	r.add(c)
+}
+
+// removeAll drops every candidate of the expander (the policy went away or changed).
+func (x *expander) removeAll(r *round) {
+	for _, c := range x.cands {
+		r.remove(c)
+	}
+	x.cands = map[string]*candidate{}
+}
+
+func quoteList(ks []string) string {
+	q := make([]string, len(ks))
+	for i, k := range ks {
+		q[i] = fmt.Sprintf("%q", k)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,128 @@
+package vipalloc
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// pool is one IPv4 VIP pool: the usable addresses of a prefix (without its network address,
+// its last address when the prefix is /30 or wider, 255.255.255.255 and an excluded
+// sub-prefix), and which of them are taken and by which key.
+type pool struct {
+	prefix netip.Prefix
+	ranges []span // usable addresses, ascending
+	size   uint64
+	used   map[uint32]string // address -> key (hostname, or "mes/<name>")
+}
+
+type span struct{ lo, hi uint32 } // inclusive
+
+func newPool(field string, p netip.Prefix, exclude netip.Prefix) (*pool, error) {
+	lo := v4u(p.Addr())
+	hi := lo | uint32(uint64(1)<<(32-p.Bits())-1)
+	spans := []span{{lo, hi}}
+	if exclude.IsValid() && exclude.Overlaps(p) && exclude.Bits() > p.Bits() {
+		elo := v4u(exclude.Addr())
+		ehi := elo | uint32(uint64(1)<<(32-exclude.Bits())-1)
+		spans = cut(spans, elo, ehi)
+	}
+	spans = cut(spans, lo, lo) // the network address
+	if p.Bits() <= 30 {
+		spans = cut(spans, hi, hi) // the pool's broadcast address
+	}
+	spans = cut(spans, 0xffffffff, 0xffffffff)
+	spans = cut(spans, 0, 0)
+	pl := &pool{prefix: p, ranges: spans, used: map[uint32]string{}}
+	for _, s := range spans {
+		pl.size += uint64(s.hi-s.lo) + 1
+	}
+	if pl.size == 0 {
+		return nil, &ConfigError{Field: field, Value: p.String(), Msg: "leaves no usable address"}
+	}
+	return pl, nil
+}
+
+// cut removes [lo, hi] from spans.
+func cut(spans []span, lo, hi uint32) []span {
+	var out []span
+	for _, s := range spans {
+		if hi < s.lo || lo > s.hi {
+			out = append(out, s)
+			continue
+		}
+		if s.lo < lo {
+			out = append(out, span{s.lo, lo - 1})
+		}
+		if s.hi > hi {
+			out = append(out, span{hi + 1, s.hi})
+		}
+	}
+	return out
+}
+
+// at is the i-th usable address (0 <= i < size).
+func (p *pool) at(i uint64) uint32 {
+	for _, s := range p.ranges {
+		n := uint64(s.hi-s.lo) + 1
+		if i < n {
+			return s.lo + uint32(i)
+		}
+		i -= n
+	}
+	panic("vipalloc: pool index out of range") // unreachable: callers reduce i modulo size
+}
+
+func (p *pool) contains(a uint32) bool {
+	for _, s := range p.ranges {
+		if a >= s.lo && a <= s.hi {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *pool) full() bool { return uint64(len(p.used)) >= p.size }
+
+// take gives key an address: want if it is usable and free, else the first free address
+// probing linearly from the hash of key. ok is false when the pool is full.
+func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
+	if haveWant && p.contains(want) {
+		if _, taken := p.used[want]; !taken {
+			p.used[want] = key
+			return want, true
+		}
+	}
+	if p.full() {
+		return 0, false
+	}
+	start := hashKey(key) % p.size
+	for j := uint64(0); j < p.size; j++ {
+		a := p.at((start + j) % p.size)
+		if _, taken := p.used[a]; !taken {
+			p.used[a] = key
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+func (p *pool) release(a uint32, key string) {
+	if p.used[a] == key {
+		delete(p.used, a)
+	}
+}
+
+func (p *pool) exhausted() string {
+	return fmt.Sprintf("VIP pool %s is exhausted (%d addresses, all taken)", p.prefix, p.size)
+}
+
+// hashKey is 64-bit FNV-1a: stable across processes and versions, so a fresh allocator
+// picks the same VIPs for the same names.
+func hashKey(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}

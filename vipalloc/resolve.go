@@ -1,0 +1,318 @@
+package vipalloc
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// resolve settles every touched hostname: collisions, VIPs (new ones in sorted order, so the
+// result is deterministic), entries, and the next Table.
+func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
+	// MeshExternalService VIPs first: they come from their own pool, and a new one touches
+	// that service's hostnames.
+	sort.Strings(mesAdded)
+	mesAdded = compactStrings(mesAdded)
+	var mesNeed []string
+	for _, n := range mesAdded {
+		if _, has := a.vips[mesKeyPrefix+n]; !has && a.mes.has(n) {
+			mesNeed = append(mesNeed, mesKeyPrefix+n)
+		}
+	}
+	a.allocateAll(mesNeed)
+	for _, n := range mesAdded {
+		for _, c := range a.mes.byMES[n] {
+			if c.host != "" {
+				r.touched[c.host] = struct{}{}
+			}
+		}
+	}
+
+	touched := make([]string, 0, len(r.touched))
+	for h := range r.touched {
+		touched = append(touched, h)
+	}
+	sort.Strings(touched)
+
+	var need []string
+	for _, h := range touched {
+		hs := a.hosts[h]
+		if hs == nil || len(hs.cands) == 0 {
+			a.release(h)
+			continue
+		}
+		sort.Slice(hs.cands, func(i, j int) bool { return better(hs.cands[i], hs.cands[j]) })
+		if hs.cands[0].vipKey() != h {
+			a.release(h)
+		} else if _, has := a.vips[h]; !has {
+			need = append(need, h)
+		}
+	}
+	a.allocateAll(need)
+
+	full := a.table == nil || len(touched) > deltaLimit(a.table.count)/2
+	var names map[string]*Entry
+	var addrT map[uint32]struct{}
+	if !full {
+		names = make(map[string]*Entry, len(touched))
+		addrT = make(map[uint32]struct{}, len(touched))
+	}
+	repl := make([][]*Entry, len(touched))
+	for i, h := range touched {
+		hs := a.hosts[h]
+		if hs == nil {
+			continue
+		}
+		for _, e := range hs.entries {
+			a.subSum(e)
+		}
+		oldAvail := hs.avail
+		hs.entries, hs.avail = nil, nil
+		if len(hs.cands) > 0 {
+			hs.entries, hs.avail = a.entriesFor(h, hs)
+		}
+		for _, e := range hs.entries {
+			a.addSum(e)
+		}
+		repl[i] = hs.entries
+		if len(hs.cands) == 0 {
+			delete(a.hosts, h)
+		}
+		if full {
+			continue
+		}
+		names[h] = hs.avail
+		for _, e := range []*Entry{oldAvail, hs.avail} {
+			if e != nil && e.IPv4.Is4() {
+				addrT[v4u(e.IPv4)] = struct{}{}
+			}
+		}
+	}
+
+	var prevAll []*Entry
+	if a.table != nil {
+		prevAll = a.table.all
+	}
+	all := mergeEntries(prevAll, touched, repl)
+	if r.skipsChanged {
+		a.skipped = a.skipped[:0:0]
+		for _, c := range a.skips {
+			a.skipped = append(a.skipped, Skip{Origin: c.origin, Key: c.key, Selector: c.selector, Tags: c.tags,
+				MeshExternalService: c.mes, Reason: c.reason})
+		}
+		sort.Slice(a.skipped, func(i, j int) bool {
+			if a.skipped[i].Key != a.skipped[j].Key {
+				return a.skipped[i].Key < a.skipped[j].Key
+			}
+			return a.skipped[i].Origin.Kind < a.skipped[j].Origin.Kind
+		})
+	}
+	mes := a.mesStatuses()
+	if full {
+		a.table = buildTable(a.s.v6, all, a.skipped, mes, a.sum)
+		return a.table
+	}
+	addrs := make(map[uint32]*Entry, len(addrT))
+	for v := range addrT {
+		addrs[v] = a.addrOwner(v)
+	}
+	a.table = a.table.derive(all, names, addrs, a.skipped, mes, a.sum)
+	return a.table
+}
+
+func (a *Allocator) addSum(e *Entry) { a.sum[0] += e.sum[0]; a.sum[1] += e.sum[1] }
+func (a *Allocator) subSum(e *Entry) { a.sum[0] -= e.sum[0]; a.sum[1] -= e.sum[1] }
+
+// mergeEntries replaces, in prev (sorted by hostname then key), the entries of each touched
+// hostname (sorted) by repl[i].
+func mergeEntries(prev []*Entry, touched []string, repl [][]*Entry) []*Entry {
+	n := len(prev)
+	for _, r := range repl {
+		n += len(r)
+	}
+	out := make([]*Entry, 0, n)
+	i := 0
+	for k, h := range touched {
+		j := i + sort.Search(len(prev)-i, func(x int) bool { return prev[i+x].Hostname >= h })
+		out = append(out, prev[i:j]...)
+		for j < len(prev) && prev[j].Hostname == h {
+			j++
+		}
+		out = append(out, repl[k]...)
+		i = j
+	}
+	return append(out, prev[i:]...)
+}
+
+// entriesFor builds the entries of one hostname from its candidates (sorted best first):
+// the owner (best candidate) decides the VIP; per port the best candidate with the owner's
+// VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
+func (a *Allocator) entriesFor(h string, hs *hostState) ([]*Entry, *Entry) {
+	owner := hs.cands[0]
+	ownerKey := owner.vipKey()
+	var winners []*candidate
+	var out []*Entry
+	for _, c := range hs.cands {
+		var w *candidate
+		if c.vipKey() != ownerKey {
+			w = owner
+		} else {
+			for _, x := range winners {
+				if x.port == c.port {
+					w = x
+					break
+				}
+			}
+		}
+		if w == nil {
+			winners = append(winners, c)
+			continue
+		}
+		e := &Entry{Hostname: h, Ports: a.ports(1), Origin: c.origin, Key: c.key, Tags: c.tags,
+			Selector: c.selector, MeshExternalService: c.mes, Status: NotAvailable, Reason: lossReason(h, c, w)}
+		e.Ports[0] = c.port
+		e.sum = entrySum(e)
+		out = append(out, e)
+	}
+	sort.Slice(winners, func(i, j int) bool { return winners[i].port < winners[j].port })
+	e := &Entry{Hostname: h, Ports: a.ports(len(winners)), Origin: owner.origin, Key: owner.key,
+		Tags: owner.tags, Selector: owner.selector, MeshExternalService: owner.mes}
+	for i, w := range winners {
+		e.Ports[i] = w.port
+	}
+	if len(winners) > 1 {
+		e.Targets = make([]Target, len(winners))
+		for i, w := range winners {
+			e.Targets[i] = Target{Port: w.port, Origin: w.origin, Key: w.key, Tags: w.tags, Selector: w.selector}
+		}
+	}
+	var avail *Entry
+	if v, ok := a.vips[ownerKey]; ok {
+		e.IPv4, e.IPv6, e.Status = u4(v), twin(a.s.v6, v), Available
+		avail = e
+	} else {
+		e.Status, e.Reason = NotAvailable, a.poolOf(ownerKey).exhausted()
+	}
+	e.sum = entrySum(e)
+	out = append(out, e)
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	}
+	return out, avail
+}
+
+// ports hands out small slices from a shared slab (one allocation per 1024 ports).
+func (a *Allocator) ports(n int) []uint32 {
+	if n > 64 {
+		return make([]uint32, n)
+	}
+	if len(a.slab)+n > cap(a.slab) {
+		a.slab = make([]uint32, 0, 1024)
+	}
+	l := len(a.slab)
+	a.slab = a.slab[:l+n]
+	return a.slab[l : l+n : l+n]
+}
+
+// lossReason says why c lost hostname h to w.
+func lossReason(h string, c, w *candidate) string {
+	var why string
+	switch {
+	case w.rank.explicit != c.rank.explicit:
+		why = "a policy beats a default name"
+	case !w.rank.created.Equal(c.rank.created):
+		why = "it is older"
+	default:
+		why = "same age: the lower kind/name/key wins"
+	}
+	if c.vipKey() != w.vipKey() {
+		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
+		if c.mes != "" && w.mes != "" {
+			what = "each MeshExternalService has its own VIP"
+		}
+		return fmt.Sprintf("hostname %q is taken by %s %q (%s), which wins (%s); %s",
+			h, w.origin.Kind, w.origin.Name, w.key, why, what)
+	}
+	return fmt.Sprintf("%s:%d is taken by %s %q (%s), which wins (%s)", h, c.port, w.origin.Kind,
+		w.origin.Name, w.key, why)
+}
+
+// addrOwner is the available entry that answers PTR for VIP v: the hostname holding it, or
+// for a MeshExternalService VIP the first of its available hostnames.
+func (a *Allocator) addrOwner(v uint32) *Entry {
+	key, ok := a.s.service.used[v]
+	if !ok {
+		if key, ok = a.s.external.used[v]; !ok {
+			return nil
+		}
+	}
+	if name, isMES := strings.CutPrefix(key, mesKeyPrefix); isMES {
+		var best *Entry
+		for _, c := range a.mes.byMES[name] {
+			hs := a.hosts[c.host]
+			if c.host == "" || hs == nil || hs.avail == nil || hs.avail.MeshExternalService != name {
+				continue
+			}
+			if best == nil || hs.avail.Hostname < best.Hostname {
+				best = hs.avail
+			}
+		}
+		return best
+	}
+	if hs := a.hosts[key]; hs != nil && hs.avail != nil && v4u(hs.avail.IPv4) == v {
+		return hs.avail
+	}
+	return nil
+}
+
+// mesStatuses builds seed 002's status block of every MeshExternalService.
+func (a *Allocator) mesStatuses() map[string]MESStatus {
+	if len(a.mes.names) == 0 {
+		return nil
+	}
+	out := make(map[string]MESStatus, len(a.mes.names))
+	for _, n := range a.mes.names {
+		st := MESStatus{VIP: MESVIP{Type: "Kuma"}, Addresses: []MESAddress{}}
+		if v, ok := a.vips[mesKeyPrefix+n]; ok {
+			st.VIP.Value = u4(v).String()
+		}
+		for _, c := range a.mes.byMES[n] {
+			ad := MESAddress{Hostname: c.host, Status: NotAvailable, Origin: c.origin, Reason: c.reason}
+			if c.host != "" {
+				ad.Status, ad.Reason = a.candidateStatus(c)
+			}
+			st.Addresses = append(st.Addresses, ad)
+		}
+		out[n] = st
+	}
+	return out
+}
+
+// candidateStatus finds the entry a candidate ended up in.
+func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
+	hs := a.hosts[c.host]
+	if hs == nil {
+		return NotAvailable, "no entry"
+	}
+	for _, e := range hs.entries {
+		if e.Key == c.key {
+			return e.Status, e.Reason
+		}
+		for _, tg := range e.Targets {
+			if tg.Key == c.key {
+				return e.Status, e.Reason
+			}
+		}
+	}
+	return NotAvailable, "no entry"
+}
+
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
