@@ -154,3 +154,7 @@ func visit(m protoreflect.Message, fn func(*anypb.Any) error) error {
 	}
 	return walkAnys(m, fn)
 }
+
+// ValidateMessage runs Envoy's proto validation on m and on every typed_config packed inside
+// it (ValidateAll alone stops at Any). Used for the bootstrap too.
+func ValidateMessage(m proto.Message) error { return validateDeep(m, nil) }

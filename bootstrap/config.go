@@ -1,0 +1,165 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpopts "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/kumadp/kuma-dp/xds"
+)
+
+// XDSClusterName is the static cluster through which Envoy reaches the agent's xDS server.
+const XDSClusterName = "kuma-dp-xds"
+
+// Config is what the bootstrap depends on.
+type Config struct {
+	// Mesh and Name identify the dataplane: the node id is "<mesh>.<name>".
+	Mesh, Name string
+	// Service is the dataplane's service (its first inbound's kuma.io/service): node cluster.
+	Service string
+	// XDSSocket is the agent's xDS unix socket.
+	XDSSocket string
+	// AdminSocket is the admin API's unix socket (e.g. <workdir>/envoy-admin.sock). Ignored
+	// when AdminAddress is set.
+	AdminSocket string
+	// AdminAddress, when set, is a loopback "ip:port" for the admin API instead of the socket.
+	AdminAddress string
+}
+
+func (c Config) check() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("bootstrap: name: required"))
+	}
+	if c.XDSSocket == "" {
+		errs = append(errs, errors.New("bootstrap: xds socket: required"))
+	}
+	if c.AdminAddress == "" && c.AdminSocket == "" {
+		errs = append(errs, errors.New("bootstrap: admin: a socket path or a loopback address is required"))
+	}
+	for _, p := range []struct{ field, path string }{{"xds socket", c.XDSSocket}, {"admin socket", c.AdminSocket}} {
+		if len(p.path) > 107 {
+			errs = append(errs, fmt.Errorf("bootstrap: %s: path is %d bytes, unix sockets allow 107 (value %q)", p.field, len(p.path), p.path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Build returns the Envoy v3 bootstrap for c, validated against Envoy's protos.
+func Build(c Config) (*bootstrapv3.Bootstrap, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	mesh := c.Mesh
+	if mesh == "" {
+		mesh = "default"
+	}
+	admin, err := adminAddress(c)
+	if err != nil {
+		return nil, err
+	}
+	ads := &core.ConfigSource{
+		ResourceApiVersion:    core.ApiVersion_V3,
+		ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}},
+	}
+	h2, err := anypb.New(&httpopts.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpopts.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpopts.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpopts.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &core.Http2ProtocolOptions{}},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := &bootstrapv3.Bootstrap{
+		Node:  &core.Node{Id: mesh + "." + c.Name, Cluster: c.Service},
+		Admin: &bootstrapv3.Admin{Address: admin},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &core.ApiConfigSource{
+				ApiType:             core.ApiConfigSource_DELTA_GRPC,
+				TransportApiVersion: core.ApiVersion_V3,
+				GrpcServices: []*core.GrpcService{{TargetSpecifier: &core.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &core.GrpcService_EnvoyGrpc{ClusterName: XDSClusterName},
+				}}},
+				SetNodeOnFirstMessageOnly: true,
+			},
+			LdsConfig: ads,
+			CdsConfig: ads,
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{Clusters: []*cluster.Cluster{{
+			Name:                 XDSClusterName,
+			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(time.Second),
+			LoadAssignment: &endpoint.ClusterLoadAssignment{
+				ClusterName: XDSClusterName,
+				Endpoints: []*endpoint.LocalityLbEndpoints{{LbEndpoints: []*endpoint.LbEndpoint{{
+					HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+						Address: &core.Address{Address: &core.Address_Pipe{Pipe: &core.Pipe{Path: c.XDSSocket}}},
+					}},
+				}}}},
+			},
+			// xDS is gRPC: HTTP/2 to the agent.
+			TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2},
+		}}},
+	}
+	if err := xds.ValidateMessage(b); err != nil {
+		return nil, fmt.Errorf("bootstrap: invalid: %w", err)
+	}
+	return b, nil
+}
+
+func adminAddress(c Config) (*core.Address, error) {
+	if c.AdminAddress == "" {
+		return &core.Address{Address: &core.Address_Pipe{Pipe: &core.Pipe{Path: c.AdminSocket, Mode: 0o600}}}, nil
+	}
+	host, port, err := splitLoopback(c.AdminAddress)
+	if err != nil {
+		return nil, err
+	}
+	return &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
+		Address: host, PortSpecifier: &core.SocketAddress_PortValue{PortValue: port},
+	}}}, nil
+}
+
+// Write builds the bootstrap and writes it to path as JSON, readable only by its owner
+// (it names the sockets that control Envoy). The file is replaced atomically.
+func Write(path string, c Config) error {
+	b, err := Build(c)
+	if err != nil {
+		return err
+	}
+	data, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("bootstrap: encoding: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".bootstrap-*")
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("bootstrap: writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("bootstrap: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
