@@ -1,0 +1,286 @@
+package dnsserver
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// names is one immutable view of a Table, built by Swap and replaced as a whole: a query
+// loads it once, so it never sees half of an update.
+type names struct {
+	table  *vipalloc.Table
+	byName map[string]*vipalloc.Entry // lower-case hostname, no final dot
+	serial uint32                     // SOA serial, from the table's hash
+}
+
+func buildNames(t *vipalloc.Table) (*names, int) {
+	avail := t.Available()
+	n := &names{table: t, byName: make(map[string]*vipalloc.Entry, len(avail))}
+	skipped := 0
+	for _, e := range avail {
+		h := canonical(e.Hostname)
+		if !validHostname(h) || (!e.IPv4.IsValid() && !e.IPv6.IsValid()) {
+			skipped++
+			continue
+		}
+		if _, dup := n.byName[h]; !dup { // entries sharing a hostname share its VIPs
+			n.byName[h] = e
+		}
+	}
+	f := fnv.New32a()
+	f.Write([]byte(t.Hash()))
+	n.serial = f.Sum32()
+	return n, skipped
+}
+
+// answerKind says what the responder did, for metrics.
+type answerKind uint8
+
+const (
+	notOurs answerKind = iota
+	answered
+	truncated
+)
+
+// responder answers the names of the current table. It is shared by the UDP fast path and
+// the kumavip plugin, so both give the same answers.
+type responder struct {
+	cur    atomic.Pointer[names]
+	ttl    uint32
+	search []string // lower-case search domains, without dots at either end
+}
+
+// answer appends to buf the complete response to q when q asks about a name we own
+// (a hostname, a <hostname>.<search domain>, or the reverse name of a VIP), with at most
+// limit bytes (TC and no records when it does not fit). It returns notOurs when the
+// question belongs upstream.
+func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind) {
+	if q.qclass != classINET {
+		return buf, notOurs
+	}
+	var kb [maxName]byte
+	key, ok := lowerKey(&kb, q.qname)
+	if !ok {
+		return buf, notOurs
+	}
+	cur := r.cur.Load()
+	if cur == nil {
+		return buf, notOurs
+	}
+	var (
+		e     *vipalloc.Entry
+		cname bool // e answered through a search domain: CNAME to the hostname first
+		ptr   bool // reverse name of a VIP
+	)
+	if e = cur.byName[string(key)]; e == nil {
+		if ip, isRev := parseReverse(key); isRev {
+			if e, ok = cur.table.LookupAddr(ip); !ok || e.Status != vipalloc.Available {
+				return buf, notOurs
+			}
+			ptr = true
+		} else {
+			for _, sd := range r.search {
+				if l := len(key) - len(sd) - 1; l > 0 && key[l] == '.' && string(key[l+1:]) == sd {
+					if e = cur.byName[string(key[:l])]; e != nil {
+						cname = true
+						break
+					}
+				}
+			}
+			if e == nil {
+				return buf, notOurs
+			}
+		}
+	}
+
+	start := len(buf)
+	buf = r.header(buf, q)
+	var an, ns uint16
+	switch {
+	case ptr:
+		if q.qtype == typePTR || q.qtype == typeANY {
+			buf = r.rrHead(buf, 0xC00C, typePTR)
+			buf, an = appendNameRData(buf, canonical(e.Hostname)), 1
+		}
+	case cname:
+		buf = r.rrHead(buf, 0xC00C, typeCNAME)
+		target := uint16(len(buf) - start + 2) // the CNAME's RDATA is the target's name
+		buf = appendNameRData(buf, canonical(e.Hostname))
+		an = 1
+		if q.qtype != typeCNAME {
+			var k uint16
+			buf, k = r.addresses(buf, 0xC000|target, q.qtype, e)
+			an += k
+		}
+	default:
+		buf, an = r.addresses(buf, 0xC00C, q.qtype, e)
+	}
+	if an == 0 || (cname && an == 1 && q.qtype != typeCNAME) {
+		// NODATA: the name is ours but has no record of this type. The SOA lets
+		// caching resolvers cache the negative answer for TTL seconds (RFC 2308).
+		buf = r.soa(buf, cur.serial)
+		ns = 1
+	}
+	buf = r.opt(buf, q)
+	binary.BigEndian.PutUint16(buf[start+6:], an)
+	binary.BigEndian.PutUint16(buf[start+8:], ns)
+	if len(buf)-start <= limit {
+		return buf, answered
+	}
+	// Does not fit: header with TC, the question and the OPT record only (RFC 2181 9).
+	buf = r.header(buf[:start], q)
+	binary.BigEndian.PutUint16(buf[start+2:], binary.BigEndian.Uint16(buf[start+2:])|flagTC)
+	buf = r.opt(buf, q)
+	return buf, truncated
+}
+
+// header appends the response header and the question, echoed as the client wrote it.
+func (r *responder) header(b []byte, q *query) []byte {
+	b = be16(b, q.id)
+	b = be16(b, flagQR|flagAA|flagRA|q.flags&(flagRD|flagCD))
+	var ar uint16
+	if q.edns {
+		ar = 1
+	}
+	b = append(b, 0, 1, 0, 0, 0, 0, byte(ar>>8), byte(ar))
+	b = append(b, q.qname...)
+	b = be16(b, q.qtype)
+	return be16(b, classINET)
+}
+
+// rrHead appends owner (a compression pointer), type, class and TTL.
+func (r *responder) rrHead(b []byte, owner, typ uint16) []byte {
+	b = be16(b, owner)
+	b = be16(b, typ)
+	b = be16(b, classINET)
+	return be32(b, r.ttl)
+}
+
+// appendNameRData appends RDLENGTH and an RDATA holding one uncompressed name.
+func appendNameRData(b []byte, host string) []byte {
+	at := len(b)
+	b = appendName(append(b, 0, 0), host)
+	binary.BigEndian.PutUint16(b[at:], uint16(len(b)-at-2))
+	return b
+}
+
+// canonical is the form hostnames are served in: lower case, no final dot. It does not
+// allocate for names that already are.
+func canonical(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// addresses appends the A and/or AAAA records of e that qtype asks for.
+func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) ([]byte, uint16) {
+	var n uint16
+	if (qtype == typeA || qtype == typeANY) && e.IPv4.IsValid() {
+		a := e.IPv4.As4()
+		b = r.rrHead(b, owner, typeA)
+		b = append(append(b, 0, 4), a[:]...)
+		n++
+	}
+	if (qtype == typeAAAA || qtype == typeANY) && e.IPv6.IsValid() {
+		a := e.IPv6.As16()
+		b = r.rrHead(b, owner, typeAAAA)
+		b = append(append(b, 0, 16), a[:]...)
+		n++
+	}
+	return b, n
+}
+
+// soa appends the authority SOA of a NODATA answer, owned by the question's name.
+func (r *responder) soa(b []byte, serial uint32) []byte {
+	b = r.rrHead(b, 0xC00C, typeSOA)
+	b = append(b, 0, 35)
+	b = append(b, 0xC0, 0x0C)                                           // MNAME: the name itself
+	b = append(b, 10, 'h', 'o', 's', 't', 'm', 'a', 's', 't', 'e', 'r') // RNAME: hostmaster.<name>
+	b = append(b, 0xC0, 0x0C)
+	b = be32(b, serial)
+	b = be32(b, 3600)     // refresh
+	b = be32(b, 600)      // retry
+	b = be32(b, 86400)    // expire
+	return be32(b, r.ttl) // minimum: negative answers live as long as positive ones
+}
+
+// opt appends our OPT record when the client sent one (RFC 6891 7), echoing DO (RFC 3225).
+func (r *responder) opt(b []byte, q *query) []byte {
+	if !q.edns {
+		return b
+	}
+	var flags uint16
+	if q.do {
+		flags = ednsDO
+	}
+	b = append(b, 0)
+	b = be16(b, typeOPT)
+	b = be16(b, ednsUDPSize)
+	b = append(b, 0, 0) // extended rcode, version
+	b = be16(b, flags)
+	return append(b, 0, 0)
+}
+
+// parseReverse turns "4.3.2.1.in-addr.arpa" or a 32-nibble "...ip6.arpa" name into the
+// address it names.
+func parseReverse(key []byte) (netip.Addr, bool) {
+	const v4, v6 = ".in-addr.arpa", ".ip6.arpa"
+	switch {
+	case len(key) > len(v4) && string(key[len(key)-len(v4):]) == v4:
+		var a [4]byte
+		rest := key[:len(key)-len(v4)]
+		for i := 3; i >= 0; i-- {
+			v, n := 0, 0
+			for n < len(rest) && rest[n] != '.' {
+				c := rest[n]
+				if c < '0' || c > '9' || n == 3 || (n > 0 && rest[0] == '0') {
+					return netip.Addr{}, false
+				}
+				v = v*10 + int(c-'0')
+				n++
+			}
+			if n == 0 || v > 255 {
+				return netip.Addr{}, false
+			}
+			a[i] = byte(v)
+			rest = rest[n:]
+			if i > 0 {
+				if len(rest) == 0 || rest[0] != '.' {
+					return netip.Addr{}, false
+				}
+				rest = rest[1:]
+			}
+		}
+		if len(rest) != 0 {
+			return netip.Addr{}, false
+		}
+		return netip.AddrFrom4(a), true
+	case len(key) == 64+len(v6)-1 && string(key[len(key)-len(v6):]) == v6:
+		var a [16]byte
+		for i := 0; i < 32; i++ {
+			c, sep := key[2*i], key[2*i+1]
+			if sep != '.' {
+				return netip.Addr{}, false
+			}
+			var v byte
+			switch {
+			case c >= '0' && c <= '9':
+				v = c - '0'
+			case c >= 'a' && c <= 'f':
+				v = c - 'a' + 10
+			default:
+				return netip.Addr{}, false
+			}
+			// nibble i (from the left) is the (31-i)th nibble of the address
+			j := 31 - i
+			if j%2 == 0 {
+				a[j/2] |= v << 4
+			} else {
+				a[j/2] |= v
+			}
+		}
+		return netip.AddrFrom16(a), true
+	}
+	return netip.Addr{}, false
+}

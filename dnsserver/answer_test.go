@@ -1,0 +1,181 @@
+package dnsserver
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// rrStrings renders a section on one line per record, with the TTL (part of the
+// contract for local answers) or without it (upstream answers: the cache counts it down).
+func rrStrings(rrs []dns.RR, ttl bool) []string {
+	var out []string
+	for _, r := range rrs {
+		f := strings.Fields(r.String())
+		if !ttl {
+			f = append(f[:1], f[2:]...)
+		}
+		out = append(out, strings.Join(f, " "))
+	}
+	return out
+}
+
+func TestAnswers(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	cases := []struct {
+		name   string
+		qname  string
+		qtype  uint16
+		rcode  int
+		aa     bool
+		answer []string
+		soa    bool // NODATA: an SOA in authority
+	}{
+		{name: "A", qname: "backend.mesh.", qtype: dns.TypeA, aa: true,
+			answer: []string{"backend.mesh. 30 IN A 240.0.0.1"}},
+		{name: "AAAA", qname: "backend.mesh.", qtype: dns.TypeAAAA, aa: true,
+			answer: []string{"backend.mesh. 30 IN AAAA fd00:fd01::1"}},
+		{name: "mixed case echoes the question's case", qname: "BackEnd.MESH.", qtype: dns.TypeA, aa: true,
+			answer: []string{"BackEnd.MESH. 30 IN A 240.0.0.1"}},
+		{name: "ANY gives both families", qname: "backend.mesh.", qtype: dns.TypeANY, aa: true,
+			answer: []string{"backend.mesh. 30 IN A 240.0.0.1", "backend.mesh. 30 IN AAAA fd00:fd01::1"}},
+		{name: "AAAA of an IPv4-only name is NODATA, not NXDOMAIN", qname: "web.mesh.", qtype: dns.TypeAAAA, aa: true, soa: true},
+		{name: "A of an IPv6-only name is NODATA", qname: "v6only.mesh.", qtype: dns.TypeA, aa: true, soa: true},
+		{name: "MX of an owned name is NODATA", qname: "backend.mesh.", qtype: dns.TypeMX, aa: true, soa: true},
+		{name: "TXT of an owned name is NODATA", qname: "backend.mesh.", qtype: dns.TypeTXT, aa: true, soa: true},
+		{name: "hostname shared by two entries", qname: "shared.mesh.", qtype: dns.TypeA, aa: true,
+			answer: []string{"shared.mesh. 30 IN A 240.0.0.4"}},
+		{name: "PTR IPv4", qname: "1.0.0.240.in-addr.arpa.", qtype: dns.TypePTR, aa: true,
+			answer: []string{"1.0.0.240.in-addr.arpa. 30 IN PTR backend.mesh."}},
+		{name: "PTR IPv6", qname: mustReverse(t, "fd00:fd01::3"), qtype: dns.TypePTR, aa: true,
+			answer: []string{mustReverse(t, "fd00:fd01::3") + " 30 IN PTR v6only.mesh."}},
+		{name: "PTR name asked A is NODATA", qname: "1.0.0.240.in-addr.arpa.", qtype: dns.TypeA, aa: true, soa: true},
+		{name: "first search domain: CNAME + A", qname: "backend.mesh.default.svc.cluster.local.", qtype: dns.TypeA, aa: true,
+			answer: []string{"backend.mesh.default.svc.cluster.local. 30 IN CNAME backend.mesh.", "backend.mesh. 30 IN A 240.0.0.1"}},
+		{name: "second search domain", qname: "backend.mesh.svc.cluster.local.", qtype: dns.TypeAAAA, aa: true,
+			answer: []string{"backend.mesh.svc.cluster.local. 30 IN CNAME backend.mesh.", "backend.mesh. 30 IN AAAA fd00:fd01::1"}},
+		{name: "third search domain, mixed case", qname: "Web.Mesh.CLUSTER.local.", qtype: dns.TypeA, aa: true,
+			answer: []string{"Web.Mesh.CLUSTER.local. 30 IN CNAME web.mesh.", "web.mesh. 30 IN A 240.0.0.2"}},
+		{name: "search domain, family missing: CNAME + NODATA", qname: "web.mesh.cluster.local.", qtype: dns.TypeAAAA, aa: true,
+			answer: []string{"web.mesh.cluster.local. 30 IN CNAME web.mesh."}, soa: true},
+		{name: "search domain asked CNAME", qname: "web.mesh.cluster.local.", qtype: dns.TypeCNAME, aa: true,
+			answer: []string{"web.mesh.cluster.local. 30 IN CNAME web.mesh."}},
+		{name: "other names go upstream", qname: "example.org.", qtype: dns.TypeA,
+			answer: []string{"example.org. IN A 93.184.216.34"}},
+		{name: "upstream NXDOMAIN passes through", qname: "nope.example.org.", qtype: dns.TypeA, rcode: dns.RcodeNameError},
+		{name: "a NotAvailable hostname is not ours", qname: "down.mesh.", qtype: dns.TypeA, rcode: dns.RcodeNameError},
+		{name: "a subdomain of an owned name is not ours", qname: "x.backend.mesh.", qtype: dns.TypeA, rcode: dns.RcodeNameError},
+		{name: "a VIP-like address we did not allocate is not ours", qname: "9.0.0.240.in-addr.arpa.", qtype: dns.TypePTR, rcode: dns.RcodeNameError},
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tc := range cases {
+			t.Run(network+"/"+tc.name, func(t *testing.T) {
+				q := question(tc.qname, tc.qtype)
+				r := ts.exchange(t, network, q)
+				if r.Rcode != tc.rcode {
+					t.Fatalf("rcode %s, want %s\n%v", dns.RcodeToString[r.Rcode], dns.RcodeToString[tc.rcode], r)
+				}
+				if r.Authoritative != tc.aa {
+					t.Errorf("AA %v, want %v", r.Authoritative, tc.aa)
+				}
+				if got := rrStrings(r.Answer, tc.aa); !slices.Equal(got, tc.answer) {
+					t.Errorf("answer:\n got %q\nwant %q", got, tc.answer)
+				}
+				if tc.aa && (!r.RecursionAvailable || !r.RecursionDesired) {
+					t.Errorf("RD/RA not set: %v", r.MsgHdr)
+				}
+				if r.Question[0].Name != tc.qname {
+					t.Errorf("question %q, want %q as sent", r.Question[0].Name, tc.qname)
+				}
+				hasSOA := len(r.Ns) == 1 && slices.Equal(rrStrings(r.Ns, true)[0:1], []string{
+					tc.qname + " 30 IN SOA " + tc.qname + " hostmaster." + tc.qname + " " +
+						strings.Fields(r.Ns[0].String())[6] + " 3600 600 86400 30"})
+				if hasSOA != tc.soa && tc.aa {
+					t.Errorf("authority %v, want SOA: %v", r.Ns, tc.soa)
+				}
+			})
+		}
+	}
+}
+
+func mustReverse(t *testing.T, ip string) string {
+	r, err := dns.ReverseAddr(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestEDNS(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+
+	t.Run("OPT echoed with DO", func(t *testing.T) {
+		q := question("backend.mesh.", dns.TypeA)
+		q.SetEdns0(1232, true)
+		r := ts.exchange(t, "udp", q)
+		o := r.IsEdns0()
+		if o == nil || !o.Do() || o.Version() != 0 || len(r.Answer) != 1 {
+			t.Fatalf("want OPT with DO and one answer, got %v", r)
+		}
+	})
+	t.Run("OPT with options (cookie) answered", func(t *testing.T) {
+		q := question("backend.mesh.", dns.TypeA)
+		q.SetEdns0(1232, false)
+		q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"})
+		r := ts.exchange(t, "udp", q)
+		if len(r.Answer) != 1 || r.IsEdns0() == nil {
+			t.Fatalf("got %v", r)
+		}
+	})
+	// 219-byte hostname via a search domain: CNAME + A + AAAA is ~580 bytes.
+	long := longName + ".default.svc.cluster.local."
+	t.Run("local answer over 512 without EDNS: TC over UDP", func(t *testing.T) {
+		r := ts.exchange(t, "udp", question(long, dns.TypeANY))
+		if !r.Truncated || len(r.Answer) != 0 {
+			t.Fatalf("want TC and no answer, got TC=%v %d answers", r.Truncated, len(r.Answer))
+		}
+	})
+	t.Run("same with EDNS 1232: fits", func(t *testing.T) {
+		q := question(long, dns.TypeANY)
+		q.SetEdns0(1232, false)
+		r := ts.exchange(t, "udp", q)
+		if r.Truncated || len(r.Answer) != 3 {
+			t.Fatalf("want 3 answers, got TC=%v %v", r.Truncated, r.Answer)
+		}
+	})
+	t.Run("same over TCP: whole", func(t *testing.T) {
+		r := ts.exchange(t, "tcp", question(long, dns.TypeANY))
+		if r.Truncated || len(r.Answer) != 3 {
+			t.Fatalf("want 3 answers, got TC=%v %v", r.Truncated, r.Answer)
+		}
+	})
+	t.Run("forwarded big answer: TC at the client's size", func(t *testing.T) {
+		q := question("big.example.org.", dns.TypeTXT)
+		q.SetEdns0(1232, false)
+		r := ts.exchange(t, "udp", q)
+		if !r.Truncated {
+			t.Fatalf("want TC, got %d answers", len(r.Answer))
+		}
+	})
+	t.Run("forwarded big answer over TCP: whole (forward retried over TCP)", func(t *testing.T) {
+		r := ts.exchange(t, "tcp", question("big.example.org.", dns.TypeTXT))
+		if r.Truncated || len(r.Answer) != 20 {
+			t.Fatalf("want 20 TXT, got TC=%v %d", r.Truncated, len(r.Answer))
+		}
+	})
+	t.Run("EDNS version 1: BADVERS", func(t *testing.T) {
+		for _, name := range []string{"backend.mesh.", "example.org."} {
+			q := question(name, dns.TypeA)
+			q.SetEdns0(1232, false)
+			q.IsEdns0().SetVersion(1)
+			r := ts.exchange(t, "udp", q)
+			if r.Rcode != dns.RcodeBadVers || len(r.Answer) != 0 {
+				t.Fatalf("%s: rcode %s, want BADVERS", name, dns.RcodeToString[r.Rcode])
+			}
+		}
+	})
+}

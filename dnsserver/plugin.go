@@ -1,0 +1,162 @@
+package dnsserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/plugin"
+	"github.com/miekg/dns"
+
+	// The plugins a Corefile may use, registered by their init functions.
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
+	_ "github.com/coredns/coredns/plugin/log"
+)
+
+const pluginName = "kumavip"
+
+// directives is the chain order (CoreDNS orders plugins by this list, not by the
+// Corefile): kumavip answers before cache, so VIP answers are never cached.
+var directives = []string{"bind", "errors", "log", pluginName, "cache", "forward"}
+
+var (
+	registerOnce sync.Once
+	registerErr  error
+
+	// registry maps the id written in a Corefile to the server it belongs to.
+	registryMu sync.Mutex
+	registry   = map[string]*Server{}
+	idMu       sync.Mutex
+	idSeq      uint64
+)
+
+// registerPlugin registers kumavip and the directive order, once per process: both are
+// process-global in CoreDNS, and registering a plugin twice panics.
+func registerPlugin() error {
+	registerOnce.Do(func() {
+		dnsserver.Quiet = true
+		caddy.Quiet = true
+		plugin.Register(pluginName, setup)
+		registerErr = dnsserver.SetDirectives(directives)
+	})
+	return registerErr
+}
+
+// setup parses "kumavip <id>", finds the server, and adds the handler. It also withholds
+// the block's listen hosts from CoreDNS: Run binds the sockets itself, after caddy.Start.
+func setup(c *caddy.Controller) error {
+	var s *Server
+	for c.Next() {
+		if s != nil {
+			return plugin.Error(pluginName, c.Err("only one kumavip line per server block"))
+		}
+		args := c.RemainingArgs()
+		if len(args) != 1 {
+			return plugin.Error(pluginName, c.ArgErr())
+		}
+		registryMu.Lock()
+		s = registry[args[0]]
+		registryMu.Unlock()
+		if s == nil {
+			return plugin.Error(pluginName, fmt.Errorf("no kuma-dp resolver with id %q: this plugin only runs inside kuma-dp", args[0]))
+		}
+		if c.NextBlock() {
+			return plugin.Error(pluginName, c.Errf("unexpected option %q (kumavip takes no options)", c.Val()))
+		}
+	}
+	cfg := dnsserver.GetConfig(c)
+	s.capture(cfg, c.Context())
+	cfg.AddPlugin(func(next plugin.Handler) plugin.Handler { return &handler{s: s, next: next} })
+	return nil
+}
+
+// handler is kumavip in the CoreDNS chain: it serves TCP and the UDP queries the fast path
+// left to CoreDNS, and passes names it does not own to the next plugin.
+type handler struct {
+	s    *Server
+	next plugin.Handler
+}
+
+func (h *handler) Name() string { return pluginName }
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if len(r.Question) != 1 {
+		return plugin.NextOrFailure(pluginName, h.next, ctx, w, r)
+	}
+	var (
+		q  query
+		nb [maxName]byte
+	)
+	qq := r.Question[0]
+	n, err := dns.PackDomainName(qq.Name, nb[:], 0, nil, false)
+	if err != nil || r.Opcode != dns.OpcodeQuery {
+		return h.upstream(ctx, w, r)
+	}
+	q.id, q.qname, q.qtype, q.qclass = r.Id, nb[:n], qq.Qtype, qq.Qclass
+	if r.RecursionDesired {
+		q.flags |= flagRD
+	}
+	if r.CheckingDisabled {
+		q.flags |= flagCD
+	}
+	if opt := r.IsEdns0(); opt != nil {
+		q.edns, q.udpSize, q.do = true, opt.UDPSize(), opt.Do()
+	}
+	limit := q.limit()
+	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp {
+		limit = maxTCPAnswer
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	resp, kind := h.s.resp.answer(&q, (*bp)[:0], limit)
+	*bp = resp[:0]
+	if kind == notOurs {
+		return h.upstream(ctx, w, r)
+	}
+	h.s.counted(kind, q.qtype)
+	if _, err := w.Write(resp); err != nil {
+		return dns.RcodeServerFailure, plugin.Error(pluginName, err)
+	}
+	return dns.RcodeSuccess, nil
+}
+
+// upstream hands the query to the rest of the chain (cache, forward) and counts the result.
+func (h *handler) upstream(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	cw := &countingWriter{ResponseWriter: w}
+	rc, err := plugin.NextOrFailure(pluginName, h.next, ctx, cw, r)
+	if cw.wrote {
+		var qtype uint16
+		if len(r.Question) > 0 {
+			qtype = r.Question[0].Qtype
+		}
+		h.s.met.answer(srcUpstream, qtype)
+	}
+	if !plugin.ClientWrite(rc) {
+		h.s.met.upFail.Inc()
+		h.s.log.Debug("no upstream answer", "error", err)
+	}
+	return rc, err
+}
+
+type countingWriter struct {
+	dns.ResponseWriter
+	wrote bool
+}
+
+func (c *countingWriter) WriteMsg(m *dns.Msg) error {
+	c.wrote = true
+	return c.ResponseWriter.WriteMsg(m)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	c.wrote = true
+	return c.ResponseWriter.Write(b)
+}

@@ -1,0 +1,218 @@
+package dnsserver
+
+import "encoding/binary"
+
+// DNS wire constants used by the fast path (RFC 1035, RFC 6891).
+const (
+	headerLen = 12
+	maxName   = 255 // wire length of a name, final zero byte included
+
+	flagQR = 1 << 15
+	flagAA = 1 << 10
+	flagTC = 1 << 9
+	flagRD = 1 << 8
+	flagRA = 1 << 7
+	flagZ  = 1 << 6
+	flagCD = 1 << 4
+
+	typeA     = 1
+	typeCNAME = 5
+	typeSOA   = 6
+	typePTR   = 12
+	typeAAAA  = 28
+	typeOPT   = 41
+	typeANY   = 255
+	classINET = 1
+
+	ednsDO       = 1 << 15
+	ednsUDPSize  = 1232 // payload size we advertise (DNS flag day 2020)
+	minUDPSize   = 512
+	maxTCPAnswer = 65535
+)
+
+// query is one question as the responder needs it, parsed either from a raw packet (the
+// UDP fast path) or from a *dns.Msg (the plugin). qname aliases the caller's memory.
+type query struct {
+	id      uint16
+	flags   uint16 // the request's header flags (only RD and CD are echoed)
+	qname   []byte // wire format as the client sent it (case preserved), final zero included
+	qtype   uint16
+	qclass  uint16
+	edns    bool
+	udpSize uint16
+	do      bool
+}
+
+// limit is the largest answer the client accepts over UDP (RFC 6891 6.2.5: below 512
+// means 512).
+func (q *query) limit() int {
+	if !q.edns || q.udpSize < minUDPSize {
+		return minUDPSize
+	}
+	return int(q.udpSize)
+}
+
+// parseQuery reads a standard query with exactly one question, no answer or authority
+// records and at most one OPT record of EDNS version 0, and nothing after it. It returns
+// false for anything else (other opcodes, responses, compression in the question, other
+// EDNS versions, TSIG, trailing bytes, ...): such packets take CoreDNS's full path, which
+// answers FORMERR, NOTIMP or BADVERS as the RFCs say.
+func parseQuery(p []byte, q *query) bool {
+	if len(p) < headerLen+1+4 {
+		return false
+	}
+	flags := binary.BigEndian.Uint16(p[2:])
+	// QR=0, opcode QUERY, not truncated, Z clear.
+	if flags&(flagQR|0x7800|flagTC|flagZ) != 0 {
+		return false
+	}
+	if binary.BigEndian.Uint16(p[4:]) != 1 || binary.BigEndian.Uint16(p[6:]) != 0 ||
+		binary.BigEndian.Uint16(p[8:]) != 0 {
+		return false
+	}
+	arcount := binary.BigEndian.Uint16(p[10:])
+	if arcount > 1 {
+		return false
+	}
+	off := headerLen
+	for {
+		if off >= len(p) {
+			return false
+		}
+		l := int(p[off])
+		if l == 0 {
+			off++
+			break
+		}
+		if l > 63 { // compression pointer or reserved label type
+			return false
+		}
+		off += 1 + l
+		if off-headerLen >= maxName {
+			return false
+		}
+	}
+	if off+4 > len(p) {
+		return false
+	}
+	q.id = binary.BigEndian.Uint16(p[0:])
+	q.flags = flags
+	q.qname = p[headerLen:off]
+	q.qtype = binary.BigEndian.Uint16(p[off:])
+	q.qclass = binary.BigEndian.Uint16(p[off+2:])
+	off += 4
+	q.edns, q.udpSize, q.do = false, 0, false
+	if arcount == 0 {
+		return off == len(p)
+	}
+	// OPT: root name, type 41, class = UDP size, TTL = ext-rcode|version|flags, RDATA.
+	if off+11 > len(p) || p[off] != 0 || binary.BigEndian.Uint16(p[off+1:]) != typeOPT {
+		return false
+	}
+	if p[off+5] != 0 || p[off+6] != 0 { // extended rcode and version must be 0
+		return false
+	}
+	q.edns = true
+	q.udpSize = binary.BigEndian.Uint16(p[off+3:])
+	q.do = binary.BigEndian.Uint16(p[off+7:])&ednsDO != 0
+	rdlen := int(binary.BigEndian.Uint16(p[off+9:]))
+	off += 11
+	if off+rdlen != len(p) {
+		return false
+	}
+	for end := off + rdlen; off < end; { // options must be well-formed TLVs
+		if off+4 > end {
+			return false
+		}
+		off += 4 + int(binary.BigEndian.Uint16(p[off+2:]))
+	}
+	return off == len(p)
+}
+
+// lowerKey writes the lower-case presentation form of a wire name, without the final dot,
+// into dst ("Backend.Mesh." -> "backend.mesh"). It returns false for names that cannot be
+// one of ours (a label holding a dot, a space or a non-ASCII byte, or the root).
+func lowerKey(dst *[maxName]byte, name []byte) ([]byte, bool) {
+	n := 0
+	for i := 0; i < len(name); {
+		l := int(name[i])
+		if l == 0 {
+			break
+		}
+		if i+1+l > len(name) {
+			return nil, false
+		}
+		if n > 0 {
+			dst[n] = '.'
+			n++
+		}
+		for _, c := range name[i+1 : i+1+l] {
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c <= ' ' || c == '.' || c >= 0x7f:
+				return nil, false
+			}
+			if n >= len(dst) {
+				return nil, false
+			}
+			dst[n] = c
+			n++
+		}
+		i += 1 + l
+	}
+	if n == 0 {
+		return nil, false
+	}
+	return dst[:n], true
+}
+
+// appendName appends the wire form of a valid lower-case hostname (no final dot).
+func appendName(b []byte, host string) []byte {
+	start := len(b)
+	b = append(b, 0)
+	for i := 0; i < len(host); i++ {
+		if host[i] == '.' {
+			b[start] = byte(len(b) - start - 1)
+			start = len(b)
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, host[i])
+	}
+	b[start] = byte(len(b) - start - 1)
+	return append(b, 0)
+}
+
+// validHostname reports whether h can be served: lower-case presentation form without
+// the final dot, labels of 1..63 bytes, at most 253 bytes, no byte lowerKey would reject.
+func validHostname(h string) bool {
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	label := 0
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c == '.':
+			if label == 0 {
+				return false
+			}
+			label = 0
+			continue
+		case c >= 'A' && c <= 'Z', c <= ' ', c >= 0x7f:
+			return false
+		}
+		label++
+		if label > 63 {
+			return false
+		}
+	}
+	return label > 0
+}
+
+func be16(b []byte, v uint16) []byte { return append(b, byte(v>>8), byte(v)) }
+
+func be32(b []byte, v uint32) []byte {
+	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
