@@ -70,7 +70,7 @@ echo "envoy  version: 6fcb7b0a5cb15d5b3b9b0f0dd0ab4c1e5b4fe2c3/1.34.1/Clean/RELE
 		t.Fatalf("failing binary: err = %v", err)
 	}
 	for out, want := range map[string]string{
-		"envoy  version: abc123/1.31.0-dev/Modified/DEBUG/BoringSSL-FIPS": "1.31.0-dev",
+		"envoy  version: abc123/1.31.0-dev/Modified/DEBUG/BoringSSL-FIPS":       "1.31.0-dev",
 		"envoy version: 0123456789abcdef/1.28.7/Distribution/RELEASE/BoringSSL": "1.28.7",
 	} {
 		if got, err := parseVersion([]byte(out)); err != nil || got != want {

@@ -31,8 +31,8 @@ type Supervisor struct {
 	AdminSocket, AdminAddress string
 	ExtraArgs                 []string
 	// InitialBackoff (default 1s) doubles after each crash up to MaxBackoff (default 30s),
-	// with up to Jitter (default 0.2) of it added at random. A run that lasted longer than
-	// MaxBackoff resets it.
+	// with up to Jitter (default 0.2, negative for none) of it added at random. A run that
+	// lasted longer than MaxBackoff resets it.
 	InitialBackoff, MaxBackoff time.Duration
 	Jitter                     float64
 	// StopGrace is how long Envoy gets after SIGTERM before SIGKILL (default 10s).
