@@ -1,0 +1,119 @@
+package tproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// backend is one iptables implementation: legacy (x_tables) or nft (nf_tables).
+type backend struct {
+	name string // "legacy" or "nft"
+}
+
+func (b backend) bin(f Family, tool string) string {
+	prefix := "iptables"
+	if f == IPv6 {
+		prefix = "ip6tables"
+	}
+	return prefix + "-" + b.name + "-" + tool // e.g. ip6tables-nft-restore
+}
+
+// available reports whether the backend's restore and save commands exist for the families.
+func (b backend) available(fams []Family) bool {
+	for _, f := range fams {
+		for _, tool := range []string{"restore", "save"} {
+			if _, err := exec.LookPath(b.bin(f, tool)); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// errNoIptables is returned when no iptables backend is installed.
+var errNoIptables = errors.New(`no iptables found (looked for iptables-legacy-restore and iptables-nft-restore in PATH): install the Debian package "iptables"`)
+
+// command runs name args, inside the config's network namespace when one is set.
+func command(ctx context.Context, c Config, stdin string, name string, args ...string) (string, error) {
+	if c.NetNS != "" {
+		args = append([]string{"netns", "exec", c.NetNS, name}, args...)
+		name = "ip"
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func (b backend) save(ctx context.Context, c Config, f Family) (string, error) {
+	return command(ctx, c, "", b.bin(f, "save"))
+}
+
+func (b backend) restore(ctx context.Context, c Config, f Family, input string) error {
+	_, err := command(ctx, c, input, b.bin(f, "restore"), "--noflush")
+	if err != nil {
+		return fmt.Errorf("%s: %w\ninput:\n%s", f, err, input)
+	}
+	return nil
+}
+
+// chooseBackend honours --iptables-executables, or (auto) picks the backend the host already
+// uses: the one holding our own rules, else the one with more rules, else nft.
+func chooseBackend(ctx context.Context, c Config) (backend, error) {
+	fams := c.Families()
+	switch c.Executables {
+	case "legacy", "nft":
+		b := backend{name: c.Executables}
+		if !b.available(fams) {
+			return b, fmt.Errorf("--iptables-executables=%s: %s not found in PATH: install the Debian package \"iptables\"", c.Executables, b.bin(IPv4, "restore"))
+		}
+		return b, nil
+	}
+	type score struct {
+		b         backend
+		ours, all int
+	}
+	var scores []score
+	for _, name := range []string{"nft", "legacy"} {
+		b := backend{name: name}
+		if !b.available(fams) {
+			continue
+		}
+		s := score{b: b}
+		for _, f := range fams {
+			out, err := b.save(ctx, c, f)
+			if err != nil {
+				continue // e.g. the legacy modules are missing: nothing installed there
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "-A ") {
+					s.all++
+					if isOurs(line) {
+						s.ours++
+					}
+				}
+			}
+		}
+		scores = append(scores, s)
+	}
+	if len(scores) == 0 {
+		return backend{}, errNoIptables
+	}
+	best := scores[0]
+	for _, s := range scores[1:] {
+		if s.ours > best.ours || (s.ours == best.ours && s.all > best.all) {
+			best = s
+		}
+	}
+	return best.b, nil
+}

@@ -1,0 +1,167 @@
+package tproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Install installs the transparent proxy: per family, one `iptables-restore --noflush`
+// transaction; then makes the VIP ranges routable. When rules of ours are already there
+// (a restart, a crash, another config) it reconciles them in that same transaction instead
+// of stacking a second copy; when they already match, it changes nothing.
+func Install(ctx context.Context, c Config, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	b, err := chooseBackend(ctx, c)
+	if err != nil {
+		return err
+	}
+	if ifs, err := Interfaces(c); err == nil {
+		for _, i := range ifs {
+			log.Info("interface", "name", i.Name, "index", i.Index, "up", i.Up, "addresses", fmt.Sprint(i.Addrs))
+		}
+	} else {
+		log.Warn("cannot list interfaces", "error", err)
+	}
+	for _, f := range c.Families() {
+		rs, err := buildRules(c, f)
+		if err != nil {
+			return err
+		}
+		save, err := b.save(ctx, c, f)
+		if err != nil {
+			return err
+		}
+		live := parseOurs(save)
+		if lineDiff(view(rs.tables), view(live)) == "" {
+			log.Info("transparent proxy already installed", "family", f, "backend", b.name)
+			continue
+		}
+		var input string
+		if len(live) == 0 {
+			input, _ = Rules(c, f)
+		} else {
+			input = reconcileInput(f, live, rs.tables)
+			log.Info("reconciling rules left by an earlier install", "family", f, "backend", b.name)
+		}
+		start := time.Now()
+		if err := b.restore(ctx, c, f, input); err != nil {
+			return fmt.Errorf("install %s rules (nothing of this family was changed; earlier families stay installed, `kuma-dp tproxy uninstall` removes them): %w", f, err)
+		}
+		log.Info("transparent proxy installed", "family", f, "backend", b.name,
+			"rules", countRules(rs.tables), "duration", time.Since(start))
+	}
+	if _, err := ensureNet(c, log); err != nil {
+		return err
+	}
+	return nil
+}
+
+func countRules(ts []table) int {
+	n := 0
+	for _, t := range ts {
+		n += len(t.rules)
+	}
+	return n
+}
+
+// Uninstall removes exactly what Install added: every rule carrying our comment, our chains,
+// and the routes and addresses recorded in the state file; nothing of anyone else. It looks
+// in both families and in every backend that holds rules of ours.
+func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	backends := []backend{{name: "nft"}, {name: "legacy"}}
+	if c.Executables == "legacy" || c.Executables == "nft" {
+		backends = []backend{{name: c.Executables}}
+	}
+	found := false
+	var errs []error
+	for _, b := range backends {
+		for _, f := range []Family{IPv4, IPv6} {
+			if !b.available([]Family{f}) {
+				continue
+			}
+			found = true
+			save, err := b.save(ctx, c, f)
+			if err != nil {
+				continue // nothing loaded in this backend
+			}
+			live := parseOurs(save)
+			if len(live) == 0 {
+				continue
+			}
+			start := time.Now()
+			if err := b.restore(ctx, c, f, removeInput(live)); err != nil {
+				errs = append(errs, fmt.Errorf("uninstall %s rules: %w", f, err))
+				continue
+			}
+			log.Info("transparent proxy removed", "family", f, "backend", b.name,
+				"rules", countRules(live), "duration", time.Since(start))
+		}
+	}
+	if !found {
+		errs = append(errs, errNoIptables)
+	}
+	if err := removeNet(c, log); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Verify compares the live rules (and VIP routes) with what Install would produce. The diff
+// is empty when they match; otherwise "- " lines are missing and "+ " lines unexpected.
+func Verify(ctx context.Context, c Config) (string, error) {
+	if err := c.Validate(); err != nil {
+		return "", err
+	}
+	b, err := chooseBackend(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for _, f := range c.Families() {
+		rs, err := buildRules(c, f)
+		if err != nil {
+			return "", err
+		}
+		save, err := b.save(ctx, c, f)
+		if err != nil {
+			return "", err
+		}
+		if d := lineDiff(view(rs.tables), view(parseOurs(save))); d != "" {
+			fmt.Fprintf(&out, "%s (%s):\n%s", f, b.name, d)
+		}
+	}
+	routes, err := VIPRoutes(c)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range routes {
+		if r.Covered == "" {
+			fmt.Fprintf(&out, "- route: %s\n", r)
+		}
+	}
+	if slices.Contains(c.Families(), IPv6) {
+		if ok, err := hasPassthroughAddr(c); err == nil && !ok {
+			out.WriteString("- address: ::6/128 on lo (IPv6 inbound passthrough)\n")
+		}
+	}
+	return out.String(), nil
+}
+
+// Backend names the iptables backend Install would use ("legacy" or "nft").
+func Backend(ctx context.Context, c Config) (string, error) {
+	b, err := chooseBackend(ctx, c)
+	return b.name, err
+}

@@ -1,0 +1,197 @@
+package tproxy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// isOurs reports whether an iptables-save rule line ("-A CHAIN ...") is one we added: it
+// sits in one of our chains or carries our comment.
+func isOurs(line string) bool {
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "-A" {
+		return false
+	}
+	return strings.HasPrefix(f[1], ChainPrefix) || strings.Contains(line, `--comment "`+CommentPrefix)
+}
+
+// parseOurs extracts our chains and rules, per table, from iptables-save output.
+func parseOurs(save string) []table {
+	var out []table
+	cur := -1
+	for _, line := range strings.Split(save, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "*"):
+			out = append(out, table{name: line[1:]})
+			cur = len(out) - 1
+		case cur < 0:
+		case strings.HasPrefix(line, ":"):
+			name := strings.Fields(line[1:])[0]
+			if strings.HasPrefix(name, ChainPrefix) {
+				out[cur].chains = append(out[cur].chains, name)
+			}
+		case isOurs(line):
+			f := strings.SplitN(line, " ", 3)
+			spec := ""
+			if len(f) == 3 {
+				spec = f[2]
+			}
+			out[cur].rules = append(out[cur].rules, rule{chain: f[1], spec: spec})
+		}
+	}
+	// Keep only tables holding something of ours.
+	kept := out[:0]
+	for _, t := range out {
+		if len(t.chains) > 0 || len(t.rules) > 0 {
+			kept = append(kept, t)
+		}
+	}
+	return kept
+}
+
+var builtinOrder = map[string]int{"PREROUTING": 0, "INPUT": 1, "FORWARD": 2, "OUTPUT": 3, "POSTROUTING": 4}
+
+// view is a normalized listing of our part of a ruleset (tables by name, built-in chains in
+// kernel order then ours by name, rules in chain order), to compare expected with live.
+func view(tables []table) []string {
+	ts := append([]table(nil), tables...)
+	sort.SliceStable(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	var out []string
+	for _, t := range ts {
+		chains := append([]string(nil), t.chains...)
+		sort.Strings(chains)
+		for _, ch := range chains {
+			out = append(out, fmt.Sprintf("%s: :%s", t.name, ch))
+		}
+		byChain := map[string][]rule{}
+		var names []string
+		for _, r := range t.rules {
+			if _, ok := byChain[r.chain]; !ok {
+				names = append(names, r.chain)
+			}
+			byChain[r.chain] = append(byChain[r.chain], r)
+		}
+		sort.SliceStable(names, func(i, j int) bool { return chainLess(names[i], names[j]) })
+		for _, ch := range names {
+			for _, r := range byChain[ch] {
+				out = append(out, t.name+": "+r.String())
+			}
+		}
+	}
+	return out
+}
+
+func chainLess(a, b string) bool {
+	ia, aok := builtinOrder[a]
+	ib, bok := builtinOrder[b]
+	switch {
+	case aok && bok:
+		return ia < ib
+	case aok != bok:
+		return aok
+	}
+	return a < b
+}
+
+// lineDiff is a minimal line diff (longest common subsequence): "- " lines are expected but
+// missing, "+ " lines are live but unexpected. Empty when equal.
+func lineDiff(want, got []string) string {
+	n, m := len(want), len(got)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if want[i] == got[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var b strings.Builder
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && want[i] == got[j]:
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			fmt.Fprintf(&b, "+ %s\n", got[j])
+			j++
+		default:
+			fmt.Fprintf(&b, "- %s\n", want[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// removeInput is the iptables-restore input that deletes everything of ours in live.
+func removeInput(live []table) string {
+	var b strings.Builder
+	for _, t := range live {
+		fmt.Fprintf(&b, "*%s\n", t.name)
+		writeRemoval(&b, t, nil)
+		for _, ch := range t.chains {
+			fmt.Fprintf(&b, "-X %s\n", ch)
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
+}
+
+// writeRemoval deletes our rules from chains we do not own and flushes our chains (except
+// those in keep, which the caller redeclares, and so flushes, itself).
+func writeRemoval(b *strings.Builder, t table, keep map[string]bool) {
+	for _, r := range t.rules {
+		if !strings.HasPrefix(r.chain, ChainPrefix) {
+			fmt.Fprintf(b, "-D %s %s\n", r.chain, r.spec)
+		}
+	}
+	for _, ch := range t.chains {
+		if !keep[ch] {
+			fmt.Fprintf(b, "-F %s\n", ch)
+		}
+	}
+}
+
+// reconcileInput is one transaction per family that turns live (our old rules, maybe from a
+// crashed agent or another config) into want, without ever stacking a second copy.
+func reconcileInput(family Family, live, want []table) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kuma-dp transparent proxy, %s: reconcile\n", family)
+	liveByName := map[string]table{}
+	for _, t := range live {
+		liveByName[t.name] = t
+	}
+	done := map[string]bool{}
+	for _, t := range want {
+		done[t.name] = true
+		keep := map[string]bool{}
+		fmt.Fprintf(&b, "*%s\n", t.name)
+		for _, ch := range t.chains {
+			keep[ch] = true
+			fmt.Fprintf(&b, ":%s - [0:0]\n", ch) // creates, or flushes an existing one
+		}
+		old := liveByName[t.name]
+		writeRemoval(&b, old, keep)
+		writeRules(&b, t.rules)
+		for _, ch := range old.chains {
+			if !keep[ch] {
+				fmt.Fprintf(&b, "-X %s\n", ch)
+			}
+		}
+		b.WriteString("COMMIT\n")
+	}
+	var stale []table
+	for _, t := range live {
+		if !done[t.name] {
+			stale = append(stale, t)
+		}
+	}
+	b.WriteString(removeInput(stale))
+	return b.String()
+}

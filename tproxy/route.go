@@ -1,0 +1,370 @@
+package tproxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Interface is one network interface as found by netlink.
+type Interface struct {
+	Name  string         `json:"name"`
+	Index int            `json:"index"`
+	Up    bool           `json:"up"`
+	Addrs []netip.Prefix `json:"addresses"`
+}
+
+func (i Interface) String() string {
+	state := "down"
+	if i.Up {
+		state = "up"
+	}
+	return fmt.Sprintf("%s (index %d, %s) %v", i.Name, i.Index, state, i.Addrs)
+}
+
+// netState is what Install changed with netlink, kept in Config.StateFile so Uninstall
+// removes exactly that.
+type netState struct {
+	Routes    []netip.Prefix `json:"routes,omitempty"`    // via the loopback
+	Addresses []netip.Prefix `json:"addresses,omitempty"` // on the loopback
+}
+
+func familyOf(a netip.Addr) Family {
+	if a.Unmap().Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+func nlFamily(f Family) int {
+	if f == IPv6 {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
+}
+
+// openHandle opens netlink in the config's network namespace (or the current one).
+func openHandle(c Config) (*netlink.Handle, error) {
+	if c.NetNS == "" {
+		return netlink.NewHandle()
+	}
+	ns, err := netns.GetFromName(c.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("network namespace %q: %w", c.NetNS, err)
+	}
+	defer ns.Close()
+	return netlink.NewHandleAt(ns)
+}
+
+// Interfaces lists the interfaces and their addresses.
+func Interfaces(c Config) ([]Interface, error) {
+	h, err := openHandle(c)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	return listInterfaces(h)
+}
+
+func listInterfaces(h *netlink.Handle) ([]Interface, error) {
+	links, err := h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: list links: %w", err)
+	}
+	var out []Interface
+	for _, l := range links {
+		a := l.Attrs()
+		it := Interface{Name: a.Name, Index: a.Index, Up: a.Flags&net.FlagUp != 0}
+		addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return nil, fmt.Errorf("netlink: addresses of %s: %w", a.Name, err)
+		}
+		for _, ad := range addrs {
+			if p, ok := toPrefix(ad.IPNet); ok {
+				it.Addrs = append(it.Addrs, p)
+			}
+		}
+		out = append(out, it)
+	}
+	slices.SortFunc(out, func(a, b Interface) int { return a.Index - b.Index })
+	return out, nil
+}
+
+func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
+}
+
+func toIPNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// coveringRoute returns the main-table unicast route that covers all of p, if any.
+func coveringRoute(h *netlink.Handle, p netip.Prefix) (*netlink.Route, error) {
+	routes, err := h.RouteListFiltered(nlFamily(familyOf(p.Addr())), &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: list routes: %w", err)
+	}
+	for i, r := range routes {
+		if r.Type != unix.RTN_UNICAST {
+			continue
+		}
+		if r.Dst == nil {
+			return &routes[i], nil // default route
+		}
+		d, ok := toPrefix(r.Dst)
+		if ok && d.Bits() <= p.Bits() && d.Contains(p.Addr()) {
+			return &routes[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// hasLoRoute reports whether the route "p dev lo" exists in the main table.
+func hasLoRoute(h *netlink.Handle, p netip.Prefix, lo int) bool {
+	routes, err := h.RouteListFiltered(nlFamily(familyOf(p.Addr())), &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: toIPNet(p), LinkIndex: lo}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
+	return err == nil && len(routes) > 0
+}
+
+// RouteStatus says how one VIP range is routed.
+type RouteStatus struct {
+	Range   netip.Prefix `json:"range"`
+	Covered string       `json:"coveredBy,omitempty"` // the route that covers it, if any
+}
+
+func (r RouteStatus) String() string {
+	if r.Covered == "" {
+		return r.Range.String() + ": no route covers it (install adds one via lo)"
+	}
+	return r.Range.String() + ": covered by " + r.Covered
+}
+
+// VIPRoutes reports, for each VIP range of the configured families, the route covering it.
+func VIPRoutes(c Config) ([]RouteStatus, error) {
+	h, err := openHandle(c)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	var out []RouteStatus
+	for _, p := range vipRanges(c) {
+		r, err := coveringRoute(h, p)
+		if err != nil {
+			return nil, err
+		}
+		st := RouteStatus{Range: p}
+		if r != nil {
+			st.Covered = describeRoute(h, r)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func describeRoute(h *netlink.Handle, r *netlink.Route) string {
+	dst := "default"
+	if r.Dst != nil {
+		dst = r.Dst.String()
+	}
+	s := dst
+	if r.Gw != nil {
+		s += " via " + r.Gw.String()
+	}
+	if l, err := h.LinkByIndex(r.LinkIndex); err == nil {
+		s += " dev " + l.Attrs().Name
+	}
+	return s
+}
+
+func vipRanges(c Config) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range c.VIPRanges {
+		if slices.Contains(c.Families(), familyOf(p.Addr())) {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// ensureNet makes every VIP range routable (a route via lo when nothing covers it) and, in
+// dual-stack mode, puts ::6 (Envoy's IPv6 inbound passthrough source) on lo. It returns the
+// state to remember: what it added now plus what an earlier install added and is still there.
+func ensureNet(c Config, log *slog.Logger) (netState, error) {
+	old, err := loadState(c.StateFile)
+	if err != nil {
+		return netState{}, err
+	}
+	h, err := openHandle(c)
+	if err != nil {
+		return netState{}, err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return netState{}, fmt.Errorf("netlink: loopback: %w", err)
+	}
+	var st netState
+	for _, p := range vipRanges(c) {
+		if slices.Contains(old.Routes, p) && hasLoRoute(h, p, lo.Attrs().Index) {
+			st.Routes = append(st.Routes, p) // ours, from an earlier install
+			continue
+		}
+		r, err := coveringRoute(h, p)
+		if err != nil {
+			return st, err
+		}
+		if r != nil {
+			log.Info("VIP range routable", "range", p, "route", describeRoute(h, r))
+			continue
+		}
+		route := &netlink.Route{LinkIndex: lo.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN}
+		if err := h.RouteAdd(route); err != nil {
+			return st, fmt.Errorf("netlink: add route %s dev lo: %w", p, err)
+		}
+		st.Routes = append(st.Routes, p)
+		log.Info("VIP range had no route: added one", "range", p, "dev", "lo")
+	}
+	if slices.Contains(c.Families(), IPv6) {
+		six := netip.MustParsePrefix("::6/128")
+		addrs, err := h.AddrList(lo, netlink.FAMILY_V6)
+		if err != nil {
+			return st, fmt.Errorf("netlink: addresses of lo: %w", err)
+		}
+		present := slices.ContainsFunc(addrs, func(a netlink.Addr) bool { p, _ := toPrefix(a.IPNet); return p == six })
+		switch {
+		case present && slices.Contains(old.Addresses, six):
+			st.Addresses = append(st.Addresses, six)
+		case present:
+		default:
+			if err := h.AddrAdd(lo, &netlink.Addr{IPNet: toIPNet(six)}); err != nil {
+				log.Warn("cannot add ::6 to lo (IPv6 disabled?): IPv6 inbound passthrough will not work", "error", err)
+			} else {
+				st.Addresses = append(st.Addresses, six)
+				log.Info("added the inbound passthrough address", "address", six, "dev", "lo")
+			}
+		}
+	}
+	return st, saveState(c.StateFile, st)
+}
+
+// removeNet removes what the state file says Install added, then the state file.
+func removeNet(c Config, log *slog.Logger) error {
+	st, err := loadState(c.StateFile)
+	if err != nil {
+		return err
+	}
+	if len(st.Routes) == 0 && len(st.Addresses) == 0 {
+		return removeState(c.StateFile)
+	}
+	h, err := openHandle(c)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("netlink: loopback: %w", err)
+	}
+	var errs []error
+	for _, p := range st.Routes {
+		err := h.RouteDel(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN})
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("netlink: delete route %s dev lo: %w", p, err))
+			continue
+		}
+		log.Info("removed VIP route", "range", p, "dev", "lo")
+	}
+	for _, p := range st.Addresses {
+		err := h.AddrDel(lo, &netlink.Addr{IPNet: toIPNet(p)})
+		if err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			errs = append(errs, fmt.Errorf("netlink: delete address %s from lo: %w", p, err))
+			continue
+		}
+		log.Info("removed address", "address", p, "dev", "lo")
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return removeState(c.StateFile)
+}
+
+func loadState(path string) (netState, error) {
+	var st netState
+	if path == "" {
+		return st, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("state file: %w", err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func saveState(path string, st netState) error {
+	if path == "" {
+		return nil
+	}
+	if len(st.Routes) == 0 && len(st.Addresses) == 0 {
+		return removeState(path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	data, _ := json.MarshalIndent(st, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	return nil
+}
+
+func removeState(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state file: %w", err)
+	}
+	return nil
+}
+
+// hasPassthroughAddr reports whether ::6 is on lo.
+func hasPassthroughAddr(c Config) (bool, error) {
+	ifs, err := Interfaces(c)
+	if err != nil {
+		return false, err
+	}
+	six := netip.MustParsePrefix("::6/128")
+	for _, i := range ifs {
+		if i.Name == "lo" && slices.Contains(i.Addrs, six) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

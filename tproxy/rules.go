@@ -1,0 +1,256 @@
+package tproxy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ChainPrefix starts the name of every chain the transparent proxy owns.
+const ChainPrefix = "KUMA_MESH_"
+
+// CommentPrefix starts the comment of every rule the transparent proxy adds.
+const CommentPrefix = "kuma-dp/"
+
+// The chains we own.
+const (
+	chainInbound          = ChainPrefix + "INBOUND"
+	chainInboundRedirect  = ChainPrefix + "INBOUND_REDIRECT"
+	chainOutbound         = ChainPrefix + "OUTBOUND"
+	chainOutboundRedirect = ChainPrefix + "OUTBOUND_REDIRECT"
+	chainDNS              = ChainPrefix + "DNS"
+)
+
+// rule is one rule in the canonical form iptables-save prints it (legacy and nft agree), so
+// that live rules compare to expected ones line by line.
+type rule struct {
+	chain string
+	spec  string // everything after "-A chain", comment included
+}
+
+func (r rule) String() string { return "-A " + r.chain + " " + r.spec }
+
+// table is our part of one iptables table.
+type table struct {
+	name   string
+	chains []string // chains we create, in declaration order
+	rules  []rule
+}
+
+// ruleSet is our part of the whole ruleset of one family.
+type ruleSet struct {
+	family Family
+	tables []table // raw, nat
+}
+
+// isBuiltin reports whether a chain is one of the kernel's (PREROUTING, OUTPUT...).
+func isBuiltin(chain string) bool {
+	switch chain {
+	case "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING":
+		return true
+	}
+	return false
+}
+
+// Rules is the iptables-restore input (for `--noflush`) that installs the transparent proxy
+// for one family on a host where none of it is installed. Deterministic.
+func Rules(c Config, family Family) (string, error) {
+	rs, err := buildRules(c, family)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kuma-dp transparent proxy, %s (iptables-restore --noflush)\n", family)
+	for _, t := range rs.tables {
+		writeInstall(&b, t)
+	}
+	return b.String(), nil
+}
+
+// writeInstall writes one table's block: declare our chains, insert our jumps at the top of
+// the built-in chains (ahead of e.g. Docker's DNS DNAT), append our chains' rules.
+func writeInstall(b *strings.Builder, t table) {
+	fmt.Fprintf(b, "*%s\n", t.name)
+	for _, ch := range t.chains {
+		fmt.Fprintf(b, ":%s - [0:0]\n", ch)
+	}
+	writeRules(b, t.rules)
+	b.WriteString("COMMIT\n")
+}
+
+func writeRules(b *strings.Builder, rules []rule) {
+	pos := map[string]int{}
+	for _, r := range rules {
+		if isBuiltin(r.chain) {
+			pos[r.chain]++
+			fmt.Fprintf(b, "-I %s %d %s\n", r.chain, pos[r.chain], r.spec)
+			continue
+		}
+		fmt.Fprintf(b, "-A %s %s\n", r.chain, r.spec)
+	}
+}
+
+// familyAddrs are the loopback addresses of a family: the loopback itself and the source
+// Envoy uses for inbound passthrough (127.0.0.6 / ::6).
+func familyAddrs(f Family) (loopback, passthrough string) {
+	if f == IPv6 {
+		return "::1/128", "::6/128"
+	}
+	return "127.0.0.1/32", "127.0.0.6/32"
+}
+
+// builder collects rules of one table.
+type builder struct{ t table }
+
+// add appends a rule; match must already be in iptables-save's order
+// (-s, -d, -i, -o, -p, then -m modules as written).
+func (bd *builder) add(chain, match, comment, target string) {
+	spec := fmt.Sprintf("-m comment --comment %q -j %s", CommentPrefix+comment, target)
+	if match != "" {
+		spec = match + " " + spec
+	}
+	bd.t.rules = append(bd.t.rules, rule{chain: chain, spec: spec})
+}
+
+func buildRules(c Config, f Family) (ruleSet, error) {
+	if err := c.Validate(); err != nil {
+		return ruleSet{}, err
+	}
+	uid, err := c.UID()
+	if err != nil {
+		return ruleSet{}, err
+	}
+	owner := fmt.Sprintf("-m owner --uid-owner %d", uid)
+	notOwner := fmt.Sprintf("-m owner ! --uid-owner %d", uid)
+	var puids []PortsForUIDs
+	for _, s := range c.ExcludeOutboundPortsForUIDs {
+		p, _ := ParsePortsForUIDs(s) // validated above
+		puids = append(puids, p)
+	}
+	rs := ruleSet{family: f}
+
+	if c.RedirectDNS && c.ConntrackZoneSplit {
+		// kumahq/kuma#3459: the resolver's upstream queries and the applications' queries
+		// (NATed to the resolver) may reuse the same source port; in one conntrack zone the
+		// second flow clashes with the first and its answer is lost. The agent's upstream
+		// flows live in zone 1, the redirected application flows in zone 2. CT attaches
+		// only the first zone that matches, so order matters.
+		raw := builder{t: table{name: "raw"}}
+		raw.add("OUTPUT", "-p udp -m udp --dport 53 "+owner, "dns-zone-agent-upstream", "CT --zone 1")
+		raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", c.RedirectDNSPort, owner), "dns-zone-resolver-answer", "CT --zone 2")
+		raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
+		raw.add("PREROUTING", "-p udp -m udp --sport 53", "dns-zone-upstream-answer", "CT --zone 1")
+		rs.tables = append(rs.tables, raw.t)
+	}
+
+	lo, passthrough := familyAddrs(f)
+	nat := builder{t: table{name: "nat", chains: []string{chainInbound, chainInboundRedirect, chainOutbound, chainOutboundRedirect}}}
+	if c.RedirectDNS {
+		nat.t.chains = append(nat.t.chains, chainDNS)
+	}
+	nat.add("PREROUTING", "-p tcp", "inbound", chainInbound)
+	nat.add("OUTPUT", "-p tcp", "outbound", chainOutbound)
+	if c.RedirectDNS {
+		nat.add("OUTPUT", "-p udp -m udp --dport 53", "dns-udp", chainDNS)
+	}
+
+	for _, p := range c.ExcludeInboundPorts {
+		nat.add(chainInbound, fmt.Sprintf("-p tcp -m tcp --dport %d", p), "exclude-inbound-port", "RETURN")
+	}
+	nat.add(chainInbound, "-p tcp", "inbound", chainInboundRedirect)
+	nat.add(chainInboundRedirect, "-p tcp", "inbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectInboundPort))
+
+	// Envoy's inbound passthrough connects from 127.0.0.6 (::6) to the application: leave it.
+	nat.add(chainOutbound, "-s "+passthrough+" -o lo", "inbound-passthrough", "RETURN")
+	// Envoy calling its own workload through the pod address (over lo) goes through inbound.
+	nat.add(chainOutbound, "! -d "+lo+" -o lo "+owner, "agent-to-local-app", chainInboundRedirect)
+	// The agent's and Envoy's own traffic (upstream DNS, connections to services) is never looped.
+	nat.add(chainOutbound, owner, "agent", "RETURN")
+	for _, p := range puids {
+		if !contains(p.Protocols, "tcp") {
+			continue
+		}
+		for _, m := range portsForUIDsMatches("tcp", p) {
+			nat.add(chainOutbound, m, "exclude-outbound-ports-for-uids", "RETURN")
+		}
+	}
+	if c.RedirectDNS {
+		// DNS goes to the resolver whatever the nameserver, 127.0.0.53 and 127.0.0.11 included.
+		nat.add(chainOutbound, "-p tcp -m tcp --dport 53", "dns-tcp", chainDNS)
+	}
+	// Applications talking to themselves over the loopback or their own addresses: leave it.
+	nat.add(chainOutbound, "-o lo "+notOwner, "app-loopback", "RETURN")
+	nat.add(chainOutbound, "-d "+lo, "loopback", "RETURN")
+	for _, p := range c.ExcludeOutboundPorts {
+		nat.add(chainOutbound, fmt.Sprintf("-p tcp -m tcp --dport %d", p), "exclude-outbound-port", "RETURN")
+	}
+	for _, p := range c.ExcludeOutboundIPs {
+		if familyOf(p.Addr()) != f {
+			continue
+		}
+		nat.add(chainOutbound, "-d "+p.Masked().String(), "exclude-outbound-ip", "RETURN")
+	}
+	nat.add(chainOutbound, "", "outbound", chainOutboundRedirect)
+	nat.add(chainOutboundRedirect, "-p tcp", "outbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectOutboundPort))
+
+	if c.RedirectDNS {
+		nat.add(chainDNS, owner, "agent", "RETURN")
+		for _, p := range puids {
+			if !contains(p.Protocols, "udp") {
+				continue
+			}
+			for _, m := range portsForUIDsMatches("udp", p) {
+				nat.add(chainDNS, m, "exclude-outbound-ports-for-uids", "RETURN")
+			}
+		}
+		nat.add(chainDNS, "-p udp", "dns-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectDNSPort))
+		nat.add(chainDNS, "-p tcp", "dns-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectDNSPort))
+	}
+	rs.tables = append(rs.tables, nat.t)
+	return rs, nil
+}
+
+// portsForUIDsMatches renders one entry as matches: one per UID spec, ports grouped by 15
+// (the multiport limit; a range counts twice).
+func portsForUIDsMatches(proto string, p PortsForUIDs) []string {
+	var portGroups []string
+	var cur []string
+	weight := 0
+	for _, ps := range p.Ports {
+		w := 1
+		if strings.Contains(ps, ":") {
+			w = 2
+		}
+		if weight+w > 15 {
+			portGroups = append(portGroups, strings.Join(cur, ","))
+			cur, weight = nil, 0
+		}
+		cur = append(cur, ps)
+		weight += w
+	}
+	if len(cur) > 0 {
+		portGroups = append(portGroups, strings.Join(cur, ","))
+	}
+	if len(portGroups) == 0 {
+		portGroups = []string{""}
+	}
+	var out []string
+	for _, uid := range p.UIDs {
+		for _, pg := range portGroups {
+			m := "-p " + proto
+			if pg != "" {
+				m += " -m multiport --dports " + pg
+			}
+			out = append(out, m+" -m owner --uid-owner "+uid)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
