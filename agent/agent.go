@@ -169,8 +169,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.stopPart(sourcePart, 2*time.Second)
 
 	defer a.removeReadyFile()
+	// Readiness is announced once (log line and ready file), as soon as every condition
+	// holds: at once without Envoy, else when Envoy turns live (polled).
 	readyTick := time.NewTicker(5 * time.Millisecond)
 	defer readyTick.Stop()
+	checkReady := func() {
+		if ok, _ := a.readiness(); ok && !a.ready.Swap(true) {
+			a.announceReady()
+			readyTick.Stop()
+		}
+	}
+	checkReady()
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,11 +201,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			sourcePart.done <- err
 			return fmt.Errorf("model source: %w", orStopped(err))
 		case <-readyTick.C:
-			// Readiness is announced once (log line and ready file); the tick stops then.
-			if ok, _ := a.readiness(); ok && !a.ready.Swap(true) {
-				a.announceReady()
-				readyTick.Stop()
-			}
+			checkReady()
 		}
 	}
 }
@@ -220,7 +225,7 @@ func orStopped(err error) error {
 func (a *Agent) drain(updates <-chan cplink.Update, dnsPart, envoyPart *part) error {
 	a.draining.Store(true)
 	d := time.Duration(a.cfg.Dataplane.DrainTime)
-	a.log.Info("shutting down: readiness is 503, draining", "drain_time", d)
+	a.log.Info("shutting down: readiness is 503, draining (a second SIGTERM or Ctrl-C stops at once)", "drain_time", d)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	go func() {

@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/dnsserver"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// StateFileName is the allocator's state file inside the work dir.
+const StateFileName = "vips.json"
+
+// Build makes the real parts from the configuration: the directory source, the allocator
+// (sticky through a state file in the work dir), the resolver and, when wanted and found,
+// Envoy. cleanup releases what Build made that outlives Run (none of it serves until Run).
+func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), error) {
+	cleanup := func() {}
+	workDir, err := prepareWorkDir(cfg)
+	if err != nil {
+		return Parts{}, cleanup, err
+	}
+	src, err := cplink.NewFiles(cplink.FilesConfig{
+		DataplaneFile: cfg.Runtime.DataplaneFile,
+		PoliciesDir:   cfg.Runtime.PoliciesDir,
+		Watch:         cfg.Runtime.Watch,
+	}, log.With("part", "source"))
+	if err != nil {
+		return Parts{}, cleanup, err
+	}
+	ac := vipalloc.DefaultConfig()
+	ac.StateFile = filepath.Join(workDir, StateFileName)
+	ac.Logger = log.With("part", "vipalloc")
+	alloc, err := vipalloc.New(ac)
+	if err != nil {
+		return Parts{}, cleanup, err
+	}
+	dns, err := dnsserver.New(dnsserver.Config{
+		Addrs:            dnsAddrs(cfg.DNS),
+		TTL:              uint32(time.Duration(cfg.DNS.TTL) / time.Second),
+		Upstreams:        cfg.DNS.Upstreams,
+		ResolvConf:       cfg.DNS.ResolvConf,
+		CorefileTemplate: cfg.DNS.CorefileTemplate,
+		Logger:           log.With("part", "dns"),
+	})
+	if err != nil {
+		return Parts{}, cleanup, err
+	}
+	parts := Parts{Source: src, Allocator: alloc, DNS: dns}
+	if cfg.Runtime.Envoy {
+		log.Warn("Envoy is not part of this build yet: serving DNS alone (use --envoy=false to silence this)")
+	}
+	return parts, cleanup, nil
+}
+
+// dnsAddrs joins the listen IPs with the port: 127.0.0.1, and ::1 where the host has IPv6
+// loopback, by default.
+func dnsAddrs(c DNSConfig) []string {
+	ips := c.Addresses
+	if len(ips) == 0 {
+		ips = []string{"127.0.0.1"}
+		if l, err := net.ListenPacket("udp6", "[::1]:0"); err == nil {
+			l.Close()
+			ips = append(ips, "::1")
+		}
+	}
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = net.JoinHostPort(ip, strconv.Itoa(c.ProxyPort))
+	}
+	return out
+}
+
+// prepareWorkDir creates the work dir: the configured one, or one per dataplane under the
+// temporary directory (named from --mesh/--name, else from the dataplane file's path).
+func prepareWorkDir(cfg Config) (string, error) {
+	dir := cfg.Runtime.WorkDir
+	if dir == "" {
+		id := cfg.Dataplane.Name
+		if id != "" && cfg.Dataplane.Mesh != "" {
+			id = cfg.Dataplane.Mesh + "." + id
+		}
+		if id == "" {
+			abs, _ := filepath.Abs(cfg.Runtime.DataplaneFile)
+			sum := sha256.Sum256([]byte(abs))
+			id = hex.EncodeToString(sum[:6])
+		}
+		dir = filepath.Join(os.TempDir(), "kuma-dp-"+id)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("work dir (dataplaneRuntime.workDir %q): %w", dir, err)
+	}
+	return dir, nil
+}

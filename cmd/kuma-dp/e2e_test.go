@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// The end-to-end tests build the real binary and run it as a user would, on loopback with
+// kernel-chosen ports read back from --ready-file.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func kumaDP(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kuma-dp-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kuma-dp")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// upstream runs a resolver that answers NXDOMAIN to everything, standing in for the host's
+// resolvers so that names the agent does not own get a real answer.
+func upstream(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeNameError)
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+const e2eDataplane = `type: Dataplane
+mesh: default
+name: web-1
+networking:
+  address: 10.0.0.1
+  inbound:
+    - port: 8080
+      tags:
+        kuma.io/service: web
+`
+
+const e2eHTTPBin = `type: Dataplane
+mesh: default
+name: httpbin-1
+networking:
+  address: 10.0.0.2
+  inbound:
+    - port: 80
+      tags:
+        kuma.io/service: httpbin
+        version: v1
+`
+
+func virtualOutbound(host string) string {
+	return fmt.Sprintf(`type: VirtualOutbound
+mesh: default
+name: by-version
+selectors:
+  - match:
+      kuma.io/service: "*"
+      version: "*"
+conf:
+  host: %q
+  port: 8080
+  tags:
+    kuma.io/service: service
+    version: version
+`, host)
+}
+
+// meshDir writes a small mesh: this dataplane (web), httpbin v1 and a VirtualOutbound.
+func meshDir(t *testing.T) (dpFile, policies string) {
+	t.Helper()
+	root := t.TempDir()
+	dpFile = filepath.Join(root, "dataplane.yaml")
+	policies = filepath.Join(root, "policies")
+	writeFile(t, dpFile, e2eDataplane)
+	writeFile(t, filepath.Join(policies, "httpbin.yaml"), e2eHTTPBin)
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{version}}.{{service}}.mesh"))
+	return dpFile, policies
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Through a rename, as editors and ConfigMaps do: the agent never reads half a file.
+	tmp := path + ".tmp~"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type readyInfo struct {
+	Admin   string   `json:"admin"`
+	DNSUDP  []string `json:"dnsUDP"`
+	DNSTCP  []string `json:"dnsTCP"`
+	Startup string   `json:"startup"`
+}
+
+type agentProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	logs   *lockedBuffer
+	ready  readyInfo
+	exited chan struct{}
+	err    error
+}
+
+// startAgent runs `kuma-dp run` with free ports and waits for its ready file.
+func startAgent(t *testing.T, dpFile, policies string, extra ...string) *agentProc {
+	t.Helper()
+	work := t.TempDir()
+	readyFile := filepath.Join(work, "ready.json")
+	args := append([]string{"run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
+		"--dns-upstream", upstream(t), "--envoy=false", "--work-dir", work, "--ready-file", readyFile,
+		"--log-level", "debug"}, extra...)
+	p := &agentProc{t: t, cmd: exec.Command(kumaDP(t), args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", p.logs)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(readyFile)
+		if err == nil && json.Unmarshal(b, &p.ready) == nil {
+			return p
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("agent exited before ready (%v):\n%s", p.err, p.logs)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready after 10s:\n%s", p.logs)
+		}
+	}
+}
+
+// query asks the agent's resolver over UDP; it returns the A answers as text, and the rcode.
+func (p *agentProc) query(name string, qtype uint16) ([]string, int) {
+	p.t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	c := &dns.Client{Net: "udp", Timeout: time.Second}
+	r, _, err := c.Exchange(m, p.ready.DNSUDP[0])
+	if err != nil {
+		p.t.Fatalf("query %s: %v", name, err)
+	}
+	var out []string
+	for _, rr := range r.Answer {
+		switch v := rr.(type) {
+		case *dns.A:
+			out = append(out, v.A.String())
+		case *dns.AAAA:
+			out = append(out, v.AAAA.String())
+		}
+	}
+	return out, r.Rcode
+}
+
+func (p *agentProc) get(path string) (int, string) {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.ready.Admin + path)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds or the deadline passes; it returns how long it took.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func TestE2EPolicyChangeReachesDNS(t *testing.T) {
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies)
+
+	httpbin, rcode := p.query("httpbin.mesh", dns.TypeA)
+	if rcode != dns.RcodeSuccess || len(httpbin) != 1 || !strings.HasPrefix(httpbin[0], "24") {
+		t.Fatalf("httpbin.mesh: %v rcode %d", httpbin, rcode)
+	}
+	if a, _ := p.query("v1.httpbin.mesh", dns.TypeA); len(a) != 1 {
+		t.Fatalf("v1.httpbin.mesh: %v", a)
+	}
+	if a, _ := p.query("httpbin.mesh", dns.TypeAAAA); len(a) != 1 {
+		t.Fatalf("httpbin.mesh AAAA: %v", a)
+	}
+	if code, body := p.get("/ready"); code != 200 {
+		t.Fatalf("/ready: %d %s", code, body)
+	}
+
+	// Edit the policy: the new name answers and the old one is gone, within a second.
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{service}}-{{version}}.mesh"))
+	took := waitFor(t, "httpbin-v1.mesh answering after the edit", time.Second, func() bool {
+		a, _ := p.query("httpbin-v1.mesh", dns.TypeA)
+		return len(a) == 1
+	})
+	t.Logf("policy edit to new DNS answer: %v", took)
+	if a, rcode := p.query("v1.httpbin.mesh", dns.TypeA); len(a) != 0 || rcode != dns.RcodeNameError {
+		t.Errorf("v1.httpbin.mesh after the edit: %v rcode %d, want NXDOMAIN", a, rcode)
+	}
+	// A new dataplane in the directory gives its service a name.
+	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(e2eHTTPBin))
+	waitFor(t, "backend.mesh answering", time.Second, func() bool { a, _ := p.query("backend.mesh", dns.TypeA); return len(a) == 1 })
+	// VIPs are sticky: httpbin.mesh kept its address through both changes.
+	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != httpbin[0] {
+		t.Errorf("httpbin.mesh moved from %v to %v", httpbin, a)
+	}
+	code, body := p.get("/vips")
+	if code != 200 || !strings.Contains(body, `"hostname": "httpbin-v1.mesh"`) {
+		t.Errorf("/vips: %d\n%s", code, body)
+	}
+	code, body = p.get("/metrics")
+	if code != 200 || !strings.Contains(body, `kuma_dp_model_reloads_total{result="applied"}`) {
+		t.Errorf("/metrics: %d", code)
+	}
+
+	// SIGHUP forces a load even though nothing changed.
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SIGHUP reload", 2*time.Second, func() bool { return strings.Contains(p.logs.String(), "trigger=reload") })
+}
+
+func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies)
+	before, _ := p.query("v1.httpbin.mesh", dns.TypeA)
+	if len(before) != 1 {
+		t.Fatalf("v1.httpbin.mesh: %v", before)
+	}
+
+	broken := filepath.Join(policies, "broken.yaml")
+	writeFile(t, broken, strings.Replace(virtualOutbound("{{nope}}.mesh"), "name: by-version", "name: broken", 1))
+	waitFor(t, "the refusal naming the file in the logs", 2*time.Second, func() bool {
+		return strings.Contains(p.logs.String(), "broken.yaml")
+	})
+	line := lineWith(p.logs.String(), "broken.yaml")
+	if !strings.Contains(line, "change refused") || !strings.Contains(line, "conf.host") {
+		t.Errorf("refusal line lacks the reason or the field: %s", line)
+	}
+	if a, _ := p.query("v1.httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != before[0] {
+		t.Fatalf("the last good answer did not stay: %v, was %v", a, before)
+	}
+	if code, _ := p.get("/ready"); code != 200 {
+		t.Errorf("/ready after a refused change: %d", code)
+	}
+
+	// Fixing the file is picked up like any change.
+	writeFile(t, broken, strings.Replace(virtualOutbound("fixed.{{version}}.{{service}}.mesh"), "name: by-version", "name: broken", 1))
+	waitFor(t, "fixed.v1.httpbin.mesh answering", time.Second, func() bool {
+		a, _ := p.query("fixed.v1.httpbin.mesh", dns.TypeA)
+		return len(a) == 1
+	})
+}
+
+func lineWith(logs, s string) string {
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			return sc.Text()
+		}
+	}
+	return ""
+}
+
+func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
+	dpFile, policies := meshDir(t)
+	const drain = 1500 * time.Millisecond
+	p := startAgent(t, dpFile, policies, "--drain-time", drain.String())
+	readyFile := p.cmd.Args[indexOf(p.cmd.Args, "--ready-file")+1]
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/ready 503 TERMINATING", drain, func() bool {
+		code, body := p.get("/ready")
+		return code == 503 && strings.TrimSpace(body) == "TERMINATING"
+	})
+	// DNS keeps answering while the apps drain.
+	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 {
+		t.Errorf("DNS stopped answering during the drain: %v", a)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(drain + time.Second):
+		t.Fatal("did not exit within the drain time (+1s)")
+	}
+	took := time.Since(start)
+	if p.err != nil {
+		t.Fatalf("exit: %v", p.err)
+	}
+	if took < drain {
+		t.Errorf("exited after %v, before the %v drain", took, drain)
+	}
+	t.Logf("SIGTERM to exit 0: %v (drain %v)", took, drain)
+	// Nothing left behind: the ready file is gone and the ports are free again.
+	if _, err := os.Stat(readyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ready file left behind: %v", err)
+	}
+	assertPortFree(t, "tcp", p.ready.Admin)
+	assertPortFree(t, "udp", p.ready.DNSUDP[0])
+	assertPortFree(t, "tcp", p.ready.DNSTCP[0])
+}
+
+func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies, "--drain-time", "1m")
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "draining", 2*time.Second, func() bool { code, _ := p.get("/ready"); return code == 503 })
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.exited:
+	case <-time.After(3 * time.Second):
+		t.Fatal("a second signal did not stop the agent")
+	}
+	if p.err != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("exit %v after %v", p.err, time.Since(start))
+	}
+}
+
+func TestE2EInvalidFirstModelExits1(t *testing.T) {
+	dpFile, policies := meshDir(t)
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", t.TempDir(), "--dns-upstream", "127.0.0.1:9")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
+		t.Fatalf("want exit %d, got %v:\n%s", exitInvalid, err, out)
+	}
+	if !strings.Contains(string(out), "virtual-outbound.yaml") || !strings.Contains(string(out), "hosts") {
+		t.Fatalf("output does not name the file and field:\n%s", out)
+	}
+}
+
+func indexOf(xs []string, s string) int {
+	for i, x := range xs {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func assertPortFree(t *testing.T, network, addr string) {
+	t.Helper()
+	var c io.Closer
+	var err error
+	if network == "udp" {
+		c, err = net.ListenPacket("udp", addr)
+	} else {
+		c, err = net.Listen("tcp", addr)
+	}
+	if err != nil {
+		t.Errorf("%s %s still bound after exit: %v", network, addr, err)
+		return
+	}
+	c.Close()
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kumadp/kuma-dp/agent"
+)
+
+// processStart approximates the process's start for the startup time logged when ready.
+var processStart = time.Now()
+
+func init() {
+	register(command{name: "run", summary: "run the dataplane agent (DNS, xDS, Envoy) from files", run: runCmd})
+}
+
+// option ties one setting's flag to its environment variable and config file field.
+// Precedence: defaults < --config file < environment < flags.
+type option struct {
+	flag, env, field string
+}
+
+// options lists every setting; flag names follow Kuma's kuma-dp where one exists.
+var options = []option{
+	{"name", "KUMA_DATAPLANE_NAME", "dataplane.name"},
+	{"mesh", "KUMA_DATAPLANE_MESH", "dataplane.mesh"},
+	{"drain-time", "KUMA_DATAPLANE_DRAIN_TIME", "dataplane.drainTime"},
+	{"dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "dataplaneRuntime.dataplaneFile"},
+	{"policies-dir", "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", "dataplaneRuntime.policiesDir"},
+	{"watch", "KUMA_DATAPLANE_RUNTIME_WATCH", "dataplaneRuntime.watch"},
+	{"work-dir", "KUMA_DATAPLANE_RUNTIME_WORK_DIR", "dataplaneRuntime.workDir"},
+	{"envoy", "KUMA_DATAPLANE_RUNTIME_ENVOY", "dataplaneRuntime.envoy"},
+	{"binary-path", "KUMA_DATAPLANE_RUNTIME_BINARY_PATH", "dataplaneRuntime.binaryPath"},
+	{"ready-file", "KUMA_DATAPLANE_RUNTIME_READY_FILE", "dataplaneRuntime.readyFile"},
+	{"dns-address", "KUMA_DNS_ADDRESS", "dns.addresses"},
+	{"dns-proxy-port", "KUMA_DNS_PROXY_PORT", "dns.proxyPort"},
+	{"dns-upstream", "KUMA_DNS_UPSTREAM", "dns.upstreams"},
+	{"dns-ttl", "KUMA_DNS_TTL", "dns.ttl"},
+	{"dns-resolv-conf", "KUMA_DNS_RESOLV_CONF", "dns.resolvConf"},
+	{"dns-corefile-template", "KUMA_DNS_COREFILE_TEMPLATE", "dns.corefileTemplate"},
+	{"admin-address", "KUMA_ADMIN_ADDRESS", "admin.address"},
+	{"log-level", "KUMA_LOG_LEVEL", "log.level"},
+	{"log-format", "KUMA_LOG_FORMAT", "log.format"},
+	{"transparent-proxy", "KUMA_TRANSPARENT_PROXY", "transparentProxy.enabled"},
+	{"transparent-proxy-uninstall", "KUMA_TRANSPARENT_PROXY_UNINSTALL", "transparentProxy.uninstallOnExit"},
+}
+
+// bindFlags defines every flag on fs, bound to c's fields with c's current values as the
+// defaults; so binding to a config already holding file and environment values makes the
+// command line override them and nothing else.
+func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
+	fs.StringVar(&c.Dataplane.Name, "name", c.Dataplane.Name, "dataplane name; when set, must match the dataplane file")
+	fs.StringVar(&c.Dataplane.Mesh, "mesh", c.Dataplane.Mesh, "mesh name; when set, must match the dataplane file")
+	fs.DurationVar((*time.Duration)(&c.Dataplane.DrainTime), "drain-time", time.Duration(c.Dataplane.DrainTime), "how long Envoy drains (readiness 503, DNS answering) after SIGTERM")
+	fs.StringVar(&c.Runtime.DataplaneFile, "dataplane-file", c.Runtime.DataplaneFile, "this dataplane's resource (YAML or JSON); required")
+	fs.StringVar(&c.Runtime.PoliciesDir, "policies-dir", c.Runtime.PoliciesDir, "directory of policies and other dataplanes, read recursively and watched")
+	fs.StringVar(&c.Runtime.Watch, "watch", c.Runtime.Watch, "how changes are seen: auto (inotify, else polling), inotify or poll")
+	fs.StringVar(&c.Runtime.WorkDir, "work-dir", c.Runtime.WorkDir, "directory for the VIP state file, Envoy bootstrap and sockets (default: a directory per dataplane under $TMPDIR)")
+	fs.BoolVar(&c.Runtime.Envoy, "envoy", c.Runtime.Envoy, "run Envoy (found at --binary-path, in PATH or beside kuma-dp); --envoy=false serves DNS alone")
+	fs.StringVar(&c.Runtime.BinaryPath, "binary-path", c.Runtime.BinaryPath, "path of the envoy binary")
+	fs.StringVar(&c.Runtime.ReadyFile, "ready-file", c.Runtime.ReadyFile, "write the bound addresses (admin, DNS) as JSON to this file once ready")
+	fs.StringSliceVar(&c.DNS.Addresses, "dns-address", c.DNS.Addresses, "IPs the resolver listens on (default 127.0.0.1 and ::1 where available)")
+	fs.IntVar(&c.DNS.ProxyPort, "dns-proxy-port", c.DNS.ProxyPort, "resolver port, UDP and TCP (0: any free port)")
+	fs.StringSliceVar(&c.DNS.Upstreams, "dns-upstream", c.DNS.Upstreams, "upstream resolvers IP[:port] (default: those of --dns-resolv-conf)")
+	fs.DurationVar((*time.Duration)(&c.DNS.TTL), "dns-ttl", time.Duration(c.DNS.TTL), "TTL of VIP answers")
+	fs.StringVar(&c.DNS.ResolvConf, "dns-resolv-conf", c.DNS.ResolvConf, "resolv.conf giving upstreams and search domains")
+	fs.StringVar(&c.DNS.CorefileTemplate, "dns-corefile-template", c.DNS.CorefileTemplate, "your own Corefile template for the resolver")
+	fs.StringVar(&c.Admin.Address, "admin-address", c.Admin.Address, "admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), loopback only")
+	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
+	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json")
+	fs.BoolVar(&c.TransparentProxy.Enabled, "transparent-proxy", c.TransparentProxy.Enabled, "install the transparent proxy (iptables) at start (needs root / NET_ADMIN)")
+	fs.BoolVar(&c.TransparentProxy.UninstallOnExit, "transparent-proxy-uninstall", c.TransparentProxy.UninstallOnExit, "remove the transparent proxy's rules at exit")
+	return fs.String("config", "", "YAML file with any of the settings (see docs/run.md); flags and KUMA_* variables override it")
+}
+
+func newRunFlags(c *agent.Config, stderr io.Writer) (*pflag.FlagSet, *string) {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	config := bindFlags(fs, c)
+	return fs, config
+}
+
+const runExample = `Example (the bundled example mesh, DNS on 127.0.0.1:15053, no Envoy):
+  kuma-dp run --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies --envoy=false
+  dig @127.0.0.1 -p 15053 httpbin.mesh
+  curl -s 127.0.0.1:9902/vips
+
+Every flag also comes from an environment variable and from the --config file:
+`
+
+func runUsage(w io.Writer, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, "Usage:\n  kuma-dp run --dataplane-file DP.yaml --policies-dir DIR [flags]\n\n")
+	fmt.Fprintf(w, "Loads and validates the model, allocates this dataplane's VIPs, serves DNS for them\n")
+	fmt.Fprintf(w, "(and xDS to Envoy when found), reloads on every file change or SIGHUP, drains on SIGTERM.\n\n")
+	fmt.Fprintf(w, "Flags:\n%s\n%s", fs.FlagUsages(), runExample)
+	for _, o := range options {
+		fmt.Fprintf(w, "  --%-28s %-38s %s\n", o.flag, o.env, o.field)
+	}
+}
+
+// parseRunConfig builds the configuration from defaults, the --config file, KUMA_*
+// variables and flags, in that order of precedence. It returns exitUsage and a message
+// naming the flag, variable or field and the value on any bad input, or exitOK with help.
+func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, stderr io.Writer) (agent.Config, int, bool) {
+	scratch := agent.Defaults()
+	fs, configPath := newRunFlags(&scratch, stderr)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			runUsage(stdout, fs)
+			return agent.Config{}, exitOK, true
+		}
+		fmt.Fprintf(stderr, "kuma-dp run: %v\nRun 'kuma-dp run --help' for the flags.\n", err)
+		return agent.Config{}, exitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kuma-dp run: unexpected argument %q (every setting is a flag)\n", fs.Arg(0))
+		return agent.Config{}, exitUsage, true
+	}
+
+	cfg := agent.Defaults()
+	if *configPath != "" {
+		b, err := os.ReadFile(*configPath)
+		if err == nil {
+			err = yaml.UnmarshalStrict(b, &cfg)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "kuma-dp run: --config %s: %v\n", *configPath, err)
+			return agent.Config{}, exitUsage, true
+		}
+	}
+	envFS, _ := newRunFlags(&cfg, io.Discard)
+	for _, o := range options {
+		v, ok := getenv(o.env)
+		if !ok {
+			continue
+		}
+		if err := envFS.Set(o.flag, v); err != nil {
+			fmt.Fprintf(stderr, "kuma-dp run: %s=%q: invalid value for --%s: %v\n", o.env, v, o.flag, unwrapSetError(err))
+			return agent.Config{}, exitUsage, true
+		}
+	}
+	final, _ := newRunFlags(&cfg, io.Discard)
+	if err := final.Parse(args); err != nil { // parsed once already: cannot fail differently
+		fmt.Fprintf(stderr, "kuma-dp run: %v\n", err)
+		return agent.Config{}, exitUsage, true
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kuma-dp run: %s\n", describeConfigError(err))
+		return agent.Config{}, exitUsage, true
+	}
+	return cfg, exitOK, false
+}
+
+func unwrapSetError(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
+}
+
+// describeConfigError names the flag, variable and file field of a bad value.
+func describeConfigError(err error) string {
+	var fe *agent.FieldError
+	if !errors.As(err, &fe) {
+		return err.Error()
+	}
+	for _, o := range options {
+		if o.field == fe.Field {
+			return fmt.Sprintf("--%s (%s, %s in --config): %s (value %q)", o.flag, o.env, o.field, fe.Msg, fe.Value)
+		}
+	}
+	return fe.Error()
+}
+
+func runCmd(args []string, stdout, stderr io.Writer) int {
+	cfg, code, done := parseRunConfig(args, os.LookupEnv, stdout, stderr)
+	if done {
+		return code
+	}
+	log, err := agent.NewLogger(cfg.Log, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-dp run: %v\n", err)
+		return exitUsage
+	}
+	ctx := context.Background()
+	parts, cleanup, err := agent.Build(ctx, cfg, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return exitInvalid
+	}
+	defer cleanup()
+	a, err := agent.New(cfg, parts, log, processStart)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return exitInvalid
+	}
+	if err := a.RunWithSignals(ctx); err != nil {
+		var invalid *agent.InvalidModelError
+		if errors.As(err, &invalid) {
+			log.Error("not started: fix the files above and run again")
+			return exitInvalid
+		}
+		log.Error("stopped", "error", err)
+		return exitInvalid
+	}
+	log.Info("stopped")
+	return exitOK
+}

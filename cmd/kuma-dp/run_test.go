@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kumadp/kuma-dp/agent"
+)
+
+func envOf(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+func TestRunConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "kuma-dp.yaml")
+	if err := os.WriteFile(file, []byte(`
+dataplane:
+  name: from-file
+  mesh: file-mesh
+  drainTime: 5s
+dataplaneRuntime:
+  dataplaneFile: file-dp.yaml
+  envoy: false
+dns:
+  proxyPort: 1111
+  upstreams: [10.0.0.1]
+  ttl: 10
+log:
+  format: json
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(t *testing.T, c agent.Config)
+	}{
+		{"defaults", []string{"--dataplane-file", "dp.yaml"}, nil, func(t *testing.T, c agent.Config) {
+			d := agent.Defaults()
+			if c.DNS.ProxyPort != 15053 || c.Admin.Address != "127.0.0.1:9902" || !c.Runtime.Envoy ||
+				c.Dataplane.DrainTime != d.Dataplane.DrainTime || c.Log.Format != "text" {
+				t.Errorf("defaults: %+v", c)
+			}
+		}},
+		{"file over defaults", []string{"--config", file}, nil, func(t *testing.T, c agent.Config) {
+			if c.Dataplane.Name != "from-file" || c.DNS.ProxyPort != 1111 || c.Runtime.Envoy ||
+				time.Duration(c.Dataplane.DrainTime) != 5*time.Second || time.Duration(c.DNS.TTL) != 10*time.Second ||
+				c.Runtime.DataplaneFile != "file-dp.yaml" || c.Log.Format != "json" || c.Admin.Address != "127.0.0.1:9902" {
+				t.Errorf("file: %+v", c)
+			}
+		}},
+		{"env over file", []string{"--config", file}, map[string]string{
+			"KUMA_DATAPLANE_NAME": "from-env", "KUMA_DNS_PROXY_PORT": "2222", "KUMA_DNS_UPSTREAM": "10.0.0.2,10.0.0.3:5353",
+			"KUMA_DATAPLANE_RUNTIME_ENVOY": "true", "KUMA_DATAPLANE_DRAIN_TIME": "7s",
+		}, func(t *testing.T, c agent.Config) {
+			if c.Dataplane.Name != "from-env" || c.DNS.ProxyPort != 2222 || !c.Runtime.Envoy ||
+				strings.Join(c.DNS.Upstreams, " ") != "10.0.0.2 10.0.0.3:5353" || time.Duration(c.Dataplane.DrainTime) != 7*time.Second ||
+				c.Dataplane.Mesh != "file-mesh" {
+				t.Errorf("env: %+v", c)
+			}
+		}},
+		{"flags over env", []string{"--config", file, "--name", "from-flag", "--dns-proxy-port=0", "--dns-upstream", "10.0.0.9", "--envoy=false"},
+			map[string]string{"KUMA_DATAPLANE_NAME": "from-env", "KUMA_DNS_PROXY_PORT": "2222", "KUMA_DNS_UPSTREAM": "10.0.0.2", "KUMA_DATAPLANE_RUNTIME_ENVOY": "true"},
+			func(t *testing.T, c agent.Config) {
+				if c.Dataplane.Name != "from-flag" || c.DNS.ProxyPort != 0 || c.Runtime.Envoy || strings.Join(c.DNS.Upstreams, " ") != "10.0.0.9" {
+					t.Errorf("flags: %+v", c)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			c, code, done := parseRunConfig(tt.args, envOf(tt.env), &out, &errb)
+			if done || code != exitOK {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unknown := write("unknown.yaml", "dns:\n  proxyPorts: 1\n")
+	badPort := write("port.yaml", "dataplaneRuntime:\n  dataplaneFile: dp.yaml\ndns:\n  proxyPort: 70000\n")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"unknown flag", []string{"--dns-port", "1"}, nil, []string{"--dns-port"}},
+		{"flag not a number", []string{"--dataplane-file", "dp.yaml", "--dns-proxy-port", "abc"}, nil, []string{"--dns-proxy-port", `"abc"`}},
+		{"argument", []string{"--dataplane-file", "dp.yaml", "extra"}, nil, []string{`"extra"`}},
+		{"missing dataplane file", nil, nil, []string{"--dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "required"}},
+		{"port range", []string{"--dataplane-file", "dp.yaml", "--dns-proxy-port", "70000"}, nil, []string{"--dns-proxy-port", "dns.proxyPort", `"70000"`}},
+		{"admin not loopback", []string{"--dataplane-file", "dp.yaml", "--admin-address", "0.0.0.0:9902"}, nil, []string{"--admin-address", `"0.0.0.0:9902"`, "loopback"}},
+		{"log format", []string{"--dataplane-file", "dp.yaml", "--log-format", "xml"}, nil, []string{"--log-format", `"xml"`}},
+		{"watch mode", []string{"--dataplane-file", "dp.yaml", "--watch", "fanotify"}, nil, []string{"--watch", `"fanotify"`}},
+		{"upstream", []string{"--dataplane-file", "dp.yaml", "--dns-upstream", "dns.google"}, nil, []string{"--dns-upstream", `"dns.google"`}},
+		{"env not a duration", []string{"--dataplane-file", "dp.yaml"}, map[string]string{"KUMA_DATAPLANE_DRAIN_TIME": "soon"}, []string{"KUMA_DATAPLANE_DRAIN_TIME", `"soon"`, "--drain-time"}},
+		{"env not a bool", []string{"--dataplane-file", "dp.yaml"}, map[string]string{"KUMA_DATAPLANE_RUNTIME_ENVOY": "maybe"}, []string{"KUMA_DATAPLANE_RUNTIME_ENVOY", `"maybe"`}},
+		{"file unknown field", []string{"--config", unknown}, nil, []string{unknown, "proxyPorts"}},
+		{"file missing", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, []string{"nope.yaml"}},
+		{"file bad value", []string{"--config", badPort}, nil, []string{"dns.proxyPort", `"70000"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			_, code, done := parseRunConfig(tt.args, envOf(tt.env), &out, &errb)
+			if !done || code != exitUsage {
+				t.Fatalf("want exit %d, got %d (done %v)", exitUsage, code, done)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+				}
+			}
+		})
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	_, code, done := parseRunConfig([]string{"--help"}, envOf(nil), &out, &errb)
+	if !done || code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies",
+		"dig @127.0.0.1 -p 15053 httpbin.mesh", "KUMA_DNS_PROXY_PORT", "--drain-time"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// Every flag has an environment variable and a config file field, and every field path
+// named exists in the config file format.
+func TestRunOptionsTableIsComplete(t *testing.T) {
+	c := agent.Defaults()
+	fs, _ := newRunFlags(&c, &bytes.Buffer{})
+	listed := map[string]bool{}
+	for _, o := range options {
+		listed[o.flag] = true
+		if fs.Lookup(o.flag) == nil {
+			t.Errorf("option %q has no flag", o.flag)
+		}
+		if !strings.HasPrefix(o.env, "KUMA_") {
+			t.Errorf("option %q: env %q", o.flag, o.env)
+		}
+	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "config" && !listed[f.Name] {
+			t.Errorf("flag --%s has no environment variable / field", f.Name)
+		}
+	})
+	full := agent.Defaults()
+	full.DNS.Addresses, full.DNS.Upstreams = []string{"x"}, []string{"x"}
+	full.Dataplane.Name, full.Dataplane.Mesh, full.Runtime.BinaryPath = "x", "x", "x"
+	full.Runtime.ReadyFile, full.DNS.CorefileTemplate = "x", "x"
+	b, _ := json.Marshal(full)
+	var tree map[string]map[string]any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range options {
+		parts := strings.SplitN(o.field, ".", 2)
+		if _, ok := tree[parts[0]][parts[1]]; !ok {
+			t.Errorf("option --%s: field %q is not in the config file format", o.flag, o.field)
+		}
+	}
+}
