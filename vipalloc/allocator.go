@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -29,22 +30,28 @@ type Allocator struct {
 	mes      *mesSource
 
 	hosts   map[string]*hostState
-	vips    map[string]uint32   // key (hostname, or "mes/<name>") -> IPv4 VIP
+	mesVIPs map[string]uint32   // "mes/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
 	pending map[string]struct{} // keys whose pool was full last time
 	skips   map[string]*candidate
 	skipped []Skip
 
-	table *Table
-	sum   [2]uint64
-	dirty bool     // assignments changed since the state file was written
-	slab  []uint32 // see ports
+	table     *Table
+	sum       [2]uint64
+	dirty     bool     // assignments changed since the state file was written
+	slab      []uint32 // see ports
+	candSlab  []*candidate
+	entrySlab []*Entry
 }
 
-// hostState is one hostname: the candidates proposing it and the entries it has now.
+// hostState is one hostname: the candidates proposing it, its VIP and the entries it has now.
 type hostState struct {
+	host    string
 	cands   []*candidate
 	entries []*Entry // sorted by key
 	avail   *Entry
+	vip     uint32
+	hasVIP  bool
+	touched bool
 }
 
 // New validates cfg and reads the state file (a corrupt one is logged and ignored).
@@ -54,7 +61,7 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(),
-		hosts: map[string]*hostState{}, vips: map[string]uint32{}, pending: map[string]struct{}{},
+		hosts: map[string]*hostState{}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
 		a.defaults = newDefaultExpander(s.defaultPort)
@@ -65,8 +72,22 @@ func New(cfg Config) (*Allocator, error) {
 // round collects what one Allocate changed.
 type round struct {
 	a            *Allocator
-	touched      map[string]struct{}
+	touched      []*hostState
 	skipsChanged bool
+}
+
+func (r *round) touch(hs *hostState) {
+	if !hs.touched {
+		hs.touched = true
+		r.touched = append(r.touched, hs)
+	}
+}
+
+// touchHost marks a hostname for re-resolution (if it still exists).
+func (r *round) touchHost(h string) {
+	if hs := r.a.hosts[h]; hs != nil {
+		r.touch(hs)
+	}
 }
 
 func (r *round) add(c *candidate) {
@@ -75,13 +96,24 @@ func (r *round) add(c *candidate) {
 		r.skipsChanged = true
 		return
 	}
-	hs := r.a.hosts[c.host]
+	a := r.a
+	hs := a.hosts[c.host]
 	if hs == nil {
-		hs = &hostState{}
-		r.a.hosts[c.host] = hs
+		hs = &hostState{host: c.host}
+		a.hosts[c.host] = hs
 	}
-	hs.cands = append(hs.cands, c)
-	r.touched[c.host] = struct{}{}
+	if hs.cands == nil {
+		// One-element slices from a shared slab: most hostnames have a single candidate.
+		if len(a.candSlab) == cap(a.candSlab) {
+			a.candSlab = make([]*candidate, 0, 1024)
+		}
+		l := len(a.candSlab)
+		a.candSlab = append(a.candSlab, c)
+		hs.cands = a.candSlab[l : l+1 : l+1]
+	} else {
+		hs.cands = append(hs.cands, c)
+	}
+	r.touch(hs)
 }
 
 func (r *round) remove(c *candidate) {
@@ -97,7 +129,7 @@ func (r *round) remove(c *candidate) {
 	if i := slices.Index(hs.cands, c); i >= 0 {
 		hs.cands = slices.Delete(hs.cands, i, i+1)
 	}
-	r.touched[c.host] = struct{}{}
+	r.touch(hs)
 }
 
 // Allocate expands s into hostnames, allocates their VIPs and returns the new Table. Only a
@@ -108,7 +140,7 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := &round{a: a, touched: map[string]struct{}{}}
+	r := &round{a: a}
 	if s.Mesh != a.meshName {
 		a.resetModel(r)
 		a.meshName = s.Mesh
@@ -116,18 +148,18 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	a.updatePolicies(r, s)
 	mesAdded, mesRemoved := a.mes.update(r, s)
 	for _, n := range mesRemoved {
-		a.release(mesKeyPrefix + n)
+		a.releaseMES(mesKeyPrefix + n)
 	}
 	for k := range a.pending {
 		if strings.HasPrefix(k, mesKeyPrefix) {
 			mesAdded = append(mesAdded, strings.TrimPrefix(k, mesKeyPrefix))
 		} else {
-			r.touched[k] = struct{}{}
+			r.touchHost(k)
 		}
 	}
 	t := a.resolve(r, mesAdded)
 	if a.dirty && a.s.stateFile != "" {
-		if err := a.s.saveState(a.vips); err != nil {
+		if err := a.s.saveState(a.assignments()); err != nil {
 			a.s.log.Warn("vipalloc: could not write the state file", "err", err)
 		} else {
 			a.dirty = false
@@ -184,14 +216,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		dps = slices.Clone(dps)
 		sort.Slice(dps, func(i, j int) bool { return dps[i].Name < dps[j].Name })
 	}
-	visit := func(xs []*expander, dp *mesh.Dataplane, delta int32) {
-		for i := range dp.Networking.Inbound {
-			tags := dp.Networking.Inbound[i].Tags
-			for _, x := range xs {
-				x.visit(r, tags, delta)
-			}
-		}
-	}
+	var changes []change
 	old := a.dps
 	i, j := 0, 0
 	for i < len(old) || j < len(dps) {
@@ -200,24 +225,102 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 			i++
 			j++
 		case j == len(dps) || i < len(old) && old[i].Name < dps[j].Name:
-			visit(kept, old[i], -1)
+			changes = append(changes, change{old[i], -1})
 			i++
 		case i == len(old) || dps[j].Name < old[i].Name:
-			visit(kept, dps[j], +1)
+			changes = append(changes, change{dps[j], +1})
 			j++
 		default: // same name, another object
 			if !sameInbounds(old[i], dps[j]) {
-				visit(kept, old[i], -1)
-				visit(kept, dps[j], +1)
+				changes = append(changes, change{old[i], -1}, change{dps[j], +1})
 			}
 			i++
 			j++
 		}
 	}
-	for _, dp := range dps {
-		visit(fresh, dp, +1)
-	}
 	a.dps = dps
+	if len(a.hosts) == 0 && len(dps) > 1024 {
+		a.hosts = make(map[string]*hostState, len(dps))
+		r.touched = make([]*hostState, 0, len(dps))
+	}
+	jobs := make([]job, 0, len(kept)+len(fresh))
+	for _, x := range kept {
+		jobs = append(jobs, job{x: x, changes: changes})
+	}
+	for _, x := range fresh {
+		if len(dps) > 1024 {
+			x.cands = make(map[string]*candidate, len(dps)/2)
+		}
+		jobs = append(jobs, job{x: x, all: dps})
+	}
+	runJobs(jobs, len(changes)*len(kept)+len(dps)*len(fresh))
+	for _, jb := range jobs {
+		for _, ev := range jb.x.events {
+			if ev.add {
+				r.add(ev.c)
+			} else {
+				r.remove(ev.c)
+			}
+		}
+		jb.x.events = nil
+	}
+}
+
+// change is a dataplane that appeared (+1) or went away (-1).
+type change struct {
+	dp    *mesh.Dataplane
+	delta int32
+}
+
+// job is the dataplanes one expander has to visit.
+type job struct {
+	x       *expander
+	changes []change
+	all     []*mesh.Dataplane // visited with +1
+}
+
+func (jb job) run() {
+	for _, ch := range jb.changes {
+		for i := range ch.dp.Networking.Inbound {
+			jb.x.visit(ch.dp.Networking.Inbound[i].Tags, ch.delta)
+		}
+	}
+	for _, dp := range jb.all {
+		for i := range dp.Networking.Inbound {
+			jb.x.visit(dp.Networking.Inbound[i].Tags, +1)
+		}
+	}
+}
+
+// parallelWork is the number of dataplane visits above which expanders run concurrently.
+const parallelWork = 8192
+
+// runJobs runs the jobs, concurrently (one goroutine per CPU at most) when there is enough
+// work. Every goroutine has ended when it returns.
+func runJobs(jobs []job, work int) {
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	if work < parallelWork || workers < 2 {
+		for _, jb := range jobs {
+			jb.run()
+		}
+		return
+	}
+	next := make(chan job)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for jb := range next {
+				jb.run()
+			}
+		}()
+	}
+	for _, jb := range jobs {
+		next <- jb
+	}
+	close(next)
+	wg.Wait()
 }
 
 func sameInbounds(a, b *mesh.Dataplane) bool {
@@ -232,16 +335,50 @@ func sameInbounds(a, b *mesh.Dataplane) bool {
 	return true
 }
 
-// release frees the VIP of key.
-func (a *Allocator) release(key string) {
-	delete(a.pending, key)
-	v, ok := a.vips[key]
-	if !ok {
-		return
+// vipOf is the VIP held by key (a hostname or "mes/<name>").
+func (a *Allocator) vipOf(key string) (uint32, bool) {
+	if strings.HasPrefix(key, mesKeyPrefix) {
+		v, ok := a.mesVIPs[key]
+		return v, ok
 	}
-	delete(a.vips, key)
-	a.poolOf(key).release(v, key)
-	a.dirty = true
+	if hs := a.hosts[key]; hs != nil && hs.hasVIP {
+		return hs.vip, true
+	}
+	return 0, false
+}
+
+// assignments is every key holding a VIP (what the state file keeps).
+func (a *Allocator) assignments() map[string]uint32 {
+	out := make(map[string]uint32, len(a.hosts)+len(a.mesVIPs))
+	for k, v := range a.mesVIPs {
+		out[k] = v
+	}
+	for h, hs := range a.hosts {
+		if hs.hasVIP {
+			out[h] = hs.vip
+		}
+	}
+	return out
+}
+
+// releaseMES frees the VIP of a MeshExternalService key.
+func (a *Allocator) releaseMES(key string) {
+	delete(a.pending, key)
+	if v, ok := a.mesVIPs[key]; ok {
+		delete(a.mesVIPs, key)
+		a.s.external.release(v, key)
+		a.dirty = true
+	}
+}
+
+// releaseHost frees the VIP of a hostname.
+func (a *Allocator) releaseHost(hs *hostState) {
+	delete(a.pending, hs.host)
+	if hs.hasVIP {
+		hs.hasVIP = false
+		a.s.service.release(hs.vip, hs.host)
+		a.dirty = true
+	}
 }
 
 func (a *Allocator) poolOf(key string) *pool {
@@ -251,33 +388,57 @@ func (a *Allocator) poolOf(key string) *pool {
 	return a.s.service
 }
 
-// allocate gives key a VIP: its sticky one if free, else by hash and probe.
-func (a *Allocator) allocate(key string) bool {
-	p := a.poolOf(key)
+// take gives key a VIP from p: its sticky one if free, else by hash and probe. A full pool
+// leaves key pending.
+func (a *Allocator) take(p *pool, key string) (uint32, bool) {
 	want, has := a.sticky[key]
 	v, ok := p.take(key, want, has)
 	if !ok {
 		a.pending[key] = struct{}{}
-		return false
+		return 0, false
 	}
-	delete(a.pending, key)
-	delete(a.sticky, key)
-	a.vips[key] = v
+	if len(a.pending) > 0 {
+		delete(a.pending, key)
+	}
+	if has {
+		delete(a.sticky, key)
+	}
 	a.dirty = true
-	return true
+	return v, true
 }
 
-// allocateAll allocates keys (sorted) in two passes: keys with a sticky preference first,
-// so that a remembered VIP is not taken by a newcomer, then the others.
-func (a *Allocator) allocateAll(keys []string) {
-	for _, k := range keys {
-		if _, ok := a.sticky[k]; ok {
-			a.allocate(k)
+// allocateHosts gives hostnames (sorted) their VIPs in two passes: names with a sticky
+// preference first, so that a remembered VIP is not taken by a newcomer, then the others.
+func (a *Allocator) allocateHosts(hss []*hostState) {
+	if p := a.s.service; len(p.used) == 0 && len(hss) > 1024 {
+		p.used = make(map[uint32]string, len(hss))
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, hs := range hss {
+			if hs.hasVIP {
+				continue
+			}
+			if _, sticky := a.sticky[hs.host]; (pass == 0) != sticky {
+				continue
+			}
+			hs.vip, hs.hasVIP = a.take(a.s.service, hs.host)
 		}
 	}
-	for _, k := range keys {
-		if _, done := a.vips[k]; !done {
-			a.allocate(k)
+}
+
+// allocateMES does the same for MeshExternalService keys (sorted).
+func (a *Allocator) allocateMES(keys []string) {
+	for pass := 0; pass < 2; pass++ {
+		for _, k := range keys {
+			if _, done := a.mesVIPs[k]; done {
+				continue
+			}
+			if _, sticky := a.sticky[k]; (pass == 0) != sticky {
+				continue
+			}
+			if v, ok := a.take(a.s.external, k); ok {
+				a.mesVIPs[k] = v
+			}
 		}
 	}
 }
@@ -287,7 +448,7 @@ func (a *Allocator) allocateAll(keys []string) {
 func (a *Allocator) VIP(key string) (v4, v6 netip.Addr, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, ok := a.vips[key]
+	v, ok := a.vipOf(key)
 	if !ok {
 		return netip.Addr{}, netip.Addr{}, false
 	}

@@ -75,9 +75,50 @@ type expander struct {
 	broken string // compile error: the policy yields a single skip
 	cands  map[string]*candidate
 	buf    []byte
+	// events are the candidates this expander added (add) and dropped since they were last
+	// applied: expanders run concurrently and their events are applied in a fixed order.
+	events []event
+	// last is a two-entry cache of the latest candidates: dataplanes come sorted by name,
+	// and neighbours usually share a tuple, so most visits skip the map.
+	last  [2]*candidate
+	lastI int
 	// defaults only:
 	isDefault   bool
 	defaultPort uint32
+}
+
+type event struct {
+	c   *candidate
+	add bool
+}
+
+func (x *expander) emit(c *candidate, add bool) { x.events = append(x.events, event{c, add}) }
+
+// lookup finds the candidate of key b.
+func (x *expander) lookup(b []byte) *candidate {
+	for _, c := range x.last {
+		if c != nil && c.key == string(b) {
+			return c
+		}
+	}
+	c := x.cands[string(b)]
+	if c != nil {
+		x.remember(c)
+	}
+	return c
+}
+
+func (x *expander) remember(c *candidate) {
+	x.last[x.lastI] = c
+	x.lastI ^= 1
+}
+
+func (x *expander) forget(c *candidate) {
+	for i := range x.last {
+		if x.last[i] == c {
+			x.last[i] = nil
+		}
+	}
 }
 
 // defaultKeyName prefixes the keys of default `<service>.mesh` candidates.
@@ -168,14 +209,14 @@ func sameVO(a, b *mesh.VirtualOutbound) bool {
 }
 
 // visit applies one inbound (delta +1 when it appears, -1 when it goes) to the expander's
-// candidates, reporting new and dropped candidates to r.
-func (x *expander) visit(r *round, tags mesh.Tags, delta int32) {
+// candidates, emitting new and dropped candidates as events.
+func (x *expander) visit(tags mesh.Tags, delta int32) {
 	if x.isDefault {
-		x.visitDefault(r, tags, delta)
+		x.visitDefault(tags, delta)
 		return
 	}
 	if x.broken != "" {
-		x.visitBroken(r, tags, delta)
+		x.visitBroken(tags, delta)
 		return
 	}
 	best := -1
@@ -215,8 +256,8 @@ func (x *expander) visit(r *round, tags mesh.Tags, delta int32) {
 	}
 	b = append(b, '}')
 	x.buf = b
-	if c := x.cands[string(b)]; c != nil || delta < 0 {
-		x.count(r, c, delta)
+	if c := x.lookup(b); c != nil || delta < 0 {
+		x.count(c, delta)
 		return
 	}
 	c := &candidate{key: string(b), origin: x.origin, rank: x.rank, selector: sel.tags, refs: delta}
@@ -240,21 +281,23 @@ func (x *expander) visit(r *round, tags mesh.Tags, delta int32) {
 		c.host, c.port = host, port
 	}
 	x.cands[c.key] = c
-	r.add(c)
+	x.remember(c)
+	x.emit(c, true)
 }
 
-func (x *expander) count(r *round, c *candidate, delta int32) {
+func (x *expander) count(c *candidate, delta int32) {
 	if c == nil {
 		return // an inbound that was never counted: nothing to undo
 	}
 	c.refs += delta
 	if c.refs <= 0 {
 		delete(x.cands, c.key)
-		r.remove(c)
+		x.forget(c)
+		x.emit(c, false)
 	}
 }
 
-func (x *expander) visitDefault(r *round, tags mesh.Tags, delta int32) {
+func (x *expander) visitDefault(tags mesh.Tags, delta int32) {
 	svc, ok := tags[mesh.ServiceTag]
 	if !ok || svc == "" {
 		return
@@ -263,8 +306,8 @@ func (x *expander) visitDefault(r *round, tags mesh.Tags, delta int32) {
 	b = append(b, svc...)
 	b = append(b, '}')
 	x.buf = b
-	if c := x.cands[string(b)]; c != nil || delta < 0 {
-		x.count(r, c, delta)
+	if c := x.lookup(b); c != nil || delta < 0 {
+		x.count(c, delta)
 		return
 	}
 	c := &candidate{key: string(b), origin: Origin{Kind: OriginService, Name: svc}, rank: x.rank,
@@ -276,12 +319,13 @@ func (x *expander) visitDefault(r *round, tags mesh.Tags, delta int32) {
 		c.host = host
 	}
 	x.cands[c.key] = c
-	r.add(c)
+	x.remember(c)
+	x.emit(c, true)
 }
 
 // visitBroken keeps one skip for a policy whose templates do not compile, counted by the
 // inbounds its selectors match.
-func (x *expander) visitBroken(r *round, tags mesh.Tags, delta int32) {
+func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 	matched := false
 	for _, s := range x.vo.Selectors {
 		if s.Matches(tags) {
@@ -294,12 +338,12 @@ func (x *expander) visitBroken(r *round, tags mesh.Tags, delta int32) {
 	}
 	key := x.name + "{}"
 	if c := x.cands[key]; c != nil || delta < 0 {
-		x.count(r, c, delta)
+		x.count(c, delta)
 		return
 	}
 	c := &candidate{key: key, origin: x.origin, rank: x.rank, refs: delta, reason: x.broken}
 	x.cands[key] = c
-	r.add(c)
+	x.emit(c, true)
 }
 
 // removeAll drops every candidate of the expander (the policy went away or changed).
@@ -308,6 +352,7 @@ func (x *expander) removeAll(r *round) {
 		r.remove(c)
 	}
 	x.cands = map[string]*candidate{}
+	x.last = [2]*candidate{}
 }
 
 func quoteList(ks []string) string {

@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -15,40 +16,38 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	mesAdded = compactStrings(mesAdded)
 	var mesNeed []string
 	for _, n := range mesAdded {
-		if _, has := a.vips[mesKeyPrefix+n]; !has && a.mes.has(n) {
+		if _, has := a.mesVIPs[mesKeyPrefix+n]; !has && a.mes.has(n) {
 			mesNeed = append(mesNeed, mesKeyPrefix+n)
 		}
 	}
-	a.allocateAll(mesNeed)
+	a.allocateMES(mesNeed)
 	for _, n := range mesAdded {
 		for _, c := range a.mes.byMES[n] {
 			if c.host != "" {
-				r.touched[c.host] = struct{}{}
+				r.touchHost(c.host)
 			}
 		}
 	}
 
-	touched := make([]string, 0, len(r.touched))
-	for h := range r.touched {
-		touched = append(touched, h)
-	}
-	sort.Strings(touched)
-
-	var need []string
-	for _, h := range touched {
-		hs := a.hosts[h]
-		if hs == nil || len(hs.cands) == 0 {
-			a.release(h)
+	touched := r.touched
+	slices.SortFunc(touched, func(x, y *hostState) int { return strings.Compare(x.host, y.host) })
+	need := make([]*hostState, 0, len(touched))
+	for _, hs := range touched {
+		hs.touched = false
+		if len(hs.cands) == 0 {
+			a.releaseHost(hs)
 			continue
 		}
-		sort.Slice(hs.cands, func(i, j int) bool { return better(hs.cands[i], hs.cands[j]) })
-		if hs.cands[0].vipKey() != h {
-			a.release(h)
-		} else if _, has := a.vips[h]; !has {
-			need = append(need, h)
+		if len(hs.cands) > 1 {
+			sort.Slice(hs.cands, func(i, j int) bool { return better(hs.cands[i], hs.cands[j]) })
+		}
+		if hs.cands[0].mes != "" {
+			a.releaseHost(hs)
+		} else if !hs.hasVIP {
+			need = append(need, hs)
 		}
 	}
-	a.allocateAll(need)
+	a.allocateHosts(need)
 
 	full := a.table == nil || len(touched) > deltaLimit(a.table.count)/2
 	var names map[string]*Entry
@@ -58,30 +57,25 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		addrT = make(map[uint32]struct{}, len(touched))
 	}
 	repl := make([][]*Entry, len(touched))
-	for i, h := range touched {
-		hs := a.hosts[h]
-		if hs == nil {
-			continue
-		}
+	for i, hs := range touched {
 		for _, e := range hs.entries {
 			a.subSum(e)
 		}
 		oldAvail := hs.avail
 		hs.entries, hs.avail = nil, nil
 		if len(hs.cands) > 0 {
-			hs.entries, hs.avail = a.entriesFor(h, hs)
+			hs.entries, hs.avail = a.entriesFor(hs)
+		} else {
+			delete(a.hosts, hs.host)
 		}
 		for _, e := range hs.entries {
 			a.addSum(e)
 		}
 		repl[i] = hs.entries
-		if len(hs.cands) == 0 {
-			delete(a.hosts, h)
-		}
 		if full {
 			continue
 		}
-		names[h] = hs.avail
+		names[hs.host] = hs.avail
 		for _, e := range []*Entry{oldAvail, hs.avail} {
 			if e != nil && e.IPv4.Is4() {
 				addrT[v4u(e.IPv4)] = struct{}{}
@@ -125,14 +119,15 @@ func (a *Allocator) subSum(e *Entry) { a.sum[0] -= e.sum[0]; a.sum[1] -= e.sum[1
 
 // mergeEntries replaces, in prev (sorted by hostname then key), the entries of each touched
 // hostname (sorted) by repl[i].
-func mergeEntries(prev []*Entry, touched []string, repl [][]*Entry) []*Entry {
+func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry {
 	n := len(prev)
 	for _, r := range repl {
 		n += len(r)
 	}
 	out := make([]*Entry, 0, n)
 	i := 0
-	for k, h := range touched {
+	for k, hs := range touched {
+		h := hs.host
 		j := i + sort.Search(len(prev)-i, func(x int) bool { return prev[i+x].Hostname >= h })
 		out = append(out, prev[i:j]...)
 		for j < len(prev) && prev[j].Hostname == h {
@@ -147,12 +142,16 @@ func mergeEntries(prev []*Entry, touched []string, repl [][]*Entry) []*Entry {
 // entriesFor builds the entries of one hostname from its candidates (sorted best first):
 // the owner (best candidate) decides the VIP; per port the best candidate with the owner's
 // VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
-func (a *Allocator) entriesFor(h string, hs *hostState) ([]*Entry, *Entry) {
+func (a *Allocator) entriesFor(hs *hostState) ([]*Entry, *Entry) {
+	h := hs.host
 	owner := hs.cands[0]
 	ownerKey := owner.vipKey()
 	var winners []*candidate
 	var out []*Entry
-	for _, c := range hs.cands {
+	if len(hs.cands) == 1 {
+		winners = hs.cands
+	}
+	for _, c := range hs.cands[len(winners):] {
 		var w *candidate
 		if c.vipKey() != ownerKey {
 			w = owner
@@ -171,10 +170,12 @@ func (a *Allocator) entriesFor(h string, hs *hostState) ([]*Entry, *Entry) {
 		e := &Entry{Hostname: h, Ports: a.ports(1), Origin: c.origin, Key: c.key, Tags: c.tags,
 			Selector: c.selector, MeshExternalService: c.mes, Status: NotAvailable, Reason: lossReason(h, c, w)}
 		e.Ports[0] = c.port
-		e.sum = entrySum(e)
+		e.sum = entrySum(e, false)
 		out = append(out, e)
 	}
-	sort.Slice(winners, func(i, j int) bool { return winners[i].port < winners[j].port })
+	if len(winners) > 1 {
+		sort.Slice(winners, func(i, j int) bool { return winners[i].port < winners[j].port })
+	}
 	e := &Entry{Hostname: h, Ports: a.ports(len(winners)), Origin: owner.origin, Key: owner.key,
 		Tags: owner.tags, Selector: owner.selector, MeshExternalService: owner.mes}
 	for i, w := range winners {
@@ -187,18 +188,35 @@ func (a *Allocator) entriesFor(h string, hs *hostState) ([]*Entry, *Entry) {
 		}
 	}
 	var avail *Entry
-	if v, ok := a.vips[ownerKey]; ok {
+	v, ok := hs.vip, hs.hasVIP
+	if owner.mes != "" {
+		v, ok = a.mesVIPs[ownerKey]
+	}
+	if ok {
 		e.IPv4, e.IPv6, e.Status = u4(v), twin(a.s.v6, v), Available
 		avail = e
 	} else {
 		e.Status, e.Reason = NotAvailable, a.poolOf(ownerKey).exhausted()
 	}
-	e.sum = entrySum(e)
+	e.sum = entrySum(e, false)
+	if out == nil {
+		return a.single(e), avail
+	}
 	out = append(out, e)
 	if len(out) > 1 {
 		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	}
 	return out, avail
+}
+
+// single returns a one-element slice holding e, from a shared slab.
+func (a *Allocator) single(e *Entry) []*Entry {
+	if len(a.entrySlab) == cap(a.entrySlab) {
+		a.entrySlab = make([]*Entry, 0, 1024)
+	}
+	l := len(a.entrySlab)
+	a.entrySlab = append(a.entrySlab, e)
+	return a.entrySlab[l : l+1 : l+1]
 }
 
 // ports hands out small slices from a shared slab (one allocation per 1024 ports).
@@ -273,7 +291,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 	out := make(map[string]MESStatus, len(a.mes.names))
 	for _, n := range a.mes.names {
 		st := MESStatus{VIP: MESVIP{Type: "Kuma"}, Addresses: []MESAddress{}}
-		if v, ok := a.vips[mesKeyPrefix+n]; ok {
+		if v, ok := a.mesVIPs[mesKeyPrefix+n]; ok {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {

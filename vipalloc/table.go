@@ -317,7 +317,7 @@ func NewTable(entries []*Entry, mes map[string]MESStatus) *Table {
 	sortEntries(all)
 	var sum [2]uint64
 	for _, e := range all {
-		s := entrySum(e)
+		s := entrySum(e, true)
 		sum[0] += s[0]
 		sum[1] += s[1]
 	}
@@ -415,21 +415,22 @@ func entryLess(a, b *Entry) bool {
 var hashSeed = maphash.MakeSeed()
 
 // entrySum is the content hash of one entry (128 bits from two seeded passes). Table hashes
-// add them up, so a table derived from another updates its hash in O(change).
-func entrySum(e *Entry) [2]uint64 {
+// add them up, so a table derived from another updates its hash in O(change). The
+// allocator's keys spell out their tags (`<policy>{k=v,...}`), so it hashes without them.
+func entrySum(e *Entry, withTags bool) [2]uint64 {
 	if e.sum != [2]uint64{} {
 		return e.sum
 	}
 	var h maphash.Hash
 	h.SetSeed(hashSeed)
-	writeEntry(&h, e)
+	writeEntry(&h, e, withTags)
 	a := h.Sum64()
 	h.WriteByte(0xa5)
-	writeEntry(&h, e)
+	writeEntry(&h, e, withTags)
 	return [2]uint64{a, h.Sum64()}
 }
 
-func writeEntry(h *maphash.Hash, e *Entry) {
+func writeEntry(h *maphash.Hash, e *Entry, withTags bool) {
 	ws := func(s string) { h.WriteString(s); h.WriteByte(0) }
 	ws(e.Hostname)
 	b4, b6 := e.IPv4.As16(), e.IPv6.As16()
@@ -450,14 +451,18 @@ func writeEntry(h *maphash.Hash, e *Entry) {
 	ws(string(e.Status))
 	ws(e.Reason)
 	ws(e.MeshExternalService)
-	writeTags(h, e.Tags)
+	if withTags {
+		writeTags(h, e.Tags)
+	}
 	for _, tg := range e.Targets {
 		h.WriteByte(byte(tg.Port >> 8))
 		h.WriteByte(byte(tg.Port))
 		ws(tg.Origin.Kind)
 		ws(tg.Origin.Name)
 		ws(tg.Key)
-		writeTags(h, tg.Tags)
+		if withTags {
+			writeTags(h, tg.Tags)
+		}
 	}
 }
 
