@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kumadp/kuma-dp/bootstrap"
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/dnsserver"
 	"github.com/kumadp/kuma-dp/vipalloc"
@@ -56,9 +57,22 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 		return Parts{}, cleanup, err
 	}
 	parts := Parts{Source: src, Allocator: alloc, DNS: dns}
-	if cfg.Runtime.Envoy {
-		log.Warn("Envoy is not part of this build yet: serving DNS alone (use --envoy=false to silence this)")
+	if !cfg.Runtime.Envoy {
+		return parts, cleanup, nil
 	}
+	bin, err := bootstrap.FindEnvoy(cfg.Runtime.BinaryPath)
+	if err != nil {
+		if cfg.Runtime.BinaryPath != "" { // asked for explicitly: a mistake, not a choice
+			return Parts{}, cleanup, fmt.Errorf("--binary-path (dataplaneRuntime.binaryPath): %w", err)
+		}
+		log.Warn("Envoy not found: serving DNS alone; install Envoy, pass --binary-path, or --envoy=false to silence this", "error", err)
+		return parts, cleanup, nil
+	}
+	envoy, err := newEnvoyPart(cfg, workDir, bin, log.With("part", "envoy"))
+	if err != nil {
+		return Parts{}, cleanup, err
+	}
+	parts.Envoy = envoy
 	return parts, cleanup, nil
 }
 

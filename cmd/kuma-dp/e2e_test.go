@@ -179,6 +179,12 @@ type agentProc struct {
 // startAgent runs `kuma-dp run` with free ports and waits for its ready file.
 func startAgent(t *testing.T, dpFile, policies string, extra ...string) *agentProc {
 	t.Helper()
+	return startAgentEnv(t, nil, dpFile, policies, extra...)
+}
+
+// startAgentEnv is startAgent with extra environment variables.
+func startAgentEnv(t *testing.T, env []string, dpFile, policies string, extra ...string) *agentProc {
+	t.Helper()
 	work := t.TempDir()
 	readyFile := filepath.Join(work, "ready.json")
 	args := append([]string{"run", "--dataplane-file", dpFile, "--policies-dir", policies,
@@ -187,6 +193,8 @@ func startAgent(t *testing.T, dpFile, policies string, extra ...string) *agentPr
 		"--log-level", "debug"}, extra...)
 	p := &agentProc{t: t, cmd: exec.Command(kumaDP(t), args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.WaitDelay = 2 * time.Second // a child (Envoy) holding the log pipe must not hang Wait
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
