@@ -82,10 +82,10 @@ func decodeDocument(source string, n any) (Resource, Errors) {
 	return nil, errs
 }
 
-// coveredBy reports whether path is, or is inside, or contains the path of one of errs.
+// coveredBy reports whether path is, or is inside, the path of one of errs.
 func coveredBy(path string, errs Errors) bool {
 	for _, e := range errs {
-		if within(path, e.Path) || within(e.Path, path) {
+		if within(path, e.Path) {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -314,19 +315,62 @@ func execSlow(t *tmpl, funcs template.FuncMap, data any) ([]byte, error) {
 		if errors.As(err, &ml) {
 			return nil, ml
 		}
-		return nil, &RenderError{Field: t.field, Rendered: t.src, Msg: stripTemplatePrefix(err.Error(), t.field)}
+		return nil, &TemplateError{Field: t.field, Template: t.src, Msg: stripTemplatePrefix(err.Error(), t.field)}
 	}
 	return w.Bytes(), nil
 }
 
 // parseTemplate rewrites seed 001's unquoted forms and parses src, turning a parse error
 // into a *TemplateError.
+//
+// Templates come from policies, outside input: loops, template calls and definitions are
+// refused, and printf is replaced by a version that refuses huge widths, so that no policy
+// can make a render run long or allocate much.
 func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*template.Template, error) {
-	t, err := template.New(field).Option("missingkey=error").Funcs(funcs).Parse(rewriteBare(src, quoteFn))
+	fm := template.FuncMap{"printf": safePrintf}
+	for k, v := range funcs {
+		fm[k] = v
+	}
+	t, err := template.New(field).Option("missingkey=error").Funcs(fm).Parse(rewriteBare(src, quoteFn))
 	if err != nil {
 		return nil, &TemplateError{Field: field, Template: src, Msg: stripTemplatePrefix(err.Error(), field)}
 	}
+	if len(t.Templates()) > 1 {
+		return nil, &TemplateError{Field: field, Template: src, Msg: "define and block are not supported"}
+	}
+	var bad string
+	walk(t.Tree.Root, func(n parse.Node) {
+		switch n.(type) {
+		case *parse.RangeNode:
+			bad = "range"
+		case *parse.TemplateNode:
+			bad = "template"
+		case *parse.BreakNode, *parse.ContinueNode:
+			bad = "break and continue"
+		}
+	})
+	if bad != "" {
+		return nil, &TemplateError{Field: field, Template: src, Msg: bad + " is not supported"}
+	}
 	return t, nil
+}
+
+// safePrintf is fmt.Sprintf refusing widths and precisions over 3 digits.
+func safePrintf(format string, args ...any) (string, error) {
+	digits := 0
+	for i := 0; i < len(format); i++ {
+		if c := format[i]; c >= '0' && c <= '9' {
+			if digits++; digits > 3 {
+				return "", fmt.Errorf("printf: width or precision too large in %q", format)
+			}
+		} else {
+			digits = 0
+		}
+		if format[i] == '*' {
+			return "", fmt.Errorf("printf: * width not supported in %q", format)
+		}
+	}
+	return fmt.Sprintf(format, args...), nil
 }
 
 // stripTemplatePrefix turns `template: conf.host:1: function "x" not defined` into
@@ -347,5 +391,11 @@ func stripTemplatePrefix(msg, name string) string {
 		}
 		msg = strings.TrimSpace(rest)
 	}
+	if m := execContext.FindStringIndex(msg); m != nil {
+		msg = msg[m[1]:]
+	}
 	return msg
 }
+
+// execContext is text/template's `executing "name" at <node>: ` prefix.
+var execContext = regexp.MustCompile(`^executing ".*?" at <.*?>: `)

@@ -122,6 +122,14 @@ func TestVirtualOutboundTemplateCompileErrors(t *testing.T) {
 			`conf.tags: template: tag "version" maps to an empty name`},
 		{"name mapped twice", VirtualOutboundConf{Host: "a", Port: "80", Tags: map[string]string{"a": "x", "b": "x"}},
 			`conf.tags: template: name "x" maps both "a" and "b"`},
+		{"range refused", VirtualOutboundConf{Host: "{{range 1000000000}}x{{end}}", Port: "80"},
+			`conf.host: template: range is not supported`},
+		{"define refused", VirtualOutboundConf{Host: `{{define "a"}}x{{end}}a`, Port: "80"},
+			`conf.host: template: define and block are not supported`},
+		{"template call refused", VirtualOutboundConf{Host: `{{template "conf.host"}}`, Port: "80"},
+			`conf.host: template: template is not supported`},
+		{"host and port both reported", VirtualOutboundConf{Host: "{{mesh}}", Port: "{{port}}"},
+			"conf.host: template: function \"mesh\" not defined\nconf.port: template: function \"port\" not defined"},
 		{"parameter without name", VirtualOutboundConf{Host: "a", Port: "80", Parameters: []Parameter{{TagKey: "x"}}},
 			`conf.parameters[0].name: template: empty name`},
 	}
@@ -162,6 +170,8 @@ func TestVirtualOutboundTemplateRenderErrors(t *testing.T) {
 			Tags{"x": ""}, `conf.host: rendered ".mesh": empty label`},
 		{"port not a number", VirtualOutboundConf{Host: "a", Port: `{{tag "p"}}`},
 			Tags{"p": "http"}, `conf.port: rendered "http": not a port 1-65535`},
+		{"printf width refused", VirtualOutboundConf{Host: `{{printf "%0999999999d" 1}}`, Port: "80"},
+			Tags{}, `conf.host: template: error calling printf: printf: width or precision too large in "%0999999999d"`},
 		{"port too big", VirtualOutboundConf{Host: "a", Port: `{{tag "p"}}`},
 			Tags{"p": "65536"}, `conf.port: rendered "65536": not a port 1-65535`},
 	}
