@@ -35,8 +35,14 @@ func (i Interface) String() string {
 // netState is what Install changed with netlink, kept in Config.StateFile so Uninstall
 // removes exactly that.
 type netState struct {
-	Routes    []netip.Prefix `json:"routes,omitempty"`    // via the loopback
+	Routes    []addedRoute   `json:"routes,omitempty"`
 	Addresses []netip.Prefix `json:"addresses,omitempty"` // on the loopback
+}
+
+// addedRoute is an on-link route Install added for a VIP range.
+type addedRoute struct {
+	Dst netip.Prefix `json:"dst"`
+	Dev string       `json:"dev"`
 }
 
 func familyOf(a netip.Addr) Family {
@@ -137,10 +143,43 @@ func coveringRoute(h *netlink.Handle, p netip.Prefix) (*netlink.Route, error) {
 	return nil, nil
 }
 
-// hasLoRoute reports whether the route "p dev lo" exists in the main table.
-func hasLoRoute(h *netlink.Handle, p netip.Prefix, lo int) bool {
-	routes, err := h.RouteListFiltered(nlFamily(familyOf(p.Addr())), &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: toIPNet(p), LinkIndex: lo}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
+// hasRoute reports whether the route "r.Dst dev r.Dev" exists in the main table.
+func hasRoute(h *netlink.Handle, r addedRoute) bool {
+	l, err := h.LinkByName(r.Dev)
+	if err != nil {
+		return false
+	}
+	routes, err := h.RouteListFiltered(nlFamily(familyOf(r.Dst.Addr())), &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: toIPNet(r.Dst), LinkIndex: l.Attrs().Index}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
 	return err == nil && len(routes) > 0
+}
+
+// routeDevice picks the interface a VIP range is routed to when nothing covers it: the first
+// interface that is up, not the loopback, with a global address of the family. Not the
+// loopback: the rules leave the applications' loopback traffic alone, and Linux turns IPv6
+// routes via lo into reject routes. The route only has to exist: the connection is
+// redirected to Envoy before it would leave.
+func routeDevice(h *netlink.Handle, f Family) (netlink.Link, error) {
+	links, err := h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: list links: %w", err)
+	}
+	slices.SortFunc(links, func(a, b netlink.Link) int { return a.Attrs().Index - b.Attrs().Index })
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Flags&net.FlagUp == 0 || a.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := h.AddrList(l, nlFamily(f))
+		if err != nil {
+			continue
+		}
+		for _, ad := range addrs {
+			if ad.Scope == unix.RT_SCOPE_UNIVERSE {
+				return l, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no interface is up with a global %s address", f)
 }
 
 // RouteStatus says how one VIP range is routed.
@@ -151,7 +190,7 @@ type RouteStatus struct {
 
 func (r RouteStatus) String() string {
 	if r.Covered == "" {
-		return r.Range.String() + ": no route covers it (install adds one via lo)"
+		return r.Range.String() + ": no route covers it (install adds an on-link route)"
 	}
 	return r.Range.String() + ": covered by " + r.Covered
 }
@@ -222,8 +261,8 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 	}
 	var st netState
 	for _, p := range vipRanges(c) {
-		if slices.Contains(old.Routes, p) && hasLoRoute(h, p, lo.Attrs().Index) {
-			st.Routes = append(st.Routes, p) // ours, from an earlier install
+		if i := slices.IndexFunc(old.Routes, func(r addedRoute) bool { return r.Dst == p }); i >= 0 && hasRoute(h, old.Routes[i]) {
+			st.Routes = append(st.Routes, old.Routes[i]) // ours, from an earlier install
 			continue
 		}
 		r, err := coveringRoute(h, p)
@@ -234,12 +273,17 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 			log.Info("VIP range routable", "range", p, "route", describeRoute(h, r))
 			continue
 		}
-		route := &netlink.Route{LinkIndex: lo.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN}
-		if err := h.RouteAdd(route); err != nil {
-			return st, fmt.Errorf("netlink: add route %s dev lo: %w", p, err)
+		dev, err := routeDevice(h, familyOf(p.Addr()))
+		if err != nil {
+			log.Warn("VIP range not routable: applications will get 'network unreachable'", "range", p, "error", err)
+			continue
 		}
-		st.Routes = append(st.Routes, p)
-		log.Info("VIP range had no route: added one", "range", p, "dev", "lo")
+		route := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN}
+		if err := h.RouteAdd(route); err != nil {
+			return st, fmt.Errorf("netlink: add route %s dev %s: %w", p, dev.Attrs().Name, err)
+		}
+		st.Routes = append(st.Routes, addedRoute{Dst: p, Dev: dev.Attrs().Name})
+		log.Info("VIP range had no route: added one", "range", p, "dev", dev.Attrs().Name)
 	}
 	if slices.Contains(c.Families(), IPv6) {
 		six := netip.MustParsePrefix("::6/128")
@@ -283,13 +327,17 @@ func removeNet(c Config, log *slog.Logger) error {
 		return fmt.Errorf("netlink: loopback: %w", err)
 	}
 	var errs []error
-	for _, p := range st.Routes {
-		err := h.RouteDel(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN})
+	for _, r := range st.Routes {
+		l, err := h.LinkByName(r.Dev)
+		if err != nil {
+			continue // the interface is gone, and its routes with it
+		}
+		err = h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: toIPNet(r.Dst), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN})
 		if err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("netlink: delete route %s dev lo: %w", p, err))
+			errs = append(errs, fmt.Errorf("netlink: delete route %s dev %s: %w", r.Dst, r.Dev, err))
 			continue
 		}
-		log.Info("removed VIP route", "range", p, "dev", "lo")
+		log.Info("removed VIP route", "range", r.Dst, "dev", r.Dev)
 	}
 	for _, p := range st.Addresses {
 		err := h.AddrDel(lo, &netlink.Addr{IPNet: toIPNet(p)})

@@ -1,0 +1,191 @@
+package tproxy
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTransparentProxyInNetns installs the rules in a fresh network namespace with each
+// backend and proves them with real traffic: DNS of any nameserver (UDP, TCP, glibc) reaches
+// the resolver, outbound TCP reaches the outbound listener with its original destination,
+// inbound TCP reaches the inbound listener, the agent's own traffic goes out untouched;
+// re-install is idempotent, a changed or stacked install is reconciled, and uninstall leaves
+// iptables-save and the routes exactly as they were, foreign chains included.
+func TestTransparentProxyInNetns(t *testing.T) {
+	for i, name := range []string{"legacy", "nft"} {
+		t.Run(name, func(t *testing.T) {
+			requireNetns(t, "dig", "getent", "bash", "timeout")
+			b := backend{name: name}
+			if !b.available([]Family{IPv4, IPv6}) {
+				t.Skipf("%s not found: install the Debian package iptables", b.bin(IPv4, "restore"))
+			}
+			testInNetns(t, i, b)
+		})
+	}
+}
+
+func testInNetns(t *testing.T, idx int, b backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	n := newTestNS(t, idx)
+	n.plantForeign(t, b)
+	upPort := n.upstream(t)
+	dnsPort, outPort, inPort := n.helper(t)
+
+	c := DefaultConfig()
+	c.NetNS = n.name
+	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	c.KumaDPUser = "5678"
+	c.StateFile = filepath.Join(t.TempDir(), "state.json")
+
+	// Auto-detection finds the backend that holds the (foreign) rules.
+	if got, err := Backend(ctx, c); err != nil || got != b.name {
+		t.Fatalf("Backend(auto) = %q, %v; want %q (the one holding the rules)", got, err, b.name)
+	}
+	c.Executables = "auto"
+	before, beforeNet := n.saveAll(t, b), n.netState(t)
+	log := testLogger(t)
+
+	if err := Install(ctx, c, log); err != nil {
+		t.Fatal(err)
+	}
+	installed := n.saveAll(t, b)
+	if err := Install(ctx, c, log); err != nil {
+		t.Fatal(err)
+	}
+	if again := n.saveAll(t, b); again != installed {
+		t.Fatalf("second install changed the rules:\n%s", lineDiff(strings.Split(installed, "\n"), strings.Split(again, "\n")))
+	}
+	if d, err := Verify(ctx, c); err != nil || d != "" {
+		t.Fatalf("Verify after install = %q, %v", d, err)
+	}
+	routes := n.netState(t)
+	for _, want := range []string{"240.0.0.0/4 dev eth0", "fd00:fd00::/64 dev eth0", "inet6 ::6/128"} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("after install, %q missing from:\n%s", want, routes)
+		}
+	}
+
+	t.Run("traffic", func(t *testing.T) { checkTraffic(t, n, upPort, inPort) })
+	t.Run("reconcile", func(t *testing.T) {
+		// Another config over ours: reconciled (no stacking), Verify shows the difference.
+		other := c
+		other.ExcludeOutboundPorts = []uint16{9999}
+		other.RedirectDNS = false
+		if err := Install(ctx, other, log); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Verify(ctx, other); err != nil || d != "" {
+			t.Fatalf("Verify(other) = %q, %v", d, err)
+		}
+		d, err := Verify(ctx, c)
+		if err != nil || !strings.Contains(d, "- nat: -A KUMA_MESH_DNS") || !strings.Contains(d, "+ nat: -A KUMA_MESH_OUTBOUND -p tcp -m tcp --dport 9999") {
+			t.Fatalf("Verify(original) over the other install = %q, %v; want missing DNS rules and an unexpected port 9999 rule", d, err)
+		}
+		// A crashed older agent that stacked a second copy of its jumps.
+		rules, _ := Rules(other, IPv4)
+		jumps := "*nat\n"
+		for _, l := range strings.Split(rules, "\n") {
+			if strings.HasPrefix(l, "-I ") {
+				jumps += l + "\n"
+			}
+		}
+		if err := b.restore(ctx, c, IPv4, jumps+"COMMIT\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := Install(ctx, c, log); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.saveAll(t, b); got != installed {
+			t.Fatalf("reconciled install differs from a clean one:\n%s", lineDiff(strings.Split(installed, "\n"), strings.Split(got, "\n")))
+		}
+	})
+
+	if err := Uninstall(ctx, c, log); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.saveAll(t, b); after != before {
+		t.Fatalf("uninstall did not restore iptables-save:\n%s", lineDiff(strings.Split(before, "\n"), strings.Split(after, "\n")))
+	}
+	if afterNet := n.netState(t); afterNet != beforeNet {
+		t.Fatalf("uninstall did not restore routes/addresses:\nbefore:\n%s\nafter:\n%s", beforeNet, afterNet)
+	}
+	if _, err := os.Stat(c.StateFile); !os.IsNotExist(err) {
+		t.Errorf("state file still there after uninstall: %v", err)
+	}
+	if !strings.Contains(before, "DOCKER_OUTPUT") || !strings.Contains(before, "CNI-FORWARD") {
+		t.Fatalf("foreign chains were not planted:\n%s", before)
+	}
+	if d, err := Verify(ctx, c); err != nil || !strings.Contains(d, "- nat: -A OUTPUT") {
+		t.Fatalf("Verify after uninstall = %q, %v; want every rule missing", d, err)
+	}
+}
+
+func checkTraffic(t *testing.T, n *testNS, upPort, inPort uint16) {
+	up := netip.AddrPortFrom(n.host4, upPort)
+	cases := []struct {
+		name string
+		uid  int
+		argv []string
+		want string // exact output, or a line that must be present for getent
+	}{
+		{"app dig udp to the upstream", testAppUID, []string{"dig", "+short", "+time=2", "+tries=1", "@" + n.host4.String(), "httpbin.mesh", "A"}, "240.0.0.1"},
+		{"app dig tcp to the upstream", testAppUID, []string{"dig", "+tcp", "+short", "+time=2", "+tries=1", "@" + n.host4.String(), "httpbin.mesh", "A"}, "240.0.0.1"},
+		{"app dig to 127.0.0.53 (nothing listens there)", testAppUID, []string{"dig", "+short", "+time=2", "+tries=1", "@127.0.0.53", "httpbin.mesh", "A"}, "240.0.0.1"},
+		{"app dig to Docker's 127.0.0.11 (ahead of its DNAT)", testAppUID, []string{"dig", "+short", "+time=2", "+tries=1", "@127.0.0.11", "httpbin.mesh", "A"}, "240.0.0.1"},
+		{"app dig over IPv6", testAppUID, []string{"dig", "+short", "+time=2", "+tries=1", "@" + n.host6.String(), "httpbin.mesh", "AAAA"}, "fd00:fd00::1"},
+		{"app glibc getent", testAppUID, []string{"getent", "ahostsv4", "httpbin.mesh"}, "240.0.0.1       STREAM httpbin.mesh"},
+		{"app glibc getent ahosts", testAppUID, []string{"getent", "ahosts", "httpbin.mesh"}, "fd00:fd00::1    STREAM httpbin.mesh"},
+		{"app tcp to the VIP", testAppUID, bashTCP(netip.MustParseAddrPort("240.0.0.1:80")), "orig=240.0.0.1:80"},
+		{"app tcp to the IPv6 VIP", testAppUID, bashTCP(netip.MustParseAddrPort("[fd00:fd00::1]:80")), "orig=[fd00:fd00::1]:80"},
+		{"app tcp to the upstream", testAppUID, bashTCP(up), "orig=" + up.String()},
+		{"agent dig not redirected", testAgentUID, []string{"dig", "+short", "+time=2", "+tries=1", "@" + n.host4.String(), "httpbin.mesh", "A"}, "192.0.2.7"},
+		{"agent tcp not redirected", testAgentUID, bashTCP(up), "upstream"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := n.exec(tc.uid, tc.argv[0], tc.argv[1:]...)
+			if err != nil {
+				t.Fatalf("%v: %v (output %q)", tc.argv, err, out)
+			}
+			if strings.HasPrefix(tc.argv[0], "getent") {
+				if !strings.Contains(out+"\n", tc.want+"\n") {
+					t.Fatalf("%v = %q, want a line %q", tc.argv, out, tc.want)
+				}
+				return
+			}
+			if out != tc.want {
+				t.Fatalf("%v = %q, want %q", tc.argv, out, tc.want)
+			}
+		})
+	}
+	t.Run("inbound from the root namespace", func(t *testing.T) {
+		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(n.ns4, 8080), netip.AddrPortFrom(n.ns6, 8080)} {
+			if got, want := tcpLine(t, dst), "inbound orig="+dst.String(); got != want {
+				t.Errorf("dial %s: got %q, want %q", dst, got, want)
+			}
+		}
+	})
+	_ = inPort
+	t.Run("conntrack zones split (kumahq/kuma#3459)", func(t *testing.T) {
+		if _, err := exec.LookPath("conntrack"); err != nil {
+			t.Skip("conntrack not found: Debian package conntrack")
+		}
+		// The applications' redirected queries live in zone 2, the agent's upstream query in zone 1.
+		app, err := n.exec(0, "conntrack", "-L", "-p", "udp", "--zone", "2")
+		if err != nil || !strings.Contains(app, "dport=53") || !strings.Contains(app, "zone=2") {
+			t.Errorf("zone 2 should hold the applications' DNS flows: %v\n%s", err, app)
+		}
+		agent, err := n.exec(0, "conntrack", "-L", "-p", "udp", "--zone", "1")
+		want := "dst=" + n.host4.String() + " sport="
+		if err != nil || !strings.Contains(agent, want) || !strings.Contains(agent, "zone=1") {
+			t.Errorf("zone 1 should hold the agent's upstream query (%s): %v\n%s", want, err, agent)
+		}
+	})
+}
