@@ -259,3 +259,30 @@ spec: {match: {type: HostnameGenerator, port: 80}, endpoints: [{address: 1.1.1.1
 		t.Errorf("MeshExternalService without a mesh label: mesh %q, want default", mes.Mesh)
 	}
 }
+
+// TestExampleMeshWholeDir: the CLI's example points --policies-dir at testdata/mesh, which
+// holds the dataplane file too; the dataplane file's copy wins over the directory's.
+func TestExampleMeshWholeDir(t *testing.T) {
+	a, err := Load(exampleDP, "../testdata/mesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(exampleDP, examplePolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash != b.Hash {
+		t.Errorf("loading testdata/mesh and testdata/mesh/policies differ: %s != %s", a.Hash, b.Hash)
+	}
+}
+
+// BenchmarkLoadExample: decode + validate + snapshot of the example mesh (the dataplane
+// file and 9 policy files, 40 documents).
+func BenchmarkLoadExample(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Load(exampleDP, examplePolicies); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
