@@ -146,6 +146,25 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return &InvalidModelError{Err: err}
 	}
 
+	if tp := a.parts.TransparentProxy; tp != nil {
+		if err := tp.Install(ctx); err != nil {
+			return fmt.Errorf("transparent proxy: %w", err)
+		}
+		a.log.Info("transparent proxy installed")
+		if a.cfg.TransparentProxy.UninstallOnExit {
+			// Deferred first, so it runs last: after every part has stopped.
+			defer func() {
+				uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := tp.Uninstall(uctx); err != nil {
+					a.log.Error("transparent proxy: uninstall", "error", err)
+				} else {
+					a.log.Info("transparent proxy uninstalled")
+				}
+			}()
+		}
+	}
+
 	dnsPart := a.startPart("dns", a.parts.DNS.Run)
 	defer a.stopPart(dnsPart, 3*time.Second)
 	select {

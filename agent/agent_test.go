@@ -416,3 +416,55 @@ func TestAgentAbortCutsTheDrainShort(t *testing.T) {
 		t.Fatal("Abort did not stop the drain")
 	}
 }
+
+// recordingProxy notes when it was installed and removed, relative to the resolver.
+type recordingProxy struct {
+	dns                  *memDNS
+	installedBeforeDNS   bool
+	uninstalledAfterStop bool
+	uninstalls           int
+}
+
+func (p *recordingProxy) Install(context.Context) error {
+	p.installedBeforeDNS = !p.dns.running.Load()
+	return nil
+}
+
+func (p *recordingProxy) Uninstall(context.Context) error {
+	p.uninstalls++
+	p.uninstalledAfterStop = !p.dns.running.Load() && p.dns.stopped.Load() != 0
+	return nil
+}
+
+func TestAgentTransparentProxyLifecycle(t *testing.T) {
+	for _, uninstall := range []bool{false, true} {
+		t.Run(fmt.Sprintf("uninstall=%v", uninstall), func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Admin.Address = "127.0.0.1:0"
+			cfg.TransparentProxy = TransparentProxyConfig{Enabled: true, UninstallOnExit: uninstall}
+			dns := newMemDNS()
+			tp := &recordingProxy{dns: dns}
+			src := &memSource{first: cplink.Update{Snapshot: snapshot(t, "httpbin")}, updates: make(chan cplink.Update)}
+			a, _ := New(cfg, Parts{Source: src, Allocator: serviceAllocator{}, DNS: dns, TransparentProxy: tp}, nil, time.Time{})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			eventually(t, "ready", func() bool { return a.ready.Load() })
+			cancel()
+			a.Abort()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !tp.installedBeforeDNS {
+				t.Error("installed after the resolver started")
+			}
+			want := 0
+			if uninstall {
+				want = 1
+			}
+			if tp.uninstalls != want || (uninstall && !tp.uninstalledAfterStop) {
+				t.Errorf("uninstalls %d (after stop %v), want %d after the resolver stopped", tp.uninstalls, tp.uninstalledAfterStop, want)
+			}
+		})
+	}
+}

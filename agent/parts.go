@@ -42,10 +42,18 @@ type Envoy interface {
 	Drain(ctx context.Context, d time.Duration) error
 }
 
-// Parts is what New composes. Envoy may be nil (run without Envoy).
+// TransparentProxy is the iptables redirection `run --transparent-proxy` installs at start
+// and, when asked, removes at exit (tproxy.Install / tproxy.Uninstall).
+type TransparentProxy interface {
+	Install(ctx context.Context) error
+	Uninstall(ctx context.Context) error
+}
+
+// Parts is what New composes. Envoy and TransparentProxy may be nil.
 type Parts struct {
-	Source    cplink.Source
-	Allocator Allocator
-	DNS       DNS
-	Envoy     Envoy
+	Source           cplink.Source
+	Allocator        Allocator
+	DNS              DNS
+	Envoy            Envoy
+	TransparentProxy TransparentProxy
 }

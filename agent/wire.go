@@ -57,6 +57,9 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 		return Parts{}, cleanup, err
 	}
 	parts := Parts{Source: src, Allocator: alloc, DNS: dns}
+	if cfg.TransparentProxy.Enabled {
+		parts.TransparentProxy = newTransparentProxy(cfg, workDir, log.With("part", "tproxy"))
+	}
 	if !cfg.Runtime.Envoy {
 		return parts, cleanup, nil
 	}
