@@ -341,6 +341,18 @@ name: b
   line 3: key "name" already set in map`},
 		},
 		{
+			name: "alias bombs are refused",
+			in: `a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+`,
+			want: []string{"f.yaml#1: invalid YAML/JSON: yaml: document contains excessive aliasing"},
+		},
+		{
 			name: "type and kind",
 			in:   "type: Dataplane\nkind: Dataplane\n",
 			want: []string{"f.yaml#1: kind: give `type` (universal form) or `kind` (Kubernetes form), not both"},
@@ -639,4 +651,19 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestValidateBuiltInCode(t *testing.T) {
+	ok := &Dataplane{Meta: Meta{Mesh: "default", Name: "a"}, Networking: Networking{Address: "10.0.0.1",
+		Inbound: []Inbound{{Port: 80, Tags: Tags{ServiceTag: "a"}}}}}
+	if err := Validate(ok); err != nil {
+		t.Errorf("valid dataplane: %v", err)
+	}
+	bad := &HostnameGenerator{Meta: Meta{Name: "h", Source: "code"}, Spec: HostnameGeneratorSpec{
+		TargetRef: TargetRef{Kind: KindMeshExternalService}, Template: "{{ nope }}"}}
+	err := Validate(bad)
+	want := `code: hostnamegenerator "h": spec.template: template: function "nope" not defined (value "{{ nope }}")`
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %s", err, want)
+	}
 }
