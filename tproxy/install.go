@@ -165,3 +165,27 @@ func Backend(ctx context.Context, c Config) (string, error) {
 	b, err := chooseBackend(ctx, c)
 	return b.name, err
 }
+
+// RemovalRules is the iptables-restore input Uninstall would apply, per backend and family
+// holding rules of ours (empty when nothing of ours is installed).
+func RemovalRules(ctx context.Context, c Config) (string, error) {
+	var out strings.Builder
+	for _, b := range []backend{{name: "nft"}, {name: "legacy"}} {
+		if (c.Executables == "legacy" || c.Executables == "nft") && c.Executables != b.name {
+			continue
+		}
+		for _, f := range []Family{IPv4, IPv6} {
+			if !b.available([]Family{f}) {
+				continue
+			}
+			save, err := b.save(ctx, c, f)
+			if err != nil {
+				continue
+			}
+			if live := parseOurs(save); len(live) > 0 {
+				fmt.Fprintf(&out, "# %s | %s --noflush\n%s", b.bin(f, "save"), b.bin(f, "restore"), removeInput(live))
+			}
+		}
+	}
+	return out.String(), nil
+}

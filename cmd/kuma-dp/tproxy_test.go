@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runTproxyTest(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runTproxyEnv(args, &out, &errb, func(k string) string { return env[k] })
+	return code, out.String(), errb.String()
+}
+
+func TestTproxyCmdPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tproxy.yaml")
+	writeTproxyFile(t, file, "redirectOutboundPort: 1111\nredirectInboundPort: 2222\nredirectDNSPort: 3333\nipFamilyMode: ipv4\nexcludeOutboundIPs: [10.0.0.0/8]\n")
+	env := map[string]string{
+		"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT": "4444",
+		"KUMA_TRANSPARENT_PROXY_REDIRECT_DNS_PORT":     "5555",
+		"KUMA_TRANSPARENT_PROXY_EXCLUDE_OUTBOUND_IPS":  "192.168.0.0/16,172.16.0.1",
+	}
+	code, out, errs := runTproxyTest(t, env, "install", "--dry-run", "--config", file, "--redirect-dns-port", "6666",
+		"--exclude-outbound-ports-for-uids", "tcp:80,443:1000", "--exclude-outbound-ports-for-uids", "udp:53:7")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"--to-ports 1111",                           // file (no env, no flag)
+		"--to-ports 4444",                           // env over file
+		"--to-ports 6666",                           // flag over env and file
+		"-d 192.168.0.0/16 ",                        // env list replaces the file's
+		"-d 172.16.0.1/32 ",                         // an address is a /32
+		"--dports 80,443 -m owner --uid-owner 1000", // repeated flag, entries with commas
+		"-p udp -m multiport --dports 53 -m owner --uid-owner 7",
+		"# interface lo ",
+		"# iptables backend:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry-run output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{"--to-ports 2222", "--to-ports 3333", "--to-ports 5555", "10.0.0.0/8", "transparent proxy, ipv6", "-s ::6/128"} {
+		if strings.Contains(out, not) {
+			t.Errorf("dry-run output has %q, overridden or out of family:\n%s", not, out)
+		}
+	}
+}
+
+func writeTproxyFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTproxyCmdErrors(t *testing.T) {
+	dir := t.TempDir()
+	badKey := filepath.Join(dir, "bad.yaml")
+	writeTproxyFile(t, badKey, "redirectOutbondPort: 1\n")
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		want []string // in stderr
+	}{
+		{"no action", nil, nil, exitUsage, []string{"want exactly one of install, uninstall, verify"}},
+		{"unknown action", nil, []string{"reinstall"}, exitUsage, []string{`unknown action "reinstall"`}},
+		{"unknown flag", nil, []string{"install", "--redirect-outbund-port", "1"}, exitUsage, []string{"unknown flag: --redirect-outbund-port"}},
+		{"port zero", nil, []string{"install", "--dry-run", "--redirect-outbound-port", "0"}, exitInvalid, []string{"--redirect-outbound-port", `"0" is not a port`}},
+		{"port in env", map[string]string{"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT": "http"}, []string{"install", "--dry-run"}, exitInvalid, []string{"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT", `"http"`}},
+		{"family mode", nil, []string{"verify", "--ip-family-mode", "ipv6only"}, exitInvalid, []string{`--ip-family-mode="ipv6only"`, "dualstack"}},
+		{"backend", nil, []string{"install", "--dry-run", "--iptables-executables", "xtables"}, exitInvalid, []string{`--iptables-executables="xtables"`}},
+		{"ports for uids", nil, []string{"install", "--dry-run", "--exclude-outbound-ports-for-uids", "sctp:80:1"}, exitInvalid, []string{`--exclude-outbound-ports-for-uids="sctp:80:1"`, "protocol"}},
+		{"same ports", nil, []string{"install", "--dry-run", "--redirect-inbound-port", "15001"}, exitInvalid, []string{"--redirect-inbound-port=15001", "must differ"}},
+		{"unknown user", nil, []string{"install", "--dry-run", "--kuma-dp-user", "no-such-user-kdp"}, exitInvalid, []string{`--kuma-dp-user="no-such-user-kdp"`}},
+		{"bad ip", nil, []string{"install", "--dry-run", "--exclude-outbound-ips", "10.0.0.300"}, exitInvalid, []string{"--exclude-outbound-ips", `"10.0.0.300"`}},
+		{"config key", nil, []string{"install", "--dry-run", "--config", badKey}, exitInvalid, []string{"redirectOutbondPort"}},
+		{"config missing", nil, []string{"install", "--config", filepath.Join(dir, "none.yaml")}, exitInvalid, []string{"--config", "none.yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runTproxyTest(t, tc.env, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errs)
+				}
+			}
+		})
+	}
+}
+
+func TestTproxyCmdHelp(t *testing.T) {
+	code, out, _ := runTproxyTest(t, nil, "--help")
+	if code != exitOK || !strings.Contains(out, "kuma-dp tproxy install --dry-run") || !strings.Contains(out, "KUMA_TRANSPARENT_PROXY_REDIRECT_OUTBOUND_PORT") {
+		t.Fatalf("exit %d, help:\n%s", code, out)
+	}
+}
+
+// TestTproxyCmdInNetns drives install, verify, uninstall from the CLI in a network namespace
+// (--netns): verify exits 0 when the rules match and 1 with the difference otherwise.
+func TestTproxyCmdInNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, iptables): run as root, as CI does")
+	}
+	for _, tool := range []string{"ip", "iptables-nft-restore", "ip6tables-nft-restore"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: install the Debian packages iproute2 and iptables", tool)
+		}
+	}
+	ns := fmt.Sprintf("kdp-cli-%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	// An interface with global addresses, so install can route the VIP ranges through it.
+	for _, args := range [][]string{
+		{"link", "add", "kdpcli0", "type", "veth", "peer", "name", "kdpcli1"},
+		{"addr", "add", "10.99.0.1/24", "dev", "kdpcli0"},
+		{"-6", "addr", "add", "fd6b:6470:99::1/64", "dev", "kdpcli0", "nodad"},
+		{"link", "set", "kdpcli0", "up"},
+		{"link", "set", "kdpcli1", "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	common := []string{"--netns", ns, "--iptables-executables", "nft", "--state-file", filepath.Join(t.TempDir(), "state.json")}
+	step := func(wantCode int, args ...string) string {
+		t.Helper()
+		code, out, errs := runTproxyTest(t, nil, append(args, common...)...)
+		if code != wantCode {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, out, errs)
+		}
+		return out
+	}
+	if out := step(exitOK, "uninstall", "--dry-run"); !strings.Contains(out, "nothing of kuma-dp installed") {
+		t.Errorf("uninstall --dry-run before install: %s", out)
+	}
+	step(exitOK, "install")
+	if out := step(exitOK, "verify"); !strings.Contains(out, "up to date") {
+		t.Errorf("verify: %s", out)
+	}
+	if out := step(exitInvalid, "verify", "--exclude-inbound-ports", "22"); !strings.Contains(out, "- nat: -A KUMA_MESH_INBOUND -p tcp -m tcp --dport 22") {
+		t.Errorf("verify with another config should list the missing rule:\n%s", out)
+	}
+	if out := step(exitOK, "uninstall", "--dry-run"); !strings.Contains(out, "-X KUMA_MESH_OUTBOUND") || !strings.Contains(out, "-D OUTPUT -p tcp") {
+		t.Errorf("uninstall --dry-run should print the removal:\n%s", out)
+	}
+	step(exitOK, "uninstall")
+	if out := step(exitInvalid, "verify"); !strings.Contains(out, "- nat: -A OUTPUT") {
+		t.Errorf("verify after uninstall should list missing rules:\n%s", out)
+	}
+}
