@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -376,6 +377,37 @@ func BenchmarkHostnameGeneratorRender(b *testing.B) {
 	for b.Loop() {
 		if _, err := ht.Render(d); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestTemplatesConcurrent: compiled templates are shared by every render (run with -race).
+func TestTemplatesConcurrent(t *testing.T) {
+	fast, _ := CompileVirtualOutbound(VirtualOutboundConf{Host: "{{.service}}.mesh", Port: "80", Parameters: []Parameter{{Name: "service", TagKey: ServiceTag}}})
+	slow, _ := CompileVirtualOutbound(VirtualOutboundConf{Host: `{{if .service}}{{.service}}{{end}}.mesh`, Port: "80", Parameters: []Parameter{{Name: "service", TagKey: ServiceTag}}})
+	hg, _ := CompileHostnameGenerator(`{{ name | printf "%s" }}.ext`)
+	done := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			svc := "svc" + itoa(uint32(i))
+			for range 200 {
+				for _, vt := range []*VOTemplate{fast, slow} {
+					if h, _, err := vt.Render(Tags{ServiceTag: svc}); err != nil || h != svc+".mesh" {
+						done <- fmt.Errorf("render %q: %v", h, err)
+						return
+					}
+				}
+				if h, err := hg.Render(HGData{Name: svc}); err != nil || h != svc+".ext" {
+					done <- fmt.Errorf("render %q: %v", h, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
 	}
 }
