@@ -32,14 +32,7 @@ func (a *Agent) readiness() (bool, string) {
 
 func (a *Agent) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
-		ok, msg := a.readiness()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		fmt.Fprintln(w, msg)
-	})
+	mux.HandleFunc("GET /ready", a.serveReady)
 	mux.HandleFunc("GET /vips", func(w http.ResponseWriter, _ *http.Request) {
 		_, table, _, _ := a.model.get()
 		entries := table.Entries()
@@ -58,6 +51,15 @@ func (a *Agent) adminMux() *http.ServeMux {
 	})
 	mux.Handle("GET /metrics", a.metrics.handler(a.parts.DNS.MetricsHandler()))
 	return mux
+}
+
+func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
+	ok, msg := a.readiness()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, msg)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

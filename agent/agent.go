@@ -29,6 +29,7 @@ type Agent struct {
 	ready    atomic.Bool // every condition of /ready held at least once
 
 	adminAddr atomic.Pointer[net.TCPAddr]
+	readyAddr atomic.Pointer[net.TCPAddr]
 	abortOnce sync.Once
 	abort     chan struct{}
 }
@@ -120,21 +121,18 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.adminAddr.Store(ln.Addr().(*net.TCPAddr))
 	admin := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
-	adminPart := a.startPart("admin", func(ctx context.Context) error {
-		errc := make(chan error, 1)
-		go func() { errc <- admin.Serve(ln) }()
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		err := admin.Shutdown(sctx)
-		<-errc
-		return err
-	})
+	adminPart := a.startPart("admin", serveHTTP(admin, ln))
 	defer a.stopPart(adminPart, 2*time.Second)
+	if addr := a.cfg.Admin.ReadinessAddress; addr != "" {
+		rl, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("readiness endpoint (admin.readinessAddress %q): %w", addr, err)
+		}
+		a.readyAddr.Store(rl.Addr().(*net.TCPAddr))
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /ready", a.serveReady)
+		defer a.stopPart(a.startPart("readiness", serveHTTP(&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, rl)), 2*time.Second)
+	}
 
 	first := a.parts.Source.Load()
 	if first.Err != nil {
@@ -222,6 +220,24 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		case <-readyTick.C:
 			checkReady()
 		}
+	}
+}
+
+// serveHTTP serves srv on ln until the context ends, then shuts it down.
+func serveHTTP(srv *http.Server, ln net.Listener) func(context.Context) error {
+	return func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		<-errc
+		return err
 	}
 }
 

@@ -468,3 +468,21 @@ func TestAgentTransparentProxyLifecycle(t *testing.T) {
 		})
 	}
 }
+
+func TestAgentReadinessEndpoint(t *testing.T) {
+	cfg := testConfig()
+	cfg.Admin.ReadinessAddress = "127.0.0.1:0"
+	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	base := "http://" + h.a.readyAddr.Load().String()
+	for path, want := range map[string]int{"/ready": 200, "/vips": 404, "/config_dump": 404, "/metrics": 404} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("readiness endpoint %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

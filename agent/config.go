@@ -65,6 +65,9 @@ type DNSConfig struct {
 // AdminConfig is the admin HTTP endpoint.
 type AdminConfig struct {
 	Address string `json:"address"`
+	// ReadinessAddress, when set, serves GET /ready alone on any address (for a kubelet's
+	// readiness probe, which cannot reach the loopback-only admin endpoint).
+	ReadinessAddress string `json:"readinessAddress,omitempty"`
 }
 
 // LogConfig is the agent's logging.
@@ -139,6 +142,11 @@ func (c *Config) Validate() error {
 	}
 	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
 		return bad("admin.address", c.Admin.Address, "must be a loopback IP:port (the admin endpoint is not authenticated)")
+	}
+	if r := c.Admin.ReadinessAddress; r != "" {
+		if _, port, err := net.SplitHostPort(r); err != nil || port == "" {
+			return bad("admin.readinessAddress", r, "must be [IP]:port")
+		}
 	}
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		return bad("log.level", c.Log.Level, "must be debug, info, warn or error")

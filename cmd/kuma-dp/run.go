@@ -46,6 +46,7 @@ var options = []option{
 	{"dns-resolv-conf", "KUMA_DNS_RESOLV_CONF", "dns.resolvConf"},
 	{"dns-corefile-template", "KUMA_DNS_COREFILE_TEMPLATE", "dns.corefileTemplate"},
 	{"admin-address", "KUMA_ADMIN_ADDRESS", "admin.address"},
+	{"readiness-address", "KUMA_READINESS_ADDRESS", "admin.readinessAddress"},
 	{"log-level", "KUMA_LOG_LEVEL", "log.level"},
 	{"log-format", "KUMA_LOG_FORMAT", "log.format"},
 	{"transparent-proxy", "KUMA_TRANSPARENT_PROXY", "transparentProxy.enabled"},
@@ -73,6 +74,7 @@ func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
 	fs.StringVar(&c.DNS.ResolvConf, "dns-resolv-conf", c.DNS.ResolvConf, "resolv.conf giving upstreams and search domains")
 	fs.StringVar(&c.DNS.CorefileTemplate, "dns-corefile-template", c.DNS.CorefileTemplate, "your own Corefile template for the resolver")
 	fs.StringVar(&c.Admin.Address, "admin-address", c.Admin.Address, "admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), loopback only")
+	fs.StringVar(&c.Admin.ReadinessAddress, "readiness-address", c.Admin.ReadinessAddress, "also serve GET /ready alone here, e.g. :9901 for a kubelet probe (off by default)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json")
 	fs.BoolVar(&c.TransparentProxy.Enabled, "transparent-proxy", c.TransparentProxy.Enabled, "install the transparent proxy (iptables) at start (needs root / NET_ADMIN)")

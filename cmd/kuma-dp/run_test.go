@@ -173,7 +173,7 @@ func TestRunOptionsTableIsComplete(t *testing.T) {
 	full := agent.Defaults()
 	full.DNS.Addresses, full.DNS.Upstreams = []string{"x"}, []string{"x"}
 	full.Dataplane.Name, full.Dataplane.Mesh, full.Runtime.BinaryPath = "x", "x", "x"
-	full.Runtime.ReadyFile, full.DNS.CorefileTemplate = "x", "x"
+	full.Runtime.ReadyFile, full.DNS.CorefileTemplate, full.Admin.ReadinessAddress = "x", "x", "x"
 	b, _ := json.Marshal(full)
 	var tree map[string]map[string]any
 	if err := json.Unmarshal(b, &tree); err != nil {
