@@ -82,10 +82,15 @@ func decodeDocument(source string, n any) (Resource, Errors) {
 	return nil, errs
 }
 
-// coveredBy reports whether path is, or is inside, the path of one of errs.
+// coveredBy reports whether path is, or is inside, the path of one of errs, or is the
+// object directly holding such a field (a `caCert` whose `inline` did not decode looks empty).
 func coveredBy(path string, errs Errors) bool {
 	for _, e := range errs {
 		if within(path, e.Path) {
+			return true
+		}
+		if within(e.Path, path) && len(e.Path) > len(path) && e.Path[len(path)] == '.' &&
+			!strings.ContainsAny(e.Path[len(path)+1:], ".[") {
 			return true
 		}
 	}
