@@ -356,8 +356,11 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 	return t
 }
 
-// deltaLimit is how large a delta may grow before the next table compacts it into a new base.
-func deltaLimit(base int) int { return max(4096, base/8) }
+// deltaMin and deltaLimit bound the delta: past max(deltaMin, base/8) changes, the next
+// table compacts them into a new base (a variable so tests can exercise both paths).
+var deltaMin = 4096
+
+func deltaLimit(base int) int { return max(deltaMin, base/8) }
 
 // derive builds the table that follows t: all is the new entry list; names and addrs the
 // index changes (nil = removed). When the delta would grow past deltaLimit the new table
