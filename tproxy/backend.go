@@ -60,7 +60,7 @@ func (b backend) save(ctx context.Context, c Config, f Family) (string, error) {
 }
 
 func (b backend) restore(ctx context.Context, c Config, f Family, input string) error {
-	_, err := command(ctx, c, input, b.bin(f, "restore"), "--noflush")
+	_, err := command(ctx, c, input, b.bin(f, "restore"), "--noflush", "--wait=5")
 	if err != nil {
 		return fmt.Errorf("%s: %w\ninput:\n%s", f, err, input)
 	}
