@@ -76,7 +76,8 @@ type tmpl struct {
 	fast  bool
 }
 
-// VOTemplate is a VirtualOutbound's compiled host and port templates.
+// VOTemplate is a VirtualOutbound's compiled host and port templates. It is immutable and
+// safe for concurrent use: compile once per policy, render per tuple.
 type VOTemplate struct {
 	host, port tmpl
 	// literalPort is the port when conf.port is a plain number (0 otherwise).

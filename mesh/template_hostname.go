@@ -11,6 +11,7 @@ import (
 
 // HGTemplate is a compiled HostnameGenerator template (seed 002): `{{ name }}`,
 // `{{ label "x" }}`, and the fields .Name, .DisplayName, .Mesh, .Zone (and .Labels.x).
+// Immutable and safe for concurrent use.
 type HGTemplate struct {
 	t      tmpl
 	labels []string
