@@ -35,13 +35,15 @@ type FilesConfig struct {
 	// seen within a second). With inotify, a fingerprint check still runs every
 	// 10 x PollInterval to catch what inotify cannot see (some network file systems).
 	PollInterval time.Duration
-	// Load reads and validates the model (default mesh.Load).
+	// Load reads and validates the model. Default: mesh.Load's rules, decoding only the
+	// files that changed since the last load (see dirLoader).
 	Load func(dataplaneFile, policiesDir string) (*mesh.Snapshot, error)
 }
 
 // Files is the directory source: the model comes from a dataplane file and a directory.
 type Files struct {
 	cfg    FilesConfig
+	loader *dirLoader // the default loader, when FilesConfig.Load is nil
 	log    *slog.Logger
 	reload chan struct{}
 	// seen is the fingerprint of what the last load read; owned by the caller of Load
@@ -67,13 +69,16 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 500 * time.Millisecond
 	}
+	f := &Files{log: log, reload: make(chan struct{}, 1)}
 	if cfg.Load == nil {
-		cfg.Load = defaultLoad
+		f.loader = newDirLoader()
+		cfg.Load = f.loader.Load
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
 	}
-	return &Files{cfg: cfg, log: log, reload: make(chan struct{}, 1)}, nil
+	f.cfg = cfg
+	return f, nil
 }
 
 // Load reads and validates the model now.
@@ -84,6 +89,9 @@ func (f *Files) load(trigger string) Update {
 	// The fingerprint is taken before reading, so a write racing the read shows up as a
 	// difference at the next check rather than being lost.
 	f.seen = fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
+	if trigger == "reload" && f.loader != nil {
+		f.loader.forget() // a forced reload reads every file again
+	}
 	snap, err := f.cfg.Load(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
 	return Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
 }

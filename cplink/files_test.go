@@ -136,7 +136,7 @@ func (fx *fixture) none(d time.Duration) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,171 @@
+package cplink
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+const (
+	exampleDataplane = "../testdata/mesh/dataplane.yaml"
+	examplePolicies  = "../testdata/mesh/policies"
+)
+
+// The loader gives the same model as mesh.Load on the bundled example.
+func TestDirLoaderMatchesMeshLoad(t *testing.T) {
+	want, err := mesh.Load(exampleDataplane, examplePolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := newDirLoader().Load(exampleDataplane, examplePolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != want.Hash || len(got.Dataplanes) != len(want.Dataplanes) || len(got.VirtualOutbounds) != len(want.VirtualOutbounds) {
+		t.Fatalf("hash %s, want %s", got.Hash, want.Hash)
+	}
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.MkdirAll(dst, 0o755))
+	for _, e := range entries {
+		if e.IsDir() {
+			copyDir(t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
+	}
+}
+
+// A ConfigMap volume: files in ..<timestamp>/, a ..data symlink to it, and one symlink per
+// key. Every resource is loaded once.
+func TestDirLoaderConfigMapVolume(t *testing.T) {
+	want, err := mesh.Load(exampleDataplane, examplePolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := t.TempDir()
+	copyDir(t, examplePolicies, filepath.Join(vol, "..2026_11_23_00_00_00.000000001"))
+	must(t, os.Symlink("..2026_11_23_00_00_00.000000001", filepath.Join(vol, "..data")))
+	entries, _ := os.ReadDir(examplePolicies)
+	for _, e := range entries {
+		must(t, os.Symlink(filepath.Join("..data", e.Name()), filepath.Join(vol, e.Name())))
+	}
+	got, err := newDirLoader().Load(exampleDataplane, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != want.Hash {
+		t.Fatalf("hash %s, want %s", got.Hash, want.Hash)
+	}
+}
+
+func TestDirLoaderDecodesOnlyChangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	files, _ := resourceFiles(dir)
+	l := newDirLoader()
+	first, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.decodes != len(files)+1 {
+		t.Fatalf("first load decoded %d files, want %d", l.decodes, len(files)+1)
+	}
+	again, err := l.Load(exampleDataplane, dir)
+	if err != nil || again.Hash != first.Hash || l.decodes != len(files)+1 {
+		t.Fatalf("unchanged reload: err %v, decodes %d", err, l.decodes)
+	}
+	// One new file: one decode; its resource is in the model.
+	must(t, os.WriteFile(filepath.Join(dir, "zz-extra.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	third, err := l.Load(exampleDataplane, dir)
+	if err != nil || l.decodes != len(files)+2 || len(third.Dataplanes) != len(first.Dataplanes)+1 {
+		t.Fatalf("after adding a file: err %v, decodes %d, dataplanes %d", err, l.decodes, len(third.Dataplanes))
+	}
+	// A rewrite (new mtime) is decoded again; a removal is forgotten.
+	future := time.Now().Add(time.Hour)
+	must(t, os.WriteFile(filepath.Join(dir, "zz-extra.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "renamed")), 0o644))
+	must(t, os.Chtimes(filepath.Join(dir, "zz-extra.yaml"), future, future))
+	fourth, err := l.Load(exampleDataplane, dir)
+	if err != nil || l.decodes != len(files)+3 || fourth.Hash == third.Hash {
+		t.Fatalf("after a rewrite: err %v, decodes %d", err, l.decodes)
+	}
+	must(t, os.Remove(filepath.Join(dir, "zz-extra.yaml")))
+	fifth, err := l.Load(exampleDataplane, dir)
+	if err != nil || fifth.Hash != first.Hash {
+		t.Fatalf("after removing the file: err %v, hash %s want %s", err, fifth.Hash, first.Hash)
+	}
+	l.forget()
+	if _, err := l.Load(exampleDataplane, dir); err != nil || l.decodes != 2*len(files)+4 {
+		t.Fatalf("after forget: err %v, decodes %d", err, l.decodes)
+	}
+}
+
+const extraDataplane = `type: Dataplane
+mesh: default
+name: NAME
+networking:
+  address: 10.9.9.9
+  inbound:
+    - port: 80
+      tags:
+        kuma.io/service: NAME
+`
+
+func TestDirLoaderErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	bad := filepath.Join(dir, "bad.yaml")
+	must(t, os.WriteFile(bad, []byte("type: VirtualOutbound\nmesh: default\nname: bad\nselectors:\n  - match:\n      kuma.io/service: web\nconf:\n  hosts: x.mesh\n  port: 80\n"), 0o644))
+	twoDP := filepath.Join(t.TempDir(), "dp.yaml")
+	b, _ := os.ReadFile(exampleDataplane)
+	must(t, os.WriteFile(twoDP, []byte(string(b)+"\n---\n"+strings.ReplaceAll(extraDataplane, "NAME", "other")), 0o644))
+	tests := []struct {
+		name, dp, want string
+	}{
+		{"policy", exampleDataplane, bad + "#1"},
+		{"dataplane file with two resources", twoDP, "exactly one Dataplane"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := newDirLoader().Load(tt.dp, dir)
+			var errs mesh.Errors
+			if !errors.As(err, &errs) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("want mesh.Errors containing %q, got %v", tt.want, err)
+			}
+		})
+	}
+}
+
+func BenchmarkDirLoaderReloadOneFile(b *testing.B) {
+	dir := b.TempDir()
+	var sb strings.Builder
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	must(b, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		must(b, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("p%d", i))), 0o644))
+		if _, err := l.Load(exampleDataplane, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
