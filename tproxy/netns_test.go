@@ -263,3 +263,5 @@ func bashTCP(addr netip.AddrPort) []string {
 }
 
 var _ = context.Background
+
+func isRoot() bool { return os.Geteuid() == 0 }
