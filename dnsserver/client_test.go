@@ -1,0 +1,128 @@
+package dnsserver
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGoResolver points Go's own resolver (what Go apps use) at the server.
+func TestGoResolver(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, network := range []string{"udp", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				addr := ts.udp
+				if network == "tcp" {
+					addr = ts.tcp
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for _, tc := range []struct {
+				host string
+				want []string
+			}{
+				{"backend.mesh", []string{"240.0.0.1", "fd00:fd01::1"}},
+				{"backend.mesh.", []string{"240.0.0.1", "fd00:fd01::1"}},
+				{"BACKEND.mesh", []string{"240.0.0.1", "fd00:fd01::1"}},
+				// one family only: the other query is NODATA, so the lookup succeeds
+				{"web.mesh", []string{"240.0.0.2"}},
+				{"v6only.mesh", []string{"fd00:fd01::3"}},
+				{"backend.mesh.default.svc.cluster.local", []string{"240.0.0.1", "fd00:fd01::1"}},
+				{"example.org", []string{"93.184.216.34"}},
+			} {
+				got, err := r.LookupHost(ctx, tc.host)
+				slices.Sort(got)
+				if err != nil || !slices.Equal(got, tc.want) {
+					t.Errorf("LookupHost(%q) = %v, %v; want %v", tc.host, got, err, tc.want)
+				}
+			}
+			for ip, want := range map[string]string{"240.0.0.1": "backend.mesh.", "fd00:fd01::3": "v6only.mesh."} {
+				got, err := r.LookupAddr(ctx, ip)
+				if err != nil || len(got) != 1 || got[0] != want {
+					t.Errorf("LookupAddr(%s) = %v, %v; want %s", ip, got, err, want)
+				}
+			}
+			cname, err := r.LookupCNAME(ctx, "web.mesh.svc.cluster.local")
+			if err != nil || cname != "web.mesh." {
+				t.Errorf("LookupCNAME = %q, %v", cname, err)
+			}
+			if _, err := r.LookupHost(ctx, "nope.example.org"); err == nil {
+				t.Errorf("nope.example.org resolved")
+			}
+		})
+	}
+}
+
+// TestDig queries with dig, the tool people debug DNS with (CI installs dnsutils).
+func TestDig(t *testing.T) {
+	dig, err := exec.LookPath("dig")
+	if err != nil {
+		t.Skip("dig not installed (Debian package dnsutils): skipping the dig tests")
+	}
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	// Run binds TCP on UDP's port, so dig's retry over TCP reaches the same server.
+	host, port, _ := net.SplitHostPort(ts.udp)
+	if ts.tcp != ts.udp {
+		t.Fatalf("UDP %s and TCP %s ports differ", ts.udp, ts.tcp)
+	}
+	run := func(t *testing.T, args ...string) string {
+		t.Helper()
+		args = append([]string{"@" + host, "-p", port, "+tries=1", "+time=3"}, args...)
+		out, err := exec.Command(dig, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dig %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want []string // substrings of dig's output
+		not  []string
+	}{
+		{"udp A", []string{"backend.mesh", "A"},
+			[]string{"status: NOERROR", "flags: qr aa rd ra", "backend.mesh.\t\t30\tIN\tA\t240.0.0.1"}, nil},
+		{"tcp AAAA", []string{"+tcp", "backend.mesh", "AAAA"},
+			[]string{"status: NOERROR", "backend.mesh.\t\t30\tIN\tAAAA\tfd00:fd01::1"}, nil},
+		{"norec", []string{"+norec", "backend.mesh", "A"},
+			[]string{"flags: qr aa ra;", "240.0.0.1"}, nil},
+		{"NODATA", []string{"web.mesh", "AAAA"},
+			[]string{"status: NOERROR", "ANSWER: 0", "AUTHORITY: 1", "IN\tSOA\tweb.mesh."}, []string{"NXDOMAIN"}},
+		{"PTR", []string{"-x", "240.0.0.2"}, []string{"PTR\tweb.mesh."}, nil},
+		{"search domain", []string{"web.mesh.default.svc.cluster.local", "A"},
+			[]string{"CNAME\tweb.mesh.", "web.mesh.\t\t30\tIN\tA\t240.0.0.2"}, nil},
+		{"bufsize: TC on a big forwarded answer", []string{"+bufsize=1232", "+ignore", "big.example.org", "TXT"},
+			[]string{"flags: qr tc rd ra"}, nil},
+		{"bufsize big enough for the long local answer", []string{"+bufsize=1232", longName + ".default.svc.cluster.local", "ANY"},
+			[]string{"ANSWER: 3", "udp: 1232"}, []string{" tc "}},
+		{"no EDNS: TC on the long local answer", []string{"+noedns", "+ignore", longName + ".default.svc.cluster.local", "AAAA"},
+			[]string{"flags: qr aa tc rd ra", "ANSWER: 0"}, nil},
+		{"dig retries TC over TCP", []string{"+noedns", longName + ".default.svc.cluster.local", "AAAA"},
+			[]string{"ANSWER: 2", "(TCP)"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := run(t, tc.args...)
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("missing %q in:\n%s", w, out)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out, n) {
+					t.Errorf("unexpected %q in:\n%s", n, out)
+				}
+			}
+		})
+	}
+}

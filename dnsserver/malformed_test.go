@@ -1,0 +1,185 @@
+package dnsserver
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// A seed packet and what the server must do with it: answer with rcode (the extended
+// rcode for BADVERS), or stay silent (-1), or either (-2: only "no crash, still serving").
+type seed struct {
+	name  string
+	pkt   []byte
+	rcode int
+}
+
+func hdr(id, flags, qd, an, ns, ar uint16) []byte {
+	b := make([]byte, 0, 64)
+	for _, v := range []uint16{id, flags, qd, an, ns, ar} {
+		b = binary.BigEndian.AppendUint16(b, v)
+	}
+	return b
+}
+
+func wireQ(name string, qtype uint16) []byte {
+	b := appendName(nil, strings.TrimSuffix(name, "."))
+	return append(b, byte(qtype>>8), byte(qtype), 0, 1)
+}
+
+func optRR(size uint16, version byte, rdata []byte) []byte {
+	b := []byte{0, 0, 41, byte(size >> 8), byte(size), 0, version, 0, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(rdata)))
+	return append(b, rdata...)
+}
+
+func cat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+func seeds() []seed {
+	label64 := append([]byte{64}, []byte(strings.Repeat("a", 64))...)
+	long := []byte{}
+	for range 5 {
+		long = append(long, 63)
+		long = append(long, []byte(strings.Repeat("b", 63))...)
+	}
+	return []seed{
+		{"ok A", cat(hdr(1, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1)), dns.RcodeSuccess},
+		{"ok A with EDNS", cat(hdr(2, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1), optRR(1232, 0, nil)), dns.RcodeSuccess},
+		{"zero questions", hdr(3, 0x0100, 0, 0, 0, 0), dns.RcodeFormatError},
+		{"two questions", cat(hdr(4, 0x0100, 2, 0, 0, 0), wireQ("backend.mesh", 1), wireQ("web.mesh", 1)), dns.RcodeFormatError},
+		{"compression loop", cat(hdr(5, 0x0100, 1, 0, 0, 0), []byte{0xC0, 12, 0, 1, 0, 1}), dns.RcodeFormatError},
+		{"compression loop of two", cat(hdr(6, 0x0100, 1, 0, 0, 0), []byte{1, 'a', 0xC0, 12, 0, 1, 0, 1}), dns.RcodeFormatError},
+		{"64-byte label", cat(hdr(7, 0x0100, 1, 0, 0, 0), label64, []byte{0, 0, 1, 0, 1}), dns.RcodeFormatError},
+		{"name over 255 bytes", cat(hdr(8, 0x0100, 1, 0, 0, 0), long, []byte{0, 0, 1, 0, 1}), dns.RcodeFormatError},
+		{"unknown opcode 3", cat(hdr(9, 3<<11|0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1)), dns.RcodeNotImplemented},
+		{"opcode UPDATE", cat(hdr(10, 5<<11, 1, 0, 0, 0), wireQ("mesh", 6)), dns.RcodeNotImplemented},
+		{"EDNS version 1", cat(hdr(11, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1), optRR(1232, 1, nil)), dns.RcodeBadVers},
+		{"EDNS version 255 on a forwarded name", cat(hdr(12, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), optRR(512, 255, nil)), dns.RcodeBadVers},
+		{"OPT option overruns its RDATA", cat(hdr(13, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1), optRR(1232, 0, []byte{0, 10, 0, 9, 1})), dns.RcodeFormatError},
+		{"question cut short", cat(hdr(14, 0x0100, 1, 0, 0, 0), []byte{7, 'b', 'a', 'c'}), dns.RcodeFormatError},
+		// miekg/dns reads a missing type and class as zero: forwarded, any answer will do
+		{"no type and class", cat(hdr(15, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh")), -2},
+		{"short header", []byte{0, 16, 1, 0, 0}, -1},
+		{"a response (QR set)", cat(hdr(17, 0x8100, 1, 0, 0, 0), wireQ("backend.mesh", 1)), -1},
+		{"two OPT records", cat(hdr(18, 0x0100, 1, 0, 0, 2), wireQ("backend.mesh", 1), optRR(1232, 0, nil), optRR(1232, 0, nil)), -2},
+		{"trailing garbage", cat(hdr(19, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1), []byte{1, 2, 3}), -2},
+		{"answer record in a query", cat(hdr(20, 0x0100, 1, 1, 0, 0), wireQ("backend.mesh", 1), []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}), -2},
+		{"class CHAOS", cat(hdr(21, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 3}), -2},
+		{"empty", nil, -1},
+	}
+}
+
+// TestMalformed sends odd packets over UDP and TCP: each gets the RFC's answer (FORMERR,
+// NOTIMP, BADVERS) or none, and the server keeps answering. With -update it also writes
+// the packets as FuzzServe's seed corpus under testdata/fuzz/FuzzServe.
+func TestMalformed(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	if *update {
+		dir := filepath.Join("testdata", "fuzz", "FuzzServe")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range seeds() {
+			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s.pkt)
+			name := fmt.Sprintf("seed-%02d-%s", i, strings.Map(func(r rune) rune {
+				if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+					return r
+				}
+				return '-'
+			}, s.name))
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		for _, s := range seeds() {
+			t.Run(network+"/"+s.name, func(t *testing.T) {
+				reply, err := sendRaw(network, ts.udp, s.pkt, 300*time.Millisecond)
+				switch {
+				case s.rcode == -1 && reply != nil:
+					t.Fatalf("want no reply, got %v", reply)
+				case s.rcode >= 0 && err != nil:
+					t.Fatalf("want rcode %s, got %v", dns.RcodeToString[s.rcode], err)
+				case s.rcode >= 0 && reply.Rcode != s.rcode:
+					t.Fatalf("rcode %s, want %s", dns.RcodeToString[reply.Rcode], dns.RcodeToString[s.rcode])
+				}
+				if reply != nil && len(s.pkt) >= 2 && reply.Id != binary.BigEndian.Uint16(s.pkt) {
+					t.Fatalf("reply id %d", reply.Id)
+				}
+			})
+		}
+	}
+	if r := ts.exchange(t, "udp", question("backend.mesh.", dns.TypeA)); len(r.Answer) != 1 {
+		t.Fatalf("server stopped answering: %v", r)
+	}
+}
+
+// sendRaw sends one raw packet and returns the parsed reply; a nil reply with an error
+// means no (complete) reply within timeout. An unparsable reply is an error too.
+func sendRaw(network, addr string, pkt []byte, timeout time.Duration) (*dns.Msg, error) {
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	buf := make([]byte, 65536)
+	var n int
+	if network == "tcp" {
+		if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(pkt)))); err != nil {
+			return nil, err
+		}
+		if len(pkt) > 0 {
+			if _, err := c.Write(pkt); err != nil {
+				return nil, err
+			}
+		}
+		var l [2]byte
+		if _, err := readFull(c, l[:]); err != nil {
+			return nil, err
+		}
+		n = int(binary.BigEndian.Uint16(l[:]))
+		if _, err := readFull(c, buf[:n]); err != nil {
+			return nil, err
+		}
+	} else {
+		if _, err := c.Write(pkt); err != nil {
+			return nil, err
+		}
+		if n, err = c.Read(buf); err != nil {
+			return nil, err
+		}
+	}
+	m := new(dns.Msg)
+	if err := m.Unpack(buf[:n]); err != nil {
+		return m, fmt.Errorf("unparsable reply %x: %v", buf[:n], err)
+	}
+	return m, nil
+}
+
+func readFull(c net.Conn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := c.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
