@@ -11,6 +11,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
@@ -25,11 +26,15 @@ func Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (*Resources, error
 		return nil, fmt.Errorf("xds: snapshot has no dataplane")
 	}
 	g := newGenerator(s, t, o.withDefaults())
+	g.run() // no memory: nothing to memoize
+	return g.finish(), nil
+}
+
+func (g *generator) run() {
 	g.inbounds()
 	g.capture()
 	g.vipOutbounds()
 	g.selfOutbounds()
-	return g.finish(), nil
 }
 
 // inboundRef is one dataplane inbound: where it listens and what it is tagged with.
@@ -53,6 +58,13 @@ type generator struct {
 	clusters  map[string]*cluster.Cluster
 	endpoints map[string]*endpoint.ClusterLoadAssignment
 	problems  []Problem
+	// prev is the previous generation's messages by name with their input signatures;
+	// next collects this generation's; touched lists the keys built or reused this time.
+	prev, next map[memoKey]memoEntry
+	touched    []memoKey
+	// st, when set, records the dependencies for incremental generation.
+	st    *genState
+	trust *trustStore
 }
 
 func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
@@ -60,9 +72,9 @@ func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
 		s: s, t: t, o: o,
 		byService: map[string][]inboundRef{},
 		mes:       map[string]*mesh.MeshExternalService{},
-		listeners: map[string]*listener.Listener{},
-		clusters:  map[string]*cluster.Cluster{},
-		endpoints: map[string]*endpoint.ClusterLoadAssignment{},
+		listeners: make(map[string]*listener.Listener, 2*len(t.Outbounds())+8),
+		clusters:  make(map[string]*cluster.Cluster, len(t.Outbounds())+8),
+		endpoints: make(map[string]*endpoint.ClusterLoadAssignment, len(t.Outbounds())+8),
 	}
 	for _, dp := range s.Dataplanes {
 		for _, in := range dp.Networking.Inbound {
@@ -106,12 +118,43 @@ func (g *generator) finish() *Resources {
 	return r
 }
 
-func (g *generator) addListener(l *listener.Listener) {
-	if _, dup := g.listeners[l.Name]; dup {
-		g.problem("Listener", l.Name, "", "address and port used twice; the first one is kept")
+// memo returns the previous generation's message for key when it was built from the same
+// inputs (sig), else build's result; either way it is recorded for the next generation.
+func (g *generator) memo(kind memoKind, name, sig string, build func() proto.Message) proto.Message {
+	if g.next == nil {
+		return build()
+	}
+	k := memoKey{kind, name}
+	if g.st != nil {
+		g.touched = append(g.touched, k)
+	}
+	e, ok := g.prev[k]
+	if ok && e.sig == sig {
+		g.next[k] = e
+		return e.msg
+	}
+	if ok && g.trust != nil {
+		g.trust.forget(e.msg)
+	}
+	m := build()
+	g.next[k] = memoEntry{sig: sig, msg: m}
+	return m
+}
+
+func (g *generator) addListener(name, sig string, build func() *listener.Listener) {
+	if _, dup := g.listeners[name]; dup {
+		g.problem("Listener", name, "", "address and port used twice; the first one is kept")
 		return
 	}
-	g.listeners[l.Name] = l
+	g.listeners[name] = g.memo(memoListener, name, sig, func() proto.Message { return build() }).(*listener.Listener)
+}
+
+func (g *generator) addCluster(name, sig string, build func() *cluster.Cluster) {
+	g.clusters[name] = g.memo(memoCluster, name, sig, func() proto.Message { return build() }).(*cluster.Cluster)
+}
+
+func (g *generator) addEndpoints(name, sig string, build func() *endpoint.ClusterLoadAssignment) {
+	g.endpoints[name] = g.memo(memoEndpoints, name, sig, func() proto.Message { return build() }).(*endpoint.ClusterLoadAssignment)
 }
 
 // inboundAddress is the address other dataplanes reach an inbound on.
@@ -175,14 +218,19 @@ func (g *generator) inbounds() {
 			local = netip.AddrPortFrom(sip, uint16(svcPort)).String()
 		}
 		if _, ok := g.clusters[local]; !ok {
-			g.clusters[local] = staticCluster(local, cluster.Cluster_STATIC, []*core.Address{socketAddress(sip.String(), svcPort)})
+			g.addCluster(local, local, func() *cluster.Cluster {
+				return staticCluster(local, cluster.Cluster_STATIC, []*core.Address{socketAddress(sip.String(), svcPort)})
+			})
 		}
 		name := listenerName("inbound", ip, in.Port)
 		stat := normalizeTags(in.Tags)[mesh.ServiceTag]
 		if stat == "" {
 			stat = name
 		}
-		g.addListener(tcpListener(name, socketAddress(ip.String(), in.Port), !g.o.TransparentProxy, tcpProxy(stat, local, nil)))
+		bind := !g.o.TransparentProxy
+		g.addListener(name, fmt.Sprint(bind, "|", stat, "|", local), func() *listener.Listener {
+			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, tcpProxy(stat, local, nil))
+		})
 	}
 }
 
@@ -191,10 +239,14 @@ func (g *generator) capture() {
 	if !g.o.TransparentProxy {
 		return
 	}
-	g.addListener(captureListener(outboundCaptureName, "0.0.0.0", g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND))
-	g.addListener(captureListener(inboundCaptureName, "0.0.0.0", g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND))
-	g.clusters[outboundCaptureName] = originalDstCluster(outboundCaptureName)
-	g.clusters[inboundCaptureName] = originalDstCluster(inboundCaptureName)
+	g.addListener(outboundCaptureName, fmt.Sprint(g.o.OutboundPort), func() *listener.Listener {
+		return captureListener(outboundCaptureName, "0.0.0.0", g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND)
+	})
+	g.addListener(inboundCaptureName, fmt.Sprint(g.o.InboundPort), func() *listener.Listener {
+		return captureListener(inboundCaptureName, "0.0.0.0", g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND)
+	})
+	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
+	g.addCluster(inboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(inboundCaptureName) })
 }
 
 // vipOutbounds: with the transparent proxy, one virtual listener per VIP:port of the table
@@ -204,87 +256,123 @@ func (g *generator) vipOutbounds() {
 		return
 	}
 	for _, ob := range g.t.Outbounds() {
-		var f *listener.Filter
-		if ob.MeshExternalService != "" {
-			c, ok := g.meshExternalService(ob.MeshExternalService)
-			if !ok {
-				continue
-			}
-			f = tcpProxy(c, c, nil)
-		} else {
-			var ok bool
-			f, ok = g.serviceFilter(ob.Hostname, normalizeTags(ob.Tags))
-			if !ok {
-				continue
-			}
+		g.vipOutbound(ob)
+	}
+}
+
+func (g *generator) vipOutbound(ob vipalloc.Outbound) {
+	var spec proxySpec
+	if ob.MeshExternalService != "" {
+		c, ok := g.meshExternalService(ob.MeshExternalService)
+		if !ok {
+			return
 		}
-		for _, ip := range []netip.Addr{ob.IPv4, ob.IPv6} {
-			if ip.IsValid() {
-				g.addListener(tcpListener(listenerName("outbound", ip, ob.Port), socketAddress(ip.String(), ob.Port), false, f))
-			}
+		spec = proxySpec{stat: c, single: c}
+	} else {
+		tags := normalizeTags(ob.Tags)
+		var ok bool
+		if spec, ok = g.serviceProxy(ob.Hostname, tags); !ok {
+			return
 		}
+		g.track(tags[mesh.ServiceTag], spec)
+	}
+	g.addProxyListeners(spec, false, ob.Port, ob.IPv4, ob.IPv6)
+}
+
+// addProxyListeners adds one tcp_proxy listener per address; they share one filter.
+func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ips ...netip.Addr) {
+	sig := spec.sig()
+	if bind {
+		sig += "|bind"
+	}
+	var f *listener.Filter
+	filter := func() *listener.Filter {
+		if f == nil {
+			f = tcpProxy(spec.stat, spec.single, spec.split)
+		}
+		return f
+	}
+	for _, ip := range ips {
+		if !ip.IsValid() {
+			continue
+		}
+		name := listenerName("outbound", ip, port)
+		g.addListener(name, sig, func() *listener.Listener {
+			return tcpListener(name, socketAddress(ip.String(), port), bind, filter())
+		})
 	}
 }
 
 // selfOutbounds: the dataplane's explicit outbounds (universal without the transparent proxy)
 // are real listeners on their address (127.0.0.1 by default) and port.
 func (g *generator) selfOutbounds() {
-	dp := g.s.Self
-	for i, ob := range dp.Networking.Outbound {
-		field := fmt.Sprintf("networking.outbound[%d]", i)
-		addr := ob.Address
-		if addr == "" {
-			addr = "127.0.0.1"
-		}
-		ip, err := netip.ParseAddr(addr)
-		if err != nil {
-			g.problem(mesh.KindDataplane, dp.Name, field+".address", fmt.Sprintf("not an IP address (value %q)", addr))
-			continue
-		}
-		var f *listener.Filter
-		switch {
-		case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshExternalService:
-			c, ok := g.meshExternalService(ob.BackendRef.Name)
-			if !ok {
-				if g.mes[ob.BackendRef.Name] == nil {
-					g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.name", fmt.Sprintf("no MeshExternalService %q", ob.BackendRef.Name))
-				}
-				continue
-			}
-			f = tcpProxy(c, c, nil)
-		case ob.BackendRef != nil:
-			g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.kind", fmt.Sprintf("unsupported kind (value %q)", ob.BackendRef.Kind))
-			continue
-		default:
-			stat := ob.Hostname
-			if stat == "" {
-				stat = normalizeTags(ob.Tags)[mesh.ServiceTag]
-			}
-			var ok bool
-			if f, ok = g.serviceFilter(stat, normalizeTags(ob.Tags)); !ok {
-				g.problem(mesh.KindDataplane, dp.Name, field+".tags", "no kuma.io/service tag")
-				continue
-			}
-		}
-		g.addListener(tcpListener(listenerName("outbound", ip, ob.Port), socketAddress(ip.String(), ob.Port), true, f))
+	for i, ob := range g.s.Self.Networking.Outbound {
+		g.selfOutbound(i, ob)
 	}
 }
 
-// serviceFilter is the tcp_proxy of an outbound to the service tags: split by the best
+func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
+	dp := g.s.Self
+	field := fmt.Sprintf("networking.outbound[%d]", i)
+	ip, ok := selfOutboundIP(ob)
+	if !ok {
+		g.problem(mesh.KindDataplane, dp.Name, field+".address", fmt.Sprintf("not an IP address (value %q)", ob.Address))
+		return
+	}
+	var spec proxySpec
+	switch {
+	case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshExternalService:
+		c, ok := g.meshExternalService(ob.BackendRef.Name)
+		if !ok {
+			if g.mes[ob.BackendRef.Name] == nil {
+				g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.name", fmt.Sprintf("no MeshExternalService %q", ob.BackendRef.Name))
+			}
+			return
+		}
+		spec = proxySpec{stat: c, single: c}
+	case ob.BackendRef != nil:
+		g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.kind", fmt.Sprintf("unsupported kind (value %q)", ob.BackendRef.Kind))
+		return
+	default:
+		tags := normalizeTags(ob.Tags)
+		stat := ob.Hostname
+		if stat == "" {
+			stat = tags[mesh.ServiceTag]
+		}
+		var ok bool
+		if spec, ok = g.serviceProxy(stat, tags); !ok {
+			g.problem(mesh.KindDataplane, dp.Name, field+".tags", "no kuma.io/service tag")
+			return
+		}
+		g.track(tags[mesh.ServiceTag], spec)
+	}
+	g.addProxyListeners(spec, true, ob.Port, ip)
+}
+
+func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
+	addr := ob.Address
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(addr)
+	return ip, err == nil
+}
+
+// serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
 // TrafficRoute when one applies (seed 004), else a single cluster for the tags.
-func (g *generator) serviceFilter(stat string, tags mesh.Tags) (*listener.Filter, bool) {
+func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
 	svc := tags[mesh.ServiceTag]
 	if svc == "" {
-		return nil, false
+		return proxySpec{}, false
 	}
 	if r := g.routes.best(svc); r != nil {
 		split := make([]weighted, 0, len(r.conf))
 		for _, d := range r.conf {
 			split = append(split, weighted{cluster: g.serviceCluster(d.tags), weight: d.weight})
 		}
-		return tcpProxy(stat, "", split), true
+		return proxySpec{stat: stat, split: split}, true
 	}
-	return tcpProxy(stat, g.serviceCluster(tags), nil), true
+	return proxySpec{stat: stat, single: g.serviceCluster(tags)}, true
 }
 
 // serviceCluster ensures the EDS cluster and assignment for destination tags exist and
@@ -295,14 +383,28 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 	if _, ok := g.clusters[name]; ok {
 		return name
 	}
-	g.clusters[name] = edsCluster(name)
-	var addrs []*core.Address
+	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name) })
+	if g.st != nil {
+		g.st.dest[name] = tags[mesh.ServiceTag]
+	}
+	var members []inboundRef
+	var sig strings.Builder
 	for _, in := range g.byService[tags[mesh.ServiceTag]] {
 		if len(tags) == 1 || tags.Matches(in.tags) {
-			addrs = append(addrs, socketAddress(in.addr, in.port))
+			members = append(members, in)
+			sig.WriteString(in.addr)
+			sig.WriteByte(':')
+			sig.WriteString(strconv.FormatUint(uint64(in.port), 10))
+			sig.WriteByte(',')
 		}
 	}
-	g.endpoints[name] = loadAssignment(name, addrs)
+	g.addEndpoints(name, sig.String(), func() *endpoint.ClusterLoadAssignment {
+		addrs := make([]*core.Address, len(members))
+		for i, in := range members {
+			addrs[i] = socketAddress(in.addr, in.port)
+		}
+		return loadAssignment(name, addrs)
+	})
 	return name
 }
 

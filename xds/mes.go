@@ -39,7 +39,12 @@ func (g *generator) meshExternalService(name string) (string, bool) {
 		g.problem(mesh.KindMeshExternalService, name, err.field, err.msg)
 		return "", false
 	}
-	g.clusters[cname] = c
+	// Few and small: the signature is the built cluster itself.
+	sig, merr := marshal.Marshal(c)
+	if merr != nil {
+		sig = nil
+	}
+	g.addCluster(cname, string(sig), func() *cluster.Cluster { return c })
 	return cname, true
 }
 

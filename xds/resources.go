@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -61,6 +62,15 @@ type Resources struct {
 	// the creation time (or the name) chose the winner (seed 004, corner case F: make it
 	// noticeable).
 	Conflicts []string
+
+	// trust, when set by a Generator, holds the messages already validated.
+	trust *trustStore
+	// checked is the result of the last Validate (Server.Update does not repeat it).
+	checked atomic.Pointer[checkResult]
+	// idx is the cross-reference index of a successful validation; delta, set by a
+	// Generator, lets Validate check only the changes since a validated base.
+	idx   atomic.Pointer[xrefIndex]
+	delta *resDelta
 }
 
 func (r *Resources) sort() {

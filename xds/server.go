@@ -3,13 +3,14 @@ package xds
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -40,14 +41,9 @@ type Server struct {
 	ready      chan struct{}
 
 	mu      sync.Mutex
-	hashes  map[string]hashed // "<typeURL>/<name>" -> last hash, by resource pointer
+	types   map[string]*typeState // by type URL: what was last published
 	current *cachev3.Snapshot
 	nacks   int
-}
-
-type hashed struct {
-	msg  proto.Message
-	hash string
 }
 
 // NewServer returns a server that will listen on socketPath (at most 107 bytes) once Run is
@@ -61,7 +57,6 @@ func NewServer(socketPath string, log *slog.Logger) *Server {
 		log:        log,
 		cache:      cachev3.NewSnapshotCache(true, singleNode{}, nil),
 		ready:      make(chan struct{}),
-		hashes:     map[string]hashed{},
 	}
 }
 
@@ -92,63 +87,138 @@ func (s *Server) Versions() map[string]string {
 // Update validates r and, when valid, publishes it: Envoy gets only the resources whose
 // content changed (delta) and each type's version changes only when its content does.
 // Invalid resources are refused with the reason and the last good set stays in place.
+//
+// The work is proportional to what changed: the sorted resource lists are compared with the
+// previous ones by identity, and only new messages are hashed.
 func (s *Server) Update(r *Resources) error {
 	if r == nil {
 		return errors.New("xds: nil resources")
 	}
-	if err := r.Validate(); err != nil {
+	if err := r.validated(); err != nil {
 		s.log.Error("refusing invalid Envoy resources; keeping the last good ones", "error", err)
 		return fmt.Errorf("xds: invalid resources, last good ones kept: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := &cachev3.Snapshot{VersionMap: map[string]map[string]string{}}
-	next := make(map[string]hashed, len(s.hashes))
-	add := func(typeURL string, items []types.Resource, names []string) error {
-		versions := make(map[string]string, len(items))
-		withTTL := make(map[string]types.ResourceWithTTL, len(items))
-		for i, m := range items {
-			key := typeURL + "/" + names[i]
-			h, ok := s.hashes[key]
-			if !ok || h.msg != m {
-				sum, err := hashResource(m)
-				if err != nil {
-					return fmt.Errorf("xds: %s %q: %w", typeURL, names[i], err)
-				}
-				h = hashed{msg: m, hash: sum}
-			}
-			next[key] = h
-			versions[names[i]] = h.hash
-			withTTL[names[i]] = types.ResourceWithTTL{Resource: m}
-		}
-		snap.Resources[cachev3.GetResponseType(typeURL)] = cachev3.Resources{Version: typeVersion(versions), Items: withTTL}
-		snap.VersionMap[typeURL] = versions
-		return nil
-	}
+	next := map[string]*typeState{}
 	var errs []error
-	errs = append(errs, add(resourcev3.ListenerType, toResources(r.Listeners), namesOf(r.Listeners, func(m interface{ GetName() string }) string { return m.GetName() })))
-	errs = append(errs, add(resourcev3.ClusterType, toResources(r.Clusters), namesOf(r.Clusters, func(m interface{ GetName() string }) string { return m.GetName() })))
-	errs = append(errs, add(resourcev3.EndpointType, toResources(r.Endpoints), namesOf(r.Endpoints, func(m interface{ GetClusterName() string }) string { return m.GetClusterName() })))
-	errs = append(errs, add(resourcev3.SecretType, toResources(r.Secrets), namesOf(r.Secrets, func(m interface{ GetName() string }) string { return m.GetName() })))
+	add := func(typeURL string, msgs []proto.Message, names []string) {
+		st, err := s.types[typeURL].update(msgs, names)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("xds: %s: %w", typeURL, err))
+			return
+		}
+		next[typeURL] = st
+	}
+	add(resourcev3.ListenerType, asProto(r.Listeners), namesOf(r.Listeners, func(m interface{ GetName() string }) string { return m.GetName() }))
+	add(resourcev3.ClusterType, asProto(r.Clusters), namesOf(r.Clusters, func(m interface{ GetName() string }) string { return m.GetName() }))
+	add(resourcev3.EndpointType, asProto(r.Endpoints), namesOf(r.Endpoints, func(m interface{ GetClusterName() string }) string { return m.GetClusterName() }))
+	add(resourcev3.SecretType, asProto(r.Secrets), namesOf(r.Secrets, func(m interface{ GetName() string }) string { return m.GetName() }))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	// Route types this server never uses still need (empty) versions.
+	snap := &cachev3.Snapshot{VersionMap: map[string]map[string]string{}}
+	for t, st := range next {
+		snap.Resources[cachev3.GetResponseType(t)] = cachev3.Resources{Version: st.version(), Items: st.items}
+		snap.VersionMap[t] = st.versions
+	}
+	// Types this server never uses still need (empty) versions.
 	for _, t := range []string{resourcev3.RouteType, resourcev3.ScopedRouteType, resourcev3.VirtualHostType, resourcev3.RuntimeType, resourcev3.ExtensionConfigType, resourcev3.RateLimitConfigType} {
-		snap.Resources[cachev3.GetResponseType(t)] = cachev3.Resources{Version: typeVersion(nil), Items: map[string]types.ResourceWithTTL{}}
+		snap.Resources[cachev3.GetResponseType(t)] = cachev3.Resources{Version: (&typeState{}).version(), Items: map[string]types.ResourceWithTTL{}}
 		snap.VersionMap[t] = map[string]string{}
 	}
 	if err := s.cache.SetSnapshot(context.Background(), nodeKey, snap); err != nil {
 		return fmt.Errorf("xds: publishing: %w", err)
 	}
-	s.hashes, s.current = next, snap
+	s.types, s.current = next, snap
 	s.log.Debug("published Envoy resources", "listeners", len(r.Listeners), "clusters", len(r.Clusters),
 		"endpoints", len(r.Endpoints), "cds_version", snap.GetVersion(resourcev3.ClusterType), "lds_version", snap.GetVersion(resourcev3.ListenerType))
 	return nil
 }
 
-func toResources[T types.Resource](in []T) []types.Resource {
-	out := make([]types.Resource, len(in))
+// typeState is what was published for one resource type. Its maps are handed to the cache
+// and never modified afterwards: an update clones them.
+type typeState struct {
+	names    []string        // sorted
+	msgs     []proto.Message // same order
+	items    map[string]types.ResourceWithTTL
+	versions map[string]string // name -> content hash
+	sum      [2]uint64         // XOR of mix(name, hash): the type's version, order-free
+}
+
+func (t *typeState) version() string {
+	if t == nil {
+		return "0"
+	}
+	return fmt.Sprintf("%016x%016x", t.sum[0], t.sum[1])
+}
+
+// update returns the state for msgs/names (sorted by name), reusing t's when nothing changed
+// and touching only the differences otherwise.
+func (t *typeState) update(msgs []proto.Message, names []string) (*typeState, error) {
+	if t == nil {
+		t = &typeState{items: map[string]types.ResourceWithTTL{}, versions: map[string]string{}}
+	}
+	if len(msgs) == len(t.msgs) {
+		same := true
+		for i := range msgs {
+			if msgs[i] != t.msgs[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return t, nil
+		}
+	}
+	n := &typeState{names: names, msgs: msgs, items: maps.Clone(t.items), versions: maps.Clone(t.versions), sum: t.sum}
+	set := func(name string, m proto.Message) error {
+		h, err := hashResource(m)
+		if err != nil {
+			return fmt.Errorf("%q: %w", name, err)
+		}
+		if old, ok := n.versions[name]; ok {
+			n.xor(name, old)
+		}
+		n.xor(name, h)
+		n.versions[name] = h
+		n.items[name] = types.ResourceWithTTL{Resource: m}
+		return nil
+	}
+	i, j := 0, 0
+	for i < len(t.names) || j < len(names) {
+		switch {
+		case j == len(names) || (i < len(t.names) && t.names[i] < names[j]): // removed
+			n.xor(t.names[i], n.versions[t.names[i]])
+			delete(n.versions, t.names[i])
+			delete(n.items, t.names[i])
+			i++
+		case i == len(t.names) || names[j] < t.names[i]: // added
+			if err := set(names[j], msgs[j]); err != nil {
+				return nil, err
+			}
+			j++
+		default: // same name
+			if msgs[j] != t.msgs[i] {
+				if err := set(names[j], msgs[j]); err != nil {
+					return nil, err
+				}
+			}
+			i++
+			j++
+		}
+	}
+	return n, nil
+}
+
+func (t *typeState) xor(name, hash string) {
+	sum := sha256.Sum256([]byte(name + "\x00" + hash))
+	t.sum[0] ^= binary.LittleEndian.Uint64(sum[0:8])
+	t.sum[1] ^= binary.LittleEndian.Uint64(sum[8:16])
+}
+
+func asProto[T proto.Message](in []T) []proto.Message {
+	out := make([]proto.Message, len(in))
 	for i, m := range in {
 		out[i] = m
 	}
@@ -173,23 +243,6 @@ func hashResource(m proto.Message) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12]), nil
-}
-
-// typeVersion is a hash of the names and hashes of one type's resources.
-func typeVersion(versions map[string]string) string {
-	names := make([]string, 0, len(versions))
-	for n := range versions {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	h := sha256.New()
-	for _, n := range names {
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-		h.Write([]byte(versions[n]))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // Run serves ADS on the unix socket until ctx is cancelled. A stale socket file left by a

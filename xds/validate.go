@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -19,29 +21,74 @@ type validator interface{ ValidateAll() error }
 // assignment and every assignment its cluster, names and bound addresses are unique.
 // All problems are returned, joined.
 func (r *Resources) Validate() error {
-	var errs []error
-	refs := map[string][]string{} // cluster -> listeners naming it
-	check := func(kind, name string, m proto.Message, onTCP func(*tcpproxy.TcpProxy)) {
-		if err := validateDeep(m, onTCP); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", kind, name, err))
+	err := r.validate()
+	r.checked.Store(&checkResult{err: err})
+	return err
+}
+
+type checkResult struct{ err error }
+
+// checker returns a function that validates one message (unless a Generator already saw it
+// pass), appends its error to errs and returns the clusters its tcp_proxy filters name.
+func (r *Resources) checker(errs *[]error) func(kind, name string, m proto.Message) []string {
+	// The IPv4 and IPv6 listeners of one outbound share their filter: unpack and check each
+	// packed config once.
+	done := map[*anypb.Any]proto.Message{}
+	return func(kind, name string, m proto.Message) []string {
+		if refs, ok := r.trust.get(m); ok {
+			return refs
 		}
-	}
-	seen := map[string]bool{}
-	bound := map[string]string{}
-	for _, l := range r.Listeners {
-		if seen["l/"+l.Name] {
-			errs = append(errs, fmt.Errorf("listener %q: defined twice", l.Name))
-		}
-		seen["l/"+l.Name] = true
-		name := l.Name
-		check("listener", name, l, func(tp *tcpproxy.TcpProxy) {
+		var refs []string
+		err := validateResource(m, done, func(tp *tcpproxy.TcpProxy) {
 			if c := tp.GetCluster(); c != "" {
-				refs[c] = append(refs[c], name)
+				refs = append(refs, c)
 			}
 			for _, w := range tp.GetWeightedClusters().GetClusters() {
-				refs[w.Name] = append(refs[w.Name], name)
+				refs = append(refs, w.Name)
 			}
 		})
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("%s %q: %w", kind, name, err))
+			return nil
+		}
+		r.trust.put(m, refs)
+		return refs
+	}
+}
+
+// validated returns the result of the last Validate, running it if it never ran.
+func (r *Resources) validated() error {
+	if c := r.checked.Load(); c != nil {
+		return c.err
+	}
+	return r.Validate()
+}
+
+func (r *Resources) validate() error {
+	if r.delta != nil {
+		if err := r.validateDelta(); err == nil {
+			return nil
+		}
+		// Report from a full pass: its messages name every problem.
+	}
+	var errs []error
+	idx := newXrefIndex(len(r.Listeners), len(r.Clusters))
+	check := r.checker(&errs)
+	seenL := make(map[string]bool, len(r.Listeners))
+	seenC := make(map[string]bool, len(r.Clusters))
+	seenE := make(map[string]bool, len(r.Endpoints))
+	bound := map[string]string{}
+	for _, l := range r.Listeners {
+		if seenL[l.Name] {
+			errs = append(errs, fmt.Errorf("listener %q: defined twice", l.Name))
+		}
+		seenL[l.Name] = true
+		name := l.Name
+		lrefs := check("listener", name, l)
+		idx.lrefs[name] = lrefs
+		for _, c := range lrefs {
+			idx.refCount[c]++
+		}
 		if l.BindToPort == nil || l.BindToPort.Value {
 			if sa := l.GetAddress().GetSocketAddress(); sa != nil {
 				key := fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue())
@@ -49,44 +96,133 @@ func (r *Resources) Validate() error {
 					errs = append(errs, fmt.Errorf("listener %q: binds %s like listener %q", name, key, other))
 				}
 				bound[key] = name
+				idx.boundBy[name] = key
 			}
 		}
 	}
-	eds := map[string]bool{}
+	eds := make(map[string]bool, len(r.Clusters))
 	for _, c := range r.Clusters {
-		if seen["c/"+c.Name] {
+		if seenC[c.Name] {
 			errs = append(errs, fmt.Errorf("cluster %q: defined twice", c.Name))
 		}
-		seen["c/"+c.Name] = true
+		seenC[c.Name] = true
 		if c.GetType() == cluster.Cluster_EDS {
 			eds[c.Name] = true
 		}
-		check("cluster", c.Name, c, nil)
+		idx.clusters[c.Name] = c.GetType() == cluster.Cluster_EDS
+		check("cluster", c.Name, c)
 	}
 	for _, e := range r.Endpoints {
-		if seen["e/"+e.ClusterName] {
+		if seenE[e.ClusterName] {
 			errs = append(errs, fmt.Errorf("cluster load assignment %q: defined twice", e.ClusterName))
 		}
-		seen["e/"+e.ClusterName] = true
+		seenE[e.ClusterName] = true
 		if !eds[e.ClusterName] {
 			errs = append(errs, fmt.Errorf("cluster load assignment %q: no EDS cluster of that name", e.ClusterName))
 		}
-		check("cluster load assignment", e.ClusterName, e, nil)
+		idx.cla[e.ClusterName] = true
+		check("cluster load assignment", e.ClusterName, e)
 	}
 	for _, s := range r.Secrets {
-		check("secret", s.Name, s, nil)
+		check("secret", s.Name, s)
 	}
 	for name := range eds {
-		if !seen["e/"+name] {
+		if !seenE[name] {
 			errs = append(errs, fmt.Errorf("cluster %q: EDS cluster without a cluster load assignment", name))
 		}
 	}
-	for _, c := range sortedKeys(refs) {
-		if !seen["c/"+c] {
-			errs = append(errs, fmt.Errorf("listener %q: tcp_proxy names cluster %q, which does not exist", refs[c][0], c))
+	for _, c := range sortedKeys(idx.refCount) {
+		if !seenC[c] {
+			errs = append(errs, fmt.Errorf("listener %q: tcp_proxy names cluster %q, which does not exist", idx.firstUser(c), c))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	idx.bound = bound
+	r.idx.Store(idx)
+	return nil
+}
+
+// validateResource is validateDeep with a fast path for the shapes Generate produces:
+// listeners and clusters have their packed configs in known places, so no reflection walk.
+func validateResource(m proto.Message, done map[*anypb.Any]proto.Message, onTCP func(*tcpproxy.TcpProxy)) error {
+	var anys []*anypb.Any
+	switch r := m.(type) {
+	case *listener.Listener:
+		if len(r.GetListenerFilters())+len(r.GetFilterChains()) > 0 && r.GetDefaultFilterChain() == nil && r.GetUdpListenerConfig() == nil &&
+			len(r.GetAccessLog()) == 0 && r.GetInternalListener() == nil {
+			for _, lf := range r.ListenerFilters {
+				anys = append(anys, lf.GetTypedConfig())
+			}
+			for _, fc := range r.FilterChains {
+				if fc.GetTransportSocket() != nil {
+					anys = append(anys, fc.GetTransportSocket().GetTypedConfig())
+				}
+				for _, f := range fc.Filters {
+					anys = append(anys, f.GetTypedConfig())
+				}
+			}
+		} else {
+			return validateDeep(m, onTCP)
+		}
+	case *cluster.Cluster:
+		if len(r.GetTypedExtensionProtocolOptions()) == 0 && r.GetClusterType() == nil && r.GetLoadBalancingPolicy() == nil &&
+			len(r.GetTransportSocketMatches()) == 0 && r.GetUpstreamConfig() == nil && len(r.GetFilters()) == 0 {
+			if ts := r.GetTransportSocket(); ts != nil {
+				anys = append(anys, ts.GetTypedConfig())
+			}
+		} else {
+			return validateDeep(m, onTCP)
+		}
+	case *endpoint.ClusterLoadAssignment:
+		// No packed configs in what Generate puts there; metadata would be walked below.
+		if hasMetadata(r) {
+			return validateDeep(m, onTCP)
+		}
+	default:
+		return validateDeep(m, onTCP)
+	}
+	if err := m.(validator).ValidateAll(); err != nil {
+		return err
+	}
+	for _, a := range anys {
+		if a == nil {
+			continue
+		}
+		inner, seen := done[a]
+		if !seen {
+			var err error
+			if inner, err = a.UnmarshalNew(); err != nil {
+				return fmt.Errorf("typed_config %s: %w", a.GetTypeUrl(), err)
+			}
+			if err := validateDeep(inner, nil); err != nil {
+				return fmt.Errorf("typed_config %s: %w", a.GetTypeUrl(), err)
+			}
+			done[a] = inner
+		}
+		if tp, ok := inner.(*tcpproxy.TcpProxy); ok && onTCP != nil {
+			onTCP(tp)
+		}
+	}
+	return nil
+}
+
+func hasMetadata(c *endpoint.ClusterLoadAssignment) bool {
+	if c.GetPolicy() != nil || len(c.GetNamedEndpoints()) > 0 {
+		return true
+	}
+	for _, l := range c.GetEndpoints() {
+		if l.GetMetadata() != nil || l.GetLbConfig() != nil {
+			return true
+		}
+		for _, e := range l.GetLbEndpoints() {
+			if e.GetMetadata() != nil || e.GetEndpoint().GetHealthCheckConfig() != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validateDeep runs ValidateAll on m and, recursively, on every message packed in an Any

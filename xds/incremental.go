@@ -1,0 +1,420 @@
+package xds
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// genState is what a Generator keeps between calls so that a change to TrafficRoutes or to
+// other dataplanes regenerates only the outbounds it affects. Any other change (this
+// dataplane, the VIP table, MeshExternalServices, options) regenerates everything.
+type genState struct {
+	snap  *mesh.Snapshot
+	table *vipalloc.Table
+	opts  Options
+	res   *Resources
+
+	listeners map[string]*listener.Listener
+	clusters  map[string]*cluster.Cluster
+	endpoints map[string]*endpoint.ClusterLoadAssignment
+	byService map[string][]inboundRef
+	dps       map[string]*mesh.Dataplane // by name
+	svcDPs    map[string][]string        // service -> names of the dataplanes serving it, sorted
+
+	// obs: outbound service -> its outbounds; uses: outbound service -> clusters its
+	// listeners name; users: cluster -> outbound services naming it; dest: cluster -> the
+	// service whose endpoints it holds.
+	obs   map[string][]obRef
+	uses  map[string][]string
+	users map[string]map[string]bool
+	dest  map[string]string
+
+	conflicts     map[string]string
+	otherProblems []Problem
+	memo          map[memoKey]memoEntry
+}
+
+// obRef is one outbound: a VIP outbound of the table or an entry of networking.outbound.
+type obRef struct {
+	vip  *vipalloc.Outbound
+	self int
+}
+
+// track records that outbound service svc uses the clusters of spec.
+func (g *generator) track(svc string, spec proxySpec) {
+	st := g.st
+	if st == nil {
+		return
+	}
+	add := func(c string) {
+		st.uses[svc] = append(st.uses[svc], c)
+		if st.users[c] == nil {
+			st.users[c] = map[string]bool{}
+		}
+		st.users[c][svc] = true
+	}
+	if spec.single != "" {
+		add(spec.single)
+	}
+	for _, w := range spec.split {
+		add(w.cluster)
+	}
+}
+
+// newState records a full generation.
+func newState(g *generator, r *Resources, routeProblems int) *genState {
+	st := g.st
+	st.snap, st.table, st.opts, st.res = g.s, g.t, g.o, r
+	st.listeners, st.clusters, st.endpoints, st.byService = g.listeners, g.clusters, g.endpoints, g.byService
+	st.dps = make(map[string]*mesh.Dataplane, len(g.s.Dataplanes))
+	st.svcDPs = map[string][]string{}
+	for _, dp := range g.s.Dataplanes {
+		st.dps[dp.Name] = dp
+		for _, svc := range dpServices(dp) {
+			st.svcDPs[svc] = append(st.svcDPs[svc], dp.Name)
+		}
+	}
+	st.obs = map[string][]obRef{}
+	outs := g.t.Outbounds()
+	for i := range outs {
+		if outs[i].MeshExternalService == "" {
+			svc := normalizeTags(outs[i].Tags)[mesh.ServiceTag]
+			st.obs[svc] = append(st.obs[svc], obRef{vip: &outs[i], self: -1})
+		}
+	}
+	if !g.o.TransparentProxy {
+		st.obs = map[string][]obRef{} // no VIP listeners were generated
+	}
+	for i, ob := range g.s.Self.Networking.Outbound {
+		if ob.BackendRef == nil {
+			svc := normalizeTags(ob.Tags)[mesh.ServiceTag]
+			st.obs[svc] = append(st.obs[svc], obRef{self: i})
+		}
+	}
+	st.conflicts = maps.Clone(g.routes.conflicts)
+	st.otherProblems = slices.Clone(g.problems[routeProblems:])
+	st.memo = g.next
+	return st
+}
+
+func newTracking() *genState {
+	return &genState{uses: map[string][]string{}, users: map[string]map[string]bool{}, dest: map[string]string{}}
+}
+
+// dpServices are the distinct services of a dataplane's inbounds.
+func dpServices(dp *mesh.Dataplane) []string {
+	var out []string
+	for _, in := range dp.Networking.Inbound {
+		if svc := normalizeTags(in.Tags)[mesh.ServiceTag]; svc != "" && !slices.Contains(out, svc) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// incremental applies s to the previous state when only TrafficRoutes and other dataplanes
+// changed; false when a full generation is needed.
+func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, trust *trustStore) (*Resources, bool) {
+	if st == nil || st.snap == nil || t.Hash() != st.table.Hash() || o != st.opts || s.Mesh != st.snap.Mesh ||
+		!(s.Self == st.snap.Self || reflect.DeepEqual(s.Self, st.snap.Self)) ||
+		!sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) }) {
+		return nil, false
+	}
+	// Which destination services changed members, which outbound services changed rules.
+	dirtyDest := map[string]bool{}
+	changedDPs := map[string]*mesh.Dataplane{} // name -> new (nil: removed)
+	diffByName(st.snap.Dataplanes, s.Dataplanes, dpEqual, func(old, new *mesh.Dataplane) {
+		for _, dp := range []*mesh.Dataplane{old, new} {
+			if dp != nil {
+				for _, svc := range dpServices(dp) {
+					dirtyDest[svc] = true
+				}
+			}
+		}
+		if new != nil {
+			changedDPs[new.Name] = new
+		} else {
+			changedDPs[old.Name] = nil
+		}
+	})
+	dirtyOut := map[string]bool{}
+	generic := false
+	diffByName(st.snap.TrafficRoutes, s.TrafficRoutes, func(a, b *mesh.TrafficRoute) bool { return reflect.DeepEqual(a, b) }, func(old, new *mesh.TrafficRoute) {
+		for _, tr := range []*mesh.TrafficRoute{old, new} {
+			if tr == nil {
+				continue
+			}
+			for _, d := range tr.Destinations {
+				m := normalizeTags(d.Match)
+				svc := m[mesh.ServiceTag]
+				if len(m) != 1 || svc == "" || svc == mesh.Wildcard {
+					generic = true
+				}
+				dirtyOut[svc] = true
+			}
+		}
+	})
+	if generic {
+		return nil, false
+	}
+	for d := range dirtyDest {
+		for c, dst := range st.dest {
+			if dst == d {
+				for svc := range st.users[c] {
+					dirtyOut[svc] = true
+				}
+			}
+		}
+	}
+
+	g := newGeneratorFrom(st, s, t, o)
+	// Membership: patch the per-service index for the changed dataplanes.
+	for name, dp := range changedDPs {
+		if old := st.dps[name]; old != nil {
+			for _, svc := range dpServices(old) {
+				st.svcDPs[svc] = slices.DeleteFunc(st.svcDPs[svc], func(n string) bool { return n == name })
+			}
+		}
+		if dp == nil {
+			delete(st.dps, name)
+			continue
+		}
+		st.dps[name] = dp
+		for _, svc := range dpServices(dp) {
+			i, _ := slices.BinarySearch(st.svcDPs[svc], name)
+			st.svcDPs[svc] = slices.Insert(st.svcDPs[svc], i, name)
+		}
+	}
+	for d := range dirtyDest {
+		var refs []inboundRef
+		for _, name := range st.svcDPs[d] {
+			dp := st.dps[name]
+			for _, in := range dp.Networking.Inbound {
+				tags := normalizeTags(in.Tags)
+				if tags[mesh.ServiceTag] == d {
+					refs = append(refs, inboundRef{tags: tags, addr: inboundAddress(dp, in), port: in.Port})
+				}
+			}
+		}
+		if len(refs) == 0 {
+			delete(st.byService, d)
+		} else {
+			st.byService[d] = refs
+		}
+	}
+
+	changedL, changedC, changedE := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	// Clusters of changed services are rebuilt by whoever still uses them.
+	for c, dst := range st.dest {
+		if dirtyDest[dst] {
+			delete(st.clusters, c)
+			delete(st.endpoints, c)
+			delete(st.dest, c)
+			changedC[c], changedE[c] = true, true
+		}
+	}
+	// Forget what the dirty outbound services used and their listeners.
+	released := map[string]bool{}
+	for svc := range dirtyOut {
+		for _, c := range st.uses[svc] {
+			delete(st.users[c], svc)
+			released[c] = true
+		}
+		delete(st.uses, svc)
+		delete(st.conflicts, svc)
+		for _, ob := range st.obs[svc] {
+			for _, name := range obListenerNames(ob, s.Self) {
+				delete(st.listeners, name)
+				changedL[name] = true
+			}
+		}
+	}
+	for svc := range dirtyOut {
+		for _, ob := range st.obs[svc] {
+			if ob.vip != nil {
+				g.vipOutbound(*ob.vip)
+			} else {
+				g.selfOutbound(ob.self, s.Self.Networking.Outbound[ob.self])
+			}
+		}
+	}
+	for c := range released {
+		if len(st.users[c]) == 0 {
+			delete(st.users, c)
+			if _, ok := st.clusters[c]; ok && st.dest[c] != "" {
+				delete(st.clusters, c)
+				delete(st.endpoints, c)
+				delete(st.dest, c)
+				changedC[c], changedE[c] = true, true
+			}
+		}
+	}
+	for _, k := range g.touched {
+		switch k.kind {
+		case memoListener:
+			changedL[k.name] = true
+		case memoCluster:
+			changedC[k.name] = true
+		case memoEndpoints:
+			changedE[k.name] = true
+		}
+	}
+	for svc, msg := range g.routes.conflicts {
+		st.conflicts[svc] = msg
+	}
+
+	prev := st.res
+	r := &Resources{
+		Listeners: mergeSorted(prev.Listeners, st.listeners, changedL, func(l *listener.Listener) string { return l.Name }),
+		Clusters:  mergeSorted(prev.Clusters, st.clusters, changedC, func(c *cluster.Cluster) string { return c.Name }),
+		Endpoints: mergeSorted(prev.Endpoints, st.endpoints, changedE, func(e *endpoint.ClusterLoadAssignment) string { return e.ClusterName }),
+		Secrets:   prev.Secrets,
+		Problems:  append(slices.Clone(g.problems), st.otherProblems...),
+		trust:     trust,
+	}
+	for _, svc := range sortedKeys(st.conflicts) {
+		r.Conflicts = append(r.Conflicts, st.conflicts[svc])
+	}
+	r.delta = &resDelta{base: prev, listeners: map[string]*listener.Listener{}, clusters: map[string]*cluster.Cluster{}, endpoints: map[string]*endpoint.ClusterLoadAssignment{}}
+	for n := range changedL {
+		r.delta.listeners[n] = st.listeners[n]
+	}
+	for n := range changedC {
+		r.delta.clusters[n] = st.clusters[n]
+	}
+	for n := range changedE {
+		r.delta.endpoints[n] = st.endpoints[n]
+	}
+	st.snap, st.res = s, r
+	return r, true
+}
+
+// obListenerNames are the listener names an outbound produces.
+func obListenerNames(ob obRef, self *mesh.Dataplane) []string {
+	if ob.vip != nil {
+		var out []string
+		if ob.vip.IPv4.IsValid() {
+			out = append(out, listenerName("outbound", ob.vip.IPv4, ob.vip.Port))
+		}
+		if ob.vip.IPv6.IsValid() {
+			out = append(out, listenerName("outbound", ob.vip.IPv6, ob.vip.Port))
+		}
+		return out
+	}
+	o := self.Networking.Outbound[ob.self]
+	ip, ok := selfOutboundIP(o)
+	if !ok {
+		return nil
+	}
+	return []string{listenerName("outbound", ip, o.Port)}
+}
+
+// mergeSorted is prev without the changed names, plus the changed names still in current,
+// sorted by name.
+func mergeSorted[T any](prev []T, current map[string]T, changed map[string]bool, name func(T) string) []T {
+	if len(changed) == 0 {
+		return prev
+	}
+	var fresh []T
+	for n := range changed {
+		if m, ok := current[n]; ok {
+			fresh = append(fresh, m)
+		}
+	}
+	sort.Slice(fresh, func(i, j int) bool { return name(fresh[i]) < name(fresh[j]) })
+	out := make([]T, 0, len(prev)+len(fresh))
+	j := 0
+	for _, m := range prev {
+		n := name(m)
+		if changed[n] {
+			continue
+		}
+		for j < len(fresh) && name(fresh[j]) < n {
+			out = append(out, fresh[j])
+			j++
+		}
+		out = append(out, m)
+	}
+	return append(out, fresh[j:]...)
+}
+
+// diffByName walks two name-sorted lists and calls changed(old, new) for every name added,
+// removed (new nil) or whose resource differs.
+func diffByName[T interface {
+	comparable
+	GetMeta() *mesh.Meta
+}](old, new []T, equal func(a, b T) bool, changed func(old, new T)) {
+	var zero T
+	i, j := 0, 0
+	for i < len(old) || j < len(new) {
+		switch {
+		case j == len(new) || (i < len(old) && old[i].GetMeta().Name < new[j].GetMeta().Name):
+			changed(old[i], zero)
+			i++
+		case i == len(old) || new[j].GetMeta().Name < old[i].GetMeta().Name:
+			changed(zero, new[j])
+			j++
+		default:
+			if old[i] != new[j] && !equal(old[i], new[j]) {
+				changed(old[i], new[j])
+			}
+			i++
+			j++
+		}
+	}
+}
+
+func sameList[T comparable](a, b []T, equal func(a, b T) bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && !equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// dpEqual compares what the resources of this dataplane depend on in another dataplane.
+func dpEqual(a, b *mesh.Dataplane) bool {
+	if a.Name != b.Name || a.Networking.Address != b.Networking.Address ||
+		a.Networking.AdvertisedAddress != b.Networking.AdvertisedAddress || len(a.Networking.Inbound) != len(b.Networking.Inbound) {
+		return false
+	}
+	for i, x := range a.Networking.Inbound {
+		y := b.Networking.Inbound[i]
+		if x.Port != y.Port || x.Address != y.Address || !maps.Equal(x.Tags, y.Tags) {
+			return false
+		}
+	}
+	return true
+}
+
+// newGeneratorFrom is a generator that adds to the previous state's resources.
+func newGeneratorFrom(st *genState, s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
+	g := &generator{
+		s: s, t: t, o: o, st: st,
+		byService: st.byService,
+		mes:       map[string]*mesh.MeshExternalService{},
+		listeners: st.listeners,
+		clusters:  st.clusters,
+		endpoints: st.endpoints,
+		prev:      st.memo,
+		next:      st.memo,
+	}
+	for _, m := range s.MeshExternalServices {
+		g.mes[m.Name] = m
+	}
+	g.routes = newRouteIndex(s, g.problem)
+	return g
+}

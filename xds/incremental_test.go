@@ -1,0 +1,97 @@
+package xds
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// TestGeneratorMatchesGenerate applies random model changes and checks after each one that
+// the incremental Generator produces exactly what a fresh Generate does.
+func TestGeneratorMatchesGenerate(t *testing.T) {
+	services := []string{"a", "b", "c", "d", "e"}
+	var entries []*vipalloc.Entry
+	for i, svc := range services {
+		entries = append(entries, serviceEntry(svc+".mesh", fmt.Sprintf("240.0.0.%d", i+1), fmt.Sprintf("fd00::%d", i+1), 80, tags(mesh.ServiceTag, svc)))
+	}
+	tab := vipalloc.NewTable(entries, nil)
+	self := dataplane("me", "10.9.9.9", inbound(8080, tags(mesh.ServiceTag, "me", "version", "1")))
+	self.Networking.Outbound = []mesh.Outbound{{Port: 9001, Tags: tags(mesh.ServiceTag, "b")}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	dps := map[string]*mesh.Dataplane{}
+	routes := map[string]*mesh.TrafficRoute{}
+	randomDP := func(name string) *mesh.Dataplane {
+		return dataplane(name, fmt.Sprintf("10.0.%d.%d", rng.IntN(3), rng.IntN(250)+1),
+			inbound(8080, tags(mesh.ServiceTag, services[rng.IntN(len(services))], "version", fmt.Sprint(rng.IntN(2)+1))))
+	}
+	randomRoute := func(name string) *mesh.TrafficRoute {
+		src := tags(mesh.ServiceTag, "me")
+		if rng.IntN(2) == 0 {
+			src["version"] = "1"
+		}
+		if rng.IntN(4) == 0 {
+			src = tags(mesh.ServiceTag, "other") // does not match this dataplane
+		}
+		d1, d2 := services[rng.IntN(len(services))], services[rng.IntN(len(services))]
+		return trafficRoute(name, rng.IntN(5), src, tags(mesh.ServiceTag, services[rng.IntN(len(services))]),
+			to(uint32(rng.IntN(3)), tags(mesh.ServiceTag, d1, "version", fmt.Sprint(rng.IntN(2)+1))),
+			to(uint32(rng.IntN(3)+1), tags(mesh.ServiceTag, d2)))
+	}
+	for i := 0; i < 12; i++ {
+		name := fmt.Sprintf("dp-%02d", i)
+		dps[name] = randomDP(name)
+	}
+	gen := NewGenerator()
+	for step := 0; step < 300; step++ {
+		switch rng.IntN(7) {
+		case 0, 1:
+			name := fmt.Sprintf("dp-%02d", rng.IntN(16))
+			if dps[name] != nil && rng.IntN(3) == 0 {
+				delete(dps, name)
+			} else {
+				dps[name] = randomDP(name)
+			}
+		case 2, 3, 4:
+			name := fmt.Sprintf("route-%d", rng.IntN(6))
+			if routes[name] != nil && rng.IntN(3) == 0 {
+				delete(routes, name)
+			} else {
+				routes[name] = randomRoute(name)
+			}
+		case 5: // an unchanged model (new snapshot, same content)
+		case 6: // this dataplane changes: full regeneration
+			s2 := *self
+			s2.Networking.Inbound = []mesh.Inbound{inbound(8080, tags(mesh.ServiceTag, "me", "version", fmt.Sprint(rng.IntN(2)+1)))}
+			self = &s2
+		}
+		var res []mesh.Resource
+		for _, d := range dps {
+			res = append(res, d)
+		}
+		for _, r := range routes {
+			res = append(res, r)
+		}
+		s, err := mesh.NewSnapshot(self, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := Generate(s, tab, tproxy)
+		got, err := gen.Generate(s, tab, tproxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := got.Validate(); err != nil {
+			t.Fatalf("step %d: incremental resources invalid: %v", step, err)
+		}
+		if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
+			t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, firstDiff(w, g))
+		}
+	}
+	if gen.partial < 200 || gen.full < 10 {
+		t.Errorf("%d incremental and %d full generations: the test did not exercise both", gen.partial, gen.full)
+	}
+	t.Logf("%d incremental, %d full generations", gen.partial, gen.full)
+}
