@@ -132,31 +132,38 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 func (h *handler) upstream(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	cw := &countingWriter{ResponseWriter: w}
 	rc, err := plugin.NextOrFailure(pluginName, h.next, ctx, cw, r)
-	if cw.wrote {
+	if cw.wrote && cw.rcode == dns.RcodeServerFailure { // e.g. cache's stored SERVFAIL
+		rc = dns.RcodeServerFailure
+	} else if cw.wrote {
 		var qtype uint16
 		if len(r.Question) > 0 {
 			qtype = r.Question[0].Qtype
 		}
 		h.s.met.answer(srcUpstream, qtype)
 	}
-	if !plugin.ClientWrite(rc) {
+	if !plugin.ClientWrite(rc) || rc == dns.RcodeServerFailure {
 		h.s.met.upFail.Inc()
 		h.s.log.Debug("no upstream answer", "error", err)
 	}
 	return rc, err
 }
 
+// countingWriter notes whether the rest of the chain answered, and with what rcode.
 type countingWriter struct {
 	dns.ResponseWriter
 	wrote bool
+	rcode int
 }
 
 func (c *countingWriter) WriteMsg(m *dns.Msg) error {
-	c.wrote = true
+	c.wrote, c.rcode = true, m.Rcode
 	return c.ResponseWriter.WriteMsg(m)
 }
 
 func (c *countingWriter) Write(b []byte) (int, error) {
 	c.wrote = true
+	if len(b) > 3 {
+		c.rcode = int(b[3] & 0xF)
+	}
 	return c.ResponseWriter.Write(b)
 }
