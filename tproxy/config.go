@@ -3,6 +3,7 @@ package tproxy
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os/user"
 	"strconv"
@@ -56,6 +57,9 @@ const (
 	IPv4 Family = 4
 	IPv6 Family = 6
 )
+
+// LogValue logs a family as "ipv4" or "ipv6".
+func (f Family) LogValue() slog.Value { return slog.StringValue(f.String()) }
 
 func (f Family) String() string {
 	if f == IPv6 {

@@ -107,6 +107,41 @@ func testInNetns(t *testing.T, idx int, b backend) {
 		}
 	})
 
+	t.Run("switching backend moves the rules", func(t *testing.T) {
+		other := backend{name: "nft"}
+		if b.name == "nft" {
+			other = backend{name: "legacy"}
+		}
+		oc := c
+		oc.Executables = other.name
+		if err := Install(ctx, oc, log); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(parseOurs(n.saveAll(t, b))); n != 0 {
+			t.Fatalf("%d tables of ours left in %s after installing with %s", n, b.name, other.name)
+		}
+		if d, err := Verify(ctx, oc); err != nil || d != "" {
+			t.Fatalf("Verify(%s) = %q, %v", other.name, d, err)
+		}
+		// Auto-detection now follows our rules to the other backend, though the foreign
+		// rules are in this one.
+		if got, err := Backend(ctx, c); err != nil || got != other.name {
+			t.Fatalf("Backend(auto) = %q, %v; want %q, which holds our rules", got, err, other.name)
+		}
+		// And back.
+		c.Executables = b.name
+		if err := Install(ctx, c, log); err != nil {
+			t.Fatal(err)
+		}
+		c.Executables = "auto"
+		if got := n.saveAll(t, b); got != installed {
+			t.Fatalf("back on %s, the rules differ from the first install:\n%s", b.name, lineDiff(strings.Split(installed, "\n"), strings.Split(got, "\n")))
+		}
+		if n := len(parseOurs(n.saveAll(t, other))); n != 0 {
+			t.Fatalf("%d tables of ours left in %s", n, other.name)
+		}
+	})
+
 	if err := Uninstall(ctx, c, log); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,9 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
+		return err
+	}
 	if ifs, err := Interfaces(c); err == nil {
 		for _, i := range ifs {
 			log.Info("interface", "name", i.Name, "index", i.Index, "up", i.Up, "addresses", fmt.Sprint(i.Addrs))
@@ -62,6 +65,34 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	}
 	if _, err := ensureNet(c, log); err != nil {
 		return err
+	}
+	return nil
+}
+
+// removeFromOtherBackend removes rules of ours left in the backend we are not using (an
+// earlier install with another --iptables-executables): legacy and nft rules both stay
+// active, so leaving them would redirect twice.
+func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slog.Logger) error {
+	other := backend{name: "legacy"}
+	if use.name == "legacy" {
+		other = backend{name: "nft"}
+	}
+	for _, f := range []Family{IPv4, IPv6} {
+		if !other.available([]Family{f}) {
+			continue
+		}
+		save, err := other.save(ctx, c, f)
+		if err != nil {
+			continue
+		}
+		live := parseOurs(save)
+		if len(live) == 0 {
+			continue
+		}
+		if err := other.restore(ctx, c, f, removeInput(live)); err != nil {
+			return fmt.Errorf("remove our old %s rules from iptables-%s: %w", f, other.name, err)
+		}
+		log.Warn("removed rules of ours from the other iptables backend", "family", f, "backend", other.name, "rules", countRules(live))
 	}
 	return nil
 }
