@@ -37,8 +37,7 @@ type Allocator struct {
 
 	table     *Table
 	sum       [2]uint64
-	dirty     bool     // assignments changed since the state file was written
-	slab      []uint32 // see ports
+	dirty     bool // assignments changed since the state file was written
 	candSlab  []*candidate
 	entrySlab []*Entry
 }
@@ -91,16 +90,16 @@ func (r *round) touchHost(h string) {
 }
 
 func (r *round) add(c *candidate) {
-	if c.host == "" {
-		r.a.skips[c.origin.Kind+"/"+c.key] = c
+	if c.Hostname == "" {
+		r.a.skips[c.src.origin.Kind+"/"+c.Key] = c
 		r.skipsChanged = true
 		return
 	}
 	a := r.a
-	hs := a.hosts[c.host]
+	hs := a.hosts[c.Hostname]
 	if hs == nil {
-		hs = &hostState{host: c.host}
-		a.hosts[c.host] = hs
+		hs = &hostState{host: c.Hostname}
+		a.hosts[c.Hostname] = hs
 	}
 	if hs.cands == nil {
 		// One-element slices from a shared slab: most hostnames have a single candidate.
@@ -117,12 +116,12 @@ func (r *round) add(c *candidate) {
 }
 
 func (r *round) remove(c *candidate) {
-	if c.host == "" {
-		delete(r.a.skips, c.origin.Kind+"/"+c.key)
+	if c.Hostname == "" {
+		delete(r.a.skips, c.src.origin.Kind+"/"+c.Key)
 		r.skipsChanged = true
 		return
 	}
-	hs := r.a.hosts[c.host]
+	hs := r.a.hosts[c.Hostname]
 	if hs == nil {
 		return
 	}
@@ -249,7 +248,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 	}
 	for _, x := range fresh {
 		if len(dps) > 1024 {
-			x.cands = make(map[string]*candidate, len(dps)/2)
+			x.cands = make(map[string]*candidate, len(dps)/8)
 		}
 		jobs = append(jobs, job{x: x, all: dps})
 	}

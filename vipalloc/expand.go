@@ -14,20 +14,27 @@ import (
 // produced no hostname (a skip, with reason). Candidates are counted: refs is how many
 // inbounds of the mesh support them, so a dataplane coming or going adjusts counts only.
 type candidate struct {
-	key      string // `<policy>{k=v,...}`
-	host     string
-	port     uint32
-	origin   Origin
-	rank     *policyRank
-	tags     mesh.Tags
-	selector mesh.Tags
-	mes      string
-	reason   string // set for skips
-	refs     int32
+	// Entry is the proposal: Hostname, Ports (one), Origin, Key, Tags, Selector and
+	// MeshExternalService (Reason for skips). The first time the candidate is published it
+	// is published as is (&c.Entry, with its VIP and status filled in), so most hostnames
+	// cost one object; after that it is never changed, only copied.
+	Entry
+	src       *source
+	refs      int32
+	published bool
 }
 
-// policyRank is what orders candidates of different origins (see better).
-type policyRank struct {
+func (c *candidate) port() uint32 {
+	if len(c.Ports) == 0 {
+		return 0
+	}
+	return c.Ports[0]
+}
+
+// source is what produced a candidate, and what orders candidates of different origins
+// (see better). Shared by the candidates of one policy.
+type source struct {
+	origin   Origin
 	explicit bool // a policy (VirtualOutbound, HostnameGenerator), not a default name
 	created  time.Time
 }
@@ -37,28 +44,28 @@ type policyRank struct {
 // takes a name that is already served), then origin kind, origin name and key, so the order
 // is total and deterministic.
 func better(a, b *candidate) bool {
-	if a.rank.explicit != b.rank.explicit {
-		return a.rank.explicit
+	if a.src.explicit != b.src.explicit {
+		return a.src.explicit
 	}
-	if !a.rank.created.Equal(b.rank.created) {
-		return a.rank.created.Before(b.rank.created)
+	if !a.src.created.Equal(b.src.created) {
+		return a.src.created.Before(b.src.created)
 	}
-	if a.origin.Kind != b.origin.Kind {
-		return a.origin.Kind < b.origin.Kind
+	if a.src.origin.Kind != b.src.origin.Kind {
+		return a.src.origin.Kind < b.src.origin.Kind
 	}
-	if a.origin.Name != b.origin.Name {
-		return a.origin.Name < b.origin.Name
+	if a.src.origin.Name != b.src.origin.Name {
+		return a.src.origin.Name < b.src.origin.Name
 	}
-	return a.key < b.key
+	return a.Key < b.Key
 }
 
 // vipKey is the key a candidate's VIP is allocated under: its hostname, or the
 // MeshExternalService (one VIP per MeshExternalService, shared by its hostnames).
 func (c *candidate) vipKey() string {
-	if c.mes != "" {
-		return mesKeyPrefix + c.mes
+	if c.MeshExternalService != "" {
+		return mesKeyPrefix + c.MeshExternalService
 	}
-	return c.host
+	return c.Hostname
 }
 
 const mesKeyPrefix = "mes/"
@@ -67,8 +74,7 @@ const mesKeyPrefix = "mes/"
 // default service names.
 type expander struct {
 	name   string // the key prefix: policy name, or defaultKeyName
-	origin Origin
-	rank   *policyRank
+	src    *source
 	vo     *mesh.VirtualOutbound
 	tpl    *mesh.VOTemplate
 	sels   []compiledSel
@@ -78,6 +84,7 @@ type expander struct {
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
+	slab   []uint32 // see ports
 	// last is a two-entry cache of the latest candidates: dataplanes come sorted by name,
 	// and neighbours usually share a tuple, so most visits skip the map.
 	last  [2]*candidate
@@ -97,7 +104,7 @@ func (x *expander) emit(c *candidate, add bool) { x.events = append(x.events, ev
 // lookup finds the candidate of key b.
 func (x *expander) lookup(b []byte) *candidate {
 	for _, c := range x.last {
-		if c != nil && c.key == string(b) {
+		if c != nil && c.Key == string(b) {
 			return c
 		}
 	}
@@ -119,6 +126,16 @@ func (x *expander) forget(c *candidate) {
 			x.last[i] = nil
 		}
 	}
+}
+
+// ports returns a one-port slice from the expander's slab (expanders run concurrently, so
+// each has its own).
+func (x *expander) ports(p uint32) []uint32 {
+	if len(x.slab) == cap(x.slab) {
+		x.slab = make([]uint32, 0, 1024)
+	}
+	x.slab = append(x.slab, p)
+	return x.slab[len(x.slab)-1 : len(x.slab) : len(x.slab)]
 }
 
 // defaultKeyName prefixes the keys of default `<service>.mesh` candidates.
@@ -143,13 +160,13 @@ type dest struct {
 }
 
 func newDefaultExpander(port uint32) *expander {
-	return &expander{name: defaultKeyName, rank: &policyRank{}, isDefault: true, defaultPort: port,
+	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port,
 		cands: map[string]*candidate{}}
 }
 
 func newVOExpander(vo *mesh.VirtualOutbound) *expander {
-	x := &expander{name: vo.Name, origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name},
-		rank: &policyRank{explicit: true, created: vo.CreationTime}, vo: vo, cands: map[string]*candidate{}}
+	x := &expander{name: vo.Name, vo: vo, cands: map[string]*candidate{},
+		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
 	tpl, err := mesh.CompileVirtualOutbound(vo.Conf)
 	if err != nil {
 		x.broken = err.Error()
@@ -260,27 +277,28 @@ func (x *expander) visit(tags mesh.Tags, delta int32) {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{key: string(b), origin: x.origin, rank: x.rank, selector: sel.tags, refs: delta}
-	c.tags = make(mesh.Tags, len(sel.dest))
+	c := &candidate{src: x.src, refs: delta}
+	c.Key, c.Origin, c.Selector = string(b), x.src.origin, sel.tags
+	c.Tags = make(mesh.Tags, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
 		switch v, ok := tags[d.k]; {
 		case !d.fromInbound:
-			c.tags[d.k] = d.fixed
+			c.Tags[d.k] = d.fixed
 		case ok:
-			c.tags[d.k] = v
+			c.Tags[d.k] = v
 		default:
 			absent = append(absent, d.k)
 		}
 	}
 	if missing {
-		c.reason = fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent))
-	} else if host, port, err := x.tpl.Render(c.tags); err != nil {
-		c.reason = err.Error()
+		c.Reason = fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent))
+	} else if host, port, err := x.tpl.Render(c.Tags); err != nil {
+		c.Reason = err.Error()
 	} else {
-		c.host, c.port = host, port
+		c.Hostname, c.Ports = host, x.ports(port)
 	}
-	x.cands[c.key] = c
+	x.cands[c.Key] = c
 	x.remember(c)
 	x.emit(c, true)
 }
@@ -291,7 +309,7 @@ func (x *expander) count(c *candidate, delta int32) {
 	}
 	c.refs += delta
 	if c.refs <= 0 {
-		delete(x.cands, c.key)
+		delete(x.cands, c.Key)
 		x.forget(c)
 		x.emit(c, false)
 	}
@@ -310,15 +328,15 @@ func (x *expander) visitDefault(tags mesh.Tags, delta int32) {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{key: string(b), origin: Origin{Kind: OriginService, Name: svc}, rank: x.rank,
-		tags: mesh.Tags{mesh.ServiceTag: svc}, refs: delta, port: x.defaultPort}
+	c := &candidate{src: &source{origin: Origin{Kind: OriginService, Name: svc}}, refs: delta}
+	c.Key, c.Origin, c.Tags = string(b), c.src.origin, mesh.Tags{mesh.ServiceTag: svc}
 	host := strings.ToLower(svc) + ".mesh"
 	if err := mesh.ValidHostname(host); err != nil {
-		c.reason = fmt.Sprintf("default name %q: %v", host, err)
+		c.Reason = fmt.Sprintf("default name %q: %v", host, err)
 	} else {
-		c.host = host
+		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
 	}
-	x.cands[c.key] = c
+	x.cands[c.Key] = c
 	x.remember(c)
 	x.emit(c, true)
 }
@@ -341,7 +359,8 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{key: key, origin: x.origin, rank: x.rank, refs: delta, reason: x.broken}
+	c := &candidate{src: x.src, refs: delta}
+	c.Key, c.Origin, c.Reason = key, x.src.origin, x.broken
 	x.cands[key] = c
 	x.emit(c, true)
 }

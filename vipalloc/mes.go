@@ -88,20 +88,20 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 			if es.CreationTime.After(created) {
 				created = es.CreationTime
 			}
-			c := &candidate{key: g.hg.Name + "{meshexternalservice=" + es.Name + "}", port: es.Spec.Match.Port,
-				origin: Origin{Kind: mesh.KindHostnameGenerator, Name: g.hg.Name},
-				rank:   &policyRank{explicit: true, created: created}, mes: es.Name, refs: 1}
+			c := &candidate{src: &source{origin: Origin{Kind: mesh.KindHostnameGenerator, Name: g.hg.Name},
+				explicit: true, created: created}, refs: 1}
+			c.Key, c.Origin, c.MeshExternalService = g.hg.Name+"{meshexternalservice="+es.Name+"}", c.src.origin, es.Name
 			if g.err != nil {
-				c.reason = g.err.Error()
+				c.Reason = g.err.Error()
 			} else if host, err := g.tpl.Render(data); err != nil {
-				c.reason = err.Error()
+				c.Reason = err.Error()
 			} else {
-				c.host = host
+				c.Hostname, c.Ports = host, []uint32{es.Spec.Match.Port}
 			}
-			if old := m.cands[c.key]; old != nil && sameMESCandidate(old, c) {
+			if old := m.cands[c.Key]; old != nil && sameMESCandidate(old, c) {
 				c = old
 			}
-			next[c.key] = c
+			next[c.Key] = c
 			byMES[es.Name] = append(byMES[es.Name], c)
 		}
 	}
@@ -117,7 +117,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 	}
 	sort.Strings(names)
 	for _, cs := range byMES {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Key < cs[j].Key })
 	}
 	added, removed = diffSorted(m.names, names)
 	m.cands, m.byMES, m.names = next, byMES, names
@@ -130,8 +130,9 @@ func (m *mesSource) has(name string) bool {
 }
 
 func sameMESCandidate(a, b *candidate) bool {
-	return a.host == b.host && a.port == b.port && a.reason == b.reason && a.mes == b.mes &&
-		a.rank.created.Equal(b.rank.created)
+	// A published candidate's Reason is its status; compare reasons of skips only.
+	return a.Hostname == b.Hostname && a.port() == b.port() && (a.Hostname != "" || a.Reason == b.Reason) &&
+		a.MeshExternalService == b.MeshExternalService && a.src.created.Equal(b.src.created) && a.src.origin == b.src.origin
 }
 
 // diffSorted returns what is in b but not a, and in a but not b (both sorted).

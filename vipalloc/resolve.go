@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -23,8 +24,8 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	a.allocateMES(mesNeed)
 	for _, n := range mesAdded {
 		for _, c := range a.mes.byMES[n] {
-			if c.host != "" {
-				r.touchHost(c.host)
+			if c.Hostname != "" {
+				r.touchHost(c.Hostname)
 			}
 		}
 	}
@@ -41,7 +42,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		if len(hs.cands) > 1 {
 			sort.Slice(hs.cands, func(i, j int) bool { return better(hs.cands[i], hs.cands[j]) })
 		}
-		if hs.cands[0].mes != "" {
+		if hs.cands[0].MeshExternalService != "" {
 			a.releaseHost(hs)
 		} else if !hs.hasVIP {
 			need = append(need, hs)
@@ -91,8 +92,8 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	if r.skipsChanged {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.origin, Key: c.key, Selector: c.selector, Tags: c.tags,
-				MeshExternalService: c.mes, Reason: c.reason})
+			a.skipped = append(a.skipped, Skip{Origin: c.src.origin, Key: c.Key, Selector: c.Selector, Tags: c.Tags,
+				MeshExternalService: c.MeshExternalService, Reason: c.Reason})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
 			if a.skipped[i].Key != a.skipped[j].Key {
@@ -114,8 +115,17 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	return a.table
 }
 
-func (a *Allocator) addSum(e *Entry) { a.sum[0] += e.sum[0]; a.sum[1] += e.sum[1] }
-func (a *Allocator) subSum(e *Entry) { a.sum[0] -= e.sum[0]; a.sum[1] -= e.sum[1] }
+func (a *Allocator) addSum(e *Entry) {
+	s := entrySum(e, false)
+	a.sum[0] += s[0]
+	a.sum[1] += s[1]
+}
+
+func (a *Allocator) subSum(e *Entry) {
+	s := entrySum(e, false)
+	a.sum[0] -= s[0]
+	a.sum[1] -= s[1]
+}
 
 // mergeEntries replaces, in prev (sorted by hostname then key), the entries of each touched
 // hostname (sorted) by repl[i].
@@ -157,7 +167,7 @@ func (a *Allocator) entriesFor(hs *hostState) ([]*Entry, *Entry) {
 			w = owner
 		} else {
 			for _, x := range winners {
-				if x.port == c.port {
+				if x.port() == c.port() {
 					w = x
 					break
 				}
@@ -167,38 +177,36 @@ func (a *Allocator) entriesFor(hs *hostState) ([]*Entry, *Entry) {
 			winners = append(winners, c)
 			continue
 		}
-		e := &Entry{Hostname: h, Ports: a.ports(1), Origin: c.origin, Key: c.key, Tags: c.tags,
-			Selector: c.selector, MeshExternalService: c.mes, Status: NotAvailable, Reason: lossReason(h, c, w)}
-		e.Ports[0] = c.port
-		e.sum = entrySum(e, false)
-		out = append(out, e)
+		out = append(out, publish(c, netip.Addr{}, netip.Addr{}, NotAvailable, lossReason(h, c, w)))
 	}
-	if len(winners) > 1 {
-		sort.Slice(winners, func(i, j int) bool { return winners[i].port < winners[j].port })
+	v, hasVIP := hs.vip, hs.hasVIP
+	if owner.MeshExternalService != "" {
+		v, hasVIP = a.mesVIPs[ownerKey]
 	}
-	e := &Entry{Hostname: h, Ports: a.ports(len(winners)), Origin: owner.origin, Key: owner.key,
-		Tags: owner.tags, Selector: owner.selector, MeshExternalService: owner.mes}
-	for i, w := range winners {
-		e.Ports[i] = w.port
+	var v4, v6 netip.Addr
+	status, reason := Available, ""
+	if hasVIP {
+		v4, v6 = u4(v), twin(a.s.v6, v)
+	} else {
+		status, reason = NotAvailable, a.poolOf(ownerKey).exhausted()
 	}
-	if len(winners) > 1 {
-		e.Targets = make([]Target, len(winners))
+	var e *Entry
+	if len(winners) == 1 {
+		e = publish(owner, v4, v6, status, reason)
+	} else {
+		sort.Slice(winners, func(i, j int) bool { return winners[i].port() < winners[j].port() })
+		e = &Entry{Hostname: h, Ports: make([]uint32, len(winners)), Origin: owner.Origin, Key: owner.Key,
+			Tags: owner.Tags, Selector: owner.Selector, MeshExternalService: owner.MeshExternalService,
+			IPv4: v4, IPv6: v6, Status: status, Reason: reason, Targets: make([]Target, len(winners))}
 		for i, w := range winners {
-			e.Targets[i] = Target{Port: w.port, Origin: w.origin, Key: w.key, Tags: w.tags, Selector: w.selector}
+			e.Ports[i] = w.port()
+			e.Targets[i] = Target{Port: w.port(), Origin: w.Origin, Key: w.Key, Tags: w.Tags, Selector: w.Selector}
 		}
 	}
 	var avail *Entry
-	v, ok := hs.vip, hs.hasVIP
-	if owner.mes != "" {
-		v, ok = a.mesVIPs[ownerKey]
-	}
-	if ok {
-		e.IPv4, e.IPv6, e.Status = u4(v), twin(a.s.v6, v), Available
+	if status == Available {
 		avail = e
-	} else {
-		e.Status, e.Reason = NotAvailable, a.poolOf(ownerKey).exhausted()
 	}
-	e.sum = entrySum(e, false)
 	if out == nil {
 		return a.single(e), avail
 	}
@@ -207,6 +215,23 @@ func (a *Allocator) entriesFor(hs *hostState) ([]*Entry, *Entry) {
 		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	}
 	return out, avail
+}
+
+// publish returns the entry that shows candidate c with these VIPs and status: the
+// candidate's own proposal the first time (filled in now) or when it already shows exactly
+// that, else a copy. A published entry is never changed.
+func publish(c *candidate, v4, v6 netip.Addr, status Status, reason string) *Entry {
+	if !c.published {
+		c.published = true
+		c.IPv4, c.IPv6, c.Status, c.Reason = v4, v6, status, reason
+		return &c.Entry
+	}
+	if c.IPv4 == v4 && c.IPv6 == v6 && c.Status == status && c.Reason == reason {
+		return &c.Entry
+	}
+	e := c.Entry
+	e.IPv4, e.IPv6, e.Status, e.Reason = v4, v6, status, reason
+	return &e
 }
 
 // single returns a one-element slice holding e, from a shared slab.
@@ -219,40 +244,27 @@ func (a *Allocator) single(e *Entry) []*Entry {
 	return a.entrySlab[l : l+1 : l+1]
 }
 
-// ports hands out small slices from a shared slab (one allocation per 1024 ports).
-func (a *Allocator) ports(n int) []uint32 {
-	if n > 64 {
-		return make([]uint32, n)
-	}
-	if len(a.slab)+n > cap(a.slab) {
-		a.slab = make([]uint32, 0, 1024)
-	}
-	l := len(a.slab)
-	a.slab = a.slab[:l+n]
-	return a.slab[l : l+n : l+n]
-}
-
 // lossReason says why c lost hostname h to w.
 func lossReason(h string, c, w *candidate) string {
 	var why string
 	switch {
-	case w.rank.explicit != c.rank.explicit:
+	case w.src.explicit != c.src.explicit:
 		why = "a policy beats a default name"
-	case !w.rank.created.Equal(c.rank.created):
+	case !w.src.created.Equal(c.src.created):
 		why = "it is older"
 	default:
 		why = "same age: the lower kind/name/key wins"
 	}
 	if c.vipKey() != w.vipKey() {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
-		if c.mes != "" && w.mes != "" {
+		if c.MeshExternalService != "" && w.MeshExternalService != "" {
 			what = "each MeshExternalService has its own VIP"
 		}
 		return fmt.Sprintf("hostname %q is taken by %s %q (%s), which wins (%s); %s",
-			h, w.origin.Kind, w.origin.Name, w.key, why, what)
+			h, w.src.origin.Kind, w.src.origin.Name, w.Key, why, what)
 	}
-	return fmt.Sprintf("%s:%d is taken by %s %q (%s), which wins (%s)", h, c.port, w.origin.Kind,
-		w.origin.Name, w.key, why)
+	return fmt.Sprintf("%s:%d is taken by %s %q (%s), which wins (%s)", h, c.port(), w.src.origin.Kind,
+		w.src.origin.Name, w.Key, why)
 }
 
 // addrOwner is the available entry that answers PTR for VIP v: the hostname holding it, or
@@ -267,8 +279,8 @@ func (a *Allocator) addrOwner(v uint32) *Entry {
 	if name, isMES := strings.CutPrefix(key, mesKeyPrefix); isMES {
 		var best *Entry
 		for _, c := range a.mes.byMES[name] {
-			hs := a.hosts[c.host]
-			if c.host == "" || hs == nil || hs.avail == nil || hs.avail.MeshExternalService != name {
+			hs := a.hosts[c.Hostname]
+			if c.Hostname == "" || hs == nil || hs.avail == nil || hs.avail.MeshExternalService != name {
 				continue
 			}
 			if best == nil || hs.avail.Hostname < best.Hostname {
@@ -295,8 +307,8 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {
-			ad := MESAddress{Hostname: c.host, Status: NotAvailable, Origin: c.origin, Reason: c.reason}
-			if c.host != "" {
+			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.src.origin, Reason: c.Reason}
+			if c.Hostname != "" {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}
 			st.Addresses = append(st.Addresses, ad)
@@ -308,16 +320,16 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 
 // candidateStatus finds the entry a candidate ended up in.
 func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
-	hs := a.hosts[c.host]
+	hs := a.hosts[c.Hostname]
 	if hs == nil {
 		return NotAvailable, "no entry"
 	}
 	for _, e := range hs.entries {
-		if e.Key == c.key {
+		if e.Key == c.Key {
 			return e.Status, e.Reason
 		}
 		for _, tg := range e.Targets {
-			if tg.Key == c.key {
+			if tg.Key == c.Key {
 				return e.Status, e.Reason
 			}
 		}

@@ -54,8 +54,6 @@ type Entry struct {
 	// Targets says, for a hostname served on several ports, what each port routes to (sorted
 	// by port). Nil when the entry has a single port: Origin, Key and Tags then apply.
 	Targets []Target `json:"targets,omitempty"`
-
-	sum [2]uint64 // content hash, set by the allocator before the entry is published
 }
 
 // Target is one port of a multi-port entry and what it routes to.
@@ -421,9 +419,6 @@ var hashSeed = maphash.MakeSeed()
 // add them up, so a table derived from another updates its hash in O(change). The
 // allocator's keys spell out their tags (`<policy>{k=v,...}`), so it hashes without them.
 func entrySum(e *Entry, withTags bool) [2]uint64 {
-	if e.sum != [2]uint64{} {
-		return e.sum
-	}
 	var h maphash.Hash
 	h.SetSeed(hashSeed)
 	writeEntry(&h, e, withTags)
