@@ -39,6 +39,7 @@ type Allocator struct {
 	sum       [2]uint64
 	dirty     bool // assignments changed since the state file was written
 	candSlab  []*candidate
+	keyBuf    []byte
 	entrySlab []*Entry
 }
 
@@ -96,6 +97,7 @@ func (r *round) add(c *candidate) {
 		return
 	}
 	a := r.a
+	a.shareTags(c)
 	hs := a.hosts[c.Hostname]
 	if hs == nil {
 		hs = &hostState{host: c.Hostname}
@@ -129,6 +131,23 @@ func (r *round) remove(c *candidate) {
 		hs.cands = slices.Delete(hs.cands, i, i+1)
 	}
 	r.touch(hs)
+}
+
+// shareTags makes a policy candidate whose tags are just {kuma.io/service: X} share the map
+// of the default name of X (the common "{{service}}.mesh" policies): fewer maps to keep.
+func (a *Allocator) shareTags(c *candidate) {
+	if a.defaults == nil || !c.src.explicit || c.published || len(c.Tags) != 1 {
+		return
+	}
+	svc, ok := c.Tags[mesh.ServiceTag]
+	if !ok {
+		return
+	}
+	a.keyBuf = append(append(a.keyBuf[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...), svc...)
+	a.keyBuf = append(a.keyBuf, '}')
+	if d := a.defaults.cands[string(a.keyBuf)]; d != nil {
+		c.Tags = d.Tags
+	}
 }
 
 // Allocate expands s into hostnames, allocates their VIPs and returns the new Table. Only a
@@ -365,7 +384,7 @@ func (a *Allocator) releaseMES(key string) {
 	delete(a.pending, key)
 	if v, ok := a.mesVIPs[key]; ok {
 		delete(a.mesVIPs, key)
-		a.s.external.release(v, key)
+		a.s.external.release(v)
 		a.dirty = true
 	}
 }
@@ -375,7 +394,7 @@ func (a *Allocator) releaseHost(hs *hostState) {
 	delete(a.pending, hs.host)
 	if hs.hasVIP {
 		hs.hasVIP = false
-		a.s.service.release(hs.vip, hs.host)
+		a.s.service.release(hs.vip)
 		a.dirty = true
 	}
 }
@@ -410,7 +429,7 @@ func (a *Allocator) take(p *pool, key string) (uint32, bool) {
 // preference first, so that a remembered VIP is not taken by a newcomer, then the others.
 func (a *Allocator) allocateHosts(hss []*hostState) {
 	if p := a.s.service; len(p.used) == 0 && len(hss) > 1024 {
-		p.used = make(map[uint32]string, len(hss))
+		p.used = make(map[uint32]struct{}, len(hss))
 	}
 	for pass := 0; pass < 2; pass++ {
 		for _, hs := range hss {

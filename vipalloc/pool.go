@@ -12,7 +12,7 @@ type pool struct {
 	prefix netip.Prefix
 	ranges []span // usable addresses, ascending
 	size   uint64
-	used   map[uint32]string // address -> key (hostname, or "mes/<name>")
+	used   map[uint32]struct{}
 }
 
 type span struct{ lo, hi uint32 } // inclusive
@@ -32,7 +32,7 @@ func newPool(field string, p netip.Prefix, exclude netip.Prefix) (*pool, error) 
 	}
 	spans = cut(spans, 0xffffffff, 0xffffffff)
 	spans = cut(spans, 0, 0)
-	pl := &pool{prefix: p, ranges: spans, used: map[uint32]string{}}
+	pl := &pool{prefix: p, ranges: spans, used: map[uint32]struct{}{}}
 	for _, s := range spans {
 		pl.size += uint64(s.hi-s.lo) + 1
 	}
@@ -88,7 +88,7 @@ func (p *pool) full() bool { return uint64(len(p.used)) >= p.size }
 func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	if haveWant && p.contains(want) {
 		if _, taken := p.used[want]; !taken {
-			p.used[want] = key
+			p.used[want] = struct{}{}
 			return want, true
 		}
 	}
@@ -99,18 +99,15 @@ func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	for j := uint64(0); j < p.size; j++ {
 		a := p.at((start + j) % p.size)
 		if _, taken := p.used[a]; !taken {
-			p.used[a] = key
+			p.used[a] = struct{}{}
 			return a, true
 		}
 	}
 	return 0, false
 }
 
-func (p *pool) release(a uint32, key string) {
-	if p.used[a] == key {
-		delete(p.used, a)
-	}
-}
+// release frees a (its holder lets go of it).
+func (p *pool) release(a uint32) { delete(p.used, a) }
 
 func (p *pool) exhausted() string {
 	return fmt.Sprintf("VIP pool %s is exhausted (%d addresses, all taken)", p.prefix, p.size)

@@ -52,10 +52,10 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 
 	full := a.table == nil || len(touched) > deltaLimit(a.table.count)/2
 	var names map[string]*Entry
-	var addrT map[uint32]struct{}
+	var addrT map[uint32]string // touched VIPs -> key of the new owner ("" for none known)
 	if !full {
 		names = make(map[string]*Entry, len(touched))
-		addrT = make(map[uint32]struct{}, len(touched))
+		addrT = make(map[uint32]string, len(touched))
 	}
 	repl := make([][]*Entry, len(touched))
 	for i, hs := range touched {
@@ -77,10 +77,13 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			continue
 		}
 		names[hs.host] = hs.avail
-		for _, e := range []*Entry{oldAvail, hs.avail} {
-			if e != nil && e.IPv4.Is4() {
-				addrT[v4u(e.IPv4)] = struct{}{}
+		if e := oldAvail; e != nil && e.IPv4.Is4() {
+			if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService != "" {
+				addrT[v4u(e.IPv4)] = addrKey(e)
 			}
+		}
+		if e := hs.avail; e != nil && e.IPv4.Is4() {
+			addrT[v4u(e.IPv4)] = addrKey(e)
 		}
 	}
 
@@ -108,8 +111,8 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		return a.table
 	}
 	addrs := make(map[uint32]*Entry, len(addrT))
-	for v := range addrT {
-		addrs[v] = a.addrOwner(v)
+	for v, key := range addrT {
+		addrs[v] = a.addrOwner(v, key)
 	}
 	a.table = a.table.derive(all, names, addrs, a.skipped, mes, a.sum)
 	return a.table
@@ -267,14 +270,19 @@ func lossReason(h string, c, w *candidate) string {
 		w.src.origin.Name, w.Key, why)
 }
 
-// addrOwner is the available entry that answers PTR for VIP v: the hostname holding it, or
-// for a MeshExternalService VIP the first of its available hostnames.
-func (a *Allocator) addrOwner(v uint32) *Entry {
-	key, ok := a.s.service.used[v]
-	if !ok {
-		if key, ok = a.s.external.used[v]; !ok {
-			return nil
-		}
+// addrKey is the key whose VIP an available entry shows.
+func addrKey(e *Entry) string {
+	if e.MeshExternalService != "" {
+		return mesKeyPrefix + e.MeshExternalService
+	}
+	return e.Hostname
+}
+
+// addrOwner is the available entry that answers PTR for VIP v, held by key: the hostname
+// holding it, or for a MeshExternalService VIP the first of its available hostnames.
+func (a *Allocator) addrOwner(v uint32, key string) *Entry {
+	if key == "" {
+		return nil
 	}
 	if name, isMES := strings.CutPrefix(key, mesKeyPrefix); isMES {
 		var best *Entry
