@@ -30,7 +30,7 @@ var (
 	buildErr  error
 )
 
-func kumaDP(t *testing.T) string {
+func kumaDP(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kuma-dp-e2e-bin-")
