@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -197,7 +199,7 @@ func loadTproxyConfig(fs *pflag.FlagSet, raws map[string]*rawFlag, file string, 
 		if err != nil {
 			return c, fmt.Errorf("--config: %w", err)
 		}
-		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		if err := decodeTproxyFile(data, &c); err != nil {
 			return c, fmt.Errorf("--config %s: %w", file, err)
 		}
 	}
@@ -218,6 +220,41 @@ func loadTproxyConfig(fs *pflag.FlagSet, raws map[string]*rawFlag, file string, 
 		return c, err
 	}
 	return c, c.Validate()
+}
+
+// decodeTproxyFile reads the YAML file over c, refusing unknown keys; bare addresses in the
+// prefix lists are accepted as /32 or /128, like on the command line.
+func decodeTproxyFile(data []byte, c *tproxy.Config) error {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(js, &doc); err != nil {
+		return fmt.Errorf("want a mapping of settings: %w", err)
+	}
+	for _, key := range []string{"excludeOutboundIPs", "vipRanges"} {
+		raw, ok := doc[key]
+		if !ok {
+			continue
+		}
+		var items []string
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return fmt.Errorf("%s: want a list of IPs or CIDRs: %w", key, err)
+		}
+		for i, it := range items {
+			p, err := parsePrefix(it)
+			if err != nil {
+				return fmt.Errorf("%s[%d]: %w", key, i, err)
+			}
+			items[i] = p.String()
+		}
+		doc[key], _ = json.Marshal(items)
+	}
+	js, _ = json.Marshal(doc)
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	return dec.Decode(c)
 }
 
 func runTproxy(args []string, stdout, stderr io.Writer) int {

@@ -20,6 +20,12 @@ func runTproxyTest(t *testing.T, env map[string]string, args ...string) (code in
 func TestTproxyCmdPrecedence(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tproxy.yaml")
 	writeTproxyFile(t, file, "redirectOutboundPort: 1111\nredirectInboundPort: 2222\nredirectDNSPort: 3333\nipFamilyMode: ipv4\nexcludeOutboundIPs: [10.0.0.0/8]\n")
+	withIP := filepath.Join(t.TempDir(), "ips.yaml")
+	writeTproxyFile(t, withIP, "kumaDPUser: root\nexcludeOutboundIPs: [169.254.169.254, 10.1.0.0/16]\nexcludeOutboundPortsForUIDs: [\"tcp:5432:1001\"]\nipFamilyMode: ipv4\n")
+	if code, out, errs := runTproxyTest(t, nil, "install", "--dry-run", "--config", withIP); code != exitOK ||
+		!strings.Contains(out, "-d 169.254.169.254/32 ") || !strings.Contains(out, "--uid-owner 0 ") || !strings.Contains(out, "--dports 5432 -m owner --uid-owner 1001") {
+		t.Fatalf("config with a bare IP and a user name: exit %d\n%s\n%s", code, out, errs)
+	}
 	env := map[string]string{
 		"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT": "4444",
 		"KUMA_TRANSPARENT_PROXY_REDIRECT_DNS_PORT":     "5555",
@@ -63,6 +69,8 @@ func TestTproxyCmdErrors(t *testing.T) {
 	dir := t.TempDir()
 	badKey := filepath.Join(dir, "bad.yaml")
 	writeTproxyFile(t, badKey, "redirectOutbondPort: 1\n")
+	badIP := filepath.Join(dir, "badip.yaml")
+	writeTproxyFile(t, badIP, "excludeOutboundIPs: [10.0.0.1, 10.0.0.300]\n")
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -82,6 +90,7 @@ func TestTproxyCmdErrors(t *testing.T) {
 		{"unknown user", nil, []string{"install", "--dry-run", "--kuma-dp-user", "no-such-user-kdp"}, exitInvalid, []string{`--kuma-dp-user="no-such-user-kdp"`}},
 		{"bad ip", nil, []string{"install", "--dry-run", "--exclude-outbound-ips", "10.0.0.300"}, exitInvalid, []string{"--exclude-outbound-ips", `"10.0.0.300"`}},
 		{"config key", nil, []string{"install", "--dry-run", "--config", badKey}, exitInvalid, []string{"redirectOutbondPort"}},
+		{"config bad ip", nil, []string{"install", "--dry-run", "--config", badIP}, exitInvalid, []string{"excludeOutboundIPs[1]", `"10.0.0.300"`}},
 		{"config missing", nil, []string{"install", "--config", filepath.Join(dir, "none.yaml")}, exitInvalid, []string{"--config", "none.yaml"}},
 	}
 	for _, tc := range cases {
