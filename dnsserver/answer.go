@@ -6,36 +6,39 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
-// names is one immutable view of a Table, built by Swap and replaced as a whole: a query
-// loads it once, so it never sees half of an update.
-type names struct {
+// view is what one query reads: a Table (immutable, indexed by its builder) and the SOA
+// serial derived from its hash. Swap replaces the whole view in one atomic store, so a
+// query never sees half of an update, and costs O(1): the table's own hostname and VIP
+// indexes serve the lookups, nothing is rebuilt per table.
+type view struct {
 	table  *vipalloc.Table
-	byName map[string]*vipalloc.Entry // lower-case hostname, no final dot
-	serial uint32                     // SOA serial, from the table's hash
+	serial uint32
 }
 
-func buildNames(t *vipalloc.Table) (*names, int) {
-	avail := t.Available()
-	n := &names{table: t, byName: make(map[string]*vipalloc.Entry, len(avail))}
-	skipped := 0
-	for _, e := range avail {
-		h := canonical(e.Hostname)
-		if !validHostname(h) || (!e.IPv4.IsValid() && !e.IPv6.IsValid()) {
-			skipped++
-			continue
-		}
-		if _, dup := n.byName[h]; !dup { // entries sharing a hostname share its VIPs
-			n.byName[h] = e
-		}
-	}
+func newView(t *vipalloc.Table) *view {
 	f := fnv.New32a()
 	f.Write([]byte(t.Hash()))
-	n.serial = f.Sum32()
-	return n, skipped
+	return &view{table: t, serial: f.Sum32()}
+}
+
+// lookup finds an available entry by its lower-case name, without allocating: the name is
+// a view of the caller's buffer, which is not modified while the lookup runs, and Table
+// lookups do not keep the string (were one ever to, escape analysis would move the buffer
+// to the heap: slower, still correct).
+func (v *view) lookup(key []byte) *vipalloc.Entry {
+	if len(key) == 0 {
+		return nil
+	}
+	e, ok := v.table.Lookup(unsafe.String(&key[0], len(key)))
+	if !ok || e.Status != vipalloc.Available {
+		return nil
+	}
+	return e
 }
 
 // answerKind says what the responder did, for metrics.
@@ -50,7 +53,7 @@ const (
 // responder answers the names of the current table. It is shared by the UDP fast path and
 // the kumavip plugin, so both give the same answers.
 type responder struct {
-	cur    atomic.Pointer[names]
+	cur    atomic.Pointer[view]
 	ttl    uint32
 	search []string // lower-case search domains, without dots at either end
 }
@@ -77,7 +80,7 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 		cname bool // e answered through a search domain: CNAME to the hostname first
 		ptr   bool // reverse name of a VIP
 	)
-	if e = cur.byName[string(key)]; e == nil {
+	if e = cur.lookup(key); e == nil {
 		if ip, isRev := parseReverse(key); isRev {
 			if e, ok = cur.table.LookupAddr(ip); !ok || e.Status != vipalloc.Available {
 				return buf, notOurs
@@ -86,7 +89,7 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 		} else {
 			for _, sd := range r.search {
 				if l := len(key) - len(sd) - 1; l > 0 && key[l] == '.' && string(key[l+1:]) == sd {
-					if e = cur.byName[string(key[:l])]; e != nil {
+					if e = cur.lookup(key[:l]); e != nil {
 						cname = true
 						break
 					}

@@ -27,7 +27,6 @@ type metrics struct {
 	reg       *prometheus.Registry
 	entries   prometheus.Gauge
 	swaps     prometheus.Counter
-	swapSecs  prometheus.Gauge
 	upFail    prometheus.Counter
 	truncated prometheus.Counter
 	answers   [2][256]prometheus.Counter // by source, then query type ("other" where unnamed)
@@ -41,9 +40,6 @@ func newMetrics() *metrics {
 	m.swaps = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kuma_dp_dns_table_swaps_total", Help: "Tables swapped in.",
 	})
-	m.swapSecs = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "kuma_dp_dns_table_swap_seconds", Help: "Time the last swap took to index the table.",
-	})
 	m.upFail = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kuma_dp_dns_upstream_failures_total",
 		Help: "Queries for other names that got no upstream answer (answered SERVFAIL).",
@@ -55,7 +51,7 @@ func newMetrics() *metrics {
 		Name: "kuma_dp_dns_answers_total",
 		Help: "Answers by query type and source (local: from the VIP table; upstream: cache or forward).",
 	}, []string{"type", "source"})
-	m.reg.MustRegister(m.entries, m.swaps, m.swapSecs, m.upFail, m.truncated, answers)
+	m.reg.MustRegister(m.entries, m.swaps, m.upFail, m.truncated, answers)
 	for src, name := range []string{"local", "upstream"} {
 		other := answers.WithLabelValues("other", name)
 		for t := range m.answers[src] {

@@ -64,28 +64,21 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	empty, _ := buildNames(nil)
-	s.resp.cur.Store(empty)
+	s.resp.cur.Store(newView(nil))
 	return s, nil
 }
 
 // Corefile is the Corefile Run starts CoreDNS with.
 func (s *Server) Corefile() string { return s.corefile }
 
-// Swap makes t the table every following query is answered from. The new index is built
-// before it is published in one atomic store: no query sees half of an update.
+// Swap makes t the table every following query is answered from, in one atomic store: no
+// query sees half of an update. It does not copy or index t (O(1)); t must not change
+// afterwards (Tables are immutable).
 func (s *Server) Swap(t *vipalloc.Table) {
-	start := time.Now()
-	n, skipped := buildNames(t)
-	s.resp.cur.Store(n)
-	took := time.Since(start)
-	s.met.entries.Set(float64(len(n.byName)))
+	s.resp.cur.Store(newView(t))
+	s.met.entries.Set(float64(t.Len()))
 	s.met.swaps.Inc()
-	s.met.swapSecs.Set(took.Seconds())
-	if skipped > 0 {
-		s.log.Warn("table entries not served: invalid hostname or no VIP", "count", skipped)
-	}
-	s.log.Debug("table swapped", "hostnames", len(n.byName), "took", took)
+	s.log.Debug("table swapped", "hostnames", t.Len(), "hash", t.Hash())
 }
 
 // Ready is closed once every listener (UDP and TCP) has answered a probe.
