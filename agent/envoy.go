@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,19 +24,22 @@ import (
 // envoyPart is the Envoy part: the local xDS server on a unix socket in the work dir, the
 // bootstrap pointing Envoy at it, and the supervisor running Envoy.
 type envoyPart struct {
-	log        *slog.Logger
-	server     *xds.Server
-	sup        *bootstrap.Supervisor
-	bootPath   string
-	xdsSocket  string
-	adminSock  string
-	tproxy     bool
-	caBundle   string
-	drainTime  time.Duration
-	mu         sync.Mutex
-	self       *mesh.Dataplane // identity for the bootstrap, from the first model
-	selfMesh   string
-	serverLive chan struct{}
+	log       *slog.Logger
+	server    *xds.Server
+	sup       *bootstrap.Supervisor
+	bootPath  string
+	xdsSocket string
+	adminSock string
+	tproxy    bool
+	caBundle  string
+	drainTime time.Duration
+	mu        sync.Mutex
+	self      *mesh.Dataplane // identity for the bootstrap, from the first model
+	selfMesh  string
+	// adminLive is Envoy's own answer: GET /ready on its admin socket said LIVE (Envoy
+	// answers 503 until its initial configuration is in place).
+	adminLive atomic.Bool
+	client    *http.Client
 }
 
 func newEnvoyPart(cfg Config, workDir, binary string, log *slog.Logger) (*envoyPart, error) {
@@ -52,6 +58,14 @@ func newEnvoyPart(cfg Config, workDir, binary string, log *slog.Logger) (*envoyP
 		}
 	}
 	e.server = xds.NewServer(e.xdsSocket, log.With("part", "xds"))
+	sock := e.adminSock
+	e.client = &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableKeepAlives: true,
+	}}
 	level := "info"
 	if cfg.Log.Level == "debug" {
 		level = "debug"
@@ -131,6 +145,10 @@ func (e *envoyPart) Run(ctx context.Context) error {
 		}
 	}()
 	defer func() { <-versionDone }()
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probeDone := make(chan struct{})
+	go func() { defer close(probeDone); e.probe(probeCtx) }()
+	defer func() { stopProbe(); <-probeDone }()
 	supErr := e.sup.Run(ctx) // until ctx ends; Envoy is stopped when it returns
 	stopServer()
 	srvErr := <-srvDone
@@ -140,12 +158,43 @@ func (e *envoyPart) Run(ctx context.Context) error {
 	return srvErr
 }
 
+// Live: the xDS server listens, Envoy runs and its admin API says it is initialized.
 func (e *envoyPart) Live() bool {
 	select {
 	case <-e.server.Ready():
-		return e.sup.Live()
+		return e.sup.Live() && e.adminLive.Load()
 	default:
 		return false
+	}
+}
+
+// probe asks Envoy's admin API for /ready every 100 ms until it is live, then every second
+// (a crashed and restarted Envoy turns not live until it has its configuration again).
+func (e *envoyPart) probe(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live := false
+		if e.sup.Live() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://envoy-admin/ready", nil)
+			if resp, err := e.client.Do(req); err == nil {
+				live = resp.StatusCode == http.StatusOK
+				resp.Body.Close()
+			}
+		}
+		if was := e.adminLive.Swap(live); was != live {
+			e.log.Info("envoy readiness changed", "live", live)
+		}
+		if live {
+			t.Reset(time.Second)
+		} else {
+			t.Reset(100 * time.Millisecond)
+		}
 	}
 }
 

@@ -45,6 +45,7 @@ type envoyEvent struct {
 	Names   []string `json:"names"`
 	Removed []string `json:"removed"`
 	Args    []string `json:"args"`
+	PID     int      `json:"pid"`
 }
 
 func readReport(t *testing.T, path string) []envoyEvent {
@@ -155,5 +156,9 @@ func TestE2EWithEnvoy(t *testing.T) {
 	}
 	if !slices.Equal(order, []string{"healthcheck-fail", "stop"}) {
 		t.Fatalf("envoy saw %v, want healthcheck-fail then stop", order)
+	}
+	// Envoy is gone too.
+	if pid := events[0].PID; pid == 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+		t.Errorf("envoy (pid %d) still running after the agent exited", pid)
 	}
 }

@@ -47,6 +47,7 @@ type event struct {
 	Names   []string `json:"names,omitempty"`
 	Removed []string `json:"removed,omitempty"`
 	Args    []string `json:"args,omitempty"`
+	PID     int      `json:"pid,omitempty"`
 }
 
 func record(e event) {
@@ -96,7 +97,7 @@ func run(configPath string, args []string) error {
 	if adminSock == "" || xdsSock == "" {
 		return fmt.Errorf("bootstrap: no admin or xDS socket")
 	}
-	record(event{Event: "start", Args: args})
+	record(event{Event: "start", Args: args, PID: os.Getpid()})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRealPartsWithEnvoy composes every part, Envoy included, in this process: Envoy is
+// cmd/kuma-dp/testdata/fakeenvoy (it reads the bootstrap, serves the admin API on its socket
+// and consumes delta ADS). Readiness waits for Envoy's own /ready; /config_dump shows the
+// resources; on shutdown Envoy is drained and stopped, and goleak (TestMain) finds no
+// goroutine of the xDS server, the supervisor or the probe left.
+func TestRealPartsWithEnvoy(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "envoy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kuma-dp/testdata/fakeenvoy").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake envoy: %v\n%s", err, out)
+	}
+	root := t.TempDir()
+	writeMesh(t, root, 3)
+	tp := "  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n"
+	if err := os.WriteFile(filepath.Join(root, "dataplane.yaml"), []byte(itDataplane+tp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(root, "report.jsonl")
+	t.Setenv("FAKE_ENVOY_REPORT", report)
+	cfg := realConfig(t, root)
+	cfg.Runtime.Envoy, cfg.Runtime.BinaryPath = true, bin
+	cfg.Dataplane.DrainTime = Duration(300 * time.Millisecond)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	parts, cleanup, err := Build(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if parts.Envoy == nil {
+		t.Fatalf("no Envoy part:\n%s", logs)
+	}
+	a, _ := New(cfg, parts, log, time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		a.Abort()
+		<-done
+	}()
+	eventually(t, "ready with Envoy live", func() bool { return a.ready.Load() })
+
+	_, _, envoy, _ := a.model.get()
+	raw, err := json.Marshal(envoy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dump struct {
+		Listeners []json.RawMessage `json:"listeners"`
+		Clusters  []json.RawMessage `json:"clusters"`
+		Secrets   []string          `json:"secrets"`
+	}
+	if err := json.Unmarshal(raw, &dump); err != nil || len(dump.Listeners) < 4 || len(dump.Clusters) < 3 {
+		t.Fatalf("envoy dump: %v\n%.1500s", err, raw)
+	}
+	eventually(t, "Envoy receiving its listeners", func() bool {
+		b, _ := os.ReadFile(report)
+		return containsEvent(b, "update")
+	})
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("stopped after %v, before the drain time", took)
+	}
+	b, _ := os.ReadFile(report)
+	if !containsEvent(b, "healthcheck-fail") || !containsEvent(b, "stop") {
+		t.Errorf("Envoy was not drained and stopped:\n%s", b)
+	}
+}
+
+func containsEvent(report []byte, event string) bool {
+	return strings.Contains(string(report), `"event":"`+event+`"`)
+}
