@@ -2,6 +2,7 @@ package tproxy
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -223,4 +224,34 @@ func checkTraffic(t *testing.T, n *testNS, upPort, inPort uint16) {
 			t.Errorf("zone 1 should hold the agent's upstream query (%s): %v\n%s", want, err, agent)
 		}
 	})
+}
+
+// TestIPv6DisabledFallsBackToIPv4: in a namespace without IPv6 (disabled by sysctl), a
+// dual-stack install puts IPv4 rules only, and Verify agrees.
+func TestIPv6DisabledFallsBackToIPv4(t *testing.T) {
+	requireNetns(t, "iptables-nft-restore", "ip6tables-nft-restore", "sysctl")
+	ns := fmt.Sprintf("kdp-tp6-%d", os.Getpid()%100000)
+	mustRun(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	mustRun(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv6.conf.lo.disable_ipv6=1")
+	mustRun(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	c := DefaultConfig()
+	c.NetNS, c.Executables, c.StateFile = ns, "nft", filepath.Join(t.TempDir(), "state.json")
+	ctx := context.Background()
+	if err := Install(ctx, c, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Verify(ctx, c); err != nil || strings.Contains(d, "ipv6") || strings.Contains(d, "nat:") {
+		t.Fatalf("Verify = %q, %v; want no rule difference", d, err)
+	}
+	v6 := mustRun(t, "ip", "netns", "exec", ns, "ip6tables-nft-save")
+	if strings.Contains(v6, CommentPrefix) {
+		t.Fatalf("IPv6 rules installed with IPv6 disabled:\n%s", v6)
+	}
+	if v4 := mustRun(t, "ip", "netns", "exec", ns, "iptables-nft-save"); !strings.Contains(v4, "kuma-dp/outbound") {
+		t.Fatalf("IPv4 rules missing:\n%s", v4)
+	}
+	if err := Uninstall(ctx, c, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
 }

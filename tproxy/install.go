@@ -21,6 +21,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	c = withAvailableFamilies(c, log)
 	b, err := chooseBackend(ctx, c)
 	if err != nil {
 		return err
@@ -97,6 +98,29 @@ func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slo
 	return nil
 }
 
+// withAvailableFamilies drops IPv6 from a dual-stack config when no interface has an IPv6
+// address (IPv6 disabled in the kernel or the namespace): ip6tables would fail, and there is
+// no IPv6 traffic to redirect.
+func withAvailableFamilies(c Config, log *slog.Logger) Config {
+	if c.IPFamilyMode != "dualstack" {
+		return c
+	}
+	ifs, err := Interfaces(c)
+	if err != nil {
+		return c
+	}
+	for _, i := range ifs {
+		for _, a := range i.Addrs {
+			if familyOf(a.Addr()) == IPv6 {
+				return c
+			}
+		}
+	}
+	log.Warn("no IPv6 address on any interface: installing IPv4 rules only")
+	c.IPFamilyMode = "ipv4"
+	return c
+}
+
 func countRules(ts []table) int {
 	n := 0
 	for _, t := range ts {
@@ -156,6 +180,7 @@ func Verify(ctx context.Context, c Config) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
 	}
+	c = withAvailableFamilies(c, slog.New(slog.DiscardHandler))
 	b, err := chooseBackend(ctx, c)
 	if err != nil {
 		return "", err

@@ -28,17 +28,13 @@ func parseOurs(save string) []table {
 			cur = len(out) - 1
 		case cur < 0:
 		case strings.HasPrefix(line, ":"):
-			name := strings.Fields(line[1:])[0]
-			if strings.HasPrefix(name, ChainPrefix) {
-				out[cur].chains = append(out[cur].chains, name)
+			if f := strings.Fields(line[1:]); len(f) > 0 && strings.HasPrefix(f[0], ChainPrefix) {
+				out[cur].chains = append(out[cur].chains, f[0])
 			}
 		case isOurs(line):
-			f := strings.SplitN(line, " ", 3)
-			spec := ""
-			if len(f) == 3 {
-				spec = f[2]
-			}
-			out[cur].rules = append(out[cur].rules, rule{chain: f[1], spec: spec})
+			rest := strings.TrimLeft(strings.TrimPrefix(line, "-A"), " \t")
+			chain, spec, _ := strings.Cut(rest, " ")
+			out[cur].rules = append(out[cur].rules, rule{chain: chain, spec: strings.TrimSpace(spec)})
 		}
 	}
 	// Keep only tables holding something of ours.

@@ -118,3 +118,35 @@ func TestNoIptablesNamesThePackage(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseOurs: iptables-save output is outside input. Parsing never panics, keeps only
+// what is ours, and the removal it produces deletes only our rules and chains.
+func FuzzParseOurs(f *testing.F) {
+	f.Add(liveSave)
+	rules, _ := Rules(everyFlag(), IPv6)
+	f.Add(strings.NewReplacer("-I OUTPUT 1 ", "-A OUTPUT ", "-I OUTPUT 2 ", "-A OUTPUT ").Replace(rules))
+	f.Add("*nat\n:KUMA_MESH_X - [0:0]\n-A\n-A KUMA_MESH_X\n*\n:\n")
+	f.Fuzz(func(t *testing.T, save string) {
+		for _, tb := range parseOurs(save) {
+			for _, ch := range tb.chains {
+				if !strings.HasPrefix(ch, ChainPrefix) {
+					t.Fatalf("chain %q is not ours", ch)
+				}
+			}
+			for _, r := range tb.rules {
+				if !isOurs(r.String()) {
+					t.Fatalf("rule %q is not ours", r)
+				}
+			}
+		}
+		for _, line := range strings.Split(removeInput(parseOurs(save)), "\n") {
+			switch {
+			case line == "", line == "COMMIT", strings.HasPrefix(line, "*"):
+			case strings.HasPrefix(line, "-F "+ChainPrefix), strings.HasPrefix(line, "-X "+ChainPrefix):
+			case strings.HasPrefix(line, "-D ") && strings.Contains(line, `--comment "`+CommentPrefix):
+			default:
+				t.Fatalf("removal line %q could touch something not ours", line)
+			}
+		}
+	})
+}
