@@ -196,7 +196,7 @@ func validateResource(m proto.Message, done map[*anypb.Any]proto.Message, onTCP 
 			if inner, err = a.UnmarshalNew(); err != nil {
 				return fmt.Errorf("typed_config %s: %w", a.GetTypeUrl(), err)
 			}
-			if err := validateDeep(inner, nil); err != nil {
+			if err := validateLeaf(inner); err != nil {
 				return fmt.Errorf("typed_config %s: %w", a.GetTypeUrl(), err)
 			}
 			done[a] = inner
@@ -206,6 +206,15 @@ func validateResource(m proto.Message, done map[*anypb.Any]proto.Message, onTCP 
 		}
 	}
 	return nil
+}
+
+// validateLeaf validates an unpacked config; a tcp_proxy without the parts that can hold
+// packed configs (access logs, on-demand, tunneling) needs no reflection walk.
+func validateLeaf(m proto.Message) error {
+	if tp, ok := m.(*tcpproxy.TcpProxy); ok && len(tp.AccessLog) == 0 && tp.OnDemand == nil && tp.TunnelingConfig == nil {
+		return tp.ValidateAll()
+	}
+	return validateDeep(m, nil)
 }
 
 func hasMetadata(c *endpoint.ClusterLoadAssignment) bool {
