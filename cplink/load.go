@@ -1,12 +1,15 @@
 package cplink
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,24 +123,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		out[i].stamp = st
 		todo = append(todo, i)
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(todo))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				res, err := mesh.LoadFile(paths[i])
-				out[i].res, out[i].err = res, err
-			}
-		}()
-	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	l.decodeParallel(paths, todo, out)
 	l.decodes += len(todo)
 	for _, i := range todo {
 		l.cache[paths[i]] = out[i]
@@ -148,6 +134,132 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		}
 	}
 	return out
+}
+
+// decodeParallel decodes the files at indexes todo on every core. A large file is cut at
+// its document separators into pieces decoded side by side; the pieces' resources are
+// renumbered to their place in the file ("file#N"). When any piece has a problem, the whole
+// file is decoded again in one piece, so errors read exactly as mesh.LoadFile gives them.
+func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile) {
+	type job struct {
+		file, piece int
+		data        []byte
+	}
+	type result struct {
+		res []mesh.Resource
+		err error
+	}
+	cores := runtime.GOMAXPROCS(0)
+	var jobs []job
+	data := make(map[int][]byte, len(todo))
+	results := make(map[int][]result, len(todo))
+	for _, i := range todo {
+		b, err := os.ReadFile(paths[i])
+		if err != nil {
+			out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
+			continue
+		}
+		data[i] = b
+		pieces := splitPieces(b, 2*cores)
+		results[i] = make([]result, len(pieces))
+		for k, piece := range pieces {
+			jobs = append(jobs, job{file: i, piece: k, data: piece})
+		}
+	}
+	next := make(chan job)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < min(cores, len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				res, err := mesh.Decode(paths[j.file], j.data)
+				mu.Lock()
+				results[j.file][j.piece] = result{res, err}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+
+	for i, rs := range results {
+		if len(rs) == 1 {
+			out[i].res, out[i].err = rs[0].res, rs[0].err
+			continue
+		}
+		failed := false
+		for _, r := range rs {
+			failed = failed || r.err != nil
+		}
+		if failed {
+			out[i].res, out[i].err = mesh.Decode(paths[i], data[i])
+			continue
+		}
+		// Without problems every document numbered by mesh is one resource, so a piece's
+		// documents come after as many as the pieces before it returned.
+		offset := 0
+		for _, r := range rs {
+			for _, res := range r.res {
+				m := res.GetMeta()
+				m.Source = renumber(m.Source, offset)
+			}
+			offset += len(r.res)
+			out[i].res = append(out[i].res, r.res...)
+		}
+	}
+}
+
+// renumber turns "file#n" into "file#(n+offset)".
+func renumber(source string, offset int) string {
+	if offset == 0 {
+		return source
+	}
+	at := strings.LastIndexByte(source, '#')
+	if at < 0 {
+		return source
+	}
+	n, err := strconv.Atoi(source[at+1:])
+	if err != nil {
+		return source
+	}
+	return source[:at+1] + strconv.Itoa(n+offset)
+}
+
+// separator is mesh's YAML document separator line.
+var separator = regexp.MustCompile(`^---\s*(#.*)?$`)
+
+// pieceSize is the smallest piece worth decoding on its own core.
+const pieceSize = 64 << 10
+
+// splitPieces cuts data into at most n pieces of roughly equal size, each ending just
+// before a document separator line, so that the pieces decode to the same documents as
+// the whole. Small or single-document data is one piece.
+func splitPieces(data []byte, n int) [][]byte {
+	if n < 2 || len(data) < 2*pieceSize {
+		return [][]byte{data}
+	}
+	target := max(len(data)/n, pieceSize)
+	var pieces [][]byte
+	start := 0
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += i
+		}
+		if i-start >= target && separator.Match(bytes.TrimRight(data[i:end], "\r")) {
+			pieces = append(pieces, data[start:i])
+			start = i
+		}
+		i = end + 1
+	}
+	return append(pieces, data[start:])
 }
 
 func stampOf(path string) (fileStamp, error) {

@@ -169,3 +169,45 @@ func BenchmarkDirLoaderReloadOneFile(b *testing.B) {
 		}
 	}
 }
+
+// A large file is decoded in pieces on every core; the result is exactly mesh.LoadFile's:
+// the same resources with the same "file#N" sources, and on a problem the same errors.
+func TestDirLoaderLargeFileInPieces(t *testing.T) {
+	dir := t.TempDir()
+	var sb strings.Builder
+	for i := 0; i < 3000; i++ {
+		if i%7 == 0 {
+			sb.WriteString("# a comment document\n---\n") // blank documents are not numbered
+		}
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	big := filepath.Join(dir, "inventory.yaml")
+	must(t, os.WriteFile(big, []byte(sb.String()), 0o644))
+	if n := len(splitPieces([]byte(sb.String()), 4)); n < 2 {
+		t.Fatalf("the test file is not cut (%d piece)", n)
+	}
+	want, err := mesh.LoadFile(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := newDirLoader().decodeAll([]string{big})[0]
+	if got.err != nil || len(got.res) != len(want) {
+		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
+	}
+	for i := range want {
+		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
+			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
+				want[i].GetMeta().Source, want[i].GetMeta().Name)
+		}
+	}
+
+	// A problem deep inside: the errors are mesh.LoadFile's, document number and line included.
+	broken := strings.Replace(sb.String(), "name: svc2500\n", "name: svc2500\nnetwork: {}\n", 1)
+	broken = strings.Replace(broken, "name: svc1200\n", "name: svc1200\n  bad: [\n", 1)
+	must(t, os.WriteFile(big, []byte(broken), 0o644))
+	_, wantErr := mesh.LoadFile(big)
+	got = newDirLoader().decodeAll([]string{big})[0]
+	if wantErr == nil || got.err == nil || got.err.Error() != wantErr.Error() {
+		t.Fatalf("errors differ:\n got: %v\nwant: %v", got.err, wantErr)
+	}
+}
