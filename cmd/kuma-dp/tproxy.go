@@ -369,9 +369,11 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 		}
 		if diff != "" {
 			fmt.Fprintf(stdout, "transparent proxy differs from the expected rules (- missing, + unexpected):\n%s", diff)
+			printTproxyNetwork(stdout, c)
 			return exitInvalid
 		}
 		fmt.Fprintln(stdout, "transparent proxy installed and up to date")
+		printTproxyNetwork(stdout, c)
 	}
 	return exitOK
 }
@@ -391,6 +393,12 @@ func printTproxyPlan(ctx context.Context, w io.Writer, c tproxy.Config) error {
 	} else {
 		fmt.Fprintf(w, "# iptables backend: %v\n", err)
 	}
+	printTproxyNetwork(w, c)
+	return nil
+}
+
+// printTproxyNetwork prints the interfaces and addresses found and how each VIP range is routed.
+func printTproxyNetwork(w io.Writer, c tproxy.Config) {
 	if ifs, err := tproxy.Interfaces(c); err == nil {
 		for _, i := range ifs {
 			fmt.Fprintf(w, "# interface %s\n", i)
@@ -405,5 +413,4 @@ func printTproxyPlan(ctx context.Context, w io.Writer, c tproxy.Config) error {
 	} else {
 		fmt.Fprintf(w, "# VIP routes: %v\n", err)
 	}
-	return nil
 }

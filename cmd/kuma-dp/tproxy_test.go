@@ -156,7 +156,8 @@ func TestTproxyCmdInNetns(t *testing.T) {
 		t.Errorf("uninstall --dry-run before install: %s", out)
 	}
 	step(exitOK, "install")
-	if out := step(exitOK, "verify"); !strings.Contains(out, "up to date") {
+	if out := step(exitOK, "verify"); !strings.Contains(out, "up to date") || !strings.Contains(out, "# interface kdpcli0 ") ||
+		!strings.Contains(out, "# VIP range 240.0.0.0/4: covered by 240.0.0.0/4 dev kdpcli0") {
 		t.Errorf("verify: %s", out)
 	}
 	if out := step(exitInvalid, "verify", "--exclude-inbound-ports", "22"); !strings.Contains(out, "- nat: -A KUMA_MESH_INBOUND -p tcp -m tcp --dport 22") {
