@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,23 @@ func requireNetns(t *testing.T, tools ...string) {
 			t.Skipf("%s not found in PATH: scripts/test-deps.sh installs it (Debian packages iptables, dnsutils, iproute2)", tool)
 		}
 	}
+	netnsOnce.Do(func() {
+		probe := fmt.Sprintf("kdp-probe-%d", os.Getpid())
+		if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+			netnsErr = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+			return
+		}
+		_ = exec.Command("ip", "netns", "del", probe).Run()
+	})
+	if netnsErr != nil {
+		t.Skipf("cannot create a network namespace (a container without CAP_SYS_ADMIN?): %v", netnsErr)
+	}
 }
+
+var (
+	netnsOnce sync.Once
+	netnsErr  error
+)
 
 func mustRun(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -155,7 +172,7 @@ COMMIT
 COMMIT
 `
 	for f, in := range map[Family]string{IPv4: v4, IPv6: v6} {
-		cmd := exec.Command("ip", "netns", "exec", n.name, b.bin(f, "restore"), "--noflush")
+		cmd := exec.Command("ip", "netns", "exec", n.name, b.bin(f, "restore"), "--noflush", "--wait=5")
 		cmd.Stdin = strings.NewReader(in)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("plant foreign %s rules: %v\n%s", f, err, out)

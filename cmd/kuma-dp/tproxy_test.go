@@ -128,7 +128,7 @@ func TestTproxyCmdInNetns(t *testing.T) {
 	}
 	ns := fmt.Sprintf("kdp-cli-%d", os.Getpid()%100000)
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
+		t.Skipf("cannot create a network namespace (a container without CAP_SYS_ADMIN?): %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	// An interface with global addresses, so install can route the VIP ranges through it.
