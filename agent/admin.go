@@ -47,7 +47,12 @@ func (a *Agent) adminMux() *http.ServeMux {
 		if envoyErr != nil {
 			dump["envoyError"] = envoyErr.Error()
 		}
-		writeJSON(w, dump)
+		redacted, err := redacted(dump)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, redacted)
 	})
 	mux.Handle("GET /metrics", a.metrics.handler(a.parts.DNS.MetricsHandler()))
 	return mux
@@ -60,6 +65,45 @@ func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	fmt.Fprintln(w, msg)
+}
+
+// redacted is v as generic JSON with every private key given inline replaced by
+// "[redacted]": a MeshExternalService's spec.tls.verification.clientKey in the model, and
+// Envoy's tls_certificates[].private_key in the generated clusters. Secret names stay.
+func redacted(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	redact(out)
+	return out, nil
+}
+
+func redact(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			if k == "clientKey" || k == "privateKey" {
+				if ds, ok := child.(map[string]any); ok {
+					for _, f := range []string{"inline", "inlineString", "inlineBytes"} {
+						if _, ok := ds[f]; ok {
+							ds[f] = "[redacted]"
+						}
+					}
+				}
+				continue
+			}
+			redact(child)
+		}
+	case []any:
+		for _, child := range t {
+			redact(child)
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -486,3 +486,26 @@ func TestAgentReadinessEndpoint(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigDumpRedactsPrivateKeys(t *testing.T) {
+	snap := snapshot(t, "httpbin")
+	mes := &mesh.MeshExternalService{Meta: mesh.Meta{Name: "ext"}, Spec: mesh.MeshExternalServiceSpec{
+		TLS: &mesh.MESTLS{Verification: &mesh.MESVerification{
+			ClientKey:  &mesh.DataSource{InlineString: "-----BEGIN PRIVATE KEY-----"},
+			ClientCert: &mesh.DataSource{InlineString: "-----BEGIN CERTIFICATE-----"},
+			CACert:     &mesh.DataSource{Secret: "ca"},
+		}},
+	}}
+	snap.MeshExternalServices = append(snap.MeshExternalServices, mes)
+	envoyish := map[string]any{"transportSocket": map[string]any{"tlsCertificates": []any{
+		map[string]any{"privateKey": map[string]any{"inlineBytes": "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t"}}}}}
+	v, err := redacted(map[string]any{"model": snap, "envoy": envoyish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	if strings.Contains(string(b), "PRIVATE KEY") || strings.Contains(string(b), "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t") || strings.Count(string(b), "[redacted]") != 2 ||
+		!strings.Contains(string(b), "BEGIN CERTIFICATE") || !strings.Contains(string(b), `"secret":"ca"`) {
+		t.Fatalf("redaction: %s", b)
+	}
+}

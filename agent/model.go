@@ -117,7 +117,10 @@ func (a *Agent) logRefusal(u cplink.Update) {
 		return
 	}
 	for _, e := range errs {
-		attrs := []any{"trigger", u.Trigger, "file", e.Source, "field", e.Path}
+		attrs := []any{"trigger", u.Trigger, "file", e.Source}
+		if e.Path != "" {
+			attrs = append(attrs, "field", e.Path)
+		}
 		if e.Kind != "" {
 			attrs = append(attrs, "resource", e.Kind+"/"+e.Name)
 		}

@@ -66,7 +66,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	bin, err := bootstrap.FindEnvoy(cfg.Runtime.BinaryPath)
 	if err != nil {
 		if cfg.Runtime.BinaryPath != "" { // asked for explicitly: a mistake, not a choice
-			return Parts{}, cleanup, fmt.Errorf("--binary-path (dataplaneRuntime.binaryPath): %w", err)
+			return Parts{}, cleanup, err // names --binary-path and the path
 		}
 		log.Warn("Envoy not found: serving DNS alone; install Envoy, pass --binary-path, or --envoy=false to silence this", "error", err)
 		return parts, cleanup, nil
