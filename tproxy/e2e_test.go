@@ -37,7 +37,7 @@ func testInNetns(t *testing.T, idx int, b backend) {
 	n := newTestNS(t, idx)
 	n.plantForeign(t, b)
 	upPort := n.upstream(t)
-	dnsPort, outPort, inPort := n.helper(t)
+	dnsPort, outPort, inPort, localPort := n.helper(t)
 
 	c := DefaultConfig()
 	c.NetNS = n.name
@@ -73,7 +73,7 @@ func testInNetns(t *testing.T, idx int, b backend) {
 		}
 	}
 
-	t.Run("traffic", func(t *testing.T) { checkTraffic(t, n, upPort, inPort) })
+	t.Run("traffic", func(t *testing.T) { checkTraffic(t, n, upPort, localPort) })
 	t.Run("reconcile", func(t *testing.T) {
 		// Another config over ours: reconciled (no stacking), Verify shows the difference.
 		other := c
@@ -163,8 +163,9 @@ func testInNetns(t *testing.T, idx int, b backend) {
 	}
 }
 
-func checkTraffic(t *testing.T, n *testNS, upPort, inPort uint16) {
+func checkTraffic(t *testing.T, n *testNS, upPort, localPort uint16) {
 	up := netip.AddrPortFrom(n.host4, upPort)
+	local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.53"), localPort)
 	cases := []struct {
 		name string
 		uid  int
@@ -183,6 +184,8 @@ func checkTraffic(t *testing.T, n *testNS, upPort, inPort uint16) {
 		{"app tcp to the upstream", testAppUID, bashTCP(up), "orig=" + up.String()},
 		{"agent dig not redirected", testAgentUID, []string{"dig", "+short", "+time=2", "+tries=1", "@" + n.host4.String(), "httpbin.mesh", "A"}, "192.0.2.7"},
 		{"agent tcp not redirected", testAgentUID, bashTCP(up), "upstream"},
+		{"agent tcp to 127.0.0.53 not redirected", testAgentUID, bashTCP(local), "local"},
+		{"app tcp to 127.0.0.53 not redirected", testAppUID, bashTCP(local), "local"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,7 +211,6 @@ func checkTraffic(t *testing.T, n *testNS, upPort, inPort uint16) {
 			}
 		}
 	})
-	_ = inPort
 	t.Run("conntrack zones split (kumahq/kuma#3459)", func(t *testing.T) {
 		if _, err := exec.LookPath("conntrack"); err != nil {
 			t.Skip("conntrack not found: Debian package conntrack")

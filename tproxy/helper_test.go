@@ -68,6 +68,21 @@ func runHelper(uid int) error {
 	if err != nil {
 		return err
 	}
+	// A local service on the loopback network, like systemd-resolved on 127.0.0.53.
+	local, err := net.Listen("tcp4", "127.0.0.53:0")
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := local.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintln(c, "local")
+			_ = c.Close()
+		}
+	}()
 	for _, s := range dnsServers {
 		go func() { _ = s.ActivateAndServe() }()
 	}
@@ -77,7 +92,7 @@ func runHelper(uid int) error {
 	for _, ln := range inLns {
 		go serveOrigDst(ln, "inbound orig=")
 	}
-	fmt.Printf("ready %d %d %d\n", dnsPort, outPort, inPort)
+	fmt.Printf("ready %d %d %d %d\n", dnsPort, outPort, inPort, local.Addr().(*net.TCPAddr).Port)
 	// Serve until the parent closes our stdin.
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	return nil

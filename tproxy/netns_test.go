@@ -181,7 +181,7 @@ COMMIT
 }
 
 // helper starts the stand-in agent inside the namespace and returns its ports.
-func (n *testNS) helper(t *testing.T) (dnsPort, outPort, inPort uint16) {
+func (n *testNS) helper(t *testing.T) (dnsPort, outPort, inPort, localPort uint16) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -210,10 +210,10 @@ func (n *testNS) helper(t *testing.T) (dnsPort, outPort, inPort uint16) {
 	if err != nil {
 		t.Fatalf("helper did not start: %v", err)
 	}
-	if _, err := fmt.Sscanf(line, "ready %d %d %d", &dnsPort, &outPort, &inPort); err != nil {
+	if _, err := fmt.Sscanf(line, "ready %d %d %d %d", &dnsPort, &outPort, &inPort, &localPort); err != nil {
 		t.Fatalf("helper said %q: %v", line, err)
 	}
-	return dnsPort, outPort, inPort
+	return dnsPort, outPort, inPort, localPort
 }
 
 // upstream serves, in the root namespace on the veth's host side, what the namespace reaches

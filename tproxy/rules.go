@@ -89,13 +89,14 @@ func writeRules(b *strings.Builder, rules []rule) {
 	}
 }
 
-// familyAddrs are the loopback addresses of a family: the loopback itself and the source
-// Envoy uses for inbound passthrough (127.0.0.6 / ::6).
+// familyAddrs are the loopback network of a family (all of 127.0.0.0/8: local resolvers
+// such as systemd-resolved's 127.0.0.53 live there) and the source Envoy uses for inbound
+// passthrough (127.0.0.6 / ::6).
 func familyAddrs(f Family) (loopback, passthrough string) {
 	if f == IPv6 {
 		return "::1/128", "::6/128"
 	}
-	return "127.0.0.1/32", "127.0.0.6/32"
+	return "127.0.0.0/8", "127.0.0.6/32"
 }
 
 // builder collects rules of one table.
@@ -161,7 +162,8 @@ func buildRules(c Config, f Family) (ruleSet, error) {
 
 	// Envoy's inbound passthrough connects from 127.0.0.6 (::6) to the application: leave it.
 	nat.add(chainOutbound, "-s "+passthrough+" -o lo", "inbound-passthrough", "RETURN")
-	// Envoy calling its own workload through the pod address (over lo) goes through inbound.
+	// Envoy calling its own workload through the pod address (over lo) goes through inbound;
+	// the agent's own loopback traffic (its upstream resolver at 127.0.0.53) does not.
 	nat.add(chainOutbound, "! -d "+lo+" -o lo "+owner, "agent-to-local-app", chainInboundRedirect)
 	// The agent's and Envoy's own traffic (upstream DNS, connections to services) is never looped.
 	nat.add(chainOutbound, owner, "agent", "RETURN")
