@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# bench/dns.sh (make bench-dns): server CPU per query of kuma-dp's resolver against its
+# peers, in one run, on this machine.
+#
+# Servers, each serving the same N names (svc-<i>.mesh, A + AAAA) on 127.0.0.1:
+#   kuma-dp           bench/vipdns: package dnsserver (CoreDNS + kumavip + UDP fast path)
+#   kuma-dp-swapping  the same, swapping a whole N-name table every SWAP_EVERY under load
+#   coredns-hosts     CoreDNS v1.15.0 (from the Go module proxy) with the hosts plugin
+#   miekg             bench/miekgdns: a bare github.com/miekg/dns map server
+# Each server is pinned to SERVER_CPU with taskset (so a Go server runs with GOMAXPROCS=1),
+# dnsperf to LOADGEN_CPU. Per run: dnsperf -c CLIENTS -l DURATION (unthrottled) over a
+# query file of existing names (7:2 A:AAAA); the server's CPU time (utime+stime from
+# /proc/<pid>/stat) divided by the answered queries gives "server CPU us/query", the
+# figure to compare (QPS is capped by the load generator on 2 cores). REPS rounds, the
+# server order rotating per round; the table shows medians.
+#
+# Knobs: N REPS DURATION CLIENTS SERVER_CPU LOADGEN_CPU PORT_BASE SWAP_EVERY BENCH SERVERS
+# Example (quick): N=100000 REPS=3 DURATION=5 bench/dns.sh
+# Needs: go, dnsperf (installed with apt-get when missing), dig, taskset, ss.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=${BENCH:-/tmp/kuma-dp-bench-dns}
+N=${N:-100000}
+REPS=${REPS:-3}
+DURATION=${DURATION:-10}
+CLIENTS=${CLIENTS:-10}
+SERVER_CPU=${SERVER_CPU:-1}
+LOADGEN_CPU=${LOADGEN_CPU:-0}
+PORT_BASE=${PORT_BASE:-25300}
+SWAP_EVERY=${SWAP_EVERY:-500ms}
+SERVERS=${SERVERS:-"kuma-dp kuma-dp-swapping coredns-hosts miekg"}
+COREDNS_VERSION=v1.15.0
+export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
+
+log() { echo "[$(date +%T)] $*" >&2; }
+
+# ------------------------------------------------------------- tools ----
+if ! command -v dnsperf >/dev/null; then
+  log "installing dnsperf (apt-get)"
+  if [[ $(id -u) == 0 ]]; then SUDO=""; else SUDO=sudo; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq dnsperf >/dev/null
+fi
+for t in dnsperf dig taskset ss; do
+  command -v $t >/dev/null || { echo "bench-dns: $t is missing" >&2; exit 1; }
+done
+
+mkdir -p "$BENCH/bin" "$BENCH/data/$N" "$BENCH/run"
+log "building vipdns and miekgdns"
+(cd "$ROOT" && go build -o "$BENCH/bin/" ./bench/vipdns ./bench/miekgdns)
+if [[ ! -x $BENCH/bin/coredns ]]; then
+  log "building CoreDNS $COREDNS_VERSION from the Go module proxy"
+  GOBIN=$BENCH/bin go install "github.com/coredns/coredns@$COREDNS_VERSION"
+fi
+DATA=$BENCH/data/$N
+[[ -s $DATA/queries.txt ]] || "$BENCH/bin/vipdns" --gen "$N" --out "$DATA"
+
+# ----------------------------------------------------------- servers ----
+declare -A PORT PID
+i=0
+for s in $SERVERS; do PORT[$s]=$((PORT_BASE + i)); i=$((i + 1)); done
+
+server_cmd() {  # name -> foreground command serving DATA on 127.0.0.1:PORT[name]
+  local p=${PORT[$1]}
+  case $1 in
+  kuma-dp) echo "$BENCH/bin/vipdns --hosts $DATA/hosts --addr 127.0.0.1:$p" ;;
+  kuma-dp-swapping) echo "$BENCH/bin/vipdns --hosts $DATA/hosts --addr 127.0.0.1:$p --swap-every $SWAP_EVERY" ;;
+  miekg) echo "$BENCH/bin/miekgdns --hosts $DATA/hosts --addr 127.0.0.1:$p" ;;
+  coredns-hosts)
+    printf 'mesh:%s {\n    bind 127.0.0.1\n    errors\n    hosts %s mesh {\n        reload 0\n    }\n}\n' \
+      "$p" "$DATA/hosts" > "$BENCH/run/Corefile"
+    echo "$BENCH/bin/coredns -quiet -conf $BENCH/run/Corefile" ;;
+  *) echo "bench-dns: unknown server $1" >&2; exit 1 ;;
+  esac
+}
+
+stop_all() {
+  local s p
+  for s in "${!PID[@]}"; do
+    p=${PID[$s]}; kill "$p" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  done
+}
+trap stop_all EXIT
+
+for s in $SERVERS; do
+  if [[ -n $(ss -Hlun "sport = :${PORT[$s]}") ]]; then
+    echo "bench-dns: port ${PORT[$s]} is in use (set PORT_BASE)" >&2; exit 1
+  fi
+  # shellcheck disable=SC2046  # the command line is split on purpose
+  taskset -c "$SERVER_CPU" $(server_cmd "$s") > "$BENCH/run/$s.log" 2>&1 &
+  PID[$s]=$!
+  ok=""
+  for _ in $(seq 240); do   # wait up to 120 s for the names to load
+    if dig +tries=1 +time=1 +short @127.0.0.1 -p "${PORT[$s]}" svc-0.mesh A | grep -q '^240\.0\.0\.1$'; then ok=1; break; fi
+    kill -0 "${PID[$s]}" 2>/dev/null || break
+    sleep 0.5
+  done
+  [[ -n $ok ]] || { echo "bench-dns: $s did not answer: $(tail -3 "$BENCH/run/$s.log")" >&2; exit 1; }
+  log "$s up on port ${PORT[$s]} (pid ${PID[$s]})"
+done
+
+# ------------------------------------------------------------ measure ----
+ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+HZ=$(getconf CLK_TCK)
+RAW=$BENCH/run/raw.tsv
+: > "$RAW"
+read -ra ORDER <<< "$SERVERS"
+for rep in $(seq "$REPS"); do
+  k=$(( (rep - 1) % ${#ORDER[@]} ))
+  for s in "${ORDER[@]:k}" "${ORDER[@]:0:k}"; do
+    out=$BENCH/run/$s-$rep.txt
+    c0=$(ticks "${PID[$s]}")
+    taskset -c "$LOADGEN_CPU" dnsperf -s 127.0.0.1 -p "${PORT[$s]}" -d "$DATA/queries.txt" \
+      -c "$CLIENTS" -l "$DURATION" -Q 1000000 > "$out" 2>&1 || true
+    c1=$(ticks "${PID[$s]}")
+    done_q=$(awk '/Queries completed/ {print $3}' "$out")
+    lost=$(awk '/Queries lost/ {print $3}' "$out")
+    qps=$(awk '/Queries per second/ {printf "%.0f", $4}' "$out")
+    us=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v q="${done_q:-0}" 'BEGIN {printf "%.2f", q > 0 ? t / hz / q * 1e6 : 0}')
+    printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$rep" "${qps:-0}" "$us" "${lost:-NA}" >> "$RAW"
+    log "rep $rep $s: $qps qps, server CPU $us us/query, lost $lost"
+  done
+done
+stop_all
+trap - EXIT
+PID=()
+
+med() {  # server column -> median over reps
+  awk -F'\t' -v s="$1" -v c="$2" '$1 == s {print $c}' "$RAW" | sort -g |
+    awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+echo
+echo "N=$N names, ${DURATION}s x $REPS runs, dnsperf -c $CLIENTS on CPU $LOADGEN_CPU, servers on CPU $SERVER_CPU"
+echo
+echo "| server | QPS | server CPU us/query | lost queries (sum) |"
+echo "|---|---:|---:|---:|"
+for s in $SERVERS; do
+  lost=$(awk -F'\t' -v s="$s" '$1 == s {t += $5} END {print t + 0}' "$RAW")
+  echo "| $s | $(med "$s" 3) | $(med "$s" 4) | $lost |"
+done
+if [[ $SERVERS == *kuma-dp-swapping* ]]; then
+  echo
+  echo "kuma-dp-swapping: $(grep '^swaps:' "$BENCH/run/kuma-dp-swapping.log" || echo 'no swap report')"
+fi
