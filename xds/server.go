@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"sync"
@@ -42,7 +41,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	types   map[string]*typeState // by type URL: what was last published
-	current *cachev3.Snapshot
+	current *published
 	nacks   int
 }
 
@@ -117,16 +116,7 @@ func (s *Server) Update(r *Resources) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	snap := &cachev3.Snapshot{VersionMap: map[string]map[string]string{}}
-	for t, st := range next {
-		snap.Resources[cachev3.GetResponseType(t)] = cachev3.Resources{Version: st.version(), Items: st.items}
-		snap.VersionMap[t] = st.versions
-	}
-	// Types this server never uses still need (empty) versions.
-	for _, t := range []string{resourcev3.RouteType, resourcev3.ScopedRouteType, resourcev3.VirtualHostType, resourcev3.RuntimeType, resourcev3.ExtensionConfigType, resourcev3.RateLimitConfigType} {
-		snap.Resources[cachev3.GetResponseType(t)] = cachev3.Resources{Version: (&typeState{}).version(), Items: map[string]types.ResourceWithTTL{}}
-		snap.VersionMap[t] = map[string]string{}
-	}
+	snap := &published{types: next}
 	if err := s.cache.SetSnapshot(context.Background(), nodeKey, snap); err != nil {
 		return fmt.Errorf("xds: publishing: %w", err)
 	}
@@ -136,14 +126,39 @@ func (s *Server) Update(r *Resources) error {
 	return nil
 }
 
-// typeState is what was published for one resource type. Its maps are handed to the cache
-// and never modified afterwards: an update clones them.
+// published is one published set, as the go-control-plane cache reads it. The per-type
+// maps the cache asks for are built on first use only (with no Envoy connected, never).
+type published struct {
+	types map[string]*typeState
+}
+
+var _ cachev3.ResourceSnapshot = (*published)(nil)
+
+func (p *published) GetVersion(typeURL string) string { return p.types[typeURL].version() }
+func (p *published) GetResourcesAndTTL(typeURL string) map[string]types.ResourceWithTTL {
+	return p.types[typeURL].itemMap()
+}
+func (p *published) GetResources(typeURL string) map[string]types.Resource {
+	return p.types[typeURL].resourceMap()
+}
+func (p *published) ConstructVersionMap() error { return nil }
+func (p *published) GetVersionMap(typeURL string) map[string]string {
+	return p.types[typeURL].versionMap()
+}
+
+// typeState is what was published for one resource type: sorted names, their messages and
+// content hashes. Immutable once published; an update builds a new one, reusing the hashes
+// of the messages that did not change.
 type typeState struct {
-	names    []string        // sorted
-	msgs     []proto.Message // same order
-	items    map[string]types.ResourceWithTTL
-	versions map[string]string // name -> content hash
-	sum      [2]uint64         // XOR of mix(name, hash): the type's version, order-free
+	names  []string        // sorted
+	msgs   []proto.Message // same order
+	hashes []string        // same order
+	sum    [2]uint64       // XOR of mix(name, hash): the type's version, order-free
+
+	itemsOnce, resOnce, versOnce sync.Once
+	items                        map[string]types.ResourceWithTTL
+	res                          map[string]types.Resource
+	versions                     map[string]string
 }
 
 func (t *typeState) version() string {
@@ -153,11 +168,50 @@ func (t *typeState) version() string {
 	return fmt.Sprintf("%016x%016x", t.sum[0], t.sum[1])
 }
 
-// update returns the state for msgs/names (sorted by name), reusing t's when nothing changed
-// and touching only the differences otherwise.
+func (t *typeState) itemMap() map[string]types.ResourceWithTTL {
+	if t == nil {
+		return map[string]types.ResourceWithTTL{}
+	}
+	t.itemsOnce.Do(func() {
+		t.items = make(map[string]types.ResourceWithTTL, len(t.names))
+		for i, n := range t.names {
+			t.items[n] = types.ResourceWithTTL{Resource: t.msgs[i]}
+		}
+	})
+	return t.items
+}
+
+func (t *typeState) resourceMap() map[string]types.Resource {
+	if t == nil {
+		return map[string]types.Resource{}
+	}
+	t.resOnce.Do(func() {
+		t.res = make(map[string]types.Resource, len(t.names))
+		for i, n := range t.names {
+			t.res[n] = t.msgs[i]
+		}
+	})
+	return t.res
+}
+
+func (t *typeState) versionMap() map[string]string {
+	if t == nil {
+		return map[string]string{}
+	}
+	t.versOnce.Do(func() {
+		t.versions = make(map[string]string, len(t.names))
+		for i, n := range t.names {
+			t.versions[n] = t.hashes[i]
+		}
+	})
+	return t.versions
+}
+
+// update returns the state for msgs/names (sorted by name), reusing t when nothing changed
+// and hashing only the messages that are new.
 func (t *typeState) update(msgs []proto.Message, names []string) (*typeState, error) {
 	if t == nil {
-		t = &typeState{items: map[string]types.ResourceWithTTL{}, versions: map[string]string{}}
+		t = &typeState{}
 	}
 	if len(msgs) == len(t.msgs) {
 		same := true
@@ -171,37 +225,32 @@ func (t *typeState) update(msgs []proto.Message, names []string) (*typeState, er
 			return t, nil
 		}
 	}
-	n := &typeState{names: names, msgs: msgs, items: maps.Clone(t.items), versions: maps.Clone(t.versions), sum: t.sum}
-	set := func(name string, m proto.Message) error {
-		h, err := hashResource(m)
-		if err != nil {
-			return fmt.Errorf("%q: %w", name, err)
-		}
-		if old, ok := n.versions[name]; ok {
-			n.xor(name, old)
-		}
-		n.xor(name, h)
-		n.versions[name] = h
-		n.items[name] = types.ResourceWithTTL{Resource: m}
-		return nil
-	}
+	n := &typeState{names: names, msgs: msgs, hashes: make([]string, len(msgs)), sum: t.sum}
 	i, j := 0, 0
 	for i < len(t.names) || j < len(names) {
 		switch {
 		case j == len(names) || (i < len(t.names) && t.names[i] < names[j]): // removed
-			n.xor(t.names[i], n.versions[t.names[i]])
-			delete(n.versions, t.names[i])
-			delete(n.items, t.names[i])
+			n.xor(t.names[i], t.hashes[i])
 			i++
 		case i == len(t.names) || names[j] < t.names[i]: // added
-			if err := set(names[j], msgs[j]); err != nil {
-				return nil, err
+			h, err := hashResource(msgs[j])
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", names[j], err)
 			}
+			n.hashes[j] = h
+			n.xor(names[j], h)
 			j++
 		default: // same name
+			n.hashes[j] = t.hashes[i]
 			if msgs[j] != t.msgs[i] {
-				if err := set(names[j], msgs[j]); err != nil {
-					return nil, err
+				h, err := hashResource(msgs[j])
+				if err != nil {
+					return nil, fmt.Errorf("%q: %w", names[j], err)
+				}
+				if h != t.hashes[i] {
+					n.xor(names[j], t.hashes[i])
+					n.xor(names[j], h)
+					n.hashes[j] = h
 				}
 			}
 			i++
