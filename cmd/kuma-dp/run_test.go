@@ -186,3 +186,38 @@ func TestRunOptionsTableIsComplete(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRunConfigFile feeds arbitrary --config files: each is either refused with a message
+// (exit 2) or gives a configuration that validates; never a panic.
+func FuzzRunConfigFile(f *testing.F) {
+	for _, seed := range []string{
+		"dataplaneRuntime:\n  dataplaneFile: dp.yaml\n",
+		"dataplane:\n  drainTime: 5s\ndataplaneRuntime:\n  dataplaneFile: dp.yaml\ndns:\n  proxyPort: 0\n  upstreams: [10.0.0.1, '[::1]:53']\n",
+		"dns:\n  ttl: 30\n  proxyPort: -1\n",
+		"dataplane: [1, 2]\n",
+		"admin: {address: 0.0.0.0:1}\n",
+		"{\"dataplaneRuntime\": {\"dataplaneFile\": \"x\", \"envoy\": \"yes\"}}",
+		"&a [*a]",
+		"",
+	} {
+		f.Add([]byte(seed))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "fuzz.yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		c, code, done := parseRunConfig([]string{"--config", path}, envOf(nil), &out, &errb)
+		switch {
+		case done && code == exitUsage && errb.Len() > 0:
+		case !done && code == exitOK:
+			if err := c.Validate(); err != nil {
+				t.Fatalf("accepted a config that does not validate: %v", err)
+			}
+		default:
+			t.Fatalf("done %v code %d stderr %q", done, code, errb.String())
+		}
+	})
+}
