@@ -108,6 +108,29 @@ func testInNetns(t *testing.T, idx int, b backend) {
 		}
 	})
 
+	t.Run("ipv4 mode removes our IPv6 rules", func(t *testing.T) {
+		v4 := c
+		v4.IPFamilyMode = "ipv4"
+		if d, err := Verify(ctx, v4); err != nil || !strings.Contains(d, "ipv6 (") || !strings.Contains(d, "+ nat: -A KUMA_MESH_OUTBOUND") {
+			t.Fatalf("Verify(ipv4) over a dual-stack install = %q, %v; want the IPv6 rules as unexpected", d, err)
+		}
+		if err := Install(ctx, v4, log); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Verify(ctx, v4); err != nil || d != "" {
+			t.Fatalf("Verify(ipv4) = %q, %v", d, err)
+		}
+		if live := liveOurs(ctx, c, b, IPv6); len(live) != 0 {
+			t.Fatalf("IPv6 rules of ours left: %v", view(live))
+		}
+		if err := Install(ctx, c, log); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.saveAll(t, b); got != installed {
+			t.Fatalf("back to dual-stack, the rules differ from the first install:\n%s", lineDiff(strings.Split(installed, "\n"), strings.Split(got, "\n")))
+		}
+	})
+
 	t.Run("switching backend moves the rules", func(t *testing.T) {
 		other := backend{name: "nft"}
 		if b.name == "nft" {

@@ -64,8 +64,51 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		log.Info("transparent proxy installed", "family", f, "backend", b.name,
 			"rules", countRules(rs.tables), "duration", time.Since(start))
 	}
+	if err := removeOtherFamilies(ctx, c, b, log); err != nil {
+		return err
+	}
 	if _, err := ensureNet(c, log); err != nil {
 		return err
+	}
+	return nil
+}
+
+// unusedFamilies are the families the config does not install.
+func unusedFamilies(c Config) []Family {
+	var out []Family
+	for _, f := range []Family{IPv4, IPv6} {
+		if !slices.Contains(c.Families(), f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// liveOurs reads our part of the live ruleset of one family (nil when the backend's tools
+// for the family are missing or nothing is loaded).
+func liveOurs(ctx context.Context, c Config, b backend, f Family) []table {
+	if !b.available([]Family{f}) {
+		return nil
+	}
+	save, err := b.save(ctx, c, f)
+	if err != nil {
+		return nil
+	}
+	return parseOurs(save)
+}
+
+// removeOtherFamilies removes rules of ours in a family the config no longer installs
+// (dual-stack before, --ip-family-mode ipv4 now).
+func removeOtherFamilies(ctx context.Context, c Config, b backend, log *slog.Logger) error {
+	for _, f := range unusedFamilies(c) {
+		live := liveOurs(ctx, c, b, f)
+		if len(live) == 0 {
+			continue
+		}
+		if err := b.restore(ctx, c, f, removeInput(live)); err != nil {
+			return fmt.Errorf("remove our %s rules (not in --ip-family-mode %s): %w", f, c.IPFamilyMode, err)
+		}
+		log.Info("removed rules of a family no longer installed", "family", f, "backend", b.name, "rules", countRules(live))
 	}
 	return nil
 }
@@ -79,14 +122,7 @@ func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slo
 		other = backend{name: "nft"}
 	}
 	for _, f := range []Family{IPv4, IPv6} {
-		if !other.available([]Family{f}) {
-			continue
-		}
-		save, err := other.save(ctx, c, f)
-		if err != nil {
-			continue
-		}
-		live := parseOurs(save)
+		live := liveOurs(ctx, c, other, f)
 		if len(live) == 0 {
 			continue
 		}
@@ -197,6 +233,11 @@ func Verify(ctx context.Context, c Config) (string, error) {
 		}
 		if d := lineDiff(view(rs.tables), view(parseOurs(save))); d != "" {
 			fmt.Fprintf(&out, "%s (%s):\n%s", f, b.name, d)
+		}
+	}
+	for _, f := range unusedFamilies(c) {
+		if live := liveOurs(ctx, c, b, f); len(live) > 0 {
+			fmt.Fprintf(&out, "%s (%s), not in --ip-family-mode %s:\n%s", f, b.name, c.IPFamilyMode, lineDiff(nil, view(live)))
 		}
 	}
 	routes, err := VIPRoutes(c)

@@ -1,14 +1,11 @@
 package tproxy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/vishvananda/netlink"
@@ -305,6 +302,22 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 			}
 		}
 	}
+	// What an earlier install added and this config no longer wants (another family mode,
+	// other VIP ranges) is ours to remove.
+	var stale netState
+	for _, r := range old.Routes {
+		if !slices.ContainsFunc(st.Routes, func(n addedRoute) bool { return n.Dst == r.Dst }) {
+			stale.Routes = append(stale.Routes, r)
+		}
+	}
+	for _, a := range old.Addresses {
+		if !slices.Contains(st.Addresses, a) {
+			stale.Addresses = append(stale.Addresses, a)
+		}
+	}
+	if err := deleteNet(h, lo, stale, log); err != nil {
+		return st, err
+	}
 	return st, saveState(c.StateFile, st)
 }
 
@@ -326,6 +339,14 @@ func removeNet(c Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("netlink: loopback: %w", err)
 	}
+	if err := deleteNet(h, lo, st, log); err != nil {
+		return err
+	}
+	return removeState(c.StateFile)
+}
+
+// deleteNet deletes the routes and loopback addresses in st; those already gone are fine.
+func deleteNet(h *netlink.Handle, lo netlink.Link, st netState, log *slog.Logger) error {
 	var errs []error
 	for _, r := range st.Routes {
 		l, err := h.LinkByName(r.Dev)
@@ -347,59 +368,7 @@ func removeNet(c Config, log *slog.Logger) error {
 		}
 		log.Info("removed address", "address", p, "dev", "lo")
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return removeState(c.StateFile)
-}
-
-func loadState(path string) (netState, error) {
-	var st netState
-	if path == "" {
-		return st, nil
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("state file: %w", err)
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("state file %s: %w", path, err)
-	}
-	return st, nil
-}
-
-func saveState(path string, st netState) error {
-	if path == "" {
-		return nil
-	}
-	if len(st.Routes) == 0 && len(st.Addresses) == 0 {
-		return removeState(path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	data, _ := json.MarshalIndent(st, "", "  ")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	return nil
-}
-
-func removeState(path string) error {
-	if path == "" {
-		return nil
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("state file: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // hasPassthroughAddr reports whether ::6 is on lo.

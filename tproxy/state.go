@@ -1,0 +1,61 @@
+package tproxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The state file remembers what Install changed with netlink (netState), so that Uninstall
+// removes exactly that and a re-install keeps owning what an earlier one added.
+
+func loadState(path string) (netState, error) {
+	var st netState
+	if path == "" {
+		return st, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("state file: %w", err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func saveState(path string, st netState) error {
+	if path == "" {
+		return nil
+	}
+	if len(st.Routes) == 0 && len(st.Addresses) == 0 {
+		return removeState(path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	data, _ := json.MarshalIndent(st, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	return nil
+}
+
+func removeState(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state file: %w", err)
+	}
+	return nil
+}
