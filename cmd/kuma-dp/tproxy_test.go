@@ -171,3 +171,35 @@ func TestTproxyCmdInNetns(t *testing.T) {
 		t.Errorf("verify after uninstall should list missing rules:\n%s", out)
 	}
 }
+
+func TestTproxyCmdBools(t *testing.T) {
+	cases := []struct {
+		name         string
+		env          map[string]string
+		args         []string
+		dns, ctZones bool
+	}{
+		{"defaults", nil, nil, true, true},
+		{"--redirect-dns=false", nil, []string{"--redirect-dns=false"}, false, false},
+		{"env off, flag on", map[string]string{"KUMA_TRANSPARENT_PROXY_REDIRECT_DNS": "false"}, []string{"--redirect-dns"}, true, true},
+		{"env skip zones", map[string]string{"KUMA_TRANSPARENT_PROXY_SKIP_DNS_CONNTRACK_ZONE_SPLIT": "true"}, nil, true, false},
+		{"flag skip zones", nil, []string{"--skip-dns-conntrack-zone-split"}, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runTproxyTest(t, tc.env, append([]string{"install", "--dry-run", "--ip-family-mode", "ipv4"}, tc.args...)...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if got := strings.Contains(out, "KUMA_MESH_DNS"); got != tc.dns {
+				t.Errorf("DNS rules present = %v, want %v", got, tc.dns)
+			}
+			if got := strings.Contains(out, "CT --zone"); got != tc.ctZones {
+				t.Errorf("conntrack zone rules present = %v, want %v", got, tc.ctZones)
+			}
+		})
+	}
+	if code, _, errs := runTproxyTest(t, map[string]string{"KUMA_TRANSPARENT_PROXY_REDIRECT_DNS": "maybe"}, "install", "--dry-run"); code != exitInvalid || !strings.Contains(errs, "KUMA_TRANSPARENT_PROXY_REDIRECT_DNS") {
+		t.Errorf("a bad boolean in the environment: exit %d, %s", code, errs)
+	}
+}
