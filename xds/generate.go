@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -385,7 +386,11 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 	}
 	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name) })
 	if g.st != nil {
-		g.st.dest[name] = tags[mesh.ServiceTag]
+		svc := tags[mesh.ServiceTag]
+		g.st.dest[name] = svc
+		if !slices.Contains(g.st.destClusters[svc], name) {
+			g.st.destClusters[svc] = append(g.st.destClusters[svc], name)
+		}
 	}
 	var members []inboundRef
 	var sig strings.Builder

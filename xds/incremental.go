@@ -41,6 +41,10 @@ type genState struct {
 	conflicts     map[string]string
 	otherProblems []Problem
 	memo          map[memoKey]memoEntry
+	// routes caches each TrafficRoute's outcome for this dataplane; destClusters lists the
+	// clusters holding each destination service's endpoints.
+	routes       map[*mesh.TrafficRoute]routeEntry
+	destClusters map[string][]string
 }
 
 // obRef is one outbound: a VIP outbound of the table or an entry of networking.outbound.
@@ -103,11 +107,13 @@ func newState(g *generator, r *Resources, routeProblems int) *genState {
 	st.conflicts = maps.Clone(g.routes.conflicts)
 	st.otherProblems = slices.Clone(g.problems[routeProblems:])
 	st.memo = g.next
+	st.routes = map[*mesh.TrafficRoute]routeEntry{}
 	return st
 }
 
 func newTracking() *genState {
-	return &genState{uses: map[string][]string{}, users: map[string]map[string]bool{}, dest: map[string]string{}}
+	return &genState{uses: map[string][]string{}, users: map[string]map[string]bool{}, dest: map[string]string{},
+		destClusters: map[string][]string{}}
 }
 
 // dpServices are the distinct services of a dataplane's inbounds.
@@ -167,11 +173,9 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 		return nil, false
 	}
 	for d := range dirtyDest {
-		for c, dst := range st.dest {
-			if dst == d {
-				for svc := range st.users[c] {
-					dirtyOut[svc] = true
-				}
+		for _, c := range st.destClusters[d] {
+			for svc := range st.users[c] {
+				dirtyOut[svc] = true
 			}
 		}
 	}
@@ -214,13 +218,14 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 
 	changedL, changedC, changedE := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	// Clusters of changed services are rebuilt by whoever still uses them.
-	for c, dst := range st.dest {
-		if dirtyDest[dst] {
+	for d := range dirtyDest {
+		for _, c := range st.destClusters[d] {
 			delete(st.clusters, c)
 			delete(st.endpoints, c)
 			delete(st.dest, c)
 			changedC[c], changedE[c] = true, true
 		}
+		delete(st.destClusters, d)
 	}
 	// Forget what the dirty outbound services used and their listeners.
 	released := map[string]bool{}
@@ -250,11 +255,14 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 	for c := range released {
 		if len(st.users[c]) == 0 {
 			delete(st.users, c)
-			if _, ok := st.clusters[c]; ok && st.dest[c] != "" {
-				delete(st.clusters, c)
-				delete(st.endpoints, c)
-				delete(st.dest, c)
-				changedC[c], changedE[c] = true, true
+			if d := st.dest[c]; d != "" {
+				if _, ok := st.clusters[c]; ok {
+					delete(st.clusters, c)
+					delete(st.endpoints, c)
+					delete(st.dest, c)
+					st.destClusters[d] = slices.DeleteFunc(st.destClusters[d], func(n string) bool { return n == c })
+					changedC[c], changedE[c] = true, true
+				}
 			}
 		}
 	}
@@ -324,19 +332,26 @@ func mergeSorted[T any](prev []T, current map[string]T, changed map[string]bool,
 	if len(changed) == 0 {
 		return prev
 	}
-	var fresh []T
+	names := make([]string, 0, len(changed))
 	for n := range changed {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var fresh []T
+	for _, n := range names {
 		if m, ok := current[n]; ok {
 			fresh = append(fresh, m)
 		}
 	}
-	sort.Slice(fresh, func(i, j int) bool { return name(fresh[i]) < name(fresh[j]) })
 	out := make([]T, 0, len(prev)+len(fresh))
-	j := 0
+	c, j := 0, 0 // next changed name, next fresh message
 	for _, m := range prev {
 		n := name(m)
-		if changed[n] {
-			continue
+		for c < len(names) && names[c] < n {
+			c++
+		}
+		if c < len(names) && names[c] == n {
+			continue // replaced or removed
 		}
 		for j < len(fresh) && name(fresh[j]) < n {
 			out = append(out, fresh[j])
@@ -415,6 +430,6 @@ func newGeneratorFrom(st *genState, s *mesh.Snapshot, t *vipalloc.Table, o Optio
 	for _, m := range s.MeshExternalServices {
 		g.mes[m.Name] = m
 	}
-	g.routes = newRouteIndex(s, g.problem)
+	g.routes, st.routes = newRouteIndexCached(s, g.problem, st.routes)
 	return g
 }

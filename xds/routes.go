@@ -35,31 +35,38 @@ type routeIndex struct {
 // newRouteIndex keeps the rules whose sources match one of self's inbounds (Design step 2)
 // and whose conf can be expressed; the others are reported through problem.
 func newRouteIndex(s *mesh.Snapshot, problem func(kind, name, field, msg string)) *routeIndex {
+	ix, _ := newRouteIndexCached(s, problem, nil)
+	return ix
+}
+
+// routeEntry is the outcome of one TrafficRoute for this dataplane: compiled and selected
+// (r), not selecting this dataplane (both nil), or refused (err).
+type routeEntry struct {
+	r   *route
+	err *routeError
+}
+
+// newRouteIndexCached is newRouteIndex with a cache of outcomes by TrafficRoute (valid while
+// this dataplane does not change); it returns the cache for the current routes only.
+func newRouteIndexCached(s *mesh.Snapshot, problem func(kind, name, field, msg string), cache map[*mesh.TrafficRoute]routeEntry) (*routeIndex, map[*mesh.TrafficRoute]routeEntry) {
+	next := make(map[*mesh.TrafficRoute]routeEntry, len(s.TrafficRoutes))
 	ix := &routeIndex{byService: map[string][]*route{}, cache: map[string]*route{}, conflicts: map[string]string{}}
 	var inbound []mesh.Tags
 	for _, in := range s.Self.Networking.Inbound {
 		inbound = append(inbound, normalizeTags(in.Tags))
 	}
 	for _, tr := range s.TrafficRoutes {
-		r, err := compileRoute(tr)
-		if err != nil {
-			problem(mesh.KindTrafficRoute, tr.Name, err.field, err.msg)
+		e, ok := cache[tr]
+		if !ok {
+			e = selectRoute(tr, inbound)
+		}
+		next[tr] = e
+		if e.err != nil {
+			problem(mesh.KindTrafficRoute, tr.Name, e.err.field, e.err.msg)
 			continue
 		}
-		found := false
-		for _, tags := range inbound {
-			for _, sel := range tr.Sources {
-				m := normalizeTags(sel.Match)
-				if !m.Matches(tags) {
-					continue
-				}
-				rk := mesh.RankOf(m, tr.CreationTime, tr.Name)
-				if !found || rk.Better(r.src) {
-					r.src, found = rk, true
-				}
-			}
-		}
-		if !found {
+		r := e.r
+		if r == nil {
 			continue
 		}
 		generic := false
@@ -73,15 +80,44 @@ func newRouteIndex(s *mesh.Snapshot, problem func(kind, name, field, msg string)
 			ix.generic = append(ix.generic, r)
 			continue
 		}
-		seen := map[string]bool{}
-		for _, d := range r.dsts {
-			if svc := d[mesh.ServiceTag]; !seen[svc] {
-				seen[svc] = true
+		for i, d := range r.dsts {
+			svc := d[mesh.ServiceTag]
+			dup := false
+			for _, prev := range r.dsts[:i] {
+				dup = dup || prev[mesh.ServiceTag] == svc
+			}
+			if !dup {
 				ix.byService[svc] = append(ix.byService[svc], r)
 			}
 		}
 	}
-	return ix
+	return ix, next
+}
+
+// selectRoute compiles tr and ranks its best source selector against this dataplane's
+// inbound tags (seed 004, Design step 2).
+func selectRoute(tr *mesh.TrafficRoute, inbound []mesh.Tags) routeEntry {
+	r, err := compileRoute(tr)
+	if err != nil {
+		return routeEntry{err: err}
+	}
+	found := false
+	for _, tags := range inbound {
+		for _, sel := range tr.Sources {
+			m := normalizeTags(sel.Match)
+			if !m.Matches(tags) {
+				continue
+			}
+			rk := mesh.RankOf(m, tr.CreationTime, tr.Name)
+			if !found || rk.Better(r.src) {
+				r.src, found = rk, true
+			}
+		}
+	}
+	if !found {
+		return routeEntry{}
+	}
+	return routeEntry{r: r}
 }
 
 type routeError struct{ field, msg string }
