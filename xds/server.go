@@ -101,18 +101,18 @@ func (s *Server) Update(r *Resources) error {
 	defer s.mu.Unlock()
 	next := map[string]*typeState{}
 	var errs []error
-	add := func(typeURL string, msgs []proto.Message, names []string) {
-		st, err := s.types[typeURL].update(msgs, names)
+	add := func(typeURL string, msgs []proto.Message, nameOf func(proto.Message) string) {
+		st, err := s.types[typeURL].update(msgs, nameOf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("xds: %s: %w", typeURL, err))
 			return
 		}
 		next[typeURL] = st
 	}
-	add(resourcev3.ListenerType, asProto(r.Listeners), namesOf(r.Listeners, func(m interface{ GetName() string }) string { return m.GetName() }))
-	add(resourcev3.ClusterType, asProto(r.Clusters), namesOf(r.Clusters, func(m interface{ GetName() string }) string { return m.GetName() }))
-	add(resourcev3.EndpointType, asProto(r.Endpoints), namesOf(r.Endpoints, func(m interface{ GetClusterName() string }) string { return m.GetClusterName() }))
-	add(resourcev3.SecretType, asProto(r.Secrets), namesOf(r.Secrets, func(m interface{ GetName() string }) string { return m.GetName() }))
+	add(resourcev3.ListenerType, asProto(r.Listeners), byName)
+	add(resourcev3.ClusterType, asProto(r.Clusters), byName)
+	add(resourcev3.EndpointType, asProto(r.Endpoints), byClusterName)
+	add(resourcev3.SecretType, asProto(r.Secrets), byName)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -150,10 +150,10 @@ func (p *published) GetVersionMap(typeURL string) map[string]string {
 // content hashes. Immutable once published; an update builds a new one, reusing the hashes
 // of the messages that did not change.
 type typeState struct {
-	names  []string        // sorted
-	msgs   []proto.Message // same order
-	hashes []string        // same order
-	sum    [2]uint64       // XOR of mix(name, hash): the type's version, order-free
+	msgs   []proto.Message // sorted by name
+	nameOf func(proto.Message) string
+	hashes []string  // same order
+	sum    [2]uint64 // XOR of mix(name, hash): the type's version, order-free
 
 	itemsOnce, resOnce, versOnce sync.Once
 	items                        map[string]types.ResourceWithTTL
@@ -173,9 +173,9 @@ func (t *typeState) itemMap() map[string]types.ResourceWithTTL {
 		return map[string]types.ResourceWithTTL{}
 	}
 	t.itemsOnce.Do(func() {
-		t.items = make(map[string]types.ResourceWithTTL, len(t.names))
-		for i, n := range t.names {
-			t.items[n] = types.ResourceWithTTL{Resource: t.msgs[i]}
+		t.items = make(map[string]types.ResourceWithTTL, len(t.msgs))
+		for _, m := range t.msgs {
+			t.items[t.nameOf(m)] = types.ResourceWithTTL{Resource: m}
 		}
 	})
 	return t.items
@@ -186,9 +186,9 @@ func (t *typeState) resourceMap() map[string]types.Resource {
 		return map[string]types.Resource{}
 	}
 	t.resOnce.Do(func() {
-		t.res = make(map[string]types.Resource, len(t.names))
-		for i, n := range t.names {
-			t.res[n] = t.msgs[i]
+		t.res = make(map[string]types.Resource, len(t.msgs))
+		for _, m := range t.msgs {
+			t.res[t.nameOf(m)] = m
 		}
 	})
 	return t.res
@@ -199,17 +199,17 @@ func (t *typeState) versionMap() map[string]string {
 		return map[string]string{}
 	}
 	t.versOnce.Do(func() {
-		t.versions = make(map[string]string, len(t.names))
-		for i, n := range t.names {
-			t.versions[n] = t.hashes[i]
+		t.versions = make(map[string]string, len(t.msgs))
+		for i, m := range t.msgs {
+			t.versions[t.nameOf(m)] = t.hashes[i]
 		}
 	})
 	return t.versions
 }
 
-// update returns the state for msgs/names (sorted by name), reusing t when nothing changed
-// and hashing only the messages that are new.
-func (t *typeState) update(msgs []proto.Message, names []string) (*typeState, error) {
+// update returns the state for msgs (sorted by name), reusing t when nothing changed and
+// hashing only the messages that are new.
+func (t *typeState) update(msgs []proto.Message, nameOf func(proto.Message) string) (*typeState, error) {
 	if t == nil {
 		t = &typeState{}
 	}
@@ -225,39 +225,62 @@ func (t *typeState) update(msgs []proto.Message, names []string) (*typeState, er
 			return t, nil
 		}
 	}
-	n := &typeState{names: names, msgs: msgs, hashes: make([]string, len(msgs)), sum: t.sum}
-	i, j := 0, 0
-	for i < len(t.names) || j < len(names) {
-		switch {
-		case j == len(names) || (i < len(t.names) && t.names[i] < names[j]): // removed
-			n.xor(t.names[i], t.hashes[i])
-			i++
-		case i == len(t.names) || names[j] < t.names[i]: // added
-			h, err := hashResource(msgs[j])
-			if err != nil {
-				return nil, fmt.Errorf("%q: %w", names[j], err)
+	n := &typeState{msgs: msgs, nameOf: nameOf, hashes: make([]string, len(msgs)), sum: t.sum}
+	add := func(j int, old string) error {
+		h, err := hashResource(msgs[j])
+		if err != nil {
+			return fmt.Errorf("%q: %w", nameOf(msgs[j]), err)
+		}
+		n.hashes[j] = h
+		if h != old {
+			if old != "" {
+				n.xor(nameOf(msgs[j]), old)
 			}
-			n.hashes[j] = h
-			n.xor(names[j], h)
-			j++
-		default: // same name
+			n.xor(nameOf(msgs[j]), h)
+		}
+		return nil
+	}
+	i, j := 0, 0
+	for i < len(t.msgs) || j < len(msgs) {
+		if i < len(t.msgs) && j < len(msgs) && msgs[j] == t.msgs[i] { // unchanged: no name compared
 			n.hashes[j] = t.hashes[i]
-			if msgs[j] != t.msgs[i] {
-				h, err := hashResource(msgs[j])
-				if err != nil {
-					return nil, fmt.Errorf("%q: %w", names[j], err)
-				}
-				if h != t.hashes[i] {
-					n.xor(names[j], t.hashes[i])
-					n.xor(names[j], h)
-					n.hashes[j] = h
-				}
+			i++
+			j++
+			continue
+		}
+		var on, nn string
+		if i < len(t.msgs) {
+			on = t.nameOf(t.msgs[i])
+		}
+		if j < len(msgs) {
+			nn = nameOf(msgs[j])
+		}
+		switch {
+		case j == len(msgs) || (i < len(t.msgs) && on < nn): // removed
+			n.xor(on, t.hashes[i])
+			i++
+		case i == len(t.msgs) || nn < on: // added
+			if err := add(j, ""); err != nil {
+				return nil, err
+			}
+			j++
+		default: // same name, new message
+			if err := add(j, t.hashes[i]); err != nil {
+				return nil, err
 			}
 			i++
 			j++
 		}
 	}
 	return n, nil
+}
+
+func byName(m proto.Message) string {
+	return m.(interface{ GetName() string }).GetName()
+}
+
+func byClusterName(m proto.Message) string {
+	return m.(interface{ GetClusterName() string }).GetClusterName()
 }
 
 func (t *typeState) xor(name, hash string) {
@@ -270,14 +293,6 @@ func asProto[T proto.Message](in []T) []proto.Message {
 	out := make([]proto.Message, len(in))
 	for i, m := range in {
 		out[i] = m
-	}
-	return out
-}
-
-func namesOf[T any, I any](in []T, name func(I) string) []string {
-	out := make([]string, len(in))
-	for i, m := range in {
-		out[i] = name(any(m).(I))
 	}
 	return out
 }
