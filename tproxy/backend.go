@@ -68,7 +68,8 @@ func (b backend) restore(ctx context.Context, c Config, f Family, input string) 
 }
 
 // chooseBackend honours --iptables-executables, or (auto) picks the backend the host already
-// uses: the one holding our own rules, else the one with more rules, else nft.
+// uses: the one holding our own rules, else the one with more rules, else one whose save
+// works, nft first.
 func chooseBackend(ctx context.Context, c Config) (backend, error) {
 	fams := c.Families()
 	switch c.Executables {
@@ -82,6 +83,7 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 	type score struct {
 		b         backend
 		ours, all int
+		failed    bool // a save failed: the kernel side may be missing
 	}
 	var scores []score
 	for _, name := range []string{"nft", "legacy"} {
@@ -93,7 +95,8 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 		for _, f := range fams {
 			out, err := b.save(ctx, c, f)
 			if err != nil {
-				continue // e.g. the legacy modules are missing: nothing installed there
+				s.failed = true // e.g. no nf_tables in the kernel: nothing installed there
+				continue
 			}
 			for _, line := range strings.Split(out, "\n") {
 				if strings.HasPrefix(line, "-A ") {
@@ -111,7 +114,9 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 	}
 	best := scores[0]
 	for _, s := range scores[1:] {
-		if s.ours > best.ours || (s.ours == best.ours && s.all > best.all) {
+		better := s.ours > best.ours || (s.ours == best.ours && s.all > best.all)
+		tie := s.ours == best.ours && s.all == best.all
+		if better || (tie && best.failed && !s.failed) {
 			best = s
 		}
 	}
