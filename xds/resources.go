@@ -2,7 +2,8 @@ package xds
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -74,8 +75,8 @@ type Resources struct {
 }
 
 func (r *Resources) sort() {
-	sort.Slice(r.Listeners, func(i, j int) bool { return r.Listeners[i].Name < r.Listeners[j].Name })
-	sort.Slice(r.Clusters, func(i, j int) bool { return r.Clusters[i].Name < r.Clusters[j].Name })
-	sort.Slice(r.Endpoints, func(i, j int) bool { return r.Endpoints[i].ClusterName < r.Endpoints[j].ClusterName })
-	sort.Slice(r.Secrets, func(i, j int) bool { return r.Secrets[i].Name < r.Secrets[j].Name })
+	slices.SortFunc(r.Listeners, func(a, b *listener.Listener) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.Clusters, func(a, b *cluster.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.Endpoints, func(a, b *endpoint.ClusterLoadAssignment) int { return strings.Compare(a.ClusterName, b.ClusterName) })
+	slices.SortFunc(r.Secrets, func(a, b *tlsv3.Secret) int { return strings.Compare(a.Name, b.Name) })
 }
