@@ -66,6 +66,11 @@ type fixture struct {
 
 func start(t *testing.T, watch string) *fixture {
 	t.Helper()
+	return startDebounce(t, watch, 20*time.Millisecond)
+}
+
+func startDebounce(t *testing.T, watch string, debounce time.Duration) *fixture {
+	t.Helper()
 	root := t.TempDir()
 	fx := &fixture{t: t, dpDir: filepath.Join(root, "dp"), dir: filepath.Join(root, "policies")}
 	fx.dpFile = filepath.Join(fx.dpDir, "dataplane.yaml")
@@ -74,7 +79,7 @@ func start(t *testing.T, watch string) *fixture {
 	must(t, os.WriteFile(fx.dpFile, []byte("dp v1"), 0o644))
 	must(t, os.WriteFile(filepath.Join(fx.dir, "a.yaml"), []byte("a v1"), 0o644))
 	src, err := NewFiles(FilesConfig{DataplaneFile: fx.dpFile, PoliciesDir: fx.dir, Watch: watch,
-		Debounce: 20 * time.Millisecond, PollInterval: 50 * time.Millisecond, Load: contentLoad}, nil)
+		Debounce: debounce, PollInterval: 50 * time.Millisecond, Load: contentLoad}, nil)
 	must(t, err)
 	fx.src = src
 	first := src.Load()
@@ -115,14 +120,15 @@ func (fx *fixture) write(rel, content string) {
 	must(fx.t, os.WriteFile(p, []byte(content), 0o644))
 }
 
-// next waits for an Update, failing after a second (the product's promise).
+// next waits for an Update. The product promises a second; the test allows more so that a
+// loaded CI machine does not make it flaky (the benchmarks measure the real figure).
 func (fx *fixture) next() Update {
 	fx.t.Helper()
 	select {
 	case u := <-fx.out:
 		return u
-	case <-time.After(time.Second):
-		fx.t.Fatal("no update within 1s")
+	case <-time.After(5 * time.Second):
+		fx.t.Fatal("no update within 5s")
 		return Update{}
 	}
 }
@@ -200,7 +206,7 @@ func TestFilesIgnoresUnrelatedFilesBesideTheDataplane(t *testing.T) {
 }
 
 func TestFilesDebouncesBursts(t *testing.T) {
-	fx := start(t, WatchInotify)
+	fx := startDebounce(t, WatchInotify, 300*time.Millisecond)
 	for i := 0; i < 30; i++ {
 		fx.write("a.yaml", strings.Repeat("x", i+1))
 	}
@@ -210,7 +216,7 @@ func TestFilesDebouncesBursts(t *testing.T) {
 	}
 	// A burst is one load (at most two if the burst straddled the debounce window).
 	n := 1
-	for len(fx.out) > 0 || func() bool { time.Sleep(100 * time.Millisecond); return len(fx.out) > 0 }() {
+	for len(fx.out) > 0 || func() bool { time.Sleep(500 * time.Millisecond); return len(fx.out) > 0 }() {
 		<-fx.out
 		n++
 	}

@@ -293,7 +293,9 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 
 	// Edit the policy: the new name answers and the old one is gone, within a second.
 	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{service}}-{{version}}.mesh"))
-	took := waitFor(t, "httpbin-v1.mesh answering after the edit", time.Second, func() bool {
+	// The promise is a second (BenchmarkRunPolicyChangeToDNS10k measures it); the test allows
+	// five so that a loaded CI machine does not make it flaky, and logs the figure.
+	took := waitFor(t, "httpbin-v1.mesh answering after the edit", 5*time.Second, func() bool {
 		a, _ := p.query("httpbin-v1.mesh", dns.TypeA)
 		return len(a) == 1
 	})
@@ -303,7 +305,7 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 	}
 	// A new dataplane in the directory gives its service a name.
 	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(e2eHTTPBin))
-	waitFor(t, "backend.mesh answering", time.Second, func() bool { a, _ := p.query("backend.mesh", dns.TypeA); return len(a) == 1 })
+	waitFor(t, "backend.mesh answering", 5*time.Second, func() bool { a, _ := p.query("backend.mesh", dns.TypeA); return len(a) == 1 })
 	// VIPs are sticky: httpbin.mesh kept its address through both changes.
 	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != httpbin[0] {
 		t.Errorf("httpbin.mesh moved from %v to %v", httpbin, a)
@@ -321,7 +323,7 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "SIGHUP reload", 2*time.Second, func() bool { return strings.Contains(p.logs.String(), "trigger=reload") })
+	waitFor(t, "SIGHUP reload", 5*time.Second, func() bool { return strings.Contains(p.logs.String(), "trigger=reload") })
 }
 
 func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
@@ -334,7 +336,7 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 
 	broken := filepath.Join(policies, "broken.yaml")
 	writeFile(t, broken, strings.Replace(virtualOutbound("{{nope}}.mesh"), "name: by-version", "name: broken", 1))
-	waitFor(t, "the refusal naming the file in the logs", 2*time.Second, func() bool {
+	waitFor(t, "the refusal naming the file in the logs", 5*time.Second, func() bool {
 		return strings.Contains(p.logs.String(), "broken.yaml")
 	})
 	line := lineWith(p.logs.String(), "broken.yaml")
@@ -350,7 +352,7 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 
 	// Fixing the file is picked up like any change.
 	writeFile(t, broken, strings.Replace(virtualOutbound("fixed.{{version}}.{{service}}.mesh"), "name: by-version", "name: broken", 1))
-	waitFor(t, "fixed.v1.httpbin.mesh answering", time.Second, func() bool {
+	waitFor(t, "fixed.v1.httpbin.mesh answering", 5*time.Second, func() bool {
 		a, _ := p.query("fixed.v1.httpbin.mesh", dns.TypeA)
 		return len(a) == 1
 	})
@@ -385,8 +387,8 @@ func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
 	}
 	select {
 	case <-p.exited:
-	case <-time.After(drain + time.Second):
-		t.Fatal("did not exit within the drain time (+1s)")
+	case <-time.After(drain + 2*time.Second):
+		t.Fatal("did not exit within the drain time (+2s)")
 	}
 	took := time.Since(start)
 	if p.err != nil {

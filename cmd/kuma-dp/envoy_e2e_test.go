@@ -119,14 +119,14 @@ func TestE2EWithEnvoy(t *testing.T) {
 		dumped = append(dumped, l.Name)
 	}
 	slices.Sort(dumped)
-	waitFor(t, "Envoy holding what /config_dump shows", 2*time.Second, func() bool {
+	waitFor(t, "Envoy holding what /config_dump shows", 5*time.Second, func() bool {
 		return slices.Equal(listenersSeen(readReport(t, report)), dumped)
 	})
 
 	// A policy change reaches Envoy as a delta: new listeners, old ones removed.
 	before := len(readReport(t, report))
 	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{service}}-{{version}}.mesh"))
-	waitFor(t, "a listener delta after the edit", 2*time.Second, func() bool {
+	waitFor(t, "a listener delta after the edit", 5*time.Second, func() bool {
 		for _, e := range readReport(t, report)[before:] {
 			if e.Event == "update" && strings.HasSuffix(e.Type, "Listener") {
 				return true
@@ -139,11 +139,11 @@ func TestE2EWithEnvoy(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/ready 503", time.Second, func() bool { code, _ := p.get("/ready"); return code == 503 })
+	waitFor(t, "/ready 503", 2*time.Second, func() bool { code, _ := p.get("/ready"); return code == 503 })
 	select {
 	case <-p.exited:
-	case <-time.After(3 * time.Second):
-		t.Fatal("did not exit within the drain time (+2s)")
+	case <-time.After(4 * time.Second):
+		t.Fatal("did not exit within the drain time (+3s)")
 	}
 	if p.err != nil {
 		t.Fatalf("exit: %v", p.err)
