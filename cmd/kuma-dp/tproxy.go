@@ -44,6 +44,7 @@ const tproxyExample = `Examples:
 // JSON names of tproxy.Config).
 type tproxySetting struct {
 	flag, usage string
+	typ         string // shown in --help: port, ports, cidrs, string
 	isBool      bool
 	repeatable  bool // each use adds one entry (entries may contain commas)
 	apply       func(c *tproxy.Config, v string) error
@@ -54,15 +55,18 @@ func (s tproxySetting) env() string {
 }
 
 func portSetting(flag, usage string, field func(*tproxy.Config) *uint16) tproxySetting {
-	return tproxySetting{flag: flag, usage: usage, apply: func(c *tproxy.Config, v string) error {
+	return tproxySetting{flag: flag, usage: usage, typ: "port", apply: func(c *tproxy.Config, v string) error {
 		p, err := parsePort(v)
+		if err != nil {
+			return err
+		}
 		*field(c) = p
-		return err
+		return nil
 	}}
 }
 
 func portsSetting(flag, usage string, field func(*tproxy.Config) *[]uint16) tproxySetting {
-	return tproxySetting{flag: flag, usage: usage, apply: func(c *tproxy.Config, v string) error {
+	return tproxySetting{flag: flag, usage: usage, typ: "ports", apply: func(c *tproxy.Config, v string) error {
 		var out []uint16
 		for _, s := range splitList(v) {
 			p, err := parsePort(s)
@@ -77,7 +81,7 @@ func portsSetting(flag, usage string, field func(*tproxy.Config) *[]uint16) tpro
 }
 
 func prefixesSetting(flag, usage string, field func(*tproxy.Config) *[]netip.Prefix) tproxySetting {
-	return tproxySetting{flag: flag, usage: usage, apply: func(c *tproxy.Config, v string) error {
+	return tproxySetting{flag: flag, usage: usage, typ: "cidrs", apply: func(c *tproxy.Config, v string) error {
 		var out []netip.Prefix
 		for _, s := range splitList(v) {
 			p, err := parsePrefix(s)
@@ -170,14 +174,17 @@ func splitList(v string) []string {
 
 // rawFlag keeps a flag's text; repeated uses join with "," (or ";" for repeatable entries).
 type rawFlag struct {
-	val, sep string
-	isBool   bool
+	val, sep, typ string
+	isBool        bool
 }
 
 func (r *rawFlag) String() string { return r.val }
 func (r *rawFlag) Type() string {
-	if r.isBool {
+	switch {
+	case r.isBool:
 		return "bool"
+	case r.typ != "":
+		return r.typ
 	}
 	return "string"
 }
@@ -204,22 +211,35 @@ func loadTproxyConfig(fs *pflag.FlagSet, raws map[string]*rawFlag, file string, 
 		}
 	}
 	var errs []error
+	failed := map[string]bool{} // flags whose value did not parse: the config keeps the earlier value
 	for _, s := range tproxySettings {
 		if v := getenv(s.env()); v != "" && !fs.Changed(s.flag) {
 			if err := s.apply(&c, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", s.env(), err))
+				failed[s.flag] = true
 			}
 		}
 		if fs.Changed(s.flag) {
 			if err := s.apply(&c, raws[s.flag].val); err != nil {
 				errs = append(errs, fmt.Errorf("--%s: %w", s.flag, err))
+				failed[s.flag] = true
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return c, err
+	// Then every validation error, except those about a setting that already failed to parse.
+	if verr := c.Validate(); verr != nil {
+		list := []error{verr}
+		if u, ok := verr.(interface{ Unwrap() []error }); ok {
+			list = u.Unwrap()
+		}
+		for _, e := range list {
+			flag, _, _ := strings.Cut(strings.TrimPrefix(e.Error(), "--"), "=")
+			if !failed[flag] {
+				errs = append(errs, e)
+			}
+		}
 	}
-	return c, c.Validate()
+	return c, errors.Join(errs...)
 }
 
 // decodeTproxyFile reads the YAML file over c, refusing unknown keys; bare addresses in the
@@ -266,7 +286,7 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 	fs.SetOutput(stderr)
 	raws := map[string]*rawFlag{}
 	for _, s := range tproxySettings {
-		r := &rawFlag{isBool: s.isBool}
+		r := &rawFlag{isBool: s.isBool, typ: s.typ}
 		switch {
 		case s.repeatable:
 			r.sep = ";"

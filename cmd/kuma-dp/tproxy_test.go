@@ -84,6 +84,8 @@ func TestTproxyCmdErrors(t *testing.T) {
 		{"port zero", nil, []string{"install", "--dry-run", "--redirect-outbound-port", "0"}, exitInvalid, []string{"--redirect-outbound-port", `"0" is not a port`}},
 		{"port in env", map[string]string{"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT": "http"}, []string{"install", "--dry-run"}, exitInvalid, []string{"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT", `"http"`}},
 		{"family mode", nil, []string{"verify", "--ip-family-mode", "ipv6only"}, exitInvalid, []string{`--ip-family-mode="ipv6only"`, "dualstack"}},
+		{"every error listed", map[string]string{"KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT": "x"}, []string{"install", "--redirect-outbound-port", "0", "--ip-family-mode", "v6"}, exitInvalid,
+			[]string{`KUMA_TRANSPARENT_PROXY_REDIRECT_INBOUND_PORT: "x"`, `--redirect-outbound-port: "0"`, `--ip-family-mode="v6"`}},
 		{"backend", nil, []string{"install", "--dry-run", "--iptables-executables", "xtables"}, exitInvalid, []string{`--iptables-executables="xtables"`}},
 		{"ports for uids", nil, []string{"install", "--dry-run", "--exclude-outbound-ports-for-uids", "sctp:80:1"}, exitInvalid, []string{`--exclude-outbound-ports-for-uids="sctp:80:1"`, "protocol"}},
 		{"same ports", nil, []string{"install", "--dry-run", "--redirect-inbound-port", "15001"}, exitInvalid, []string{"--redirect-inbound-port=15001", "must differ"}},
@@ -103,6 +105,9 @@ func TestTproxyCmdErrors(t *testing.T) {
 				if !strings.Contains(errs, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, errs)
 				}
+			}
+			if strings.Contains(errs, "=0: must be between") {
+				t.Errorf("a value that did not parse is reported twice:\n%s", errs)
 			}
 		})
 	}
