@@ -274,6 +274,7 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 }
 
 func TestE2EPolicyChangeReachesDNS(t *testing.T) {
+	t.Parallel()
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies)
 
@@ -327,6 +328,7 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 }
 
 func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
+	t.Parallel()
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies)
 	before, _ := p.query("v1.httpbin.mesh", dns.TypeA)
@@ -369,6 +371,7 @@ func lineWith(logs, s string) string {
 }
 
 func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
+	t.Parallel()
 	dpFile, policies := meshDir(t)
 	const drain = 1500 * time.Millisecond
 	p := startAgent(t, dpFile, policies, "--drain-time", drain.String())
@@ -408,6 +411,7 @@ func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
 }
 
 func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies, "--drain-time", "1m")
 	start := time.Now()
@@ -425,6 +429,7 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 }
 
 func TestE2EInvalidFirstModelExits1(t *testing.T) {
+	t.Parallel()
 	dpFile, policies := meshDir(t)
 	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
 	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,

@@ -89,6 +89,7 @@ func listenersSeen(events []envoyEvent) []string {
 }
 
 func TestE2EWithEnvoy(t *testing.T) {
+	t.Parallel()
 	dpFile, policies := meshDir(t)
 	// With the transparent proxy, every VIP:port gets its listener (bound by redirection).
 	writeFile(t, dpFile, e2eDataplane+"  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n")
