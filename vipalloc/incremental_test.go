@@ -119,3 +119,30 @@ func shape(tb *Table) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestLargeMeshParallelPaths runs a mesh big enough for the concurrent paths (expansion,
+// settling, sorting, index building) and checks they are deterministic and consistent.
+func TestLargeMeshParallelPaths(t *testing.T) {
+	dps := bigMesh(1500) // 9,000 dataplanes, ~9,000 hostnames
+	s := snap(dps, seed000())
+	a1, a2 := newAlloc(t, nil), newAlloc(t, nil)
+	t1, t2 := allocate(t, a1, s), allocate(t, a2, s)
+	if t1.Len() != 9000 || !reflect.DeepEqual(vipsOf(t1), vipsOf(t2)) || !reflect.DeepEqual(shape(t1), shape(t2)) {
+		t.Fatalf("two full allocations differ (Len %d, %d)", t1.Len(), t2.Len())
+	}
+	// Then a small change on top: derived table, nothing moved.
+	more := append(append([]*mesh.Dataplane(nil), dps...), dp("zz-extra", svc("zz-extra", "v1", "zone-1")))
+	t3 := allocate(t, a1, snap(more, seed000()))
+	if t3.delta == nil {
+		t.Error("a one-dataplane change rebuilt the whole index")
+	}
+	after := vipsOf(t3)
+	for h, v := range vipsOf(t1) {
+		if got := after[h]; got != v {
+			t.Fatalf("%s moved %s -> %s", h, v, got)
+		}
+	}
+	if t3.Len() != 9003 {
+		t.Errorf("Len = %d, want 9003", t3.Len())
+	}
+}

@@ -31,7 +31,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	}
 
 	touched := r.touched
-	slices.SortFunc(touched, func(x, y *hostState) int { return strings.Compare(x.host, y.host) })
+	sortHosts(touched)
 	need := make([]*hostState, 0, len(touched))
 	for _, hs := range touched {
 		hs.touched = false
@@ -58,33 +58,28 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		addrT = make(map[uint32]string, len(touched))
 	}
 	repl := make([][]*Entry, len(touched))
-	for i, hs := range touched {
-		for _, e := range hs.entries {
-			a.subSum(e)
-		}
-		oldAvail := hs.avail
-		hs.entries, hs.avail = nil, nil
-		if len(hs.cands) > 0 {
-			hs.entries, hs.avail = a.entriesFor(hs)
-		} else {
-			delete(a.hosts, hs.host)
-		}
-		for _, e := range hs.entries {
-			a.addSum(e)
-		}
-		repl[i] = hs.entries
-		if full {
-			continue
-		}
-		names[hs.host] = hs.avail
-		if e := oldAvail; e != nil && e.IPv4.Is4() {
-			if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService != "" {
+	if full && len(touched) >= parallelWork {
+		a.settleParallel(touched, repl)
+	} else {
+		st := settler{slab: a.entrySlab}
+		for i, hs := range touched {
+			oldAvail := a.settle(&st, hs)
+			repl[i] = hs.entries
+			if full {
+				continue
+			}
+			names[hs.host] = hs.avail
+			if e := oldAvail; e != nil && e.IPv4.Is4() {
+				if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService != "" {
+					addrT[v4u(e.IPv4)] = addrKey(e)
+				}
+			}
+			if e := hs.avail; e != nil && e.IPv4.Is4() {
 				addrT[v4u(e.IPv4)] = addrKey(e)
 			}
 		}
-		if e := hs.avail; e != nil && e.IPv4.Is4() {
-			addrT[v4u(e.IPv4)] = addrKey(e)
-		}
+		a.entrySlab = st.slab
+		a.finishSettle(&st)
 	}
 
 	var prevAll []*Entry
@@ -118,16 +113,72 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	return a.table
 }
 
-func (a *Allocator) addSum(e *Entry) {
-	s := entrySum(e, false)
-	a.sum[0] += s[0]
-	a.sum[1] += s[1]
+// settler computes the entries of touched hostnames; several run concurrently on disjoint
+// hostnames in full builds (each candidate belongs to one hostname).
+type settler struct {
+	sum   [2]uint64 // change of the table hash sum
+	slab  []*Entry
+	empty []*hostState // hostnames left without candidates
 }
 
-func (a *Allocator) subSum(e *Entry) {
+func (st *settler) add(e *Entry) {
 	s := entrySum(e, false)
-	a.sum[0] -= s[0]
-	a.sum[1] -= s[1]
+	st.sum[0] += s[0]
+	st.sum[1] += s[1]
+}
+
+func (st *settler) sub(e *Entry) {
+	s := entrySum(e, false)
+	st.sum[0] -= s[0]
+	st.sum[1] -= s[1]
+}
+
+// settle replaces the entries of hs and returns its previous available entry.
+func (a *Allocator) settle(st *settler, hs *hostState) *Entry {
+	for _, e := range hs.entries {
+		st.sub(e)
+	}
+	oldAvail := hs.avail
+	hs.entries, hs.avail = nil, nil
+	if len(hs.cands) > 0 {
+		hs.entries, hs.avail = a.entriesFor(hs, &st.slab)
+	} else {
+		st.empty = append(st.empty, hs)
+	}
+	for _, e := range hs.entries {
+		st.add(e)
+	}
+	return oldAvail
+}
+
+func (a *Allocator) finishSettle(st *settler) {
+	a.sum[0] += st.sum[0]
+	a.sum[1] += st.sum[1]
+	for _, hs := range st.empty {
+		delete(a.hosts, hs.host)
+	}
+}
+
+// settleParallel settles touched in two halves on two goroutines (full builds only: no
+// index changes to record).
+func (a *Allocator) settleParallel(touched []*hostState, repl [][]*Entry) {
+	var sts [2]settler
+	mid := len(touched) / 2
+	done := make(chan struct{})
+	run := func(st *settler, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a.settle(st, touched[i])
+			repl[i] = touched[i].entries
+		}
+	}
+	go func() {
+		defer close(done)
+		run(&sts[1], mid, len(touched))
+	}()
+	run(&sts[0], 0, mid)
+	<-done
+	a.finishSettle(&sts[0])
+	a.finishSettle(&sts[1])
 }
 
 // mergeEntries replaces, in prev (sorted by hostname then key), the entries of each touched
@@ -155,7 +206,7 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry
 // entriesFor builds the entries of one hostname from its candidates (sorted best first):
 // the owner (best candidate) decides the VIP; per port the best candidate with the owner's
 // VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
-func (a *Allocator) entriesFor(hs *hostState) ([]*Entry, *Entry) {
+func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry) {
 	h := hs.host
 	owner := hs.cands[0]
 	ownerKey := owner.vipKey()
@@ -211,7 +262,7 @@ func (a *Allocator) entriesFor(hs *hostState) ([]*Entry, *Entry) {
 		avail = e
 	}
 	if out == nil {
-		return a.single(e), avail
+		return single(slab, e), avail
 	}
 	out = append(out, e)
 	if len(out) > 1 {
@@ -237,14 +288,14 @@ func publish(c *candidate, v4, v6 netip.Addr, status Status, reason string) *Ent
 	return &e
 }
 
-// single returns a one-element slice holding e, from a shared slab.
-func (a *Allocator) single(e *Entry) []*Entry {
-	if len(a.entrySlab) == cap(a.entrySlab) {
-		a.entrySlab = make([]*Entry, 0, 1024)
+// single returns a one-element slice holding e, from a slab.
+func single(slab *[]*Entry, e *Entry) []*Entry {
+	if len(*slab) == cap(*slab) {
+		*slab = make([]*Entry, 0, 1024)
 	}
-	l := len(a.entrySlab)
-	a.entrySlab = append(a.entrySlab, e)
-	return a.entrySlab[l : l+1 : l+1]
+	l := len(*slab)
+	*slab = append(*slab, e)
+	return (*slab)[l : l+1 : l+1]
 }
 
 // lossReason says why c lost hostname h to w.
@@ -353,4 +404,34 @@ func compactStrings(s []string) []string {
 		}
 	}
 	return out
+}
+
+// sortHosts sorts hostnames by name; large lists in two halves on two goroutines, merged.
+func sortHosts(hs []*hostState) {
+	cmp := func(x, y *hostState) int { return strings.Compare(x.host, y.host) }
+	if len(hs) < parallelWork {
+		slices.SortFunc(hs, cmp)
+		return
+	}
+	mid := len(hs) / 2
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		slices.SortFunc(hs[mid:], cmp)
+	}()
+	slices.SortFunc(hs[:mid], cmp)
+	<-done
+	merged := make([]*hostState, 0, len(hs))
+	i, j := 0, mid
+	for i < mid && j < len(hs) {
+		if cmp(hs[j], hs[i]) < 0 {
+			merged = append(merged, hs[j])
+			j++
+		} else {
+			merged = append(merged, hs[i])
+			i++
+		}
+	}
+	merged = append(append(merged, hs[i:mid]...), hs[j:]...)
+	copy(hs, merged)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"hash/maphash"
+	"math/bits"
 	"net/netip"
 	"sort"
 	"strings"
@@ -328,12 +329,20 @@ func NewTable(entries []*Entry, mes map[string]MESStatus) *Table {
 func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]MESStatus, sum [2]uint64) *Table {
 	t := &Table{v6: v6, all: all, skipped: skipped, mes: mes}
 	t.base = newIndex(len(all))
+	// Two maps of up to a few hundred thousand keys: one is filled on another goroutine.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, e := range all {
+			if e.Status == Available {
+				t.base.names[e.Hostname] = e
+			}
+		}
+	}()
 	for _, e := range all {
 		if e.Status != Available {
 			continue
 		}
-		t.base.names[e.Hostname] = e
-		t.count = len(t.base.names)
 		if e.IPv4.Is4() {
 			if _, dup := t.base.addrs[v4u(e.IPv4)]; !dup {
 				t.base.addrs[v4u(e.IPv4)] = e
@@ -350,6 +359,8 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 			}
 		}
 	}
+	<-done
+	t.count = len(t.base.names)
 	t.hash = tableHash(sum, mes)
 	return t
 }
@@ -423,9 +434,9 @@ func entrySum(e *Entry, withTags bool) [2]uint64 {
 	h.SetSeed(hashSeed)
 	writeEntry(&h, e, withTags)
 	a := h.Sum64()
-	h.WriteByte(0xa5)
-	writeEntry(&h, e, withTags)
-	return [2]uint64{a, h.Sum64()}
+	// The second word is derived from the first (64 bits of strength; sums of independent
+	// 64-bit hashes are plenty to tell tables apart).
+	return [2]uint64{a, bits.RotateLeft64(a*0x9e3779b97f4a7c15, 29)}
 }
 
 func writeEntry(h *maphash.Hash, e *Entry, withTags bool) {
