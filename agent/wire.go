@@ -18,8 +18,11 @@ import (
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
-// StateFileName is the allocator's state file inside the work dir.
-const StateFileName = "vips.json"
+// Files the agent keeps in its work dir.
+const (
+	StateFileName       = "vips.json"       // the allocator's sticky VIPs
+	DecodeCacheFileName = "model-cache.gob" // decoded files, to skip decoding on restart
+)
 
 // Build makes the real parts from the configuration: the directory source, the allocator
 // (sticky through a state file in the work dir), the resolver and, when wanted and found,
@@ -34,6 +37,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 		DataplaneFile: cfg.Runtime.DataplaneFile,
 		PoliciesDir:   cfg.Runtime.PoliciesDir,
 		Watch:         cfg.Runtime.Watch,
+		CacheFile:     filepath.Join(workDir, DecodeCacheFileName),
 	}, log.With("part", "source"))
 	if err != nil {
 		return Parts{}, cleanup, err

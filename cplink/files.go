@@ -35,6 +35,9 @@ type FilesConfig struct {
 	// seen within a second). With inotify, a fingerprint check still runs every
 	// 10 x PollInterval to catch what inotify cannot see (some network file systems).
 	PollInterval time.Duration
+	// CacheFile, when set, keeps decoded files across restarts (see persist.go); only
+	// used by the default loader. The agent puts it in its work dir.
+	CacheFile string
 	// Load reads and validates the model. Default: mesh.Load's rules, decoding only the
 	// files that changed since the last load (see dirLoader).
 	Load func(dataplaneFile, policiesDir string) (*mesh.Snapshot, error)
@@ -70,12 +73,19 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 		cfg.PollInterval = 500 * time.Millisecond
 	}
 	f := &Files{log: log, reload: make(chan struct{}, 1)}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
 	if cfg.Load == nil {
 		f.loader = newDirLoader()
 		cfg.Load = f.loader.Load
-	}
-	if f.log == nil {
-		f.log = slog.New(slog.DiscardHandler)
+		if cfg.CacheFile != "" {
+			if n, err := f.loader.restore(cfg.CacheFile); err != nil {
+				f.log.Warn("decode cache unusable; decoding every file", "error", err)
+			} else if n > 0 {
+				f.log.Debug("decode cache restored", "files", n)
+			}
+		}
 	}
 	f.cfg = cfg
 	return f, nil
@@ -106,6 +116,7 @@ func (f *Files) Reload() {
 
 // Run watches the files and sends an Update for every change until ctx is cancelled.
 func (f *Files) Run(ctx context.Context, out chan<- Update) error {
+	f.persist() // what Load decoded at start
 	if f.cfg.Watch != WatchPoll {
 		w, err := newInotify()
 		if err == nil {
@@ -213,6 +224,18 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- Update) e
 		if !f.send(ctx, out, f.load(trigger)) {
 			return nil
 		}
+		f.persist()
+	}
+}
+
+// persist saves the decode cache, off the path of a change to the answers (the update
+// was delivered first).
+func (f *Files) persist() {
+	if f.loader == nil || f.cfg.CacheFile == "" {
+		return
+	}
+	if err := f.loader.persist(f.cfg.CacheFile); err != nil {
+		f.log.Warn("cannot save the decode cache", "path", f.cfg.CacheFile, "error", err)
 	}
 }
 
@@ -235,6 +258,7 @@ func (f *Files) runPoll(ctx context.Context, out chan<- Update) error {
 		if !f.send(ctx, out, f.load(trigger)) {
 			return nil
 		}
+		f.persist()
 	}
 }
 

@@ -274,3 +274,7 @@ func TestNewFilesRejectsBadMode(t *testing.T) {
 		t.Fatalf("want an error naming the mode, got %v", err)
 	}
 }
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}

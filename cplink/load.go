@@ -33,6 +33,8 @@ import (
 type dirLoader struct {
 	mu    sync.Mutex
 	cache map[string]cachedFile
+	// dirty: files were decoded since the cache was last persisted.
+	dirty bool
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
 }
@@ -125,6 +127,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	}
 	l.decodeParallel(paths, todo, out)
 	l.decodes += len(todo)
+	l.dirty = l.dirty || len(todo) > 0
 	for _, i := range todo {
 		l.cache[paths[i]] = out[i]
 	}
