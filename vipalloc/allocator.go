@@ -262,16 +262,33 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		r.touched = make([]*hostState, 0, len(dps))
 	}
 	jobs := make([]job, 0, len(kept)+len(fresh))
+	var keyed []*expander
+	if len(changes) > 0 {
+		keyed = append(keyed, kept...)
+	}
+	keyed = append(keyed, fresh...)
+	idx := keyTable(keyed)
+	var changed, all []inbound
+	if len(kept) > 0 && len(changes) > 0 {
+		changed = inbounds(changes, idx, len(kept) > 1)
+	}
+	if len(fresh) > 0 {
+		list := make([]change, len(dps))
+		for i, dp := range dps {
+			list[i] = change{dp, +1}
+		}
+		all = inbounds(list, idx, len(fresh) > 1)
+	}
 	for _, x := range kept {
-		jobs = append(jobs, job{x: x, changes: changes})
+		jobs = append(jobs, job{x: x, in: changed})
 	}
 	for _, x := range fresh {
 		if len(dps) > 1024 {
 			x.cands = make(map[string]*candidate, len(dps)/8)
 		}
-		jobs = append(jobs, job{x: x, all: dps})
+		jobs = append(jobs, job{x: x, in: all})
 	}
-	runJobs(jobs, len(changes)*len(kept)+len(dps)*len(fresh))
+	runJobs(jobs, len(changed)*len(kept)+len(all)*len(fresh))
 	for _, jb := range jobs {
 		for _, ev := range jb.x.events {
 			if ev.add {
@@ -290,24 +307,79 @@ type change struct {
 	delta int32
 }
 
-// job is the dataplanes one expander has to visit.
+// job is the inbounds one expander has to visit.
 type job struct {
-	x       *expander
-	changes []change
-	all     []*mesh.Dataplane // visited with +1
+	x  *expander
+	in []inbound
 }
 
 func (jb job) run() {
-	for _, ch := range jb.changes {
+	for i := range jb.in {
+		jb.x.visit(&jb.in[i])
+	}
+}
+
+// keyTable numbers the tag keys the expanders read (nil when there are more than 64: the
+// expanders then look tags up themselves) and binds the expanders to it.
+func keyTable(xs []*expander) map[string]int {
+	idx := map[string]int{}
+	for _, x := range xs {
+		x.keys(func(k string) {
+			if _, ok := idx[k]; !ok {
+				idx[k] = len(idx)
+			}
+		})
+	}
+	if len(idx) > 64 {
+		return nil
+	}
+	for _, x := range xs {
+		x.bind(idx)
+	}
+	return idx
+}
+
+// inbounds flattens the inbounds of changed dataplanes; with a key table and several
+// expanders to share the work (shared), each inbound's values are looked up once here.
+func inbounds(changes []change, idx map[string]int, shared bool) []inbound {
+	n := 0
+	for _, ch := range changes {
+		n += len(ch.dp.Networking.Inbound)
+	}
+	out := make([]inbound, 0, n)
+	for _, ch := range changes {
 		for i := range ch.dp.Networking.Inbound {
-			jb.x.visit(ch.dp.Networking.Inbound[i].Tags, ch.delta)
+			out = append(out, inbound{tags: ch.dp.Networking.Inbound[i].Tags, delta: ch.delta})
 		}
 	}
-	for _, dp := range jb.all {
-		for i := range dp.Networking.Inbound {
-			jb.x.visit(dp.Networking.Inbound[i].Tags, +1)
+	if idx == nil || !shared || n < 1024 {
+		return out
+	}
+	keys := make([]string, len(idx))
+	for k, i := range idx {
+		keys[i] = k
+	}
+	vals := make([]string, n*len(keys))
+	fill := func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			in := &out[j]
+			in.vals = vals[j*len(keys) : (j+1)*len(keys) : (j+1)*len(keys)]
+			for i, k := range keys {
+				if v, ok := in.tags[k]; ok {
+					in.vals[i] = v
+					in.mask |= 1 << uint(i)
+				}
+			}
 		}
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fill(n/2, n)
+	}()
+	fill(0, n/2)
+	<-done
+	return out
 }
 
 // parallelWork is the number of dataplane visits above which expanders run concurrently.

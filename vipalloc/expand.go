@@ -92,6 +92,7 @@ type expander struct {
 	// defaults only:
 	isDefault   bool
 	defaultPort uint32
+	svcIdx      int
 }
 
 type event struct {
@@ -151,12 +152,65 @@ type compiledSel struct {
 type kv struct {
 	k, v string
 	wild bool
+	idx  int // in the round's key table (see inbound)
 }
 
 // dest is one destination tag of a tuple: a fixed value (from the selector) or the inbound's.
 type dest struct {
 	k, fixed    string
 	fromInbound bool
+	idx         int
+}
+
+// inbound is one dataplane inbound as the expanders see it: its tags and, when the round
+// has a key table, the values of the table's keys (so each tag is looked up once, not once
+// per policy).
+type inbound struct {
+	tags  mesh.Tags
+	vals  []string // nil: look up tags
+	mask  uint64   // bit i: vals[i] is present
+	delta int32
+}
+
+func (in *inbound) get(k string, idx int) (string, bool) {
+	if in.vals != nil {
+		if in.mask&(1<<uint(idx)) == 0 {
+			return "", false
+		}
+		return in.vals[idx], true
+	}
+	v, ok := in.tags[k]
+	return v, ok
+}
+
+// keys calls f with every tag key the expander reads.
+func (x *expander) keys(f func(string)) {
+	if x.isDefault {
+		f(mesh.ServiceTag)
+		return
+	}
+	for i := range x.sels {
+		for _, m := range x.sels[i].match {
+			f(m.k)
+		}
+		for _, d := range x.sels[i].dest {
+			f(d.k)
+		}
+	}
+}
+
+// bind points the compiled selectors at the round's key table.
+func (x *expander) bind(idx map[string]int) {
+	for i := range x.sels {
+		s := &x.sels[i]
+		for j := range s.match {
+			s.match[j].idx = idx[s.match[j].k]
+		}
+		for j := range s.dest {
+			s.dest[j].idx = idx[s.dest[j].k]
+		}
+	}
+	x.svcIdx = idx[mesh.ServiceTag]
 }
 
 func newDefaultExpander(port uint32) *expander {
@@ -205,13 +259,13 @@ func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	return x
 }
 
-func (s *compiledSel) matches(tags mesh.Tags) bool {
+func (s *compiledSel) matches(in *inbound) bool {
 	if len(s.match) == 0 {
 		return false
 	}
 	for i := range s.match {
 		m := &s.match[i]
-		v, ok := tags[m.k]
+		v, ok := in.get(m.k, m.idx)
 		if !ok || !m.wild && v != m.v {
 			return false
 		}
@@ -227,19 +281,20 @@ func sameVO(a, b *mesh.VirtualOutbound) bool {
 
 // visit applies one inbound (delta +1 when it appears, -1 when it goes) to the expander's
 // candidates, emitting new and dropped candidates as events.
-func (x *expander) visit(tags mesh.Tags, delta int32) {
+func (x *expander) visit(in *inbound) {
+	delta := in.delta
 	if x.isDefault {
-		x.visitDefault(tags, delta)
+		x.visitDefault(in)
 		return
 	}
 	if x.broken != "" {
-		x.visitBroken(tags, delta)
+		x.visitBroken(in.tags, delta)
 		return
 	}
 	best := -1
 	for i := range x.sels {
 		s := &x.sels[i]
-		if !s.matches(tags) {
+		if !s.matches(in) {
 			continue
 		}
 		if best < 0 || s.nTags > x.sels[best].nTags || s.nTags == x.sels[best].nTags && s.nExact > x.sels[best].nExact {
@@ -263,7 +318,7 @@ func (x *expander) visit(tags mesh.Tags, delta int32) {
 			b = append(b, d.fixed...)
 			continue
 		}
-		v, ok := tags[d.k]
+		v, ok := in.get(d.k, d.idx)
 		if !ok {
 			missing = true
 			b = append(b, "<missing>"...)
@@ -282,7 +337,7 @@ func (x *expander) visit(tags mesh.Tags, delta int32) {
 	c.Tags = make(mesh.Tags, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
-		switch v, ok := tags[d.k]; {
+		switch v, ok := in.get(d.k, d.idx); {
 		case !d.fromInbound:
 			c.Tags[d.k] = d.fixed
 		case ok:
@@ -315,8 +370,9 @@ func (x *expander) count(c *candidate, delta int32) {
 	}
 }
 
-func (x *expander) visitDefault(tags mesh.Tags, delta int32) {
-	svc, ok := tags[mesh.ServiceTag]
+func (x *expander) visitDefault(in *inbound) {
+	delta := in.delta
+	svc, ok := in.get(mesh.ServiceTag, x.svcIdx)
 	if !ok || svc == "" {
 		return
 	}
