@@ -21,20 +21,22 @@ import (
 func fakeEnvoy(t *testing.T, mode string) (bin, dir string) {
 	t.Helper()
 	dir = t.TempDir()
-	body := `echo "$(date +%s%N) $*" >> ` + dir + `/starts
-echo $$ > ` + dir + `/pid
-`
+	// Traps first, then the start line: once a test sees the start line, signals are handled.
+	var body string
 	switch mode {
 	case "crash":
-		body += "echo 'critical: bad config' >&2; exit 1\n"
 	case "serve":
-		body += `trap 'echo term >> ` + dir + `/events; exit 0' TERM
-while :; do sleep 0.02; done
-`
+		body = "trap 'echo term >> " + dir + "/events; exit 0' TERM\n"
 	case "ignore-term":
-		body += `trap 'echo term-ignored >> ` + dir + `/events' TERM
-while :; do sleep 0.02; done
+		body = "trap 'echo term-ignored >> " + dir + "/events' TERM\n"
+	}
+	body += `echo "$(date +%s%N) $*" >> ` + dir + `/starts
+echo $$ > ` + dir + `/pid
 `
+	if mode == "crash" {
+		body += "echo 'critical: bad config' >&2; exit 1\n"
+	} else {
+		body += "while :; do sleep 0.02; done\n"
 	}
 	return writeExec(t, filepath.Join(dir, "envoy"), body), dir
 }
@@ -119,7 +121,7 @@ func TestSupervisorKillsAfterGrace(t *testing.T) {
 	bin, dir := fakeEnvoy(t, "ignore-term")
 	s := &Supervisor{Binary: bin, ConfigPath: "/b.json", StopGrace: 300 * time.Millisecond}
 	cancel := runSupervisor(t, s)
-	waitFor(t, "envoy to start", func() bool { return s.Live() })
+	waitFor(t, "envoy to start", func() bool { return s.Live() && len(readLines(dir+"/starts")) == 1 })
 	pid := s.PID()
 	took := cancel()
 	if took < 300*time.Millisecond {
@@ -160,7 +162,7 @@ func TestSupervisorLivenessDropsWhileDown(t *testing.T) {
 	bin, dir := fakeEnvoy(t, "serve")
 	s := &Supervisor{Binary: bin, ConfigPath: "/b.json", InitialBackoff: 500 * time.Millisecond, Jitter: -1}
 	runSupervisor(t, s)
-	waitFor(t, "envoy to start", func() bool { return s.Live() })
+	waitFor(t, "envoy to start", func() bool { return s.Live() && len(readLines(dir+"/starts")) == 1 })
 	first := s.PID()
 	syscall.Kill(first, syscall.SIGKILL) // a crash
 	waitFor(t, "liveness to drop", func() bool { return !s.Live() })
