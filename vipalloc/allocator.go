@@ -395,6 +395,10 @@ func runJobs(jobs []job, work int) {
 		}
 		return
 	}
+	// Heaviest first (policies whose tuples have more tags make more candidates), so the
+	// goroutines finish together; events are applied in the jobs' own order afterwards.
+	order := slices.Clone(jobs)
+	sort.SliceStable(order, func(i, j int) bool { return order[i].x.weight() > order[j].x.weight() })
 	next := make(chan job)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -406,7 +410,7 @@ func runJobs(jobs []job, work int) {
 			}
 		}()
 	}
-	for _, jb := range jobs {
+	for _, jb := range order {
 		next <- jb
 	}
 	close(next)

@@ -183,6 +183,22 @@ func (in *inbound) get(k string, idx int) (string, bool) {
 	return v, ok
 }
 
+// weight estimates the expander's work per inbound: the tags its tuples take from inbounds.
+func (x *expander) weight() int {
+	if x.isDefault {
+		return 1
+	}
+	w := 0
+	for i := range x.sels {
+		for _, d := range x.sels[i].dest {
+			if d.fromInbound {
+				w++
+			}
+		}
+	}
+	return w
+}
+
 // keys calls f with every tag key the expander reads.
 func (x *expander) keys(f func(string)) {
 	if x.isDefault {
