@@ -133,8 +133,8 @@ func (c *Config) Validate() error {
 			return bad("dns.upstreams", u, "must be IP or IP:port")
 		}
 	}
-	if c.DNS.TTL < 0 || time.Duration(c.DNS.TTL) > 24*time.Hour {
-		return bad("dns.ttl", c.DNS.TTL.String(), "must be between 0s and 24h")
+	if time.Duration(c.DNS.TTL) < time.Second || time.Duration(c.DNS.TTL) > 24*time.Hour {
+		return bad("dns.ttl", c.DNS.TTL.String(), "must be between 1s and 24h (whole seconds)")
 	}
 	host, _, err := net.SplitHostPort(c.Admin.Address)
 	if err != nil {

@@ -33,6 +33,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	if err != nil {
 		return Parts{}, cleanup, err
 	}
+	log.Info("work dir", "path", workDir)
 	src, err := cplink.NewFiles(cplink.FilesConfig{
 		DataplaneFile: cfg.Runtime.DataplaneFile,
 		PoliciesDir:   cfg.Runtime.PoliciesDir,

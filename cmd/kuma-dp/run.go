@@ -193,6 +193,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-dp run: %v\n", err)
 		return exitUsage
 	}
+	log.Info("kuma-dp starting", "version", version, "dataplane_file", cfg.Runtime.DataplaneFile,
+		"policies_dir", cfg.Runtime.PoliciesDir, "pid", os.Getpid())
 	ctx := context.Background()
 	parts, cleanup, err := agent.Build(ctx, cfg, log)
 	if err != nil {

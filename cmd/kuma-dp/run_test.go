@@ -111,6 +111,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"missing dataplane file", nil, nil, []string{"--dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "required"}},
 		{"port range", []string{"--dataplane-file", "dp.yaml", "--dns-proxy-port", "70000"}, nil, []string{"--dns-proxy-port", "dns.proxyPort", `"70000"`}},
 		{"admin not loopback", []string{"--dataplane-file", "dp.yaml", "--admin-address", "0.0.0.0:9902"}, nil, []string{"--admin-address", `"0.0.0.0:9902"`, "loopback"}},
+		{"ttl under a second", []string{"--dataplane-file", "dp.yaml", "--dns-ttl", "500ms"}, nil, []string{"--dns-ttl", `"500ms"`}},
 		{"log format", []string{"--dataplane-file", "dp.yaml", "--log-format", "xml"}, nil, []string{"--log-format", `"xml"`}},
 		{"watch mode", []string{"--dataplane-file", "dp.yaml", "--watch", "fanotify"}, nil, []string{"--watch", `"fanotify"`}},
 		{"upstream", []string{"--dataplane-file", "dp.yaml", "--dns-upstream", "dns.google"}, nil, []string{"--dns-upstream", `"dns.google"`}},
