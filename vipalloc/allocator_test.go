@@ -273,6 +273,16 @@ func TestMeshExternalServices(t *testing.T) {
 	if ptr, _ := tb.LookupAddr(e.IPv4); ptr == nil || ptr.Hostname != "mydomain.svc.meshext.local" {
 		t.Errorf("PTR of a MES VIP = %+v", ptr)
 	}
+	// One outbound per VIP and port: the two hostnames of mydomain share one listener.
+	var obs []Outbound
+	for _, ob := range tb.Outbounds() {
+		if ob.IPv4 == e.IPv4 {
+			obs = append(obs, ob)
+		}
+	}
+	if len(obs) != 1 || obs[0].MeshExternalService != "mydomain" || obs[0].Port != 80 {
+		t.Errorf("outbounds of mydomain's VIP = %+v", obs)
+	}
 	st, ok := tb.MeshExternalServiceStatus("mydomain")
 	want := MESStatus{VIP: MESVIP{Value: e.IPv4.String(), Type: "Kuma"}, Addresses: []MESAddress{
 		{Hostname: "payments.east-1.ext.local", Status: Available, Origin: Origin{mesh.KindHostnameGenerator, "by-team"}},

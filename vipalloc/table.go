@@ -235,8 +235,9 @@ func (t *Table) Len() int {
 	return t.count
 }
 
-// Outbounds returns one element per available hostname and port, sorted by VIP then port.
-// Built on first use. Do not modify.
+// Outbounds returns one element per available VIP and port, sorted by VIP then port. Every
+// hostname has its own VIP except a MeshExternalService's, whose hostnames share one: the
+// first of them (by name) stands for the others. Built on first use. Do not modify.
 func (t *Table) Outbounds() []Outbound {
 	if t == nil {
 		return nil
@@ -279,7 +280,14 @@ func buildOutbounds(all []*Entry) []Outbound {
 		}
 		return a.Hostname < b.Hostname
 	})
-	return out
+	dedup := out[:0]
+	for i, ob := range out {
+		if i > 0 && ob.IPv4 == out[i-1].IPv4 && ob.Port == out[i-1].Port {
+			continue
+		}
+		dedup = append(dedup, ob)
+	}
+	return dedup
 }
 
 // MeshExternalServiceStatus returns seed 002's status block for one MeshExternalService.
