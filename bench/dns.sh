@@ -118,7 +118,7 @@ for rep in $(seq "$REPS"); do
     done_q=$(awk '/Queries completed/ {print $3}' "$out")
     lost=$(awk '/Queries lost/ {print $3}' "$out")
     qps=$(awk '/Queries per second/ {printf "%.0f", $4}' "$out")
-    us=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v q="${done_q:-0}" 'BEGIN {printf "%.2f", q > 0 ? t / hz / q * 1e6 : 0}')
+    us=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v q="${done_q:-0}" 'BEGIN {printf "%.2f", (q > 0 ? t / hz / q * 1e6 : 0)}')
     printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$rep" "${qps:-0}" "$us" "${lost:-NA}" >> "$RAW"
     log "rep $rep $s: $qps qps, server CPU $us us/query, lost $lost"
   done
