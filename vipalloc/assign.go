@@ -1,0 +1,129 @@
+package vipalloc
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// VIP bookkeeping: who holds which address, releases, and allocation in sorted order with
+// sticky preferences first.
+
+// vipOf is the VIP held by key (a hostname or "mes/<name>").
+func (a *Allocator) vipOf(key string) (uint32, bool) {
+	if strings.HasPrefix(key, mesKeyPrefix) {
+		v, ok := a.mesVIPs[key]
+		return v, ok
+	}
+	if hs := a.hosts[key]; hs != nil && hs.hasVIP {
+		return hs.vip, true
+	}
+	return 0, false
+}
+
+// assignments is every key holding a VIP (what the state file keeps).
+func (a *Allocator) assignments() map[string]uint32 {
+	out := make(map[string]uint32, len(a.hosts)+len(a.mesVIPs))
+	for k, v := range a.mesVIPs {
+		out[k] = v
+	}
+	for h, hs := range a.hosts {
+		if hs.hasVIP {
+			out[h] = hs.vip
+		}
+	}
+	return out
+}
+
+// releaseMES frees the VIP of a MeshExternalService key.
+func (a *Allocator) releaseMES(key string) {
+	delete(a.pending, key)
+	if v, ok := a.mesVIPs[key]; ok {
+		delete(a.mesVIPs, key)
+		a.s.external.release(v)
+		a.dirty = true
+	}
+}
+
+// releaseHost frees the VIP of a hostname.
+func (a *Allocator) releaseHost(hs *hostState) {
+	delete(a.pending, hs.host)
+	if hs.hasVIP {
+		hs.hasVIP = false
+		a.s.service.release(hs.vip)
+		a.dirty = true
+	}
+}
+
+func (a *Allocator) poolOf(key string) *pool {
+	if strings.HasPrefix(key, mesKeyPrefix) {
+		return a.s.external
+	}
+	return a.s.service
+}
+
+// take gives key a VIP from p: its sticky one if free, else by hash and probe. A full pool
+// leaves key pending.
+func (a *Allocator) take(p *pool, key string) (uint32, bool) {
+	want, has := a.sticky[key]
+	v, ok := p.take(key, want, has)
+	if !ok {
+		a.pending[key] = struct{}{}
+		return 0, false
+	}
+	if len(a.pending) > 0 {
+		delete(a.pending, key)
+	}
+	if has {
+		delete(a.sticky, key)
+	}
+	a.dirty = true
+	return v, true
+}
+
+// allocateHosts gives hostnames (sorted) their VIPs in two passes: names with a sticky
+// preference first, so that a remembered VIP is not taken by a newcomer, then the others.
+func (a *Allocator) allocateHosts(hss []*hostState) {
+	if p := a.s.service; len(p.used) == 0 && len(hss) > 1024 {
+		p.used = make(map[uint32]struct{}, len(hss))
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, hs := range hss {
+			if hs.hasVIP {
+				continue
+			}
+			if _, sticky := a.sticky[hs.host]; (pass == 0) != sticky {
+				continue
+			}
+			hs.vip, hs.hasVIP = a.take(a.s.service, hs.host)
+		}
+	}
+}
+
+// allocateMES does the same for MeshExternalService keys (sorted).
+func (a *Allocator) allocateMES(keys []string) {
+	for pass := 0; pass < 2; pass++ {
+		for _, k := range keys {
+			if _, done := a.mesVIPs[k]; done {
+				continue
+			}
+			if _, sticky := a.sticky[k]; (pass == 0) != sticky {
+				continue
+			}
+			if v, ok := a.take(a.s.external, k); ok {
+				a.mesVIPs[k] = v
+			}
+		}
+	}
+}
+
+// VIP returns the IPv4 VIP held by a hostname or, with the "mes/" prefix, a
+// MeshExternalService, and its IPv6 twin.
+func (a *Allocator) VIP(key string) (v4, v6 netip.Addr, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v, ok := a.vipOf(key)
+	if !ok {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	return u4(v), twin(a.s.v6, v), true
+}

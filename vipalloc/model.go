@@ -1,0 +1,372 @@
+package vipalloc
+
+import (
+	"maps"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// The model side of an allocation: which dataplanes and policies changed since the last
+// snapshot, and the expansion of their inbounds into candidates (concurrently when large).
+
+// updatePolicies applies the snapshot's VirtualOutbounds and dataplanes: unchanged policies
+// see only the dataplanes that changed; new or changed policies expand over all of them.
+func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
+	var fresh []*expander
+	next := make(map[string]*expander, len(s.VirtualOutbounds))
+	for _, vo := range s.VirtualOutbounds {
+		if x := a.vos[vo.Name]; x != nil && sameVO(x.vo, vo) {
+			x.vo = vo
+			next[vo.Name] = x
+			continue
+		}
+		x := newVOExpander(vo)
+		next[vo.Name] = x
+		fresh = append(fresh, x)
+	}
+	for name, x := range a.vos {
+		if next[name] != x {
+			x.removeAll(r)
+		}
+	}
+	kept := make([]*expander, 0, len(next)+1)
+	if a.defaults != nil {
+		kept = append(kept, a.defaults)
+	}
+	for _, vo := range s.VirtualOutbounds {
+		if x := next[vo.Name]; !slices.Contains(fresh, x) {
+			kept = append(kept, x)
+		}
+	}
+	a.vos = next
+
+	dps := s.Dataplanes
+	if !sort.SliceIsSorted(dps, func(i, j int) bool { return dps[i].Name < dps[j].Name }) {
+		dps = slices.Clone(dps)
+		sort.Slice(dps, func(i, j int) bool { return dps[i].Name < dps[j].Name })
+	}
+	var changes []change
+	old := a.dps
+	i, j := 0, 0
+	for i < len(old) || j < len(dps) {
+		switch {
+		case i < len(old) && j < len(dps) && old[i] == dps[j]:
+			i++
+			j++
+		case j == len(dps) || i < len(old) && old[i].Name < dps[j].Name:
+			changes = append(changes, change{old[i], -1})
+			i++
+		case i == len(old) || dps[j].Name < old[i].Name:
+			changes = append(changes, change{dps[j], +1})
+			j++
+		default: // same name, another object
+			if !sameInbounds(old[i], dps[j]) {
+				changes = append(changes, change{old[i], -1}, change{dps[j], +1})
+			}
+			i++
+			j++
+		}
+	}
+	a.dps = dps
+	if len(a.hosts) == 0 && len(dps) > 1024 {
+		a.hosts = make(map[string]*hostState, len(dps))
+		r.touched = make([]*hostState, 0, len(dps))
+	}
+	jobs := make([]job, 0, len(kept)+len(fresh))
+	var keyed []*expander
+	if len(changes) > 0 {
+		keyed = append(keyed, kept...)
+	}
+	keyed = append(keyed, fresh...)
+	idx := keyTable(keyed)
+	var changed, all []inbound
+	if len(kept) > 0 && len(changes) > 0 {
+		changed = inbounds(changes, idx, len(kept) > 1)
+	}
+	if len(fresh) > 0 {
+		list := make([]change, len(dps))
+		for i, dp := range dps {
+			list[i] = change{dp, +1}
+		}
+		all = inbounds(list, idx, len(fresh) > 1)
+	}
+	for _, x := range kept {
+		jobs = append(jobs, job{x: x, in: changed})
+	}
+	for _, x := range fresh {
+		if len(dps) > 1024 {
+			x.cands = make(map[string]*candidate, len(dps)/8)
+		}
+		jobs = append(jobs, job{x: x, in: all})
+	}
+	runJobs(jobs, len(changed)*len(kept)+len(all)*len(fresh))
+	for _, jb := range jobs {
+		for _, ev := range jb.x.events {
+			if ev.add {
+				r.add(ev.c)
+			} else {
+				r.remove(ev.c)
+			}
+		}
+		jb.x.events = nil
+	}
+}
+
+// change is a dataplane that appeared (+1) or went away (-1).
+type change struct {
+	dp    *mesh.Dataplane
+	delta int32
+}
+
+// job is the inbounds one expander has to visit.
+type job struct {
+	x  *expander
+	in []inbound
+}
+
+func (jb job) run() {
+	for i := range jb.in {
+		jb.x.visit(&jb.in[i])
+	}
+}
+
+// keyTable numbers the tag keys the expanders read (nil when there are more than 64: the
+// expanders then look tags up themselves) and binds the expanders to it.
+func keyTable(xs []*expander) map[string]int {
+	idx := map[string]int{}
+	for _, x := range xs {
+		x.keys(func(k string) {
+			if _, ok := idx[k]; !ok {
+				idx[k] = len(idx)
+			}
+		})
+	}
+	if len(idx) > 64 {
+		return nil
+	}
+	for _, x := range xs {
+		x.bind(idx)
+	}
+	return idx
+}
+
+// inbounds flattens the inbounds of changed dataplanes; with a key table and several
+// expanders to share the work (shared), each inbound's values are looked up once here.
+func inbounds(changes []change, idx map[string]int, shared bool) []inbound {
+	n := 0
+	for _, ch := range changes {
+		n += len(ch.dp.Networking.Inbound)
+	}
+	out := make([]inbound, 0, n)
+	for _, ch := range changes {
+		for i := range ch.dp.Networking.Inbound {
+			out = append(out, inbound{tags: ch.dp.Networking.Inbound[i].Tags, delta: ch.delta})
+		}
+	}
+	if idx == nil || !shared || n < 1024 {
+		return out
+	}
+	keys := make([]string, len(idx))
+	for k, i := range idx {
+		keys[i] = k
+	}
+	vals := make([]string, n*len(keys))
+	fill := func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			in := &out[j]
+			in.vals = vals[j*len(keys) : (j+1)*len(keys) : (j+1)*len(keys)]
+			for i, k := range keys {
+				if v, ok := in.tags[k]; ok {
+					in.vals[i] = v
+					in.mask |= 1 << uint(i)
+				}
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fill(n/2, n)
+	}()
+	fill(0, n/2)
+	<-done
+	return out
+}
+
+// parallelWork is the number of dataplane visits above which expanders run concurrently.
+const parallelWork = 8192
+
+// runJobs runs the jobs, concurrently (one goroutine per CPU at most) when there is enough
+// work. Every goroutine has ended when it returns.
+func runJobs(jobs []job, work int) {
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	if work < parallelWork || workers < 2 {
+		for _, jb := range jobs {
+			jb.run()
+		}
+		return
+	}
+	// Heaviest first (policies whose tuples have more tags make more candidates), so the
+	// goroutines finish together; events are applied in the jobs' own order afterwards.
+	order := slices.Clone(jobs)
+	sort.SliceStable(order, func(i, j int) bool { return order[i].x.weight() > order[j].x.weight() })
+	next := make(chan job)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for jb := range next {
+				jb.run()
+			}
+		}()
+	}
+	for _, jb := range order {
+		next <- jb
+	}
+	close(next)
+	wg.Wait()
+}
+
+func sameInbounds(a, b *mesh.Dataplane) bool {
+	if len(a.Networking.Inbound) != len(b.Networking.Inbound) {
+		return false
+	}
+	for i := range a.Networking.Inbound {
+		if !maps.Equal(a.Networking.Inbound[i].Tags, b.Networking.Inbound[i].Tags) {
+			return false
+		}
+	}
+	return true
+}
+
+// inbound is one dataplane inbound as the expanders see it: its tags and, when the round
+// has a key table, the values of the table's keys (so each tag is looked up once, not once
+// per policy).
+type inbound struct {
+	tags  mesh.Tags
+	vals  []string // nil: look up tags
+	mask  uint64   // bit i: vals[i] is present
+	delta int32
+}
+
+func (in *inbound) get(k string, idx int) (string, bool) {
+	if in.vals != nil {
+		if in.mask&(1<<uint(idx)) == 0 {
+			return "", false
+		}
+		return in.vals[idx], true
+	}
+	v, ok := in.tags[k]
+	return v, ok
+}
+
+// weight estimates the expander's work per inbound: the tags its tuples take from inbounds.
+func (x *expander) weight() int {
+	if x.isDefault {
+		return 1
+	}
+	w := 0
+	for i := range x.sels {
+		for _, d := range x.sels[i].dest {
+			if d.fromInbound {
+				w++
+			}
+		}
+	}
+	return w
+}
+
+// keys calls f with every tag key the expander reads.
+func (x *expander) keys(f func(string)) {
+	if x.isDefault {
+		f(mesh.ServiceTag)
+		return
+	}
+	for i := range x.sels {
+		for _, m := range x.sels[i].match {
+			f(m.k)
+		}
+		for _, d := range x.sels[i].dest {
+			f(d.k)
+		}
+	}
+}
+
+// bind points the compiled selectors at the round's key table.
+func (x *expander) bind(idx map[string]int) {
+	for i := range x.sels {
+		s := &x.sels[i]
+		for j := range s.match {
+			s.match[j].idx = idx[s.match[j].k]
+		}
+		for j := range s.dest {
+			s.dest[j].idx = idx[s.dest[j].k]
+		}
+	}
+	x.svcIdx = idx[mesh.ServiceTag]
+}
+
+func newDefaultExpander(port uint32) *expander {
+	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port,
+		cands: map[string]*candidate{}}
+}
+
+func newVOExpander(vo *mesh.VirtualOutbound) *expander {
+	x := &expander{name: vo.Name, vo: vo, cands: map[string]*candidate{},
+		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
+	tpl, err := mesh.CompileVirtualOutbound(vo.Conf)
+	if err != nil {
+		x.broken = err.Error()
+		return x
+	}
+	x.tpl = tpl
+	need := tpl.TagKeys()
+	for _, s := range vo.Selectors {
+		cs := compiledSel{tags: s.Match}
+		keys := make([]string, 0, len(s.Match))
+		for k := range s.Match {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		ds := map[string]dest{}
+		for _, k := range keys {
+			v := s.Match[k]
+			cs.match = append(cs.match, kv{k: k, v: v, wild: v == mesh.Wildcard})
+			if v != mesh.Wildcard {
+				cs.nExact++
+				ds[k] = dest{k: k, fixed: v}
+			}
+		}
+		cs.nTags = len(keys)
+		for _, k := range need {
+			if _, ok := ds[k]; !ok {
+				ds[k] = dest{k: k, fromInbound: true}
+			}
+		}
+		for _, d := range ds {
+			cs.dest = append(cs.dest, d)
+		}
+		sort.Slice(cs.dest, func(i, j int) bool { return cs.dest[i].k < cs.dest[j].k })
+		x.sels = append(x.sels, cs)
+	}
+	return x
+}
+
+func (s *compiledSel) matches(in *inbound) bool {
+	if len(s.match) == 0 {
+		return false
+	}
+	for i := range s.match {
+		m := &s.match[i]
+		v, ok := in.get(m.k, m.idx)
+		if !ok || !m.wild && v != m.v {
+			return false
+		}
+	}
+	return true
+}
