@@ -202,6 +202,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	if err := s.probeAll(ctx, socks); err != nil {
+		if ctx.Err() != nil { // cancelled while starting: a clean stop
+			return shutdown()
+		}
 		return errors.Join(err, shutdown())
 	}
 	close(s.ready)

@@ -244,3 +244,30 @@ func TestTwoAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestStartStop starts and stops at once, many times: Run always returns, and leaves no
+// goroutine behind (TestMain checks), whether cancelled before or right after Ready
+// (NOTES.md pitfall 1: a stop racing the start could hang forever).
+func TestStartStop(t *testing.T) {
+	for i := range 20 {
+		s, err := New(Config{Addrs: []string{"127.0.0.1:0"}, Upstreams: []string{"127.0.0.1:9"}, ResolvConf: "/nonexistent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		if i%2 == 1 {
+			<-s.Ready()
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: Run: %v", i, err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: Run did not return", i)
+		}
+	}
+}
