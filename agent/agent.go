@@ -113,26 +113,12 @@ func (a *Agent) stopPart(p *part, grace time.Duration) {
 // down gracefully: readiness 503, Envoy drained for the drain time (DNS keeps answering),
 // then the parts stop in reverse order of their start. A first model that does not
 // validate returns an *InvalidModelError before anything serves.
-func (a *Agent) Run(ctx context.Context) (err error) {
-	ln, err := net.Listen("tcp", a.cfg.Admin.Address)
+func (a *Agent) Run(ctx context.Context) error {
+	stopAdmin, err := a.serveAdmin()
 	if err != nil {
-		return fmt.Errorf("admin endpoint (admin.address %q): %w", a.cfg.Admin.Address, err)
+		return err
 	}
-	a.adminAddr.Store(ln.Addr().(*net.TCPAddr))
-	admin := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
-	adminPart := a.startPart("admin", serveHTTP(admin, ln))
-	defer a.stopPart(adminPart, 2*time.Second)
-	if addr := a.cfg.Admin.ReadinessAddress; addr != "" {
-		rl, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("readiness endpoint (admin.readinessAddress %q): %w", addr, err)
-		}
-		a.readyAddr.Store(rl.Addr().(*net.TCPAddr))
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /ready", a.serveReady)
-		defer a.stopPart(a.startPart("readiness", serveHTTP(&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, rl)), 2*time.Second)
-	}
+	defer stopAdmin()
 
 	first := a.parts.Source.Load()
 	if first.Err != nil {
@@ -144,24 +130,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return &InvalidModelError{Err: err}
 	}
 
-	if tp := a.parts.TransparentProxy; tp != nil {
-		if err := tp.Install(ctx); err != nil {
-			return fmt.Errorf("transparent proxy: %w", err)
-		}
-		a.log.Info("transparent proxy installed")
-		if a.cfg.TransparentProxy.UninstallOnExit {
-			// Deferred first, so it runs last: after every part has stopped.
-			defer func() {
-				uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := tp.Uninstall(uctx); err != nil {
-					a.log.Error("transparent proxy: uninstall", "error", err)
-				} else {
-					a.log.Info("transparent proxy uninstalled")
-				}
-			}()
-		}
+	uninstall, err := a.installTransparentProxy(ctx)
+	if err != nil {
+		return err
 	}
+	defer uninstall() // deferred first among the parts, so it runs after they all stopped
 
 	dnsPart := a.startPart("dns", a.parts.DNS.Run)
 	defer a.stopPart(dnsPart, 3*time.Second)
@@ -186,8 +159,68 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.stopPart(sourcePart, 2*time.Second)
 
 	defer a.removeReadyFile()
-	// Readiness is announced once (log line and ready file), as soon as every condition
-	// holds: at once without Envoy, else when Envoy turns live (polled).
+	return a.serve(ctx, updates, dnsPart, envoyPart, sourcePart)
+}
+
+// serveAdmin binds the admin endpoint (and the readiness endpoint when configured) and
+// serves them until the returned stop is called.
+func (a *Agent) serveAdmin() (stop func(), err error) {
+	ln, err := net.Listen("tcp", a.cfg.Admin.Address)
+	if err != nil {
+		return nil, fmt.Errorf("admin endpoint (admin.address %q): %w", a.cfg.Admin.Address, err)
+	}
+	a.adminAddr.Store(ln.Addr().(*net.TCPAddr))
+	admin := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
+	parts := []*part{a.startPart("admin", serveHTTP(admin, ln))}
+	stop = func() {
+		for i := len(parts) - 1; i >= 0; i-- {
+			a.stopPart(parts[i], 2*time.Second)
+		}
+	}
+	if addr := a.cfg.Admin.ReadinessAddress; addr != "" {
+		rl, err := net.Listen("tcp", addr)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("readiness endpoint (admin.readinessAddress %q): %w", addr, err)
+		}
+		a.readyAddr.Store(rl.Addr().(*net.TCPAddr))
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /ready", a.serveReady)
+		parts = append(parts, a.startPart("readiness", serveHTTP(&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, rl)))
+	}
+	return stop, nil
+}
+
+// installTransparentProxy installs the rules when asked; the returned function removes them
+// when asked to at exit (and does nothing otherwise).
+func (a *Agent) installTransparentProxy(ctx context.Context) (uninstall func(), err error) {
+	tp := a.parts.TransparentProxy
+	if tp == nil {
+		return func() {}, nil
+	}
+	if err := tp.Install(ctx); err != nil {
+		return nil, fmt.Errorf("transparent proxy: %w", err)
+	}
+	a.log.Info("transparent proxy installed")
+	if !a.cfg.TransparentProxy.UninstallOnExit {
+		return func() {}, nil
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tp.Uninstall(uctx); err != nil {
+			a.log.Error("transparent proxy: uninstall", "error", err)
+		} else {
+			a.log.Info("transparent proxy uninstalled")
+		}
+	}, nil
+}
+
+// serve applies the source's updates until ctx ends (then drains) or a part fails.
+// Readiness is announced once (log line and ready file), as soon as every condition holds:
+// at once without Envoy, else when Envoy turns live (polled).
+func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, dnsPart, envoyPart, sourcePart *part) error {
 	readyTick := time.NewTicker(5 * time.Millisecond)
 	defer readyTick.Stop()
 	checkReady := func() {
