@@ -1,0 +1,210 @@
+package xds
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
+)
+
+// vipOutbounds: with the transparent proxy, one virtual listener per VIP:port of the table
+// (IPv4 and its IPv6 twin). Without it nothing can reach a VIP, so none are generated.
+func (g *generator) vipOutbounds() {
+	if !g.o.TransparentProxy {
+		return
+	}
+	for _, ob := range g.t.Outbounds() {
+		g.vipOutbound(ob)
+	}
+}
+
+func (g *generator) vipOutbound(ob vipalloc.Outbound) {
+	var spec proxySpec
+	if ob.MeshExternalService != "" {
+		c, ok := g.meshExternalService(ob.MeshExternalService)
+		if !ok {
+			return
+		}
+		spec = proxySpec{stat: c, single: c}
+	} else {
+		tags := normalizeTags(ob.Tags)
+		var ok bool
+		if spec, ok = g.serviceProxy(ob.Hostname, tags); !ok {
+			return
+		}
+		g.track(tags[mesh.ServiceTag], spec)
+	}
+	g.addProxyListeners(spec, false, ob.Port, ob.IPv4, ob.IPv6)
+}
+
+// addProxyListeners adds one tcp_proxy listener per address; they share one filter.
+func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ips ...netip.Addr) {
+	sig := spec.sig()
+	if bind {
+		sig += "|bind"
+	}
+	var f *listener.Filter
+	filter := func() *listener.Filter {
+		if f == nil {
+			f = tcpProxy(spec.stat, spec.single, spec.split)
+		}
+		return f
+	}
+	for _, ip := range ips {
+		if !ip.IsValid() {
+			continue
+		}
+		name := listenerName("outbound", ip, port)
+		g.addListener(name, sig, func() *listener.Listener {
+			return tcpListener(name, socketAddress(ip.String(), port), bind, filter())
+		})
+	}
+}
+
+// selfOutbounds: the dataplane's explicit outbounds (universal without the transparent proxy)
+// are real listeners on their address (127.0.0.1 by default) and port.
+func (g *generator) selfOutbounds() {
+	for i, ob := range g.s.Self.Networking.Outbound {
+		g.selfOutbound(i, ob)
+	}
+}
+
+func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
+	dp := g.s.Self
+	field := fmt.Sprintf("networking.outbound[%d]", i)
+	ip, ok := selfOutboundIP(ob)
+	if !ok {
+		g.problem(mesh.KindDataplane, dp.Name, field+".address", fmt.Sprintf("not an IP address (value %q)", ob.Address))
+		return
+	}
+	var spec proxySpec
+	switch {
+	case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshExternalService:
+		c, ok := g.meshExternalService(ob.BackendRef.Name)
+		if !ok {
+			if g.mes[ob.BackendRef.Name] == nil {
+				g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.name", fmt.Sprintf("no MeshExternalService %q", ob.BackendRef.Name))
+			}
+			return
+		}
+		spec = proxySpec{stat: c, single: c}
+	case ob.BackendRef != nil:
+		g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.kind", fmt.Sprintf("unsupported kind (value %q)", ob.BackendRef.Kind))
+		return
+	default:
+		tags := normalizeTags(ob.Tags)
+		stat := ob.Hostname
+		if stat == "" {
+			stat = tags[mesh.ServiceTag]
+		}
+		var ok bool
+		if spec, ok = g.serviceProxy(stat, tags); !ok {
+			g.problem(mesh.KindDataplane, dp.Name, field+".tags", "no kuma.io/service tag")
+			return
+		}
+		g.track(tags[mesh.ServiceTag], spec)
+	}
+	g.addProxyListeners(spec, true, ob.Port, ip)
+}
+
+func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
+	addr := ob.Address
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(addr)
+	return ip, err == nil
+}
+
+// serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
+// TrafficRoute when one applies (seed 004), else a single cluster for the tags.
+func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
+	svc := tags[mesh.ServiceTag]
+	if svc == "" {
+		return proxySpec{}, false
+	}
+	if r := g.routes.best(svc); r != nil {
+		split := make([]weighted, 0, len(r.conf))
+		for _, d := range r.conf {
+			split = append(split, weighted{cluster: g.serviceCluster(d.tags), weight: d.weight})
+		}
+		return proxySpec{stat: stat, split: split}, true
+	}
+	return proxySpec{stat: stat, single: g.serviceCluster(tags)}, true
+}
+
+// serviceCluster ensures the EDS cluster and assignment for destination tags exist and
+// returns the cluster's name: the service name when only the service tag is given, else an
+// "ad-hoc" cluster named after the service and the other tags sorted by key.
+func (g *generator) serviceCluster(tags mesh.Tags) string {
+	name := clusterName(tags)
+	if _, ok := g.clusters[name]; ok {
+		return name
+	}
+	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name) })
+	if g.st != nil {
+		svc := tags[mesh.ServiceTag]
+		g.st.dest[name] = svc
+		if !slices.Contains(g.st.destClusters[svc], name) {
+			g.st.destClusters[svc] = append(g.st.destClusters[svc], name)
+		}
+	}
+	var members []inboundRef
+	var sig strings.Builder
+	for _, in := range g.byService[tags[mesh.ServiceTag]] {
+		if len(tags) == 1 || tags.Matches(in.tags) {
+			members = append(members, in)
+			sig.WriteString(in.addr)
+			sig.WriteByte(':')
+			sig.WriteString(strconv.FormatUint(uint64(in.port), 10))
+			sig.WriteByte(',')
+		}
+	}
+	g.addEndpoints(name, sig.String(), func() *endpoint.ClusterLoadAssignment {
+		addrs := make([]*core.Address, len(members))
+		for i, in := range members {
+			addrs[i] = socketAddress(in.addr, in.port)
+		}
+		return loadAssignment(name, addrs)
+	})
+	return name
+}
+
+// clusterName: "backend" for {service: backend}; "backend{region=us,version=2}" for more
+// tags. The service name leads so that metrics can be aggregated per service.
+func clusterName(tags mesh.Tags) string {
+	svc := tags[mesh.ServiceTag]
+	if len(tags) == 1 {
+		return svc
+	}
+	keys := make([]string, 0, len(tags)-1)
+	for k := range tags {
+		if k != mesh.ServiceTag {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(svc)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(tags[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
