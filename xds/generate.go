@@ -246,4 +246,3 @@ func (g *generator) capture() {
 	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
 	g.addCluster(inboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(inboundCaptureName) })
 }
-
