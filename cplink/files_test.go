@@ -278,3 +278,41 @@ func TestNewFilesRejectsBadMode(t *testing.T) {
 func contextWithCancel() (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
+
+// The policies directory may be a symbolic link (e.g. /etc/kuma-dp/policies -> a release
+// directory): it is read, and watched, through the link.
+func TestFilesSymlinkedPoliciesDir(t *testing.T) {
+	real := t.TempDir()
+	copyDir(t, examplePolicies, filepath.Join(real, "policies"))
+	link := filepath.Join(t.TempDir(), "policies")
+	must(t, os.Symlink(filepath.Join(real, "policies"), link))
+	want, err := mesh.Load(exampleDataplane, filepath.Join(real, "policies"))
+	must(t, err)
+	src, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: link, Watch: WatchInotify,
+		Debounce: 10 * time.Millisecond, PollInterval: time.Minute}, nil) // only inotify can see the change
+	must(t, err)
+	u := src.Load()
+	if u.Err != nil || u.Snapshot.Hash != want.Hash {
+		t.Fatalf("through the link: err %v, hash %v want %s", u.Err, u.Snapshot, want.Hash)
+	}
+	out := make(chan Update, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, out) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(50 * time.Millisecond)
+	must(t, os.MkdirAll(filepath.Join(link, "sub"), 0o755))
+	time.Sleep(50 * time.Millisecond)
+	must(t, os.WriteFile(filepath.Join(link, "sub", "extra.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case u := <-out:
+			if u.Err == nil && len(u.Snapshot.Dataplanes) == len(want.Dataplanes)+1 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("a file in a new subdirectory under the link was not seen")
+		}
+	}
+}

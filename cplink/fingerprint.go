@@ -32,7 +32,7 @@ func fingerprint(dataplaneFile, dir string) [32]byte {
 	}
 	stamp(dataplaneFile)
 	if dir != "" {
-		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		_ = filepath.WalkDir(walkRoot(dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				h.Write([]byte(path + "\x00unreadable"))
 				return nil
@@ -44,4 +44,15 @@ func fingerprint(dataplaneFile, dir string) [32]byte {
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
 	return out
+}
+
+// walkRoot is dir as filepath.WalkDir must be given it to descend into it when dir itself is
+// a symbolic link to a directory (WalkDir does not follow links, not even the root's): with
+// a trailing separator the root resolves to the directory, and the paths below it are the
+// same as dir's.
+func walkRoot(dir string) string {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return dir + string(filepath.Separator)
+	}
+	return dir
 }

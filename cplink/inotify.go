@@ -53,8 +53,9 @@ func (w *inotify) addTree(root string) error {
 	if err := w.add(root); err != nil {
 		return err
 	}
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == root || !d.IsDir() {
+	walk := walkRoot(root)
+	return filepath.WalkDir(walk, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == walk || !d.IsDir() {
 			return nil
 		}
 		if err := w.add(path); err != nil && !errors.Is(err, unix.ENOENT) {

@@ -278,16 +278,17 @@ func stampOf(path string) (fileStamp, error) {
 }
 
 // resourceFiles lists the files mesh.LoadDir would read, in the same (lexical) order,
-// minus ".."-prefixed entries.
+// minus ".."-prefixed entries; a dir that is a symbolic link is followed.
 func resourceFiles(dir string) ([]string, mesh.Errors) {
 	var paths []string
 	var errs mesh.Errors
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	root := walkRoot(dir)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			errs = append(errs, &mesh.FieldError{Source: path, Msg: err.Error()})
 			return nil
 		}
-		if path != dir && strings.HasPrefix(d.Name(), "..") {
+		if path != root && strings.HasPrefix(d.Name(), "..") {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
