@@ -6,8 +6,10 @@
 // MeshExternalServices as seed 002 designs them); Resources.Validate checks them against
 // Envoy's own protos, every embedded typed_config included, and cross-checks the names they
 // use. Server publishes the last valid set over ADS (delta and state of the world) on a unix
-// socket, with per-resource versions that change only when the content does.
+// socket, with per-resource versions that change only when the content does. A Generator
+// is Generate with a memory: after a TrafficRoute or another dataplane changes, it rebuilds
+// only the outbounds affected, and Validate and Server.Update then touch only those.
 //
-// It never allocates VIPs, renders hostnames or reads files: it is a pure function of its
-// inputs plus the server's last published set.
+// It never allocates VIPs, renders hostnames or reads files: its output is a function of its
+// inputs alone (the Generator's memory changes how fast, never what).
 package xds
