@@ -376,3 +376,18 @@ func TestMeshSwitchAndNil(t *testing.T) {
 		t.Errorf("after a mesh switch: %v", vipsOf(tb))
 	}
 }
+
+func TestUnsortedSnapshot(t *testing.T) {
+	s := snap(smallMesh(), seed000())
+	want := keysOf(allocate(t, newAlloc(t, nil), s))
+	a := newAlloc(t, nil)
+	allocate(t, a, snap(smallMesh()[:2], seed000()))
+	rev := *s
+	rev.Dataplanes = nil
+	for i := len(s.Dataplanes) - 1; i >= 0; i-- {
+		rev.Dataplanes = append(rev.Dataplanes, s.Dataplanes[i])
+	}
+	if got := keysOf(allocate(t, a, &rev)); !reflect.DeepEqual(got, want) {
+		t.Errorf("dataplanes in reverse order:\n%v\nwant\n%v", got, want)
+	}
+}

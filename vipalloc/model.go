@@ -45,31 +45,11 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 	a.vos = next
 
 	dps := s.Dataplanes
-	if !sort.SliceIsSorted(dps, func(i, j int) bool { return dps[i].Name < dps[j].Name }) {
+	changes, sorted := diffDataplanes(a.dps, dps)
+	if !sorted { // snapshots are sorted by name; one built by hand may not be
 		dps = slices.Clone(dps)
 		sort.Slice(dps, func(i, j int) bool { return dps[i].Name < dps[j].Name })
-	}
-	var changes []change
-	old := a.dps
-	i, j := 0, 0
-	for i < len(old) || j < len(dps) {
-		switch {
-		case i < len(old) && j < len(dps) && old[i] == dps[j]:
-			i++
-			j++
-		case j == len(dps) || i < len(old) && old[i].Name < dps[j].Name:
-			changes = append(changes, change{old[i], -1})
-			i++
-		case i == len(old) || dps[j].Name < old[i].Name:
-			changes = append(changes, change{dps[j], +1})
-			j++
-		default: // same name, another object
-			if !sameInbounds(old[i], dps[j]) {
-				changes = append(changes, change{old[i], -1}, change{dps[j], +1})
-			}
-			i++
-			j++
-		}
+		changes, _ = diffDataplanes(a.dps, dps)
 	}
 	a.dps = dps
 	if len(a.hosts) == 0 && len(dps) > 1024 {
@@ -114,6 +94,45 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		}
 		jb.x.events = nil
 	}
+}
+
+// diffDataplanes walks the previous (sorted) dataplanes and the new ones by name: the same
+// object is unchanged (no comparison at all), the same name with other inbound tags is a
+// change. It reports false when dps turns out not to be sorted by name; it only compares
+// names where dps differs from old, so an unchanged mesh costs a pointer walk.
+func diffDataplanes(old, dps []*mesh.Dataplane) (changes []change, sorted bool) {
+	i, j := 0, 0
+	lastSame := false
+	for i < len(old) || j < len(dps) {
+		if i < len(old) && j < len(dps) && old[i] == dps[j] {
+			if j > 0 && !lastSame && dps[j-1].Name >= dps[j].Name {
+				return nil, false
+			}
+			lastSame = true
+			i++
+			j++
+			continue
+		}
+		if j < len(dps) && j > 0 && dps[j-1].Name >= dps[j].Name {
+			return nil, false
+		}
+		lastSame = false
+		switch {
+		case j == len(dps) || i < len(old) && old[i].Name < dps[j].Name:
+			changes = append(changes, change{old[i], -1})
+			i++
+		case i == len(old) || dps[j].Name < old[i].Name:
+			changes = append(changes, change{dps[j], +1})
+			j++
+		default: // same name, another object
+			if !sameInbounds(old[i], dps[j]) {
+				changes = append(changes, change{old[i], -1}, change{dps[j], +1})
+			}
+			i++
+			j++
+		}
+	}
+	return changes, true
 }
 
 // change is a dataplane that appeared (+1) or went away (-1).
