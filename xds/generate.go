@@ -237,11 +237,15 @@ func (g *generator) capture() {
 	if !g.o.TransparentProxy {
 		return
 	}
-	g.addListener(outboundCaptureName, fmt.Sprint(g.o.OutboundPort), func() *listener.Listener {
-		return captureListener(outboundCaptureName, "0.0.0.0", g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND)
+	bindAll := "0.0.0.0"
+	if g.o.IPv6 {
+		bindAll = "::"
+	}
+	g.addListener(outboundCaptureName, fmt.Sprint(bindAll, g.o.OutboundPort), func() *listener.Listener {
+		return captureListener(outboundCaptureName, bindAll, g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND)
 	})
-	g.addListener(inboundCaptureName, fmt.Sprint(g.o.InboundPort), func() *listener.Listener {
-		return captureListener(inboundCaptureName, "0.0.0.0", g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND)
+	g.addListener(inboundCaptureName, fmt.Sprint(bindAll, g.o.InboundPort), func() *listener.Listener {
+		return captureListener(inboundCaptureName, bindAll, g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND)
 	})
 	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
 	g.addCluster(inboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(inboundCaptureName) })

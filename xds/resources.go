@@ -19,6 +19,10 @@ type Options struct {
 	TransparentProxy bool
 	// OutboundPort and InboundPort are the capture listeners' ports (default 15001, 15006).
 	OutboundPort, InboundPort uint32
+	// IPv6: the capture listeners listen on [::] with IPv4 compatibility, so IPv6 connections
+	// redirected by the transparent proxy reach the IPv6 VIP listeners too (the host must
+	// have IPv6; Envoy refuses the listener otherwise).
+	IPv6 bool
 	// CABundle is the system CA bundle path (FindSystemCA), used for TLS origination to a
 	// MeshExternalService that gives no CA.
 	CABundle string

@@ -108,3 +108,32 @@ func TestGenerateNoDataplane(t *testing.T) {
 		t.Fatal("want an error without a dataplane")
 	}
 }
+
+func TestCaptureListenersIPv6(t *testing.T) {
+	sc := scenarios()[0]
+	s, tab := sc.build(t)
+	for _, v6 := range []bool{false, true} {
+		o := sc.opts
+		o.IPv6 = v6
+		r, err := Generate(s, tab, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range r.Listeners {
+			if l.Name != outboundCaptureName && l.Name != inboundCaptureName {
+				continue
+			}
+			sa := l.GetAddress().GetSocketAddress()
+			want := "0.0.0.0"
+			if v6 {
+				want = "::"
+			}
+			if sa.GetAddress() != want || sa.GetIpv4Compat() != v6 || !l.GetUseOriginalDst().GetValue() {
+				t.Errorf("IPv6=%v: %s listens on %s (ipv4_compat %v, use_original_dst %v)", v6, l.Name, sa.GetAddress(), sa.GetIpv4Compat(), l.GetUseOriginalDst().GetValue())
+			}
+		}
+	}
+}
