@@ -330,7 +330,8 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	p := startAgent(t, dpFile, policies)
+	// The polling watcher here (the other tests use inotify): both reach the same loads.
+	p := startAgent(t, dpFile, policies, "--watch", "poll")
 	before, _ := p.query("v1.httpbin.mesh", dns.TypeA)
 	if len(before) != 1 {
 		t.Fatalf("v1.httpbin.mesh: %v", before)
