@@ -16,62 +16,58 @@ var hashSeed = maphash.MakeSeed()
 // add them up, so a table derived from another updates its hash in O(change). The
 // allocator's keys spell out their tags (`<policy>{k=v,...}`), so it hashes without them.
 func entrySum(e *Entry, withTags bool) [2]uint64 {
-	var h maphash.Hash
-	h.SetSeed(hashSeed)
-	writeEntry(&h, e, withTags)
-	a := h.Sum64()
-	// The second word is derived from the first (64 bits of strength; sums of independent
-	// 64-bit hashes are plenty to tell tables apart).
-	return [2]uint64{a, bits.RotateLeft64(a*0x9e3779b97f4a7c15, 29)}
-}
-
-func writeEntry(h *maphash.Hash, e *Entry, withTags bool) {
-	ws := func(s string) { h.WriteString(s); h.WriteByte(0) }
-	ws(e.Hostname)
-	b4, b6 := e.IPv4.As16(), e.IPv6.As16()
-	if e.IPv4.IsValid() {
-		h.Write(b4[:])
-	}
-	if e.IPv6.IsValid() {
-		h.Write(b6[:])
-	}
-	h.WriteByte(1)
-	for _, p := range e.Ports {
-		h.WriteByte(byte(p >> 8))
-		h.WriteByte(byte(p))
-	}
-	ws(e.Origin.Kind)
-	ws(e.Origin.Name)
-	ws(e.Key)
-	ws(string(e.Status))
-	ws(e.Reason)
-	ws(e.MeshExternalService)
+	var buf [256]byte
+	b := appendEntry(buf[:0], e)
+	x := maphash.Bytes(hashSeed, b)
 	if withTags {
-		writeTags(h, e.Tags)
-	}
-	for _, tg := range e.Targets {
-		h.WriteByte(byte(tg.Port >> 8))
-		h.WriteByte(byte(tg.Port))
-		ws(tg.Origin.Kind)
-		ws(tg.Origin.Name)
-		ws(tg.Key)
-		if withTags {
-			writeTags(h, tg.Tags)
+		x ^= tagsHash(e.Tags)
+		for _, tg := range e.Targets {
+			x = x*31 ^ tagsHash(tg.Tags)
 		}
 	}
+	// The second word is derived from the first (64 bits of strength; sums of independent
+	// 64-bit hashes are plenty to tell tables apart).
+	return [2]uint64{x, bits.RotateLeft64(x*0x9e3779b97f4a7c15, 29)}
 }
 
-// writeTags hashes a tag map independently of iteration order.
-func writeTags(h *maphash.Hash, tags mesh.Tags) {
+// appendEntry appends the fields that identify an entry's answers, 0-separated.
+func appendEntry(b []byte, e *Entry) []byte {
+	b = append(append(b, e.Hostname...), 0)
+	if e.IPv4.IsValid() {
+		a := e.IPv4.As16()
+		b = append(b, a[:]...)
+	}
+	b = append(b, 0)
+	if e.IPv6.IsValid() {
+		a := e.IPv6.As16()
+		b = append(b, a[:]...)
+	}
+	b = append(b, 0)
+	for _, p := range e.Ports {
+		b = append(b, byte(p>>8), byte(p))
+	}
+	b = append(append(b, 0), e.Origin.Kind...)
+	b = append(append(b, 0), e.Origin.Name...)
+	b = append(append(b, 0), e.Key...)
+	b = append(append(b, 0), e.Status...)
+	b = append(append(b, 0), e.Reason...)
+	b = append(append(b, 0), e.MeshExternalService...)
+	for _, tg := range e.Targets {
+		b = append(b, 1, byte(tg.Port>>8), byte(tg.Port))
+		b = append(append(b, 0), tg.Origin.Kind...)
+		b = append(append(b, 0), tg.Origin.Name...)
+		b = append(append(b, 0), tg.Key...)
+	}
+	return b
+}
+
+// tagsHash hashes a tag map independently of iteration order.
+func tagsHash(tags mesh.Tags) uint64 {
 	var x uint64
 	for k, v := range tags {
 		x += maphash.String(hashSeed, k) ^ maphash.String(hashSeed, v)*31
 	}
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(x >> (8 * i))
-	}
-	h.Write(b[:])
+	return x
 }
 
 func tableHash(sum [2]uint64, mes map[string]MESStatus) string {
