@@ -168,7 +168,7 @@ func (e *envoyPart) Live() bool {
 	}
 }
 
-// probe asks Envoy's admin API for /ready every 100 ms until it is live, then every second
+// probe asks Envoy's admin API for /ready every 20 ms until it is live, then every second
 // (a crashed and restarted Envoy turns not live until it has its configuration again).
 func (e *envoyPart) probe(ctx context.Context) {
 	t := time.NewTimer(0)
@@ -193,7 +193,7 @@ func (e *envoyPart) probe(ctx context.Context) {
 		if live {
 			t.Reset(time.Second)
 		} else {
-			t.Reset(100 * time.Millisecond)
+			t.Reset(20 * time.Millisecond)
 		}
 	}
 }
