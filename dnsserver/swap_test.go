@@ -89,8 +89,9 @@ func TestSwapUnderLoad(t *testing.T) {
 	if answered.Load() < 100 {
 		t.Fatalf("only %d answers", answered.Load())
 	}
-	// The bar is 50 ms (BenchmarkSwap100k); the test allows a loaded CI machine 10x.
-	if worst > 500*time.Millisecond {
+	// Swap is one pointer store (BenchmarkSwap100k); this only catches a regression to
+	// rebuilding an index per swap, with room for a loaded CI machine's scheduling.
+	if worst > time.Second {
 		t.Errorf("slowest swap %s", worst)
 	}
 }
