@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
 	"github.com/kumadp/kuma-dp/cplink"
@@ -279,6 +281,11 @@ func TestAgentServesAndReloads(t *testing.T) {
 	}
 
 	_, m := h.get("/metrics")
+	// One valid exposition: the agent's and the resolver's metrics, no family twice.
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(m)); err != nil {
+		t.Errorf("/metrics does not parse: %v", err)
+	}
 	for _, want := range []string{
 		`kuma_dp_model_reloads_total{result="applied"} 2`,
 		`kuma_dp_model_reloads_total{result="refused"} 1`,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // These tests compose the real parts (Build): the directory source, the allocator and the
@@ -122,6 +125,28 @@ func TestRealPartsServeReloadAndStopClean(t *testing.T) {
 	eventually(t, "fresh.mesh", func() bool { ip, _ := lookupA(t, server, "fresh.mesh"); return ip != "" })
 	if again, _ := lookupA(t, server, "svc1.mesh"); again != ip {
 		t.Errorf("svc1.mesh moved from %s to %s", ip, again)
+	}
+	// /metrics is one valid exposition with the real resolver's metrics beside the agent's.
+	rec := httptest.NewRecorder()
+	a.adminMux().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	for _, name := range []string{"kuma_dp_model_reloads_total", "kuma_dp_vip_entries", "go_goroutines"} {
+		if families[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	dnsFamilies := 0
+	for name := range families {
+		if strings.HasPrefix(name, "kuma_dp_dns_") || strings.HasPrefix(name, "coredns_") {
+			dnsFamilies++
+		}
+	}
+	if dnsFamilies == 0 {
+		t.Error("/metrics lacks the resolver's metrics")
 	}
 	// The allocator's state survives in the work dir.
 	if _, err := os.Stat(filepath.Join(cfg.Runtime.WorkDir, StateFileName)); err != nil {
