@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -25,9 +26,9 @@ type Allocator struct {
 	vos      map[string]*expander
 	mes      *mesSource
 
-	hosts   map[string]*hostState
-	mesVIPs map[string]uint32   // "mes/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
-	pending map[string]struct{} // keys whose pool was full last time
+	hosts   [hostShards]map[string]*hostState // by shardOf(hostname)
+	mesVIPs map[string]uint32                 // "mes/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
+	pending map[string]struct{}               // keys whose pool was full last time
 	skips   map[string]*candidate
 	skipped []Skip
 
@@ -57,7 +58,7 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(),
-		hosts: map[string]*hostState{}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
+		hosts: [hostShards]map[string]*hostState{{}, {}}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
 		a.defaults = newDefaultExpander(s.defaultPort)
@@ -79,9 +80,26 @@ func (r *round) touch(hs *hostState) {
 	}
 }
 
+// hostShards is how many maps hold the hostnames: candidates of different shards are placed
+// concurrently after a large expansion.
+const hostShards = 2
+
+func shardOf(h string) int { return int(maphash.String(hashSeed, h) % hostShards) }
+
+// host is the state of hostname h, or nil.
+func (a *Allocator) host(h string) *hostState { return a.hosts[shardOf(h)][h] }
+
+func (a *Allocator) hostCount() int {
+	n := 0
+	for _, m := range a.hosts {
+		n += len(m)
+	}
+	return n
+}
+
 // touchHost marks a hostname for re-resolution (if it still exists).
 func (r *round) touchHost(h string) {
-	if hs := r.a.hosts[h]; hs != nil {
+	if hs := r.a.host(h); hs != nil {
 		r.touch(hs)
 	}
 }
@@ -92,25 +110,7 @@ func (r *round) add(c *candidate) {
 		r.skipsChanged = true
 		return
 	}
-	a := r.a
-	a.shareTags(c)
-	hs := a.hosts[c.Hostname]
-	if hs == nil {
-		hs = &hostState{host: c.Hostname}
-		a.hosts[c.Hostname] = hs
-	}
-	if hs.cands == nil {
-		// One-element slices from a shared slab: most hostnames have a single candidate.
-		if len(a.candSlab) == cap(a.candSlab) {
-			a.candSlab = make([]*candidate, 0, 1024)
-		}
-		l := len(a.candSlab)
-		a.candSlab = append(a.candSlab, c)
-		hs.cands = a.candSlab[l : l+1 : l+1]
-	} else {
-		hs.cands = append(hs.cands, c)
-	}
-	r.touch(hs)
+	r.touch(r.a.place(r.a.hosts[shardOf(c.Hostname)], c, &r.a.candSlab, &r.a.keyBuf))
 }
 
 func (r *round) remove(c *candidate) {
@@ -119,19 +119,48 @@ func (r *round) remove(c *candidate) {
 		r.skipsChanged = true
 		return
 	}
-	hs := r.a.hosts[c.Hostname]
+	if hs := unplace(r.a.hosts[shardOf(c.Hostname)], c); hs != nil {
+		r.touch(hs)
+	}
+}
+
+// place adds c to its hostname in hosts (c's shard) and returns the hostname's state.
+func (a *Allocator) place(hosts map[string]*hostState, c *candidate, slab *[]*candidate, buf *[]byte) *hostState {
+	a.shareTags(c, buf)
+	hs := hosts[c.Hostname]
 	if hs == nil {
-		return
+		hs = &hostState{host: c.Hostname}
+		hosts[c.Hostname] = hs
+	}
+	if hs.cands == nil {
+		// One-element slices from a slab: most hostnames have a single candidate.
+		if len(*slab) == cap(*slab) {
+			*slab = make([]*candidate, 0, 1024)
+		}
+		l := len(*slab)
+		*slab = append(*slab, c)
+		hs.cands = (*slab)[l : l+1 : l+1]
+	} else {
+		hs.cands = append(hs.cands, c)
+	}
+	return hs
+}
+
+// unplace removes c from its hostname in hosts; nil when the hostname is unknown.
+func unplace(hosts map[string]*hostState, c *candidate) *hostState {
+	hs := hosts[c.Hostname]
+	if hs == nil {
+		return nil
 	}
 	if i := slices.Index(hs.cands, c); i >= 0 {
 		hs.cands = slices.Delete(hs.cands, i, i+1)
 	}
-	r.touch(hs)
+	return hs
 }
 
 // shareTags makes a policy candidate whose tags are just {kuma.io/service: X} share the map
 // of the default name of X (the common "{{service}}.mesh" policies): fewer maps to keep.
-func (a *Allocator) shareTags(c *candidate) {
+func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	if a.defaults == nil || !c.src.explicit || c.published || len(c.Tags) != 1 {
 		return
 	}
@@ -139,9 +168,10 @@ func (a *Allocator) shareTags(c *candidate) {
 	if !ok {
 		return
 	}
-	a.keyBuf = append(append(a.keyBuf[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...), svc...)
-	a.keyBuf = append(a.keyBuf, '}')
-	if d := a.defaults.cands[string(a.keyBuf)]; d != nil {
+	b := append(append((*buf)[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...), svc...)
+	b = append(b, '}')
+	*buf = b
+	if d := a.defaults.cands[string(b)]; d != nil {
 		c.Tags = d.Tags
 	}
 }

@@ -14,7 +14,7 @@ func (a *Allocator) vipOf(key string) (uint32, bool) {
 		v, ok := a.mesVIPs[key]
 		return v, ok
 	}
-	if hs := a.hosts[key]; hs != nil && hs.hasVIP {
+	if hs := a.host(key); hs != nil && hs.hasVIP {
 		return hs.vip, true
 	}
 	return 0, false
@@ -22,13 +22,15 @@ func (a *Allocator) vipOf(key string) (uint32, bool) {
 
 // assignments is every key holding a VIP (what the state file keeps).
 func (a *Allocator) assignments() map[string]uint32 {
-	out := make(map[string]uint32, len(a.hosts)+len(a.mesVIPs))
+	out := make(map[string]uint32, a.hostCount()+len(a.mesVIPs))
 	for k, v := range a.mesVIPs {
 		out[k] = v
 	}
-	for h, hs := range a.hosts {
-		if hs.hasVIP {
-			out[h] = hs.vip
+	for _, m := range a.hosts {
+		for h, hs := range m {
+			if hs.hasVIP {
+				out[h] = hs.vip
+			}
 		}
 	}
 	return out

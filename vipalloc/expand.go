@@ -95,11 +95,18 @@ type expander struct {
 }
 
 type event struct {
-	c   *candidate
-	add bool
+	c     *candidate
+	add   bool
+	shard int8 // shardOf the hostname; -1 for a skip
 }
 
-func (x *expander) emit(c *candidate, add bool) { x.events = append(x.events, event{c, add}) }
+func (x *expander) emit(c *candidate, add bool) {
+	ev := event{c: c, add: add, shard: -1}
+	if c.Hostname != "" {
+		ev.shard = int8(shardOf(c.Hostname))
+	}
+	x.events = append(x.events, ev)
+}
 
 // lookup finds the candidate of key b.
 func (x *expander) lookup(b []byte) *candidate {

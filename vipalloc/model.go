@@ -52,8 +52,10 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		changes, _ = diffDataplanes(a.dps, dps)
 	}
 	a.dps = dps
-	if len(a.hosts) == 0 && len(dps) > 1024 {
-		a.hosts = make(map[string]*hostState, len(dps))
+	if a.hostCount() == 0 && len(dps) > 1024 {
+		for i := range a.hosts {
+			a.hosts[i] = make(map[string]*hostState, len(dps)/hostShards)
+		}
 		r.touched = make([]*hostState, 0, len(dps))
 	}
 	jobs := make([]job, 0, len(kept)+len(fresh))
@@ -84,15 +86,76 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		jobs = append(jobs, job{x: x, in: all})
 	}
 	runJobs(jobs, len(changed)*len(kept)+len(all)*len(fresh))
+	r.apply(jobs)
+}
+
+// apply places the jobs' events (new and dropped candidates) in job order; many of them are
+// placed by one goroutine per hostname shard.
+func (r *round) apply(jobs []job) {
+	n := 0
 	for _, jb := range jobs {
+		n += len(jb.x.events)
+	}
+	if n < parallelWork {
+		for _, jb := range jobs {
+			for _, ev := range jb.x.events {
+				if ev.add {
+					r.add(ev.c)
+				} else {
+					r.remove(ev.c)
+				}
+			}
+			jb.x.events = nil
+		}
+		return
+	}
+	var touched [hostShards][]*hostState
+	var slabs [hostShards][]*candidate
+	var bufs [hostShards][]byte
+	place := func(s int) {
+		hosts := r.a.hosts[s]
+		for _, jb := range jobs {
+			for _, ev := range jb.x.events {
+				if int(ev.shard) != s {
+					continue
+				}
+				var hs *hostState
+				if ev.add {
+					hs = r.a.place(hosts, ev.c, &slabs[s], &bufs[s])
+				} else {
+					hs = unplace(hosts, ev.c)
+				}
+				if hs != nil && !hs.touched {
+					hs.touched = true
+					touched[s] = append(touched[s], hs)
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for s := 1; s < hostShards; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			place(s)
+		}()
+	}
+	place(0)
+	wg.Wait()
+	for _, jb := range jobs { // skips, in order
 		for _, ev := range jb.x.events {
-			if ev.add {
-				r.add(ev.c)
-			} else {
-				r.remove(ev.c)
+			if ev.shard < 0 {
+				if ev.add {
+					r.add(ev.c)
+				} else {
+					r.remove(ev.c)
+				}
 			}
 		}
 		jb.x.events = nil
+	}
+	for _, t := range touched {
+		r.touched = append(r.touched, t...)
 	}
 }
 

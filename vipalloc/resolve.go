@@ -247,7 +247,7 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 	if name, isMES := strings.CutPrefix(key, mesKeyPrefix); isMES {
 		var best *Entry
 		for _, c := range a.mes.byMES[name] {
-			hs := a.hosts[c.Hostname]
+			hs := a.host(c.Hostname)
 			if c.Hostname == "" || hs == nil || hs.avail == nil || hs.avail.MeshExternalService != name {
 				continue
 			}
@@ -257,7 +257,7 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 		}
 		return best
 	}
-	if hs := a.hosts[key]; hs != nil && hs.avail != nil && v4u(hs.avail.IPv4) == v {
+	if hs := a.host(key); hs != nil && hs.avail != nil && v4u(hs.avail.IPv4) == v {
 		return hs.avail
 	}
 	return nil
@@ -288,7 +288,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 
 // candidateStatus finds the entry a candidate ended up in.
 func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
-	hs := a.hosts[c.Hostname]
+	hs := a.host(c.Hostname)
 	if hs == nil {
 		return NotAvailable, "no entry"
 	}
