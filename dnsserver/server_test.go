@@ -44,6 +44,35 @@ func TestDeadUpstreamServfail(t *testing.T) {
 	}
 }
 
+// TestSilentUpstreamServfail: an upstream that swallows queries (UDP read, TCP accepted,
+// never answered) still gets the client a SERVFAIL, before a stub resolver's usual 5 s
+// timeout (forward: 2 attempts x 2 s read timeout); then at once (cached SERVFAIL, and
+// the upstream is marked down).
+func TestSilentUpstreamServfail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: takes 4 s")
+	}
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := net.Listen("tcp", c.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ts := startServer(t, Config{Upstreams: []string{c.LocalAddr().String()}}, testTable())
+	for i, limit := range []time.Duration{4900 * time.Millisecond, time.Second} {
+		start := time.Now()
+		r := ts.exchange(t, "udp", question("example.org.", dns.TypeA))
+		if r.Rcode != dns.RcodeServerFailure || time.Since(start) > limit {
+			t.Fatalf("query %d: rcode %s after %s, want SERVFAIL within %s",
+				i, dns.RcodeToString[r.Rcode], time.Since(start), limit)
+		}
+	}
+}
+
 func metricsText(t *testing.T, s *Server) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
