@@ -120,7 +120,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer stopAdmin()
 
-	first := a.parts.Source.Load()
+	first := a.parts.Source.Load(ctx)
 	if first.Err != nil {
 		a.logRefusal(first)
 		a.metrics.reloads.WithLabelValues("refused").Inc()

@@ -45,8 +45,8 @@ type memSource struct {
 	reloads atomic.Int32
 }
 
-func (s *memSource) Load() cplink.Update { return s.first }
-func (s *memSource) Reload()             { s.reloads.Add(1) }
+func (s *memSource) Load(context.Context) cplink.Update { return s.first }
+func (s *memSource) Reload()                            { s.reloads.Add(1) }
 func (s *memSource) Run(ctx context.Context, out chan<- cplink.Update) error {
 	for {
 		select {

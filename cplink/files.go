@@ -91,8 +91,8 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 	return f, nil
 }
 
-// Load reads and validates the model now.
-func (f *Files) Load() Update { return f.load("start") }
+// Load reads and validates the model now (files do not wait: ctx is not needed).
+func (f *Files) Load(context.Context) Update { return f.load("start") }
 
 func (f *Files) load(trigger string) Update {
 	start := time.Now()

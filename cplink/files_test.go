@@ -82,7 +82,7 @@ func startDebounce(t *testing.T, watch string, debounce time.Duration) *fixture 
 		Debounce: debounce, PollInterval: 50 * time.Millisecond, Load: contentLoad}, nil)
 	must(t, err)
 	fx.src = src
-	first := src.Load()
+	first := src.Load(context.Background())
 	if first.Err != nil || first.Snapshot == nil {
 		t.Fatalf("first load: %+v", first)
 	}
@@ -291,7 +291,7 @@ func TestFilesSymlinkedPoliciesDir(t *testing.T) {
 	src, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: link, Watch: WatchInotify,
 		Debounce: 10 * time.Millisecond, PollInterval: time.Minute}, nil) // only inotify can see the change
 	must(t, err)
-	u := src.Load()
+	u := src.Load(context.Background())
 	if u.Err != nil || u.Snapshot.Hash != want.Hash {
 		t.Fatalf("through the link: err %v, hash %v want %s", u.Err, u.Snapshot, want.Hash)
 	}

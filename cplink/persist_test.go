@@ -1,6 +1,7 @@
 package cplink
 
 import (
+	"context"
 	"encoding/gob"
 	"fmt"
 	"os"
@@ -91,7 +92,7 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	src, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheFile: cache,
 		Debounce: 10 * time.Millisecond}, nil)
 	must(t, err)
-	if u := src.Load(); u.Err != nil {
+	if u := src.Load(context.Background()); u.Err != nil {
 		t.Fatal(u.Err)
 	}
 	fx := &fixture{t: t, src: src, out: make(chan Update, 4), done: make(chan error, 1)}
@@ -102,7 +103,7 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	waitFile(t, cache)
 	restarted, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheFile: cache}, nil)
 	must(t, err)
-	if u := restarted.Load(); u.Err != nil || restarted.loader.decodes != 0 {
+	if u := restarted.Load(context.Background()); u.Err != nil || restarted.loader.decodes != 0 {
 		t.Fatalf("restart: err %v, decodes %d", u.Err, restarted.loader.decodes)
 	}
 }

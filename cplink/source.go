@@ -25,10 +25,12 @@ type Update struct {
 	Took time.Duration
 }
 
-// Source is what the agent runs to learn the model: Load once at start, then Run delivers
-// every later change on out until ctx is cancelled. Reload asks for a load now (SIGHUP).
+// Source is what the agent runs to learn the model: Load once at start (a source that has
+// to wait for its first model, e.g. a control plane's first complete sync, blocks until
+// then or until ctx is cancelled), then Run delivers every later change on out until ctx
+// is cancelled. Reload asks for a load now (SIGHUP).
 type Source interface {
-	Load() Update
+	Load(ctx context.Context) Update
 	Run(ctx context.Context, out chan<- Update) error
 	Reload()
 }
