@@ -121,6 +121,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopAdmin()
 
 	first := a.parts.Source.Load(ctx)
+	if ctx.Err() != nil {
+		return nil // stopped while waiting for the first model
+	}
 	if first.Err != nil {
 		a.logRefusal(first)
 		a.metrics.reloads.WithLabelValues("refused").Inc()
