@@ -58,6 +58,16 @@ func better(a, b *candidate) bool {
 	return a.Key < b.Key
 }
 
+func compareCandidates(a, b *candidate) int {
+	switch {
+	case better(a, b):
+		return -1
+	case better(b, a):
+		return 1
+	}
+	return 0
+}
+
 // vipKey is the key a candidate's VIP is allocated under: its hostname, or the
 // MeshExternalService (one VIP per MeshExternalService, shared by its hostnames).
 func (c *candidate) vipKey() string {

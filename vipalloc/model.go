@@ -45,11 +45,12 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 	a.vos = next
 
 	dps := s.Dataplanes
-	changes, sorted := diffDataplanes(a.dps, dps)
+	old := a.dps
+	changes, sorted := diffDataplanes(old, dps)
 	if !sorted { // snapshots are sorted by name; one built by hand may not be
 		dps = slices.Clone(dps)
 		sort.Slice(dps, func(i, j int) bool { return dps[i].Name < dps[j].Name })
-		changes, _ = diffDataplanes(a.dps, dps)
+		changes, _ = diffDataplanes(old, dps)
 	}
 	a.dps = dps
 	if a.hostCount() == 0 && len(dps) > 1024 {
@@ -66,10 +67,16 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 	keyed = append(keyed, fresh...)
 	idx := keyTable(keyed)
 	var changed, all []inbound
+	// With no previous dataplanes every dataplane is a +1 change: one list serves both.
+	firstModel := len(old) == 0
 	if len(kept) > 0 && len(changes) > 0 {
-		changed = inbounds(changes, idx, len(kept) > 1)
+		changed = inbounds(changes, idx, len(kept) > 1 || firstModel && len(fresh) > 0)
 	}
-	if len(fresh) > 0 {
+	switch {
+	case len(fresh) == 0:
+	case firstModel && changed != nil:
+		all = changed
+	default:
 		list := make([]change, len(dps))
 		for i, dp := range dps {
 			list[i] = change{dp, +1}

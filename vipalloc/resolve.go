@@ -3,6 +3,7 @@ package vipalloc
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -39,7 +40,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			continue
 		}
 		if len(hs.cands) > 1 {
-			sort.Slice(hs.cands, func(i, j int) bool { return better(hs.cands[i], hs.cands[j]) })
+			slices.SortFunc(hs.cands, compareCandidates)
 		}
 		if hs.cands[0].MeshExternalService != "" {
 			a.releaseHost(hs)
