@@ -34,7 +34,7 @@ type DataplaneConfig struct {
 
 // RuntimeConfig is where the model comes from and where the agent keeps its state.
 type RuntimeConfig struct {
-	DataplaneFile string `json:"dataplaneFile"`
+	DataplaneFile string `json:"resourcePath"` // Kuma's name for the --dataplane-file path
 	PoliciesDir   string `json:"policiesDir"`
 	// Watch is auto (inotify, else polling), inotify or poll.
 	Watch string `json:"watch"`
@@ -110,7 +110,7 @@ func (e *FieldError) Error() string {
 func (c *Config) Validate() error {
 	bad := func(field, value, msg string) error { return &FieldError{Field: field, Value: value, Msg: msg} }
 	if c.Runtime.DataplaneFile == "" {
-		return bad("dataplaneRuntime.dataplaneFile", "", "required: the dataplane's resource file")
+		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file")
 	}
 	if c.Dataplane.DrainTime < 0 {
 		return bad("dataplane.drainTime", c.Dataplane.DrainTime.String(), "must not be negative")

@@ -32,7 +32,7 @@ var options = []option{
 	{"name", "KUMA_DATAPLANE_NAME", "dataplane.name"},
 	{"mesh", "KUMA_DATAPLANE_MESH", "dataplane.mesh"},
 	{"drain-time", "KUMA_DATAPLANE_DRAIN_TIME", "dataplane.drainTime"},
-	{"dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "dataplaneRuntime.dataplaneFile"},
+	{"dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "dataplaneRuntime.resourcePath"},
 	{"policies-dir", "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", "dataplaneRuntime.policiesDir"},
 	{"watch", "KUMA_DATAPLANE_RUNTIME_WATCH", "dataplaneRuntime.watch"},
 	{"work-dir", "KUMA_DATAPLANE_RUNTIME_WORK_DIR", "dataplaneRuntime.workDir"},

@@ -27,7 +27,7 @@ dataplane:
   mesh: file-mesh
   drainTime: 5s
 dataplaneRuntime:
-  dataplaneFile: file-dp.yaml
+  resourcePath: file-dp.yaml
   envoy: false
 dns:
   proxyPort: 1111
@@ -98,7 +98,7 @@ func TestRunConfigErrors(t *testing.T) {
 		return p
 	}
 	unknown := write("unknown.yaml", "dns:\n  proxyPorts: 1\n")
-	badPort := write("port.yaml", "dataplaneRuntime:\n  dataplaneFile: dp.yaml\ndns:\n  proxyPort: 70000\n")
+	badPort := write("port.yaml", "dataplaneRuntime:\n  resourcePath: dp.yaml\ndns:\n  proxyPort: 70000\n")
 	tests := []struct {
 		name string
 		args []string
@@ -192,8 +192,8 @@ func TestRunOptionsTableIsComplete(t *testing.T) {
 // (exit 2) or gives a configuration that validates; never a panic.
 func FuzzRunConfigFile(f *testing.F) {
 	for _, seed := range []string{
-		"dataplaneRuntime:\n  dataplaneFile: dp.yaml\n",
-		"dataplane:\n  drainTime: 5s\ndataplaneRuntime:\n  dataplaneFile: dp.yaml\ndns:\n  proxyPort: 0\n  upstreams: [10.0.0.1, '[::1]:53']\n",
+		"dataplaneRuntime:\n  resourcePath: dp.yaml\n",
+		"dataplane:\n  drainTime: 5s\ndataplaneRuntime:\n  resourcePath: dp.yaml\ndns:\n  proxyPort: 0\n  upstreams: [10.0.0.1, '[::1]:53']\n",
 		"dns:\n  ttl: 30\n  proxyPort: -1\n",
 		"dataplane: [1, 2]\n",
 		"admin: {address: 0.0.0.0:1}\n",
