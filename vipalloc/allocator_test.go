@@ -391,3 +391,28 @@ func TestUnsortedSnapshot(t *testing.T) {
 		t.Errorf("dataplanes in reverse order:\n%v\nwant\n%v", got, want)
 	}
 }
+
+func TestTemplateSyntaxes(t *testing.T) {
+	kuma := vo("kuma-form", "{{.svc}}-{{.ver}}.mesh", "{{.port}}", nil, mesh.Tags{mesh.ServiceTag: "*", "version": "*"})
+	kuma.Conf.Parameters = []mesh.Parameter{{Name: "svc", TagKey: mesh.ServiceTag}, {Name: "ver", TagKey: "version"}, {Name: "port"}}
+	seed001 := vo("vh-form", `{{tag "version"}}.{{tag "kuma.io/service"}}.vh.mesh`, "8080", nil,
+		mesh.Tags{mesh.ServiceTag: "*", "version": "*"})
+	dps := []*mesh.Dataplane{
+		dp("a", mesh.Tags{mesh.ServiceTag: "backend", "version": "v1", "port": "9000"}),
+		dp("b", mesh.Tags{mesh.ServiceTag: "backend", "version": "v2"}), // no port tag
+	}
+	tb := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }),
+		snap(dps, []*mesh.VirtualOutbound{kuma, seed001}))
+	for host, port := range map[string]uint32{"backend-v1.mesh": 9000, "v1.backend.vh.mesh": 8080, "v2.backend.vh.mesh": 8080} {
+		if e, ok := tb.Lookup(host); !ok || e.Ports[0] != port {
+			t.Errorf("%s = %+v, want port %d", host, e, port)
+		}
+	}
+	if e, ok := tb.Lookup("v1.backend.vh.mesh"); ok && e.Key != "vh-form{kuma.io/service=backend,version=v1}" {
+		t.Errorf("key = %q", e.Key)
+	}
+	// The tuple without the port tag is skipped with a reason, not an error.
+	if sk := tb.Skipped(); len(sk) != 1 || sk[0].Origin.Name != "kuma-form" || !strings.Contains(sk[0].Reason, `"port"`) {
+		t.Errorf("skipped = %+v", sk)
+	}
+}
