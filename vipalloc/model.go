@@ -171,6 +171,9 @@ func (r *round) apply(jobs []job) {
 // change. It reports false when dps turns out not to be sorted by name; it only compares
 // names where dps differs from old, so an unchanged mesh costs a pointer walk.
 func diffDataplanes(old, dps []*mesh.Dataplane) (changes []change, sorted bool) {
+	if len(old) == 0 {
+		changes = make([]change, 0, len(dps))
+	}
 	i, j := 0, 0
 	lastSame := false
 	for i < len(old) || j < len(dps) {
@@ -246,44 +249,65 @@ func keyTable(xs []*expander) map[string]int {
 // inbounds flattens the inbounds of changed dataplanes; with a key table and several
 // expanders to share the work (shared), each inbound's values are looked up once here.
 func inbounds(changes []change, idx map[string]int, shared bool) []inbound {
-	n := 0
-	for _, ch := range changes {
-		n += len(ch.dp.Networking.Inbound)
-	}
-	out := make([]inbound, 0, n)
-	for _, ch := range changes {
-		for i := range ch.dp.Networking.Inbound {
-			out = append(out, inbound{tags: ch.dp.Networking.Inbound[i].Tags, delta: ch.delta})
+	vectors := idx != nil && shared && len(changes) >= 1024
+	var keys []string
+	if vectors {
+		keys = make([]string, len(idx))
+		for k, i := range idx {
+			keys[i] = k
 		}
 	}
-	if idx == nil || !shared || n < 1024 {
-		return out
+	count := func(chs []change) int {
+		n := 0
+		for _, ch := range chs {
+			n += len(ch.dp.Networking.Inbound)
+		}
+		return n
 	}
-	keys := make([]string, len(idx))
-	for k, i := range idx {
-		keys[i] = k
-	}
-	vals := make([]string, n*len(keys))
-	fill := func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			in := &out[j]
-			in.vals = vals[j*len(keys) : (j+1)*len(keys) : (j+1)*len(keys)]
-			for i, k := range keys {
-				if v, ok := in.tags[k]; ok {
-					in.vals[i] = v
-					in.mask |= 1 << uint(i)
+	var out []inbound
+	var vals []string
+	fill := func(chs []change, j int) {
+		for _, ch := range chs {
+			for i := range ch.dp.Networking.Inbound {
+				in := &out[j]
+				in.tags, in.delta = ch.dp.Networking.Inbound[i].Tags, ch.delta
+				if vectors {
+					in.vals = vals[j*len(keys) : (j+1)*len(keys) : (j+1)*len(keys)]
+					for x, k := range keys {
+						if v, ok := in.tags[k]; ok {
+							in.vals[x] = v
+							in.mask |= 1 << uint(x)
+						}
+					}
 				}
+				j++
 			}
 		}
 	}
+	if len(changes) < parallelWork {
+		n := count(changes)
+		out, vals = make([]inbound, n), make([]string, n*len(keys))
+		fill(changes, 0)
+		return out
+	}
+	// Large lists: count, then fill, each in two halves on two goroutines.
+	mid := len(changes) / 2
+	var n0, n1 int
+	both(func() { n0 = count(changes[:mid]) }, func() { n1 = count(changes[mid:]) })
+	out, vals = make([]inbound, n0+n1), make([]string, (n0+n1)*len(keys))
+	both(func() { fill(changes[:mid], 0) }, func() { fill(changes[mid:], n0) })
+	return out
+}
+
+// both runs f and g concurrently and returns when both have.
+func both(f, g func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		fill(n/2, n)
+		g()
 	}()
-	fill(0, n/2)
+	f()
 	<-done
-	return out
 }
 
 // parallelWork is the number of dataplane visits above which expanders run concurrently.

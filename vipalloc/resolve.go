@@ -1,10 +1,10 @@
 package vipalloc
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -219,16 +219,15 @@ func lossReason(h string, c, w *candidate) string {
 	default:
 		why = "same age: the lower kind/name/key wins"
 	}
+	winner := w.src.origin.Kind + " " + strconv.Quote(w.src.origin.Name) + " (" + w.Key + "), which wins (" + why + ")"
 	if c.vipKey() != w.vipKey() {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
 		if c.MeshExternalService != "" && w.MeshExternalService != "" {
 			what = "each MeshExternalService has its own VIP"
 		}
-		return fmt.Sprintf("hostname %q is taken by %s %q (%s), which wins (%s); %s",
-			h, w.src.origin.Kind, w.src.origin.Name, w.Key, why, what)
+		return "hostname " + strconv.Quote(h) + " is taken by " + winner + "; " + what
 	}
-	return fmt.Sprintf("%s:%d is taken by %s %q (%s), which wins (%s)", h, c.port(), w.src.origin.Kind,
-		w.src.origin.Name, w.Key, why)
+	return h + ":" + strconv.FormatUint(uint64(c.port()), 10) + " is taken by " + winner
 }
 
 // addrKey is the key whose VIP an available entry shows.
