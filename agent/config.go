@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,10 @@ type DataplaneConfig struct {
 // RuntimeConfig is where the model comes from and where the agent keeps its state.
 type RuntimeConfig struct {
 	DataplaneFile string `json:"resourcePath"` // Kuma's name for the --dataplane-file path
-	PoliciesDir   string `json:"policiesDir"`
+	// ResourceVars fill the dataplane file's `{{ name }}` placeholders (Kuma's
+	// --dataplane-var), e.g. address from the pod IP.
+	ResourceVars map[string]string `json:"resourceVars,omitempty"`
+	PoliciesDir  string            `json:"policiesDir"`
 	// Watch is auto (inotify, else polling), inotify or poll.
 	Watch string `json:"watch"`
 	// WorkDir holds the VIP state file, Envoy's bootstrap and sockets.
@@ -112,6 +116,11 @@ func (c *Config) Validate() error {
 	if c.Runtime.DataplaneFile == "" {
 		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file")
 	}
+	for k, v := range c.Runtime.ResourceVars {
+		if !varName.MatchString(k) {
+			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the name must be a letter or _ followed by letters, digits, _ . or -")
+		}
+	}
 	if c.Dataplane.DrainTime < 0 {
 		return bad("dataplane.drainTime", c.Dataplane.DrainTime.String(), "must not be negative")
 	}
@@ -161,6 +170,8 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 func validUpstream(u string) bool {
 	if _, err := netip.ParseAddr(u); err == nil {

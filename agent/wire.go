@@ -36,6 +36,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	log.Info("work dir", "path", workDir)
 	src, err := cplink.NewFiles(cplink.FilesConfig{
 		DataplaneFile: cfg.Runtime.DataplaneFile,
+		DataplaneVars: cfg.Runtime.ResourceVars,
 		PoliciesDir:   cfg.Runtime.PoliciesDir,
 		Watch:         cfg.Runtime.Watch,
 		CacheFile:     filepath.Join(workDir, DecodeCacheFileName),

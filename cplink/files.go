@@ -35,6 +35,9 @@ type FilesConfig struct {
 	// seen within a second). With inotify, a fingerprint check still runs every
 	// 10 x PollInterval to catch what inotify cannot see (some network file systems).
 	PollInterval time.Duration
+	// DataplaneVars fill the dataplane file's `{{ name }}` placeholders (Kuma's
+	// --dataplane-var), e.g. the pod IP; a placeholder without a value is an error.
+	DataplaneVars map[string]string
 	// CacheFile, when set, keeps decoded files across restarts (see persist.go); only
 	// used by the default loader. The agent puts it in its work dir.
 	CacheFile string
@@ -78,6 +81,7 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 	}
 	if cfg.Load == nil {
 		f.loader = newDirLoader()
+		f.loader.vars = cfg.DataplaneVars
 		cfg.Load = f.loader.Load
 		if cfg.CacheFile != "" {
 			if n, err := f.loader.restore(cfg.CacheFile); err != nil {

@@ -35,6 +35,10 @@ type dirLoader struct {
 	cache map[string]cachedFile
 	// dirty: files were decoded since the cache was last persisted.
 	dirty bool
+	// dpFile is the dataplane file, rendered with vars before it is decoded; it is never
+	// persisted (its variables may differ at the next start, e.g. a new pod IP).
+	dpFile string
+	vars   map[string]string
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
 }
@@ -63,6 +67,7 @@ func (l *dirLoader) forget() {
 func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.dpFile = dataplaneFile
 	var errs mesh.Errors
 	var paths []string
 	if policiesDir != "" {
@@ -161,6 +166,12 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		if err != nil {
 			out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
 			continue
+		}
+		if paths[i] == l.dpFile {
+			if b, err = renderVars(b, l.vars); err != nil {
+				out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
+				continue
+			}
 		}
 		data[i] = b
 		pieces := splitPieces(b, 2*cores)

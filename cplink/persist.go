@@ -86,7 +86,7 @@ func (l *dirLoader) persist(path string) error {
 	}
 	p := persisted{Build: buildOnce()}
 	for name, c := range l.cache {
-		if c.err == nil {
+		if c.err == nil && name != l.dpFile {
 			p.Files = append(p.Files, persistedFile{Path: name, Size: c.stamp.size, MTime: c.stamp.mtime, Ino: c.stamp.ino, Resources: c.res})
 		}
 	}

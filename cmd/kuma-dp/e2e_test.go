@@ -469,3 +469,27 @@ func assertPortFree(t *testing.T, network, addr string) {
 	}
 	c.Close()
 }
+
+func TestE2EDataplaneVars(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	writeFile(t, dpFile, strings.NewReplacer("name: web-1", "name: {{ name }}", "address: 10.0.0.1", "address: {{address}}").Replace(e2eDataplane))
+	p := startAgentEnv(t, []string{"KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS=name=web-7"}, dpFile, policies, "--dataplane-var", "name=web-7,address=10.7.7.7")
+	code, body := p.get("/config_dump")
+	var dump struct {
+		Model struct {
+			Self struct {
+				Name       string `json:"name"`
+				Networking struct {
+					Address string `json:"address"`
+				} `json:"networking"`
+			}
+		} `json:"model"`
+	}
+	if err := json.Unmarshal([]byte(body), &dump); code != 200 || err != nil {
+		t.Fatalf("/config_dump: %d %v", code, err)
+	}
+	if dump.Model.Self.Name != "web-7" || dump.Model.Self.Networking.Address != "10.7.7.7" {
+		t.Fatalf("rendered dataplane: %+v", dump.Model.Self)
+	}
+}

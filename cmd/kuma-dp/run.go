@@ -33,6 +33,7 @@ var options = []option{
 	{"mesh", "KUMA_DATAPLANE_MESH", "dataplane.mesh"},
 	{"drain-time", "KUMA_DATAPLANE_DRAIN_TIME", "dataplane.drainTime"},
 	{"dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "dataplaneRuntime.resourcePath"},
+	{"dataplane-var", "KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS", "dataplaneRuntime.resourceVars"},
 	{"policies-dir", "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", "dataplaneRuntime.policiesDir"},
 	{"watch", "KUMA_DATAPLANE_RUNTIME_WATCH", "dataplaneRuntime.watch"},
 	{"work-dir", "KUMA_DATAPLANE_RUNTIME_WORK_DIR", "dataplaneRuntime.workDir"},
@@ -61,6 +62,7 @@ func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
 	fs.StringVar(&c.Dataplane.Mesh, "mesh", c.Dataplane.Mesh, "mesh name; when set, must match the dataplane file")
 	fs.DurationVar((*time.Duration)(&c.Dataplane.DrainTime), "drain-time", time.Duration(c.Dataplane.DrainTime), "how long Envoy drains (readiness 503, DNS answering) after SIGTERM")
 	fs.StringVar(&c.Runtime.DataplaneFile, "dataplane-file", c.Runtime.DataplaneFile, "this dataplane's resource (YAML or JSON); required")
+	fs.StringToStringVar(&c.Runtime.ResourceVars, "dataplane-var", c.Runtime.ResourceVars, "value of a {{ name }} placeholder of the dataplane file, name=value (repeatable), e.g. address=$(POD_IP)")
 	fs.StringVar(&c.Runtime.PoliciesDir, "policies-dir", c.Runtime.PoliciesDir, "directory of policies and other dataplanes, read recursively and watched")
 	fs.StringVar(&c.Runtime.Watch, "watch", c.Runtime.Watch, "how changes are seen: auto (inotify, else polling), inotify or poll")
 	fs.StringVar(&c.Runtime.WorkDir, "work-dir", c.Runtime.WorkDir, "directory for the VIP state file, Envoy bootstrap and sockets (default: a directory per dataplane under $TMPDIR)")

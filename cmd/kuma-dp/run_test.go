@@ -68,6 +68,18 @@ log:
 				t.Errorf("env: %+v", c)
 			}
 		}},
+		{"dataplane vars", []string{"--dataplane-file", "dp.yaml", "--dataplane-var", "address=10.0.0.7", "--dataplane-var", "zone=eu"},
+			map[string]string{"KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS": "name=from-env"}, func(t *testing.T, c agent.Config) {
+				if len(c.Runtime.ResourceVars) != 2 || c.Runtime.ResourceVars["address"] != "10.0.0.7" || c.Runtime.ResourceVars["zone"] != "eu" {
+					t.Errorf("vars: %v", c.Runtime.ResourceVars)
+				}
+			}},
+		{"dataplane vars from env", []string{"--dataplane-file", "dp.yaml"},
+			map[string]string{"KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS": "name=web-1,address=10.0.0.8"}, func(t *testing.T, c agent.Config) {
+				if c.Runtime.ResourceVars["name"] != "web-1" || c.Runtime.ResourceVars["address"] != "10.0.0.8" {
+					t.Errorf("vars: %v", c.Runtime.ResourceVars)
+				}
+			}},
 		{"flags over env", []string{"--config", file, "--name", "from-flag", "--dns-proxy-port=0", "--dns-upstream", "10.0.0.9", "--envoy=false"},
 			map[string]string{"KUMA_DATAPLANE_NAME": "from-env", "KUMA_DNS_PROXY_PORT": "2222", "KUMA_DNS_UPSTREAM": "10.0.0.2", "KUMA_DATAPLANE_RUNTIME_ENVOY": "true"},
 			func(t *testing.T, c agent.Config) {
@@ -111,6 +123,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"missing dataplane file", nil, nil, []string{"--dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "required"}},
 		{"port range", []string{"--dataplane-file", "dp.yaml", "--dns-proxy-port", "70000"}, nil, []string{"--dns-proxy-port", "dns.proxyPort", `"70000"`}},
 		{"admin not loopback", []string{"--dataplane-file", "dp.yaml", "--admin-address", "0.0.0.0:9902"}, nil, []string{"--admin-address", `"0.0.0.0:9902"`, "loopback"}},
+		{"var name", []string{"--dataplane-file", "dp.yaml", "--dataplane-var", "1x=y"}, nil, []string{"--dataplane-var", `"1x=y"`}},
 		{"ttl under a second", []string{"--dataplane-file", "dp.yaml", "--dns-ttl", "500ms"}, nil, []string{"--dns-ttl", `"500ms"`}},
 		{"log format", []string{"--dataplane-file", "dp.yaml", "--log-format", "xml"}, nil, []string{"--log-format", `"xml"`}},
 		{"watch mode", []string{"--dataplane-file", "dp.yaml", "--watch", "fanotify"}, nil, []string{"--watch", `"fanotify"`}},
@@ -175,6 +188,7 @@ func TestRunOptionsTableIsComplete(t *testing.T) {
 	full.DNS.Addresses, full.DNS.Upstreams = []string{"x"}, []string{"x"}
 	full.Dataplane.Name, full.Dataplane.Mesh, full.Runtime.BinaryPath = "x", "x", "x"
 	full.Runtime.ReadyFile, full.DNS.CorefileTemplate, full.Admin.ReadinessAddress = "x", "x", "x"
+	full.Runtime.ResourceVars = map[string]string{"x": "y"}
 	b, _ := json.Marshal(full)
 	var tree map[string]map[string]any
 	if err := json.Unmarshal(b, &tree); err != nil {

@@ -1,0 +1,59 @@
+package cplink
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// placeholder is `{{ name }}` (spaces optional), the form of Kuma's dataplane templates.
+var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}`)
+
+// renderVars replaces every `{{ name }}` of a dataplane file with its value. A placeholder
+// without a value is an error naming it and the line, so a forgotten --dataplane-var is
+// caught before anything serves. Files without placeholders are returned as they are.
+func renderVars(data []byte, vars map[string]string) ([]byte, error) {
+	if !bytes.Contains(data, []byte("{{")) {
+		return data, nil
+	}
+	var out bytes.Buffer
+	var missing []string
+	firstLine, last := 0, 0
+	for _, m := range placeholder.FindAllSubmatchIndex(data, -1) {
+		out.Write(data[last:m[0]])
+		last = m[1]
+		name := string(data[m[2]:m[3]])
+		if v, ok := vars[name]; ok {
+			out.WriteString(v)
+			continue
+		}
+		if missing == nil {
+			firstLine = 1 + bytes.Count(data[:m[0]], []byte("\n"))
+		}
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	out.Write(data[last:])
+	if len(missing) > 0 {
+		given := make([]string, 0, len(vars))
+		for k := range vars {
+			given = append(given, k)
+		}
+		sort.Strings(given)
+		return nil, fmt.Errorf("line %d: no value for %s (give it with --dataplane-var %s=VALUE; given: %q)",
+			firstLine, strings.Join(quoteAll(missing), ", "), missing[0], given)
+	}
+	return out.Bytes(), nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("{{ %s }}", s)
+	}
+	return out
+}
