@@ -56,6 +56,12 @@ var buildOnce = sync.OnceValue(func() string {
 // restore fills the in-memory cache from path; a missing, unreadable or stale file is
 // ignored (everything is decoded as usual).
 func (l *dirLoader) restore(path string) (int, error) {
+	// Temporary files of a write cut short (the agent killed mid-write) go first.
+	if stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".decode-cache-*")); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil

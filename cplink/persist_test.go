@@ -70,6 +70,8 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	if n, err := l.restore(stale); n != 0 || err != nil {
 		t.Errorf("stale cache: %d files, %v", n, err)
 	}
+	leftover := filepath.Join(dir, ".decode-cache-123")
+	must(t, os.WriteFile(leftover, []byte("half"), 0o600))
 	broken := filepath.Join(dir, "broken.gob")
 	must(t, os.WriteFile(broken, []byte("not gob"), 0o600))
 	if n, err := l.restore(broken); n != 0 || err == nil {
@@ -77,6 +79,9 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	}
 	if n, err := l.restore(filepath.Join(dir, "missing.gob")); n != 0 || err != nil {
 		t.Errorf("missing cache: %d files, %v", n, err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("a write cut short was left behind: %v", err)
 	}
 	// Loading still works from the files.
 	if _, err := l.Load(exampleDataplane, examplePolicies); err != nil {

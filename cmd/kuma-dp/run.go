@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -197,6 +198,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("kuma-dp starting", "version", version, "dataplane_file", cfg.Runtime.DataplaneFile,
 		"policies_dir", cfg.Runtime.PoliciesDir, "pid", os.Getpid())
+	if effective, err := json.Marshal(cfg); err == nil {
+		log.Debug("effective configuration (defaults < --config < KUMA_* < flags)", "config", string(effective))
+	}
 	ctx := context.Background()
 	parts, cleanup, err := agent.Build(ctx, cfg, log)
 	if err != nil {
