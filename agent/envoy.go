@@ -25,6 +25,7 @@ import (
 // bootstrap pointing Envoy at it, and the supervisor running Envoy.
 type envoyPart struct {
 	log       *slog.Logger
+	gen       *xds.Generator // remembers the previous model: a change costs what it changes
 	server    *xds.Server
 	sup       *bootstrap.Supervisor
 	bootPath  string
@@ -58,6 +59,7 @@ func newEnvoyPart(cfg Config, workDir, binary string, log *slog.Logger) (*envoyP
 		}
 	}
 	e.server = xds.NewServer(e.xdsSocket, log.With("part", "xds"))
+	e.gen = xds.NewGenerator()
 	sock := e.adminSock
 	e.client = &http.Client{Timeout: time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -89,7 +91,7 @@ func (e *envoyPart) Update(snap *mesh.Snapshot, table *vipalloc.Table) (any, err
 		opts.TransparentProxy = true
 		opts.OutboundPort, opts.InboundPort = tp.RedirectPortOutbound, tp.RedirectPortInbound
 	}
-	res, err := xds.Generate(snap, table, opts)
+	res, err := e.gen.Generate(snap, table, opts)
 	if err != nil {
 		return nil, err
 	}
