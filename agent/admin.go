@@ -24,6 +24,9 @@ func (a *Agent) readiness() (bool, string) {
 	if snap, _, _, _ := a.model.get(); snap == nil {
 		return false, "NOT READY: no model loaded"
 	}
+	if a.parts.Envoy != nil && !a.envoyPublished.Load() {
+		return false, "NOT READY: Envoy's configuration not published yet"
+	}
 	if a.parts.Envoy != nil && !a.parts.Envoy.Live() {
 		return false, "NOT READY: Envoy not live"
 	}

@@ -26,7 +26,9 @@ type Agent struct {
 
 	dnsReady atomic.Bool
 	draining atomic.Bool
-	ready    atomic.Bool // every condition of /ready held at least once
+	// envoyPublished: Envoy's resources were published at least once.
+	envoyPublished atomic.Bool
+	ready          atomic.Bool // every condition of /ready held at least once
 
 	adminAddr atomic.Pointer[net.TCPAddr]
 	readyAddr atomic.Pointer[net.TCPAddr]
@@ -129,7 +131,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.metrics.reloads.WithLabelValues("refused").Inc()
 		return &InvalidModelError{Err: first.Err}
 	}
-	if err := a.apply(first); err != nil {
+	table, err := a.applyTable(first)
+	if err != nil {
 		return &InvalidModelError{Err: err}
 	}
 
@@ -151,8 +154,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 
+	// Envoy's first resources are generated while Envoy itself starts (it waits for them
+	// over ADS), so the two costs overlap; changes wait until they are published.
 	var envoyPart *part
+	var firstEnvoy chan struct{}
 	if a.parts.Envoy != nil {
+		firstEnvoy = make(chan struct{})
+		go func() {
+			defer close(firstEnvoy)
+			a.applyEnvoy(first.Snapshot, table)
+		}()
+		defer func() { <-firstEnvoy }()
 		envoyPart = a.startPart("envoy", a.parts.Envoy.Run)
 		defer a.stopPart(envoyPart, 5*time.Second)
 	}
@@ -162,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.stopPart(sourcePart, 2*time.Second)
 
 	defer a.removeReadyFile()
-	return a.serve(ctx, updates, dnsPart, envoyPart, sourcePart)
+	return a.serve(ctx, updates, firstEnvoy, dnsPart, envoyPart, sourcePart)
 }
 
 // serveAdmin binds the admin endpoint (and the readiness endpoint when configured) and
@@ -223,7 +235,13 @@ func (a *Agent) installTransparentProxy(ctx context.Context) (uninstall func(), 
 // serve applies the source's updates until ctx ends (then drains) or a part fails.
 // Readiness is announced once (log line and ready file), as soon as every condition holds:
 // at once without Envoy, else when Envoy turns live (polled).
-func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, dnsPart, envoyPart, sourcePart *part) error {
+func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, firstEnvoy <-chan struct{}, dnsPart, envoyPart, sourcePart *part) error {
+	// Until the first Envoy resources are published, changes wait (in the source): a later
+	// model must never be published before an earlier one.
+	source := updates
+	if firstEnvoy != nil {
+		source = nil
+	}
 	readyTick := time.NewTicker(5 * time.Millisecond)
 	defer readyTick.Stop()
 	checkReady := func() {
@@ -235,9 +253,14 @@ func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, dnsPart
 	checkReady()
 	for {
 		select {
+		case <-firstEnvoy:
+			firstEnvoy, source = nil, updates
 		case <-ctx.Done():
+			if firstEnvoy != nil {
+				<-firstEnvoy
+			}
 			return a.drain(updates, dnsPart, envoyPart)
-		case u := <-updates:
+		case u := <-source:
 			if u.Err != nil {
 				a.logRefusal(u)
 				a.metrics.reloads.WithLabelValues("refused").Inc()

@@ -36,7 +36,9 @@ type envoyPart struct {
 	drainTime time.Duration
 	mu        sync.Mutex
 	self      *mesh.Dataplane // identity for the bootstrap, from the first model
-	selfMesh  string
+	// identified is closed when the first Update has named the dataplane.
+	identified chan struct{}
+	selfMesh   string
 	// adminLive is Envoy's own answer: GET /ready on its admin socket said LIVE (Envoy
 	// answers 503 until its initial configuration is in place).
 	adminLive atomic.Bool
@@ -60,6 +62,7 @@ func newEnvoyPart(cfg Config, workDir, binary string, log *slog.Logger) (*envoyP
 	}
 	e.server = xds.NewServer(e.xdsSocket, log.With("part", "xds"))
 	e.gen = xds.NewGenerator()
+	e.identified = make(chan struct{})
 	sock := e.adminSock
 	e.client = &http.Client{Timeout: time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -84,6 +87,7 @@ func (e *envoyPart) Update(snap *mesh.Snapshot, table *vipalloc.Table) (any, err
 	e.mu.Lock()
 	if e.self == nil {
 		e.self, e.selfMesh = snap.Self, snap.Mesh
+		close(e.identified) // Run may write the bootstrap and start Envoy now
 	}
 	e.mu.Unlock()
 	opts := xds.Options{TransparentProxy: e.tproxy, CABundle: e.caBundle}
@@ -110,6 +114,11 @@ func (e *envoyPart) Update(snap *mesh.Snapshot, table *vipalloc.Table) (any, err
 // Run writes the bootstrap, serves xDS and runs Envoy; on cancel Envoy stops first, then
 // the xDS server.
 func (e *envoyPart) Run(ctx context.Context) error {
+	select {
+	case <-e.identified: // the first Update names the dataplane (node id, service)
+	case <-ctx.Done():
+		return nil
+	}
 	e.mu.Lock()
 	self, meshName := e.self, e.selfMesh
 	e.mu.Unlock()

@@ -31,41 +31,39 @@ func (m *modelState) get() (*mesh.Snapshot, *vipalloc.Table, any, error) {
 // apply hands a loaded model to the parts: allocate, swap the DNS table, update Envoy.
 // A model that cannot be used is refused (logged, counted) and the last good one stays.
 func (a *Agent) apply(u cplink.Update) error {
+	table, err := a.applyTable(u)
+	if err != nil || table == nil {
+		return err
+	}
+	a.applyEnvoy(u.Snapshot, table)
+	return nil
+}
+
+// applyTable allocates the model's VIPs and swaps the DNS table; it returns a nil table
+// when the model is unchanged. DNS answers from the new table before Envoy's resources are
+// generated, so Envoy never delays an answer.
+func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	start := time.Now()
 	snap := u.Snapshot
 	prev, _, _, _ := a.model.get()
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
 		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
-		return nil
+		return nil, nil
 	}
 	if err := a.checkIdentity(snap); err != nil {
 		a.refuse(u, err)
-		return err
+		return nil, err
 	}
 	table, err := a.parts.Allocator.Allocate(snap)
 	if err != nil {
 		err = fmt.Errorf("allocating VIPs: %w", err)
 		a.refuse(u, err)
-		return err
+		return nil, err
 	}
 	a.parts.DNS.Swap(table)
-	var resources any
-	var envoyErr error
-	if a.parts.Envoy != nil {
-		resources, envoyErr = a.parts.Envoy.Update(snap, table)
-		if envoyErr != nil {
-			// DNS already serves the new names; Envoy keeps its last good resources.
-			a.log.Error("envoy resources refused; Envoy keeps the last good ones", "error", envoyErr)
-			a.metrics.envoyFailures.Inc()
-		}
-	}
 	a.model.mu.Lock()
 	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
-	if envoyErr == nil {
-		a.model.envoy = resources
-	}
-	a.model.envoyErr = envoyErr
 	a.model.mu.Unlock()
 
 	took := u.Took + time.Since(start)
@@ -74,7 +72,30 @@ func (a *Agent) apply(u cplink.Update) error {
 	a.metrics.observeTable(table)
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
-	return nil
+	return table, nil
+}
+
+// applyEnvoy generates and publishes Envoy's resources for a model already serving DNS.
+// Refused resources leave Envoy with its last good ones.
+func (a *Agent) applyEnvoy(snap *mesh.Snapshot, table *vipalloc.Table) {
+	if a.parts.Envoy == nil {
+		return
+	}
+	start := time.Now()
+	resources, err := a.parts.Envoy.Update(snap, table)
+	a.model.mu.Lock()
+	if err == nil {
+		a.model.envoy = resources
+	}
+	a.model.envoyErr = err
+	a.model.mu.Unlock()
+	if err != nil {
+		a.log.Error("envoy resources refused; Envoy keeps the last good ones", "error", err)
+		a.metrics.envoyFailures.Inc()
+		return
+	}
+	a.envoyPublished.Store(true)
+	a.log.Debug("envoy resources published", "hash", snap.Hash, "took", time.Since(start).Round(time.Microsecond))
 }
 
 // checkIdentity refuses a model whose dataplane is not the one this agent was told to run.

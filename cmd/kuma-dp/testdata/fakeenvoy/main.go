@@ -2,8 +2,9 @@
 // installed on the test machines). It does what the agent relies on, for real:
 //   - `--version` prints Envoy's version line;
 //   - reads the bootstrap given by --config-path (protojson, as Envoy does);
-//   - serves the admin API on the bootstrap's admin unix socket (/ready,
-//     POST /healthcheck/fail);
+//   - serves the admin API on the bootstrap's admin unix socket (/ready: 503 until the
+//     first clusters and listeners arrived, as Envoy's initialization does; POST
+//     /healthcheck/fail);
 //   - subscribes over delta ADS (gRPC on the bootstrap's xDS unix socket) to clusters and
 //     listeners, ACKs every response, and appends what it received to $FAKE_ENVOY_REPORT
 //     as JSON lines;
@@ -14,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -38,7 +40,16 @@ const (
 var (
 	reportMu sync.Mutex
 	report   = os.Getenv("FAKE_ENVOY_REPORT")
+
+	initMu   sync.Mutex
+	received = map[string]bool{} // type URL -> a first response arrived
 )
+
+func initialized() bool {
+	initMu.Lock()
+	defer initMu.Unlock()
+	return received[clusterType] && received[listenerType]
+}
 
 // event is one line of the report.
 type event struct {
@@ -108,14 +119,22 @@ func run(configPath string, args []string) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "LIVE") })
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !initialized() {
+			http.Error(w, "PRE_INITIALIZING", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "LIVE")
+	})
 	mux.HandleFunc("POST /healthcheck/fail", func(w http.ResponseWriter, _ *http.Request) {
 		record(event{Event: "healthcheck-fail"})
 		fmt.Fprintln(w, "OK")
 	})
 	go http.Serve(lis, mux)
 
-	conn, err := grpc.NewClient("unix://"+xdsSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Like Envoy, no 4 MiB cap on a response: 10,000 VIPs make large ones.
+	conn, err := grpc.NewClient("unix://"+xdsSock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
 		return err
 	}
@@ -141,6 +160,9 @@ func ads(ctx context.Context, conn *grpc.ClientConn, node *core.Node) {
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
+			if ctx.Err() == nil {
+				record(event{Event: "ads-error", Names: []string{err.Error()}})
+			}
 			return
 		}
 		var names []string
@@ -148,6 +170,9 @@ func ads(ctx context.Context, conn *grpc.ClientConn, node *core.Node) {
 			names = append(names, r.GetName())
 		}
 		record(event{Event: "update", Type: resp.GetTypeUrl(), Names: names, Removed: resp.GetRemovedResources()})
+		initMu.Lock()
+		received[resp.GetTypeUrl()] = true
+		initMu.Unlock()
 		if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
 			return
 		}
