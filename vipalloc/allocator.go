@@ -203,7 +203,7 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	}
 	t := a.resolve(r, mesAdded)
 	if a.dirty && a.s.stateFile != "" {
-		if err := a.s.saveState(a.assignments()); err != nil {
+		if err := a.s.writeState(a.eachAssignment); err != nil {
 			a.s.log.Warn("vipalloc: could not write the state file", "err", err)
 		} else {
 			a.dirty = false

@@ -20,20 +20,18 @@ func (a *Allocator) vipOf(key string) (uint32, bool) {
 	return 0, false
 }
 
-// assignments is every key holding a VIP (what the state file keeps).
-func (a *Allocator) assignments() map[string]uint32 {
-	out := make(map[string]uint32, a.hostCount()+len(a.mesVIPs))
+// eachAssignment calls add with every key holding a VIP (what the state file keeps).
+func (a *Allocator) eachAssignment(add func(key string, v uint32)) {
 	for k, v := range a.mesVIPs {
-		out[k] = v
+		add(k, v)
 	}
 	for _, m := range a.hosts {
 		for h, hs := range m {
 			if hs.hasVIP {
-				out[h] = hs.vip
+				add(h, hs.vip)
 			}
 		}
 	}
-	return out
 }
 
 // releaseMES frees the VIP of a MeshExternalService key.

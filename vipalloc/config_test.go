@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -172,4 +173,19 @@ func FuzzStateFile(f *testing.F) {
 			seen[e.IPv4] = e.Hostname
 		}
 	})
+}
+
+func TestStateFileRoundTrip(t *testing.T) {
+	s := &settings{stateFile: filepath.Join(t.TempDir(), "s.json"), log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))}
+	want := map[string]uint32{"web.mesh": 0xf0010203, `mes/we"ird\name`: 0xf2000001, "mes/ünï<code>": 0xf2000002}
+	if err := s.writeState(func(add func(string, uint32)) {
+		for k, v := range want {
+			add(k, v)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.loadState(); !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: %v, want %v", got, want)
+	}
 }
