@@ -352,14 +352,13 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 				t.base.addrs[v4u(e.IPv4)] = e
 			}
 		}
-		if e.IPv6.IsValid() {
-			if v4, ok := twinOf(v6, e.IPv6); !ok || !e.IPv4.Is4() || v4 != v4u(e.IPv4) {
-				if t.base.other6 == nil {
-					t.base.other6 = map[netip.Addr]*Entry{}
-				}
-				if _, dup := t.base.other6[e.IPv6]; !dup {
-					t.base.other6[e.IPv6] = e
-				}
+		// The allocator's tables (valid v6) hold twins only; hand-built ones index every IPv6.
+		if e.IPv6.IsValid() && !v6.IsValid() {
+			if t.base.other6 == nil {
+				t.base.other6 = map[netip.Addr]*Entry{}
+			}
+			if _, dup := t.base.other6[e.IPv6]; !dup {
+				t.base.other6[e.IPv6] = e
 			}
 		}
 	}
