@@ -62,6 +62,12 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 	if cfg.DataplaneFile == "" {
 		return nil, errors.New("files source: no dataplane file given")
 	}
+	// Clean paths, so that the directories inotify reports compare with them
+	// ("policies/" and "policies" are one directory).
+	cfg.DataplaneFile = filepath.Clean(cfg.DataplaneFile)
+	if cfg.PoliciesDir != "" {
+		cfg.PoliciesDir = filepath.Clean(cfg.PoliciesDir)
+	}
 	switch cfg.Watch {
 	case "":
 		cfg.Watch = WatchAuto

@@ -199,6 +199,34 @@ func drain(ch chan Update, d time.Duration) {
 	}
 }
 
+// A directory given with a trailing slash is the same directory: changes in its
+// subdirectories are seen.
+func TestFilesPoliciesDirWithTrailingSlash(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	dp := filepath.Join(t.TempDir(), "dp.yaml")
+	must(t, os.WriteFile(dp, []byte("dp"), 0o644))
+	src, err := NewFiles(FilesConfig{DataplaneFile: dp, PoliciesDir: dir + "/", Watch: WatchInotify, Load: contentLoad,
+		Debounce: 10 * time.Millisecond, PollInterval: time.Minute}, nil)
+	must(t, err)
+	src.Load(context.Background())
+	out := make(chan Update, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, out) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(50 * time.Millisecond)
+	must(t, os.WriteFile(filepath.Join(dir, "sub", "x.yaml"), []byte("x"), 0o644))
+	select {
+	case u := <-out:
+		if u.Err != nil {
+			t.Fatal(u.Err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a change in a subdirectory of \"dir/\" was not seen")
+	}
+}
+
 func TestFilesIgnoresUnrelatedFilesBesideTheDataplane(t *testing.T) {
 	fx := start(t, WatchInotify)
 	fx.write(filepath.Join(fx.dpDir, "unrelated.log"), "noise")
