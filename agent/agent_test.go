@@ -494,6 +494,14 @@ func TestAgentReadinessEndpoint(t *testing.T) {
 	}
 }
 
+func TestPoolSizes(t *testing.T) {
+	got := poolSizes(vipalloc.DefaultConfig())
+	// 240.0.0.0/4 without 242.0.0.0/8, and 242.0.0.0/8.
+	if got["service"] != float64(1<<28-1<<24) || got["external"] != float64(1<<24) {
+		t.Fatalf("pool sizes %v", got)
+	}
+}
+
 func TestConfigDumpRedactsPrivateKeys(t *testing.T) {
 	snap := snapshot(t, "httpbin")
 	mes := &mesh.MeshExternalService{Meta: mesh.Meta{Name: "ext"}, Spec: mesh.MeshExternalServiceSpec{

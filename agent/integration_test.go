@@ -134,7 +134,7 @@ func TestRealPartsServeReloadAndStopClean(t *testing.T) {
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
-	for _, name := range []string{"kuma_dp_model_reloads_total", "kuma_dp_vip_entries", "go_goroutines"} {
+	for _, name := range []string{"kuma_dp_model_reloads_total", "kuma_dp_vip_entries", "kuma_dp_vip_pool_size", "go_goroutines"} {
 		if families[name] == nil {
 			t.Errorf("/metrics lacks %s", name)
 		}

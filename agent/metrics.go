@@ -22,6 +22,7 @@ type metrics struct {
 	envoyFailures prometheus.Counter
 	entries       *prometheus.GaugeVec
 	poolUsed      *prometheus.GaugeVec
+	poolSize      *prometheus.GaugeVec
 	exhausted     prometheus.Gauge
 }
 
@@ -49,6 +50,10 @@ func newMetrics(a *Agent) *metrics {
 			Name: "kuma_dp_vip_pool_used",
 			Help: "VIPs allocated from each pool (service: 240.0.0.0/4, external: MeshExternalService pool).",
 		}, []string{"pool"}),
+		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kuma_dp_vip_pool_size",
+			Help: "IPv4 VIPs each pool holds (kuma_dp_vip_pool_used / kuma_dp_vip_pool_size is its use).",
+		}, []string{"pool"}),
 		exhausted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kuma_dp_vip_pool_exhausted_entries",
 			Help: "Hostnames left without a VIP because their pool is full.",
@@ -65,7 +70,10 @@ func newMetrics(a *Agent) *metrics {
 		}
 		return 0
 	})
-	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.exhausted, ready,
+	for pool, size := range a.parts.PoolSizes {
+		m.poolSize.WithLabelValues(pool).Set(size)
+	}
+	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -56,4 +56,7 @@ type Parts struct {
 	DNS              DNS
 	Envoy            Envoy
 	TransparentProxy TransparentProxy
+	// PoolSizes is the number of IPv4 VIPs of each pool ("service", "external"), for
+	// /metrics; may be nil.
+	PoolSizes map[string]float64
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,7 +64,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	if err != nil {
 		return Parts{}, cleanup, err
 	}
-	parts := Parts{Source: src, Allocator: alloc, DNS: dns}
+	parts := Parts{Source: src, Allocator: alloc, DNS: dns, PoolSizes: poolSizes(ac)}
 	if cfg.TransparentProxy.Enabled {
 		parts.TransparentProxy = newTransparentProxy(cfg, workDir, log.With("part", "tproxy"))
 	}
@@ -83,6 +85,22 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	}
 	parts.Envoy = envoy
 	return parts, cleanup, nil
+}
+
+// poolSizes is the IPv4 size of each pool: the external pool is carved out of the service
+// pool when inside it (vipalloc never hands it out from there).
+func poolSizes(c vipalloc.Config) map[string]float64 {
+	size := func(p netip.Prefix) float64 { return math.Exp2(float64(32 - p.Bits())) }
+	svc, err1 := netip.ParsePrefix(c.ServiceCIDR)
+	ext, err2 := netip.ParsePrefix(c.ExternalCIDR)
+	if err1 != nil || err2 != nil || !svc.Addr().Is4() || !ext.Addr().Is4() {
+		return nil
+	}
+	out := map[string]float64{"service": size(svc), "external": size(ext)}
+	if svc.Bits() <= ext.Bits() && svc.Contains(ext.Addr()) {
+		out["service"] -= size(ext)
+	}
+	return out
 }
 
 // dnsAddrs joins the listen IPs with the port: 127.0.0.1, and ::1 where the host has IPv6
