@@ -42,7 +42,17 @@ func (a *Agent) adminMux() *http.ServeMux {
 		if entries == nil {
 			entries = []*vipalloc.Entry{}
 		}
-		writeJSON(w, map[string]any{"entries": entries})
+		skipped := table.Skipped()
+		if skipped == nil {
+			skipped = []vipalloc.Skip{}
+		}
+		mes := table.MeshExternalServiceStatuses()
+		if mes == nil {
+			mes = map[string]vipalloc.MESStatus{}
+		}
+		// The shape of `kuma-dp vips -o json`: entries, tuples skipped with their reason,
+		// and seed 002's status block of each MeshExternalService.
+		writeJSON(w, map[string]any{"entries": entries, "skipped": skipped, "meshExternalServices": mes})
 	})
 	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, _ *http.Request) {
 		snap, table, envoy, envoyErr := a.model.get()

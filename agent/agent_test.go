@@ -312,7 +312,9 @@ func TestAgentAdminEndpoints(t *testing.T) {
 
 	code, body := h.get("/vips")
 	var vips struct {
-		Entries []struct {
+		Skipped              []json.RawMessage          `json:"skipped"`
+		MeshExternalServices map[string]json.RawMessage `json:"meshExternalServices"`
+		Entries              []struct {
 			Hostname string `json:"hostname"`
 			IPv4     string `json:"ipv4"`
 			Status   string `json:"status"`
@@ -320,6 +322,9 @@ func TestAgentAdminEndpoints(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &vips); code != 200 || err != nil {
 		t.Fatalf("/vips: %d %v\n%s", code, err, body)
+	}
+	if vips.Skipped == nil || vips.MeshExternalServices == nil {
+		t.Errorf("/vips lacks skipped or meshExternalServices: %s", body)
 	}
 	if len(vips.Entries) != 3 || vips.Entries[0].Hostname != "backend.mesh" || vips.Entries[0].Status != "Available" || vips.Entries[0].IPv4 == "" {
 		t.Fatalf("/vips: %+v", vips.Entries)
