@@ -106,7 +106,7 @@ func (r *round) touchHost(h string) {
 
 func (r *round) add(c *candidate) {
 	if c.Hostname == "" {
-		r.a.skips[c.src.origin.Kind+"/"+c.Key] = c
+		r.a.skips[c.Origin.Kind+"/"+c.Key] = c
 		r.skipsChanged = true
 		return
 	}
@@ -115,7 +115,7 @@ func (r *round) add(c *candidate) {
 
 func (r *round) remove(c *candidate) {
 	if c.Hostname == "" {
-		delete(r.a.skips, c.src.origin.Kind+"/"+c.Key)
+		delete(r.a.skips, c.Origin.Kind+"/"+c.Key)
 		r.skipsChanged = true
 		return
 	}

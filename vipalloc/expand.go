@@ -30,6 +30,9 @@ func (c *candidate) port() uint32 {
 	return c.Ports[0]
 }
 
+// defaultSource is the source of every default name (their origins are in their entries).
+var defaultSource = &source{}
+
 // source is what produced a candidate, and what orders candidates of different origins
 // (see better). Shared by the candidates of one policy.
 type source struct {
@@ -49,11 +52,11 @@ func better(a, b *candidate) bool {
 	if !a.src.created.Equal(b.src.created) {
 		return a.src.created.Before(b.src.created)
 	}
-	if a.src.origin.Kind != b.src.origin.Kind {
-		return a.src.origin.Kind < b.src.origin.Kind
+	if a.Origin.Kind != b.Origin.Kind {
+		return a.Origin.Kind < b.Origin.Kind
 	}
-	if a.src.origin.Name != b.src.origin.Name {
-		return a.src.origin.Name < b.src.origin.Name
+	if a.Origin.Name != b.Origin.Name {
+		return a.Origin.Name < b.Origin.Name
 	}
 	return a.Key < b.Key
 }
@@ -289,8 +292,8 @@ func (x *expander) visitDefault(in *inbound) {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{src: &source{origin: Origin{Kind: OriginService, Name: svc}}, refs: delta}
-	c.Key, c.Origin, c.Tags = string(b), c.src.origin, mesh.Tags{mesh.ServiceTag: svc}
+	c := &candidate{src: defaultSource, refs: delta}
+	c.Key, c.Origin, c.Tags = string(b), Origin{Kind: OriginService, Name: svc}, mesh.Tags{mesh.ServiceTag: svc}
 	host := strings.ToLower(svc) + ".mesh"
 	if err := mesh.ValidHostname(host); err != nil {
 		c.Reason = fmt.Sprintf("default name %q: %v", host, err)

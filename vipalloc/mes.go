@@ -132,7 +132,7 @@ func (m *mesSource) has(name string) bool {
 func sameMESCandidate(a, b *candidate) bool {
 	// A published candidate's Reason is its status; compare reasons of skips only.
 	return a.Hostname == b.Hostname && a.port() == b.port() && (a.Hostname != "" || a.Reason == b.Reason) &&
-		a.MeshExternalService == b.MeshExternalService && a.src.created.Equal(b.src.created) && a.src.origin == b.src.origin
+		a.MeshExternalService == b.MeshExternalService && a.src.created.Equal(b.src.created) && a.Origin == b.Origin
 }
 
 // diffSorted returns what is in b but not a, and in a but not b (both sorted).

@@ -90,7 +90,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	if r.skipsChanged {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.src.origin, Key: c.Key, Selector: c.Selector, Tags: c.Tags,
+			a.skipped = append(a.skipped, Skip{Origin: c.Origin, Key: c.Key, Selector: c.Selector, Tags: c.Tags,
 				MeshExternalService: c.MeshExternalService, Reason: c.Reason})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
@@ -219,7 +219,7 @@ func lossReason(h string, c, w *candidate) string {
 	default:
 		why = "same age: the lower kind/name/key wins"
 	}
-	winner := w.src.origin.Kind + " " + strconv.Quote(w.src.origin.Name) + " (" + w.Key + "), which wins (" + why + ")"
+	winner := w.Origin.Kind + " " + strconv.Quote(w.Origin.Name) + " (" + w.Key + "), which wins (" + why + ")"
 	if c.vipKey() != w.vipKey() {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
 		if c.MeshExternalService != "" && w.MeshExternalService != "" {
@@ -275,7 +275,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {
-			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.src.origin, Reason: c.Reason}
+			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin, Reason: c.Reason}
 			if c.Hostname != "" {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}
