@@ -43,6 +43,12 @@ func init() {
 	}})
 }
 
+// topExample is kuma-dp --help's example; main_test.go runs its vips line.
+const topExample = `  kuma-dp vips --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies
+  kuma-dp run --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies --envoy=false &
+  dig @127.0.0.1 -p 15053 httpbin.mesh
+`
+
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "kuma-dp: the service-mesh dataplane agent\n\nUsage:\n  kuma-dp <command> [flags]\n\nCommands:\n")
 	names := make([]string, 0, len(commands))
@@ -53,7 +59,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(w, "\nExample:\n  kuma-dp vips --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh\n\n")
+	fmt.Fprintf(w, "\nExample (the bundled example mesh, from the repository's root):\n%s\n", topExample)
 	fmt.Fprintf(w, "Run 'kuma-dp <command> --help' for a command's flags and example.\n")
 }
 

@@ -302,7 +302,8 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 	configFile := fs.String("config", "", "YAML file with any setting (keys: docs/tproxy.md); environment and flags override it")
 	dryRun := fs.Bool("dry-run", false, "print the rules, interfaces and routes; change nothing")
 	logFormat := fs.String("log-format", "text", "text or json (logs go to stderr)")
-	fs.Usage = func() {
+	// pflag prints fs.Usage itself on --help (to the error output); usage is called once, by us.
+	usage := func() {
 		fmt.Fprintf(fs.Output(), "Usage: kuma-dp tproxy install|uninstall|verify [flags]\n\n"+
 			"install    redirect outbound TCP to Envoy's outbound port, inbound TCP to its inbound port and\n"+
 			"           DNS (UDP and TCP 53) to the resolver: one iptables-restore per family; idempotent\n"+
@@ -313,19 +314,20 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\n%s", tproxyExample)
 	}
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fs.Usage()
+			usage()
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "kuma-dp tproxy: %v\n\n", err)
-		fs.Usage()
+		usage()
 		return exitUsage
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "kuma-dp tproxy: "+format+"\n\n", a...)
-		fs.Usage()
+		usage()
 		return exitUsage
 	}
 	if fs.NArg() != 1 {

@@ -53,26 +53,28 @@ func runVIPs(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.serviceCIDR, "service-cidr", def.ServiceCIDR, "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)")
 	fs.StringVar(&f.externalCIDR, "external-cidr", def.ExternalCIDR, "IPv4 pool of MeshExternalService VIPs")
 	fs.StringVar(&f.ipv6Prefix, "ipv6-prefix", def.IPv6Prefix, "IPv6 prefix (at most /96) of the VIPs' IPv6 twins")
-	fs.Usage = func() {
+	// pflag prints fs.Usage itself on --help (to the error output); usage is called once, by us.
+	usage := func() {
 		fmt.Fprintf(fs.Output(), "Usage: kuma-dp vips --dataplane-file FILE [--policies-dir DIR] [flags]\n\n"+
 			"Shows the hostnames, VIPs (IPv4 + IPv6 twin), ports and statuses the dataplane would serve.\n"+
 			"Exit codes: 0 ok, 1 invalid input (every error listed), 2 usage.\n\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\n%s", vipsExample)
 	}
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fs.Usage()
+			usage()
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "kuma-dp vips: %v\n\n", err)
-		fs.Usage()
+		usage()
 		return exitUsage
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "kuma-dp vips: "+format+"\n\n", a...)
-		fs.Usage()
+		usage()
 		return exitUsage
 	}
 	switch {

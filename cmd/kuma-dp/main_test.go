@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// Every --help goes to standard output once, exits 0 and shows an example.
+func TestHelpOnceOnStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"vips", "--help"}, {"tproxy", "--help"}, {"vips", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		rc := dispatch(args, &stdout, &stderr)
+		if rc != exitOK {
+			t.Errorf("%v: exit %d, want 0", args, rc)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("%v: help also written to stderr:\n%s", args, stderr.String())
+		}
+		out := stdout.String()
+		if n := strings.Count(out, "Usage"); n != 1 {
+			t.Errorf("%v: %d usage texts on stdout, want 1:\n%s", args, n, out)
+		}
+		if !strings.Contains(out, "Example") || !strings.Contains(out, "kuma-dp "+args[0]) && args[0] != "--help" {
+			t.Errorf("%v: no example of the command:\n%s", args, out)
+		}
+	}
+}
+
+// A bad flag: exit 2, the flag named, on stderr only.
+func TestBadFlagNamed(t *testing.T) {
+	for _, cmd := range []string{"run", "vips", "tproxy"} {
+		var stdout, stderr bytes.Buffer
+		if rc := dispatch([]string{cmd, "--no-such-flag"}, &stdout, &stderr); rc != exitUsage {
+			t.Errorf("%s: exit %d, want %d", cmd, rc, exitUsage)
+		}
+		if !strings.Contains(stderr.String(), "--no-such-flag") || stdout.Len() != 0 {
+			t.Errorf("%s: stderr %q stdout %q: want the flag named on stderr only", cmd, stderr.String(), stdout.String())
+		}
+	}
+}
+
+// The vips lines of the help examples run as written against the bundled mesh.
+func TestHelpVIPsExamplesWork(t *testing.T) {
+	var help bytes.Buffer
+	dispatch([]string{"--help"}, &help, &help)
+	dispatch([]string{"vips", "--help"}, &help, &help)
+	wd, _ := os.Getwd()
+	if err := os.Chdir("../.."); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	ran := 0
+	for _, line := range strings.Split(help.String(), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "kuma-dp" || fields[1] != "vips" {
+			continue
+		}
+		var stdout, stderr bytes.Buffer
+		if rc := dispatch(fields[1:], &stdout, &stderr); rc != exitOK {
+			t.Errorf("%s: exit %d: %s", line, rc, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "httpbin.mesh") && !strings.Contains(stdout.String(), "v1.backend.mesh") {
+			t.Errorf("%s: output names neither httpbin.mesh nor v1.backend.mesh:\n%s", line, stdout.String())
+		}
+		ran++
+	}
+	if ran < 3 {
+		t.Fatalf("ran %d vips examples, want at least 3 (top-level and vips --help)", ran)
+	}
+}
