@@ -450,22 +450,6 @@ conf: [{weight: 1, destination: {kuma.io/service: b}}]
 			want: []string{`f.yaml#1: trafficroute "r": sources[0].match.service: conflicts with kuma.io/service "b" (service is the legacy name of kuma.io/service) (value "a")`},
 		},
 		{
-			name: "vo conf consistency: unused names, tags without service",
-			in: `type: VirtualOutbound
-name: vo
-selectors: [{match: {kuma.io/service: "*"}}]
-conf:
-  host: "{{service}}.mesh"
-  port: 80
-  tags: {kuma.io/service: service, kuma.io/zone: zone}
-  parameters: [{name: version}]
-`,
-			want: []string{
-				`f.yaml#1: virtualoutbound "vo": conf.tags["kuma.io/zone"]: not used by conf.host or conf.port (value "zone")`,
-				`f.yaml#1: virtualoutbound "vo": conf.parameters[0].name: not used by conf.host or conf.port (value "version")`,
-			},
-		},
-		{
 			name: "template fixed parts that never make a hostname",
 			in: `type: VirtualOutbound
 name: vo

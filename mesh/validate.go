@@ -220,16 +220,9 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 		}
 		return
 	}
-	for _, k := range sortedTagKeys(vo.Conf.Tags) {
-		if name := vo.Conf.Tags[k]; !vt.used[name] {
-			v.errorf(keyPath("conf.tags", k), name, "not used by conf.host or conf.port")
-		}
-	}
-	for i, p := range vo.Conf.Parameters {
-		if !vt.used[p.Name] {
-			v.errorf(fmt.Sprintf("conf.parameters[%d].name", i), p.Name, "not used by conf.host or conf.port")
-		}
-	}
+	// A tag or parameter the templates do not use is accepted, as Kuma accepts it: it still
+	// splits the tuples (kuma.io/service must be there even when the host does not name the
+	// service), and tuples rendering the same host and port are settled as collisions.
 	if v.kind == kindVirtualHost && len(vo.Selectors) == 1 {
 		// Seed 001: the host may only use tags present in the tags section.
 		for _, k := range vt.TagKeys() {
