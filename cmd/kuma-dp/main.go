@@ -4,10 +4,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+
+	"github.com/spf13/pflag"
 )
 
 // Exit codes shared by every subcommand.
@@ -86,4 +89,37 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return c.run(args[1:], stdout, stderr)
+}
+
+// subcommand parses a subcommand's flags and reports usage errors the same way for every
+// subcommand: --help prints the usage once, on stdout, exit 0; a bad flag or argument prints
+// the problem on stderr, exit 2.
+type subcommand struct {
+	name           string // "vips", "tproxy"
+	fs             *pflag.FlagSet
+	usage          func(w io.Writer)
+	stdout, stderr io.Writer
+}
+
+// parse parses args; when done, the caller returns rc.
+func (c subcommand) parse(args []string) (rc int, done bool) {
+	c.fs.SetOutput(io.Discard)
+	c.fs.Usage = func() {} // pflag would print it on --help, to the error output
+	err := c.fs.Parse(args)
+	switch {
+	case err == nil:
+		return exitOK, false
+	case errors.Is(err, pflag.ErrHelp):
+		c.usage(c.stdout)
+		return exitOK, true
+	default:
+		return c.usageErr("%v", err), true
+	}
+}
+
+// usageErr reports a usage error and returns exitUsage.
+func (c subcommand) usageErr(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "kuma-dp "+c.name+": "+format+"\n", a...)
+	fmt.Fprintf(c.stderr, "Run 'kuma-dp %s --help' for the flags and examples.\n", c.name)
+	return exitUsage
 }

@@ -283,7 +283,6 @@ func runTproxy(args []string, stdout, stderr io.Writer) int {
 
 func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := pflag.NewFlagSet("kuma-dp tproxy", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	raws := map[string]*rawFlag{}
 	for _, s := range tproxySettings {
 		r := &rawFlag{isBool: s.isBool, typ: s.typ}
@@ -302,34 +301,19 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 	configFile := fs.String("config", "", "YAML file with any setting (keys: docs/tproxy.md); environment and flags override it")
 	dryRun := fs.Bool("dry-run", false, "print the rules, interfaces and routes; change nothing")
 	logFormat := fs.String("log-format", "text", "text or json (logs go to stderr)")
-	// pflag prints fs.Usage itself on --help (to the error output); usage is called once, by us.
-	usage := func() {
-		fmt.Fprintf(fs.Output(), "Usage: kuma-dp tproxy install|uninstall|verify [flags]\n\n"+
+	cmd := subcommand{name: "tproxy", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: kuma-dp tproxy install|uninstall|verify [flags]\n\n"+
 			"install    redirect outbound TCP to Envoy's outbound port, inbound TCP to its inbound port and\n"+
 			"           DNS (UDP and TCP 53) to the resolver: one iptables-restore per family; idempotent\n"+
 			"uninstall  remove exactly what install added (rules tagged kuma-dp/, KUMA_MESH_ chains, routes)\n"+
 			"verify     compare the live rules with the expected ones; exit 1 with the difference\n\n"+
 			"Settings: defaults < --config FILE < %s* environment < flags.\n"+
-			"Exit codes: 0 ok, 1 invalid input, failure or (verify) a difference, 2 usage.\n\nFlags:\n", tproxyEnvPrefix)
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\n%s", tproxyExample)
+			"Exit codes: 0 ok, 1 invalid input, failure or (verify) a difference, 2 usage.\n\nFlags:\n%s\n%s", tproxyEnvPrefix, fs.FlagUsages(), tproxyExample)
+	}}
+	if rc, done := cmd.parse(args); done {
+		return rc
 	}
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fs.SetOutput(stdout)
-			usage()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kuma-dp tproxy: %v\n\n", err)
-		usage()
-		return exitUsage
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kuma-dp tproxy: "+format+"\n\n", a...)
-		usage()
-		return exitUsage
-	}
+	usageErr := cmd.usageErr
 	if fs.NArg() != 1 {
 		return usageErr("want exactly one of install, uninstall, verify; got %q", fs.Args())
 	}

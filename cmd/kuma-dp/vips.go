@@ -43,7 +43,6 @@ func runVIPs(args []string, stdout, stderr io.Writer) int {
 	var f vipsFlags
 	def := vipalloc.DefaultConfig()
 	fs := pflag.NewFlagSet("kuma-dp vips", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&f.dataplaneFile, "dataplane-file", "", "the Dataplane this agent runs for (YAML or JSON; required)")
 	fs.StringVar(&f.policiesDir, "policies-dir", "", "directory of the mesh's other resources: dataplanes and policies")
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or zone (an RFC 1035 zone file)")
@@ -53,30 +52,15 @@ func runVIPs(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.serviceCIDR, "service-cidr", def.ServiceCIDR, "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)")
 	fs.StringVar(&f.externalCIDR, "external-cidr", def.ExternalCIDR, "IPv4 pool of MeshExternalService VIPs")
 	fs.StringVar(&f.ipv6Prefix, "ipv6-prefix", def.IPv6Prefix, "IPv6 prefix (at most /96) of the VIPs' IPv6 twins")
-	// pflag prints fs.Usage itself on --help (to the error output); usage is called once, by us.
-	usage := func() {
-		fmt.Fprintf(fs.Output(), "Usage: kuma-dp vips --dataplane-file FILE [--policies-dir DIR] [flags]\n\n"+
+	cmd := subcommand{name: "vips", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: kuma-dp vips --dataplane-file FILE [--policies-dir DIR] [flags]\n\n"+
 			"Shows the hostnames, VIPs (IPv4 + IPv6 twin), ports and statuses the dataplane would serve.\n"+
-			"Exit codes: 0 ok, 1 invalid input (every error listed), 2 usage.\n\nFlags:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\n%s", vipsExample)
+			"Exit codes: 0 ok, 1 invalid input (every error listed), 2 usage.\n\nFlags:\n%s\n%s", fs.FlagUsages(), vipsExample)
+	}}
+	if rc, done := cmd.parse(args); done {
+		return rc
 	}
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fs.SetOutput(stdout)
-			usage()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kuma-dp vips: %v\n\n", err)
-		usage()
-		return exitUsage
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kuma-dp vips: "+format+"\n\n", a...)
-		usage()
-		return exitUsage
-	}
+	usageErr := cmd.usageErr
 	switch {
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
