@@ -167,7 +167,7 @@ func splitDocuments(data []byte) []document {
 		if j >= 0 {
 			end = i + j
 		}
-		if separator.Match(bytes.TrimRight(data[i:end], "\r")) {
+		if bytes.HasPrefix(data[i:end], dashes) && separator.Match(bytes.TrimRight(data[i:end], "\r")) {
 			flush(i)
 			start, startLine = end+1, line+1
 			if start > len(data) {
@@ -184,8 +184,16 @@ func splitDocuments(data []byte) []document {
 	return docs
 }
 
+var dashes = []byte("---")
+
 func blankYAML(b []byte) bool {
-	for _, l := range bytes.Split(b, []byte("\n")) {
+	for len(b) > 0 {
+		l := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			l, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
 		l = bytes.TrimSpace(l)
 		if len(l) > 0 && l[0] != '#' {
 			return false
@@ -197,7 +205,19 @@ func blankYAML(b []byte) bool {
 // parseDocument turns one YAML or JSON document into generic nodes: one per document, or one
 // per element when the document is a list.
 func parseDocument(text []byte) ([]any, error) {
-	j, err := yaml.YAMLToJSONStrict(quoteTemplates(text))
+	text = quoteTemplates(text)
+	if n, ok := fastParse(text); ok {
+		if list, ok := n.([]any); ok {
+			return list, nil
+		}
+		return []any{n}, nil
+	}
+	return parseDocumentSlow(text)
+}
+
+// parseDocumentSlow is parseDocument through sigs.k8s.io/yaml, for every document.
+func parseDocumentSlow(text []byte) ([]any, error) {
+	j, err := yaml.YAMLToJSONStrict(text)
 	if err != nil {
 		return nil, err
 	}

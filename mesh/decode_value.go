@@ -141,7 +141,7 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(list), len(list))
 		for i, e := range list {
-			d.value(s.Index(i), e, fmt.Sprintf("%s[%d]", path, i))
+			d.value(s.Index(i), e, path+"["+strconv.Itoa(i)+"]")
 		}
 		v.Set(s)
 	case reflect.Map:

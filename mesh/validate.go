@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -93,7 +94,7 @@ func (v *validator) dataplane(dp *Dataplane) {
 		v.errorf("networking.inbound", "", "at least one inbound is required")
 	}
 	for i, in := range n.Inbound {
-		p := fmt.Sprintf("networking.inbound[%d]", i)
+		p := "networking.inbound[" + strconv.Itoa(i) + "]"
 		v.port(p+".port", in.Port, true)
 		v.port(p+".servicePort", in.ServicePort, false)
 		v.ip(p+".address", in.Address, false)
@@ -102,14 +103,14 @@ func (v *validator) dataplane(dp *Dataplane) {
 	}
 	seen := map[string]int{}
 	for i, out := range n.Outbound {
-		p := fmt.Sprintf("networking.outbound[%d]", i)
+		p := "networking.outbound[" + strconv.Itoa(i) + "]"
 		v.port(p+".port", out.Port, true)
 		v.ip(p+".address", out.Address, false)
 		addr := out.Address
 		if addr == "" {
 			addr = "127.0.0.1"
 		}
-		key := fmt.Sprintf("%s:%d", addr, out.Port)
+		key := addr + ":" + strconv.FormatUint(uint64(out.Port), 10)
 		if j, dup := seen[key]; dup && out.Port != 0 {
 			v.errorf(p+".port", fmt.Sprint(out.Port), "duplicate outbound %s, also networking.outbound[%d]", key, j)
 		}
@@ -178,6 +179,13 @@ func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
 		}
 		return
 	}
+	if !tagsNeedReport(t, wildcard) {
+		// The common case: nothing to report, no need to sort the keys.
+		if _, ok := t[ServiceTag]; needService && !ok {
+			v.errorf(path, "", "must contain %s", ServiceTag)
+		}
+		return
+	}
 	for _, k := range sortedTagKeys(t) {
 		val := t[k]
 		switch {
@@ -194,6 +202,16 @@ func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
 	if _, ok := t[ServiceTag]; needService && !ok {
 		v.errorf(path, "", "must contain %s", ServiceTag)
 	}
+}
+
+// tagsNeedReport reports whether some tag of t is refused by validator.tags.
+func tagsNeedReport(t Tags, wildcard bool) bool {
+	for k, val := range t {
+		if k == "" || val == "" || (val == Wildcard && !wildcard) || strings.ContainsAny(val, " \t\n") {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *validator) virtualOutbound(vo *VirtualOutbound) {

@@ -1,0 +1,199 @@
+package mesh
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sameAsSlow checks that when the fast path accepts a document, it gives exactly the nodes
+// of the sigs.k8s.io/yaml path; it reports whether the fast path took it.
+func sameAsSlow(t testing.TB, text []byte) bool {
+	t.Helper()
+	text = quoteTemplates(text)
+	n, ok := fastParse(text)
+	if !ok {
+		return false
+	}
+	want, err := parseDocumentSlow(text)
+	if err != nil {
+		t.Fatalf("fast path accepted a document the YAML library refuses (%v):\n%s", err, text)
+	}
+	got := []any{n}
+	if list, isList := n.([]any); isList {
+		got = list
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fast path differs:\n%s\nfast: %#v\nslow: %#v", text, got, want)
+	}
+	return true
+}
+
+func TestFastParseCases(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		doc  string
+		fast bool // the fast path is expected to take it
+	}{
+		{"dataplane", "type: Dataplane\nmesh: default\nname: a\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: a\n        version: v1\n", true},
+		{"compact sequence", "a:\n- x\n- w: 1\n  z: 2\nb: c\n", true},
+		{"nested sequence", "a:\n  - - 1\n    - 2\n  -\n  - # nothing\n  - q\n", true},
+		{"quoted", "'k''q': 'it''s'\n\"d\": \"x y\" # c\ne: ''\nf: \"\"\n", true},
+		{"comments and blanks", "# head\n\na: 1 # one\n  # indented comment\nb: x#y\n", true},
+		{"words", "a: yes\nb: Off\nc: ~\nd: null\ne: TRUE\nf: n\ng: nope\nh:\n", true},
+		{"numbers", "a: 0\nb: -12\nc: 123456789012345678\nd: 10.1.2.3\ne: 1.2.3\nf: -x\ng: +\n", true},
+		{"empty collections", "a: {}\nb: []\nc: {} # c\nd: [ ]\n", true},
+		{"flow mapping", "tags: {kuma.io/service: backend, region: us-east-1}\nm: {a: 1 , b: yes,c: ~}\n", true},
+		{"flow sequence", "a: [x, 1, -2, no]\n", true},
+		{"flow nested", "a: {b: [1]}\n", false},
+		{"flow quoted", "a: {b: 'x'}\n", false},
+		{"flow trailing comma", "a: [1, ]\n", false},
+		{"flow no value", "a: {b}\n", false},
+		{"flow colon", "a: {b: c:d}\n", false},
+		{"flow float", "a: [1.5]\n", false},
+		{"colons", "a: b:c\nhttp://x: y\nk : v\n", true},
+		{"braces in plain", "host: v{{ .version }}.mesh\nx: a,b[c]\n", true},
+		{"template quoted", "template: {{ name }}.svc.meshext.local\n", true},
+		{"top-level list", "- type: Dataplane\n  name: a\n- type: Dataplane\n  name: b\n", true},
+		{"float", "a: 1.0\n", false},
+		{"leading zero", "a: 010\n", false},
+		{"hex", "a: 0x10\n", false},
+		{"plus", "a: +5\n", false},
+		{"minus zero", "a: -0\n", false},
+		{"underscore", "a: 1_000\n", false},
+		{"big", "a: 1234567890123456789\n", false},
+		{"timestamp", "a: 2024-01-02T15:04:05Z\n", false},
+		{"inf", "a: .inf\nb: -.Inf\n", false},
+		{"bool key", "yes: 1\n", false},
+		{"int key", "80: a\n", false},
+		{"merge", "<<: {}\n", false},
+		{"json", "{\"a\": 1}\n", false},
+		{"block scalar", "a: |\n  x\n", false},
+		{"folded", "a: >\n  x\n", false},
+		{"multi-line plain", "a: b\n  c\n", false},
+		{"multi-line item", "- b\n  c\n", false},
+		{"multi-line quoted", "a: 'b\n  c'\n", false},
+		{"escape", "a: \"x\\ny\"\n", false},
+		{"anchor", "a: &x 1\nb: *x\n", false},
+		{"tag", "a: !!str 1\n", false},
+		{"tab", "a:\tb\n", false},
+		{"crlf", "a: b\r\n", false},
+		{"non-ascii", "a: \u00e9\n", false},
+		{"duplicate", "a: 1\na: 2\n", false},
+		{"bad indent", "a:\n    b: 1\n  c: 2\n", false},
+		{"value colon", "a: b: c\n", false},
+		{"trailing colon", "a: b:\n", false},
+		{"scalar document", "just text\n", false},
+		{"complex key", "? a\n: b\n", false},
+		{"directive", "%YAML 1.1\na: b\n", false},
+		{"after quote", "a: 'x' y\n", false},
+		{"dash value", "a: - b\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := sameAsSlow(t, []byte(c.doc)); got != c.fast {
+				t.Errorf("fast path took it: %v, want %v", got, c.fast)
+			}
+		})
+	}
+}
+
+// Every YAML document in the repository's test data (valid and invalid) decodes the same
+// either way, and the bundled example goes through the fast path.
+func TestFastParseTestdata(t *testing.T) {
+	fast, all := 0, 0
+	for _, root := range []string{"testdata", "../testdata", "../xds/testdata", "../vipalloc/testdata"} {
+		_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !isResourceFile(path) {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, doc := range splitDocuments(data) {
+				all++
+				if sameAsSlow(t, doc.text) {
+					fast++
+				}
+			}
+			return nil
+		})
+	}
+	t.Logf("%d of %d documents through the fast path", fast, all)
+	if all == 0 || fast < all/2 {
+		t.Errorf("only %d of %d documents through the fast path", fast, all)
+	}
+	data, err := os.ReadFile("../testdata/mesh/dataplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range splitDocuments(data) {
+		if !sameAsSlow(t, doc.text) {
+			t.Errorf("the bundled dataplane went the slow way:\n%s", doc.text)
+		}
+	}
+}
+
+func FuzzFastParse(f *testing.F) {
+	for _, s := range []string{
+		"type: Dataplane\nname: a\nnetworking:\n  inbound:\n  - port: 80\n    tags: {}\n",
+		"a:\n  - - 1\n    - 'x''y'\n  -\nb: \"q\" # c\n",
+		"- a: 1\n  b: [] # x\n- yes\n- 0\n- -3\n- 1.5\n",
+		"k : v\nx: a:b\ny: ~\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		if strings.Contains(doc, "\n---") || strings.HasPrefix(doc, "---") {
+			return // documents come split
+		}
+		sameAsSlow(t, []byte(doc))
+	})
+}
+
+// inventory10k is the inventory of the agent's cold-start benchmark: 10,000 dataplanes, one
+// service each, in one file.
+func inventory10k() []byte {
+	var sb strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&sb, "type: Dataplane\nmesh: default\nname: svc%d-1\nnetworking:\n  address: 10.%d.%d.%d\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: svc%d\n        version: v1\n---\n",
+			i, 1+i/62500, (i/250)%250, i%250+1, i)
+	}
+	return []byte(sb.String())
+}
+
+// BenchmarkDecode10k: mesh.Decode of the 10,000-dataplane file (one core), and the same
+// documents through the YAML -> JSON -> nodes path alone (the peer: what every document
+// cost before the fast path).
+//
+//	go test -run '^$' -bench Decode10k -benchmem ./mesh
+func BenchmarkDecode10k(b *testing.B) {
+	data := inventory10k()
+	b.Run("Decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rs, err := Decode("inventory.yaml", data)
+			if err != nil || len(rs) != 10000 {
+				b.Fatal(len(rs), err)
+			}
+		}
+	})
+	b.Run("DecodeViaJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, doc := range splitDocuments(data) {
+				nodes, err := parseDocumentSlow(quoteTemplates(doc.text))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, errs := decodeDocument(docSource("inventory.yaml", i+1), nodes[0]); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		}
+	})
+}
