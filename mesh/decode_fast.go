@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"encoding/json"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -374,13 +373,55 @@ func plainStart(s string) bool {
 // errSlowPath is resolvePlain's answer for scalars only the YAML library may resolve.
 var errSlowPath = &struct{ string }{"slow path"}
 
-var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+// isYAMLFloat matches go.yaml.in/yaml/v2's float syntax,
+// ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
+func isYAMLFloat(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	} else {
+		if digits() == 0 {
+			return false
+		}
+		if i < len(s) && s[i] == '.' {
+			i++
+			digits()
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
 
 // resolvePlain resolves a plain scalar as YAML 1.1 does (go.yaml.in/yaml/v2's resolve),
 // giving the node the JSON round trip would give: a string (isString), a json.Number for a
 // plain decimal int, a bool, nil - or errSlowPath for everything else (floats, timestamps,
 // other int forms, merge keys, NaN/Inf), left to the library.
 func resolvePlain(s string) (v any, isString bool) {
+	if len(s) > 6 && s[0] != '+' && s[0] != '-' && s[0] != '.' && (s[0] < '0' || s[0] > '9') {
+		return s, true // no word, number or timestamp is that long and starts so
+	}
 	switch yamlWords[s] {
 	case wordTrue:
 		return true, false
@@ -438,13 +479,16 @@ func couldBeNumberOrTime(s string) bool {
 		return true // a timestamp, maybe
 	}
 	plain := strings.ReplaceAll(s, "_", "")
+	if strings.IndexByte(plain, '.') >= 0 {
+		return isYAMLFloat(plain) // no int form has a dot (addresses end here)
+	}
 	if _, err := strconv.ParseInt(plain, 0, 64); err == nil {
 		return true
 	}
 	if _, err := strconv.ParseUint(plain, 0, 64); err == nil {
 		return true
 	}
-	if yamlFloat.MatchString(plain) {
+	if isYAMLFloat(plain) {
 		return true
 	}
 	return strings.HasPrefix(plain, "0b") || strings.HasPrefix(plain, "-0b")

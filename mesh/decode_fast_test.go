@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -196,4 +197,14 @@ func BenchmarkDecode10k(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestIsYAMLFloat(t *testing.T) {
+	re := regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+	for _, s := range []string{"", "1", "-1", "+.5", ".", "1.", "1.e5", "1e", "1e+", "1e+5", "-.e5",
+		".5e-3", "10.1.2.3", "1.2.3", "+", "-", "e5", "1E5", "1x", "0.0", "12.34e56", "1..2"} {
+		if got, want := isYAMLFloat(s), re.MatchString(s); got != want {
+			t.Errorf("isYAMLFloat(%q) = %v, want %v", s, got, want)
+		}
+	}
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 )
 
 // NewSnapshot builds the Snapshot of self's mesh from already validated resources. Resources
@@ -87,15 +90,65 @@ func sortByName[T Resource](rs []T) {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].GetMeta().Name < rs[j].GetMeta().Name })
 }
 
+// hashChunk is how many resources of one kind are hashed together; fixed, so the hash does
+// not depend on the machine.
+const hashChunk = 1024
+
+// hashSnapshot is a content hash of the snapshot: the JSON of its resources (encoding/json
+// sorts map keys: stable), in chunks of hashChunk resources hashed on every core, then the
+// chunks' digests in order.
 func hashSnapshot(s *Snapshot) string {
+	var chunks []any
+	chunks = appendChunks(chunks, s.Dataplanes)
+	chunks = appendChunks(chunks, s.VirtualOutbounds)
+	chunks = appendChunks(chunks, s.TrafficRoutes)
+	chunks = appendChunks(chunks, s.MeshExternalServices)
+	chunks = appendChunks(chunks, s.HostnameGenerators)
+	sums := make([][sha256.Size]byte, len(chunks))
+	hashOne := func(i int) {
+		h := sha256.New()
+		_ = json.NewEncoder(h).Encode(chunks[i])
+		h.Sum(sums[i][:0])
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(chunks))
+	if workers <= 1 {
+		for i := range chunks {
+			hashOne(i)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < len(chunks); i = int(next.Add(1)) - 1 {
+					hashOne(i)
+				}
+			}()
+		}
+		wg.Wait()
+	}
 	h := sha256.New()
-	enc := json.NewEncoder(h) // map keys are sorted by encoding/json: stable output
+	enc := json.NewEncoder(h)
 	_ = enc.Encode(s.Mesh)
 	_ = enc.Encode(s.Self.Name)
-	_ = enc.Encode(s.Dataplanes)
-	_ = enc.Encode(s.VirtualOutbounds)
-	_ = enc.Encode(s.TrafficRoutes)
-	_ = enc.Encode(s.MeshExternalServices)
-	_ = enc.Encode(s.HostnameGenerators)
+	_ = enc.Encode([]int{len(s.Dataplanes), len(s.VirtualOutbounds), len(s.TrafficRoutes),
+		len(s.MeshExternalServices), len(s.HostnameGenerators)})
+	for i := range sums {
+		h.Write(sums[i][:])
+	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// appendChunks appends rs cut in pieces of hashChunk (one empty piece for no resources, so
+// every kind takes a place).
+func appendChunks[T Resource](chunks []any, rs []T) []any {
+	if len(rs) == 0 {
+		return append(chunks, rs)
+	}
+	for i := 0; i < len(rs); i += hashChunk {
+		chunks = append(chunks, rs[i:min(i+hashChunk, len(rs))])
+	}
+	return chunks
 }

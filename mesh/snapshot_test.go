@@ -1,0 +1,43 @@
+package mesh
+
+import (
+	"strconv"
+	"testing"
+)
+
+// The snapshot hash is computed in chunks on every core: it must still see every resource
+// and their order, and not depend on the number of cores.
+func TestSnapshotHashLarge(t *testing.T) {
+	build := func(edit func(dps []Resource)) string {
+		self := &Dataplane{Meta: Meta{Name: "self", Mesh: "default"}}
+		var rs []Resource
+		for i := range 3*hashChunk + 7 {
+			rs = append(rs, &Dataplane{Meta: Meta{Name: "dp-" + strconv.Itoa(100000+i), Mesh: "default"},
+				Networking: Networking{Address: "10.0.0.1", Inbound: []Inbound{{Port: 80, Tags: Tags{ServiceTag: "s" + strconv.Itoa(i)}}}}})
+		}
+		if edit != nil {
+			edit(rs)
+		}
+		s, err := NewSnapshot(self, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Hash
+	}
+	base := build(nil)
+	if again := build(nil); again != base {
+		t.Fatalf("same content, hashes %s and %s", base, again)
+	}
+	for name, edit := range map[string]func([]Resource){
+		"a tag in the last chunk": func(rs []Resource) { rs[len(rs)-1].(*Dataplane).Networking.Inbound[0].Tags["version"] = "v2" },
+		"an address in chunk 2":   func(rs []Resource) { rs[hashChunk+3].(*Dataplane).Networking.Address = "10.0.0.2" },
+		"two names swapped": func(rs []Resource) {
+			a, b := rs[5].(*Dataplane), rs[hashChunk*2].(*Dataplane)
+			a.Networking.Inbound, b.Networking.Inbound = b.Networking.Inbound, a.Networking.Inbound
+		},
+	} {
+		if got := build(edit); got == base {
+			t.Errorf("%s: hash unchanged", name)
+		}
+	}
+}
