@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -65,12 +66,21 @@ func pipeAddress(path string) *core.Address {
 
 // listenerName is "<direction>:<ip>:<port>" with IPv6 addresses in brackets.
 func listenerName(direction string, ip netip.Addr, port uint32) string {
-	return direction + ":" + netip.AddrPortFrom(ip, uint16(port)).String()
+	b := make([]byte, 0, len(direction)+48)
+	b = append(b, direction...)
+	b = append(b, ':')
+	return string(netip.AddrPortFrom(ip, uint16(port)).AppendTo(b))
 }
 
 // tcpProxy is a tcp_proxy network filter to one cluster, or to weighted clusters when the
 // destinations come from a TrafficRoute.
 func tcpProxy(statPrefix string, single string, split []weighted) *listener.Filter {
+	f, _ := tcpProxyPacked(statPrefix, single, split)
+	return f
+}
+
+// tcpProxyPacked is tcpProxy, also returning the message packed in the filter's typed_config.
+func tcpProxyPacked(statPrefix string, single string, split []weighted) (*listener.Filter, *tcpproxy.TcpProxy) {
 	tp := &tcpproxy.TcpProxy{StatPrefix: statPrefix}
 	if split == nil {
 		tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: single}
@@ -81,23 +91,52 @@ func tcpProxy(statPrefix string, single string, split []weighted) *listener.Filt
 		}
 		tp.ClusterSpecifier = &tcpproxy.TcpProxy_WeightedClusters{WeightedClusters: wc}
 	}
-	return &listener.Filter{Name: tcpProxyFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(tp)}}
+	return &listener.Filter{Name: tcpProxyFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(tp)}}, tp
+}
+
+// packedSet remembers, for the Anys a generation packed, the message packed in each, so
+// validation checks that message instead of unpacking a copy of it (an Any is the
+// deterministic encoding of its message, and resources are never mutated once built).
+// Safe for concurrent adds.
+type packedSet struct {
+	mu sync.Mutex
+	m  map[*anypb.Any]proto.Message
+}
+
+func (p *packedSet) add(a *anypb.Any, m proto.Message) {
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[*anypb.Any]proto.Message{}
+	}
+	p.m[a] = m
+	p.mu.Unlock()
+}
+
+// tcpProxy is the package-level tcpProxy, remembering what it packed.
+func (g *generator) tcpProxy(statPrefix string, single string, split []weighted) *listener.Filter {
+	f, tp := tcpProxyPacked(statPrefix, single, split)
+	g.packed.add(f.GetTypedConfig(), tp)
+	return f
 }
 
 // tcpListener is a listener with one filter chain holding one filter. bind=false makes it
 // virtual: only a capture listener with use_original_dst hands it connections.
 func tcpListener(name string, addr *core.Address, bind bool, f *listener.Filter) *listener.Listener {
-	l := &listener.Listener{
-		Name:         name,
-		Address:      addr,
-		BindToPort:   sharedBindFalse,
-		FilterChains: []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
-		TrafficDirection: func() core.TrafficDirection {
-			if len(name) >= 7 && name[:7] == "inbound" {
-				return core.TrafficDirection_INBOUND
-			}
-			return core.TrafficDirection_OUTBOUND
-		}(),
+	// One allocation for the listener, its filter chain and the two one-element lists.
+	b := &struct {
+		l       listener.Listener
+		fc      listener.FilterChain
+		chains  [1]*listener.FilterChain
+		filters [1]*listener.Filter
+	}{}
+	b.filters[0] = f
+	b.fc.Filters = b.filters[:]
+	b.chains[0] = &b.fc
+	l := &b.l
+	l.Name, l.Address, l.BindToPort, l.FilterChains = name, addr, sharedBindFalse, b.chains[:]
+	l.TrafficDirection = core.TrafficDirection_OUTBOUND
+	if len(name) >= 7 && name[:7] == "inbound" {
+		l.TrafficDirection = core.TrafficDirection_INBOUND
 	}
 	if bind {
 		l.BindToPort = sharedBindTrue

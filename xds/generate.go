@@ -3,7 +3,10 @@ package xds
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,7 +27,9 @@ func Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (*Resources, error
 		return nil, fmt.Errorf("xds: snapshot has no dataplane")
 	}
 	g := newGenerator(s, t, o.withDefaults())
+	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(t.Outbounds())+8)
 	g.run() // no memory: nothing to memoize
+	g.buildPending()
 	return g.finish(), nil
 }
 
@@ -63,6 +68,13 @@ type generator struct {
 	// st, when set, records the dependencies for incremental generation.
 	st    *genState
 	trust *trustStore
+	// deferBuilds: memo records the messages to build in pending (their names go in the
+	// maps with a nil message) and buildPending builds them on every core. Set for full
+	// generations; the incremental path builds the few it needs at once.
+	deferBuilds bool
+	pending     []pendingBuild
+	// packed: the messages inside the Anys this generation built (for validation).
+	packed packedSet
 }
 
 func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
@@ -96,7 +108,7 @@ func (g *generator) problem(kind, name, field, msg string) {
 }
 
 func (g *generator) finish() *Resources {
-	r := &Resources{Problems: g.problems}
+	r := &Resources{Problems: g.problems, packed: g.packed.m}
 	for _, svc := range sortedKeys(g.routes.conflicts) {
 		r.Conflicts = append(r.Conflicts, g.routes.conflicts[svc])
 	}
@@ -119,10 +131,14 @@ func (g *generator) finish() *Resources {
 // memo returns the previous generation's message for key when it was built from the same
 // inputs (sig), else build's result; either way it is recorded for the next generation.
 func (g *generator) memo(kind memoKind, name, sig string, build func() proto.Message) proto.Message {
+	k := memoKey{kind, name}
 	if g.next == nil {
+		if g.deferBuilds {
+			g.pending = append(g.pending, pendingBuild{key: k, build: build})
+			return nil
+		}
 		return build()
 	}
-	k := memoKey{kind, name}
 	if g.st != nil {
 		g.touched = append(g.touched, k)
 	}
@@ -134,6 +150,10 @@ func (g *generator) memo(kind memoKind, name, sig string, build func() proto.Mes
 	if ok && g.trust != nil {
 		g.trust.forget(e.msg)
 	}
+	if g.deferBuilds {
+		g.pending = append(g.pending, pendingBuild{key: k, sig: sig, build: build})
+		return nil
+	}
 	m := build()
 	g.next[k] = memoEntry{sig: sig, msg: m}
 	return m
@@ -144,15 +164,73 @@ func (g *generator) addListener(name, sig string, build func() *listener.Listene
 		g.problem("Listener", name, "", "address and port used twice; the first one is kept")
 		return
 	}
-	g.listeners[name] = g.memo(memoListener, name, sig, func() proto.Message { return build() }).(*listener.Listener)
+	m, _ := g.memo(memoListener, name, sig, func() proto.Message { return build() }).(*listener.Listener)
+	g.listeners[name] = m
 }
 
 func (g *generator) addCluster(name, sig string, build func() *cluster.Cluster) {
-	g.clusters[name] = g.memo(memoCluster, name, sig, func() proto.Message { return build() }).(*cluster.Cluster)
+	m, _ := g.memo(memoCluster, name, sig, func() proto.Message { return build() }).(*cluster.Cluster)
+	g.clusters[name] = m
 }
 
 func (g *generator) addEndpoints(name, sig string, build func() *endpoint.ClusterLoadAssignment) {
-	g.endpoints[name] = g.memo(memoEndpoints, name, sig, func() proto.Message { return build() }).(*endpoint.ClusterLoadAssignment)
+	m, _ := g.memo(memoEndpoints, name, sig, func() proto.Message { return build() }).(*endpoint.ClusterLoadAssignment)
+	g.endpoints[name] = m
+}
+
+// pendingBuild is a message memo left to buildPending.
+type pendingBuild struct {
+	key   memoKey
+	sig   string
+	build func() proto.Message
+}
+
+// buildChunk is how many pending messages a worker takes at a time; the listeners of one
+// outbound (which share their filter) were recorded side by side and mostly stay together.
+const buildChunk = 128
+
+// buildPending builds the pending messages on every core (the builds are pure functions of
+// their inputs), then puts them in place in the order they were recorded.
+func (g *generator) buildPending() {
+	built := make([]proto.Message, len(g.pending))
+	var pos atomic.Int64
+	work := func() {
+		for {
+			start := int(pos.Add(buildChunk)) - buildChunk
+			if start >= len(g.pending) {
+				return
+			}
+			for i := start; i < min(start+buildChunk, len(g.pending)); i++ {
+				built[i] = g.pending[i].build()
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < min(runtime.GOMAXPROCS(0), (len(g.pending)+buildChunk-1)/buildChunk); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+	for i, p := range g.pending {
+		m := built[i]
+		if g.next != nil {
+			g.next[p.key] = memoEntry{sig: p.sig, msg: m}
+		}
+		switch p.key.kind {
+		case memoListener:
+			g.listeners[p.key.name] = m.(*listener.Listener)
+		case memoCluster:
+			g.clusters[p.key.name] = m.(*cluster.Cluster)
+		case memoEndpoints:
+			g.endpoints[p.key.name] = m.(*endpoint.ClusterLoadAssignment)
+		}
+	}
+	g.pending = nil
+	g.deferBuilds = false
 }
 
 // inboundAddress is the address other dataplanes reach an inbound on.
@@ -227,7 +305,7 @@ func (g *generator) inbounds() {
 		}
 		bind := !g.o.TransparentProxy
 		g.addListener(name, fmt.Sprint(bind, "|", stat, "|", local), func() *listener.Listener {
-			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, tcpProxy(stat, local, nil))
+			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, g.tcpProxy(stat, local, nil))
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -53,13 +54,8 @@ func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ip
 	if bind {
 		sig += "|bind"
 	}
-	var f *listener.Filter
-	filter := func() *listener.Filter {
-		if f == nil {
-			f = tcpProxy(spec.stat, spec.single, spec.split)
-		}
-		return f
-	}
+	// Built once for the addresses' listeners, which may be built concurrently.
+	filter := sync.OnceValue(func() *listener.Filter { return g.tcpProxy(spec.stat, spec.single, spec.split) })
 	for _, ip := range ips {
 		if !ip.IsValid() {
 			continue

@@ -2,14 +2,18 @@ package xds
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Options are the per-dataplane settings that shape the resources.
@@ -68,6 +72,8 @@ type Resources struct {
 	// noticeable).
 	Conflicts []string
 
+	// packed maps the Anys the generation packed to their messages (see packedSet).
+	packed map[*anypb.Any]proto.Message
 	// trust, when set by a Generator, holds the messages already validated.
 	trust *trustStore
 	// checked is the result of the last Validate (Server.Update does not repeat it).
@@ -78,8 +84,22 @@ type Resources struct {
 	delta *resDelta
 }
 
+// sort sorts each kind by name; the listeners (the most) beside the rest when large.
 func (r *Resources) sort() {
-	slices.SortFunc(r.Listeners, func(a, b *listener.Listener) int { return strings.Compare(a.Name, b.Name) })
+	sortListeners := func() {
+		slices.SortFunc(r.Listeners, func(a, b *listener.Listener) int { return strings.Compare(a.Name, b.Name) })
+	}
+	if len(r.Listeners) > 1000 && runtime.GOMAXPROCS(0) > 1 {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sortListeners()
+		}()
+		defer wg.Wait()
+	} else {
+		sortListeners()
+	}
 	slices.SortFunc(r.Clusters, func(a, b *cluster.Cluster) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(r.Endpoints, func(a, b *endpoint.ClusterLoadAssignment) int { return strings.Compare(a.ClusterName, b.ClusterName) })
 	slices.SortFunc(r.Secrets, func(a, b *tlsv3.Secret) int { return strings.Compare(a.Name, b.Name) })

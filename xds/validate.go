@@ -3,6 +3,9 @@ package xds
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -35,25 +38,96 @@ func (r *Resources) checker(errs *[]error) func(kind, name string, m proto.Messa
 	// packed config once.
 	done := map[*anypb.Any]proto.Message{}
 	return func(kind, name string, m proto.Message) []string {
-		if refs, ok := r.trust.get(m); ok {
-			return refs
+		out := r.checkOne(kind, name, m, done)
+		if out.err != nil {
+			*errs = append(*errs, out.err)
 		}
-		var refs []string
-		err := validateResource(m, done, func(tp *tcpproxy.TcpProxy) {
+		return out.refs
+	}
+}
+
+// checkOut is the result of checking one message: the clusters it names, or its error.
+type checkOut struct {
+	refs []string
+	err  error
+}
+
+// checkOne validates one message unless a Generator already saw it pass. done holds the
+// packed configs already unpacked and checked.
+func (r *Resources) checkOne(kind, name string, m proto.Message, done map[*anypb.Any]proto.Message) checkOut {
+	if refs, ok := r.trust.get(m); ok {
+		return checkOut{refs: refs}
+	}
+	var refs []string
+	var onTCP func(*tcpproxy.TcpProxy)
+	if _, isListener := m.(*listener.Listener); isListener {
+		// Only listeners hold tcp_proxy filters (the collector costs an allocation).
+		onTCP = func(tp *tcpproxy.TcpProxy) {
 			if c := tp.GetCluster(); c != "" {
 				refs = append(refs, c)
 			}
 			for _, w := range tp.GetWeightedClusters().GetClusters() {
 				refs = append(refs, w.Name)
 			}
-		})
-		if err != nil {
-			*errs = append(*errs, fmt.Errorf("%s %q: %w", kind, name, err))
-			return nil
 		}
-		r.trust.put(m, refs)
-		return refs
 	}
+	err := validateResource(m, done, r.packed, onTCP)
+	if err != nil {
+		return checkOut{err: fmt.Errorf("%s %q: %w", kind, name, err)}
+	}
+	r.trust.put(m, refs)
+	return checkOut{refs: refs}
+}
+
+// checkChunk is how many messages a worker of checkAll takes at a time: neighbours (the
+// IPv4 and IPv6 listeners of one outbound, sorted side by side) mostly stay together, so
+// their shared packed config is unpacked once.
+const checkChunk = 256
+
+// checkAll checks every message on every core (the proto checks are independent; the
+// cross-references are checked afterwards, in order). Results are per kind, in order.
+func (r *Resources) checkAll() (ls, cs, es, ss []checkOut) {
+	nl, nc, ne := len(r.Listeners), len(r.Clusters), len(r.Endpoints)
+	total := nl + nc + ne + len(r.Secrets)
+	out := make([]checkOut, total)
+	one := func(i int, done map[*anypb.Any]proto.Message) checkOut {
+		switch {
+		case i < nl:
+			return r.checkOne("listener", r.Listeners[i].Name, r.Listeners[i], done)
+		case i < nl+nc:
+			c := r.Clusters[i-nl]
+			return r.checkOne("cluster", c.Name, c, done)
+		case i < nl+nc+ne:
+			e := r.Endpoints[i-nl-nc]
+			return r.checkOne("cluster load assignment", e.ClusterName, e, done)
+		}
+		s := r.Secrets[i-nl-nc-ne]
+		return r.checkOne("secret", s.Name, s, done)
+	}
+	var pos atomic.Int64
+	work := func() {
+		done := map[*anypb.Any]proto.Message{}
+		for {
+			start := int(pos.Add(checkChunk)) - checkChunk
+			if start >= total {
+				return
+			}
+			for i := start; i < min(start+checkChunk, total); i++ {
+				out[i] = one(i, done)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < min(runtime.GOMAXPROCS(0), (total+checkChunk-1)/checkChunk); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+	return out[:nl], out[nl : nl+nc], out[nl+nc : nl+nc+ne], out[nl+nc+ne:]
 }
 
 // validated returns the result of the last Validate, running it if it never ran.
@@ -73,18 +147,24 @@ func (r *Resources) validate() error {
 	}
 	var errs []error
 	idx := newXrefIndex(len(r.Listeners), len(r.Clusters))
-	check := r.checker(&errs)
+	lout, cout, eout, sout := r.checkAll()
+	take := func(o checkOut) []string {
+		if o.err != nil {
+			errs = append(errs, o.err)
+		}
+		return o.refs
+	}
 	seenL := make(map[string]bool, len(r.Listeners))
 	seenC := make(map[string]bool, len(r.Clusters))
 	seenE := make(map[string]bool, len(r.Endpoints))
 	bound := map[string]string{}
-	for _, l := range r.Listeners {
+	for i, l := range r.Listeners {
 		if seenL[l.Name] {
 			errs = append(errs, fmt.Errorf("listener %q: defined twice", l.Name))
 		}
 		seenL[l.Name] = true
 		name := l.Name
-		lrefs := check("listener", name, l)
+		lrefs := take(lout[i])
 		idx.lrefs[name] = lrefs
 		for _, c := range lrefs {
 			idx.refCount[c]++
@@ -101,7 +181,7 @@ func (r *Resources) validate() error {
 		}
 	}
 	eds := make(map[string]bool, len(r.Clusters))
-	for _, c := range r.Clusters {
+	for i, c := range r.Clusters {
 		if seenC[c.Name] {
 			errs = append(errs, fmt.Errorf("cluster %q: defined twice", c.Name))
 		}
@@ -110,9 +190,9 @@ func (r *Resources) validate() error {
 			eds[c.Name] = true
 		}
 		idx.clusters[c.Name] = c.GetType() == cluster.Cluster_EDS
-		check("cluster", c.Name, c)
+		take(cout[i])
 	}
-	for _, e := range r.Endpoints {
+	for i, e := range r.Endpoints {
 		if seenE[e.ClusterName] {
 			errs = append(errs, fmt.Errorf("cluster load assignment %q: defined twice", e.ClusterName))
 		}
@@ -121,10 +201,10 @@ func (r *Resources) validate() error {
 			errs = append(errs, fmt.Errorf("cluster load assignment %q: no EDS cluster of that name", e.ClusterName))
 		}
 		idx.cla[e.ClusterName] = true
-		check("cluster load assignment", e.ClusterName, e)
+		take(eout[i])
 	}
-	for _, s := range r.Secrets {
-		check("secret", s.Name, s)
+	for i := range r.Secrets {
+		take(sout[i])
 	}
 	for name := range eds {
 		if !seenE[name] {
@@ -146,8 +226,10 @@ func (r *Resources) validate() error {
 
 // validateResource is validateDeep with a fast path for the shapes Generate produces:
 // listeners and clusters have their packed configs in known places, so no reflection walk.
-func validateResource(m proto.Message, done map[*anypb.Any]proto.Message, onTCP func(*tcpproxy.TcpProxy)) error {
-	var anys []*anypb.Any
+// packed gives the messages of the Anys the generation packed (nil: unpack every Any).
+func validateResource(m proto.Message, done, packed map[*anypb.Any]proto.Message, onTCP func(*tcpproxy.TcpProxy)) error {
+	var buf [4]*anypb.Any
+	anys := buf[:0]
 	switch r := m.(type) {
 	case *listener.Listener:
 		if len(r.GetListenerFilters())+len(r.GetFilterChains()) > 0 && r.GetDefaultFilterChain() == nil && r.GetUdpListenerConfig() == nil &&
@@ -193,7 +275,9 @@ func validateResource(m proto.Message, done map[*anypb.Any]proto.Message, onTCP 
 		inner, seen := done[a]
 		if !seen {
 			var err error
-			if inner, err = a.UnmarshalNew(); err != nil {
+			if src, ok := packed[a]; ok {
+				inner = src
+			} else if inner, err = a.UnmarshalNew(); err != nil {
 				return fmt.Errorf("typed_config %s: %w", a.GetTypeUrl(), err)
 			}
 			if err := validateLeaf(inner); err != nil {
