@@ -50,9 +50,12 @@ func (g *generator) vipOutbound(ob vipalloc.Outbound) {
 
 // addProxyListeners adds one tcp_proxy listener per address; they share one filter.
 func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ips ...netip.Addr) {
-	sig := spec.sig()
-	if bind {
-		sig += "|bind"
+	var sig string
+	if g.next != nil { // only a Generator's memory compares signatures
+		sig = spec.sig()
+		if bind {
+			sig += "|bind"
+		}
 	}
 	// Built once for the addresses' listeners, which may be built concurrently.
 	filter := sync.OnceValue(func() *listener.Filter { return g.tcpProxy(spec.stat, spec.single, spec.split) })
@@ -160,10 +163,12 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 	for _, in := range g.byService[tags[mesh.ServiceTag]] {
 		if len(tags) == 1 || tags.Matches(in.tags) {
 			members = append(members, in)
-			sig.WriteString(in.addr)
-			sig.WriteByte(':')
-			sig.WriteString(strconv.FormatUint(uint64(in.port), 10))
-			sig.WriteByte(',')
+			if g.next != nil { // only a Generator's memory compares signatures
+				sig.WriteString(in.addr)
+				sig.WriteByte(':')
+				sig.WriteString(strconv.FormatUint(uint64(in.port), 10))
+				sig.WriteByte(',')
+			}
 		}
 	}
 	g.addEndpoints(name, sig.String(), func() *endpoint.ClusterLoadAssignment {

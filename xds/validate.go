@@ -145,9 +145,93 @@ func (r *Resources) validate() error {
 		}
 		// Report from a full pass: its messages name every problem.
 	}
+	// The proto checks run on every core while this goroutine indexes the names; when both
+	// find nothing wrong (the usual case) that is the whole validation. Otherwise the full
+	// pass below reports every problem, in order.
+	var lout, cout, eout, sout []checkOut
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		lout, cout, eout, sout = r.checkAll()
+	}()
+	idx, clean := r.indexNames()
+	<-checked
+	if clean && r.linkRefs(idx, lout, cout, eout, sout) {
+		r.idx.Store(idx)
+		return nil
+	}
+	return r.validateReport(lout, cout, eout, sout)
+}
+
+// indexNames builds the cross-reference index of names and bound addresses; false at the
+// first duplicate, unbacked assignment or EDS cluster without one (validateReport says what).
+func (r *Resources) indexNames() (*xrefIndex, bool) {
+	idx := newXrefIndex(len(r.Listeners), len(r.Clusters))
+	bound := map[string]string{}
+	for _, l := range r.Listeners {
+		if _, dup := idx.lrefs[l.Name]; dup {
+			return nil, false
+		}
+		idx.lrefs[l.Name] = nil // filled by linkRefs
+		if l.BindToPort == nil || l.BindToPort.Value {
+			if sa := l.GetAddress().GetSocketAddress(); sa != nil {
+				key := fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue())
+				if _, dup := bound[key]; dup {
+					return nil, false
+				}
+				bound[key] = l.Name
+				idx.boundBy[l.Name] = key
+			}
+		}
+	}
+	for _, c := range r.Clusters {
+		if _, dup := idx.clusters[c.Name]; dup {
+			return nil, false
+		}
+		idx.clusters[c.Name] = c.GetType() == cluster.Cluster_EDS
+	}
+	for _, e := range r.Endpoints {
+		if idx.cla[e.ClusterName] || !idx.clusters[e.ClusterName] {
+			return nil, false
+		}
+		idx.cla[e.ClusterName] = true
+	}
+	for name, eds := range idx.clusters {
+		if eds && !idx.cla[name] {
+			return nil, false
+		}
+	}
+	idx.bound = bound
+	return idx, true
+}
+
+// linkRefs completes idx with the clusters each listener names; false when a check failed
+// or a listener names a cluster that does not exist.
+func (r *Resources) linkRefs(idx *xrefIndex, outs ...[]checkOut) bool {
+	for _, out := range outs {
+		for _, o := range out {
+			if o.err != nil {
+				return false
+			}
+		}
+	}
+	for i, l := range r.Listeners {
+		refs := outs[0][i].refs
+		idx.lrefs[l.Name] = refs
+		for _, c := range refs {
+			if _, ok := idx.clusters[c]; !ok {
+				return false
+			}
+			idx.refCount[c]++
+		}
+	}
+	return true
+}
+
+// validateReport is the full pass: every problem, in the order of the resources.
+func (r *Resources) validateReport(lout, cout, eout, sout []checkOut) error {
 	var errs []error
 	idx := newXrefIndex(len(r.Listeners), len(r.Clusters))
-	lout, cout, eout, sout := r.checkAll()
 	take := func(o checkOut) []string {
 		if o.err != nil {
 			errs = append(errs, o.err)
