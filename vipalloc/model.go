@@ -89,6 +89,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 	for _, x := range fresh {
 		if len(dps) > 1024 {
 			x.cands = make(map[string]*candidate, len(dps)*min(x.weight(), 4)/8)
+			x.events = make([]event, 0, len(dps)*min(x.weight(), 4)/8)
 		}
 		jobs = append(jobs, job{x: x, in: all})
 	}
