@@ -20,6 +20,20 @@ type Config struct {
 	Admin            AdminConfig            `json:"admin"`
 	Log              LogConfig              `json:"log"`
 	TransparentProxy TransparentProxyConfig `json:"transparentProxy"`
+	ControlPlane     ControlPlaneConfig     `json:"controlPlane"`
+}
+
+// ControlPlaneConfig selects the control-plane link (cplink.Client) as the model's source
+// instead of the files; see docs/cplink.md.
+type ControlPlaneConfig struct {
+	// URL is the control plane's address (Kuma's controlPlane.url): grpcs://host:port.
+	URL string `json:"url,omitempty"`
+	// CACertFile is the PEM CA that signed the control plane's certificate.
+	CACertFile string `json:"caCertFile,omitempty"`
+	// RetryBackoff is the first wait after a failed connection (doubling, with jitter, up
+	// to 30 s); KeepaliveInterval how often the link checks the control plane answers.
+	RetryBackoff      Duration `json:"retryBackoff"`
+	KeepaliveInterval Duration `json:"keepaliveInterval"`
 }
 
 // DataplaneConfig identifies the dataplane and how it stops.
@@ -40,6 +54,8 @@ type RuntimeConfig struct {
 	// --dataplane-var), e.g. address from the pod IP.
 	ResourceVars map[string]string `json:"resourceVars,omitempty"`
 	PoliciesDir  string            `json:"policiesDir"`
+	// TokenPath is the dataplane token sent to the control plane (--dataplane-token-file).
+	TokenPath string `json:"tokenPath,omitempty"`
 	// Watch is auto (inotify, else polling), inotify or poll.
 	Watch string `json:"watch"`
 	// WorkDir holds the VIP state file, Envoy's bootstrap and sockets.
@@ -95,6 +111,8 @@ func Defaults() Config {
 		DNS:       DNSConfig{ProxyPort: 15053, TTL: Duration(30 * time.Second), ResolvConf: "/etc/resolv.conf"},
 		Admin:     AdminConfig{Address: "127.0.0.1:9902"},
 		Log:       LogConfig{Level: "info", Format: "text"},
+		ControlPlane: ControlPlaneConfig{RetryBackoff: Duration(250 * time.Millisecond),
+			KeepaliveInterval: Duration(10 * time.Second)},
 	}
 }
 
@@ -113,8 +131,21 @@ func (e *FieldError) Error() string {
 // Validate checks every value and returns the first bad one.
 func (c *Config) Validate() error {
 	bad := func(field, value, msg string) error { return &FieldError{Field: field, Value: value, Msg: msg} }
-	if c.Runtime.DataplaneFile == "" {
-		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file")
+	if c.ControlPlane.URL != "" {
+		if c.Runtime.DataplaneFile == "" && c.Dataplane.Name == "" {
+			return bad("dataplane.name", "", "required with a control plane and no dataplane file: the dataplane's name at the control plane")
+		}
+		if c.Runtime.PoliciesDir != "" {
+			return bad("dataplaneRuntime.policiesDir", c.Runtime.PoliciesDir, "the policies come from the control plane (controlPlane.url): give one or the other")
+		}
+		if c.ControlPlane.RetryBackoff < 0 {
+			return bad("controlPlane.retryBackoff", c.ControlPlane.RetryBackoff.String(), "must not be negative")
+		}
+		if c.ControlPlane.KeepaliveInterval < 0 {
+			return bad("controlPlane.keepaliveInterval", c.ControlPlane.KeepaliveInterval.String(), "must not be negative")
+		}
+	} else if c.Runtime.DataplaneFile == "" {
+		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file (or a control plane: controlPlane.url)")
 	}
 	for k, v := range c.Runtime.ResourceVars {
 		if !varName.MatchString(k) {

@@ -36,13 +36,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 		return Parts{}, cleanup, err
 	}
 	log.Info("work dir", "path", workDir)
-	src, err := cplink.NewFiles(cplink.FilesConfig{
-		DataplaneFile: cfg.Runtime.DataplaneFile,
-		DataplaneVars: cfg.Runtime.ResourceVars,
-		PoliciesDir:   cfg.Runtime.PoliciesDir,
-		Watch:         cfg.Runtime.Watch,
-		CacheFile:     filepath.Join(workDir, DecodeCacheFileName),
-	}, log.With("part", "source"))
+	src, err := newSource(cfg, workDir, log.With("part", "source"))
 	if err != nil {
 		return Parts{}, cleanup, err
 	}
@@ -85,6 +79,31 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	}
 	parts.Envoy = envoy
 	return parts, cleanup, nil
+}
+
+// newSource is the model's source: the control-plane link when a control plane is given,
+// else the files.
+func newSource(cfg Config, workDir string, log *slog.Logger) (cplink.Source, error) {
+	if cfg.ControlPlane.URL != "" {
+		return cplink.NewClient(cplink.ClientConfig{
+			Address:           cfg.ControlPlane.URL,
+			CACertFile:        cfg.ControlPlane.CACertFile,
+			TokenFile:         cfg.Runtime.TokenPath,
+			Name:              cfg.Dataplane.Name,
+			Mesh:              cfg.Dataplane.Mesh,
+			DataplaneFile:     cfg.Runtime.DataplaneFile,
+			DataplaneVars:     cfg.Runtime.ResourceVars,
+			Backoff:           time.Duration(cfg.ControlPlane.RetryBackoff),
+			KeepaliveInterval: time.Duration(cfg.ControlPlane.KeepaliveInterval),
+		}, log)
+	}
+	return cplink.NewFiles(cplink.FilesConfig{
+		DataplaneFile: cfg.Runtime.DataplaneFile,
+		DataplaneVars: cfg.Runtime.ResourceVars,
+		PoliciesDir:   cfg.Runtime.PoliciesDir,
+		Watch:         cfg.Runtime.Watch,
+		CacheFile:     filepath.Join(workDir, DecodeCacheFileName),
+	}, log)
 }
 
 // poolSizes is the IPv4 size of each pool: the external pool is carved out of the service

@@ -37,6 +37,11 @@ var options = []option{
 	{"dataplane-var", "KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS", "dataplaneRuntime.resourceVars"},
 	{"policies-dir", "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", "dataplaneRuntime.policiesDir"},
 	{"watch", "KUMA_DATAPLANE_RUNTIME_WATCH", "dataplaneRuntime.watch"},
+	{"cp-address", "KUMA_CONTROL_PLANE_URL", "controlPlane.url"},
+	{"ca-cert-file", "KUMA_CONTROL_PLANE_CA_CERT_FILE", "controlPlane.caCertFile"},
+	{"dataplane-token-file", "KUMA_DATAPLANE_RUNTIME_TOKEN_PATH", "dataplaneRuntime.tokenPath"},
+	{"cp-retry-backoff", "KUMA_CONTROL_PLANE_RETRY_BACKOFF", "controlPlane.retryBackoff"},
+	{"cp-keepalive-interval", "KUMA_CONTROL_PLANE_KEEPALIVE_INTERVAL", "controlPlane.keepaliveInterval"},
 	{"work-dir", "KUMA_DATAPLANE_RUNTIME_WORK_DIR", "dataplaneRuntime.workDir"},
 	{"envoy", "KUMA_DATAPLANE_RUNTIME_ENVOY", "dataplaneRuntime.envoy"},
 	{"binary-path", "KUMA_DATAPLANE_RUNTIME_BINARY_PATH", "dataplaneRuntime.binaryPath"},
@@ -66,6 +71,11 @@ func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
 	fs.StringToStringVar(&c.Runtime.ResourceVars, "dataplane-var", c.Runtime.ResourceVars, "value of a {{ name }} placeholder of the dataplane file, name=value (repeatable), e.g. address=$(POD_IP)")
 	fs.StringVar(&c.Runtime.PoliciesDir, "policies-dir", c.Runtime.PoliciesDir, "directory of policies and other dataplanes, read recursively and watched")
 	fs.StringVar(&c.Runtime.Watch, "watch", c.Runtime.Watch, "how changes are seen: auto (inotify, else polling), inotify or poll")
+	fs.StringVar(&c.ControlPlane.URL, "cp-address", c.ControlPlane.URL, "take the model from this control plane (grpcs://host:port, delta xDS) instead of --policies-dir; see docs/cplink.md")
+	fs.StringVar(&c.ControlPlane.CACertFile, "ca-cert-file", c.ControlPlane.CACertFile, "CA (PEM) that signed the control plane's certificate (default: the system's roots)")
+	fs.StringVar(&c.Runtime.TokenPath, "dataplane-token-file", c.Runtime.TokenPath, "this dataplane's token for the control plane (kuma-cp token)")
+	fs.DurationVar((*time.Duration)(&c.ControlPlane.RetryBackoff), "cp-retry-backoff", time.Duration(c.ControlPlane.RetryBackoff), "first wait after a failed connection to the control plane; doubles (with jitter) up to 30s")
+	fs.DurationVar((*time.Duration)(&c.ControlPlane.KeepaliveInterval), "cp-keepalive-interval", time.Duration(c.ControlPlane.KeepaliveInterval), "how often the link checks that the control plane answers; no answer: reconnect")
 	fs.StringVar(&c.Runtime.WorkDir, "work-dir", c.Runtime.WorkDir, "directory for the VIP state file, Envoy bootstrap and sockets (default: a directory per dataplane under $TMPDIR)")
 	fs.BoolVar(&c.Runtime.Envoy, "envoy", c.Runtime.Envoy, "run Envoy (found at --binary-path, in PATH or beside kuma-dp); --envoy=false serves DNS alone")
 	fs.StringVar(&c.Runtime.BinaryPath, "binary-path", c.Runtime.BinaryPath, "path of the envoy binary")
@@ -98,11 +108,16 @@ const runExample = `Example (the bundled example mesh, DNS on 127.0.0.1:15053, n
   dig @127.0.0.1 -p 15053 httpbin.mesh
   curl -s 127.0.0.1:9902/vips
 
+Example (the model from a control plane, kuma-cp; see docs/cplink.md):
+  kuma-dp run --cp-address grpcs://127.0.0.1:5678 --ca-cert-file /tmp/cp/ca.crt \
+    --dataplane-token-file /tmp/cp/web-1.token --dataplane-file testdata/mesh/dataplane.yaml --envoy=false
+
 Every flag also comes from an environment variable and from the --config file:
 `
 
 func runUsage(w io.Writer, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "Usage:\n  kuma-dp run --dataplane-file DP.yaml --policies-dir DIR [flags]\n\n")
+	fmt.Fprintf(w, "Usage:\n  kuma-dp run --dataplane-file DP.yaml --policies-dir DIR [flags]\n")
+	fmt.Fprintf(w, "  kuma-dp run --cp-address URL --dataplane-token-file F (--dataplane-file DP.yaml | --name N --mesh M) [flags]\n\n")
 	fmt.Fprintf(w, "Loads and validates the model, allocates this dataplane's VIPs, serves DNS for them\n")
 	fmt.Fprintf(w, "(and xDS to Envoy when found), reloads on every file change or SIGHUP, drains on SIGTERM.\n\n")
 	fmt.Fprintf(w, "Flags:\n%s\n%s", fs.FlagUsages(), runExample)
@@ -197,7 +212,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log.Info("kuma-dp starting", "version", version, "dataplane_file", cfg.Runtime.DataplaneFile,
-		"policies_dir", cfg.Runtime.PoliciesDir, "pid", os.Getpid())
+		"policies_dir", cfg.Runtime.PoliciesDir, "cp_address", cfg.ControlPlane.URL, "pid", os.Getpid())
 	if effective, err := json.Marshal(cfg); err == nil {
 		log.Debug("effective configuration (defaults < --config < KUMA_* < flags)", "config", string(effective))
 	}

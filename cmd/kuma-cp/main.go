@@ -1,0 +1,236 @@
+// Command kuma-cp is a small reference control plane for kuma-dp agents: it serves a
+// watched directory of resources over incremental ADS (delta xDS, go-control-plane) to many
+// agents, checks their tokens, validates with the agent's own code (package mesh) and sends
+// each agent only its mesh. See docs/cplink.md.
+//
+//	kuma-cp certs --out-dir DIR            # CA, server certificate, token key (demo, tests)
+//	kuma-cp token --token-key-file K --name N --mesh M
+//	kuma-cp serve --resources-dir DIR --tls-cert-file C --tls-key-file K --token-key-file T
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc/credentials"
+)
+
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const usageText = `kuma-cp: a reference control plane for kuma-dp agents
+
+Usage:
+  kuma-cp <command> [flags]
+
+Commands:
+  serve   serve a directory of resources to agents (delta ADS over gRPC)
+  token   issue a dataplane token
+  certs   write a self-signed CA, a server certificate and a token key (demo, tests)
+
+Example (two terminals; see docs/cplink.md):
+  kuma-cp certs --out-dir /tmp/cp
+  kuma-cp serve --resources-dir testdata/mesh/policies --address 127.0.0.1:5678 \
+    --tls-cert-file /tmp/cp/tls.crt --tls-key-file /tmp/cp/tls.key --token-key-file /tmp/cp/token.key
+  kuma-cp token --token-key-file /tmp/cp/token.key --name web-01 --mesh default > /tmp/cp/web-01.token
+`
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	case "serve":
+		return serveCmd(args[1:], stdout, stderr)
+	case "token":
+		return tokenCmd(args[1:], stdout, stderr)
+	case "certs":
+		return certsCmd(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "kuma-cp: unknown command %q\n\n%s", args[0], usageText)
+	return exitUsage
+}
+
+// parse parses a command's flags: help on stdout (exit 0), a bad flag on stderr (exit 2).
+func parse(name string, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case err == nil && fs.NArg() > 0:
+		fmt.Fprintf(stderr, "kuma-cp %s: unexpected argument %q\n", name, fs.Arg(0))
+		return exitUsage, true
+	case err == nil:
+		return exitOK, false
+	case errors.Is(err, pflag.ErrHelp):
+		fmt.Fprintf(stdout, "Usage:\n  kuma-cp %s [flags]\n\nFlags:\n%s", name, fs.FlagUsages())
+		return exitOK, true
+	}
+	fmt.Fprintf(stderr, "kuma-cp %s: %v\nRun 'kuma-cp %s --help' for the flags.\n", name, err, name)
+	return exitUsage, true
+}
+
+func certsCmd(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("certs", pflag.ContinueOnError)
+	dir := fs.String("out-dir", "", "directory to write ca.crt, tls.crt, tls.key and token.key into (required)")
+	hosts := fs.StringSlice("host", []string{"localhost", "127.0.0.1", "::1"}, "names and IPs the server certificate is for")
+	if rc, done := parse("certs", fs, args, stdout, stderr); done {
+		return rc
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "kuma-cp certs: --out-dir is required")
+		return exitUsage
+	}
+	if err := writeCerts(*dir, *hosts); err != nil {
+		fmt.Fprintf(stderr, "kuma-cp certs: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "wrote %s/{%s,%s,%s,%s}\n", *dir, caCertFile, tlsCertFile, tlsKeyFile, tokenKey)
+	return exitOK
+}
+
+func tokenCmd(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("token", pflag.ContinueOnError)
+	keyFile := fs.String("token-key-file", "", "the control plane's token key (required)")
+	name := fs.String("name", "", "the dataplane's name (required)")
+	meshName := fs.String("mesh", "default", "the dataplane's mesh")
+	if rc, done := parse("token", fs, args, stdout, stderr); done {
+		return rc
+	}
+	if *keyFile == "" || *name == "" || *meshName == "" {
+		fmt.Fprintln(stderr, "kuma-cp token: --token-key-file, --name and --mesh are required")
+		return exitUsage
+	}
+	key, err := readKey(*keyFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-cp token: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintln(stdout, issueToken(key, identity{Name: *name, Mesh: *meshName}))
+	return exitOK
+}
+
+type serveConfig struct {
+	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
+	poll                                                               time.Duration
+	skipValidation                                                     bool
+}
+
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	var c serveConfig
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&c.dir, "resources-dir", "", "directory of resources (dataplanes and policies of every mesh), read recursively and watched (required)")
+	fs.StringVar(&c.address, "address", "127.0.0.1:5678", "address to serve agents on (port 0: any free port, see --ready-file)")
+	fs.StringVar(&c.certFile, "tls-cert-file", "", "server certificate (PEM); without it the link is plain text")
+	fs.StringVar(&c.keyFile, "tls-key-file", "", "server key (PEM)")
+	fs.StringVar(&c.tokenKeyFile, "token-key-file", "", "key that signs dataplane tokens; without it tokens are not checked")
+	fs.DurationVar(&c.poll, "poll-interval", 200*time.Millisecond, "how often the directory is checked for changes")
+	fs.BoolVar(&c.skipValidation, "skip-validation", false, "serve documents that fail validation as written, for agents to judge (NACK tests, agents newer than this control plane)")
+	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ...} here once serving")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	if rc, done := parse("serve", fs, args, stdout, stderr); done {
+		return rc
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "kuma-cp serve: --log-level %q: want debug, info, warn or error\n", c.logLevel)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(c, log); err != nil {
+		log.Error("kuma-cp stopped", "error", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func serve(c serveConfig, log *slog.Logger) error {
+	if c.dir == "" {
+		return errors.New("--resources-dir is required")
+	}
+	if fi, err := os.Stat(c.dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--resources-dir %q: not a readable directory", c.dir)
+	}
+	var key []byte
+	if c.tokenKeyFile != "" {
+		k, err := readKey(c.tokenKeyFile)
+		if err != nil {
+			return err
+		}
+		key = k
+	} else {
+		log.Warn("no --token-key-file: any agent is served, tokens are not checked")
+	}
+	var creds credentials.TransportCredentials
+	if c.certFile != "" || c.keyFile != "" {
+		tc, err := credentials.NewServerTLSFromFile(c.certFile, c.keyFile)
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file %q / --tls-key-file %q: %w", c.certFile, c.keyFile, err)
+		}
+		creds = tc
+	} else {
+		log.Warn("no --tls-cert-file: the link is plain text (agents use grpc://)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cp := newControlPlane(key, log)
+	st := newStore(c.dir, !c.skipValidation, log)
+	sv, _ := st.scan()
+	cp.apply(sv)
+	log.Info("resources loaded", "dir", c.dir, "resources", sv.count(), "meshes", len(sv.meshes))
+
+	ln, err := net.Listen("tcp", c.address)
+	if err != nil {
+		return fmt.Errorf("--address %q: %w", c.address, err)
+	}
+	gs := cp.grpcServer(creds)
+	go watch(ctx, st, cp, c.poll, log)
+	log.Info("kuma-cp serving", "address", ln.Addr().String(), "tls", creds != nil, "tokens", key != nil)
+	if c.readyFile != "" {
+		b, _ := json.Marshal(map[string]string{"address": ln.Addr().String()})
+		if err := os.WriteFile(c.readyFile, b, 0o644); err != nil {
+			return fmt.Errorf("--ready-file %q: %w", c.readyFile, err)
+		}
+	}
+	return cp.serve(ctx, gs, ln)
+}
+
+// watch scans the directory every interval and serves what changed.
+func watch(ctx context.Context, st *store, cp *controlPlane, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sv, changed := st.scan()
+		if !changed {
+			continue
+		}
+		cp.apply(sv)
+		log.Info("resources changed", "resources", sv.count(), "meshes", len(sv.meshes), "agents", cp.connected())
+	}
+}

@@ -1,0 +1,628 @@
+package cplink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// ClientConfig configures the control-plane link.
+type ClientConfig struct {
+	// Address is the control plane's URL: grpcs://host:port or https://host:port (TLS, the
+	// default when no scheme is given), grpc://host:port or http://host:port (plain text,
+	// for a control plane on loopback only).
+	Address string
+	// CACertFile is the PEM CA that signed the control plane's certificate; empty uses the
+	// system's roots.
+	CACertFile string
+	// TokenFile holds this dataplane's token, sent as "authorization: Bearer <token>"; it is
+	// read again at every connection, so a rotated token is picked up. Empty sends none.
+	TokenFile string
+	// Name and Mesh identify the dataplane to the control plane. With a DataplaneFile they
+	// default to its name and mesh (and must match it when given).
+	Name, Mesh string
+	// DataplaneFile, when set, is this dataplane's own resource (rendered with
+	// DataplaneVars); without it the control plane's Dataplane named Name is used.
+	DataplaneFile string
+	DataplaneVars map[string]string
+	// Backoff is the first wait after a failed connection (default 250 ms); it doubles at
+	// every failure up to MaxBackoff (default 30 s), each wait drawn in [d/2, d] (jitter).
+	Backoff, MaxBackoff time.Duration
+	// KeepaliveInterval is how often the link checks that the control plane still answers
+	// (default 10 s); KeepaliveTimeout is how long it waits for the answer (default the
+	// interval, at most 5 s) before dropping the stream and reconnecting.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+}
+
+// Client is the control-plane link: a Source fed by incremental ADS (delta xDS) from a
+// control plane. It ACKs responses whose resources decode and validate and whose model
+// builds, NACKs the others with the error (naming resource and field) and keeps the last
+// good model; it reconnects with exponential backoff and jitter, resuming with the versions
+// it holds so nothing unchanged is sent again. Load returns only after the first complete
+// sync (every kind received once).
+type Client struct {
+	cfg    ClientConfig
+	log    *slog.Logger
+	target string
+	creds  credentials.TransportCredentials
+	reload chan struct{}
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+	updates   chan Update
+
+	mu       sync.Mutex
+	held     map[string]map[string]heldResource // kind -> name -> what the agent holds
+	received map[string]bool                    // kinds answered at least once
+	self     *mesh.Dataplane                    // from DataplaneFile, when given
+	lastHash string
+	sent     bool // the first complete model went out
+	noSelf   bool // logged: our Dataplane is not at the control plane
+
+	stats ClientStats
+}
+
+type heldResource struct {
+	version string
+	res     mesh.Resource
+}
+
+// ClientStats counts what the link received, for benchmarks and metrics.
+type ClientStats struct {
+	Sessions      atomic.Int64 // connections that got at least one response
+	Responses     atomic.Int64
+	Resources     atomic.Int64 // resources received (updated or added)
+	BytesReceived atomic.Int64 // protobuf size of the responses
+	Nacks         atomic.Int64
+}
+
+// NewClient checks the configuration and returns the link; nothing connects until Load.
+func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	target, useTLS, err := parseAddress(cfg.Address)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, log: log, target: target, reload: make(chan struct{}, 1),
+		updates: make(chan Update), done: make(chan struct{}),
+		held: map[string]map[string]heldResource{}, received: map[string]bool{}}
+	if useTLS {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.CACertFile != "" {
+			pem, err := os.ReadFile(cfg.CACertFile)
+			if err != nil {
+				return nil, fmt.Errorf("control plane CA (--ca-cert-file %q): %w", cfg.CACertFile, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("control plane CA (--ca-cert-file %q): no PEM certificate in it", cfg.CACertFile)
+			}
+			tc.RootCAs = pool
+		}
+		c.creds = credentials.NewTLS(tc)
+	} else {
+		if cfg.CACertFile != "" {
+			return nil, fmt.Errorf("control plane address %q is plain text (grpc:// or http://): --ca-cert-file %q would not be used; use grpcs://", cfg.Address, cfg.CACertFile)
+		}
+		c.creds = insecure.NewCredentials()
+	}
+	if c.cfg.Backoff <= 0 {
+		c.cfg.Backoff = 250 * time.Millisecond
+	}
+	if c.cfg.MaxBackoff < c.cfg.Backoff {
+		c.cfg.MaxBackoff = max(30*time.Second, c.cfg.Backoff)
+	}
+	if c.cfg.KeepaliveInterval <= 0 {
+		c.cfg.KeepaliveInterval = 10 * time.Second
+	}
+	if c.cfg.KeepaliveTimeout <= 0 {
+		c.cfg.KeepaliveTimeout = min(5*time.Second, c.cfg.KeepaliveInterval)
+	}
+	if cfg.DataplaneFile != "" {
+		if err := c.loadSelf(); err != nil {
+			return nil, err
+		}
+	}
+	if c.cfg.Name == "" {
+		return nil, errors.New("control plane link: the dataplane's name is needed (--name, or a --dataplane-file)")
+	}
+	if c.cfg.Mesh == "" {
+		c.cfg.Mesh = "default"
+	}
+	return c, nil
+}
+
+// parseAddress turns the control plane's URL into a gRPC target and whether to use TLS.
+func parseAddress(addr string) (target string, useTLS bool, err error) {
+	bad := func(msg string) error { return fmt.Errorf("control plane address (--cp-address %q): %s", addr, msg) }
+	if addr == "" {
+		return "", false, bad("empty")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "grpcs://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", false, bad(err.Error())
+	}
+	switch u.Scheme {
+	case "grpcs", "https":
+		useTLS = true
+	case "grpc", "http":
+	default:
+		return "", false, bad("scheme must be grpcs, https, grpc or http")
+	}
+	if u.Port() == "" || u.Hostname() == "" {
+		return "", false, bad("want host:port")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return "", false, bad("no path expected")
+	}
+	return u.Host, useTLS, nil
+}
+
+// loadSelf reads this dataplane's own file, and takes name and mesh from it.
+func (c *Client) loadSelf() error {
+	data, err := os.ReadFile(c.cfg.DataplaneFile)
+	if err == nil {
+		data, err = renderVars(data, c.cfg.DataplaneVars)
+	}
+	if err != nil {
+		return mesh.Errors{{Source: c.cfg.DataplaneFile, Msg: err.Error()}}
+	}
+	rs, err := mesh.Decode(c.cfg.DataplaneFile, data)
+	if err != nil {
+		return err
+	}
+	self, errs := selfDataplane(c.cfg.DataplaneFile, cachedFile{res: rs})
+	if len(errs) > 0 {
+		return errs
+	}
+	dpMesh := self.Mesh
+	if dpMesh == "" {
+		dpMesh = "default"
+	}
+	if c.cfg.Name != "" && c.cfg.Name != self.Name {
+		return fmt.Errorf("--name %q does not match the dataplane file %s (name %q)", c.cfg.Name, c.cfg.DataplaneFile, self.Name)
+	}
+	if c.cfg.Mesh != "" && c.cfg.Mesh != dpMesh {
+		return fmt.Errorf("--mesh %q does not match the dataplane file %s (mesh %q)", c.cfg.Mesh, c.cfg.DataplaneFile, dpMesh)
+	}
+	c.cfg.Name, c.cfg.Mesh = self.Name, dpMesh
+	c.mu.Lock()
+	c.self = self
+	c.mu.Unlock()
+	return nil
+}
+
+// Stats is what the link received so far.
+func (c *Client) Stats() *ClientStats { return &c.stats }
+
+// Load connects and waits for the first complete, valid model (readiness is held until
+// then); it returns early only when ctx is cancelled.
+func (c *Client) Load(ctx context.Context) Update {
+	c.start()
+	select {
+	case u := <-c.updates:
+		return u
+	case <-ctx.Done():
+		c.stop()
+		return Update{Err: ctx.Err(), Trigger: "start"}
+	}
+}
+
+// Run delivers every later model (and every refusal) on out until ctx is cancelled, then
+// closes the link.
+func (c *Client) Run(ctx context.Context, out chan<- Update) error {
+	c.start()
+	defer c.stop()
+	for {
+		select {
+		case u := <-c.updates:
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Reload reads the dataplane file again and rebuilds the model from what the link holds
+// (SIGHUP). Never blocks.
+func (c *Client) Reload() {
+	select {
+	case c.reload <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) start() {
+	c.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		go func() {
+			defer close(c.done)
+			c.loop(ctx)
+		}()
+	})
+}
+
+func (c *Client) stop() {
+	c.stopOnce.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+			<-c.done
+		}
+	})
+}
+
+// loop keeps a session up: reconnecting with backoff after every failure.
+func (c *Client) loop(ctx context.Context) {
+	reloadDone := make(chan struct{})
+	go func() {
+		defer close(reloadDone)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.reload:
+				c.rebuild(ctx)
+			}
+		}
+	}()
+	defer func() { <-reloadDone }()
+	failures := 0
+	for {
+		got, err := c.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if got {
+			failures = 0
+		}
+		wait := c.backoff(failures)
+		failures++
+		c.logFailure(err, failures, wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the wait after n consecutive failures: Backoff * 2^n capped at MaxBackoff,
+// drawn uniformly in [d/2, d] so that agents cut off together do not return together.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.Backoff
+	for i := 0; i < n && d < c.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
+	attrs := []any{"cp_address", c.cfg.Address, "attempt", attempt, "retry_in", wait.Round(time.Millisecond)}
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		c.log.Error("the control plane refused this dataplane; check --dataplane-token-file, --name and --mesh",
+			append(attrs, "error", status.Convert(err).Message())...)
+		return
+	}
+	msg := "control plane link down; reconnecting"
+	if err != nil && strings.Contains(err.Error(), "x509") {
+		msg = "the control plane's certificate is not trusted; check --ca-cert-file"
+		c.log.Error(msg, append(attrs, "error", err)...)
+		return
+	}
+	c.log.Warn(msg, append(attrs, "error", err)...)
+}
+
+// errKeepalive is the cause given to a session whose control plane stopped answering.
+var errKeepalive = errors.New("keepalive: the control plane stopped answering")
+
+// session runs one connection and stream until it fails; got is whether any response came.
+func (c *Client) session(ctx context.Context) (got bool, err error) {
+	token, err := c.token()
+	if err != nil {
+		return false, err
+	}
+	conn, err := grpc.NewClient(c.target, grpc.WithTransportCredentials(c.creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}))
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if token != "" {
+		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+token)
+	}
+	go c.keepalive(sctx, cancel, conn)
+
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(sctx)
+	if err != nil {
+		return false, causeOf(sctx, err)
+	}
+	c.mu.Lock()
+	clear(c.received) // a new stream: every kind is answered again before the model counts as synced
+	for i, kind := range Kinds {
+		req := &discovery.DeltaDiscoveryRequest{TypeUrl: TypeURL(kind), InitialResourceVersions: c.versionsLocked(kind)}
+		if i == 0 {
+			req.Node = &core.Node{Id: c.cfg.Name, Cluster: c.cfg.Mesh, UserAgentName: "kuma-dp"}
+		}
+		if err := stream.Send(req); err != nil {
+			c.mu.Unlock()
+			return false, causeOf(sctx, err)
+		}
+	}
+	c.mu.Unlock()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return got, causeOf(sctx, err)
+		}
+		if !got {
+			got = true
+			c.stats.Sessions.Add(1)
+			c.log.Info("connected to the control plane", "cp_address", c.cfg.Address, "name", c.cfg.Name, "mesh", c.cfg.Mesh)
+		}
+		ack := c.handle(sctx, resp)
+		if err := stream.Send(ack); err != nil {
+			return got, causeOf(sctx, err)
+		}
+	}
+}
+
+func causeOf(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// keepalive asks the control plane's health service every interval; no answer within the
+// timeout ends the session (a stalled stream, a frozen process, a dropped path), so the
+// link reconnects instead of waiting on a stream that will never speak again. gRPC's own
+// transport keepalive (at least 10 s) runs beneath it.
+func (c *Client) keepalive(ctx context.Context, cancel context.CancelCauseFunc, conn *grpc.ClientConn) {
+	health := healthpb.NewHealthClient(conn)
+	t := time.NewTicker(c.cfg.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, pcancel := context.WithTimeout(ctx, c.cfg.KeepaliveTimeout)
+		_, err := health.Check(pctx, &healthpb.HealthCheckRequest{})
+		pcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && status.Code(err) != codes.Unimplemented {
+			c.log.Warn("the control plane did not answer the keepalive; dropping the stream", "timeout", c.cfg.KeepaliveTimeout, "error", err)
+			cancel(fmt.Errorf("%w within %s: %v", errKeepalive, c.cfg.KeepaliveTimeout, err))
+			return
+		}
+	}
+}
+
+func (c *Client) token() (string, error) {
+	if c.cfg.TokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.cfg.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("dataplane token (--dataplane-token-file %q): %w", c.cfg.TokenFile, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("dataplane token (--dataplane-token-file %q): empty", c.cfg.TokenFile)
+	}
+	return t, nil
+}
+
+func (c *Client) versionsLocked(kind string) map[string]string {
+	held := c.held[kind]
+	if len(held) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(held))
+	for name, h := range held {
+		out[name] = h.version
+	}
+	return out
+}
+
+// handle applies one response and returns its ACK, or its NACK when a resource does not
+// decode and validate or the model does not build; the last good model stays either way.
+func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryResponse) *discovery.DeltaDiscoveryRequest {
+	start := time.Now()
+	c.stats.Responses.Add(1)
+	c.stats.BytesReceived.Add(int64(proto.Size(resp)))
+	c.stats.Resources.Add(int64(len(resp.GetResources())))
+	ack := &discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
+	kind := KindOf(resp.GetTypeUrl())
+	if kind == "" {
+		return c.nack(ack, fmt.Errorf("type URL %q is not one of the link's", resp.GetTypeUrl()))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.held[kind]
+	next := maps.Clone(prev)
+	if next == nil {
+		next = map[string]heldResource{}
+	}
+	for _, name := range resp.GetRemovedResources() {
+		delete(next, name)
+	}
+	var errs mesh.Errors
+	for _, r := range resp.GetResources() {
+		var env wrapperspb.BytesValue
+		if r.GetResource() == nil || proto.Unmarshal(r.GetResource().GetValue(), &env) != nil {
+			errs = append(errs, &mesh.FieldError{Source: "control plane " + kind + "/" + r.GetName(), Kind: kind, Name: r.GetName(),
+				Msg: "the envelope is not a google.protobuf.BytesValue"})
+			continue
+		}
+		res, err := DecodeResource(kind, r.GetName(), env.GetValue())
+		if err != nil {
+			errs = appendErrors(errs, err)
+			continue
+		}
+		next[r.GetName()] = heldResource{version: r.GetVersion(), res: res}
+	}
+	if len(errs) > 0 {
+		return c.nack(ack, errs)
+	}
+	c.held[kind] = next
+	c.received[kind] = true
+	if len(c.received) < len(Kinds) {
+		return ack // not yet a complete model
+	}
+	snap, err := c.buildLocked()
+	if errors.Is(err, errNoSelf) {
+		return ack // the model is fine; this dataplane is not in it yet
+	}
+	if err != nil {
+		c.held[kind] = prev
+		return c.nack(ack, err)
+	}
+	c.emitLocked(ctx, snap, "cp", start)
+	return ack
+}
+
+func (c *Client) nack(ack *discovery.DeltaDiscoveryRequest, err error) *discovery.DeltaDiscoveryRequest {
+	c.stats.Nacks.Add(1)
+	c.log.Warn("refused a change from the control plane (NACK); keeping the last good model",
+		"type_url", ack.GetTypeUrl(), "error", err.Error())
+	ack.ErrorDetail = &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	return ack
+}
+
+var errNoSelf = errors.New("this dataplane is not at the control plane")
+
+// buildLocked builds the model from what the link holds, with mesh.NewSnapshot's rules.
+func (c *Client) buildLocked() (*mesh.Snapshot, error) {
+	self := c.self
+	if self == nil {
+		h, ok := c.held[mesh.KindDataplane][c.cfg.Name]
+		if !ok {
+			if !c.noSelf {
+				c.noSelf = true
+				c.log.Warn("waiting for this dataplane's own Dataplane at the control plane (or give --dataplane-file)",
+					"name", c.cfg.Name, "mesh", c.cfg.Mesh)
+			}
+			return nil, errNoSelf
+		}
+		self = h.res.(*mesh.Dataplane)
+	}
+	c.noSelf = false
+	n := 0
+	for _, kind := range Kinds {
+		n += len(c.held[kind])
+	}
+	rs := make([]mesh.Resource, 0, n)
+	for _, kind := range Kinds {
+		for _, h := range c.held[kind] {
+			rs = append(rs, h.res)
+		}
+	}
+	return mesh.NewSnapshot(self, rs)
+}
+
+// emitLocked hands a model to Load or Run, unless it is the one already delivered (a
+// resumed stream with nothing changed).
+func (c *Client) emitLocked(ctx context.Context, snap *mesh.Snapshot, trigger string, start time.Time) {
+	if c.sent && snap.Hash == c.lastHash {
+		c.log.Debug("in sync with the control plane; nothing changed")
+		return
+	}
+	if !c.sent {
+		trigger = "start"
+	}
+	select {
+	case c.updates <- Update{Snapshot: snap, Trigger: trigger, Took: time.Since(start)}:
+		c.sent = true
+		c.lastHash = snap.Hash
+		if trigger == "start" {
+			c.log.Info("first complete sync with the control plane", "dataplanes", len(snap.Dataplanes),
+				"virtual_outbounds", len(snap.VirtualOutbounds), "traffic_routes", len(snap.TrafficRoutes))
+		}
+	case <-ctx.Done():
+	}
+}
+
+// rebuild re-reads the dataplane file and rebuilds the model (SIGHUP).
+func (c *Client) rebuild(ctx context.Context) {
+	c.mu.Lock()
+	sent := c.sent
+	c.mu.Unlock()
+	if !sent {
+		return // nothing complete to rebuild yet; Load is still waiting for the first sync
+	}
+	if c.cfg.DataplaneFile != "" {
+		if err := c.loadSelf(); err != nil {
+			c.send(ctx, Update{Err: err, Trigger: "reload"})
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap, err := c.buildLocked()
+	if errors.Is(err, errNoSelf) {
+		return
+	}
+	if err != nil {
+		c.send(ctx, Update{Err: err, Trigger: "reload"})
+		return
+	}
+	c.lastHash = "" // a reload always delivers
+	c.emitLocked(ctx, snap, "reload", time.Now())
+}
+
+func (c *Client) send(ctx context.Context, u Update) {
+	select {
+	case c.updates <- u:
+	case <-ctx.Done():
+	}
+}

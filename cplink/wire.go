@@ -1,0 +1,92 @@
+package cplink
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// The wire form of the model between a control plane and its agents (docs/cplink.md).
+//
+// Resources travel in incremental ADS (envoy.service.discovery.v3 DeltaAggregatedResources)
+// as generic envelopes: each Resource is an Any whose type URL names the kind
+// ("kuma-dp.io/mesh.Dataplane") and whose value is a google.protobuf.BytesValue holding the
+// resource's canonical JSON, a document mesh.Decode reads back (so the agent decodes and
+// validates it with exactly the code that reads files). The resource name is the
+// resource's name within its mesh and kind; its version is a hash of the envelope, so
+// equal content has an equal version across control-plane restarts.
+
+// TypeURLPrefix starts the type URL of every kind.
+const TypeURLPrefix = "kuma-dp.io/mesh."
+
+// Kinds are the kinds the link carries, in the order the agent subscribes to them.
+var Kinds = []string{
+	mesh.KindDataplane,
+	mesh.KindVirtualOutbound,
+	mesh.KindTrafficRoute,
+	mesh.KindMeshExternalService,
+	mesh.KindHostnameGenerator,
+}
+
+// TypeURL is the type URL of a kind.
+func TypeURL(kind string) string { return TypeURLPrefix + kind }
+
+// KindOf is the kind a type URL names, "" for a type URL that is not the link's.
+func KindOf(typeURL string) string {
+	k, ok := strings.CutPrefix(typeURL, TypeURLPrefix)
+	if !ok {
+		return ""
+	}
+	for _, known := range Kinds {
+		if k == known {
+			return k
+		}
+	}
+	return ""
+}
+
+// EncodeResource is the canonical JSON of a decoded resource, as a universal document
+// (`type: Kind` beside the resource's fields) that mesh.Decode reads back to an equal
+// resource. Map keys are sorted, so equal resources encode to equal bytes.
+func EncodeResource(r mesh.Resource) ([]byte, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
+	}
+	kind, _ := json.Marshal(r.Kind())
+	fields["type"] = kind
+	return json.Marshal(fields)
+}
+
+// Envelope wraps a resource's canonical JSON for the wire.
+func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body) }
+
+// DecodeResource reads one envelope's JSON back with mesh.Decode (decode and validation, the
+// same as for files) and checks that it holds exactly one resource of the kind and name it
+// was sent as. Errors name the resource ("<kind>/<name> from the control plane") and the
+// field.
+func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
+	source := "control plane " + kind + "/" + name
+	rs, err := mesh.Decode(source, body)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 {
+		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
+			Msg: fmt.Sprintf("the envelope must hold exactly one resource, found %d", len(rs))}}
+	}
+	r := rs[0]
+	if r.Kind() != kind || r.GetMeta().Name != name {
+		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
+			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), r.GetMeta().Name, kind)}}
+	}
+	return r, nil
+}

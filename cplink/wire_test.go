@@ -1,0 +1,73 @@
+package cplink
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Every resource of the bundled example mesh survives the envelope: decoded back with
+// mesh.Decode it equals the resource read from its file, and encodes to the same bytes.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	root := filepath.Join("..", "testdata", "mesh")
+	rs, err := mesh.LoadDir(filepath.Join(root, "policies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := mesh.LoadFile(filepath.Join(root, "dataplane.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = append(rs, self...)
+	kinds := map[string]int{}
+	for _, r := range rs {
+		body, err := EncodeResource(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeResource(r.Kind(), r.GetMeta().Name, body)
+		if err != nil {
+			t.Fatalf("%s/%s: %v\n%s", r.Kind(), r.GetMeta().Name, err, body)
+		}
+		back.GetMeta().Source = r.GetMeta().Source
+		if !reflect.DeepEqual(r, back) {
+			a, _ := json.Marshal(r)
+			b, _ := json.Marshal(back)
+			t.Errorf("%s/%s changed on the wire:\n%s\n%s", r.Kind(), r.GetMeta().Name, a, b)
+		}
+		again, _ := EncodeResource(back)
+		if string(again) != string(body) {
+			t.Errorf("%s/%s: encoding not stable:\n%s\n%s", r.Kind(), r.GetMeta().Name, body, again)
+		}
+		kinds[r.Kind()]++
+	}
+	for _, k := range Kinds {
+		if kinds[k] == 0 {
+			t.Errorf("the example mesh has no %s: the round trip does not cover it", k)
+		}
+		if KindOf(TypeURL(k)) != k {
+			t.Errorf("KindOf(TypeURL(%s)) = %q", k, KindOf(TypeURL(k)))
+		}
+	}
+}
+
+// An envelope that fails validation is refused with the resource and the field named.
+func TestDecodeResourceNamesResourceAndField(t *testing.T) {
+	body := []byte(`{"type":"VirtualOutbound","mesh":"default","name":"bad","selectors":[{"match":{"kuma.io/service":"*"}}],"conf":{"host":"{{.service","port":"80","parameters":[{"name":"service","tagKey":"kuma.io/service"}]}}`)
+	_, err := DecodeResource(mesh.KindVirtualOutbound, "bad", body)
+	if err == nil || !strings.Contains(err.Error(), `"bad"`) || !strings.Contains(err.Error(), "conf.host") {
+		t.Fatalf("want an error naming virtualoutbound \"bad\" and conf.host, got %v", err)
+	}
+	good := strings.Replace(string(body), `{{.service"`, `{{.service}}.mesh"`, 1)
+	if _, err := DecodeResource(mesh.KindVirtualOutbound, "bad", []byte(good)); err != nil {
+		t.Fatalf("the fixed envelope: %v", err)
+	}
+	_, err = DecodeResource(mesh.KindTrafficRoute, "bad", []byte(good))
+	if err == nil || !strings.Contains(err.Error(), "not the TrafficRoute") {
+		t.Fatalf("want a kind mismatch, got %v", err)
+	}
+}
