@@ -34,9 +34,17 @@ func Decode(source string, data []byte) ([]Resource, error) {
 				Msg: "invalid YAML/JSON: " + shiftLines(err.Error(), doc.line-1)})
 			continue
 		}
-		for _, n := range nodes {
+		for i, n := range nodes {
 			num++
-			r, derrs := decodeDocument(docSource(source, num), n)
+			r, derrs, redo := decodeQuick(docSource(source, num), n)
+			if redo {
+				// A problem: decode the document again, reporting every problem in order
+				// with its path (from a fresh parse: the quick pass may have changed it).
+				if again, err := parseDocument(doc.text); err == nil && i < len(again) {
+					n = again[i] // always: parsing is deterministic
+				}
+				r, derrs = decodeDocument(docSource(source, num), n)
+			}
 			errs = append(errs, derrs...)
 			if r != nil && len(derrs) == 0 {
 				out = append(out, r)

@@ -208,3 +208,47 @@ func TestIsYAMLFloat(t *testing.T) {
 		}
 	}
 }
+
+// The quick pass (no paths, keys unsorted) decodes every document of the test data like the
+// full pass, or hands it over (redo) when it has a problem to report.
+func TestDecodeQuickSameAsFull(t *testing.T) {
+	quick, redo := 0, 0
+	for _, root := range []string{"testdata", "../testdata"} {
+		_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !isResourceFile(path) {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, doc := range splitDocuments(data) {
+				n1, err1 := parseDocument(doc.text)
+				n2, _ := parseDocument(doc.text)
+				if err1 != nil {
+					continue
+				}
+				for i := range n1 {
+					r1, e1, again := decodeQuick("f#1", n1[i])
+					r2, e2 := decodeDocument("f#1", n2[i])
+					if again {
+						redo++
+						if len(e2) == 0 {
+							t.Errorf("%s line %d: the quick pass failed a document the full pass accepts", path, doc.line)
+						}
+						continue
+					}
+					quick++
+					if !reflect.DeepEqual(r1, r2) || !reflect.DeepEqual(e1, e2) {
+						t.Errorf("%s line %d: quick %#v %v, full %#v %v", path, doc.line, r1, e1, r2, e2)
+					}
+				}
+			}
+			return nil
+		})
+	}
+	t.Logf("%d documents decoded quickly, %d redone", quick, redo)
+	if quick == 0 || redo == 0 {
+		t.Errorf("quick %d, redo %d: both paths should be exercised", quick, redo)
+	}
+}

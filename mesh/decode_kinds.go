@@ -35,7 +35,27 @@ const kindVirtualHost = "VirtualHost"
 
 // decodeDocument decodes and validates one document.
 func decodeDocument(source string, n any) (Resource, Errors) {
-	d := &decoder{source: source}
+	r, errs, _ := decodeWith(&decoder{source: source}, n)
+	return r, errs
+}
+
+// decodeQuick is decodeDocument in a quick pass (see decoder.quick); redo reports that the
+// document has a problem to report: decode a fresh parse of it with decodeDocument. The
+// quick pass may have changed n.
+func decodeQuick(source string, n any) (r Resource, errs Errors, redo bool) {
+	return decodeWith(&decoder{source: source, quick: true}, n)
+}
+
+func decodeWith(d *decoder, n any) (Resource, Errors, bool) {
+	r, errs := d.document(n)
+	if d.failed {
+		return nil, nil, true
+	}
+	return r, errs, false
+}
+
+func (d *decoder) document(n any) (Resource, Errors) {
+	source := d.source
 	m, ok := n.(map[string]any)
 	if !ok {
 		d.errorf("", "", "expected a mapping with `type` (universal) or `kind` (Kubernetes), got %s", typeName(n))

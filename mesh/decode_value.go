@@ -24,9 +24,19 @@ import (
 type decoder struct {
 	source, kind, name string
 	errs               Errors
+	// quick: the first pass over a document, which builds no paths and sorts no keys, and
+	// only notes that something failed (failed); the document is then decoded again from a
+	// fresh parse without quick, reporting every problem in order with its path. Nothing
+	// decoded depends on the order of keys, so a quick pass that fails nothing decodes the
+	// same resource.
+	quick, failed bool
 }
 
 func (d *decoder) errorf(path, value, format string, args ...any) {
+	if d.quick {
+		d.failed = true
+		return
+	}
 	d.errs = append(d.errs, &FieldError{Source: d.source, Kind: d.kind, Name: d.name,
 		Path: path, Value: value, Msg: fmt.Sprintf(format, args...)})
 }
@@ -36,6 +46,7 @@ var (
 	rawType      = reflect.TypeFor[json.RawMessage]()
 	bytesType    = reflect.TypeFor[[]byte]()
 	selectorType = reflect.TypeFor[Selector]()
+	tagsType     = reflect.TypeFor[Tags]()
 )
 
 // value decodes node n into v (settable).
@@ -141,7 +152,7 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(list), len(list))
 		for i, e := range list {
-			d.value(s.Index(i), e, path+"["+strconv.Itoa(i)+"]")
+			d.value(s.Index(i), e, d.indexPath(path, i))
 		}
 		v.Set(s)
 	case reflect.Map:
@@ -151,9 +162,30 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 			return
 		}
 		out := reflect.MakeMapWithSize(v.Type(), len(m))
-		for _, k := range sortedKeys(m) {
+		if d.quick && v.Type() == tagsType {
+			// The common tag map: no reflection.
+			tags := out.Interface().(Tags)
+			for k, n := range m {
+				var s string
+				switch n := n.(type) {
+				case string:
+					s = n
+				case json.Number:
+					s = n.String()
+				case bool:
+					s = strconv.FormatBool(n)
+				case nil:
+				default:
+					d.failed = true
+				}
+				tags[k] = s
+			}
+			v.Set(out)
+			return
+		}
+		for _, k := range d.keys(m) {
 			e := reflect.New(v.Type().Elem()).Elem()
-			d.value(e, m[k], keyPath(path, k))
+			d.value(e, m[k], d.keyPath(path, k))
 			out.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), e)
 		}
 		v.Set(out)
@@ -175,20 +207,24 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 // fields decodes mapping m into struct v; keys in extra are accepted and skipped.
 func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra map[string]bool) {
 	fs := fieldsOf(v.Type())
-	for _, k := range sortedKeys(m) {
+	for _, k := range d.keys(m) {
 		idx, ok := fs.byName[k]
 		if !ok {
 			if !extra[k] {
-				d.unknown(keyPath(path, k), k, fs.names)
+				d.unknown(d.keyPath(path, k), k, fs.names)
 			}
 			continue
 		}
-		d.value(v.FieldByIndex(idx), m[k], keyPath(path, k))
+		d.value(v.FieldByIndex(idx), m[k], d.keyPath(path, k))
 	}
 }
 
 // unknown reports an unknown field, suggesting the closest known one.
 func (d *decoder) unknown(path, key string, known []string) {
+	if d.quick {
+		d.failed = true
+		return
+	}
 	if s := suggest(key, known); s != "" {
 		d.errorf(path, "", "unknown field, did you mean %s?", s)
 		return
@@ -286,6 +322,33 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// keys are m's keys: sorted (errors come in order), or as they come in a quick pass.
+func (d *decoder) keys(m map[string]any) []string {
+	if !d.quick {
+		return sortedKeys(m)
+	}
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// keyPath and indexPath build paths, except in a quick pass (which reports no paths).
+func (d *decoder) keyPath(path, key string) string {
+	if d.quick {
+		return ""
+	}
+	return keyPath(path, key)
+}
+
+func (d *decoder) indexPath(path string, i int) string {
+	if d.quick {
+		return ""
+	}
+	return path + "[" + strconv.Itoa(i) + "]"
 }
 
 func sortedKeys(m map[string]any) []string {
