@@ -102,6 +102,32 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 	}
 
 	start := len(buf)
+	buf = r.build(buf, q, e, cname, ptr, cur.serial)
+	if len(buf)-start <= limit {
+		return buf, answered
+	}
+	if cname && q.qtype != typeCNAME {
+		// Too big with the CNAME (a long hostname under a long search domain, no EDNS):
+		// the same addresses owned by the name asked, without the CNAME, fit any buffer
+		// (question + A + AAAA < 512). A client that does not retry over TCP (musl before
+		// 1.2.4 uses a truncated answer as it is) then gets the addresses, not an empty TC.
+		buf = r.build(buf[:start], q, e, false, false, cur.serial)
+		if len(buf)-start <= limit {
+			return buf, answered
+		}
+	}
+	// Does not fit: header with TC, the question and the OPT record only (RFC 2181 9).
+	buf = r.header(buf[:start], q)
+	binary.BigEndian.PutUint16(buf[start+2:], binary.BigEndian.Uint16(buf[start+2:])|flagTC)
+	buf = r.opt(buf, q)
+	return buf, truncated
+}
+
+// build appends the whole answer about e: through a search domain (cname: the CNAME to
+// the hostname, then its addresses), a reverse name (ptr), or the hostname itself; NODATA
+// (an SOA in the authority section) when e has no record of the type asked.
+func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bool, serial uint32) []byte {
+	start := len(buf)
 	buf = r.header(buf, q)
 	var an, ns uint16
 	switch {
@@ -126,20 +152,13 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 	if an == 0 || (cname && an == 1 && q.qtype != typeCNAME) {
 		// NODATA: the name is ours but has no record of this type. The SOA lets
 		// caching resolvers cache the negative answer for TTL seconds (RFC 2308).
-		buf = r.soa(buf, cur.serial)
+		buf = r.soa(buf, serial, len(q.qname))
 		ns = 1
 	}
 	buf = r.opt(buf, q)
 	binary.BigEndian.PutUint16(buf[start+6:], an)
 	binary.BigEndian.PutUint16(buf[start+8:], ns)
-	if len(buf)-start <= limit {
-		return buf, answered
-	}
-	// Does not fit: header with TC, the question and the OPT record only (RFC 2181 9).
-	buf = r.header(buf[:start], q)
-	binary.BigEndian.PutUint16(buf[start+2:], binary.BigEndian.Uint16(buf[start+2:])|flagTC)
-	buf = r.opt(buf, q)
-	return buf, truncated
+	return buf
 }
 
 // header appends the response header and the question, echoed as the client wrote it.
@@ -194,12 +213,23 @@ func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) 
 	return b, n
 }
 
-// soa appends the authority SOA of a NODATA answer, owned by the question's name.
-func (r *responder) soa(b []byte, serial uint32) []byte {
+// soa appends the authority SOA of a NODATA answer, owned by the question's name (of
+// qnameLen wire bytes). RNAME is hostmaster.<name>, or the name itself when that would
+// pass the 255-byte limit of a name (RFC 1035 2.3.4): a longer one makes the whole
+// answer unparseable.
+func (r *responder) soa(b []byte, serial uint32, qnameLen int) []byte {
+	const hostmaster = "\x0ahostmaster"
 	b = r.rrHead(b, 0xC00C, typeSOA)
-	b = append(b, 0, 35)
-	b = append(b, 0xC0, 0x0C)                                           // MNAME: the name itself
-	b = append(b, 10, 'h', 'o', 's', 't', 'm', 'a', 's', 't', 'e', 'r') // RNAME: hostmaster.<name>
+	long := qnameLen+len(hostmaster) > maxName
+	if long {
+		b = append(b, 0, 24)
+	} else {
+		b = append(b, 0, 35)
+	}
+	b = append(b, 0xC0, 0x0C) // MNAME: the name itself
+	if !long {
+		b = append(b, hostmaster...) // RNAME: hostmaster.<name>
+	}
 	b = append(b, 0xC0, 0x0C)
 	b = be32(b, serial)
 	b = be32(b, 3600)     // refresh

@@ -139,10 +139,53 @@ func TestEDNS(t *testing.T) {
 	})
 	// 219-byte hostname via a search domain: CNAME + A + AAAA is ~580 bytes.
 	long := longName + ".default.svc.cluster.local."
-	t.Run("local answer over 512 without EDNS: TC over UDP", func(t *testing.T) {
-		r := ts.exchange(t, "udp", question(long, dns.TypeANY))
-		if !r.Truncated || len(r.Answer) != 0 {
-			t.Fatalf("want TC and no answer, got TC=%v %d answers", r.Truncated, len(r.Answer))
+	// Without EDNS it does not fit 512 bytes: the addresses come owned by the name asked,
+	// without the CNAME, rather than an empty TC answer a client without TCP fallback
+	// (musl before 1.2.4) would take as "no address".
+	t.Run("local answer over 512 without EDNS: the addresses without the CNAME", func(t *testing.T) {
+		// udp: the fast path; udp-z: the Z bit sends it through CoreDNS to kumavip's handler
+		for _, network := range []string{"udp", "udp-z"} {
+			q := question(long, dns.TypeANY)
+			q.Zero = network == "udp-z"
+			r := ts.exchange(t, "udp", q)
+			var types []uint16
+			for _, rr := range r.Answer {
+				if !strings.EqualFold(rr.Header().Name, long) {
+					t.Errorf("%s: answer owned by %s, want %s", network, rr.Header().Name, long)
+				}
+				types = append(types, rr.Header().Rrtype)
+			}
+			if r.Truncated || !slices.Equal(types, []uint16{dns.TypeA, dns.TypeAAAA}) {
+				t.Fatalf("%s: want A and AAAA without TC, got TC=%v %v", network, r.Truncated, r.Answer)
+			}
+		}
+	})
+	t.Run("same for AAAA alone and for a NODATA type", func(t *testing.T) {
+		r := ts.exchange(t, "udp", question(long, dns.TypeAAAA))
+		if r.Truncated || len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != dns.TypeAAAA {
+			t.Fatalf("AAAA: got TC=%v %v", r.Truncated, r.Answer)
+		}
+	})
+	// hostmaster.<a 247-byte name> would pass 255 bytes (the answer would not parse): the
+	// SOA's RNAME is then the name itself. Fast path, CoreDNS path and TCP.
+	t.Run("NODATA for a long name: a well-formed SOA", func(t *testing.T) {
+		for _, mode := range []string{"udp", "udp-z", "tcp"} {
+			for _, name := range []string{long, longName + "."} {
+				q := question(name, dns.TypeMX)
+				q.Zero = mode == "udp-z"
+				r := ts.exchange(t, strings.TrimSuffix(mode, "-z"), q)
+				if r.Truncated || r.Rcode != dns.RcodeSuccess || len(r.Answer) > 1 || len(r.Ns) != 1 {
+					t.Fatalf("%s %s: want NODATA with an SOA, got %v", mode, name, r)
+				}
+				soa, ok := r.Ns[0].(*dns.SOA)
+				wantMbox := "hostmaster." + name
+				if len(name) > 244 {
+					wantMbox = name
+				}
+				if !ok || soa.Ns != name || soa.Mbox != wantMbox || soa.Minttl != 30 {
+					t.Fatalf("%s %s: SOA %v, want MNAME the name, RNAME %s", mode, name, r.Ns[0], wantMbox)
+				}
+			}
 		}
 	})
 	t.Run("same with EDNS 1232: fits", func(t *testing.T) {

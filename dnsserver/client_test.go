@@ -105,10 +105,10 @@ func TestDig(t *testing.T) {
 			[]string{"flags: qr tc rd ra"}, nil},
 		{"bufsize big enough for the long local answer", []string{"+bufsize=1232", longName + ".default.svc.cluster.local", "ANY"},
 			[]string{"ANSWER: 3", "udp: 1232"}, []string{" tc "}},
-		{"no EDNS: TC on the long local answer", []string{"+noedns", "+ignore", longName + ".default.svc.cluster.local", "AAAA"},
-			[]string{"flags: qr aa tc rd ra", "ANSWER: 0"}, nil},
-		{"dig retries TC over TCP", []string{"+noedns", longName + ".default.svc.cluster.local", "AAAA"},
-			[]string{"ANSWER: 2"}, nil}, // the UDP answer had none: this one came over TCP
+		{"no EDNS: the long local answer without its CNAME, not truncated", []string{"+noedns", "+ignore", longName + ".default.svc.cluster.local", "AAAA"},
+			[]string{"flags: qr aa rd ra", "ANSWER: 1", "IN AAAA fd00:fd01::5"}, []string{" tc ", "CNAME"}},
+		{"dig retries TC over TCP", []string{"+noedns", "big.example.org", "TXT"},
+			[]string{"ANSWER: 20"}, nil}, // 20 TXT do not fit 512 bytes: this answer came over TCP
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
