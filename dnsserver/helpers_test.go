@@ -21,6 +21,9 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" { // TestRealClients runs this binary as a server or a client
+		os.Exit(runRole(role, os.Args[1:]))
+	}
 	goleak.VerifyTestMain(m,
 		// plugin/forward's pooled connections are freed by the GC, not by shutdown
 		// (NOTES.md pitfall 3).
