@@ -1,0 +1,301 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const dpWeb = `type: Dataplane
+mesh: default
+name: web-1
+networking:
+  address: 10.0.0.1
+  inbound:
+    - port: 8080
+      tags:
+        kuma.io/service: web
+`
+
+const dpHTTPBin = `type: Dataplane
+mesh: default
+name: httpbin-1
+networking:
+  address: 10.0.0.2
+  inbound:
+    - port: 80
+      tags:
+        kuma.io/service: httpbin
+        version: v1
+`
+
+// dpOther lives in another mesh: no agent of mesh default may learn of it.
+const dpOther = `type: Dataplane
+mesh: other
+name: secret-1
+networking:
+  address: 10.9.0.1
+  inbound:
+    - port: 80
+      tags:
+        kuma.io/service: secret
+        version: v1
+`
+
+func virtualOutbound(meshName, host string) string {
+	return fmt.Sprintf(`type: VirtualOutbound
+mesh: %s
+name: by-version
+selectors:
+  - match:
+      kuma.io/service: "*"
+      version: "*"
+conf:
+  host: %q
+  port: 8080
+  tags:
+    kuma.io/service: service
+    version: version
+`, meshName, host)
+}
+
+// meshEnv is a control plane whose directory holds web-1 and httpbin-1 in mesh default (and
+// secret-1 in mesh other), with the VirtualOutbound naming <version>.<service>.mesh.
+func meshEnv(t *testing.T) *cpEnv {
+	e := newCPEnv(t)
+	e.write("web.yaml", dpWeb)
+	e.write("httpbin.yaml", dpHTTPBin)
+	e.write("other.yaml", dpOther+"---\n"+virtualOutbound("other", "{{version}}.{{service}}.mesh"))
+	e.write("vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh"))
+	return e
+}
+
+// The done-when test: kuma-cp and two kuma-dp agents (one identified by its dataplane file
+// kept by the agent, one by --name/--mesh alone); a policy changed in the control plane's
+// directory changes both agents' DNS answers.
+func TestE2EPolicyChangeReachesBothAgents(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	webFile := e.path("web.yaml")
+	if err := writeFileAtomic(webFile, dpWeb); err != nil {
+		t.Fatal(err)
+	}
+	web := startAgent(t, e, e.address, true, "--dataplane-file", webFile, "--dataplane-token-file", e.token("web-1", "default"))
+	httpbin := startAgent(t, e, e.address, true, "--name", "httpbin-1", "--mesh", "default",
+		"--dataplane-token-file", e.token("httpbin-1", "default"))
+	for _, a := range []*agent{web, httpbin} {
+		if !a.answers("v1.httpbin.mesh") {
+			t.Fatalf("v1.httpbin.mesh not answered before the change:\n%s", a.logs)
+		}
+		if a.answers("v1.secret.mesh") {
+			t.Fatal("an agent of mesh default answers a name of mesh other")
+		}
+	}
+	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.changed.mesh"))
+	for _, a := range []*agent{web, httpbin} {
+		waitFor(t, "the new name answered", 5*time.Second, func() bool { return a.answers("httpbin.v1.changed.mesh") })
+		if a.answers("v1.httpbin.mesh") {
+			t.Error("the old name still answers after the change")
+		}
+	}
+	if n := cp.count(`msg="dataplane connected"`); n != 2 {
+		t.Errorf("control plane saw %d connections, want 2", n)
+	}
+}
+
+// Control plane killed: DNS keeps answering from the last good model; a change made while
+// it is down arrives once it is back (same address), without restarting the agent.
+func TestE2EControlPlaneKilledAndRestarted(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	cp.kill()
+	waitFor(t, "the agent sees the control plane gone", 5*time.Second, func() bool {
+		return a.count(`control plane link down; reconnecting`) > 0
+	})
+	for i := 0; i < 5; i++ { // answering meanwhile, from the last good model
+		if !a.answers("v1.httpbin.mesh") {
+			t.Fatal("DNS stopped answering while the control plane is down")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.back.mesh"))
+	e.start()
+	took := waitFor(t, "the change made while down reaches DNS after the restart", 5*time.Second, func() bool {
+		return a.answers("httpbin.v1.back.mesh")
+	})
+	t.Logf("back in sync %v after the restart", took)
+	if !regexp.MustCompile(`retry_in=\d`).MatchString(a.logs.String()) {
+		t.Error("the agent's reconnection attempts do not show their backoff")
+	}
+}
+
+// A resource that fails validation (served as written by a control plane with
+// --skip-validation): the agent NACKs it naming the resource and the field, keeps serving
+// its last good model, the control plane logs the NACK; the fix is then accepted.
+func TestE2EInvalidResourceNACKed(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start("--skip-validation")
+	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version"))
+	waitFor(t, "the control plane logs the NACK", 5*time.Second, func() bool { return cp.count(`msg="NACK`) > 0 })
+	nack := lineWith(cp.logs.String(), `msg="NACK`)
+	for _, want := range []string{"dataplane=web-1", `virtualoutbound \"by-version\"`, "conf.host"} {
+		if !strings.Contains(nack, want) {
+			t.Errorf("the control plane's NACK line does not name %s:\n%s", want, nack)
+		}
+	}
+	if !strings.Contains(lineWith(a.logs.String(), "(NACK)"), "conf.host") {
+		t.Errorf("the agent's refusal does not name the field:\n%s", a.logs)
+	}
+	if !a.answers("v1.httpbin.mesh") {
+		t.Fatal("the agent dropped its last good model after a NACK")
+	}
+	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.fixed.mesh"))
+	waitFor(t, "the fixed policy is accepted", 5*time.Second, func() bool { return a.answers("httpbin.v1.fixed.mesh") })
+}
+
+// A control plane that validates refuses the broken file itself, logging the file and
+// field, and keeps serving that file's last good version.
+func TestE2EControlPlaneRefusesInvalidFile(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version"))
+	waitFor(t, "the control plane refuses the file", 5*time.Second, func() bool {
+		return strings.Contains(lineWith(cp.logs.String(), "refused a file"), "conf.host")
+	})
+	if a.count(`\(NACK\)`) != 0 {
+		t.Error("the agent was sent the broken resource")
+	}
+	if !a.answers("v1.httpbin.mesh") {
+		t.Fatal("the last good policy is no longer served")
+	}
+}
+
+// Wrong token: refused with a clear error on both sides; the agent backs off exponentially
+// (no retry storm) and never becomes ready.
+func TestE2EWrongTokenRefused(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	other := newCPEnv(t) // another control plane's key
+	cases := []struct{ name, token, cpSays, dpSays string }{
+		{"token for another dataplane", e.token("httpbin-1", "default"),
+			"the token is for another dataplane", `the token is for dataplane \"httpbin-1\"`},
+		{"token signed by another key", other.token("web-1", "default"),
+			"bad dataplane token", "not signed by this control plane"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := cp.count(c.cpSays)
+			a := startAgent(t, e, e.address, false, "--name", "web-1", "--dataplane-token-file", c.token)
+			waitFor(t, "four refusals", 10*time.Second, func() bool {
+				return a.count("refused this dataplane") >= 4
+			})
+			if !strings.Contains(a.logs.String(), c.dpSays) {
+				t.Errorf("the agent's log does not say %q", c.dpSays)
+			}
+			if cp.count(c.cpSays) <= before {
+				t.Errorf("the control plane's log does not say %q", c.cpSays)
+			}
+			checkBackoff(t, a.logs.String())
+			if _, err := readyFileExists(a.ready); err == nil {
+				t.Error("the agent became ready without a model")
+			}
+		})
+	}
+}
+
+// Wrong certificate: the agent does not trust the control plane (another CA); both sides say
+// so, and the agent backs off.
+func TestE2EWrongCertificateRefused(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	other := newCPEnv(t)
+	a := startAgent(t, other, e.address, false, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	waitFor(t, "three attempts", 10*time.Second, func() bool {
+		return a.count("certificate is not trusted; check --ca-cert-file") >= 3
+	})
+	waitFor(t, "the control plane logs the failed handshake", 5*time.Second, func() bool {
+		return cp.count("TLS handshake failed") > 0
+	})
+	checkBackoff(t, a.logs.String())
+}
+
+// checkBackoff: the agent's waits between attempts grow (each at least the previous one:
+// jitter draws in [d/2, d] and d doubles), so attempts do not storm.
+func checkBackoff(t *testing.T, logs string) {
+	t.Helper()
+	var waits []time.Duration
+	for _, m := range regexp.MustCompile(`retry_in=(\S+)`).FindAllStringSubmatch(logs, -1) {
+		d, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatalf("retry_in %q: %v", m[1], err)
+		}
+		waits = append(waits, d)
+	}
+	if len(waits) < 3 {
+		t.Fatalf("want at least 3 retries logged, got %d", len(waits))
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i] < waits[i-1] {
+			t.Errorf("backoff shrank: %v after %v (all: %v)", waits[i], waits[i-1], waits)
+		}
+	}
+	if waits[len(waits)-1] < 2*waits[0] {
+		t.Errorf("backoff does not grow: %v", waits)
+	}
+}
+
+// A stalled stream (the path black-holed, the connection still open): the agent's
+// keepalive notices, it reconnects, and a later change arrives over the new connection.
+func TestE2EStalledStreamReconnects(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	proxy := newStallProxy(t, e.address)
+	a := startAgent(t, e, proxy.addr(), true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"),
+		"--cp-keepalive-interval", "300ms")
+	if n := proxy.stall(); n == 0 {
+		t.Fatal("no connection to stall")
+	}
+	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.after-stall.mesh"))
+	waitFor(t, "the change arrives over a new connection", 5*time.Second, func() bool {
+		return a.answers("httpbin.v1.after-stall.mesh")
+	})
+	if a.count("did not answer the keepalive") == 0 {
+		t.Error("the agent did not log the keepalive failure")
+	}
+	if n := cp.count(`msg="dataplane connected"`); n < 2 {
+		t.Errorf("control plane saw %d connections, want a reconnection", n)
+	}
+}
+
+// Readiness is held until the first complete sync: an agent started before its control
+// plane is not ready; it becomes ready once the control plane comes up.
+func TestE2EReadinessHeldUntilFirstSync(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	addr := e.address
+	cp.kill() // the address is known; nothing serves it now
+	a := startAgent(t, e, addr, false, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	waitFor(t, "two failed attempts", 10*time.Second, func() bool { return a.count("reconnecting") >= 2 })
+	if _, err := readyFileExists(a.ready); err == nil {
+		t.Fatal("the agent is ready before any sync")
+	}
+	e.start()
+	a.waitReady()
+	if !a.answers("v1.httpbin.mesh") {
+		t.Fatal("ready but not answering")
+	}
+}
+
+func lineWith(logs, s string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}

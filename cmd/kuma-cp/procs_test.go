@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Helpers of the end-to-end tests: the real kuma-cp and kuma-dp binaries, run as a user
+// would, on loopback, with kernel-chosen ports read back from their ready files.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds kuma-cp and kuma-dp once per test run.
+func binaries(t testing.TB) (cp, dp string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "kuma-cp-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, b := range []struct{ out, pkg string }{{"kuma-cp", "."}, {"kuma-dp", "../kuma-dp"}} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, b.out), b.pkg).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "kuma-cp"), filepath.Join(binDir, "kuma-dp")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a running binary with its logs.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	logs   *lockedBuffer
+	exited chan struct{}
+	err    error
+}
+
+func startProc(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, cmd: exec.Command(bin, args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.WaitDelay = 2 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", p.name, p.logs)
+		}
+	})
+	return p
+}
+
+// kill stops the process at once (SIGKILL) and waits for it.
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once continued
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// readyJSON waits for the process's ready file and decodes it into v.
+func (p *proc) readyJSON(path string, v any) {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && json.Unmarshal(b, v) == nil {
+			return
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("%s exited before ready (%v):\n%s", p.name, p.err, p.logs)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s not ready after 15s:\n%s", p.name, p.logs)
+		}
+	}
+}
+
+// count is how many log lines match re.
+func (p *proc) count(re string) int {
+	return len(regexp.MustCompile(re).FindAllString(p.logs.String(), -1))
+}
+
+// cpEnv is a control plane's files: certificates, token key and resources directory.
+type cpEnv struct {
+	t         *testing.T
+	dir       string // certs and tokens
+	resources string
+	address   string // once started
+}
+
+func newCPEnv(t *testing.T) *cpEnv {
+	t.Helper()
+	e := &cpEnv{t: t, dir: t.TempDir(), resources: filepath.Join(t.TempDir(), "resources")}
+	if err := writeCerts(e.dir, []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.resources, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *cpEnv) path(name string) string { return filepath.Join(e.dir, name) }
+
+// write puts a resource file in the resources directory (through a rename).
+func (e *cpEnv) write(name, body string) {
+	e.t.Helper()
+	p := filepath.Join(e.resources, name)
+	if err := os.WriteFile(p+".tmp~", []byte(body), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp~", p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// token issues a token with the control plane's key and writes it to a file.
+func (e *cpEnv) token(name, meshName string) string {
+	e.t.Helper()
+	key, err := readKey(e.path(tokenKey))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f := e.path(meshName + "." + name + ".token")
+	if err := os.WriteFile(f, []byte(issueToken(key, identity{Name: name, Mesh: meshName})+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return f
+}
+
+// start runs kuma-cp on the environment (on e.address when set: a restart), extra flags added.
+func (e *cpEnv) start(extra ...string) *proc {
+	e.t.Helper()
+	cpBin, _ := binaries(e.t)
+	addr := e.address
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ready := filepath.Join(e.t.TempDir(), "cp-ready.json")
+	args := append([]string{"serve", "--resources-dir", e.resources, "--address", addr,
+		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile),
+		"--token-key-file", e.path(tokenKey), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug"}, extra...)
+	p := startProc(e.t, "kuma-cp", cpBin, args...)
+	var r struct{ Address string }
+	p.readyJSON(ready, &r)
+	e.address = r.Address
+	return p
+}
+
+// agent is a running `kuma-dp run` fed by a control plane.
+type agent struct {
+	*proc
+	dns   string
+	ready string
+}
+
+// startAgent runs kuma-dp against the control plane at cpAddr; with wait, it returns once
+// the agent is ready (its first complete sync done).
+func startAgent(t *testing.T, e *cpEnv, cpAddr string, wait bool, extra ...string) *agent {
+	t.Helper()
+	_, dpBin := binaries(t)
+	work := t.TempDir()
+	a := &agent{ready: filepath.Join(work, "ready.json")}
+	args := append([]string{"run", "--cp-address", "grpcs://" + cpAddr, "--ca-cert-file", e.path(caCertFile),
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
+		"--dns-upstream", upstream(t), "--envoy=false", "--work-dir", work, "--ready-file", a.ready,
+		"--drain-time", "0s", "--cp-retry-backoff", "100ms", "--log-level", "debug"}, extra...)
+	a.proc = startProc(t, "kuma-dp", dpBin, args...)
+	if wait {
+		a.waitReady()
+	}
+	return a
+}
+
+func (a *agent) waitReady() {
+	a.t.Helper()
+	var r struct{ DNSUDP []string }
+	a.readyJSON(a.ready, &r)
+	a.dns = r.DNSUDP[0]
+}
+
+// query asks the agent's resolver for name's A records.
+func (a *agent) query(name string) []string {
+	a.t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, a.dns)
+	if err != nil {
+		a.t.Fatalf("query %s: %v", name, err)
+	}
+	var out []string
+	for _, rr := range r.Answer {
+		if v, ok := rr.(*dns.A); ok {
+			out = append(out, v.A.String())
+		}
+	}
+	return out
+}
+
+func (a *agent) answers(name string) bool { return len(a.query(name)) > 0 }
+
+// upstream answers NXDOMAIN to everything, standing in for the host's resolvers.
+func upstream(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeNameError)
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// stallProxy forwards TCP to a target; stall freezes every connection open at the time
+// (kept open, nothing forwarded either way), as a hung peer or a black-holed path would,
+// while new connections are forwarded normally.
+type stallProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []*proxyConn
+	closed chan struct{}
+}
+
+type proxyConn struct {
+	a, b    net.Conn
+	stalled chan struct{}
+	once    sync.Once
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, target: target, closed: make(chan struct{})}
+	go p.accept()
+	t.Cleanup(func() {
+		close(p.closed)
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.a.Close()
+			c.b.Close()
+		}
+	})
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) accept() {
+	for {
+		a, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		b, err := net.Dial("tcp", p.target)
+		if err != nil {
+			a.Close()
+			continue
+		}
+		c := &proxyConn{a: a, b: b, stalled: make(chan struct{})}
+		p.mu.Lock()
+		p.conns = append(p.conns, c)
+		p.mu.Unlock()
+		go c.pipe(a, b, p.closed)
+		go c.pipe(b, a, p.closed)
+	}
+}
+
+// pipe copies until the connection stalls; then it stops reading (the peer's writes pile up
+// in the socket buffers, unanswered).
+func (c *proxyConn) pipe(dst, src net.Conn, closed <-chan struct{}) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-c.stalled:
+			<-closed // hold the connection open, forwarding nothing, until the test ends
+			return
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+// stall freezes every connection open now; it returns how many.
+func (p *stallProxy) stall() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.once.Do(func() { close(c.stalled) })
+	}
+	return len(p.conns)
+}
+
+func writeFileAtomic(path, body string) error {
+	if err := os.WriteFile(path+".tmp~", []byte(body), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp~", path)
+}
+
+func readyFileExists(path string) (os.FileInfo, error) { return os.Stat(path) }
