@@ -12,6 +12,7 @@ test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 14m ./...
+	$(GO) test -run '^$$' -fuzz FuzzServe -fuzztime 15s -fuzzminimizetime 5s ./dnsserver
 
 test-deps:
 	@scripts/test-deps.sh
