@@ -35,7 +35,33 @@ func TestRealClients(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network and mount namespaces, port 53): skipping the real-client tests")
 	}
-	w := newWorld(t)
+	realClientsTest(t, "", nil)
+}
+
+// TestRealClientsAgent is the same through the real `kuma-dp run` (built from ../cmd/kuma-dp)
+// on the bundled example mesh, as docs/run.md starts it, with --dns-proxy-port 53 and the
+// upstream stub as --dns-upstream: the agent's wiring (flags, resolv.conf, table) seen by
+// real clients. Fewer resolv.conf variants: the resolver is the same.
+func TestRealClientsAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network and mount namespaces, port 53): skipping the real-client tests")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not in PATH: cannot build kuma-dp for the real-client agent test")
+	}
+	bin := filepath.Join(t.TempDir(), "kuma-dp")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "../cmd/kuma-dp").CombinedOutput(); err != nil {
+		t.Fatalf("go build ../cmd/kuma-dp: %v\n%s", err, out)
+	}
+	realClientsTest(t, bin, []string{"ndots5", "use-vc", "ipv6 nameserver"})
+}
+
+// realClientsTest runs every client under every resolv.conf variant (only those named in
+// only, when given) against the resolver in a namespace: the package's Server, or the
+// kuma-dp binary agent when not empty.
+func realClientsTest(t *testing.T, agent string, only []string) {
+	w := newWorld(t, agent == "")
 	dir := t.TempDir()
 	raw, err := json.Marshal(w.table.Available())
 	if err != nil {
@@ -52,18 +78,30 @@ func TestRealClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ns := startNamespace(t, dir)
+	ns := startNamespace(t, dir, agent)
 	clients := realClients(t)
 	queries := w.queries()
 
-	variants := []struct{ name, conf string }{
-		{"ndots5", kubeResolvConf(nsResolver4)},
-		{"single-request-reopen", kubeResolvConf(nsResolver4) + "options single-request-reopen\n"},
-		{"single-request", kubeResolvConf(nsResolver4) + "options single-request\n"},
-		{"edns0 trust-ad", kubeResolvConf(nsResolver4) + "options edns0 trust-ad\n"},
-		{"use-vc", kubeResolvConf(nsResolver4) + "options use-vc\n"},
-		{"ipv6 nameserver", kubeResolvConf(nsResolver6)},
-		{"rotate", kubeResolvConf(nsResolver4, nsResolver6) + "options rotate\n"},
+	kube := func(name, conf string) variant {
+		return variant{name: name, conf: conf, search: searchDomains, ndots: 5}
+	}
+	k8s := kubeResolvConf(nsResolver4)
+	variants := []variant{
+		kube("ndots5", k8s),
+		kube("single-request-reopen", k8s+"options single-request-reopen\n"),
+		kube("single-request", k8s+"options single-request\n"),
+		kube("edns0 trust-ad", k8s+"options edns0 trust-ad\n"),
+		kube("use-vc", k8s+"options use-vc\n"),
+		kube("ipv6 nameserver", kubeResolvConf(nsResolver6)),
+		kube("rotate", kubeResolvConf(nsResolver4, nsResolver6)+"options rotate\n"),
+		// a VM: no search domains (names as written; short names are not found)
+		{name: "vm no search", conf: "nameserver " + nsResolver4 + "\n", ndots: 1},
+		// the default ndots:1 with the search list: dotted names are asked as written first
+		{name: "ndots1 search", conf: "nameserver " + nsResolver4 + "\nsearch " + strings.Join(searchDomains, " ") + "\n",
+			search: searchDomains, ndots: 1},
+	}
+	if only != nil {
+		variants = slices.DeleteFunc(variants, func(v variant) bool { return !slices.Contains(only, v.name) })
 	}
 	for i, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -73,6 +111,7 @@ func TestRealClients(t *testing.T) {
 			ns.setResolvConf(t, v.conf)
 			for _, c := range clients {
 				t.Run(c.name, func(t *testing.T) {
+					t.Parallel() // the clients of one variant side by side; the variant waits for them
 					if c.skip != "" {
 						t.Skip(c.skip)
 					}
@@ -89,7 +128,7 @@ func TestRealClients(t *testing.T) {
 						}
 					}
 					got := c.run(t, ns, qs)
-					w.check(t, c, qs, got)
+					w.check(t, c, v, qs, got)
 				})
 			}
 		})
@@ -115,7 +154,7 @@ type world struct {
 // newWorld builds the table `kuma-dp run` serves for the bundled example mesh, plus three
 // names of our own: IPv4 only, IPv6 only, and one long enough that its answer through a
 // search domain overflows 512 bytes.
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, extras bool) *world {
 	t.Helper()
 	alloc, err := vipalloc.New(vipalloc.DefaultConfig())
 	if err != nil {
@@ -140,6 +179,10 @@ func newWorld(t *testing.T) *world {
 				t.Fatalf("test VIP %s of %s is taken by %s in the example mesh", a, e.Hostname, other.Hostname)
 			}
 		}
+	}
+	if !extras { // the agent serves the example mesh alone
+		w.table = tbl
+		return w
 	}
 	w.table = vipalloc.NewTable(append(tbl.Available(), w.v4only, w.v6only, w.long_), nil)
 	return w
@@ -167,9 +210,11 @@ func (w *world) queries() []string {
 		qs = append(qs, "4:"+h, "6:"+h, "0:"+strings.ToUpper(h), "0:"+h+".", "0:"+h+"."+searchDomains[1],
 			"p:"+e.IPv4.String(), "p:"+e.IPv6.String())
 	}
+	if _, ok := w.table.Lookup(w.v4only.Hostname); ok {
+		qs = append(qs, "0:"+w.v4only.Hostname, "6:"+w.v4only.Hostname, "4:"+w.v6only.Hostname, "0:"+w.v6only.Hostname,
+			"0:"+w.long_.Hostname, "6:"+w.long_.Hostname, "p:"+w.v6only.IPv6.String())
+	}
 	qs = append(qs,
-		"0:"+w.v4only.Hostname, "6:"+w.v4only.Hostname, "4:"+w.v6only.Hostname, "0:"+w.v6only.Hostname,
-		"0:"+w.long_.Hostname, "6:"+w.long_.Hostname, "p:"+w.v6only.IPv6.String(),
 		"0:example.org", "4:example.org", "6:example.org",
 		"0:v4only.example.org", "6:v4only.example.org",
 		"0:big.example.org", "4:big.example.org", "6:big.example.org",
@@ -179,16 +224,24 @@ func (w *world) queries() []string {
 	return qs
 }
 
-// candidates is the order a resolver tries name in under the Kubernetes resolv.conf.
-func candidates(name string) []string {
+// variant is one resolv.conf the clients read: its text and what the model needs of it.
+type variant struct {
+	name, conf string
+	search     []string
+	ndots      int
+}
+
+// candidates is the order a stub resolver tries name in (resolv.conf(5)): as written first
+// when it has ndots dots or more, then under each search domain, then as written.
+func (v variant) candidates(name string) []string {
 	if strings.HasSuffix(name, ".") {
 		return []string{strings.TrimSuffix(name, ".")}
 	}
 	var out []string
-	for _, sd := range searchDomains {
+	for _, sd := range v.search {
 		out = append(out, name+"."+sd)
 	}
-	if strings.Count(name, ".") >= 5 {
+	if strings.Count(name, ".") >= v.ndots {
 		return append([]string{name}, out...)
 	}
 	return append(out, name)
@@ -226,7 +279,7 @@ func (w *world) needsSearch(name string) bool {
 }
 
 // expect is the answer a correct resolver gives: the addresses, or nil (not found).
-func (w *world) expect(c *realClient, q string) []string {
+func (w *world) expect(c *realClient, v variant, q string) []string {
 	fam, name := q[0], q[2:]
 	if fam == 'p' {
 		e, ok := w.table.LookupAddr(netip.MustParseAddr(name))
@@ -235,7 +288,7 @@ func (w *world) expect(c *realClient, q string) []string {
 		}
 		return []string{e.Hostname}
 	}
-	for _, cand := range candidates(name) {
+	for _, cand := range v.candidates(name) {
 		v4, v6, ok := w.owner(cand)
 		if !ok {
 			continue
@@ -261,7 +314,7 @@ func (w *world) expect(c *realClient, q string) []string {
 
 // check compares a client's output lines ("F\tNAME\tok\tA,B" or "F\tNAME\terr\tKIND\tMSG")
 // with the world's answers.
-func (w *world) check(t *testing.T, c *realClient, queries []string, out string) {
+func (w *world) check(t *testing.T, c *realClient, v variant, queries []string, out string) {
 	t.Helper()
 	got := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -273,7 +326,7 @@ func (w *world) check(t *testing.T, c *realClient, queries []string, out string)
 	}
 	var failed int
 	for _, q := range queries {
-		want := w.expect(c, q)
+		want := w.expect(c, v, q)
 		res, ok := got[q]
 		switch {
 		case !ok:

@@ -28,12 +28,14 @@ import (
 // The real-client test (TestRealClients) runs the resolver on port 53 of a private network
 // namespace, with a private /etc/resolv.conf, and resolves through the resolver libraries
 // applications use: glibc's getaddrinfo (getent, a C program, Python, Java, Node's
-// dns.lookup, Go's cgo resolver), musl's, Go's own resolver, c-ares (Node's dns.resolve*),
-// dig and host. The test binary plays two more roles, chosen by an environment variable
-// (TestMain): the server inside the namespace, and the Go client.
+// dns.lookup, Go's cgo resolver), musl's, Go's own resolver, c-ares (Node's dns.resolve*)
+// and host. TestRealClientsAgent does the same through the real `kuma-dp run` binary. The
+// test binary plays two more roles, chosen by an environment variable (TestMain): the
+// server inside the namespace (the package's Server, or kuma-dp run, plus the upstream
+// stub), and the Go client.
 const (
 	roleEnv    = "KUMA_DP_DNSTEST_ROLE"
-	roleServe  = "serve"  // argument: the directory holding table.json and the /etc files
+	roleServe  = "serve"  // arguments: the directory holding table.json and the /etc files; the kuma-dp binary or ""
 	roleLookup = "lookup" // arguments: queries, as test/clients/gai.c takes them
 
 	// The resolver's address (what resolv.conf names) and the upstream stub's, both on
@@ -87,10 +89,10 @@ var stubZone = func() map[string]stubRecord {
 // over /etc's, starts the upstream stub and the resolver on port 53, says "ready" on
 // stdout and serves until its stdin closes.
 func serveInNamespace(args []string) error {
-	if len(args) != 1 {
-		return errors.New("want one argument: the test directory")
+	if len(args) != 2 {
+		return errors.New("want two arguments: the test directory and the kuma-dp binary (or \"\")")
 	}
-	dir := args[0]
+	dir, agent := args[0], args[1]
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
 		return err
@@ -132,6 +134,9 @@ func serveInNamespace(args []string) error {
 	if v6 {
 		addrs = append(addrs, net.JoinHostPort(nsResolver6, "53"))
 	}
+	if agent != "" {
+		return runAgent(dir, agent, v6)
+	}
 	s, err := New(Config{Addrs: addrs, Upstreams: []string{nsUpstream}, ResolvConf: filepath.Join(dir, "resolv.conf")})
 	if err != nil {
 		return err
@@ -153,9 +158,14 @@ func serveInNamespace(args []string) error {
 }
 
 func addPodInterface() error {
+	names := []string{"kdp0", "kdp1"}
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "kdp0"}, PeerName: "kdp1"}
 	if err := netlink.LinkAdd(veth); err != nil {
-		return err
+		// no veth here: a dummy interface does as well (gVisor has veth, not dummy)
+		if err2 := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "kdp0"}}); err2 != nil {
+			return fmt.Errorf("veth: %v; dummy: %v", err, err2)
+		}
+		names = names[:1]
 	}
 	link, err := netlink.LinkByName("kdp0")
 	if err != nil {
@@ -171,7 +181,7 @@ func addPodInterface() error {
 			return fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	for _, name := range []string{"kdp0", "kdp1"} {
+	for _, name := range names {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
 			return err
@@ -181,6 +191,56 @@ func addPodInterface() error {
 		}
 	}
 	return nil
+}
+
+// runAgent runs `kuma-dp run` on the bundled example mesh with its resolver on port 53 and
+// the stub as upstream, says "ready" once its ready file is written, and stops it
+// (SIGTERM, no drain) when stdin closes.
+func runAgent(dir, bin string, v6 bool) error {
+	mesh, err := filepath.Abs("../testdata/mesh")
+	if err != nil {
+		return err
+	}
+	ips := nsResolver4
+	if v6 {
+		ips += "," + nsResolver6
+	}
+	ready := filepath.Join(dir, "ready.json")
+	cmd := exec.Command(bin, "run", "--dataplane-file", filepath.Join(mesh, "dataplane.yaml"),
+		"--policies-dir", filepath.Join(mesh, "policies"), "--envoy=false", "--drain-time", "0s",
+		"--dns-address", ips, "--dns-proxy-port", "53", "--dns-upstream", nsUpstream,
+		"--dns-resolv-conf", filepath.Join(dir, "resolv.conf"), "--admin-address", "127.0.0.1:0",
+		"--work-dir", filepath.Join(dir, "work"), "--ready-file", ready, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("kuma-dp run exited before ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			return errors.New("kuma-dp run: no ready file after 30 s")
+		}
+	}
+	fmt.Printf("ready ipv6=%t\n", v6)
+	io.Copy(io.Discard, os.Stdin)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		return errors.New("kuma-dp run did not stop within 15 s of SIGTERM")
+	}
 }
 
 // startStub serves stubZone on addr, UDP (truncated to the client's size) and TCP.
@@ -310,7 +370,7 @@ type nsEnv struct {
 }
 
 // startNamespace starts the server role in new network and mount namespaces.
-func startNamespace(t *testing.T, dir string) *nsEnv {
+func startNamespace(t *testing.T, dir, agent string) *nsEnv {
 	t.Helper()
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
@@ -320,12 +380,11 @@ func startNamespace(t *testing.T, dir string) *nsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, dir)
+	cmd := exec.Command(self, dir, agent)
 	cmd.Env = append(os.Environ(), roleEnv+"="+roleServe)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
-		Pdeathsig:  syscall.SIGKILL,
-	}
+	// No Pdeathsig (it fires when the forking thread exits): the server stops when its
+	// stdin closes, which the end of this process does too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
