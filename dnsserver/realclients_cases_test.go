@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -54,7 +55,7 @@ func TestRealClientsAgent(t *testing.T) {
 	if out, err := exec.Command(goBin, "build", "-o", bin, "../cmd/kuma-dp").CombinedOutput(); err != nil {
 		t.Fatalf("go build ../cmd/kuma-dp: %v\n%s", err, out)
 	}
-	realClientsTest(t, bin, []string{"ndots5", "use-vc", "ipv6 nameserver"})
+	realClientsTest(t, bin, []string{"ndots5", "use-vc", "ipv6 nameserver", "upstream down"})
 }
 
 // realClientsTest runs every client under every resolv.conf variant (only those named in
@@ -99,6 +100,9 @@ func realClientsTest(t *testing.T, agent string, only []string) {
 		// the default ndots:1 with the search list: dotted names are asked as written first
 		{name: "ndots1 search", conf: "nameserver " + nsResolver4 + "\nsearch " + strings.Join(searchDomains, " ") + "\n",
 			search: searchDomains, ndots: 1},
+		// musl waits its whole timeout on SERVFAIL (it retries, then ignores the answer):
+		// timeout:1 keeps that short
+		{name: "upstream down", conf: k8s + "options timeout:1 attempts:1\n", search: searchDomains, ndots: 5, upstreamDown: true},
 	}
 	if only != nil {
 		variants = slices.DeleteFunc(variants, func(v variant) bool { return !slices.Contains(only, v.name) })
@@ -109,6 +113,9 @@ func realClientsTest(t *testing.T, agent string, only []string) {
 				t.Skip("no IPv6 loopback in the namespace: skipping the IPv6 nameserver variant")
 			}
 			ns.setResolvConf(t, v.conf)
+			if v.upstreamDown {
+				ns.upstreamDown(t)
+			}
 			for _, c := range clients {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel() // the clients of one variant side by side; the variant waits for them
@@ -123,6 +130,16 @@ func realClientsTest(t *testing.T, agent string, only []string) {
 					}
 					var qs []string
 					for _, q := range queries {
+						if v.upstreamDown && !w.local(v, q) && !strings.Contains(q, "outage.") {
+							// answered from cache, or failed, depending on what was asked before
+							continue
+						}
+						if !v.upstreamDown && strings.Contains(q, "outage.") {
+							continue // asked first once the upstream is down: nothing cached
+						}
+						if c.servfailTimeout && strings.Contains(q, "outage.") && q != "0:outage.example.org" {
+							continue // one such query is enough: each waits the timeout out
+						}
 						if strings.Contains(c.fams, q[:1]) && !(c.noSearch && w.needsSearch(q[2:])) {
 							qs = append(qs, q)
 						}
@@ -220,6 +237,8 @@ func (w *world) queries() []string {
 		"0:big.example.org", "4:big.example.org", "6:big.example.org",
 		"0:upsvc", "4:upsvc",
 		"0:nope.example.org", "0:nope.mesh", "4:nope-"+w.v4only.Hostname,
+		// asked only once the upstream is down (upstream down variant)
+		"0:outage.example.org", "4:outage.example.org", "6:outage.example.org", "0:outage.",
 	)
 	return qs
 }
@@ -229,6 +248,9 @@ type variant struct {
 	name, conf string
 	search     []string
 	ndots      int
+	// upstreamDown: the stub is stopped first (the last variant): names the table owns
+	// still resolve, the others fail as a failure (SERVFAIL), not as not found
+	upstreamDown bool
 }
 
 // candidates is the order a stub resolver tries name in (resolv.conf(5)): as written first
@@ -281,6 +303,9 @@ func (w *world) needsSearch(name string) bool {
 // expect is the answer a correct resolver gives: the addresses, or nil (not found).
 func (w *world) expect(c *realClient, v variant, q string) []string {
 	fam, name := q[0], q[2:]
+	if v.upstreamDown && !w.local(v, q) {
+		return nil // not ours, and the upstream is down: a failure ("again"), not an answer
+	}
 	if fam == 'p' {
 		e, ok := w.table.LookupAddr(netip.MustParseAddr(name))
 		if !ok {
@@ -312,6 +337,24 @@ func (w *world) expect(c *realClient, v variant, q string) []string {
 	return nil
 }
 
+// local: the client's first try at q is answered by the resolver itself, from the table.
+func (w *world) local(v variant, q string) bool {
+	if q[0] == 'p' {
+		_, ok := w.table.LookupAddr(netip.MustParseAddr(q[2:]))
+		return ok
+	}
+	first := strings.ToLower(v.candidates(q[2:])[0])
+	if e, ok := w.table.Lookup(first); ok && e.Status == vipalloc.Available {
+		return true
+	}
+	for _, sd := range searchDomains {
+		if e, ok := w.table.Lookup(strings.TrimSuffix(first, "."+sd)); ok && e.Status == vipalloc.Available && first != e.Hostname {
+			return true
+		}
+	}
+	return false
+}
+
 // check compares a client's output lines ("F\tNAME\tok\tA,B" or "F\tNAME\terr\tKIND\tMSG")
 // with the world's answers.
 func (w *world) check(t *testing.T, c *realClient, v variant, queries []string, out string) {
@@ -327,6 +370,10 @@ func (w *world) check(t *testing.T, c *realClient, v variant, queries []string, 
 	var failed int
 	for _, q := range queries {
 		want := w.expect(c, v, q)
+		wantKind := "notfound" // a negative answer, not a failure
+		if v.upstreamDown && !w.local(v, q) {
+			wantKind = "again" // a failure, not a negative answer (that a client would cache)
+		}
 		res, ok := got[q]
 		switch {
 		case !ok:
@@ -348,8 +395,8 @@ func (w *world) check(t *testing.T, c *realClient, v variant, queries []string, 
 			}
 		case want != nil:
 			t.Errorf("%s %s: failed (%s), want %v", c.name, q, strings.Join(res[1:], " "), want)
-		case res[1] != "notfound":
-			t.Errorf("%s %s: failed with %s, want not found (a negative answer, not a failure)", c.name, q, strings.Join(res[1:], " "))
+		case res[1] != wantKind && !c.opaqueErrors:
+			t.Errorf("%s %s: failed with %s, want %s", c.name, q, strings.Join(res[1:], " "), wantKind)
 		default:
 			continue
 		}
@@ -389,6 +436,9 @@ type realClient struct {
 	// noTCPFallback: a truncated answer is used as it is (musl before 1.2.4): a name whose
 	// answer does not fit 512 bytes gets the records that fit, a non-empty part of them
 	noTCPFallback bool
+	opaqueErrors  bool // its failures do not tell not found from a failure to resolve
+	// servfailTimeout: a SERVFAIL is waited out to the resolv.conf timeout (musl)
+	servfailTimeout bool
 	// firstVariantOnly: resolv.conf options do not change it; variants: the others it runs on
 	firstVariantOnly bool
 	variants         []string
@@ -429,7 +479,7 @@ func realClients(t *testing.T) []*realClient {
 	}
 	var cs []*realClient
 
-	cs = append(cs, &realClient{name: "getent (glibc getaddrinfo)", fams: "046p", v4mapped: true,
+	cs = append(cs, &realClient{name: "getent (glibc getaddrinfo)", fams: "046p", v4mapped: true, opaqueErrors: true,
 		skip: missing("getent", "glibc's getent"), run: runGetent})
 
 	for _, cc := range []struct{ name, compiler, what string }{
@@ -447,6 +497,7 @@ func realClients(t *testing.T) []*realClient {
 				v := muslVersion(t, bin)
 				c.name += " " + v
 				c.noTCPFallback = versionLess(v, "1.2.4") // musl 1.2.4 added the TCP retry
+				c.servfailTimeout = true
 			}
 		}
 		cs = append(cs, c)
@@ -493,7 +544,7 @@ func realClients(t *testing.T) []*realClient {
 		&realClient{name: "Node Resolver.setServers (c-ares)", fams: "046p", noSearch: true, skip: nodeMissing,
 			firstVariantOnly: true, run: node("resolve@" + nsResolver4 + ":53")})
 
-	java := &realClient{name: "Java InetAddress", fams: "0p", skip: missing("java", "the Java client"),
+	java := &realClient{name: "Java InetAddress", fams: "0p", skip: missing("java", "the Java client"), opaqueErrors: true,
 		variants: []string{"use-vc", "ipv6 nameserver"}}
 	java.run = func(t *testing.T, ns *nsEnv, qs []string) string {
 		return output(t, ns.command(nil, "java", append([]string{filepath.Join(clientsDir, "Lookup.java")}, qs...)...))
@@ -603,6 +654,8 @@ func runHost(t *testing.T, ns *nsEnv, qs []string) string {
 		switch {
 		case len(got) > 0:
 			b.WriteString(string(fam) + "\t" + name + "\tok\t" + strings.Join(got, ",") + "\n")
+		case bytes.Contains(out, []byte("SERVFAIL")) || bytes.Contains(out, []byte("timed out")):
+			b.WriteString(string(fam) + "\t" + name + "\terr\tagain\t" + strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", " ") + "\n")
 		case hostNoRec.Match(out):
 			b.WriteString(string(fam) + "\t" + name + "\terr\tnotfound\t" + strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", " ") + "\n")
 		default:

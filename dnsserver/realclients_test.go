@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func serveInNamespace(args []string) error {
 		addrs = append(addrs, net.JoinHostPort(nsResolver6, "53"))
 	}
 	if agent != "" {
-		return runAgent(dir, agent, v6)
+		return runAgent(dir, agent, v6, stop)
 	}
 	s, err := New(Config{Addrs: addrs, Upstreams: []string{nsUpstream}, ResolvConf: filepath.Join(dir, "resolv.conf")})
 	if err != nil {
@@ -152,9 +153,24 @@ func serveInNamespace(args []string) error {
 		return err
 	}
 	fmt.Printf("ready ipv6=%t\n", v6)
-	io.Copy(io.Discard, os.Stdin) // the parent closes stdin (or dies) when done
+	control(stop)
 	cancel()
 	return <-done
+}
+
+// control serves the parent's commands on stdin until it closes (the parent is done, or
+// died): "upstream-down" stops the upstream stub (answered "upstream down").
+func control(stopStub func()) {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		switch sc.Text() {
+		case "upstream-down":
+			stopStub()
+			fmt.Println("upstream down")
+		default:
+			fmt.Printf("unknown command %q\n", sc.Text())
+		}
+	}
 }
 
 func addPodInterface() error {
@@ -196,7 +212,7 @@ func addPodInterface() error {
 // runAgent runs `kuma-dp run` on the bundled example mesh with its resolver on port 53 and
 // the stub as upstream, says "ready" once its ready file is written, and stops it
 // (SIGTERM, no drain) when stdin closes.
-func runAgent(dir, bin string, v6 bool) error {
+func runAgent(dir, bin string, v6 bool, stopStub func()) error {
 	mesh, err := filepath.Abs("../testdata/mesh")
 	if err != nil {
 		return err
@@ -232,7 +248,7 @@ func runAgent(dir, bin string, v6 bool) error {
 		}
 	}
 	fmt.Printf("ready ipv6=%t\n", v6)
-	io.Copy(io.Discard, os.Stdin)
+	control(stopStub)
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exited:
@@ -302,10 +318,13 @@ func startStub(addr string) (func(), error) {
 	}
 	<-started
 	<-started
+	var once sync.Once
 	return func() {
-		for _, s := range servers {
-			s.Shutdown()
-		}
+		once.Do(func() {
+			for _, s := range servers {
+				s.Shutdown()
+			}
+		})
 	}, nil
 }
 
@@ -367,6 +386,8 @@ type nsEnv struct {
 	nsenter    string
 	resolvConf string
 	ipv6       bool
+	stdin      io.WriteCloser // commands to the server (control)
+	lines      chan string    // its answers
 }
 
 // startNamespace starts the server role in new network and mount namespaces.
@@ -410,24 +431,49 @@ func startNamespace(t *testing.T, dir, agent string) *nsEnv {
 			t.Errorf("server in the namespace did not stop")
 		}
 	})
-	line := make(chan string, 1)
+	lines := make(chan string, 10)
 	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- l
-		io.Copy(io.Discard, stdout)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
 		exited <- cmd.Wait()
 	}()
-	select {
-	case l := <-line:
-		if !strings.HasPrefix(l, "ready ") {
-			t.Fatalf("server in the namespace did not start (said %q)", l)
-		}
-		return &nsEnv{pid: cmd.Process.Pid, nsenter: nsenter, resolvConf: filepath.Join(dir, "resolv.conf"),
-			ipv6: strings.Contains(l, "ipv6=true")}
-	case <-time.After(20 * time.Second):
-		t.Fatal("server in the namespace not ready after 20 s")
+	ns := &nsEnv{pid: cmd.Process.Pid, nsenter: nsenter, resolvConf: filepath.Join(dir, "resolv.conf"),
+		stdin: stdin, lines: lines}
+	l := ns.reply(t, 20*time.Second)
+	if !strings.HasPrefix(l, "ready ") {
+		t.Fatalf("server in the namespace did not start (said %q)", l)
 	}
-	return nil
+	ns.ipv6 = strings.Contains(l, "ipv6=true")
+	return ns
+}
+
+// reply is the server's next line on stdout.
+func (ns *nsEnv) reply(t *testing.T, wait time.Duration) string {
+	t.Helper()
+	select {
+	case l, ok := <-ns.lines:
+		if !ok {
+			t.Fatal("server in the namespace exited")
+		}
+		return l
+	case <-time.After(wait):
+		t.Fatalf("server in the namespace: no answer after %s", wait)
+	}
+	return ""
+}
+
+// upstreamDown stops the upstream stub: from now on every forwarded query fails.
+func (ns *nsEnv) upstreamDown(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(ns.stdin, "upstream-down\n"); err != nil {
+		t.Fatal(err)
+	}
+	if l := ns.reply(t, 10*time.Second); l != "upstream down" {
+		t.Fatalf("server in the namespace: %q, want \"upstream down\"", l)
+	}
 }
 
 // command runs name with args inside the namespace.

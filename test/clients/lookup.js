@@ -16,7 +16,7 @@ if (mode.startsWith('resolve@')) {
 function kind(err) {
   switch (err.code) {
     case 'ENOTFOUND': case 'ENODATA': return 'notfound';
-    case 'EAI_AGAIN': case 'ETIMEOUT': return 'again';
+    case 'EAI_AGAIN': case 'ETIMEOUT': case 'ESERVFAIL': return 'again';
     default: return 'other';
   }
 }
