@@ -36,6 +36,7 @@ func TestRealClients(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network and mount namespaces, port 53): skipping the real-client tests")
 	}
+	t.Parallel() // each in its own namespaces
 	realClientsTest(t, "", nil)
 }
 
@@ -47,6 +48,7 @@ func TestRealClientsAgent(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network and mount namespaces, port 53): skipping the real-client tests")
 	}
+	t.Parallel() // each in its own namespaces
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not in PATH: cannot build kuma-dp for the real-client agent test")
