@@ -130,6 +130,7 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 	start := len(buf)
 	buf = r.header(buf, q)
 	var an, ns uint16
+	soaOwner, soaLen := uint16(0xC00C), len(q.qname) // the NODATA SOA's owner (wire length)
 	switch {
 	case ptr:
 		if q.qtype == typePTR || q.qtype == typeANY {
@@ -141,6 +142,9 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 		target := uint16(len(buf) - start + 2) // the CNAME's RDATA is the target's name
 		buf = appendNameRData(buf, canonical(e.Hostname))
 		an = 1
+		// a NODATA after the CNAME is about its target (RFC 2308 2.2): the SOA is the
+		// target's, the same as a direct question for the hostname gets
+		soaOwner, soaLen = 0xC000|target, len(canonical(e.Hostname))+2
 		if q.qtype != typeCNAME {
 			var k uint16
 			buf, k = r.addresses(buf, 0xC000|target, q.qtype, e)
@@ -152,7 +156,7 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 	if an == 0 || (cname && an == 1 && q.qtype != typeCNAME) {
 		// NODATA: the name is ours but has no record of this type. The SOA lets
 		// caching resolvers cache the negative answer for TTL seconds (RFC 2308).
-		buf = r.soa(buf, serial, len(q.qname))
+		buf = r.soa(buf, serial, soaOwner, soaLen)
 		ns = 1
 	}
 	buf = r.opt(buf, q)
@@ -213,24 +217,24 @@ func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) 
 	return b, n
 }
 
-// soa appends the authority SOA of a NODATA answer, owned by the question's name (of
-// qnameLen wire bytes). RNAME is hostmaster.<name>, or the name itself when that would
-// pass the 255-byte limit of a name (RFC 1035 2.3.4): a longer one makes the whole
-// answer unparseable.
-func (r *responder) soa(b []byte, serial uint32, qnameLen int) []byte {
+// soa appends the authority SOA of a NODATA answer, owned by the name the compression
+// pointer owner points to (nameLen wire bytes), which is also its MNAME. RNAME is
+// hostmaster.<name>, or the name itself when that would pass the 255-byte limit of a name
+// (RFC 1035 2.3.4): a longer one makes the whole answer unparseable.
+func (r *responder) soa(b []byte, serial uint32, owner uint16, nameLen int) []byte {
 	const hostmaster = "\x0ahostmaster"
-	b = r.rrHead(b, 0xC00C, typeSOA)
-	long := qnameLen+len(hostmaster) > maxName
+	b = r.rrHead(b, owner, typeSOA)
+	long := nameLen+len(hostmaster) > maxName
 	if long {
 		b = append(b, 0, 24)
 	} else {
 		b = append(b, 0, 35)
 	}
-	b = append(b, 0xC0, 0x0C) // MNAME: the name itself
+	b = be16(b, owner) // MNAME: the name itself
 	if !long {
 		b = append(b, hostmaster...) // RNAME: hostmaster.<name>
 	}
-	b = append(b, 0xC0, 0x0C)
+	b = be16(b, owner)
 	b = be32(b, serial)
 	b = be32(b, 3600)     // refresh
 	b = be32(b, 600)      // retry

@@ -33,6 +33,8 @@ func TestAnswers(t *testing.T) {
 		aa     bool
 		answer []string
 		soa    bool // NODATA: an SOA in authority
+		// soaOwner: the SOA's owner when not qname (a NODATA after a CNAME is the target's)
+		soaOwner string
 	}{
 		{name: "A", qname: "backend.mesh.", qtype: dns.TypeA, aa: true,
 			answer: []string{"backend.mesh. 30 IN A 240.0.0.1"}},
@@ -59,8 +61,10 @@ func TestAnswers(t *testing.T) {
 			answer: []string{"backend.mesh.svc.cluster.local. 30 IN CNAME backend.mesh.", "backend.mesh. 30 IN AAAA fd00:fd01::1"}},
 		{name: "third search domain, mixed case", qname: "Web.Mesh.CLUSTER.local.", qtype: dns.TypeA, aa: true,
 			answer: []string{"Web.Mesh.CLUSTER.local. 30 IN CNAME web.mesh.", "web.mesh. 30 IN A 240.0.0.2"}},
-		{name: "search domain, family missing: CNAME + NODATA", qname: "web.mesh.cluster.local.", qtype: dns.TypeAAAA, aa: true,
-			answer: []string{"web.mesh.cluster.local. 30 IN CNAME web.mesh."}, soa: true},
+		{name: "search domain, family missing: CNAME + NODATA of the target", qname: "web.mesh.cluster.local.", qtype: dns.TypeAAAA, aa: true,
+			answer: []string{"web.mesh.cluster.local. 30 IN CNAME web.mesh."}, soa: true, soaOwner: "web.mesh."},
+		{name: "search domain, type missing: CNAME + NODATA of the target", qname: "Backend.Mesh.svc.cluster.local.", qtype: dns.TypeTXT, aa: true,
+			answer: []string{"Backend.Mesh.svc.cluster.local. 30 IN CNAME backend.mesh."}, soa: true, soaOwner: "backend.mesh."},
 		{name: "search domain asked CNAME", qname: "web.mesh.cluster.local.", qtype: dns.TypeCNAME, aa: true,
 			answer: []string{"web.mesh.cluster.local. 30 IN CNAME web.mesh."}},
 		{name: "other names go upstream", qname: "example.org.", qtype: dns.TypeA,
@@ -96,8 +100,12 @@ func TestAnswers(t *testing.T) {
 				if r.Question[0].Name != tc.qname {
 					t.Errorf("question %q, want %q as sent", r.Question[0].Name, tc.qname)
 				}
+				owner := tc.qname
+				if tc.soaOwner != "" {
+					owner = tc.soaOwner
+				}
 				hasSOA := len(r.Ns) == 1 && slices.Equal(rrStrings(r.Ns, true)[0:1], []string{
-					tc.qname + " 30 IN SOA " + tc.qname + " hostmaster." + tc.qname + " " +
+					owner + " 30 IN SOA " + owner + " hostmaster." + owner + " " +
 						strings.Fields(r.Ns[0].String())[6] + " 3600 600 86400 30"})
 				if hasSOA != tc.soa && tc.aa {
 					t.Errorf("authority %v, want SOA: %v", r.Ns, tc.soa)
@@ -177,13 +185,17 @@ func TestEDNS(t *testing.T) {
 				if r.Truncated || r.Rcode != dns.RcodeSuccess || len(r.Answer) > 1 || len(r.Ns) != 1 {
 					t.Fatalf("%s %s: want NODATA with an SOA, got %v", mode, name, r)
 				}
-				soa, ok := r.Ns[0].(*dns.SOA)
-				wantMbox := "hostmaster." + name
-				if len(name) > 244 {
-					wantMbox = name
+				owner := name // the name asked, or the CNAME's target (TCP: the whole answer fits)
+				if len(r.Answer) == 1 {
+					owner = r.Answer[0].(*dns.CNAME).Target
 				}
-				if !ok || soa.Ns != name || soa.Mbox != wantMbox || soa.Minttl != 30 {
-					t.Fatalf("%s %s: SOA %v, want MNAME the name, RNAME %s", mode, name, r.Ns[0], wantMbox)
+				soa, ok := r.Ns[0].(*dns.SOA)
+				wantMbox := "hostmaster." + owner
+				if len(owner) > 244 {
+					wantMbox = owner
+				}
+				if !ok || soa.Hdr.Name != owner || soa.Ns != owner || soa.Mbox != wantMbox || soa.Minttl != 30 {
+					t.Fatalf("%s %s: SOA %v, want owner and MNAME %s, RNAME %s", mode, name, r.Ns[0], owner, wantMbox)
 				}
 			}
 		}
