@@ -7,6 +7,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
 
+build-cp: build
+	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o bin/kuma-cp ./cmd/kuma-cp
+
 # The README's test command: installs what the tests need, then vet + every test.
 test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
