@@ -139,8 +139,9 @@ func realClientsTest(t *testing.T, agent string, only []string) {
 						if !v.upstreamDown && strings.Contains(q, "outage.") {
 							continue // asked first once the upstream is down: nothing cached
 						}
-						if c.servfailTimeout && strings.Contains(q, "outage.") && q != "0:outage.example.org" {
-							continue // one such query is enough: each waits the timeout out
+						if strings.Contains(q, "outage.") && (c.servfail == servfailSlow ||
+							c.servfail == servfailTimeout && q != "0:outage.example.org") {
+							continue // each waits a timeout out: one (or none) is enough
 						}
 						if strings.Contains(c.fams, q[:1]) && !(c.noSearch && w.needsSearch(q[2:])) {
 							qs = append(qs, q)
@@ -428,6 +429,15 @@ func normalizeAddrs(list string) []string {
 	return slices.Compact(out)
 }
 
+// servfailKind is how a client takes a SERVFAIL (the upstream down variant).
+type servfailKind int
+
+const (
+	servfailFast    servfailKind = iota // a failure at once
+	servfailTimeout                     // waits resolv.conf's timeout out (musl): one such query is asked
+	servfailSlow                        // waits its own timeout out, seconds per search-list try (Erlang): none is asked
+)
+
 // realClient is one resolver library, driven by a program that prints gai.c's lines.
 type realClient struct {
 	name     string
@@ -439,8 +449,7 @@ type realClient struct {
 	// answer does not fit 512 bytes gets the records that fit, a non-empty part of them
 	noTCPFallback bool
 	opaqueErrors  bool // its failures do not tell not found from a failure to resolve
-	// servfailTimeout: a SERVFAIL is waited out to the resolv.conf timeout (musl)
-	servfailTimeout bool
+	servfail      servfailKind
 	// firstVariantOnly: resolv.conf options do not change it; variants: the others it runs on
 	firstVariantOnly bool
 	variants         []string
@@ -499,7 +508,7 @@ func realClients(t *testing.T) []*realClient {
 				v := muslVersion(t, bin)
 				c.name += " " + v
 				c.noTCPFallback = versionLess(v, "1.2.4") // musl 1.2.4 added the TCP retry
-				c.servfailTimeout = true
+				c.servfail = servfailTimeout
 			}
 		}
 		cs = append(cs, c)
@@ -555,6 +564,19 @@ func realClients(t *testing.T) []*realClient {
 
 	cs = append(cs, &realClient{name: "host (bind9)", fams: "46p", skip: missing("host", "host (Debian package bind9-host)"),
 		firstVariantOnly: true, run: runHost})
+
+	// DNS clients written in their own language (no libc resolver underneath)
+	ruby := &realClient{name: "Ruby Resolv::DNS", fams: "046p", opaqueErrors: true, skip: missing("ruby", "the Ruby client")}
+	ruby.run = func(t *testing.T, ns *nsEnv, qs []string) string {
+		return output(t, ns.command(nil, "ruby", append([]string{filepath.Join(clientsDir, "lookup.rb")}, qs...)...))
+	}
+	erl := &realClient{name: "Erlang inet_res", fams: "046p", skip: missing("escript", "the Erlang client (Debian package erlang-base)"),
+		variants: []string{"use-vc", "rotate", "upstream down"}, servfail: servfailSlow}
+	erl.run = func(t *testing.T, ns *nsEnv, qs []string) string {
+		return output(t, ns.command(nil, "escript", append([]string{filepath.Join(clientsDir, "lookup.escript")}, qs...)...))
+	}
+	cs = append(cs, ruby, erl, &realClient{name: "busybox nslookup", fams: "046p", noTCPFallback: true,
+		skip: missing("busybox", "busybox nslookup (Debian package busybox)"), firstVariantOnly: true, run: runBusybox})
 	return cs
 }
 
@@ -631,11 +653,49 @@ func runGetent(t *testing.T, ns *nsEnv, qs []string) string {
 }
 
 var (
+	bbAddr   = regexp.MustCompile(`(?m)^Address: (\S+)$`) // answers; the server's line has a tab
+	bbPTR    = regexp.MustCompile(`name = (\S+)`)
+	bbNoRec  = regexp.MustCompile(`NXDOMAIN|No answer`)
 	hostAddr = regexp.MustCompile(`has (?:IPv6 )?address (\S+)`)
 	hostPTR  = regexp.MustCompile(`domain name pointer (\S+)`)
 	// NXDOMAIN, NODATA, or NODATA after a CNAME (host prints the alias alone)
 	hostNoRec = regexp.MustCompile(`not found: 3\(NXDOMAIN\)|has no (?:A|AAAA) record|is an alias for`)
 )
+
+// runBusybox resolves each query with busybox nslookup (its own DNS client, as in Alpine
+// images): -type=a, -type=aaaa, both, or a reverse lookup.
+func runBusybox(t *testing.T, ns *nsEnv, qs []string) string {
+	var b strings.Builder
+	for _, q := range qs {
+		fam, name := q[0], q[2:]
+		args := []string{"nslookup", name}
+		if typ := map[byte]string{'4': "a", '6': "aaaa"}[fam]; typ != "" {
+			args = []string{"nslookup", "-type=" + typ, name}
+		}
+		out, _ := ns.command(nil, "busybox", args...).CombinedOutput()
+		re := bbAddr
+		if fam == 'p' {
+			re = bbPTR
+		}
+		var got []string
+		for _, m := range re.FindAllSubmatch(out, -1) {
+			got = append(got, string(m[1]))
+		}
+		flat := strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", " ")
+		switch {
+		case len(got) > 0:
+			b.WriteString(string(fam) + "\t" + name + "\tok\t" + strings.Join(got, ",") + "\n")
+		case bytes.Contains(out, []byte("SERVFAIL")) || bytes.Contains(out, []byte("timed out")):
+			b.WriteString(string(fam) + "\t" + name + "\terr\tagain\t" + flat + "\n")
+		case bbNoRec.Match(out) || !bytes.Contains(out, []byte("can't")):
+			// NXDOMAIN; NODATA is no answer line at all
+			b.WriteString(string(fam) + "\t" + name + "\terr\tnotfound\t" + flat + "\n")
+		default:
+			b.WriteString(string(fam) + "\t" + name + "\terr\tother\t" + flat + "\n")
+		}
+	}
+	return b.String()
+}
 
 // runHost resolves each query with host (bind9), which walks the search list itself.
 func runHost(t *testing.T, ns *nsEnv, qs []string) string {
