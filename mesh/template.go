@@ -221,29 +221,40 @@ func (vt *VOTemplate) TagKeys() []string { return vt.tagKeys }
 // final dot, and a valid hostname; the port is 1-65535.
 func (vt *VOTemplate) Render(tags Tags) (host string, port uint32, err error) {
 	var buf [128]byte
-	b, err := vt.exec(&vt.host, tags, buf[:0])
+	b, port, err := vt.RenderAppend(buf[:0], tags)
 	if err != nil {
 		return "", 0, err
 	}
-	b = bytes.TrimSuffix(b, []byte{'.'})
-	lowerASCII(b)
-	if err := validHostname(b); err != nil {
-		return "", 0, &RenderError{Field: "conf.host", Rendered: string(b), Msg: err.Error()}
+	return string(b), port, nil
+}
+
+// RenderAppend is Render appending the host to dst (so that a caller can keep it in one
+// string with other text); on an error dst is returned unchanged.
+func (vt *VOTemplate) RenderAppend(dst []byte, tags Tags) (out []byte, port uint32, err error) {
+	start := len(dst)
+	b, err := vt.exec(&vt.host, tags, dst)
+	if err != nil {
+		return dst, 0, err
 	}
-	host = string(b)
+	h := bytes.TrimSuffix(b[start:], []byte{'.'})
+	lowerASCII(h)
+	if err := validHostname(h); err != nil {
+		return dst, 0, &RenderError{Field: "conf.host", Rendered: string(h), Msg: err.Error()}
+	}
+	b = b[:start+len(h)]
 	if vt.literalPort != 0 {
-		return host, vt.literalPort, nil
+		return b, vt.literalPort, nil
 	}
 	var pbuf [16]byte
 	pb, err := vt.exec(&vt.port, tags, pbuf[:0])
 	if err != nil {
-		return "", 0, err
+		return dst, 0, err
 	}
 	p, perr := parsePort(string(pb))
 	if perr != nil {
-		return "", 0, &RenderError{Field: "conf.port", Rendered: string(pb), Msg: perr.Error()}
+		return dst, 0, &RenderError{Field: "conf.port", Rendered: string(pb), Msg: perr.Error()}
 	}
-	return host, p, nil
+	return b, p, nil
 }
 
 var errNotPort = errors.New("not a port 1-65535")

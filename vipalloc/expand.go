@@ -241,7 +241,7 @@ func (x *expander) visit(in *inbound) {
 		return
 	}
 	c := &candidate{src: x.src, refs: delta}
-	c.Key, c.Origin, c.Selector = string(b), x.src.origin, sel.tags
+	c.Origin, c.Selector = x.src.origin, sel.tags
 	c.Tags = make(mesh.Tags, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
@@ -254,12 +254,22 @@ func (x *expander) visit(in *inbound) {
 			absent = append(absent, d.k)
 		}
 	}
-	if missing {
+	keyLen := len(b)
+	switch {
+	case missing:
+		c.Key = string(b)
 		c.Reason = fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent))
-	} else if host, port, err := x.tpl.Render(c.Tags); err != nil {
-		c.Reason = err.Error()
-	} else {
-		c.Hostname, c.Ports = host, x.ports(port)
+	default:
+		// The hostname is rendered after the key in the same buffer: one string holds both.
+		out, port, err := x.tpl.RenderAppend(b, c.Tags)
+		if err != nil {
+			c.Key = string(b)
+			c.Reason = err.Error()
+			break
+		}
+		x.buf = out
+		kh := string(out)
+		c.Key, c.Hostname, c.Ports = kh[:keyLen], kh[keyLen:], x.ports(port)
 	}
 	x.cands[c.Key] = c
 	x.remember(c)
@@ -293,10 +303,15 @@ func (x *expander) visitDefault(in *inbound) {
 		return
 	}
 	c := &candidate{src: defaultSource, refs: delta}
-	c.Key, c.Origin, c.Tags = string(b), Origin{Kind: OriginService, Name: svc}, mesh.Tags{mesh.ServiceTag: svc}
-	host := strings.ToLower(svc) + ".mesh"
-	if err := mesh.ValidHostname(host); err != nil {
-		c.Reason = fmt.Sprintf("default name %q: %v", host, err)
+	c.Origin, c.Tags = Origin{Kind: OriginService, Name: svc}, mesh.Tags{mesh.ServiceTag: svc}
+	// The key and the hostname in one string.
+	keyLen := len(b)
+	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
+	x.buf = b
+	kh := string(b)
+	c.Key = kh[:keyLen]
+	if host := kh[keyLen:]; mesh.ValidHostname(host) != nil {
+		c.Reason = fmt.Sprintf("default name %q: %v", host, mesh.ValidHostname(host))
 	} else {
 		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
 	}
