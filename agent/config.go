@@ -27,9 +27,9 @@ type Config struct {
 // instead of the files; see docs/cplink.md.
 type ControlPlaneConfig struct {
 	// URL is the control plane's address (Kuma's controlPlane.url): grpcs://host:port.
-	URL string `json:"url,omitempty"`
+	URL string `json:"url"`
 	// CACertFile is the PEM CA that signed the control plane's certificate.
-	CACertFile string `json:"caCertFile,omitempty"`
+	CACertFile string `json:"caCertFile"`
 	// RetryBackoff is the first wait after a failed connection (doubling, with jitter, up
 	// to 30 s); KeepaliveInterval how often the link checks the control plane answers.
 	RetryBackoff      Duration `json:"retryBackoff"`
@@ -55,7 +55,7 @@ type RuntimeConfig struct {
 	ResourceVars map[string]string `json:"resourceVars,omitempty"`
 	PoliciesDir  string            `json:"policiesDir"`
 	// TokenPath is the dataplane token sent to the control plane (--dataplane-token-file).
-	TokenPath string `json:"tokenPath,omitempty"`
+	TokenPath string `json:"tokenPath"`
 	// Watch is auto (inotify, else polling), inotify or poll.
 	Watch string `json:"watch"`
 	// WorkDir holds the VIP state file, Envoy's bootstrap and sockets.

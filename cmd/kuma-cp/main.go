@@ -230,7 +230,8 @@ func watch(ctx context.Context, st *store, cp *controlPlane, every time.Duration
 		if !changed {
 			continue
 		}
-		cp.apply(sv)
-		log.Info("resources changed", "resources", sv.count(), "meshes", len(sv.meshes), "agents", cp.connected())
+		updated, removed := cp.apply(sv)
+		log.Info("resources changed", "resources", sv.count(), "meshes", len(sv.meshes), "agents", cp.connected(),
+			"updated", updated, "removed", removed)
 	}
 }

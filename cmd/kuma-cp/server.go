@@ -61,20 +61,24 @@ func newControlPlane(key []byte, log *slog.Logger) *controlPlane {
 }
 
 // apply makes the caches serve sv: only changed resources are updated, so the delta server
-// sends each agent only what changed.
-func (cp *controlPlane) apply(sv served) {
+// sends each agent only what changed. It returns how many resources were updated and
+// removed over the caches in use (a resource of several meshes counts once per mesh).
+func (cp *controlPlane) apply(sv served) (updated, removed int) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.current = sv
 	for meshName, byKind := range cp.caches {
 		for kind, c := range byKind {
-			syncCache(c, sv.forMesh(meshName, kind))
+			u, r := syncCache(c, sv.forMesh(meshName, kind))
+			updated += u
+			removed += r
 		}
 	}
+	return updated, removed
 }
 
 // syncCache brings one cache to want, touching only what differs.
-func syncCache(c *cache.LinearCache, want map[string][]byte) {
+func syncCache(c *cache.LinearCache, want map[string][]byte) (updated, removed int) {
 	have := c.GetResources()
 	update := map[string]types.Resource{}
 	var remove []string
@@ -92,6 +96,7 @@ func syncCache(c *cache.LinearCache, want map[string][]byte) {
 	if len(update) > 0 || len(remove) > 0 {
 		_ = c.UpdateResources(update, remove) // errors only for resources that do not marshal
 	}
+	return len(update), len(remove)
 }
 
 func envelopeBody(r types.Resource) []byte {

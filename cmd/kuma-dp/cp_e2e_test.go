@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The control-plane settings: flags, variables and the checks that name them. The link
+// itself is exercised end to end with the real kuma-cp in cmd/kuma-cp/e2e_test.go.
+func TestRunControlPlaneSettings(t *testing.T) {
+	t.Run("flags and environment", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		cfg, code, done := parseRunConfig([]string{"--cp-address", "grpcs://cp:5678", "--name", "web-1",
+			"--ca-cert-file", "ca.crt", "--cp-keepalive-interval", "2s"},
+			envOf(map[string]string{"KUMA_DATAPLANE_RUNTIME_TOKEN_PATH": "web.token", "KUMA_CONTROL_PLANE_RETRY_BACKOFF": "1s"}), &out, &errb)
+		if done || code != exitOK {
+			t.Fatalf("refused (%d): %s", code, errb.String())
+		}
+		c := cfg.ControlPlane
+		if c.URL != "grpcs://cp:5678" || c.CACertFile != "ca.crt" || cfg.Runtime.TokenPath != "web.token" ||
+			time.Duration(c.RetryBackoff) != time.Second || time.Duration(c.KeepaliveInterval) != 2*time.Second {
+			t.Errorf("config: %+v, token %q", c, cfg.Runtime.TokenPath)
+		}
+	})
+	bad := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no identity", []string{"--cp-address", "grpcs://cp:5678"}, []string{"--name", "dataplane.name", "required"}},
+		{"both sources", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--policies-dir", "p"},
+			[]string{"--policies-dir", "controlPlane.url"}},
+		{"negative backoff", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-retry-backoff", "-1s"},
+			[]string{"--cp-retry-backoff", "-1s"}},
+		{"neither files nor control plane", nil, []string{"--dataplane-file", "controlPlane.url"}},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			_, code, done := parseRunConfig(c.args, envOf(nil), &out, &errb)
+			if !done || code != exitUsage {
+				t.Fatalf("accepted (%d)", code)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("message does not name %q: %s", w, errb.String())
+				}
+			}
+		})
+	}
+}
+
+// --help shows the control-plane example.
+func TestRunHelpShowsControlPlaneExample(t *testing.T) {
+	var out, errb bytes.Buffer
+	if _, code, _ := parseRunConfig([]string{"--help"}, envOf(nil), &out, &errb); code != exitOK {
+		t.Fatal(code)
+	}
+	for _, w := range []string{"--cp-address grpcs://127.0.0.1:5678", "--dataplane-token-file", "KUMA_CONTROL_PLANE_URL"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("help lacks %q", w)
+		}
+	}
+}
