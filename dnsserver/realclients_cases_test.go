@@ -575,7 +575,18 @@ func realClients(t *testing.T) []*realClient {
 	erl.run = func(t *testing.T, ns *nsEnv, qs []string) string {
 		return output(t, ns.command(nil, "escript", append([]string{filepath.Join(clientsDir, "lookup.escript")}, qs...)...))
 	}
-	cs = append(cs, ruby, erl, &realClient{name: "busybox nslookup", fams: "046p", noTCPFallback: true,
+	dnspy := &realClient{name: "Python dnspython", fams: "046p",
+		skip: "no python3 with dnspython (Debian package python3-dnspython): skipping the dnspython client"}
+	for _, py := range []string{"python3", "/usr/bin/python3"} { // PATH's may be a pyenv one without it
+		if exec.Command(py, "-c", "import dns.resolver").Run() == nil {
+			dnspy.skip = ""
+			dnspy.run = func(t *testing.T, ns *nsEnv, qs []string) string {
+				return output(t, ns.command(nil, py, append([]string{filepath.Join(clientsDir, "lookup_dnspython.py")}, qs...)...))
+			}
+			break
+		}
+	}
+	cs = append(cs, ruby, erl, dnspy, &realClient{name: "busybox nslookup", fams: "046p", noTCPFallback: true,
 		skip: missing("busybox", "busybox nslookup (Debian package busybox)"), firstVariantOnly: true, run: runBusybox})
 	return cs
 }
