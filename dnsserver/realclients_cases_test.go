@@ -240,6 +240,8 @@ func (w *world) queries() []string {
 		"0:big.example.org", "4:big.example.org", "6:big.example.org",
 		"0:upsvc", "4:upsvc",
 		"0:nope.example.org", "0:nope.mesh", "4:nope-"+w.v4only.Hostname,
+		// an address of the VIP range that is no VIP: forwarded, NXDOMAIN
+		"p:"+w.unallocated(),
 		// asked only once the upstream is down (upstream down variant)
 		"0:outage.example.org", "4:outage.example.org", "6:outage.example.org", "0:outage.",
 	)
@@ -254,6 +256,15 @@ type variant struct {
 	// upstreamDown: the stub is stopped first (the last variant): names the table owns
 	// still resolve, the others fail as a failure (SERVFAIL), not as not found
 	upstreamDown bool
+}
+
+// unallocated is an address of the service VIP range that the table does not hold.
+func (w *world) unallocated() string {
+	for a := netip.MustParseAddr("240.0.0.1"); ; a = a.Next() {
+		if _, ok := w.table.LookupAddr(a); !ok {
+			return a.String()
+		}
+	}
 }
 
 // candidates is the order a stub resolver tries name in (resolv.conf(5)): as written first
