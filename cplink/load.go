@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -288,37 +286,9 @@ func stampOf(path string) (fileStamp, error) {
 	return st, nil
 }
 
-// resourceFiles lists the files mesh.LoadDir would read, in the same (lexical) order,
-// minus ".."-prefixed entries; a dir that is a symbolic link is followed.
-func resourceFiles(dir string) ([]string, mesh.Errors) {
-	var paths []string
-	var errs mesh.Errors
-	root := walkRoot(dir)
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			errs = append(errs, &mesh.FieldError{Source: path, Msg: err.Error()})
-			return nil
-		}
-		if path != root && strings.HasPrefix(d.Name(), "..") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			paths = append(paths, path)
-		}
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, &mesh.FieldError{Source: dir, Msg: err.Error()})
-	}
-	return paths, errs
-}
+// resourceFiles lists the files to read: mesh.ResourceFiles, the same list mesh.LoadDir
+// reads (".."-prefixed entries skipped, a linked dir followed).
+func resourceFiles(dir string) ([]string, mesh.Errors) { return mesh.ResourceFiles(dir) }
 
 func appendErrors(errs mesh.Errors, err error) mesh.Errors {
 	if err == nil {

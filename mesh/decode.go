@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,26 +65,15 @@ func LoadFile(path string) ([]Resource, error) {
 	return Decode(path, data)
 }
 
-// LoadDir decodes every *.yaml, *.yml and *.json file under dir, recursively, in lexical
-// order. Every problem of every file is returned at once in an Errors.
+// LoadDir decodes every resource file under dir (see ResourceFiles), in lexical order. Every
+// problem of every file is returned at once in an Errors.
 func LoadDir(dir string) ([]Resource, error) {
 	var out []Resource
-	var errs Errors
-	walkErr := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			errs = append(errs, &FieldError{Source: path, Msg: err.Error()})
-			return nil
-		}
-		if e.IsDir() || !isResourceFile(path) {
-			return nil
-		}
+	paths, errs := ResourceFiles(dir)
+	for _, path := range paths {
 		rs, err := LoadFile(path)
 		out = append(out, rs...)
 		errs = appendErrors(errs, err)
-		return nil
-	})
-	if walkErr != nil {
-		errs = append(errs, &FieldError{Source: dir, Msg: walkErr.Error()})
 	}
 	if len(errs) > 0 {
 		return out, errs
