@@ -167,8 +167,8 @@ func kubeResolvConf(nameservers ...string) string {
 // world is what every answer is checked against: the table and the stub's zone, as a
 // client walking the Kubernetes search list sees them.
 type world struct {
-	table                 *vipalloc.Table
-	v4only, v6only, long_ *vipalloc.Entry
+	table                *vipalloc.Table
+	v4only, v6only, long *vipalloc.Entry
 }
 
 // newWorld builds the table `kuma-dp run` serves for the bundled example mesh, plus three
@@ -191,9 +191,9 @@ func newWorld(t *testing.T, extras bool) *world {
 	w := &world{
 		v4only: entry("v4only.kdp-test.mesh", "255.0.0.4", "", "v4"),
 		v6only: entry("v6only.kdp-test.mesh", "", "fd00:fd00::ff00:6", "v6"),
-		long_:  entry(longName, "255.0.0.5", "fd00:fd00::ff00:5", "long"),
+		long:   entry(longName, "255.0.0.5", "fd00:fd00::ff00:5", "long"),
 	}
-	for _, e := range []*vipalloc.Entry{w.v4only, w.v6only, w.long_} {
+	for _, e := range []*vipalloc.Entry{w.v4only, w.v6only, w.long} {
 		for _, a := range []netip.Addr{e.IPv4, e.IPv6} {
 			if other, ok := tbl.LookupAddr(a); a.IsValid() && ok {
 				t.Fatalf("test VIP %s of %s is taken by %s in the example mesh", a, e.Hostname, other.Hostname)
@@ -204,7 +204,7 @@ func newWorld(t *testing.T, extras bool) *world {
 		w.table = tbl
 		return w
 	}
-	w.table = vipalloc.NewTable(append(tbl.Available(), w.v4only, w.v6only, w.long_), nil)
+	w.table = vipalloc.NewTable(append(tbl.Available(), w.v4only, w.v6only, w.long), nil)
 	return w
 }
 
@@ -232,7 +232,7 @@ func (w *world) queries() []string {
 	}
 	if _, ok := w.table.Lookup(w.v4only.Hostname); ok {
 		qs = append(qs, "0:"+w.v4only.Hostname, "6:"+w.v4only.Hostname, "4:"+w.v6only.Hostname, "0:"+w.v6only.Hostname,
-			"0:"+w.long_.Hostname, "6:"+w.long_.Hostname, "p:"+w.v6only.IPv6.String())
+			"0:"+w.long.Hostname, "6:"+w.long.Hostname, "p:"+w.v6only.IPv6.String())
 	}
 	qs = append(qs,
 		"0:example.org", "4:example.org", "6:example.org",
