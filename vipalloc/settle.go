@@ -100,31 +100,73 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry
 }
 
 // sortHosts sorts hostnames by name; large lists in two halves on two goroutines, merged.
+// Large lists are sorted as pointer-free records carrying the name's first 16 bytes as two
+// big-endian integers, so most comparisons are integer ones (no dereference, no byte loop);
+// equal prefixes fall back to comparing the names.
 func sortHosts(hs []*hostState) {
-	cmp := func(x, y *hostState) int { return strings.Compare(x.host, y.host) }
-	if len(hs) < parallelWork {
-		slices.SortFunc(hs, cmp)
+	if len(hs) < 1024 {
+		slices.SortFunc(hs, func(x, y *hostState) int { return strings.Compare(x.host, y.host) })
 		return
 	}
-	mid := len(hs) / 2
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		slices.SortFunc(hs[mid:], cmp)
-	}()
-	slices.SortFunc(hs[:mid], cmp)
-	<-done
-	merged := make([]*hostState, 0, len(hs))
-	i, j := 0, mid
-	for i < mid && j < len(hs) {
-		if cmp(hs[j], hs[i]) < 0 {
-			merged = append(merged, hs[j])
-			j++
-		} else {
-			merged = append(merged, hs[i])
-			i++
+	recs := make([]hostRec, len(hs))
+	for i, h := range hs {
+		recs[i] = hostRec{k0: prefix8(h.host, 0), k1: prefix8(h.host, 8), i: int32(i)}
+	}
+	cmp := func(x, y hostRec) int {
+		switch {
+		case x.k0 != y.k0:
+			return cmpU64(x.k0, y.k0)
+		case x.k1 != y.k1:
+			return cmpU64(x.k1, y.k1)
+		}
+		return strings.Compare(hs[x.i].host, hs[y.i].host)
+	}
+	if len(hs) < parallelWork {
+		slices.SortFunc(recs, cmp)
+	} else {
+		mid := len(recs) / 2
+		both(func() { slices.SortFunc(recs[:mid], cmp) }, func() { slices.SortFunc(recs[mid:], cmp) })
+		merged := make([]hostRec, 0, len(recs))
+		i, j := 0, mid
+		for i < mid && j < len(recs) {
+			if cmp(recs[j], recs[i]) < 0 {
+				merged = append(merged, recs[j])
+				j++
+			} else {
+				merged = append(merged, recs[i])
+				i++
+			}
+		}
+		recs = append(append(merged, recs[i:mid]...), recs[j:]...)
+	}
+	sorted := make([]*hostState, len(hs))
+	for k, r := range recs {
+		sorted[k] = hs[r.i]
+	}
+	copy(hs, sorted)
+}
+
+// hostRec is a hostname to sort: bytes 0-7 and 8-15 of the name (zero-padded, big-endian:
+// integer order is byte order) and its index in the list.
+type hostRec struct {
+	k0, k1 uint64
+	i      int32
+}
+
+func prefix8(s string, from int) uint64 {
+	var k uint64
+	for j := from; j < from+8; j++ {
+		k <<= 8
+		if j < len(s) {
+			k |= uint64(s[j])
 		}
 	}
-	merged = append(append(merged, hs[i:mid]...), hs[j:]...)
-	copy(hs, merged)
+	return k
+}
+
+func cmpU64(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
 }
