@@ -83,8 +83,8 @@ func (a *Allocator) take(p *pool, key string) (uint32, bool) {
 // allocateHosts gives hostnames (sorted) their VIPs in two passes: names with a sticky
 // preference first, so that a remembered VIP is not taken by a newcomer, then the others.
 func (a *Allocator) allocateHosts(hss []*hostState) {
-	if p := a.s.service; len(p.used) == 0 && len(hss) > 1024 {
-		p.used = make(map[uint32]struct{}, len(hss))
+	if p := a.s.service; p.used.len() == 0 && len(hss) > 1024 {
+		p.used.reserve(len(hss))
 	}
 	for pass := 0; pass < 2; pass++ {
 		for _, hs := range hss {

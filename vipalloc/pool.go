@@ -12,7 +12,7 @@ type pool struct {
 	prefix netip.Prefix
 	ranges []span // usable addresses, ascending
 	size   uint64
-	used   map[uint32]struct{}
+	used   u32set
 }
 
 type span struct{ lo, hi uint32 } // inclusive
@@ -32,7 +32,7 @@ func newPool(field string, p netip.Prefix, exclude netip.Prefix) (*pool, error) 
 	}
 	spans = cut(spans, 0xffffffff, 0xffffffff)
 	spans = cut(spans, 0, 0)
-	pl := &pool{prefix: p, ranges: spans, used: map[uint32]struct{}{}}
+	pl := &pool{prefix: p, ranges: spans}
 	for _, s := range spans {
 		pl.size += uint64(s.hi-s.lo) + 1
 	}
@@ -81,14 +81,13 @@ func (p *pool) contains(a uint32) bool {
 	return false
 }
 
-func (p *pool) full() bool { return uint64(len(p.used)) >= p.size }
+func (p *pool) full() bool { return uint64(p.used.len()) >= p.size }
 
 // take gives key an address: want if it is usable and free, else the first free address
 // probing linearly from the hash of key. ok is false when the pool is full.
 func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	if haveWant && p.contains(want) {
-		if _, taken := p.used[want]; !taken {
-			p.used[want] = struct{}{}
+		if p.used.add(want) {
 			return want, true
 		}
 	}
@@ -98,8 +97,7 @@ func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	start := hashKey(key) % p.size
 	for j := uint64(0); j < p.size; j++ {
 		a := p.at((start + j) % p.size)
-		if _, taken := p.used[a]; !taken {
-			p.used[a] = struct{}{}
+		if p.used.add(a) {
 			return a, true
 		}
 	}
@@ -107,7 +105,7 @@ func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 }
 
 // release frees a (its holder lets go of it).
-func (p *pool) release(a uint32) { delete(p.used, a) }
+func (p *pool) release(a uint32) { p.used.remove(a) }
 
 func (p *pool) exhausted() string {
 	return fmt.Sprintf("VIP pool %s is exhausted (%d addresses, all taken)", p.prefix, p.size)
