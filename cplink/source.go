@@ -1,5 +1,6 @@
 // Package cplink owns the sources of the mesh model: the directory source (files on disk,
-// watched with inotify, polling as a fallback) and, later, the control-plane link.
+// watched with inotify, polling as a fallback) and the control-plane link (client.go, wire.go:
+// incremental ADS from a control plane such as cmd/kuma-cp; see docs/cplink.md).
 //
 // A source produces mesh.Snapshots, or refusals carrying the validation errors; it never
 // allocates VIPs, answers DNS or builds Envoy resources, and it never decides whether a
