@@ -454,7 +454,7 @@ func startNamespace(t *testing.T, dir, agent string) *nsEnv {
 	}()
 	ns := &nsEnv{pid: cmd.Process.Pid, nsenter: nsenter, resolvConf: filepath.Join(dir, "resolv.conf"),
 		stdin: stdin, lines: lines}
-	l := ns.reply(t, 20*time.Second)
+	l := ns.reply(t, 45*time.Second) // beyond runAgent's own 30 s
 	if reason, ok := strings.CutPrefix(l, "unavailable: "); ok {
 		t.Skipf("cannot set up the test namespace here (%s): skipping the real-client tests", reason)
 	}
