@@ -114,7 +114,8 @@ type MESAddress struct {
 // built, so that a table derived from the previous one after a small change costs
 // O(change), not O(mesh). Lookups check the delta first.
 type Table struct {
-	base, delta *index
+	base  *baseIndex
+	delta *index
 	// v6 is the twin prefix: an IPv6 VIP in it resolves through its IPv4 (invalid for
 	// hand-built tables, whose IPv6 addresses are all indexed in other6).
 	v6 netip.Prefix
@@ -129,11 +130,11 @@ type Table struct {
 	outbounds []Outbound
 }
 
-// index maps names and VIPs to available entries. In a delta, a nil value means removed.
+// index is a delta: names and VIPs whose available entry changed since the base was built
+// (a nil value means removed).
 type index struct {
-	names  map[string]*Entry
-	addrs  map[uint32]*Entry
-	other6 map[netip.Addr]*Entry
+	names map[string]*Entry
+	addrs map[uint32]*Entry
 }
 
 func newIndex(n int) *index {
@@ -163,8 +164,7 @@ func (t *Table) lookupName(name string) (*Entry, bool) {
 			return e, e != nil
 		}
 	}
-	e, ok := t.base.names[name]
-	return e, ok
+	return t.base.name(name)
 }
 
 // LookupAddr returns the entry owning a VIP (IPv4 or its IPv6 twin), for PTR.
@@ -191,8 +191,7 @@ func (t *Table) lookupV4(a uint32) (*Entry, bool) {
 			return e, e != nil
 		}
 	}
-	e, ok := t.base.addrs[a]
-	return e, ok
+	return t.base.addr(a)
 }
 
 // Entries returns every entry, NotAvailable ones included, sorted by hostname. Do not modify.
@@ -332,38 +331,36 @@ func NewTable(entries []*Entry, mes map[string]MESStatus) *Table {
 // PTR with the first of them in hostname order.
 func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]MESStatus, sum [2]uint64) *Table {
 	t := &Table{v6: v6, all: all, skipped: skipped, mes: mes}
-	t.base = newIndex(len(all))
-	// Two maps of up to a few hundred thousand keys: one is filled on another goroutine.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, e := range all {
-			if e.Status == Available {
-				t.base.names[e.Hostname] = e
-			}
-		}
-	}()
+	b := &baseIndex{all: all}
+	t.base = b
+	avail := 0
 	for _, e := range all {
-		if e.Status != Available {
-			continue
+		if e.Status == Available {
+			avail++
 		}
-		if e.IPv4.Is4() {
-			if _, dup := t.base.addrs[v4u(e.IPv4)]; !dup {
-				t.base.addrs[v4u(e.IPv4)] = e
+	}
+	// The two indexes are built concurrently when large.
+	if avail >= parallelWork {
+		both(func() { b.buildNames(avail) }, func() { b.buildAddrs(avail) })
+	} else {
+		b.buildNames(avail)
+		b.buildAddrs(avail)
+	}
+	// The allocator's tables (valid v6) hold twins only; hand-built ones index every IPv6.
+	if !v6.IsValid() {
+		for _, e := range all {
+			if e.Status != Available || !e.IPv6.IsValid() {
+				continue
 			}
-		}
-		// The allocator's tables (valid v6) hold twins only; hand-built ones index every IPv6.
-		if e.IPv6.IsValid() && !v6.IsValid() {
-			if t.base.other6 == nil {
-				t.base.other6 = map[netip.Addr]*Entry{}
+			if b.other6 == nil {
+				b.other6 = map[netip.Addr]*Entry{}
 			}
-			if _, dup := t.base.other6[e.IPv6]; !dup {
-				t.base.other6[e.IPv6] = e
+			if _, dup := b.other6[e.IPv6]; !dup {
+				b.other6[e.IPv6] = e
 			}
 		}
 	}
-	<-done
-	t.count = len(t.base.names)
+	t.count = b.count
 	t.hash = tableHash(sum, mes)
 	return t
 }
@@ -383,7 +380,7 @@ func (t *Table) derive(all []*Entry, names map[string]*Entry, addrs map[uint32]*
 	if t.delta != nil {
 		size += len(t.delta.names) + len(t.delta.addrs)
 	}
-	if size > deltaLimit(len(t.base.names)) {
+	if size > deltaLimit(t.base.count) {
 		return buildTable(t.v6, all, skipped, mes, sum)
 	}
 	n := &Table{v6: t.v6, base: t.base, all: all, skipped: skipped, mes: mes, hash: tableHash(sum, mes),
