@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine: iptables (legacy and nft),
-# dig, iproute2 (ip netns), getent comes with libc. Does nothing when all are present;
+# dig, iproute2 (ip netns), conntrack, musl-gcc; getent comes with libc. Does nothing when all are present;
 # as non-root it only says what is missing (the tests that need them then skip).
 set -euo pipefail
 need=()
@@ -9,6 +9,8 @@ command -v iptables-nft-restore >/dev/null 2>&1 || need+=(iptables)
 command -v dig >/dev/null 2>&1 || need+=(dnsutils)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+# musl-gcc: the real-client DNS test builds its getaddrinfo client against musl too (Alpine's libc)
+command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
