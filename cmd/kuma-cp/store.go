@@ -5,13 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -20,8 +18,9 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// store reads the resources directory: every *.yaml, *.yml and *.json below it (entries
-// starting with ".." skipped, as a ConfigMap volume's), decoded and validated with mesh's
+// store reads the resources directory as the agent reads its policies directory
+// (mesh.ResourceFiles: every *.yaml, *.yml and *.json below it, ConfigMap ".." entries
+// skipped), decoded and validated with mesh's
 // code, each resource encoded once in the link's envelope (cplink.EncodeResource).
 //
 // A file that fails validation is refused whole: its errors are logged and the resources it
@@ -63,23 +62,10 @@ func newStore(dir string, validate bool, log *slog.Logger) *store {
 // scan reads what changed since the last scan and returns everything served; changed is
 // false (and sv empty) when no file changed.
 func (s *store) scan() (sv served, changed bool) {
-	var paths []string
-	_ = filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			s.log.Warn("cannot read", "path", path, "error", err)
-			return nil
-		}
-		if path != s.dir && strings.HasPrefix(d.Name(), "..") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && resourceFile(path) {
-			paths = append(paths, path)
-		}
-		return nil
-	})
+	paths, walkErrs := mesh.ResourceFiles(s.dir) // the agent's rules for a directory
+	for _, e := range walkErrs {
+		s.log.Warn("cannot read", "error", e.Error())
+	}
 	sort.Strings(paths)
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -121,14 +107,6 @@ func (s *store) scan() (sv served, changed bool) {
 		return served{}, false
 	}
 	return s.collect(paths), true
-}
-
-func resourceFile(path string) bool {
-	switch filepath.Ext(path) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
 }
 
 // readFile decodes one file; ok is false when it is refused (its last good stays).
