@@ -19,7 +19,7 @@ import (
 var processStart = time.Now()
 
 func init() {
-	register(command{name: "run", summary: "run the dataplane agent (DNS, xDS, Envoy) from files", run: runCmd})
+	register(command{name: "run", summary: "run the dataplane agent (DNS, xDS, Envoy) from files or a control plane", run: runCmd})
 }
 
 // option ties one setting's flag to its environment variable and config file field.
