@@ -84,12 +84,14 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		all = inbounds(list, idx, len(fresh) > 1)
 	}
 	for _, x := range kept {
+		if len(x.cands) == 0 && len(changed) > 1024 { // the default names' first expansion
+			x.presize(len(changed))
+		}
 		jobs = append(jobs, job{x: x, in: changed})
 	}
 	for _, x := range fresh {
 		if len(dps) > 1024 {
-			x.cands = make(map[string]*candidate, len(dps)*min(x.weight(), 4)/8)
-			x.events = make([]event, 0, len(dps)*min(x.weight(), 4)/8)
+			x.presize(len(dps))
 		}
 		jobs = append(jobs, job{x: x, in: all})
 	}
@@ -377,6 +379,15 @@ func (in *inbound) get(k string, idx int) (string, bool) {
 	}
 	v, ok := in.tags[k]
 	return v, ok
+}
+
+// presize sizes the candidate map and event list of an empty expander about to visit n
+// inbounds: a guess of n/4 tuples per tag taken from inbounds (up to four), so that the map
+// rarely grows (each growth rehashes every key) without reserving n slots per policy.
+func (x *expander) presize(n int) {
+	guess := n * min(x.weight(), 4) / 4
+	x.cands = make(map[string]*candidate, guess)
+	x.events = make([]event, 0, guess)
 }
 
 // weight estimates the expander's work per inbound: the tags its tuples take from inbounds.
