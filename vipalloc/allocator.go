@@ -171,7 +171,7 @@ func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	b := append(append((*buf)[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...), svc...)
 	b = append(b, '}')
 	*buf = b
-	if d := a.defaults.cands[string(b)]; d != nil {
+	if d := a.defaults.cands.get(keyHash(b), b); d != nil {
 		c.Tags = d.Tags
 	}
 }

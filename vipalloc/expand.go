@@ -91,7 +91,7 @@ type expander struct {
 	tpl    *mesh.VOTemplate
 	sels   []compiledSel
 	broken string // compile error: the policy yields a single skip
-	cands  map[string]*candidate
+	cands  candMap
 	buf    []byte
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
@@ -121,18 +121,19 @@ func (x *expander) emit(c *candidate, add bool) {
 	x.events = append(x.events, ev)
 }
 
-// lookup finds the candidate of key b.
-func (x *expander) lookup(b []byte) *candidate {
+// lookup finds the candidate of key b; h is keyHash(b) when c is nil (for cands.put).
+func (x *expander) lookup(b []byte) (c *candidate, h uint64) {
 	for _, c := range x.last {
 		if c != nil && c.Key == string(b) {
-			return c
+			return c, 0
 		}
 	}
-	c := x.cands[string(b)]
+	h = keyHash(b)
+	c = x.cands.get(h, b)
 	if c != nil {
 		x.remember(c)
 	}
-	return c
+	return c, h
 }
 
 func (x *expander) remember(c *candidate) {
@@ -236,11 +237,12 @@ func (x *expander) visit(in *inbound) {
 	}
 	b = append(b, '}')
 	x.buf = b
-	if c := x.lookup(b); c != nil || delta < 0 {
+	c, h := x.lookup(b)
+	if c != nil || delta < 0 {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{src: x.src, refs: delta}
+	c = &candidate{src: x.src, refs: delta}
 	c.Origin, c.Selector = x.src.origin, sel.tags
 	c.Tags = make(mesh.Tags, len(sel.dest))
 	var absent []string
@@ -271,7 +273,7 @@ func (x *expander) visit(in *inbound) {
 		kh := string(out)
 		c.Key, c.Hostname, c.Ports = kh[:keyLen], kh[keyLen:], x.ports(port)
 	}
-	x.cands[c.Key] = c
+	x.cands.put(h, c)
 	x.remember(c)
 	x.emit(c, true)
 }
@@ -282,7 +284,7 @@ func (x *expander) count(c *candidate, delta int32) {
 	}
 	c.refs += delta
 	if c.refs <= 0 {
-		delete(x.cands, c.Key)
+		x.cands.del(c)
 		x.forget(c)
 		x.emit(c, false)
 	}
@@ -298,11 +300,12 @@ func (x *expander) visitDefault(in *inbound) {
 	b = append(b, svc...)
 	b = append(b, '}')
 	x.buf = b
-	if c := x.lookup(b); c != nil || delta < 0 {
+	c, h := x.lookup(b)
+	if c != nil || delta < 0 {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{src: defaultSource, refs: delta}
+	c = &candidate{src: defaultSource, refs: delta}
 	c.Origin, c.Tags = Origin{Kind: OriginService, Name: svc}, mesh.Tags{mesh.ServiceTag: svc}
 	// The key and the hostname in one string.
 	keyLen := len(b)
@@ -315,7 +318,7 @@ func (x *expander) visitDefault(in *inbound) {
 	} else {
 		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
 	}
-	x.cands[c.Key] = c
+	x.cands.put(h, c)
 	x.remember(c)
 	x.emit(c, true)
 }
@@ -333,23 +336,23 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 	if !matched {
 		return
 	}
-	key := x.name + "{}"
-	if c := x.cands[key]; c != nil || delta < 0 {
+	key := append(x.buf[:0], x.name+"{}"...)
+	x.buf = key
+	h := keyHash(key)
+	if c := x.cands.get(h, key); c != nil || delta < 0 {
 		x.count(c, delta)
 		return
 	}
 	c := &candidate{src: x.src, refs: delta}
-	c.Key, c.Origin, c.Reason = key, x.src.origin, x.broken
-	x.cands[key] = c
+	c.Key, c.Origin, c.Reason = string(key), x.src.origin, x.broken
+	x.cands.put(h, c)
 	x.emit(c, true)
 }
 
 // removeAll drops every candidate of the expander (the policy went away or changed).
 func (x *expander) removeAll(r *round) {
-	for _, c := range x.cands {
-		r.remove(c)
-	}
-	x.cands = map[string]*candidate{}
+	x.cands.each(r.remove)
+	x.cands = newCandMap(0)
 	x.last = [2]*candidate{}
 }
 

@@ -84,7 +84,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		all = inbounds(list, idx, len(fresh) > 1)
 	}
 	for _, x := range kept {
-		if len(x.cands) == 0 && len(changed) > 1024 { // the default names' first expansion
+		if x.cands.len() == 0 && len(changed) > 1024 { // the default names' first expansion
 			x.presize(len(changed))
 		}
 		jobs = append(jobs, job{x: x, in: changed})
@@ -386,7 +386,7 @@ func (in *inbound) get(k string, idx int) (string, bool) {
 // rarely grows (each growth rehashes every key) without reserving n slots per policy.
 func (x *expander) presize(n int) {
 	guess := n * min(x.weight(), 4) / 4
-	x.cands = make(map[string]*candidate, guess)
+	x.cands = newCandMap(guess)
 	x.events = make([]event, 0, guess)
 }
 
@@ -438,11 +438,11 @@ func (x *expander) bind(idx map[string]int) {
 
 func newDefaultExpander(port uint32) *expander {
 	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port,
-		cands: map[string]*candidate{}}
+		cands: newCandMap(0)}
 }
 
 func newVOExpander(vo *mesh.VirtualOutbound) *expander {
-	x := &expander{name: vo.Name, vo: vo, cands: map[string]*candidate{},
+	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0),
 		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
 	tpl, err := mesh.CompileVirtualOutbound(vo.Conf)
 	if err != nil {
