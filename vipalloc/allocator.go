@@ -2,7 +2,6 @@ package vipalloc
 
 import (
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -26,9 +25,9 @@ type Allocator struct {
 	vos      map[string]*expander
 	mes      *mesSource
 
-	hosts   [hostShards]map[string]*hostState // by shardOf(hostname)
-	mesVIPs map[string]uint32                 // "mes/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
-	pending map[string]struct{}               // keys whose pool was full last time
+	hosts   [hostShards]hostMap // by shardOf(hostname)
+	mesVIPs map[string]uint32   // "mes/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
+	pending map[string]struct{} // keys whose pool was full last time
 	skips   map[string]*candidate
 	skipped []Skip
 
@@ -58,7 +57,7 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(),
-		hosts: [hostShards]map[string]*hostState{{}, {}}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
+		hosts: [hostShards]hostMap{newHostMap(0), newHostMap(0)}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
 		a.defaults = newDefaultExpander(s.defaultPort)
@@ -84,15 +83,18 @@ func (r *round) touch(hs *hostState) {
 // concurrently after a large expansion.
 const hostShards = 2
 
-func shardOf(h string) int { return int(maphash.String(hashSeed, h) % hostShards) }
+func shardOf(h string) int { return int(hostHash(h) % hostShards) }
 
 // host is the state of hostname h, or nil.
-func (a *Allocator) host(h string) *hostState { return a.hosts[shardOf(h)][h] }
+func (a *Allocator) host(h string) *hostState {
+	x := hostHash(h)
+	return a.hosts[x%hostShards].get(x, h)
+}
 
 func (a *Allocator) hostCount() int {
 	n := 0
 	for _, m := range a.hosts {
-		n += len(m)
+		n += m.len()
 	}
 	return n
 }
@@ -110,7 +112,8 @@ func (r *round) add(c *candidate) {
 		r.skipsChanged = true
 		return
 	}
-	r.touch(r.a.place(r.a.hosts[shardOf(c.Hostname)], c, &r.a.candSlab, &r.a.keyBuf))
+	x := hostHash(c.Hostname)
+	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c, &r.a.candSlab, &r.a.keyBuf))
 }
 
 func (r *round) remove(c *candidate) {
@@ -119,18 +122,20 @@ func (r *round) remove(c *candidate) {
 		r.skipsChanged = true
 		return
 	}
-	if hs := unplace(r.a.hosts[shardOf(c.Hostname)], c); hs != nil {
+	x := hostHash(c.Hostname)
+	if hs := unplace(&r.a.hosts[x%hostShards], x, c); hs != nil {
 		r.touch(hs)
 	}
 }
 
-// place adds c to its hostname in hosts (c's shard) and returns the hostname's state.
-func (a *Allocator) place(hosts map[string]*hostState, c *candidate, slab *[]*candidate, buf *[]byte) *hostState {
+// place adds c to its hostname (hashing to h) in hosts (its shard) and returns the
+// hostname's state.
+func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate, slab *[]*candidate, buf *[]byte) *hostState {
 	a.shareTags(c, buf)
-	hs := hosts[c.Hostname]
+	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
 		hs = &hostState{host: c.Hostname}
-		hosts[c.Hostname] = hs
+		hosts.put(h, hs)
 	}
 	if hs.cands == nil {
 		// One-element slices from a slab: most hostnames have a single candidate.
@@ -146,9 +151,10 @@ func (a *Allocator) place(hosts map[string]*hostState, c *candidate, slab *[]*ca
 	return hs
 }
 
-// unplace removes c from its hostname in hosts; nil when the hostname is unknown.
-func unplace(hosts map[string]*hostState, c *candidate) *hostState {
-	hs := hosts[c.Hostname]
+// unplace removes c from its hostname (hashing to h) in hosts; nil when the hostname is
+// unknown.
+func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
+	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
 		return nil
 	}

@@ -25,12 +25,12 @@ func (a *Allocator) eachAssignment(add func(key string, v uint32)) {
 	for k, v := range a.mesVIPs {
 		add(k, v)
 	}
-	for _, m := range a.hosts {
-		for h, hs := range m {
+	for i := range a.hosts {
+		a.hosts[i].each(func(hs *hostState) {
 			if hs.hasVIP {
-				add(h, hs.vip)
+				add(hs.host, hs.vip)
 			}
-		}
+		})
 	}
 }
 

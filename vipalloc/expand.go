@@ -109,6 +109,7 @@ type expander struct {
 
 type event struct {
 	c     *candidate
+	h     uint64 // hostHash of the hostname
 	add   bool
 	shard int8 // shardOf the hostname; -1 for a skip
 }
@@ -116,7 +117,8 @@ type event struct {
 func (x *expander) emit(c *candidate, add bool) {
 	ev := event{c: c, add: add, shard: -1}
 	if c.Hostname != "" {
-		ev.shard = int8(shardOf(c.Hostname))
+		ev.h = hostHash(c.Hostname)
+		ev.shard = int8(ev.h % hostShards)
 	}
 	x.events = append(x.events, ev)
 }

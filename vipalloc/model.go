@@ -55,7 +55,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 	a.dps = dps
 	if a.hostCount() == 0 && len(dps) > 1024 {
 		for i := range a.hosts {
-			a.hosts[i] = make(map[string]*hostState, len(dps)/hostShards)
+			a.hosts[i] = newHostMap(len(dps) / hostShards)
 		}
 		r.touched = make([]*hostState, 0, len(dps))
 	}
@@ -123,7 +123,7 @@ func (r *round) apply(jobs []job) {
 	var slabs [hostShards][]*candidate
 	var bufs [hostShards][]byte
 	place := func(s int) {
-		hosts := r.a.hosts[s]
+		hosts := &r.a.hosts[s]
 		for _, jb := range jobs {
 			for _, ev := range jb.x.events {
 				if int(ev.shard) != s {
@@ -131,9 +131,9 @@ func (r *round) apply(jobs []job) {
 				}
 				var hs *hostState
 				if ev.add {
-					hs = r.a.place(hosts, ev.c, &slabs[s], &bufs[s])
+					hs = r.a.place(hosts, ev.h, ev.c, &slabs[s], &bufs[s])
 				} else {
-					hs = unplace(hosts, ev.c)
+					hs = unplace(hosts, ev.h, ev.c)
 				}
 				if hs != nil && !hs.touched {
 					hs.touched = true

@@ -51,7 +51,7 @@ func (a *Allocator) finishSettle(st *settler) {
 	a.sum[0] += st.sum[0]
 	a.sum[1] += st.sum[1]
 	for _, hs := range st.empty {
-		delete(a.hosts[shardOf(hs.host)], hs.host)
+		a.hosts[shardOf(hs.host)].del(hs)
 	}
 }
 
