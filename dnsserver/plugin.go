@@ -129,41 +129,59 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 }
 
 // upstream hands the query to the rest of the chain (cache, forward) and counts the result.
+// An answer is counted before it is written: a client that reads the metrics after its
+// answer must see it counted.
 func (h *handler) upstream(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-	cw := &countingWriter{ResponseWriter: w}
+	cw := &countingWriter{ResponseWriter: w, met: h.s.met}
+	if len(r.Question) > 0 {
+		cw.qtype = r.Question[0].Qtype
+	}
 	rc, err := plugin.NextOrFailure(pluginName, h.next, ctx, cw, r)
+	if !cw.wrote && !plugin.ClientWrite(rc) {
+		// Nobody answered; the server writes the error (SERVFAIL) after we return.
+		h.s.met.upFail.Inc()
+	}
+	if (!cw.wrote && !plugin.ClientWrite(rc)) || cw.rcode == dns.RcodeServerFailure {
+		h.s.log.Debug("no upstream answer", "error", err)
+	}
 	if cw.wrote && cw.rcode == dns.RcodeServerFailure { // e.g. cache's stored SERVFAIL
 		rc = dns.RcodeServerFailure
-	} else if cw.wrote {
-		var qtype uint16
-		if len(r.Question) > 0 {
-			qtype = r.Question[0].Qtype
-		}
-		h.s.met.answer(srcUpstream, qtype)
-	}
-	if !plugin.ClientWrite(rc) || rc == dns.RcodeServerFailure {
-		h.s.met.upFail.Inc()
-		h.s.log.Debug("no upstream answer", "error", err)
 	}
 	return rc, err
 }
 
-// countingWriter notes whether the rest of the chain answered, and with what rcode.
+// countingWriter counts what the rest of the chain answers, as it is written: an upstream
+// answer by query type, or an upstream failure (SERVFAIL).
 type countingWriter struct {
 	dns.ResponseWriter
+	met   *metrics
+	qtype uint16
 	wrote bool
 	rcode int
 }
 
+func (c *countingWriter) count(rcode int) {
+	if c.wrote {
+		return // a second write of one answer (should not happen) is not a second answer
+	}
+	c.wrote, c.rcode = true, rcode
+	if rcode == dns.RcodeServerFailure {
+		c.met.upFail.Inc()
+	} else {
+		c.met.answer(srcUpstream, c.qtype)
+	}
+}
+
 func (c *countingWriter) WriteMsg(m *dns.Msg) error {
-	c.wrote, c.rcode = true, m.Rcode
+	c.count(m.Rcode)
 	return c.ResponseWriter.WriteMsg(m)
 }
 
 func (c *countingWriter) Write(b []byte) (int, error) {
-	c.wrote = true
+	rcode := dns.RcodeSuccess
 	if len(b) > 3 {
-		c.rcode = int(b[3] & 0xF)
+		rcode = int(b[3] & 0xF)
 	}
+	c.count(rcode)
 	return c.ResponseWriter.Write(b)
 }
