@@ -1,0 +1,26 @@
+// Package testutil holds what the tests of several packages share.
+package testutil
+
+import (
+	"bytes"
+	"sync"
+)
+
+// LockedBuffer is a bytes.Buffer safe for a process writing its logs into it while a test
+// reads them.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
