@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/netip"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -52,15 +53,11 @@ func TestSilentUpstreamServfail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: takes 4 s")
 	}
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	c, l, err := bindPair(netip.MustParseAddrPort("127.0.0.1:0")) // UDP and TCP, one port
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	l, err := net.Listen("tcp", c.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer l.Close()
 	ts := startServer(t, Config{Upstreams: []string{c.LocalAddr().String()}}, testTable())
 	for i, limit := range []time.Duration{4900 * time.Millisecond, time.Second} {
