@@ -70,7 +70,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	var paths []string
 	if policiesDir != "" {
 		var walkErrs mesh.Errors
-		paths, walkErrs = resourceFiles(policiesDir)
+		paths, walkErrs = mesh.ResourceFiles(policiesDir)
 		errs = append(errs, walkErrs...)
 	}
 	results := l.decodeAll(append([]string{dataplaneFile}, paths...))
@@ -285,10 +285,6 @@ func stampOf(path string) (fileStamp, error) {
 	}
 	return st, nil
 }
-
-// resourceFiles lists the files to read: mesh.ResourceFiles, the same list mesh.LoadDir
-// reads (".."-prefixed entries skipped, a linked dir followed).
-func resourceFiles(dir string) ([]string, mesh.Errors) { return mesh.ResourceFiles(dir) }
 
 func appendErrors(errs mesh.Errors, err error) mesh.Errors {
 	if err == nil {

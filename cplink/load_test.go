@@ -76,7 +76,7 @@ func TestDirLoaderConfigMapVolume(t *testing.T) {
 func TestDirLoaderDecodesOnlyChangedFiles(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, examplePolicies, dir)
-	files, _ := resourceFiles(dir)
+	files, _ := mesh.ResourceFiles(dir)
 	l := newDirLoader()
 	first, err := l.Load(exampleDataplane, dir)
 	if err != nil {
