@@ -131,19 +131,13 @@ func runUsage(w io.Writer, fs *pflag.FlagSet) {
 // naming the flag, variable or field and the value on any bad input, or exitOK with help.
 func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, stderr io.Writer) (agent.Config, int, bool) {
 	scratch := agent.Defaults()
-	fs, configPath := newRunFlags(&scratch, stderr)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			runUsage(stdout, fs)
-			return agent.Config{}, exitOK, true
-		}
-		fmt.Fprintf(stderr, "kuma-dp run: %v\nRun 'kuma-dp run --help' for the flags.\n", err)
-		return agent.Config{}, exitUsage, true
+	fs, configPath := newRunFlags(&scratch, io.Discard)
+	cmd := subcommand{name: "run", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) { runUsage(w, fs) }}
+	if rc, done := cmd.parse(args); done {
+		return agent.Config{}, rc, true
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kuma-dp run: unexpected argument %q (every setting is a flag)\n", fs.Arg(0))
-		return agent.Config{}, exitUsage, true
+		return agent.Config{}, cmd.usageErr("unexpected argument %q (every setting is a flag)", fs.Arg(0)), true
 	}
 
 	cfg := agent.Defaults()
