@@ -85,8 +85,6 @@ type VOTemplate struct {
 	// vars maps every template variable name (function or data key) to its tag key.
 	vars    map[string]string
 	tagKeys []string
-	// used is the set of variable names the templates reference.
-	used map[string]bool
 }
 
 // voBuiltins are names a conf.tags/parameters variable can't take as a function.
@@ -95,7 +93,7 @@ var voBuiltins = map[string]bool{"tag": true}
 // CompileVirtualOutbound compiles conf.host and conf.port. Errors are *TemplateError naming
 // the field.
 func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
-	vt := &VOTemplate{vars: map[string]string{}, used: map[string]bool{}}
+	vt := &VOTemplate{vars: map[string]string{}}
 	keys := map[string]bool{}
 	// Sorted iteration so that a conflict is reported the same way every time.
 	tagKeys := make([]string, 0, len(c.Tags))
@@ -175,12 +173,7 @@ func (vt *VOTemplate) compile(field, src string, funcs template.FuncMap, keys ma
 			if k, ok := literalCall(n, "tag"); ok {
 				keys[k] = true
 			}
-		case *parse.IdentifierNode:
-			if _, ok := vt.vars[n.Ident]; ok {
-				vt.used[n.Ident] = true
-			}
 		case *parse.FieldNode:
-			vt.used[n.Ident[0]] = true
 			if _, ok := vt.vars[n.Ident[0]]; !ok && walkErr == nil {
 				walkErr = &TemplateError{Field: field, Template: src, Msg: fmt.Sprintf(
 					"no variable %q (declare it in conf.parameters or conf.tags)", n.Ident[0])}
