@@ -206,7 +206,7 @@ func startAgent(t *testing.T, e *cpEnv, cpAddr string, wait bool, extra ...strin
 	a := &agent{ready: filepath.Join(work, "ready.json")}
 	args := append([]string{"run", "--cp-address", "grpcs://" + cpAddr, "--ca-cert-file", e.path(caCertFile),
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
-		"--dns-upstream", upstream(t), "--envoy=false", "--work-dir", work, "--ready-file", a.ready,
+		"--dns-upstream", testutil.NXDomainUpstream(t), "--envoy=false", "--work-dir", work, "--ready-file", a.ready,
 		"--drain-time", "0s", "--cp-retry-backoff", "100ms", "--log-level", "debug"}, extra...)
 	a.proc = startProc(t, "kuma-dp", dpBin, args...)
 	if wait {
@@ -242,23 +242,6 @@ func (a *agent) query(name string) []string {
 }
 
 func (a *agent) answers(name string) bool { return len(a.query(name)) > 0 }
-
-// upstream answers NXDOMAIN to everything, standing in for the host's resolvers.
-func upstream(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetRcode(r, dns.RcodeNameError)
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
-}
 
 // waitFor polls cond until it holds, failing the test after within.
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {

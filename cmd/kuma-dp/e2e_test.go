@@ -50,24 +50,6 @@ func kumaDP(t testing.TB) string {
 	return binPath
 }
 
-// upstream runs a resolver that answers NXDOMAIN to everything, standing in for the host's
-// resolvers so that names the agent does not own get a real answer.
-func upstream(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetRcode(r, dns.RcodeNameError)
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binPath != "" {
@@ -174,7 +156,7 @@ func startAgentEnv(t *testing.T, env []string, dpFile, policies string, extra ..
 	readyFile := filepath.Join(work, "ready.json")
 	args := append([]string{"run", "--dataplane-file", dpFile, "--policies-dir", policies,
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
-		"--dns-upstream", upstream(t), "--envoy=false", "--work-dir", work, "--ready-file", readyFile,
+		"--dns-upstream", testutil.NXDomainUpstream(t), "--envoy=false", "--work-dir", work, "--ready-file", readyFile,
 		"--log-level", "debug"}, extra...)
 	p := &agentProc{t: t, cmd: exec.Command(kumaDP(t), args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
