@@ -1,7 +1,6 @@
 package vipalloc
 
 import (
-	"hash/maphash"
 	"math/bits"
 	"net/netip"
 )
@@ -32,8 +31,8 @@ func slotsFor(n int) (int, uint) {
 	return size, uint(64 - bits.TrailingZeros(uint(size)))
 }
 
-func nameHash(name string) uint64 { return maphash.String(hashSeed, name) }
-
+// addrHome is the first slot of address v in a table of 64-shift bits (Fibonacci hashing:
+// consecutive addresses spread out). The pool's u32set probes from it too.
 func addrHome(v uint32, shift uint) int { return int((uint64(v) * 0x9e3779b97f4a7c15) >> shift) }
 
 // buildNames indexes the available entries of all by hostname (each hostname once).
@@ -45,7 +44,7 @@ func (b *baseIndex) buildNames(avail int) {
 		if e.Status != Available {
 			continue
 		}
-		h := nameHash(e.Hostname)
+		h := hostHash(e.Hostname)
 		slot := h<<32 | uint64(pos+1)
 		for i := int(h >> shift); ; i = (i + 1) & mask {
 			s := b.names[i]
@@ -90,7 +89,7 @@ func (b *baseIndex) name(name string) (*Entry, bool) {
 	if len(b.names) == 0 {
 		return nil, false
 	}
-	h := nameHash(name)
+	h := hostHash(name)
 	mask := len(b.names) - 1
 	for i := int(h >> b.nshift); ; i = (i + 1) & mask {
 		s := b.names[i]

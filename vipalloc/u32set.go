@@ -11,25 +11,17 @@ type u32set struct {
 
 func (s *u32set) len() int { return s.n }
 
-// home is k's first slot (Fibonacci hashing: consecutive addresses spread out).
-func (s *u32set) home(k uint32) int { return int((uint64(k) * 0x9e3779b97f4a7c15) >> s.shift) }
+// home is k's first slot.
+func (s *u32set) home(k uint32) int { return addrHome(k, s.shift) }
 
 // reserve makes room for n elements without growing.
 func (s *u32set) reserve(n int) {
-	size := 16
-	for size < 2*n {
-		size *= 2
-	}
+	size, shift := slotsFor(n)
 	if size <= len(s.slots) {
 		return
 	}
 	old := s.slots
-	s.slots = make([]uint32, size)
-	s.shift = 64
-	for x := size; x > 1; x >>= 1 {
-		s.shift--
-	}
-	s.n = 0
+	s.slots, s.shift, s.n = make([]uint32, size), shift, 0
 	for _, k := range old {
 		if k != 0 {
 			s.add(k)
