@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -201,7 +202,7 @@ func TestE2EWrongTokenRefused(t *testing.T) {
 				t.Errorf("the control plane's log does not say %q", c.cpSays)
 			}
 			checkBackoff(t, a.logs.String())
-			if _, err := readyFileExists(a.ready); err == nil {
+			if _, err := os.Stat(a.ready); err == nil {
 				t.Error("the agent became ready without a model")
 			}
 		})
@@ -281,7 +282,7 @@ func TestE2EReadinessHeldUntilFirstSync(t *testing.T) {
 	cp.kill() // the address is known; nothing serves it now
 	a := startAgent(t, e, addr, false, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
 	waitFor(t, "two failed attempts", 10*time.Second, func() bool { return a.count("reconnecting") >= 2 })
-	if _, err := readyFileExists(a.ready); err == nil {
+	if _, err := os.Stat(a.ready); err == nil {
 		t.Fatal("the agent is ready before any sync")
 	}
 	e.start()

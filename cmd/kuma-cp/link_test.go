@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,14 +35,7 @@ func startInProcessCP(t testing.TB, dir, addr string) *inProcessCP {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cp.serve(ctx, cp.grpcServer(nil), ln) }()
 	p := &inProcessCP{cp: cp, st: st, addr: ln.Addr().String()}
-	var once bool
-	p.stop = func() {
-		if !once {
-			once = true
-			cancel()
-			<-done
-		}
-	}
+	p.stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(p.stop)
 	return p
 }

@@ -148,11 +148,7 @@ func (e *cpEnv) path(name string) string { return filepath.Join(e.dir, name) }
 // write puts a resource file in the resources directory (through a rename).
 func (e *cpEnv) write(name, body string) {
 	e.t.Helper()
-	p := filepath.Join(e.resources, name)
-	if err := os.WriteFile(p+".tmp~", []byte(body), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.Rename(p+".tmp~", p); err != nil {
+	if err := writeFileAtomic(filepath.Join(e.resources, name), body); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -352,11 +348,11 @@ func (p *stallProxy) stall() int {
 	return len(p.conns)
 }
 
+// writeFileAtomic writes through a rename, as editors and ConfigMaps do: no reader sees half
+// a file.
 func writeFileAtomic(path, body string) error {
 	if err := os.WriteFile(path+".tmp~", []byte(body), 0o644); err != nil {
 		return err
 	}
 	return os.Rename(path+".tmp~", path)
 }
-
-func readyFileExists(path string) (os.FileInfo, error) { return os.Stat(path) }
