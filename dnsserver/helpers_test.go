@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,15 +98,27 @@ func startUpstream(t testing.TB) *upstream {
 		default:
 			m.Rcode = dns.RcodeNameError
 		}
-		if _, isUDP := w.RemoteAddr().(*net.UDPAddr); isUDP {
-			size := 512
-			if o := r.IsEdns0(); o != nil {
-				size = int(o.UDPSize())
-			}
-			m.Truncate(size)
-		}
-		w.WriteMsg(m)
+		writeTruncated(w, r, m)
 	})
+	t.Cleanup(serveUDPTCP(u, l, h))
+	return up
+}
+
+// writeTruncated writes m, truncated over UDP to the client's size (512 bytes without EDNS0).
+func writeTruncated(w dns.ResponseWriter, r, m *dns.Msg) {
+	if _, isUDP := w.RemoteAddr().(*net.UDPAddr); isUDP {
+		size := dns.MinMsgSize
+		if o := r.IsEdns0(); o != nil {
+			size = int(o.UDPSize())
+		}
+		m.Truncate(size)
+	}
+	w.WriteMsg(m)
+}
+
+// serveUDPTCP serves h on u and l and returns once both serve; stop shuts both down (a
+// second call does nothing).
+func serveUDPTCP(u net.PacketConn, l net.Listener, h dns.Handler) (stop func()) {
 	started := make(chan struct{}, 2)
 	servers := []*dns.Server{
 		{PacketConn: u, Handler: h, NotifyStartedFunc: func() { started <- struct{}{} }},
@@ -116,12 +129,14 @@ func startUpstream(t testing.TB) *upstream {
 	}
 	<-started
 	<-started
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Shutdown()
-		}
-	})
-	return up
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for _, s := range servers {
+				s.Shutdown()
+			}
+		})
+	}
 }
 
 func rr(t testing.TB, s string) dns.RR {

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -307,37 +306,13 @@ func startStub(addr string) (func(), error) {
 			m.Ns = append(m.Ns, &dns.SOA{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
 				Ns: "stub.", Mbox: "hostmaster.stub.", Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, Minttl: 60})
 		}
-		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
-			size := dns.MinMsgSize
-			if o := r.IsEdns0(); o != nil {
-				size = int(o.UDPSize())
-			}
-			m.Truncate(size)
-		}
-		w.WriteMsg(m)
+		writeTruncated(w, r, m)
 	})
 	u, l, err := bindPair(netip.MustParseAddrPort(addr))
 	if err != nil {
 		return nil, err
 	}
-	started := make(chan struct{}, 2)
-	servers := []*dns.Server{
-		{PacketConn: u, Handler: h, NotifyStartedFunc: func() { started <- struct{}{} }},
-		{Listener: l, Handler: h, NotifyStartedFunc: func() { started <- struct{}{} }},
-	}
-	for _, s := range servers {
-		go s.ActivateAndServe()
-	}
-	<-started
-	<-started
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			for _, s := range servers {
-				s.Shutdown()
-			}
-		})
-	}, nil
+	return serveUDPTCP(u, l, h), nil
 }
 
 // goLookup is the Go client role: Go's resolver (pure Go or cgo, as GODEBUG=netdns says)
