@@ -34,6 +34,26 @@ func sameAsSlow(t testing.TB, text []byte) bool {
 	return true
 }
 
+// eachTestdataDocument calls f with every document of every resource file under roots.
+func eachTestdataDocument(t *testing.T, roots []string, f func(path string, doc document)) {
+	t.Helper()
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !isResourceFile(path) {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, doc := range splitDocuments(data) {
+				f(path, doc)
+			}
+			return nil
+		})
+	}
+}
+
 func TestFastParseCases(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -106,24 +126,12 @@ func TestFastParseCases(t *testing.T) {
 // either way, and the bundled example goes through the fast path.
 func TestFastParseTestdata(t *testing.T) {
 	fast, all := 0, 0
-	for _, root := range []string{"testdata", "../testdata", "../xds/testdata", "../vipalloc/testdata"} {
-		_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !isResourceFile(path) {
-				return nil
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, doc := range splitDocuments(data) {
-				all++
-				if sameAsSlow(t, doc.text) {
-					fast++
-				}
-			}
-			return nil
-		})
-	}
+	eachTestdataDocument(t, []string{"testdata", "../testdata", "../xds/testdata", "../vipalloc/testdata"}, func(_ string, doc document) {
+		all++
+		if sameAsSlow(t, doc.text) {
+			fast++
+		}
+	})
 	t.Logf("%d of %d documents through the fast path", fast, all)
 	if all == 0 || fast < all/2 {
 		t.Errorf("only %d of %d documents through the fast path", fast, all)
@@ -213,40 +221,28 @@ func TestIsYAMLFloat(t *testing.T) {
 // full pass, or hands it over (redo) when it has a problem to report.
 func TestDecodeQuickSameAsFull(t *testing.T) {
 	quick, redo := 0, 0
-	for _, root := range []string{"testdata", "../testdata"} {
-		_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !isResourceFile(path) {
-				return nil
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, doc := range splitDocuments(data) {
-				n1, err1 := parseDocument(doc.text)
-				n2, _ := parseDocument(doc.text)
-				if err1 != nil {
-					continue
+	eachTestdataDocument(t, []string{"testdata", "../testdata"}, func(path string, doc document) {
+		n1, err1 := parseDocument(doc.text)
+		n2, _ := parseDocument(doc.text)
+		if err1 != nil {
+			return
+		}
+		for i := range n1 {
+			r1, e1, again := decodeQuick("f#1", n1[i])
+			r2, e2 := decodeDocument("f#1", n2[i])
+			if again {
+				redo++
+				if len(e2) == 0 {
+					t.Errorf("%s line %d: the quick pass failed a document the full pass accepts", path, doc.line)
 				}
-				for i := range n1 {
-					r1, e1, again := decodeQuick("f#1", n1[i])
-					r2, e2 := decodeDocument("f#1", n2[i])
-					if again {
-						redo++
-						if len(e2) == 0 {
-							t.Errorf("%s line %d: the quick pass failed a document the full pass accepts", path, doc.line)
-						}
-						continue
-					}
-					quick++
-					if !reflect.DeepEqual(r1, r2) || !reflect.DeepEqual(e1, e2) {
-						t.Errorf("%s line %d: quick %#v %v, full %#v %v", path, doc.line, r1, e1, r2, e2)
-					}
-				}
+				continue
 			}
-			return nil
-		})
-	}
+			quick++
+			if !reflect.DeepEqual(r1, r2) || !reflect.DeepEqual(e1, e2) {
+				t.Errorf("%s line %d: quick %#v %v, full %#v %v", path, doc.line, r1, e1, r2, e2)
+			}
+		}
+	})
 	t.Logf("%d documents decoded quickly, %d redone", quick, redo)
 	if quick == 0 || redo == 0 {
 		t.Errorf("quick %d, redo %d: both paths should be exercised", quick, redo)
