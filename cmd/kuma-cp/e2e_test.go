@@ -226,16 +226,24 @@ func TestE2EWrongCertificateRefused(t *testing.T) {
 }
 
 // checkBackoff: the agent's waits between attempts grow (each at least the previous one:
-// jitter draws in [d/2, d] and d doubles), so attempts do not storm.
+// jitter draws in [d/2, d] and d doubles), so attempts do not storm; and it really waits
+// them: the next attempt's failure is logged no sooner than the announced wait (the log's
+// times are to the millisecond, so 2 ms are allowed for rounding).
 func checkBackoff(t *testing.T, logs string) {
 	t.Helper()
 	var waits []time.Duration
-	for _, m := range regexp.MustCompile(`retry_in=(\S+)`).FindAllStringSubmatch(logs, -1) {
-		d, err := time.ParseDuration(m[1])
+	var at []time.Time
+	for _, m := range regexp.MustCompile(`(?m)^time=(\S+) .*retry_in=(\S+)`).FindAllStringSubmatch(logs, -1) {
+		when, err := time.Parse(time.RFC3339Nano, m[1])
 		if err != nil {
-			t.Fatalf("retry_in %q: %v", m[1], err)
+			t.Fatalf("log time %q: %v", m[1], err)
+		}
+		d, err := time.ParseDuration(m[2])
+		if err != nil {
+			t.Fatalf("retry_in %q: %v", m[2], err)
 		}
 		waits = append(waits, d)
+		at = append(at, when)
 	}
 	if len(waits) < 3 {
 		t.Fatalf("want at least 3 retries logged, got %d", len(waits))
@@ -243,6 +251,9 @@ func checkBackoff(t *testing.T, logs string) {
 	for i := 1; i < len(waits); i++ {
 		if waits[i] < waits[i-1] {
 			t.Errorf("backoff shrank: %v after %v (all: %v)", waits[i], waits[i-1], waits)
+		}
+		if gap := at[i].Sub(at[i-1]); gap < waits[i-1]-2*time.Millisecond {
+			t.Errorf("attempt %d came %v after the previous failure, which announced a wait of %v", i+1, gap, waits[i-1])
 		}
 	}
 	if waits[len(waits)-1] < 2*waits[0] {
