@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -21,39 +20,18 @@ import (
 // Helpers of the end-to-end tests: the real kuma-cp and kuma-dp binaries, run as a user
 // would, on loopback, with kernel-chosen ports read back from their ready files.
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// bins holds the kuma-cp and kuma-dp binaries, built once per test run.
+var bins testutil.GoBinaries
 
 // binaries builds kuma-cp and kuma-dp once per test run.
 func binaries(t testing.TB) (cp, dp string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "kuma-cp-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		for _, b := range []struct{ out, pkg string }{{"kuma-cp", "."}, {"kuma-dp", "../kuma-dp"}} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, b.out), b.pkg).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "kuma-cp"), filepath.Join(binDir, "kuma-dp")
+	return bins.Build(t, "kuma-cp", "."), bins.Build(t, "kuma-dp", "../kuma-dp")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,37 +23,18 @@ import (
 // The end-to-end tests build the real binary and run it as a user would, on loopback with
 // kernel-chosen ports read back from --ready-file.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// bins holds the binaries the tests run, built once per test run.
+var bins testutil.GoBinaries
 
+// kumaDP builds the kuma-dp binary (once per test run).
 func kumaDP(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kuma-dp-e2e-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "kuma-dp")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return bins.Build(t, "kuma-dp", ".")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 
