@@ -3,10 +3,7 @@ package xds
 import (
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -193,28 +190,9 @@ const buildChunk = 128
 // their inputs), then puts them in place in the order they were recorded.
 func (g *generator) buildPending() {
 	built := make([]proto.Message, len(g.pending))
-	var pos atomic.Int64
-	work := func() {
-		for {
-			start := int(pos.Add(buildChunk)) - buildChunk
-			if start >= len(g.pending) {
-				return
-			}
-			for i := start; i < min(start+buildChunk, len(g.pending)); i++ {
-				built[i] = g.pending[i].build()
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < min(runtime.GOMAXPROCS(0), (len(g.pending)+buildChunk-1)/buildChunk); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
+	inChunks(len(g.pending), buildChunk, func() func(int) {
+		return func(i int) { built[i] = g.pending[i].build() }
+	})
 	for i, p := range g.pending {
 		m := built[i]
 		if g.next != nil {

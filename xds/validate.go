@@ -3,9 +3,6 @@ package xds
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -104,29 +101,10 @@ func (r *Resources) checkAll() (ls, cs, es, ss []checkOut) {
 		s := r.Secrets[i-nl-nc-ne]
 		return r.checkOne("secret", s.Name, s, done)
 	}
-	var pos atomic.Int64
-	work := func() {
-		done := map[*anypb.Any]proto.Message{}
-		for {
-			start := int(pos.Add(checkChunk)) - checkChunk
-			if start >= total {
-				return
-			}
-			for i := start; i < min(start+checkChunk, total); i++ {
-				out[i] = one(i, done)
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < min(runtime.GOMAXPROCS(0), (total+checkChunk-1)/checkChunk); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
+	inChunks(total, checkChunk, func() func(int) {
+		done := map[*anypb.Any]proto.Message{} // per worker
+		return func(i int) { out[i] = one(i, done) }
+	})
 	return out[:nl], out[nl : nl+nc], out[nl+nc : nl+nc+ne], out[nl+nc+ne:]
 }
 
