@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kumadp/kuma-dp/cplink"
 )
 
 // Config is everything `kuma-dp run` can be told. The JSON names are the `--config` file's
@@ -111,8 +113,8 @@ func Defaults() Config {
 		DNS:       DNSConfig{ProxyPort: 15053, TTL: Duration(30 * time.Second), ResolvConf: "/etc/resolv.conf"},
 		Admin:     AdminConfig{Address: "127.0.0.1:9902"},
 		Log:       LogConfig{Level: "info", Format: "text"},
-		ControlPlane: ControlPlaneConfig{RetryBackoff: Duration(250 * time.Millisecond),
-			KeepaliveInterval: Duration(10 * time.Second)},
+		ControlPlane: ControlPlaneConfig{RetryBackoff: Duration(cplink.DefaultBackoff),
+			KeepaliveInterval: Duration(cplink.DefaultKeepaliveInterval)},
 	}
 }
 

@@ -64,6 +64,14 @@ type ClientConfig struct {
 	OnResponse func(typeURL string, resources int, nack bool)
 }
 
+// The link's defaults, used where ClientConfig leaves a duration zero (and by kuma-dp's
+// flags, so that the two never disagree).
+const (
+	DefaultBackoff           = 250 * time.Millisecond
+	DefaultMaxBackoff        = 30 * time.Second
+	DefaultKeepaliveInterval = 10 * time.Second
+)
+
 // Client is the control-plane link: a Source fed by incremental ADS (delta xDS) from a
 // control plane. It ACKs responses whose resources decode and validate and whose model
 // builds, NACKs the others with the error (naming resource and field) and keeps the last
@@ -141,13 +149,13 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 		c.creds = insecure.NewCredentials()
 	}
 	if c.cfg.Backoff <= 0 {
-		c.cfg.Backoff = 250 * time.Millisecond
+		c.cfg.Backoff = DefaultBackoff
 	}
 	if c.cfg.MaxBackoff < c.cfg.Backoff {
-		c.cfg.MaxBackoff = max(30*time.Second, c.cfg.Backoff)
+		c.cfg.MaxBackoff = max(DefaultMaxBackoff, c.cfg.Backoff)
 	}
 	if c.cfg.KeepaliveInterval <= 0 {
-		c.cfg.KeepaliveInterval = 10 * time.Second
+		c.cfg.KeepaliveInterval = DefaultKeepaliveInterval
 	}
 	if c.cfg.KeepaliveTimeout <= 0 {
 		c.cfg.KeepaliveTimeout = min(5*time.Second, c.cfg.KeepaliveInterval)
