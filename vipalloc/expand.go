@@ -314,9 +314,10 @@ func (x *expander) visitDefault(in *inbound) {
 	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
 	x.buf = b
 	kh := string(b)
+	host := kh[keyLen:]
 	c.Key = kh[:keyLen]
-	if host := kh[keyLen:]; mesh.ValidHostname(host) != nil {
-		c.Reason = fmt.Sprintf("default name %q: %v", host, mesh.ValidHostname(host))
+	if err := mesh.ValidHostname(host); err != nil {
+		c.Reason = fmt.Sprintf("default name %q: %v", host, err)
 	} else {
 		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
 	}
