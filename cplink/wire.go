@@ -3,6 +3,7 @@ package cplink
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -42,14 +43,8 @@ func TypeURL(kind string) string { return TypeURLPrefix + kind }
 
 // KindOf is the kind a type URL names, "" for a type URL that is not the link's.
 func KindOf(typeURL string) string {
-	k, ok := strings.CutPrefix(typeURL, TypeURLPrefix)
-	if !ok {
-		return ""
-	}
-	for _, known := range Kinds {
-		if k == known {
-			return k
-		}
+	if k, ok := strings.CutPrefix(typeURL, TypeURLPrefix); ok && slices.Contains(Kinds, k) {
+		return k
 	}
 	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -184,7 +185,7 @@ func rawDocs(path string, data []byte, good map[string]bool) []doc {
 		if d.kind == "" {
 			d.kind, d.name, d.mesh = top.Kind, top.Metadata.Name, top.Metadata.Labels[mesh.MeshLabel]
 		}
-		if cplink.KindOf(cplink.TypeURL(d.kind)) == "" || d.name == "" {
+		if !slices.Contains(cplink.Kinds, d.kind) || d.name == "" {
 			continue
 		}
 		if d.mesh == "" {
