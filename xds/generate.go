@@ -24,17 +24,19 @@ func Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (*Resources, error
 		return nil, fmt.Errorf("xds: snapshot has no dataplane")
 	}
 	g := newGenerator(s, t, o.withDefaults())
-	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(t.Outbounds())+8)
 	g.run() // no memory: nothing to memoize
-	g.buildPending()
 	return g.finish(), nil
 }
 
+// run is a full generation: the messages are recorded as they are found, then built on
+// every core (buildPending).
 func (g *generator) run() {
+	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(g.t.Outbounds())+8)
 	g.inbounds()
 	g.capture()
 	g.vipOutbounds()
 	g.selfOutbounds()
+	g.buildPending()
 }
 
 // inboundRef is one dataplane inbound: where it listens and what it is tagged with.

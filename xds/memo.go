@@ -47,9 +47,7 @@ func (gen *Generator) Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (
 	g := newGenerator(s, t, o)
 	routeProblems := len(g.problems)
 	g.prev, g.next, g.st, g.trust = prev, make(map[memoKey]memoEntry, len(prev)), newTracking(), gen.trust
-	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(t.Outbounds())+8)
 	g.run()
-	g.buildPending()
 	r := g.finish()
 	r.trust = gen.trust
 	gen.state = newState(g, r, routeProblems)
