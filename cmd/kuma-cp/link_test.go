@@ -41,11 +41,7 @@ func startInProcessCP(t testing.TB, dir, addr string) *inProcessCP {
 }
 
 // rescan serves what changed in the directory now (the watcher's step, without its timer).
-func (p *inProcessCP) rescan() {
-	if sv, changed := p.st.scan(); changed {
-		p.cp.apply(sv)
-	}
-}
+func (p *inProcessCP) rescan() { refresh(p.st, p.cp) }
 
 func startClient(t testing.TB, addr, name string) (*cplink.Client, <-chan cplink.Update) {
 	t.Helper()

@@ -226,12 +226,20 @@ func watch(ctx context.Context, st *store, cp *controlPlane, every time.Duration
 			return
 		case <-t.C:
 		}
-		sv, changed := st.scan()
+		sv, updated, removed, changed := refresh(st, cp)
 		if !changed {
 			continue
 		}
-		updated, removed := cp.apply(sv)
 		log.Info("resources changed", "resources", sv.count(), "meshes", len(sv.meshes), "agents", cp.connected(),
 			"updated", updated, "removed", removed)
 	}
+}
+
+// refresh is one step of the watcher: what changed in the directory since the last scan is
+// served; changed is false (and nothing applied) when no file changed.
+func refresh(st *store, cp *controlPlane) (sv served, updated, removed int, changed bool) {
+	if sv, changed = st.scan(); changed {
+		updated, removed = cp.apply(sv)
+	}
+	return sv, updated, removed, changed
 }
