@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -28,6 +29,13 @@ func TestSnapshotHashLarge(t *testing.T) {
 	if again := build(nil); again != base {
 		t.Fatalf("same content, hashes %s and %s", base, again)
 	}
+	func() {
+		procs := runtime.GOMAXPROCS(1)
+		defer runtime.GOMAXPROCS(procs)
+		if one := build(nil); one != base {
+			t.Fatalf("same content, hash %s on one core and %s on %d", one, base, procs)
+		}
+	}()
 	for name, edit := range map[string]func([]Resource){
 		"a tag in the last chunk": func(rs []Resource) { rs[len(rs)-1].(*Dataplane).Networking.Inbound[0].Tags["version"] = "v2" },
 		"an address in chunk 2":   func(rs []Resource) { rs[hashChunk+3].(*Dataplane).Networking.Address = "10.0.0.2" },
