@@ -14,9 +14,9 @@ type baseIndex struct {
 	// names slots: the low 32 bits of the hostname's hash << 32 | position+1 (0: empty).
 	names []uint64
 	// addrs slots: VIP << 32 | position+1 (0: empty).
-	addrs          []uint64
-	nshift, ashift uint
-	count          int // available entries (indexed names)
+	addrs []uint64
+	shift uint // both tables have the same size: slotsFor(available entries)
+	count int  // available entries (indexed names)
 	// other6 holds the IPv6 addresses of hand-built tables (no twin prefix).
 	other6 map[netip.Addr]*Entry
 }
@@ -35,10 +35,10 @@ func slotsFor(n int) (int, uint) {
 // consecutive addresses spread out). The pool's u32set probes from it too.
 func addrHome(v uint32, shift uint) int { return int((uint64(v) * 0x9e3779b97f4a7c15) >> shift) }
 
-// buildNames indexes the available entries of all by hostname (each hostname once).
-func (b *baseIndex) buildNames(avail int) {
-	size, shift := slotsFor(avail)
-	b.names, b.nshift = make([]uint64, size), shift
+// buildNames indexes the available entries of all by hostname (each hostname once) in
+// size slots (b.shift set).
+func (b *baseIndex) buildNames(size int) {
+	b.names = make([]uint64, size)
 	mask := size - 1
 	for pos, e := range b.all {
 		if e.Status != Available {
@@ -46,7 +46,7 @@ func (b *baseIndex) buildNames(avail int) {
 		}
 		h := hostHash(e.Hostname)
 		slot := h<<32 | uint64(pos+1)
-		for i := int(h >> shift); ; i = (i + 1) & mask {
+		for i := int(h >> b.shift); ; i = (i + 1) & mask {
 			s := b.names[i]
 			if s == 0 {
 				b.names[i] = slot
@@ -63,16 +63,15 @@ func (b *baseIndex) buildNames(avail int) {
 
 // buildAddrs indexes the available entries of all by IPv4 VIP; a VIP shared by several
 // hostnames answers with the first of them.
-func (b *baseIndex) buildAddrs(avail int) {
-	size, shift := slotsFor(avail)
-	b.addrs, b.ashift = make([]uint64, size), shift
+func (b *baseIndex) buildAddrs(size int) {
+	b.addrs = make([]uint64, size)
 	mask := size - 1
 	for pos, e := range b.all {
 		if e.Status != Available || !e.IPv4.Is4() {
 			continue
 		}
 		v := v4u(e.IPv4)
-		for i := addrHome(v, shift); ; i = (i + 1) & mask {
+		for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
 			s := b.addrs[i]
 			if s == 0 {
 				b.addrs[i] = uint64(v)<<32 | uint64(pos+1)
@@ -91,7 +90,7 @@ func (b *baseIndex) name(name string) (*Entry, bool) {
 	}
 	h := hostHash(name)
 	mask := len(b.names) - 1
-	for i := int(h >> b.nshift); ; i = (i + 1) & mask {
+	for i := int(h >> b.shift); ; i = (i + 1) & mask {
 		s := b.names[i]
 		if s == 0 {
 			return nil, false
@@ -109,7 +108,7 @@ func (b *baseIndex) addr(v uint32) (*Entry, bool) {
 		return nil, false
 	}
 	mask := len(b.addrs) - 1
-	for i := addrHome(v, b.ashift); ; i = (i + 1) & mask {
+	for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
 		s := b.addrs[i]
 		if s == 0 {
 			return nil, false

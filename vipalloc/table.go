@@ -340,11 +340,13 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 		}
 	}
 	// The two indexes are built concurrently when large.
+	size, shift := slotsFor(avail)
+	b.shift = shift
 	if avail >= parallelWork {
-		both(func() { b.buildNames(avail) }, func() { b.buildAddrs(avail) })
+		both(func() { b.buildNames(size) }, func() { b.buildAddrs(size) })
 	} else {
-		b.buildNames(avail)
-		b.buildAddrs(avail)
+		b.buildNames(size)
+		b.buildAddrs(size)
 	}
 	// The allocator's tables (valid v6) hold twins only; hand-built ones index every IPv6.
 	if !v6.IsValid() {
