@@ -230,7 +230,12 @@ func (c *Client) loadSelf() error {
 	if c.cfg.Mesh != "" && c.cfg.Mesh != dpMesh {
 		return fmt.Errorf("--mesh %q does not match the dataplane file %s (mesh %q)", c.cfg.Mesh, c.cfg.DataplaneFile, dpMesh)
 	}
-	c.cfg.Name, c.cfg.Mesh = self.Name, dpMesh
+	if c.cfg.Name == "" { // at NewClient only: on a reload both are set and were checked above
+		c.cfg.Name = self.Name
+	}
+	if c.cfg.Mesh == "" {
+		c.cfg.Mesh = dpMesh
+	}
 	c.mu.Lock()
 	c.self = self
 	c.mu.Unlock()
