@@ -137,11 +137,12 @@ func (h *handler) upstream(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		cw.qtype = r.Question[0].Qtype
 	}
 	rc, err := plugin.NextOrFailure(pluginName, h.next, ctx, cw, r)
-	if !cw.wrote && !plugin.ClientWrite(rc) {
+	noAnswer := !cw.wrote && !plugin.ClientWrite(rc)
+	if noAnswer {
 		// Nobody answered; the server writes the error (SERVFAIL) after we return.
 		h.s.met.upFail.Inc()
 	}
-	if (!cw.wrote && !plugin.ClientWrite(rc)) || cw.rcode == dns.RcodeServerFailure {
+	if noAnswer || cw.rcode == dns.RcodeServerFailure {
 		h.s.log.Debug("no upstream answer", "error", err)
 	}
 	if cw.wrote && cw.rcode == dns.RcodeServerFailure { // e.g. cache's stored SERVFAIL
