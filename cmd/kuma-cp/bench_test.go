@@ -64,7 +64,7 @@ func BenchmarkFanout(b *testing.B) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64) // connect 64 at a time
 	for i := range agents {
-		sims[i] = &simAgent{name: dpName(i), token: e.token(dpName(i)), got: make(chan time.Time, 4), synced: make(chan error, 1)}
+		sims[i] = &simAgent{name: dpName(i), token: e.tokenOf(dpName(i)), got: make(chan time.Time, 4), synced: make(chan error, 1)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -126,7 +126,7 @@ func BenchmarkAgentModel(b *testing.B) {
 	e := newBenchEnv(b, 1000)
 	cp := e.startCP(b)
 	c, err := cplink.NewClient(cplink.ClientConfig{Address: "grpcs://" + cp.addr, CACertFile: e.path(caCertFile),
-		TokenFile: e.tokenFile(dpName(1)), Name: dpName(1), Mesh: "default"}, nil)
+		TokenFile: e.token(dpName(1), "default"), Name: dpName(1), Mesh: "default"}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -250,21 +250,13 @@ func clientTLS(caFile string) (credentials.TransportCredentials, error) {
 // VirtualOutbound.
 type benchEnv struct {
 	*cpEnv
-	tb  testing.TB
 	key []byte
 }
 
 func dpName(i int) string { return fmt.Sprintf("dp-%04d", i) }
 
 func newBenchEnv(tb testing.TB, n int) *benchEnv {
-	dir := tb.TempDir()
-	e := &benchEnv{cpEnv: &cpEnv{dir: dir, resources: filepath.Join(dir, "resources")}, tb: tb}
-	if err := writeCerts(dir, []string{"127.0.0.1"}); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.MkdirAll(e.resources, 0o755); err != nil {
-		tb.Fatal(err)
-	}
+	e := &benchEnv{cpEnv: newCPEnv(tb)}
 	key, err := readKey(e.path(tokenKey))
 	if err != nil {
 		tb.Fatal(err)
@@ -273,15 +265,13 @@ func newBenchEnv(tb testing.TB, n int) *benchEnv {
 	for i := range n {
 		e.writeDataplane(i, 0)
 	}
-	if err := writeFileAtomic(filepath.Join(e.resources, "vo.yaml"), virtualOutbound("default", "{{version}}.{{service}}.mesh")); err != nil {
-		tb.Fatal(err)
-	}
+	e.write("vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh"))
 	return e
 }
 
 // writeDataplane writes Dataplane i with version tag v<gen>.
 func (e *benchEnv) writeDataplane(i, gen int) {
-	body := fmt.Sprintf(`type: Dataplane
+	e.write(dpName(i)+".yaml", fmt.Sprintf(`type: Dataplane
 mesh: default
 name: %s
 networking:
@@ -291,23 +281,12 @@ networking:
       tags:
         kuma.io/service: svc-%d
         version: v%d
-`, dpName(i), i>>16&255, i>>8&255, i&255, i%50, gen)
-	if err := writeFileAtomic(filepath.Join(e.resources, dpName(i)+".yaml"), body); err != nil {
-		e.tb.Fatal(err)
-	}
+`, dpName(i), i>>16&255, i>>8&255, i&255, i%50, gen))
 }
 
-// token is a token for a Dataplane of mesh default; tokenFile the same in a file.
-func (e *benchEnv) token(name string) string {
+// tokenOf is a token for a Dataplane of mesh default (cpEnv.token writes one to a file).
+func (e *benchEnv) tokenOf(name string) string {
 	return issueToken(e.key, identity{Name: name, Mesh: "default"})
-}
-
-func (e *benchEnv) tokenFile(name string) string {
-	f := e.path(name + ".token")
-	if err := os.WriteFile(f, []byte(e.token(name)), 0o600); err != nil {
-		e.tb.Fatal(err)
-	}
-	return f
 }
 
 // startCP runs kuma-cp on the directory (TLS, tokens, 10 ms polls, warnings only).

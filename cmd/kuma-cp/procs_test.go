@@ -39,7 +39,7 @@ type lockedBuffer = testutil.LockedBuffer
 
 // proc is a running binary with its logs.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	cmd    *exec.Cmd
 	logs   *lockedBuffer
@@ -47,7 +47,7 @@ type proc struct {
 	err    error
 }
 
-func startProc(t *testing.T, name, bin string, args ...string) *proc {
+func startProc(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, cmd: exec.Command(bin, args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
@@ -103,13 +103,13 @@ func (p *proc) count(re string) int {
 
 // cpEnv is a control plane's files: certificates, token key and resources directory.
 type cpEnv struct {
-	t         *testing.T
+	t         testing.TB
 	dir       string // certs and tokens
 	resources string
 	address   string // once started
 }
 
-func newCPEnv(t *testing.T) *cpEnv {
+func newCPEnv(t testing.TB) *cpEnv {
 	t.Helper()
 	e := &cpEnv{t: t, dir: t.TempDir(), resources: filepath.Join(t.TempDir(), "resources")}
 	if err := writeCerts(e.dir, []string{"127.0.0.1"}); err != nil {
