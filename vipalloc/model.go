@@ -84,15 +84,11 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 		all = inbounds(list, idx, len(fresh) > 1)
 	}
 	for _, x := range kept {
-		if x.cands.len() == 0 && len(changed) > 1024 { // the default names' first expansion
-			x.presize(len(changed))
-		}
+		x.presize(len(changed)) // the default names' first expansion
 		jobs = append(jobs, job{x: x, in: changed})
 	}
 	for _, x := range fresh {
-		if len(dps) > 1024 {
-			x.presize(len(dps))
-		}
+		x.presize(len(dps))
 		jobs = append(jobs, job{x: x, in: all})
 	}
 	runJobs(jobs, len(changed)*len(kept)+len(all)*len(fresh))
@@ -382,9 +378,13 @@ func (in *inbound) get(k string, idx int) (string, bool) {
 }
 
 // presize sizes the candidate map and event list of an empty expander about to visit n
-// inbounds: a guess of n/4 tuples per tag taken from inbounds (up to four), so that the map
-// rarely grows (each growth rehashes every key) without reserving n slots per policy.
+// inbounds, when n is large: a guess of n/4 tuples per tag taken from inbounds (up to
+// four), so that the map rarely grows (each growth rehashes every key) without reserving n
+// slots per policy.
 func (x *expander) presize(n int) {
+	if x.cands.len() > 0 || n <= 1024 {
+		return
+	}
 	guess := n * min(x.weight(), 4) / 4
 	x.cands = newCandMap(guess)
 	x.events = make([]event, 0, guess)
