@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -25,7 +24,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/kumadp/kuma-dp/cplink"
 )
@@ -41,16 +39,12 @@ type controlPlane struct {
 	caches  map[string]map[string]*cache.LinearCache // mesh -> kind
 	current served
 	streams map[int64]*streamState
-
-	bytesSent atomic.Int64
-	responses atomic.Int64
 }
 
 type streamState struct {
-	id       identity // from the token (empty without tokens)
-	peer     string
-	node     *identity
-	typesAck map[string]bool
+	id   identity // from the token (empty without tokens)
+	peer string
+	node *identity
 }
 
 type ctxKey struct{}
@@ -185,7 +179,7 @@ func (s *identStream) Context() context.Context { return s.ctx }
 func (cp *controlPlane) callbacks() serverv3.CallbackFuncs {
 	return serverv3.CallbackFuncs{
 		DeltaStreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
-			st := &streamState{typesAck: map[string]bool{}}
+			st := &streamState{}
 			st.id, _ = ctx.Value(ctxKey{}).(identity)
 			if p, ok := peer.FromContext(ctx); ok {
 				st.peer = p.Addr.String()
@@ -204,8 +198,7 @@ func (cp *controlPlane) callbacks() serverv3.CallbackFuncs {
 				cp.log.Info("dataplane disconnected", "dataplane", st.node.Name, "mesh", st.node.Mesh, "peer", st.peer)
 			}
 		},
-		StreamDeltaRequestFunc:  cp.onRequest,
-		StreamDeltaResponseFunc: cp.onResponse,
+		StreamDeltaRequestFunc: cp.onRequest,
 	}
 }
 
@@ -241,11 +234,6 @@ func (cp *controlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 	return nil
 }
 
-func (cp *controlPlane) onResponse(_ int64, _ *discovery.DeltaDiscoveryRequest, resp *discovery.DeltaDiscoveryResponse) {
-	cp.responses.Add(1)
-	cp.bytesSent.Add(int64(proto.Size(resp)))
-}
-
 // connected counts the streams open now.
 func (cp *controlPlane) connected() int {
 	cp.mu.Lock()
@@ -253,7 +241,7 @@ func (cp *controlPlane) connected() int {
 	return len(cp.streams)
 }
 
-// serverOptions are the gRPC server's: the token check, keepalive that tolerates the
+// grpcServer is the gRPC server, with the token check, keepalive that tolerates the
 // agents' probes, and (given) TLS whose handshake failures are logged.
 func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials) *grpc.Server {
 	opts := []grpc.ServerOption{
