@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -260,5 +259,3 @@ func (sv served) count() int {
 	}
 	return n
 }
-
-func (d doc) String() string { return fmt.Sprintf("%s/%s/%s", d.mesh, d.kind, d.name) }
