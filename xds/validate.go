@@ -3,6 +3,7 @@ package xds
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -141,6 +142,19 @@ func (r *Resources) validate() error {
 	return r.validateReport(lout, cout, eout, sout)
 }
 
+// boundAddress is the "address:port" a listener binds; false when it binds nothing (a
+// virtual listener, or no socket address).
+func boundAddress(l *listener.Listener) (string, bool) {
+	if l.BindToPort != nil && !l.BindToPort.Value {
+		return "", false
+	}
+	sa := l.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return "", false
+	}
+	return sa.GetAddress() + ":" + strconv.FormatUint(uint64(sa.GetPortValue()), 10), true
+}
+
 // indexNames builds the cross-reference index of names and bound addresses; false at the
 // first duplicate, unbacked assignment or EDS cluster without one (validateReport says what).
 func (r *Resources) indexNames() (*xrefIndex, bool) {
@@ -151,15 +165,12 @@ func (r *Resources) indexNames() (*xrefIndex, bool) {
 			return nil, false
 		}
 		idx.lrefs[l.Name] = nil // filled by linkRefs
-		if l.BindToPort == nil || l.BindToPort.Value {
-			if sa := l.GetAddress().GetSocketAddress(); sa != nil {
-				key := fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue())
-				if _, dup := bound[key]; dup {
-					return nil, false
-				}
-				bound[key] = l.Name
-				idx.boundBy[l.Name] = key
+		if key, ok := boundAddress(l); ok {
+			if _, dup := bound[key]; dup {
+				return nil, false
 			}
+			bound[key] = l.Name
+			idx.boundBy[l.Name] = key
 		}
 	}
 	for _, c := range r.Clusters {
@@ -231,15 +242,12 @@ func (r *Resources) validateReport(lout, cout, eout, sout []checkOut) error {
 		for _, c := range lrefs {
 			idx.refCount[c]++
 		}
-		if l.BindToPort == nil || l.BindToPort.Value {
-			if sa := l.GetAddress().GetSocketAddress(); sa != nil {
-				key := fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue())
-				if other, dup := bound[key]; dup {
-					errs = append(errs, fmt.Errorf("listener %q: binds %s like listener %q", name, key, other))
-				}
-				bound[key] = name
-				idx.boundBy[name] = key
+		if key, ok := boundAddress(l); ok {
+			if other, dup := bound[key]; dup {
+				errs = append(errs, fmt.Errorf("listener %q: binds %s like listener %q", name, key, other))
 			}
+			bound[key] = name
+			idx.boundBy[name] = key
 		}
 	}
 	eds := make(map[string]bool, len(r.Clusters))

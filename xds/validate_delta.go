@@ -71,14 +71,11 @@ func (r *Resources) validateDelta() error {
 			idx.refCount[c]++
 			touched[c] = true
 		}
-		if l.BindToPort == nil || l.BindToPort.Value {
-			if sa := l.GetAddress().GetSocketAddress(); sa != nil {
-				key := fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue())
-				if other, dup := idx.bound[key]; dup {
-					errs = append(errs, fmt.Errorf("listener %q: binds %s like listener %q", name, key, other))
-				}
-				idx.bound[key], idx.boundBy[name] = name, key
+		if key, ok := boundAddress(l); ok {
+			if other, dup := idx.bound[key]; dup {
+				errs = append(errs, fmt.Errorf("listener %q: binds %s like listener %q", name, key, other))
 			}
+			idx.bound[key], idx.boundBy[name] = name, key
 		}
 	}
 	for name, c := range d.clusters {
