@@ -59,9 +59,6 @@ type ClientConfig struct {
 	// (default 10 s); KeepaliveTimeout is how long it waits for the answer (default the
 	// interval, at most 5 s) before dropping the stream and reconnecting.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
-	// OnResponse, when set, is called for every response once its resources are decoded
-	// and validated, before the model is built (benchmarks time delivery with it).
-	OnResponse func(typeURL string, resources int, nack bool)
 }
 
 // The link's defaults, used where ClientConfig leaves a duration zero (and by kuma-dp's
@@ -526,9 +523,6 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 			continue
 		}
 		next[r.GetName()] = heldResource{version: r.GetVersion(), res: res}
-	}
-	if c.cfg.OnResponse != nil {
-		c.cfg.OnResponse(resp.GetTypeUrl(), len(resp.GetResources()), len(errs) > 0)
 	}
 	if len(errs) > 0 {
 		return c.nack(ack, errs)
