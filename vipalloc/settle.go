@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -112,24 +113,24 @@ func sortHosts(hs []*hostState) {
 	for i, h := range hs {
 		recs[i] = hostRec{k0: prefix8(h.host, 0), k1: prefix8(h.host, 8), i: int32(i)}
 	}
-	cmp := func(x, y hostRec) int {
+	byName := func(x, y hostRec) int {
 		switch {
 		case x.k0 != y.k0:
-			return cmpU64(x.k0, y.k0)
+			return cmp.Compare(x.k0, y.k0)
 		case x.k1 != y.k1:
-			return cmpU64(x.k1, y.k1)
+			return cmp.Compare(x.k1, y.k1)
 		}
 		return strings.Compare(hs[x.i].host, hs[y.i].host)
 	}
 	if len(hs) < parallelWork {
-		slices.SortFunc(recs, cmp)
+		slices.SortFunc(recs, byName)
 	} else {
 		mid := len(recs) / 2
-		both(func() { slices.SortFunc(recs[:mid], cmp) }, func() { slices.SortFunc(recs[mid:], cmp) })
+		both(func() { slices.SortFunc(recs[:mid], byName) }, func() { slices.SortFunc(recs[mid:], byName) })
 		merged := make([]hostRec, 0, len(recs))
 		i, j := 0, mid
 		for i < mid && j < len(recs) {
-			if cmp(recs[j], recs[i]) < 0 {
+			if byName(recs[j], recs[i]) < 0 {
 				merged = append(merged, recs[j])
 				j++
 			} else {
@@ -162,11 +163,4 @@ func prefix8(s string, from int) uint64 {
 		}
 	}
 	return k
-}
-
-func cmpU64(a, b uint64) int {
-	if a < b {
-		return -1
-	}
-	return 1
 }
