@@ -179,24 +179,16 @@ func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
 		}
 		return
 	}
-	if !tagsNeedReport(t, wildcard) {
-		// The common case: nothing to report, no need to sort the keys.
-		if _, ok := t[ServiceTag]; needService && !ok {
-			v.errorf(path, "", "must contain %s", ServiceTag)
-		}
-		return
-	}
-	for _, k := range sortedTagKeys(t) {
-		val := t[k]
-		switch {
-		case k == "":
-			v.errorf(path, val, "empty tag key")
-		case val == "":
-			v.errorf(keyPath(path, k), "", "empty tag value")
-		case val == Wildcard && !wildcard:
-			v.errorf(keyPath(path, k), val, "\"*\" is only allowed in selectors")
-		case strings.ContainsAny(val, " \t\n"):
-			v.errorf(keyPath(path, k), val, "tag values cannot contain whitespace")
+	if tagsNeedReport(t, wildcard) { // sorted keys only when there is something to report
+		for _, k := range sortedTagKeys(t) {
+			val := t[k]
+			switch msg := tagProblem(k, val, wildcard); {
+			case msg == "":
+			case k == "":
+				v.errorf(path, val, "%s", msg)
+			default:
+				v.errorf(keyPath(path, k), val, "%s", msg)
+			}
 		}
 	}
 	if _, ok := t[ServiceTag]; needService && !ok {
@@ -204,10 +196,25 @@ func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
 	}
 }
 
+// tagProblem is what is wrong with tag k=val ("" when nothing); wildcard allows "*".
+func tagProblem(k, val string, wildcard bool) string {
+	switch {
+	case k == "":
+		return "empty tag key"
+	case val == "":
+		return "empty tag value"
+	case val == Wildcard && !wildcard:
+		return `"*" is only allowed in selectors`
+	case strings.ContainsAny(val, " \t\n"):
+		return "tag values cannot contain whitespace"
+	}
+	return ""
+}
+
 // tagsNeedReport reports whether some tag of t is refused by validator.tags.
 func tagsNeedReport(t Tags, wildcard bool) bool {
 	for k, val := range t {
-		if k == "" || val == "" || (val == Wildcard && !wildcard) || strings.ContainsAny(val, " \t\n") {
+		if tagProblem(k, val, wildcard) != "" {
 			return true
 		}
 	}
