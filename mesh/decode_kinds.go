@@ -84,7 +84,7 @@ func (d *decoder) document(n any) (Resource, Errors) {
 	meta.Source = source
 	if meta.Mesh == "" && r.Kind() != KindHostnameGenerator {
 		// HostnameGenerators without a mesh apply to every mesh; everything else defaults.
-		meta.Mesh = resourceMesh(meta)
+		meta.Mesh = ResourceMesh(meta)
 	}
 	v := &validator{source: source, kind: f.kind, name: meta.Name, path: f.path}
 	v.resource(r)

@@ -29,7 +29,7 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	seen[KindDataplane+"/"+self.Name] = &self.Meta
 	for _, r := range resources {
 		m := r.GetMeta()
-		if resourceMesh(m) != meshName && !meshless(r) {
+		if ResourceMesh(m) != meshName && !Meshless(r) {
 			continue
 		}
 		key := r.Kind() + "/" + m.Name
@@ -67,9 +67,9 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	return s, nil
 }
 
-// resourceMesh is the mesh a resource belongs to: its mesh field, else the kuma.io/mesh
-// label, else "default". HostnameGenerators without either apply to every mesh.
-func resourceMesh(m *Meta) string {
+// ResourceMesh is the mesh a resource belongs to: its mesh field, else the kuma.io/mesh
+// label, else "default". HostnameGenerators without either apply to every mesh (Meshless).
+func ResourceMesh(m *Meta) string {
 	if m.Mesh != "" {
 		return m.Mesh
 	}
@@ -79,9 +79,9 @@ func resourceMesh(m *Meta) string {
 	return "default"
 }
 
-// meshless reports a HostnameGenerator with neither a mesh nor a kuma.io/mesh label: it
+// Meshless reports a HostnameGenerator with neither a mesh nor a kuma.io/mesh label: it
 // applies to every mesh (HostnameGenerators are created on the global control plane).
-func meshless(r Resource) bool {
+func Meshless(r Resource) bool {
 	m := r.GetMeta()
 	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }

@@ -120,7 +120,7 @@ func (s *store) readFile(path string, data []byte) (docs []doc, ok bool) {
 			return nil, false
 		}
 		m := r.GetMeta()
-		docs = append(docs, doc{kind: r.Kind(), mesh: meshOf(m), name: m.Name, meshless: meshless(r), body: body, source: m.Source})
+		docs = append(docs, doc{kind: r.Kind(), mesh: mesh.ResourceMesh(m), name: m.Name, meshless: mesh.Meshless(r), body: body, source: m.Source})
 		good[m.Source] = true
 	}
 	if derr == nil {
@@ -134,21 +134,6 @@ func (s *store) readFile(path string, data []byte) (docs []doc, ok bool) {
 	s.log.Warn("serving documents that do not validate, as written (--skip-validation): agents will judge them",
 		"path", path, "documents", len(raw), "error", derr.Error())
 	return append(docs, raw...), true
-}
-
-func meshOf(m *mesh.Meta) string {
-	switch {
-	case m.Mesh != "":
-		return m.Mesh
-	case m.Labels[mesh.MeshLabel] != "":
-		return m.Labels[mesh.MeshLabel]
-	}
-	return "default"
-}
-
-func meshless(r mesh.Resource) bool {
-	m := r.GetMeta()
-	return r.Kind() == mesh.KindHostnameGenerator && m.Mesh == "" && m.Labels[mesh.MeshLabel] == ""
 }
 
 // rawDocs returns the YAML documents of data whose source is not in good, as JSON, with the
