@@ -1,0 +1,128 @@
+package authdns
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+)
+
+// maxChase bounds CNAME chasing inside one answer; a longer chain is treated as a loop.
+const maxChase = 8
+
+// ednsSize is the UDP payload size this server advertises and answers within.
+const ednsSize = 1232
+
+// rotation turns the address sets of every answer: each answer starts one further on.
+var rotation atomic.Uint32
+
+// Answer returns the authoritative response to a standard query for qname/qtype. It never
+// fails: names outside every zone get REFUSED, names in a zone get NOERROR (with data or
+// NODATA) or NXDOMAIN, each negative answer with the zone's SOA in authority.
+func (c *Catalog) Answer(req *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative = false
+	q := req.Question[0]
+	qname := strings.ToLower(q.Name)
+	z := c.find(qname)
+	if z == nil {
+		m.Rcode = dns.RcodeRefused
+		return m
+	}
+	m.Authoritative = true
+	seen := map[string]bool{}
+	for range maxChase {
+		seen[qname] = true
+		rrs, rcode, next := z.lookup(qname, q.Qtype)
+		m.Answer = append(m.Answer, rrs...)
+		if next == "" {
+			if rcode != dns.RcodeSuccess || len(rrs) == 0 {
+				m.Ns = []dns.RR{z.negativeSOA()}
+			}
+			// The rcode of a chased answer is that of the last name (RFC 6604).
+			m.Rcode = rcode
+			return m
+		}
+		if seen[next] {
+			// A loop: the chain so far is the answer (as BIND gives it); never chased again.
+			return m
+		}
+		nz := c.find(next)
+		if nz == nil {
+			// The target is outside our zones: the resolver follows it.
+			return m
+		}
+		z, qname = nz, next
+	}
+	m.Rcode = dns.RcodeServerFailure
+	return m
+}
+
+// lookup answers qname/qtype from this zone. next is the CNAME target to chase.
+func (z *Zone) lookup(qname string, qtype uint16) (rrs []dns.RR, rcode int, next string) {
+	n := z.nodes[qname]
+	owner := qname
+	if n == nil {
+		// RFC 4592: the source of synthesis is the wildcard child of the closest encloser,
+		// the longest ancestor that exists. A name that exists (even as an empty
+		// non-terminal) is never answered by a wildcard, nor is the apex.
+		ce := parent(qname)
+		for ce != "" && z.nodes[ce] == nil && ce != z.Origin {
+			ce = parent(ce)
+		}
+		n = z.nodes["*."+ce]
+		if n == nil {
+			return nil, dns.RcodeNameError, ""
+		}
+	}
+	if qtype != dns.TypeCNAME {
+		if cn := n.sets[dns.TypeCNAME]; len(cn) > 0 {
+			rr := withOwner(cn[0], owner)
+			return []dns.RR{rr}, dns.RcodeSuccess, strings.ToLower(rr.(*dns.CNAME).Target)
+		}
+	}
+	if qtype == dns.TypeANY {
+		for t, set := range n.sets {
+			if t != dns.TypeSOA || owner == z.Origin {
+				rrs = append(rrs, rotated(set, owner)...)
+			}
+		}
+		return rrs, dns.RcodeSuccess, ""
+	}
+	return rotated(n.sets[qtype], owner), dns.RcodeSuccess, ""
+}
+
+// rotated copies set, starting at the next rotation, with owner as its name (a wildcard's
+// records are synthesized with the query name).
+func rotated(set []dns.RR, owner string) []dns.RR {
+	if len(set) == 0 {
+		return nil
+	}
+	k := 0
+	if len(set) > 1 {
+		k = int(rotation.Add(1) % uint32(len(set)))
+	}
+	out := make([]dns.RR, len(set))
+	for i := range set {
+		out[i] = withOwner(set[(i+k)%len(set)], owner)
+	}
+	return out
+}
+
+func withOwner(rr dns.RR, owner string) dns.RR {
+	if rr.Header().Name == owner {
+		return rr
+	}
+	c := dns.Copy(rr)
+	c.Header().Name = owner
+	return c
+}
+
+// negativeSOA is the SOA of a negative answer: its TTL is the negative-caching TTL, the
+// smaller of the SOA's own TTL and its minimum (RFC 2308 3).
+func (z *Zone) negativeSOA() dns.RR {
+	soa := *z.SOA
+	soa.Hdr.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
+	return &soa
+}

@@ -1,0 +1,324 @@
+package authdns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Config of a Server.
+type Config struct {
+	// Address to listen on, UDP and TCP ("127.0.0.1:5653"; port 0 picks one, Addrs tells).
+	Address string
+	// TransferFrom are the networks allowed to transfer zones (AXFR/IXFR) without TSIG.
+	TransferFrom []netip.Prefix
+	// TSIG keys (name -> base64 secret, HMAC-SHA256) that allow transfers from anywhere.
+	TSIG map[string]string
+	// Secondaries get a NOTIFY for each zone whose serial changed ("192.0.2.1:53").
+	Secondaries []string
+	// NotifyTimeout bounds one NOTIFY attempt; each is tried 5 times. Default 2 s.
+	NotifyTimeout time.Duration
+	Log           *slog.Logger
+}
+
+// Server serves a Catalog authoritatively over UDP and TCP. Swap replaces the catalog.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	cat     atomic.Pointer[Catalog]
+	udp     *dns.Server
+	tcp     *dns.Server
+	addrs   []net.Addr
+	notifyq chan []*Zone
+	wg      sync.WaitGroup
+
+	// Queries counts answers by response code, for metrics.
+	Queries [dns.RcodeBadCookie + 1]atomic.Uint64
+	// Transfers and Refused count zone transfers served and refused.
+	Transfers, TransfersRefused atomic.Uint64
+}
+
+// New binds the listeners (UDP and TCP on the same port) and returns the server; Run serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NotifyTimeout == 0 {
+		cfg.NotifyTimeout = 2 * time.Second
+	}
+	for name, secret := range cfg.TSIG {
+		if _, err := fromBase64(secret); err != nil {
+			return nil, fmt.Errorf("authdns: tsig key %q: secret is not base64: %v", name, err)
+		}
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, notifyq: make(chan []*Zone, 16)}
+	s.cat.Store(&Catalog{zones: map[string]*Zone{}})
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listen binds TCP first, then UDP on the port TCP got, retrying when a port 0 choice is
+// taken for UDP.
+func (s *Server) listen() error {
+	var lastErr error
+	for range 10 {
+		tl, err := net.Listen("tcp", s.cfg.Address)
+		if err != nil {
+			return fmt.Errorf("authdns: --dns-address %s: %w", s.cfg.Address, err)
+		}
+		pc, err := net.ListenPacket("udp", tl.Addr().String())
+		if err != nil {
+			tl.Close()
+			lastErr = err
+			if _, port, _ := net.SplitHostPort(s.cfg.Address); port == "0" {
+				continue
+			}
+			return fmt.Errorf("authdns: --dns-address %s (udp): %w", s.cfg.Address, err)
+		}
+		secrets := map[string]string{}
+		for k, v := range s.cfg.TSIG {
+			secrets[dns.Fqdn(k)] = v
+		}
+		h := dns.HandlerFunc(s.serveDNS)
+		s.tcp = &dns.Server{Listener: tl, Handler: h, TsigSecret: secrets, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+		s.udp = &dns.Server{PacketConn: pc, Handler: h, TsigSecret: secrets, UDPSize: ednsSize}
+		s.addrs = []net.Addr{pc.LocalAddr(), tl.Addr()}
+		return nil
+	}
+	return fmt.Errorf("authdns: --dns-address %s: no port free for UDP and TCP: %w", s.cfg.Address, lastErr)
+}
+
+// Addrs returns the bound UDP and TCP addresses.
+func (s *Server) Addrs() (udp, tcp net.Addr) { return s.addrs[0], s.addrs[1] }
+
+// Catalog returns the catalog being served.
+func (s *Server) Catalog() *Catalog { return s.cat.Load() }
+
+// Swap serves cat from now on and sends NOTIFY for each zone whose serial changed.
+func (s *Server) Swap(cat *Catalog) {
+	old := s.cat.Swap(cat)
+	var changed []*Zone
+	for o, z := range cat.zones {
+		if oz := old.zones[o]; oz == nil || oz.Serial() != z.Serial() {
+			changed = append(changed, z)
+		}
+	}
+	if len(changed) > 0 && len(s.cfg.Secondaries) > 0 {
+		select {
+		case s.notifyq <- changed:
+		default:
+			s.log.Warn("authdns: NOTIFY queue full; secondaries will see the change at their refresh")
+		}
+	}
+}
+
+// Run serves until ctx is cancelled.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	for _, srv := range []*dns.Server{s.udp, s.tcp} {
+		go func() { errc <- srv.ActivateAndServe() }()
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.notifier(ctx) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.udp.ShutdownContext(sctx)
+	s.tcp.ShutdownContext(sctx)
+	s.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("authdns: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
+	resp := s.respond(w, req)
+	if resp == nil {
+		return
+	}
+	s.Queries[min(resp.Rcode, len(s.Queries)-1)].Add(1)
+	if w.RemoteAddr().Network() == "udp" {
+		size := dns.MinMsgSize
+		if o := req.IsEdns0(); o != nil {
+			size = int(min(max(o.UDPSize(), dns.MinMsgSize), ednsSize))
+		}
+		resp.Truncate(size)
+	}
+	if req.IsTsig() != nil && w.TsigStatus() == nil {
+		t := req.IsTsig()
+		resp.SetTsig(t.Hdr.Name, t.Algorithm, 300, time.Now().Unix())
+	}
+	if err := w.WriteMsg(resp); err != nil {
+		s.log.Debug("authdns: write", "remote", w.RemoteAddr().String(), "error", err)
+	}
+}
+
+// respond builds the response to req, or returns nil when it was answered already (zone
+// transfers write their own envelopes).
+func (s *Server) respond(w dns.ResponseWriter, req *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	switch {
+	case req.Response:
+		return nil // never answer an answer
+	case req.Opcode != dns.OpcodeQuery:
+		m.SetRcode(req, dns.RcodeNotImplemented)
+		return m
+	case len(req.Question) != 1 || countOPT(req) > 1:
+		m.SetRcodeFormatError(req)
+		return m
+	}
+	if o := req.IsEdns0(); o != nil && o.Version() != 0 {
+		m.SetReply(req)
+		m.Rcode = dns.RcodeBadVers
+		m.SetEdns0(ednsSize, false)
+		return m
+	}
+	q := req.Question[0]
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		m.SetRcode(req, dns.RcodeRefused)
+		return m
+	}
+	cat := s.cat.Load()
+	switch q.Qtype {
+	case dns.TypeAXFR, dns.TypeIXFR:
+		return s.transfer(w, req, cat)
+	}
+	resp := cat.Answer(req)
+	if req.IsEdns0() != nil {
+		resp.SetEdns0(ednsSize, false)
+	}
+	return resp
+}
+
+func countOPT(m *dns.Msg) int {
+	n := 0
+	for _, rr := range m.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			n++
+		}
+	}
+	return n
+}
+
+// transfer serves AXFR, and IXFR with the whole zone (RFC 1995 4 allows it), to an allowed
+// client over TCP. Over UDP, an IXFR gets the current SOA (the client then asks over TCP)
+// and an AXFR is refused.
+func (s *Server) transfer(w dns.ResponseWriter, req *dns.Msg, cat *Catalog) *dns.Msg {
+	q := req.Question[0]
+	z := cat.zones[strings.ToLower(q.Name)]
+	m := new(dns.Msg)
+	if z == nil {
+		m.SetRcode(req, dns.RcodeNotAuth)
+		return m
+	}
+	if !s.transferAllowed(w, req) {
+		s.TransfersRefused.Add(1)
+		s.log.Info("authdns: zone transfer refused", "zone", z.Origin, "remote", w.RemoteAddr().String())
+		m.SetRcode(req, dns.RcodeRefused)
+		return m
+	}
+	if w.RemoteAddr().Network() != "tcp" {
+		if q.Qtype == dns.TypeIXFR {
+			m.SetReply(req)
+			m.Authoritative = true
+			m.Answer = []dns.RR{z.SOA}
+			return m
+		}
+		m.SetRcode(req, dns.RcodeRefused)
+		return m
+	}
+	s.Transfers.Add(1)
+	recs := append(z.Records(), z.SOA)
+	ch := make(chan *dns.Envelope)
+	tr := new(dns.Transfer)
+	if t := req.IsTsig(); t != nil {
+		tr.TsigSecret = map[string]string{t.Hdr.Name: s.cfg.TSIG[strings.TrimSuffix(t.Hdr.Name, ".")]}
+		if tr.TsigSecret[t.Hdr.Name] == "" {
+			tr.TsigSecret[t.Hdr.Name] = s.cfg.TSIG[t.Hdr.Name]
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- tr.Out(w, req, ch) }()
+	const perEnvelope = 100
+	for i := 0; i < len(recs); i += perEnvelope {
+		ch <- &dns.Envelope{RR: recs[i:min(i+perEnvelope, len(recs))]}
+	}
+	close(ch)
+	if err := <-errc; err != nil {
+		s.log.Info("authdns: zone transfer", "zone", z.Origin, "remote", w.RemoteAddr().String(), "error", err)
+	}
+	w.Hijack()
+	w.Close()
+	return nil
+}
+
+func (s *Server) transferAllowed(w dns.ResponseWriter, req *dns.Msg) bool {
+	if req.IsTsig() != nil {
+		return w.TsigStatus() == nil
+	}
+	ap, err := netip.ParseAddrPort(w.RemoteAddr().String())
+	if err != nil {
+		return false
+	}
+	for _, p := range s.cfg.TransferFrom {
+		if p.Contains(ap.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// notifier sends NOTIFY for changed zones to every secondary, retrying each up to 5 times
+// until the secondary acknowledges (RFC 1996).
+func (s *Server) notifier(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case zones := <-s.notifyq:
+			for _, z := range zones {
+				for _, sec := range s.cfg.Secondaries {
+					s.notify(ctx, z, sec)
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) notify(ctx context.Context, z *Zone, addr string) {
+	m := new(dns.Msg)
+	m.SetNotify(z.Origin)
+	m.Authoritative = true
+	m.Answer = []dns.RR{z.SOA}
+	c := &dns.Client{Timeout: s.cfg.NotifyTimeout}
+	for attempt := range 5 {
+		if ctx.Err() != nil {
+			return
+		}
+		r, _, err := c.ExchangeContext(ctx, m, addr)
+		if err == nil && r.Rcode == dns.RcodeSuccess {
+			s.log.Debug("authdns: NOTIFY acknowledged", "zone", z.Origin, "secondary", addr, "serial", z.Serial())
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("rcode %s", dns.RcodeToString[r.Rcode])
+		}
+		s.log.Warn("authdns: NOTIFY failed", "zone", z.Origin, "secondary", addr, "attempt", attempt+1, "error", err)
+	}
+}
