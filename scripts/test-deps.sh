@@ -11,6 +11,9 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
 # musl-gcc: the real-client DNS test builds its getaddrinfo client against musl too (Alpine's libc)
 command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
+# nsd (a real secondary for the control plane's zone transfers) and named-checkzone
+command -v nsd >/dev/null 2>&1 || need+=(nsd)
+command -v named-checkzone >/dev/null 2>&1 || need+=(bind9-utils)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -25,6 +25,9 @@ type Config struct {
 	TSIG map[string]string
 	// Secondaries get a NOTIFY for each zone whose serial changed ("192.0.2.1:53").
 	Secondaries []string
+	// NotifyKey names the TSIG key (of TSIG) that signs NOTIFY messages; "" sends them
+	// unsigned.
+	NotifyKey string
 	// NotifyTimeout bounds one NOTIFY attempt; each is tried 5 times. Default 2 s.
 	NotifyTimeout time.Duration
 	Log           *slog.Logger
@@ -54,6 +57,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.NotifyTimeout == 0 {
 		cfg.NotifyTimeout = 2 * time.Second
+	}
+	if _, ok := cfg.TSIG[cfg.NotifyKey]; cfg.NotifyKey != "" && !ok {
+		return nil, fmt.Errorf("authdns: notify key %q is not one of the TSIG keys", cfg.NotifyKey)
 	}
 	for name, secret := range cfg.TSIG {
 		if _, err := fromBase64(secret); err != nil {
@@ -307,6 +313,10 @@ func (s *Server) notify(ctx context.Context, z *Zone, addr string) {
 	m.Authoritative = true
 	m.Answer = []dns.RR{z.SOA}
 	c := &dns.Client{Timeout: s.cfg.NotifyTimeout}
+	if k := s.cfg.NotifyKey; k != "" {
+		c.TsigSecret = map[string]string{dns.Fqdn(k): s.cfg.TSIG[k]}
+		m.SetTsig(dns.Fqdn(k), dns.HmacSHA256, 300, time.Now().Unix())
+	}
 	for attempt := range 5 {
 		if ctx.Err() != nil {
 			return

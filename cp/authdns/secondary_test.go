@@ -1,0 +1,178 @@
+package authdns
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestZonesPassNamedCheckzone writes every zone as a master file and has BIND's
+// named-checkzone read it.
+func TestZonesPassNamedCheckzone(t *testing.T) {
+	bin, err := exec.LookPath("named-checkzone")
+	if err != nil {
+		t.Skip("named-checkzone not installed (Debian package bind9-utils; make test installs it as root)")
+	}
+	cat, _ := Build(fixture(), nil)
+	dir := t.TempDir()
+	for _, z := range cat.Zones() {
+		var buf bytes.Buffer
+		if err := WriteZone(&buf, z); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, strings.TrimSuffix(z.Origin, "."))
+		if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, z.Origin, f).CombinedOutput()
+		if err != nil {
+			t.Errorf("named-checkzone %s: %v\n%s\n%s", z.Origin, err, out, buf.String())
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			pc.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port for UDP and TCP")
+	return 0
+}
+
+// TestNSDSecondary runs a real nsd as a secondary of this server (hidden primary): it
+// transfers the zone, and after a change and a NOTIFY it answers the new data.
+func TestNSDSecondary(t *testing.T) {
+	nsd, err := exec.LookPath("nsd")
+	if err != nil {
+		t.Skip("nsd not installed (Debian package nsd; make test installs it as root)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("nsd needs root here (it opens its files as the user it runs as): run as root")
+	}
+	const zone = "shard1.apps.example.com."
+	in := fixture()
+	serials := NewSerials()
+	cat, _ := Build(in, serials)
+
+	nsdPort := freePort(t)
+	s := startServer(t, Config{
+		TSIG:          map[string]string{testKey: testSecret},
+		Secondaries:   []string{fmt.Sprintf("127.0.0.1:%d", nsdPort)},
+		NotifyKey:     testKey,
+		NotifyTimeout: time.Second,
+	}, cat)
+	_, tcp := s.Addrs()
+	primary := tcp.(*net.TCPAddr)
+
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`server:
+  ip-address: 127.0.0.1@%d
+  port: %d
+  username: ""
+  chroot: ""
+  zonesdir: %q
+  database: ""
+  zonelistfile: %q
+  xfrdfile: %q
+  xfrdir: %q
+  pidfile: %q
+  logfile: %q
+  verbosity: 2
+  server-count: 1
+remote-control:
+  control-enable: no
+key:
+  name: %q
+  algorithm: hmac-sha256
+  secret: %q
+zone:
+  name: %q
+  allow-notify: 127.0.0.1 %s
+  request-xfr: AXFR 127.0.0.1@%d %s
+`, nsdPort, nsdPort, dir, filepath.Join(dir, "zone.list"), filepath.Join(dir, "xfrd.state"), dir,
+		filepath.Join(dir, "nsd.pid"), filepath.Join(dir, "nsd.log"), testKey, testSecret, zone, testKey, primary.Port, testKey)
+	confPath := filepath.Join(dir, "nsd.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nsd, "-d", "-c", confPath)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "nsd.log"))
+			t.Logf("nsd output:\n%s\n%s", out.String(), log)
+		}
+	})
+
+	nsdAddr := fmt.Sprintf("127.0.0.1:%d", nsdPort)
+	addrsFrom := func() (uint32, []string) {
+		c := &dns.Client{Timeout: time.Second}
+		q := new(dns.Msg)
+		q.SetQuestion("app-ns.shard1.apps.example.com.", dns.TypeA)
+		r, _, err := c.Exchange(q, nsdAddr)
+		if err != nil || r.Rcode != dns.RcodeSuccess {
+			return 0, nil
+		}
+		var got []string
+		for _, rr := range r.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				got = append(got, a.A.String())
+			}
+		}
+		q.SetQuestion(zone, dns.TypeSOA)
+		r, _, err = c.Exchange(q, nsdAddr)
+		if err != nil || len(r.Answer) != 1 {
+			return 0, got
+		}
+		return r.Answer[0].(*dns.SOA).Serial, got
+	}
+	waitFor := func(serial uint32, want int) []string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if sr, got := addrsFrom(); sr == serial && len(got) == want {
+				return got
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		sr, got := addrsFrom()
+		t.Fatalf("nsd has serial %d and %v; want serial %d with %d addresses", sr, got, serial, want)
+		return nil
+	}
+	first := cat.Zone(zone).Serial()
+	waitFor(first, 2)
+
+	// a replica becomes ready at a later revision: new serial, NOTIFY, nsd transfers again
+	in.Routers[0].Replicas[2].Ready = true
+	in.Routers[0].Revision = 40
+	cat, _ = Build(in, serials)
+	s.Swap(cat)
+	got := waitFor(40, 3)
+	if !strings.Contains(strings.Join(got, ","), "10.0.0.3") {
+		t.Fatalf("nsd answers %v after the change", got)
+	}
+}
