@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError is one problem with user input: where it is and what is wrong.
@@ -31,11 +32,27 @@ func (e *FieldError) Error() string {
 		b.WriteString(e.Path)
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(Clip(e.Msg, 2*maxShown))
 	if e.Value != "" {
-		fmt.Fprintf(&b, " (value %q)", e.Value)
+		fmt.Fprintf(&b, " (value %q)", Clip(e.Value, maxShown))
 	}
 	return b.String()
+}
+
+// maxShown is how much of an offending value an error message shows: enough to find it in
+// the file, never a whole multi-megabyte value in a log line.
+const maxShown = 200
+
+// Clip returns s cut to at most n bytes (on a rune boundary), saying how long it was.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], len(s))
 }
 
 // Errors is every problem found in the input; it is returned whole, never only the first.

@@ -34,7 +34,7 @@ type TemplateError struct {
 	Msg      string
 }
 
-func (e *TemplateError) Error() string { return e.Field + ": template: " + e.Msg }
+func (e *TemplateError) Error() string { return e.Field + ": template: " + Clip(e.Msg, 2*maxShown) }
 
 // MissingTagError says a tag needed by a template is absent from the tags it renders with.
 type MissingTagError struct {
@@ -54,7 +54,7 @@ type RenderError struct {
 }
 
 func (e *RenderError) Error() string {
-	return fmt.Sprintf("%s: rendered %q: %s", e.Field, e.Rendered, e.Msg)
+	return fmt.Sprintf("%s: rendered %q: %s", e.Field, Clip(e.Rendered, maxShown), Clip(e.Msg, 2*maxShown))
 }
 
 // segment is one piece of a simple template: literal text, or a reference (a tag key for
@@ -310,8 +310,11 @@ func execSlow(t *tmpl, funcs template.FuncMap, data any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := new(bytes.Buffer)
+	w := &boundedWriter{limit: MaxRenderBytes}
 	if err := c.Funcs(funcs).Execute(w, data); err != nil {
+		if errors.Is(err, errRenderTooLarge) {
+			return nil, &TemplateError{Field: t.field, Template: t.src, Msg: errRenderTooLarge.Error()}
+		}
 		var mt *MissingTagError
 		if errors.As(err, &mt) {
 			return nil, mt
@@ -322,17 +325,65 @@ func execSlow(t *tmpl, funcs template.FuncMap, data any) ([]byte, error) {
 		}
 		return nil, &TemplateError{Field: t.field, Template: t.src, Msg: stripTemplatePrefix(err.Error(), t.field)}
 	}
-	return w.Bytes(), nil
+	return w.buf.Bytes(), nil
+}
+
+// MaxRenderBytes bounds what one render may produce, and every string a template function
+// returns: a hostname is at most 253 bytes and a port 5, so a render past this is refused at
+// once instead of growing (variables can be reassigned, so without a bound a few dozen
+// doublings of a string take all memory).
+const MaxRenderBytes = 1024
+
+var errRenderTooLarge = fmt.Errorf("renders more than %d bytes: not a hostname", MaxRenderBytes)
+
+// boundedWriter is the render's output, refusing to grow past limit.
+type boundedWriter struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	if w.buf.Len()+len(p) > w.limit {
+		return 0, errRenderTooLarge
+	}
+	return w.buf.Write(p)
+}
+
+// boundedFuncs replaces text/template's builtins that build strings (print, printf,
+// println, and the escapers html, js and urlquery, which grow their input) with versions
+// whose result is refused past MaxRenderBytes: a value stored in a variable never reaches
+// the output writer, so the writer's bound alone would not stop it from growing.
+var boundedFuncs = template.FuncMap{
+	"printf":   func(format string, args ...any) (string, error) { return bounded(safePrintf(format, args...)) },
+	"print":    func(args ...any) (string, error) { return bounded(fmt.Sprint(args...), nil) },
+	"println":  func(args ...any) (string, error) { return bounded(fmt.Sprintln(args...), nil) },
+	"html":     func(args ...any) (string, error) { return bounded(template.HTMLEscaper(args...), nil) },
+	"js":       func(args ...any) (string, error) { return bounded(template.JSEscaper(args...), nil) },
+	"urlquery": func(args ...any) (string, error) { return bounded(template.URLQueryEscaper(args...), nil) },
+}
+
+func bounded(s string, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	if len(s) > MaxRenderBytes {
+		return "", errRenderTooLarge
+	}
+	return s, nil
 }
 
 // parseTemplate rewrites seed 001's unquoted forms and parses src, turning a parse error
 // into a *TemplateError.
 //
 // Templates come from policies, outside input: loops, template calls and definitions are
-// refused, and printf is replaced by a version that refuses huge widths, so that no policy
-// can make a render run long or allocate much.
+// refused, printf refuses huge widths and every builtin that builds a string is bounded
+// (boundedFuncs), so that no policy can make a render run long or allocate much: without
+// loops, a render takes at most as many steps as the template has nodes.
 func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*template.Template, error) {
-	fm := template.FuncMap{"printf": safePrintf}
+	fm := template.FuncMap{}
+	for k, v := range boundedFuncs {
+		fm[k] = v
+	}
 	for k, v := range funcs {
 		fm[k] = v
 	}

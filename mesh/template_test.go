@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -309,9 +310,93 @@ func TestRewriteBare(t *testing.T) {
 	}
 }
 
+// doubling returns a template that doubles a string n times through a reassigned variable
+// with fn (printf "%s%s", print, ...), then renders it: the memory bomb of a policy.
+func doubling(fn string, n int) string {
+	var b strings.Builder
+	b.WriteString(`{{$x := printf "%s" "ab"}}`)
+	for range n {
+		b.WriteString("{{$x = " + fn + " $x $x}}")
+	}
+	b.WriteString("{{$x}}.mesh")
+	return b.String()
+}
+
+// renderAlloc is the heap allocated while f runs.
+func renderAlloc(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// maxRenderAlloc bounds what one render of any template may allocate.
+const maxRenderAlloc = 1 << 20
+
+func TestTemplateRenderIsBounded(t *testing.T) {
+	tags := Tags{ServiceTag: "svc"}
+	for _, fn := range []string{`printf "%s%s"`, "print", "println", "html", "js", "urlquery", `printf "%s<%s>&"`} {
+		src := doubling(fn, 32)
+		t.Run(fn, func(t *testing.T) {
+			vt, err := CompileVirtualOutbound(VirtualOutboundConf{Host: src, Port: "80",
+				Parameters: []Parameter{{Name: "service", TagKey: ServiceTag}}})
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			var rerr error
+			if a := renderAlloc(func() { _, _, rerr = vt.Render(tags) }); a > maxRenderAlloc {
+				t.Errorf("render allocated %d bytes", a)
+			}
+			if rerr == nil || !strings.Contains(rerr.Error(), "conf.host") || !strings.Contains(rerr.Error(), "renders more than") {
+				t.Fatalf("render error %v, want conf.host refused as too large", rerr)
+			}
+			ht, err := CompileHostnameGenerator(src)
+			if err != nil {
+				t.Fatalf("compile hostname generator: %v", err)
+			}
+			if a := renderAlloc(func() { _, rerr = ht.Render(HGData{Name: "n", Mesh: "m"}) }); a > maxRenderAlloc {
+				t.Errorf("hostname generator render allocated %d bytes", a)
+			}
+			if rerr == nil || len(rerr.Error()) > 4*maxShown {
+				t.Fatalf("hostname generator render error %d bytes: %.300v", len(rerr.Error()), rerr)
+			}
+		})
+	}
+}
+
+// TestPolicyBombRefusedByValidation: the 1.1 KB policy that ran agents out of memory is
+// refused by validation with the field named, and its message does not carry the value whole.
+func TestPolicyBombRefusedByValidation(t *testing.T) {
+	doc := "type: VirtualOutbound\nmesh: default\nname: bomb\nselectors:\n- match:\n    kuma.io/service: \"*\"\nconf:\n  host: '" +
+		doubling(`printf "%s%s"`, 32) + "'\n  port: \"80\"\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n"
+	var err error
+	if a := renderAlloc(func() { _, err = Decode("bomb.yaml", []byte(doc)) }); a > 16*maxRenderAlloc {
+		t.Errorf("decoding and validating allocated %d bytes", a)
+	}
+	if err == nil || !strings.Contains(err.Error(), `virtualoutbound "bomb": conf.host`) {
+		t.Fatalf("error %v, want the policy refused naming conf.host", err)
+	}
+	if len(err.Error()) > 6*maxShown {
+		t.Fatalf("error message is %d bytes: a refused value is never shown whole", len(err.Error()))
+	}
+}
+
+func TestClip(t *testing.T) {
+	if got := Clip("abc", 5); got != "abc" {
+		t.Errorf("Clip short = %q", got)
+	}
+	if got := Clip("aé"+strings.Repeat("x", 10), 2); got != "a... (13 bytes in all)" {
+		t.Errorf("Clip on a rune boundary = %q", got)
+	}
+}
+
+// FuzzTemplate compiles and renders any template source: a render either fails or gives a
+// valid hostname (and port), and never allocates more than maxRenderAlloc.
 func FuzzTemplate(f *testing.F) {
 	for _, s := range []string{"{{service}}.mesh", "{{.service}}", `{{tag "version"}}.x`, "{{tag kuma.io/service}}",
-		"{{kuma.io/zone}}", "{{if .service}}a{{end}}", "{{ name }}.svc", `{{ label "x" }}`, "{{", "}}{{"} {
+		"{{kuma.io/zone}}", "{{if .service}}a{{end}}", "{{ name }}.svc", `{{ label "x" }}`, "{{", "}}{{",
+		doubling(`printf "%s%s"`, 20), doubling("print", 4), doubling("js", 3), `{{$x := "<>"}}{{$x = html $x}}{{$x = js $x}}{{$x}}`} {
 		f.Add(s, "80")
 	}
 	f.Fuzz(func(t *testing.T, host, port string) {
@@ -319,14 +404,21 @@ func FuzzTemplate(f *testing.F) {
 			Tags:       map[string]string{ServiceTag: "service"},
 			Parameters: []Parameter{{Name: "version"}, {Name: "port"}}})
 		if err == nil {
-			h, p, err := vt.Render(Tags{ServiceTag: "svc", "version": "v1", "port": "80", "x": "y"})
+			var h string
+			var p uint32
+			if a := renderAlloc(func() { h, p, err = vt.Render(Tags{ServiceTag: "svc", "version": "v1", "port": "80", "x": "y"}) }); a > maxRenderAlloc {
+				t.Fatalf("Render(%q, %q) allocated %d bytes", host, port, a)
+			}
 			if err == nil && (ValidHostname(h) != nil || p == 0 || p > 65535) {
 				t.Fatalf("Render(%q, %q) = %q:%d: not valid", host, port, h, p)
 			}
 		}
 		ht, err := CompileHostnameGenerator(host)
 		if err == nil {
-			h, err := ht.Render(HGData{Name: "n", Mesh: "m", Zone: "z", Labels: map[string]string{"x": "y"}})
+			var h string
+			if a := renderAlloc(func() { h, err = ht.Render(HGData{Name: "n", Mesh: "m", Zone: "z", Labels: map[string]string{"x": "y"}}) }); a > maxRenderAlloc {
+				t.Fatalf("Render(%q) allocated %d bytes", host, a)
+			}
 			if err == nil && ValidHostname(h) != nil {
 				t.Fatalf("Render(%q) = %q: not valid", host, h)
 			}
