@@ -416,7 +416,9 @@ func FuzzTemplate(f *testing.F) {
 		ht, err := CompileHostnameGenerator(host)
 		if err == nil {
 			var h string
-			if a := renderAlloc(func() { h, err = ht.Render(HGData{Name: "n", Mesh: "m", Zone: "z", Labels: map[string]string{"x": "y"}}) }); a > maxRenderAlloc {
+			if a := renderAlloc(func() {
+				h, err = ht.Render(HGData{Name: "n", Mesh: "m", Zone: "z", Labels: map[string]string{"x": "y"}})
+			}); a > maxRenderAlloc {
 				t.Fatalf("Render(%q) allocated %d bytes", host, a)
 			}
 			if err == nil && ValidHostname(h) != nil {
