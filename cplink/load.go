@@ -39,6 +39,8 @@ type dirLoader struct {
 	vars   map[string]string
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
+	// readFile is os.ReadFile; tests make it fail.
+	readFile func(string) ([]byte, error)
 }
 
 type fileStamp struct {
@@ -50,9 +52,15 @@ type cachedFile struct {
 	stamp fileStamp
 	res   []mesh.Resource
 	err   error
+	// readFailed: the file could not be read (permission denied, an I/O error). That says
+	// nothing of its content and may end without the stamp changing (chmod), so it is never
+	// cached: the next load reads the file again.
+	readFailed bool
 }
 
-func newDirLoader() *dirLoader { return &dirLoader{cache: map[string]cachedFile{}} }
+func newDirLoader() *dirLoader {
+	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile}
+}
 
 // forget drops every decoded file: the next load reads them all.
 func (l *dirLoader) forget() {
@@ -132,6 +140,10 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	l.decodes += len(todo)
 	l.dirty = l.dirty || len(todo) > 0
 	for _, i := range todo {
+		if out[i].readFailed {
+			delete(l.cache, paths[i])
+			continue
+		}
 		l.cache[paths[i]] = out[i]
 	}
 	for p := range l.cache {
@@ -160,9 +172,10 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	data := make(map[int][]byte, len(todo))
 	results := make(map[int][]result, len(todo))
 	for _, i := range todo {
-		b, err := os.ReadFile(paths[i])
+		b, err := l.readFile(paths[i])
 		if err != nil {
 			out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
+			out[i].readFailed = true
 			continue
 		}
 		if paths[i] == l.dpFile {

@@ -211,3 +211,45 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 		t.Fatalf("errors differ:\n got: %v\nwant: %v", got.err, wantErr)
 	}
 }
+
+// A file that could not be read is read again at the next load, even when nothing about
+// it changed that its stamp shows (a chmod back to readable changes neither size nor mtime):
+// an I/O error is never cached.
+func TestDirLoaderNeverCachesReadErrors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	victim := filepath.Join(dir, "redis.yaml")
+	l := newDirLoader()
+	l.readFile = func(p string) ([]byte, error) {
+		if p == victim {
+			return nil, &os.PathError{Op: "open", Path: p, Err: os.ErrPermission}
+		}
+		return os.ReadFile(p)
+	}
+	if _, err := l.Load(exampleDataplane, dir); err == nil || !strings.Contains(err.Error(), "redis.yaml") || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("load with an unreadable file: %v", err)
+	}
+	l.readFile = os.ReadFile // readable again; size, mtime and inode unchanged
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatalf("the read error was cached: %v", err)
+	}
+}
+
+// The same with a real chmod, where permissions bind (not as root).
+func TestDirLoaderChmodBack(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads a file whatever its mode; TestDirLoaderNeverCachesReadErrors covers the rule")
+	}
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	victim := filepath.Join(dir, "redis.yaml")
+	must(t, os.Chmod(victim, 0))
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err == nil {
+		t.Fatal("an unreadable file was loaded")
+	}
+	must(t, os.Chmod(victim, 0o644))
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatalf("after chmod back: %v", err)
+	}
+}
