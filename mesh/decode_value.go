@@ -38,7 +38,7 @@ func (d *decoder) errorf(path, value, format string, args ...any) {
 		return
 	}
 	d.errs = append(d.errs, &FieldError{Source: d.source, Kind: d.kind, Name: d.name,
-		Path: path, Value: value, Msg: fmt.Sprintf(format, args...)})
+		Path: path, Value: redact(path, value), Msg: fmt.Sprintf(format, args...)})
 }
 
 var (

@@ -39,6 +39,35 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
+// secretFields are the field names whose values may hold key material: a data source's
+// inline bytes and text (client keys and certificates), and any field named like a key,
+// password or token. An error about them never shows the value, valid or not.
+var secretFields = map[string]bool{"inline": true, "inlineString": true, "clientKey": true,
+	"privateKey": true, "key": true, "password": true, "token": true}
+
+// isSecretPath reports whether the field at path (e.g. "spec.tls.verification.clientKey.inline")
+// is, or is inside, a secret field.
+func isSecretPath(path string) bool {
+	for seg := range strings.SplitSeq(path, ".") {
+		if i := strings.IndexByte(seg, '['); i >= 0 {
+			seg = seg[:i]
+		}
+		if secretFields[seg] {
+			return true
+		}
+	}
+	return false
+}
+
+// redact is value as an error may show it for the field at path: secret fields show only
+// their length.
+func redact(path, value string) string {
+	if value == "" || !isSecretPath(path) {
+		return value
+	}
+	return fmt.Sprintf("<redacted: %d bytes>", len(value))
+}
+
 // maxShown is how much of an offending value an error message shows: enough to find it in
 // the file, never a whole multi-megabyte value in a log line.
 const maxShown = 200

@@ -30,7 +30,7 @@ type validator struct {
 
 func (v *validator) errorf(path, value, format string, args ...any) {
 	v.errs = append(v.errs, &FieldError{Source: v.source, Kind: v.kind, Name: v.name,
-		Path: v.path(path), Value: value, Msg: fmt.Sprintf(format, args...)})
+		Path: v.path(path), Value: redact(v.path(path), value), Msg: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) resource(r Resource) {
