@@ -39,11 +39,11 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
-// secretFields are the field names whose values may hold key material: a data source's
-// inline bytes and text (client keys and certificates), and any field named like a key,
-// password or token. An error about them never shows the value, valid or not.
-var secretFields = map[string]bool{"inline": true, "inlineString": true, "clientKey": true,
-	"privateKey": true, "key": true, "password": true, "token": true}
+// secretFields are the field names whose values may hold key material (a TLS client key,
+// in whichever data-source form, and any field named like a key, password or token). An
+// error about them, or about anything inside them, never shows the value, valid or not.
+var secretFields = map[string]bool{"clientKey": true, "privateKey": true, "key": true,
+	"password": true, "token": true}
 
 // isSecretPath reports whether the field at path (e.g. "spec.tls.verification.clientKey.inline")
 // is, or is inside, a secret field.
