@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/miekg/dns"
+
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
@@ -63,44 +65,13 @@ type responder struct {
 // limit bytes (TC and no records when it does not fit). It returns notOurs when the
 // question belongs upstream.
 func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind) {
-	if q.qclass != classINET {
+	if q.qtype == dns.TypeAXFR || q.qtype == dns.TypeIXFR {
+		return buf, notOurs // the plugin refuses them for our names (handler.ServeDNS)
+	}
+	e, cname, ptr, cur := r.find(q)
+	if e == nil {
 		return buf, notOurs
 	}
-	var kb [maxName]byte
-	key, ok := lowerKey(&kb, q.qname)
-	if !ok {
-		return buf, notOurs
-	}
-	cur := r.cur.Load()
-	if cur == nil {
-		return buf, notOurs
-	}
-	var (
-		e     *vipalloc.Entry
-		cname bool // e answered through a search domain: CNAME to the hostname first
-		ptr   bool // reverse name of a VIP
-	)
-	if e = cur.lookup(key); e == nil {
-		if ip, isRev := parseReverse(key); isRev {
-			if e, ok = cur.table.LookupAddr(ip); !ok || e.Status != vipalloc.Available {
-				return buf, notOurs
-			}
-			ptr = true
-		} else {
-			for _, sd := range r.search {
-				if l := len(key) - len(sd) - 1; l > 0 && key[l] == '.' && string(key[l+1:]) == sd {
-					if e = cur.lookup(key[:l]); e != nil {
-						cname = true
-						break
-					}
-				}
-			}
-			if e == nil {
-				return buf, notOurs
-			}
-		}
-	}
-
 	start := len(buf)
 	buf = r.build(buf, q, e, cname, ptr, cur.serial)
 	if len(buf)-start <= limit {
@@ -121,6 +92,40 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 	binary.BigEndian.PutUint16(buf[start+2:], binary.BigEndian.Uint16(buf[start+2:])|flagTC)
 	buf = r.opt(buf, q)
 	return buf, truncated
+}
+
+// find returns the entry q asks about, or nil when the name is not ours: cname when it was
+// asked through a search domain (answered with a CNAME to the hostname first), ptr when it
+// is the reverse name of a VIP.
+func (r *responder) find(q *query) (e *vipalloc.Entry, cname, ptr bool, cur *view) {
+	if q.qclass != classINET {
+		return nil, false, false, nil
+	}
+	var kb [maxName]byte
+	key, ok := lowerKey(&kb, q.qname)
+	if !ok {
+		return nil, false, false, nil
+	}
+	if cur = r.cur.Load(); cur == nil {
+		return nil, false, false, nil
+	}
+	if e = cur.lookup(key); e != nil {
+		return e, false, false, cur
+	}
+	if ip, isRev := parseReverse(key); isRev {
+		if e, ok = cur.table.LookupAddr(ip); !ok || e.Status != vipalloc.Available {
+			return nil, false, false, nil
+		}
+		return e, false, true, cur
+	}
+	for _, sd := range r.search {
+		if l := len(key) - len(sd) - 1; l > 0 && key[l] == '.' && string(key[l+1:]) == sd {
+			if e = cur.lookup(key[:l]); e != nil {
+				return e, true, false, cur
+			}
+		}
+	}
+	return nil, false, false, nil
 }
 
 // build appends the whole answer about e: through a search domain (cname: the CNAME to

@@ -74,7 +74,11 @@ func seeds() []seed {
 		{"no type and class", cat(hdr(15, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh")), -2},
 		{"short header", []byte{0, 16, 1, 0, 0}, -1},
 		{"a response (QR set)", cat(hdr(17, 0x8100, 1, 0, 0, 0), wireQ("backend.mesh", 1)), -1},
-		{"two OPT records", cat(hdr(18, 0x0100, 1, 0, 0, 2), wireQ("backend.mesh", 1), optRR(1232, 0, nil), optRR(1232, 0, nil)), -2},
+		{"two OPT records", cat(hdr(18, 0x0100, 1, 0, 0, 2), wireQ("backend.mesh", 1), optRR(1232, 0, nil), optRR(1232, 0, nil)), dns.RcodeFormatError},
+		{"two OPT records on a forwarded name", cat(hdr(22, 0x0100, 1, 0, 0, 2), wireQ("example.org", 1), optRR(1232, 0, nil), optRR(1232, 0, nil)), dns.RcodeFormatError},
+		{"NOTIFY for a VIP name", cat(hdr(23, 4<<11|0x0400, 1, 0, 0, 0), wireQ("backend.mesh", 6)), dns.RcodeNotImplemented},
+		{"AXFR of a VIP name", cat(hdr(24, 0x0000, 1, 0, 0, 0), wireQ("backend.mesh", 252)), dns.RcodeRefused},
+		{"IXFR of a VIP name", cat(hdr(25, 0x0000, 1, 0, 0, 0), wireQ("backend.mesh", 251)), dns.RcodeRefused},
 		{"trailing garbage", cat(hdr(19, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1), []byte{1, 2, 3}), -2},
 		{"answer record in a query", cat(hdr(20, 0x0100, 1, 1, 0, 0), wireQ("backend.mesh", 1), []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}), -2},
 		{"class CHAOS", cat(hdr(21, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 3}), -2},
@@ -126,6 +130,43 @@ func TestMalformed(t *testing.T) {
 	}
 	if r := ts.exchange(t, "udp", question("backend.mesh.", dns.TypeA)); len(r.Answer) != 1 {
 		t.Fatalf("server stopped answering: %v", r)
+	}
+}
+
+// Questions about a VIP name that are not standard queries (NOTIFY, UPDATE) or ask for a
+// zone transfer are answered here, never sent to the upstream resolver.
+func TestVIPNamesNeverLeaveForOtherOpcodes(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	notify := new(dns.Msg)
+	notify.SetNotify("backend.mesh.")
+	update := new(dns.Msg)
+	update.SetUpdate("backend.mesh.")
+	axfr := new(dns.Msg)
+	axfr.SetAxfr("web.mesh.")
+	for _, tc := range []struct {
+		name  string
+		m     *dns.Msg
+		rcode int
+	}{{"NOTIFY", notify, dns.RcodeNotImplemented}, {"UPDATE", update, dns.RcodeNotImplemented}, {"AXFR", axfr, dns.RcodeRefused}} {
+		for _, network := range []string{"udp", "tcp"} {
+			before := up.queries.Load()
+			r := ts.exchange(t, network, tc.m)
+			if r.Rcode != tc.rcode {
+				t.Errorf("%s over %s: %s, want %s", tc.name, network, dns.RcodeToString[r.Rcode], dns.RcodeToString[tc.rcode])
+			}
+			if up.queries.Load() != before {
+				t.Errorf("%s over %s for a VIP name went upstream", tc.name, network)
+			}
+		}
+	}
+	// a forwarded name's NOTIFY still goes where it did
+	before := up.queries.Load()
+	n := new(dns.Msg)
+	n.SetNotify("example.org.")
+	ts.exchange(t, "udp", n)
+	if up.queries.Load() == before {
+		t.Error("NOTIFY for a name not ours was not forwarded")
 	}
 }
 

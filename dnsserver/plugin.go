@@ -95,12 +95,27 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		q  query
 		nb [maxName]byte
 	)
+	if countOPT(r) > 1 {
+		// RFC 6891 6.1.1: more than one OPT record is a format error.
+		return h.refuse(w, r, dns.RcodeFormatError)
+	}
 	qq := r.Question[0]
 	n, err := dns.PackDomainName(qq.Name, nb[:], 0, nil, false)
-	if err != nil || r.Opcode != dns.OpcodeQuery {
+	if err != nil {
 		return h.upstream(ctx, w, r)
 	}
 	q.id, q.qname, q.qtype, q.qclass = r.Id, nb[:n], qq.Qtype, qq.Qclass
+	if r.Opcode != dns.OpcodeQuery || qq.Qtype == dns.TypeAXFR || qq.Qtype == dns.TypeIXFR {
+		if e, _, _, _ := h.s.resp.find(&q); e == nil {
+			return h.upstream(ctx, w, r)
+		}
+		// A name of ours: no NOTIFY, UPDATE or other opcode is forwarded upstream about it,
+		// and its names are not a zone to transfer.
+		if r.Opcode != dns.OpcodeQuery {
+			return h.refuse(w, r, dns.RcodeNotImplemented)
+		}
+		return h.refuse(w, r, dns.RcodeRefused)
+	}
 	if r.RecursionDesired {
 		q.flags |= flagRD
 	}
@@ -126,6 +141,29 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		return dns.RcodeServerFailure, plugin.Error(pluginName, err)
 	}
 	return dns.RcodeSuccess, nil
+}
+
+// refuse answers r with rcode and nothing else.
+func (h *handler) refuse(w dns.ResponseWriter, r *dns.Msg, rcode int) (int, error) {
+	m := new(dns.Msg)
+	m.SetRcode(r, rcode)
+	if rcode == dns.RcodeFormatError {
+		m.SetRcodeFormatError(r)
+	}
+	if err := w.WriteMsg(m); err != nil {
+		return dns.RcodeServerFailure, plugin.Error(pluginName, err)
+	}
+	return rcode, nil
+}
+
+func countOPT(m *dns.Msg) int {
+	n := 0
+	for _, rr := range m.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			n++
+		}
+	}
+	return n
 }
 
 // upstream hands the query to the rest of the chain (cache, forward) and counts the result.
