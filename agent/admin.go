@@ -30,6 +30,9 @@ func (a *Agent) readiness() (bool, string) {
 	if a.parts.Envoy != nil && !a.parts.Envoy.Live() {
 		return false, "NOT READY: Envoy not live"
 	}
+	if a.stale.Load() {
+		return true, "READY (stale: serving the model saved at the last sync; the control plane is not reached yet)"
+	}
 	return true, "READY"
 }
 

@@ -26,6 +26,9 @@ type Agent struct {
 
 	dnsReady atomic.Bool
 	draining atomic.Bool
+	// stale: the model served is the one saved at the last sync with the control plane,
+	// not yet confirmed by it (see cplink.ClientConfig.ModelFile).
+	stale atomic.Bool
 	// envoyPublished: Envoy's resources were published at least once.
 	envoyPublished atomic.Bool
 	ready          atomic.Bool // every condition of /ready held at least once

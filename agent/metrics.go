@@ -70,10 +70,19 @@ func newMetrics(a *Agent) *metrics {
 		}
 		return 0
 	})
+	stale := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kuma_dp_model_stale",
+		Help: "1 while the model served is the one saved at the last sync, the control plane not reached since the start.",
+	}, func() float64 {
+		if a.stale.Load() {
+			return 1
+		}
+		return 0
+	})
 	for pool, size := range a.parts.PoolSizes {
 		m.poolSize.WithLabelValues(pool).Set(size)
 	}
-	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready,
+	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready, stale,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

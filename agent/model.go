@@ -47,6 +47,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	snap := u.Snapshot
 	prev, _, _, _ := a.model.get()
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
+		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
 		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
 		return nil, nil
@@ -62,6 +63,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		return nil, err
 	}
 	a.parts.DNS.Swap(table)
+	a.markStale(u)
 	a.model.mu.Lock()
 	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
 	a.model.mu.Unlock()
@@ -73,6 +75,14 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	return table, nil
+}
+
+// markStale records whether the model now served is a saved one not yet confirmed by its
+// source, and logs when the source confirms or replaces it.
+func (a *Agent) markStale(u cplink.Update) {
+	if was := a.stale.Swap(u.Stale); was && !u.Stale {
+		a.log.Info("in sync with the control plane again: the saved model is replaced", "trigger", u.Trigger)
+	}
 }
 
 // applyEnvoy generates and publishes Envoy's resources for a model already serving DNS.

@@ -24,6 +24,7 @@ import (
 const (
 	StateFileName       = "vips.json"       // the allocator's sticky VIPs
 	DecodeCacheFileName = "model-cache.gob" // decoded files, to skip decoding on restart
+	ModelFileName       = "cp-model.gob"    // the control plane's last model, for a start without it
 )
 
 // Build makes the real parts from the configuration: the directory source, the allocator
@@ -95,6 +96,7 @@ func newSource(cfg Config, workDir string, log *slog.Logger) (cplink.Source, err
 			DataplaneVars:     cfg.Runtime.ResourceVars,
 			Backoff:           time.Duration(cfg.ControlPlane.RetryBackoff),
 			KeepaliveInterval: time.Duration(cfg.ControlPlane.KeepaliveInterval),
+			ModelFile:         filepath.Join(workDir, ModelFileName),
 		}, log)
 	}
 	return cplink.NewFiles(cplink.FilesConfig{

@@ -59,6 +59,12 @@ type ClientConfig struct {
 	// (default 10 s); KeepaliveTimeout is how long it waits for the answer (default the
 	// interval, at most 5 s) before dropping the stream and reconnecting.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// ModelFile, when set, is where every accepted model is saved, and where Load finds the
+	// last one when the control plane cannot be reached at start (served marked stale).
+	ModelFile string
+	// StaleAfter is how long Load waits for the control plane before serving the saved
+	// model (default 1 s); 0 keeps the default, a negative value serves it at once.
+	StaleAfter time.Duration
 }
 
 // The link's defaults, used where ClientConfig leaves a duration zero (and by kuma-dp's
@@ -87,14 +93,17 @@ type Client struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	updates   chan Update
+	saveq     chan []mesh.Resource
 
 	mu       sync.Mutex
 	held     map[string]map[string]heldResource // kind -> name -> what the agent holds
 	received map[string]bool                    // kinds answered at least once
 	self     *mesh.Dataplane                    // from DataplaneFile, when given
 	lastHash string
-	sent     bool // the first complete model went out
-	noSelf   bool // logged: our Dataplane is not at the control plane
+	// lastResources are those of the model built last, saved once it is delivered.
+	lastResources []mesh.Resource
+	sent          bool // the first complete model went out
+	noSelf        bool // logged: our Dataplane is not at the control plane
 
 	stats ClientStats
 }
@@ -123,7 +132,7 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, log: log, target: target, reload: make(chan struct{}, 1),
-		updates: make(chan Update), done: make(chan struct{}),
+		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan []mesh.Resource, 1),
 		held: map[string]map[string]heldResource{}, received: map[string]bool{}}
 	if useTLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -150,6 +159,9 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	}
 	if c.cfg.MaxBackoff < c.cfg.Backoff {
 		c.cfg.MaxBackoff = max(DefaultMaxBackoff, c.cfg.Backoff)
+	}
+	if c.cfg.StaleAfter == 0 {
+		c.cfg.StaleAfter = time.Second
 	}
 	if c.cfg.KeepaliveInterval <= 0 {
 		c.cfg.KeepaliveInterval = DefaultKeepaliveInterval
@@ -244,14 +256,38 @@ func (c *Client) Stats() *ClientStats { return &c.stats }
 
 // Load connects and waits for the first complete, valid model (readiness is held until
 // then); it returns early only when ctx is cancelled.
+//
+// With a ModelFile holding a model saved by an earlier run, Load waits at most StaleAfter
+// for the control plane, then returns the saved model marked Stale: the agent serves it at
+// once, and the first complete sync (delivered by Run, even when nothing changed) replaces it.
 func (c *Client) Load(ctx context.Context) Update {
 	c.start()
-	select {
-	case u := <-c.updates:
-		return u
-	case <-ctx.Done():
-		c.stop()
-		return Update{Err: ctx.Err(), Trigger: "start"}
+	var staleC <-chan time.Time
+	if c.cfg.ModelFile != "" {
+		if _, err := os.Stat(c.cfg.ModelFile); err == nil {
+			t := time.NewTimer(max(c.cfg.StaleAfter, 0))
+			defer t.Stop()
+			staleC = t.C
+		}
+	}
+	for {
+		select {
+		case u := <-c.updates:
+			return u
+		case <-staleC:
+			staleC = nil
+			snap, saved, err := c.loadSaved()
+			if err != nil {
+				c.log.Warn("the saved model is not usable; waiting for the control plane", "error", err)
+				continue
+			}
+			c.log.Warn("control plane not reached yet: serving the model saved at the last sync (stale) until it is",
+				"saved", saved.UTC().Format(time.RFC3339), "dataplanes", len(snap.Dataplanes))
+			return Update{Snapshot: snap, Trigger: "saved", Stale: true}
+		case <-ctx.Done():
+			c.stop()
+			return Update{Err: ctx.Err(), Trigger: "start"}
+		}
 	}
 }
 
@@ -287,8 +323,14 @@ func (c *Client) start() {
 	c.startOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		c.cancel = cancel
+		saved := make(chan struct{})
+		go func() {
+			defer close(saved)
+			c.saveLoop(ctx)
+		}()
 		go func() {
 			defer close(c.done)
+			defer func() { <-saved }()
 			c.loop(ctx)
 		}()
 	})
@@ -580,7 +622,11 @@ func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 			rs = append(rs, h.res)
 		}
 	}
-	return mesh.NewSnapshot(self, rs)
+	snap, err := mesh.NewSnapshot(self, rs)
+	if err == nil {
+		c.lastResources = rs
+	}
+	return snap, err
 }
 
 // emitLocked hands a model to Load or Run, unless it is the one already delivered (a
@@ -597,6 +643,7 @@ func (c *Client) emitLocked(ctx context.Context, snap *mesh.Snapshot, trigger st
 	case c.updates <- Update{Snapshot: snap, Trigger: trigger, Took: time.Since(start)}:
 		c.sent = true
 		c.lastHash = snap.Hash
+		c.queueSave(c.lastResources)
 		if trigger == "start" {
 			c.log.Info("first complete sync with the control plane", "dataplanes", len(snap.Dataplanes),
 				"virtual_outbounds", len(snap.VirtualOutbounds), "traffic_routes", len(snap.TrafficRoutes))

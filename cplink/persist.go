@@ -1,6 +1,7 @@
 package cplink
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/gob"
 	"errors"
@@ -99,16 +100,27 @@ func (l *dirLoader) persist(path string) error {
 	l.dirty = false
 	l.mu.Unlock()
 
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(p); err != nil {
+	if err := writeGobAtomic(path, ".decode-cache-*", p); err != nil {
 		return fmt.Errorf("decode cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".decode-cache-*")
+	return nil
+}
+
+// writeGobAtomic encodes v straight into a temporary file beside path (pattern names it, so
+// a start can remove the leftovers of a write cut short) and renames it over path: readers
+// see the old file or the new one, never half of one. The file is owner-only.
+func writeGobAtomic(path, pattern string, v any) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
+	w := bufio.NewWriterSize(tmp, 64<<10)
+	if err := gob.NewEncoder(w).Encode(v); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
 		tmp.Close()
 		return err
 	}

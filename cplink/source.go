@@ -24,6 +24,9 @@ type Update struct {
 	Trigger string
 	// Took is how long loading and validating took.
 	Took time.Duration
+	// Stale: the model is the one saved at the last sync, served because the source could
+	// not be reached yet; a later update without Stale confirms or replaces it.
+	Stale bool
 }
 
 // Source is what the agent runs to learn the model: Load once at start (a source that has

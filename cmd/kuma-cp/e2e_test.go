@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -310,4 +313,59 @@ func lineWith(logs, s string) string {
 		}
 	}
 	return ""
+}
+
+// An agent restarted while its control plane is down serves the model saved at its last
+// sync at once (DNS answers; /ready and the metrics say stale), and the first sync after the
+// control plane returns replaces it.
+func TestE2ERestartWhileControlPlaneDownServesSavedModel(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start()
+	work := t.TempDir()
+	args := []string{"--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"), "--work-dir", work}
+	a := startAgent(t, e, e.address, true, args...)
+	waitFor(t, "the model saved in the work dir", 5*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(work, "cp-model.gob"))
+		return err == nil
+	})
+	a.kill()
+	addr := e.address
+	cp.kill()
+
+	b := startAgent(t, e, addr, true, args...)
+	if !b.answers("v1.httpbin.mesh") {
+		t.Fatal("restarted during the outage: no answer from the saved model")
+	}
+	admin := b.admin()
+	if body := httpGet(t, admin+"/ready"); !strings.Contains(body, "stale") {
+		t.Fatalf("/ready does not say the model is stale: %q", body)
+	}
+	if body := httpGet(t, admin+"/metrics"); !strings.Contains(body, "kuma_dp_model_stale 1") {
+		t.Fatal("metrics do not say the model is stale")
+	}
+	e.start()
+	waitFor(t, "in sync again", 10*time.Second, func() bool {
+		return !strings.Contains(httpGet(t, admin+"/ready"), "stale")
+	})
+	if body := httpGet(t, admin+"/metrics"); !strings.Contains(body, "kuma_dp_model_stale 0") {
+		t.Fatal("metrics still say stale after the sync")
+	}
+}
+
+func (a *agent) admin() string {
+	a.t.Helper()
+	var r struct{ Admin string }
+	a.readyJSON(a.ready, &r)
+	return "http://" + r.Admin
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
