@@ -67,6 +67,10 @@ type RuntimeConfig struct {
 	BinaryPath string `json:"binaryPath,omitempty"`
 	// ReadyFile, when set, receives the bound addresses as JSON once the agent is ready.
 	ReadyFile string `json:"readyFile,omitempty"`
+	// MaxFileSizeMiB refuses a resource file larger than this, MaxTotalSizeMiB a model
+	// whose files are larger in all (the last good model stays); 0 = no limit.
+	MaxFileSizeMiB  int64 `json:"maxFileSizeMiB"`
+	MaxTotalSizeMiB int64 `json:"maxTotalSizeMiB"`
 }
 
 // DNSConfig configures the embedded resolver.
@@ -109,10 +113,11 @@ type TransparentProxyConfig struct {
 func Defaults() Config {
 	return Config{
 		Dataplane: DataplaneConfig{DrainTime: Duration(30 * time.Second)},
-		Runtime:   RuntimeConfig{Watch: "auto", Envoy: true},
-		DNS:       DNSConfig{ProxyPort: 15053, TTL: Duration(30 * time.Second), ResolvConf: "/etc/resolv.conf"},
-		Admin:     AdminConfig{Address: "127.0.0.1:9902"},
-		Log:       LogConfig{Level: "info", Format: "text"},
+		Runtime: RuntimeConfig{Watch: "auto", Envoy: true,
+			MaxFileSizeMiB: cplink.DefaultMaxFileBytes >> 20, MaxTotalSizeMiB: cplink.DefaultMaxTotalBytes >> 20},
+		DNS:   DNSConfig{ProxyPort: 15053, TTL: Duration(30 * time.Second), ResolvConf: "/etc/resolv.conf"},
+		Admin: AdminConfig{Address: "127.0.0.1:9902"},
+		Log:   LogConfig{Level: "info", Format: "text"},
 		ControlPlane: ControlPlaneConfig{RetryBackoff: Duration(cplink.DefaultBackoff),
 			KeepaliveInterval: Duration(cplink.DefaultKeepaliveInterval)},
 	}
@@ -156,6 +161,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Dataplane.DrainTime < 0 {
 		return bad("dataplane.drainTime", c.Dataplane.DrainTime.String(), "must not be negative")
+	}
+	if c.Runtime.MaxFileSizeMiB < 0 {
+		return bad("dataplaneRuntime.maxFileSizeMiB", strconv.FormatInt(c.Runtime.MaxFileSizeMiB, 10), "must be 0 (no limit) or more")
+	}
+	if c.Runtime.MaxTotalSizeMiB < 0 {
+		return bad("dataplaneRuntime.maxTotalSizeMiB", strconv.FormatInt(c.Runtime.MaxTotalSizeMiB, 10), "must be 0 (no limit) or more")
 	}
 	switch c.Runtime.Watch {
 	case "auto", "inotify", "poll":

@@ -105,7 +105,17 @@ func newSource(cfg Config, workDir string, log *slog.Logger) (cplink.Source, err
 		PoliciesDir:   cfg.Runtime.PoliciesDir,
 		Watch:         cfg.Runtime.Watch,
 		CacheFile:     filepath.Join(workDir, DecodeCacheFileName),
+		MaxFileBytes:  sizeLimit(cfg.Runtime.MaxFileSizeMiB),
+		MaxTotalBytes: sizeLimit(cfg.Runtime.MaxTotalSizeMiB),
 	}, log)
+}
+
+// sizeLimit turns a limit in MiB (0: none) into cplink's bytes (negative: none).
+func sizeLimit(mib int64) int64 {
+	if mib == 0 {
+		return -1
+	}
+	return mib << 20
 }
 
 // poolSizes is the IPv4 size of each pool: the external pool is carved out of the service

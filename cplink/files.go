@@ -41,6 +41,11 @@ type FilesConfig struct {
 	// CacheFile, when set, keeps decoded files across restarts (see persist.go); only
 	// used by the default loader. The agent puts it in its work dir.
 	CacheFile string
+	// MaxFileBytes refuses a file larger than this (default DefaultMaxFileBytes) and
+	// MaxTotalBytes a model whose files are larger than this in all (default
+	// DefaultMaxTotalBytes), before reading them; a negative value sets no limit. Only used
+	// by the default loader.
+	MaxFileBytes, MaxTotalBytes int64
 	// Load reads and validates the model. Default: mesh.Load's rules, decoding only the
 	// files that changed since the last load (see dirLoader).
 	Load func(dataplaneFile, policiesDir string) (*mesh.Snapshot, error)
@@ -55,6 +60,23 @@ type Files struct {
 	// seen is the fingerprint of what the last load read; owned by the caller of Load
 	// before Run starts and by Run afterwards.
 	seen [32]byte
+}
+
+// The default size limits: a policy file of 32 MiB is already ~200,000 dataplanes, and
+// decoding one costs about 30 times its size in memory for a moment.
+const (
+	DefaultMaxFileBytes  = 32 << 20
+	DefaultMaxTotalBytes = 128 << 20
+)
+
+func limit(v, def int64) int64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0 // none
+	}
+	return v
 }
 
 // NewFiles returns the directory source. It reads nothing until Load or Run.
@@ -88,6 +110,7 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 	if cfg.Load == nil {
 		f.loader = newDirLoader()
 		f.loader.vars = cfg.DataplaneVars
+		f.loader.maxFile, f.loader.maxTotal = limit(cfg.MaxFileBytes, DefaultMaxFileBytes), limit(cfg.MaxTotalBytes, DefaultMaxTotalBytes)
 		cfg.Load = f.loader.Load
 		if cfg.CacheFile != "" {
 			if n, err := f.loader.restore(cfg.CacheFile); err != nil {
@@ -102,15 +125,20 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 }
 
 // Load reads and validates the model now (files do not wait: ctx is not needed).
-func (f *Files) Load(context.Context) Update { return f.load("start") }
+func (f *Files) Load(ctx context.Context) Update { return f.load(ctx, "start") }
 
-func (f *Files) load(trigger string) Update {
+// load reads the model; cancelling ctx stops the default loader's decoding between pieces
+// of a file (SIGTERM during a long load does not wait for it).
+func (f *Files) load(ctx context.Context, trigger string) Update {
 	start := time.Now()
 	// The fingerprint is taken before reading, so a write racing the read shows up as a
 	// difference at the next check rather than being lost.
 	f.seen = fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
 	if trigger == "reload" && f.loader != nil {
 		f.loader.forget() // a forced reload reads every file again
+	}
+	if f.loader != nil {
+		f.loader.setContext(ctx)
 	}
 	snap, err := f.cfg.Load(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
 	return Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
@@ -231,7 +259,7 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- Update) e
 		if err := f.watchAll(w); err != nil {
 			f.log.Warn("cannot watch a directory; changes there are seen by the periodic check only", "error", err)
 		}
-		if !f.send(ctx, out, f.load(trigger)) {
+		if !f.send(ctx, out, f.load(ctx, trigger)) {
 			return nil
 		}
 		f.persist()
@@ -265,7 +293,7 @@ func (f *Files) runPoll(ctx context.Context, out chan<- Update) error {
 		case <-f.reload:
 			trigger = "reload"
 		}
-		if !f.send(ctx, out, f.load(trigger)) {
+		if !f.send(ctx, out, f.load(ctx, trigger)) {
 			return nil
 		}
 		f.persist()

@@ -2,9 +2,11 @@ package cplink
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -41,6 +43,28 @@ type dirLoader struct {
 	decodes int
 	// readFile is os.ReadFile; tests make it fail.
 	readFile func(string) ([]byte, error)
+	// maxFile and maxTotal are the size limits of one file and of all (0: none).
+	maxFile, maxTotal int64
+	// ctx cancels a load in progress (setContext); nil is never cancelled.
+	ctx context.Context
+}
+
+// setContext makes the next loads stop early once ctx is cancelled.
+func (l *dirLoader) setContext(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ctx = ctx
+}
+
+// cancelled is the load's cancellation error, or nil.
+func (l *dirLoader) cancelled() error {
+	if l.ctx == nil {
+		return nil
+	}
+	if err := l.ctx.Err(); err != nil {
+		return fmt.Errorf("loading stopped: %w", err)
+	}
+	return nil
 }
 
 type fileStamp struct {
@@ -55,7 +79,7 @@ type cachedFile struct {
 	// readFailed: the file could not be read (permission denied, an I/O error). That says
 	// nothing of its content and may end without the stamp changing (chmod), so it is never
 	// cached: the next load reads the file again.
-	readFailed bool
+	readFailed bool // (or its decoding was cancelled)
 }
 
 func newDirLoader() *dirLoader {
@@ -81,7 +105,14 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		paths, walkErrs = mesh.ResourceFiles(policiesDir)
 		errs = append(errs, walkErrs...)
 	}
-	results := l.decodeAll(append([]string{dataplaneFile}, paths...))
+	all := append([]string{dataplaneFile}, paths...)
+	if err := l.checkTotal(all); err != nil {
+		return nil, err
+	}
+	results := l.decodeAll(all)
+	if err := l.cancelled(); err != nil {
+		return nil, err
+	}
 
 	self, selfErrs := selfDataplane(dataplaneFile, results[0])
 	errs = append(selfErrs, errs...)
@@ -116,6 +147,35 @@ func selfDataplane(path string, r cachedFile) (*mesh.Dataplane, mesh.Errors) {
 	return nil, errs
 }
 
+// checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
+func (l *dirLoader) checkTotal(paths []string) error {
+	if l.maxTotal <= 0 {
+		return nil
+	}
+	var total int64
+	for _, p := range paths {
+		if st, err := stampOf(p); err == nil {
+			total += st.size
+		}
+	}
+	if total > l.maxTotal {
+		return mesh.Errors{{Source: filepath.Dir(paths[len(paths)-1]), Msg: fmt.Sprintf(
+			"the model's %d files are %s in all, over the limit of %s (--max-total-size-mib): the last good model stays",
+			len(paths), mib(total), mib(l.maxTotal))}}
+	}
+	return nil
+}
+
+func mib(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // decodeAll returns each file's resources, decoding in parallel only those whose stamp
 // changed since the last load; files no longer present are forgotten.
 func (l *dirLoader) decodeAll(paths []string) []cachedFile {
@@ -127,6 +187,12 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		st, err := stampOf(p)
 		if err != nil {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
+			continue
+		}
+		if l.maxFile > 0 && st.size > l.maxFile {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
+				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
+				mib(st.size), mib(l.maxFile))}}}
 			continue
 		}
 		if c, ok := l.cache[p]; ok && c.stamp == st {
@@ -168,6 +234,9 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		err error
 	}
 	cores := runtime.GOMAXPROCS(0)
+	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
+	// never delays answers: workers = cores - 1, at least one.
+	workers := max(cores-1, 1)
 	var jobs []job
 	data := make(map[int][]byte, len(todo))
 	results := make(map[int][]result, len(todo))
@@ -185,7 +254,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			}
 		}
 		data[i] = b
-		pieces := splitPieces(b, 2*cores)
+		pieces := splitPieces(b, max(2*cores, len(b)>>20))
 		results[i] = make([]result, len(pieces))
 		for k, piece := range pieces {
 			jobs = append(jobs, job{file: i, piece: k, data: piece})
@@ -194,11 +263,17 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	next := make(chan job)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for w := 0; w < min(cores, len(jobs)); w++ {
+	for w := 0; w < min(workers, len(jobs)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range next {
+				if err := l.cancelled(); err != nil {
+					mu.Lock()
+					results[j.file][j.piece] = result{nil, err}
+					mu.Unlock()
+					continue
+				}
 				res, err := mesh.Decode(paths[j.file], j.data)
 				mu.Lock()
 				results[j.file][j.piece] = result{res, err}
@@ -215,6 +290,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	for i, rs := range results {
 		if len(rs) == 1 {
 			out[i].res, out[i].err = rs[0].res, rs[0].err
+			out[i].readFailed = l.cancelled() != nil && rs[0].res == nil // a cancelled decode is never cached
 			continue
 		}
 		failed := false
@@ -222,6 +298,10 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			failed = failed || r.err != nil
 		}
 		if failed {
+			if err := l.cancelled(); err != nil {
+				out[i].err, out[i].readFailed = err, true // never cached
+				continue
+			}
 			out[i].res, out[i].err = mesh.Decode(paths[i], data[i])
 			continue
 		}

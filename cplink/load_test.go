@@ -1,6 +1,7 @@
 package cplink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -251,5 +252,72 @@ func TestDirLoaderChmodBack(t *testing.T) {
 	must(t, os.Chmod(victim, 0o644))
 	if _, err := l.Load(exampleDataplane, dir); err != nil {
 		t.Fatalf("after chmod back: %v", err)
+	}
+}
+
+// Files over the per-file limit, or a model over the total limit, are refused before they
+// are read, naming the file, the size, the limit and the flag.
+func TestDirLoaderSizeLimits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	big := filepath.Join(dir, "zz-big.yaml")
+	var sb strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	must(t, os.WriteFile(big, []byte(sb.String()), 0o644))
+
+	l := newDirLoader()
+	l.maxFile = 4 << 10
+	l.readFile = func(p string) ([]byte, error) {
+		if p == big {
+			t.Errorf("a file over the limit was read")
+		}
+		return os.ReadFile(p)
+	}
+	_, err := l.Load(exampleDataplane, dir)
+	if err == nil || !strings.Contains(err.Error(), "zz-big.yaml") || !strings.Contains(err.Error(), "over the limit of 4.0 KiB for one file (--max-file-size-mib)") {
+		t.Fatalf("per-file limit: %v", err)
+	}
+
+	l = newDirLoader()
+	l.maxTotal = 8 << 10
+	_, err = l.Load(exampleDataplane, dir)
+	if err == nil || !strings.Contains(err.Error(), "in all, over the limit") || !strings.Contains(err.Error(), "--max-total-size-mib") {
+		t.Fatalf("total limit: %v", err)
+	}
+	if l.decodes != 0 {
+		t.Fatalf("%d files decoded for a model over the total limit", l.decodes)
+	}
+	l.maxTotal = 0
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatalf("without limits: %v", err)
+	}
+}
+
+// A cancelled load stops between pieces, says so, and caches nothing: the next load
+// decodes the file in full.
+func TestDirLoaderCancelled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	var sb strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
+	l := newDirLoader()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l.setContext(ctx)
+	if _, err := l.Load(exampleDataplane, dir); err == nil || !strings.Contains(err.Error(), "loading stopped") {
+		t.Fatalf("cancelled load: %v", err)
+	}
+	l.setContext(context.Background())
+	snap, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatalf("the load after a cancelled one: %v", err)
+	}
+	if len(snap.Dataplanes) < 3000 {
+		t.Fatalf("%d dataplanes after the cancelled load: something cancelled was cached", len(snap.Dataplanes))
 	}
 }

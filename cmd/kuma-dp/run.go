@@ -37,6 +37,8 @@ var options = []option{
 	{"dataplane-var", "KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS", "dataplaneRuntime.resourceVars"},
 	{"policies-dir", "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", "dataplaneRuntime.policiesDir"},
 	{"watch", "KUMA_DATAPLANE_RUNTIME_WATCH", "dataplaneRuntime.watch"},
+	{"max-file-size-mib", "KUMA_DATAPLANE_RUNTIME_MAX_FILE_SIZE_MIB", "dataplaneRuntime.maxFileSizeMiB"},
+	{"max-total-size-mib", "KUMA_DATAPLANE_RUNTIME_MAX_TOTAL_SIZE_MIB", "dataplaneRuntime.maxTotalSizeMiB"},
 	{"cp-address", "KUMA_CONTROL_PLANE_URL", "controlPlane.url"},
 	{"ca-cert-file", "KUMA_CONTROL_PLANE_CA_CERT_FILE", "controlPlane.caCertFile"},
 	{"dataplane-token-file", "KUMA_DATAPLANE_RUNTIME_TOKEN_PATH", "dataplaneRuntime.tokenPath"},
@@ -71,6 +73,8 @@ func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
 	fs.StringToStringVar(&c.Runtime.ResourceVars, "dataplane-var", c.Runtime.ResourceVars, "value of a {{ name }} placeholder of the dataplane file, name=value (repeatable), e.g. address=$(POD_IP)")
 	fs.StringVar(&c.Runtime.PoliciesDir, "policies-dir", c.Runtime.PoliciesDir, "directory of policies and other dataplanes, read recursively and watched")
 	fs.StringVar(&c.Runtime.Watch, "watch", c.Runtime.Watch, "how changes are seen: auto (inotify, else polling), inotify or poll")
+	fs.Int64Var(&c.Runtime.MaxFileSizeMiB, "max-file-size-mib", c.Runtime.MaxFileSizeMiB, "refuse a resource file larger than this many MiB (the last good model stays); 0: no limit")
+	fs.Int64Var(&c.Runtime.MaxTotalSizeMiB, "max-total-size-mib", c.Runtime.MaxTotalSizeMiB, "refuse a model whose files are larger than this many MiB in all; 0: no limit")
 	fs.StringVar(&c.ControlPlane.URL, "cp-address", c.ControlPlane.URL, "take the model from this control plane (grpcs://host:port, delta xDS) instead of --policies-dir; see docs/cplink.md")
 	fs.StringVar(&c.ControlPlane.CACertFile, "ca-cert-file", c.ControlPlane.CACertFile, "CA (PEM) that signed the control plane's certificate (default: the system's roots)")
 	fs.StringVar(&c.Runtime.TokenPath, "dataplane-token-file", c.Runtime.TokenPath, "this dataplane's token for the control plane (kuma-cp token)")
