@@ -101,10 +101,10 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 			for _, line := range strings.Split(out, "\n") {
 				if strings.HasPrefix(line, "-A ") {
 					s.all++
-					if isOurs(line) {
-						s.ours++
-					}
 				}
+			}
+			for _, t := range parseOurs(out) {
+				s.ours += len(t.rules)
 			}
 		}
 		scores = append(scores, s)

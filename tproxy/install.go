@@ -21,6 +21,11 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	unlock, err := lock(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c = withAvailableFamilies(c, log)
 	b, err := chooseBackend(ctx, c)
 	if err != nil {
@@ -59,7 +64,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		}
 		start := time.Now()
 		if err := b.restore(ctx, c, f, input); err != nil {
-			return fmt.Errorf("install %s rules (nothing of this family was changed; earlier families stay installed, `kuma-dp tproxy uninstall` removes them): %w", f, err)
+			return rollback(ctx, c, b, f, live, fmt.Errorf("install %s rules: %w", f, err))
 		}
 		log.Info("transparent proxy installed", "family", f, "backend", b.name,
 			"rules", countRules(rs.tables), "duration", time.Since(start))
@@ -71,6 +76,44 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// rollback follows a failed restore of family f: iptables-restore commits table by table,
+// so the tables before the failing one may be live. It puts our part of the family back as
+// it was (before), then says exactly what is live: nothing changed, or what is left.
+func rollback(ctx context.Context, c Config, b backend, f Family, before []table, cause error) error {
+	now := liveOurs(ctx, c, b, f)
+	if lineDiff(view(before), view(now)) == "" {
+		return fmt.Errorf("%w\nnothing of %s was changed (the live rules are as before)", cause, f)
+	}
+	var input string
+	if len(before) == 0 {
+		input = removeInput(now)
+	} else {
+		input = reconcileInput(f, now, before)
+	}
+	rerr := b.restore(ctx, c, f, input)
+	after := liveOurs(ctx, c, b, f)
+	if rerr == nil && lineDiff(view(before), view(after)) == "" {
+		return fmt.Errorf("%w\nthe %s tables committed before the failure were rolled back: nothing of %s is changed", cause, f, f)
+	}
+	if rerr == nil {
+		rerr = errors.New("the rules read back differ")
+	}
+	return fmt.Errorf("%w\nrolling back failed too (%v): live now in %s: %s; `kuma-dp tproxy uninstall` removes them",
+		cause, rerr, f, describeLive(after))
+}
+
+// describeLive says how many rules and chains of ours each table holds.
+func describeLive(ts []table) string {
+	if len(ts) == 0 {
+		return "nothing of ours"
+	}
+	var parts []string
+	for _, t := range ts {
+		parts = append(parts, fmt.Sprintf("table %s: %d rules, %d chains", t.name, len(t.rules), len(t.chains)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // unusedFamilies are the families the config does not install.
@@ -172,6 +215,11 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	unlock, err := lock(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	backends := []backend{{name: "nft"}, {name: "legacy"}}
 	if c.Executables == "legacy" || c.Executables == "nft" {
 		backends = []backend{{name: c.Executables}}
@@ -193,8 +241,19 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 				continue
 			}
 			start := time.Now()
-			if err := b.restore(ctx, c, f, removeInput(live)); err != nil {
-				errs = append(errs, fmt.Errorf("uninstall %s rules: %w", f, err))
+			// One transaction per table: a table that cannot be cleaned (a foreign rule
+			// jumping to one of our chains) does not keep the others' rules live.
+			var failed bool
+			for _, t := range live {
+				if err := b.restore(ctx, c, f, removeInput([]table{t})); err != nil {
+					errs = append(errs, fmt.Errorf("uninstall %s rules of table %s: %w", f, t.name, err))
+					failed = true
+				}
+			}
+			if failed {
+				if left := liveOurs(ctx, c, b, f); len(left) > 0 {
+					errs = append(errs, fmt.Errorf("still live in %s (iptables-%s): %s", f, b.name, describeLive(left)))
+				}
 				continue
 			}
 			log.Info("transparent proxy removed", "family", f, "backend", b.name,

@@ -6,14 +6,51 @@ import (
 	"strings"
 )
 
-// isOurs reports whether an iptables-save rule line ("-A CHAIN ...") is one we added: it
-// sits in one of our chains or carries our comment.
-func isOurs(line string) bool {
+// What is ours is known exactly, never by a name's prefix alone: the chains we create in
+// the nat table, and rules carrying one of the comments we write, in the tables we use. A
+// look-alike (a chain KUMA_MESH_SOMETHING_ELSE, a rule commented "kuma-dp/but-not-ours", any
+// of ours in a table we never use) is someone else's and is never touched.
+var (
+	ourTables   = map[string]bool{"raw": true, "nat": true}
+	ourChains   = map[string]bool{chainInbound: true, chainInboundRedirect: true, chainOutbound: true, chainOutboundRedirect: true, chainDNS: true}
+	ourComments = map[string]bool{}
+)
+
+func init() {
+	for _, c := range comments {
+		ourComments[CommentPrefix+c] = true
+	}
+}
+
+// isOurChain reports whether chain, declared in table, is one we create.
+func isOurChain(table, chain string) bool { return table == "nat" && ourChains[chain] }
+
+// isOurs reports whether an iptables-save rule line ("-A CHAIN ...") of table is one we
+// added: it sits in one of our chains or carries one of our comments.
+func isOurs(table, line string) bool {
 	f := strings.Fields(line)
-	if len(f) < 2 || f[0] != "-A" {
+	if len(f) < 2 || f[0] != "-A" || !ourTables[table] {
 		return false
 	}
-	return strings.HasPrefix(f[1], ChainPrefix) || strings.Contains(line, `--comment "`+CommentPrefix)
+	return isOurChain(table, f[1]) || ourComments[commentOf(line)]
+}
+
+// commentOf is the comment of an iptables-save rule line ("" when none); iptables-save
+// quotes it when it has to, and only then.
+func commentOf(line string) string {
+	_, rest, ok := strings.Cut(line, "--comment ")
+	if !ok {
+		return ""
+	}
+	if strings.HasPrefix(rest, `"`) {
+		end := strings.IndexByte(rest[1:], '"')
+		if end < 0 {
+			return ""
+		}
+		return rest[1 : 1+end]
+	}
+	c, _, _ := strings.Cut(rest, " ")
+	return c
 }
 
 // parseOurs extracts our chains and rules, per table, from iptables-save output.
@@ -28,10 +65,10 @@ func parseOurs(save string) []table {
 			cur = len(out) - 1
 		case cur < 0:
 		case strings.HasPrefix(line, ":"):
-			if f := strings.Fields(line[1:]); len(f) > 0 && strings.HasPrefix(f[0], ChainPrefix) {
+			if f := strings.Fields(line[1:]); len(f) > 0 && isOurChain(out[cur].name, f[0]) {
 				out[cur].chains = append(out[cur].chains, f[0])
 			}
-		case isOurs(line):
+		case isOurs(out[cur].name, line):
 			rest := strings.TrimLeft(strings.TrimPrefix(line, "-A"), " \t")
 			chain, spec, _ := strings.Cut(rest, " ")
 			out[cur].rules = append(out[cur].rules, rule{chain: chain, spec: strings.TrimSpace(spec)})
@@ -143,7 +180,7 @@ func removeInput(live []table) string {
 // those in keep, which the caller redeclares, and so flushes, itself).
 func writeRemoval(b *strings.Builder, t table, keep map[string]bool) {
 	for _, r := range t.rules {
-		if !strings.HasPrefix(r.chain, ChainPrefix) {
+		if !isOurChain(t.name, r.chain) {
 			fmt.Fprintf(b, "-D %s %s\n", r.chain, r.spec)
 		}
 	}

@@ -30,7 +30,6 @@ COMMIT
 func TestParseOurs(t *testing.T) {
 	got := view(parseOurs(liveSave))
 	want := []string{
-		"nat: :KUMA_MESH_OLD",
 		"nat: :KUMA_MESH_OUTBOUND",
 		`nat: -A OUTPUT -p tcp -m comment --comment "kuma-dp/outbound" -j KUMA_MESH_OUTBOUND`,
 		`nat: -A OUTPUT -p tcp -m comment --comment "kuma-dp/outbound" -j KUMA_MESH_OUTBOUND`,
@@ -47,30 +46,35 @@ func TestRemoveInput(t *testing.T) {
 -D OUTPUT -p tcp -m comment --comment "kuma-dp/outbound" -j KUMA_MESH_OUTBOUND
 -D OUTPUT -p tcp -m comment --comment "kuma-dp/outbound" -j KUMA_MESH_OUTBOUND
 -F KUMA_MESH_OUTBOUND
--F KUMA_MESH_OLD
 -X KUMA_MESH_OUTBOUND
--X KUMA_MESH_OLD
 COMMIT
 `
 	if got != want {
 		t.Fatalf("removeInput:\n%s", lineDiff(strings.Split(want, "\n"), strings.Split(got, "\n")))
 	}
-	if strings.Contains(got, "DOCKER") || strings.Contains(got, "*filter") {
+	if strings.Contains(got, "DOCKER") || strings.Contains(got, "*filter") || strings.Contains(got, "KUMA_MESH_OLD") {
 		t.Fatal("removal touches foreign rules")
 	}
 }
 
 func TestReconcileInput(t *testing.T) {
-	rs, err := buildRules(DefaultConfig(), IPv4)
+	// Our DNS chain is live from an earlier install with DNS redirection; this one has none.
+	c := DefaultConfig()
+	c.RedirectDNS = false
+	rs, err := buildRules(c, IPv4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := reconcileInput(IPv4, parseOurs(liveSave), rs.tables)
+	live := strings.ReplaceAll(liveSave, "KUMA_MESH_OLD", "KUMA_MESH_DNS")
+	got := reconcileInput(IPv4, parseOurs(live), rs.tables)
+	if strings.Contains(reconcileInput(IPv4, parseOurs(liveSave), rs.tables), "KUMA_MESH_OLD") {
+		t.Error("reconcile touches a look-alike chain (KUMA_MESH_OLD) that is not ours")
+	}
 	for _, want := range []string{
 		":KUMA_MESH_OUTBOUND - [0:0]", // redeclared: flushed, not deleted
 		"-D OUTPUT -p tcp -m comment --comment \"kuma-dp/outbound\" -j KUMA_MESH_OUTBOUND\n-D OUTPUT -p tcp -m comment --comment \"kuma-dp/outbound\" -j KUMA_MESH_OUTBOUND\n",
-		"-F KUMA_MESH_OLD",
-		"-X KUMA_MESH_OLD",
+		"-F KUMA_MESH_DNS",
+		"-X KUMA_MESH_DNS",
 		"-I OUTPUT 1 -p tcp -m comment --comment \"kuma-dp/outbound\" -j KUMA_MESH_OUTBOUND",
 	} {
 		if !strings.Contains(got, want) {
@@ -81,7 +85,7 @@ func TestReconcileInput(t *testing.T) {
 		t.Errorf("reconcile deletes a chain it redeclares:\n%s", got)
 	}
 	// -X of the stale chain comes after every rule that could reference it is gone.
-	if strings.Index(got, "-X KUMA_MESH_OLD") < strings.Index(got, "-D OUTPUT") {
+	if strings.Index(got, "-X KUMA_MESH_DNS") < strings.Index(got, "-D OUTPUT") {
 		t.Errorf("stale chain deleted before the jumps:\n%s", got)
 	}
 }
@@ -129,12 +133,12 @@ func FuzzParseOurs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, save string) {
 		for _, tb := range parseOurs(save) {
 			for _, ch := range tb.chains {
-				if !strings.HasPrefix(ch, ChainPrefix) {
+				if !isOurChain(tb.name, ch) {
 					t.Fatalf("chain %q is not ours", ch)
 				}
 			}
 			for _, r := range tb.rules {
-				if !isOurs(r.String()) {
+				if !isOurs(tb.name, r.String()) {
 					t.Fatalf("rule %q is not ours", r)
 				}
 			}
@@ -143,7 +147,7 @@ func FuzzParseOurs(f *testing.F) {
 			switch {
 			case line == "", line == "COMMIT", strings.HasPrefix(line, "*"):
 			case strings.HasPrefix(line, "-F "+ChainPrefix), strings.HasPrefix(line, "-X "+ChainPrefix):
-			case strings.HasPrefix(line, "-D ") && strings.Contains(line, `--comment "`+CommentPrefix):
+			case strings.HasPrefix(line, "-D ") && ourComments[commentOf(line)]:
 			default:
 				t.Fatalf("removal line %q could touch something not ours", line)
 			}

@@ -276,10 +276,17 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 			continue
 		}
 		route := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN}
+		added := addedRoute{Dst: p, Dev: dev.Attrs().Name}
+		// Recorded before it is added: a route we cannot record is never added, so
+		// uninstall always knows every route of ours.
+		if err := saveState(c.StateFile, merged(old, st, netState{Routes: []addedRoute{added}})); err != nil {
+			return st, fmt.Errorf("cannot record the VIP route %s before adding it, so it was not added: %w", p, err)
+		}
 		if err := h.RouteAdd(route); err != nil {
+			_ = saveState(c.StateFile, merged(old, st, netState{}))
 			return st, fmt.Errorf("netlink: add route %s dev %s: %w", p, dev.Attrs().Name, err)
 		}
-		st.Routes = append(st.Routes, addedRoute{Dst: p, Dev: dev.Attrs().Name})
+		st.Routes = append(st.Routes, added)
 		log.Info("VIP range had no route: added one", "range", p, "dev", dev.Attrs().Name)
 	}
 	if slices.Contains(c.Families(), IPv6) {
@@ -294,7 +301,11 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 			st.Addresses = append(st.Addresses, six)
 		case present:
 		default:
+			if err := saveState(c.StateFile, merged(old, st, netState{Addresses: []netip.Prefix{six}})); err != nil {
+				return st, fmt.Errorf("cannot record the address %s on lo before adding it, so it was not added: %w", six, err)
+			}
 			if err := h.AddrAdd(lo, &netlink.Addr{IPNet: toIPNet(six)}); err != nil {
+				_ = saveState(c.StateFile, merged(old, st, netState{}))
 				log.Warn("cannot add ::6 to lo (IPv6 disabled?): IPv6 inbound passthrough will not work", "error", err)
 			} else {
 				st.Addresses = append(st.Addresses, six)
@@ -319,6 +330,25 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 		return st, err
 	}
 	return st, saveState(c.StateFile, st)
+}
+
+// merged is everything the state file must name while an install is under way: what an
+// earlier install added (not removed yet), what this one added, and what it is about to add.
+func merged(old, st, next netState) netState {
+	var out netState
+	for _, s := range []netState{old, st, next} {
+		for _, r := range s.Routes {
+			if !slices.ContainsFunc(out.Routes, func(o addedRoute) bool { return o.Dst == r.Dst }) {
+				out.Routes = append(out.Routes, r)
+			}
+		}
+		for _, a := range s.Addresses {
+			if !slices.Contains(out.Addresses, a) {
+				out.Addresses = append(out.Addresses, a)
+			}
+		}
+	}
+	return out
 }
 
 // removeNet removes what the state file says Install added, then the state file.

@@ -20,6 +20,16 @@ const (
 	chainDNS              = ChainPrefix + "DNS"
 )
 
+// comments are every comment our rules carry (after CommentPrefix): with the chains, the
+// exact list of what is ours (see isOurs); builder.add refuses any other.
+var comments = []string{
+	"dns-zone-agent-upstream", "dns-zone-resolver-answer", "dns-zone-app-query", "dns-zone-upstream-answer",
+	"inbound", "outbound", "dns-udp", "dns-tcp", "exclude-inbound-port", "inbound-redirect",
+	"inbound-passthrough", "agent-to-local-app", "agent", "exclude-outbound-ports-for-uids",
+	"app-loopback", "loopback", "exclude-outbound-port", "exclude-outbound-ip", "outbound-redirect",
+	"dns-redirect",
+}
+
 // rule is one rule in the canonical form iptables-save prints it (legacy and nft agree), so
 // that live rules compare to expected ones line by line.
 type rule struct {
@@ -105,6 +115,9 @@ type builder struct{ t table }
 // add appends a rule; match must already be in iptables-save's order
 // (-s, -d, -i, -o, -p, then -m modules as written).
 func (bd *builder) add(chain, match, comment, target string) {
+	if !ourComments[CommentPrefix+comment] {
+		panic("tproxy: comment " + comment + " is not in the comments list: uninstall would not know the rule")
+	}
 	spec := fmt.Sprintf("-m comment --comment %q -j %s", CommentPrefix+comment, target)
 	if match != "" {
 		spec = match + " " + spec

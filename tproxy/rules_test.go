@@ -80,12 +80,12 @@ func TestRulesEveryRuleTagged(t *testing.T) {
 		}
 		for _, tb := range rs.tables {
 			for _, ch := range tb.chains {
-				if !strings.HasPrefix(ch, ChainPrefix) {
-					t.Errorf("%s: chain %s lacks the %s prefix", f, ch, ChainPrefix)
+				if !isOurChain(tb.name, ch) {
+					t.Errorf("%s: chain %s of table %s is not in the list of ours", f, ch, tb.name)
 				}
 			}
 			for _, r := range tb.rules {
-				if !isOurs(r.String()) || !strings.Contains(r.spec, `--comment "`+CommentPrefix) {
+				if !isOurs(tb.name, r.String()) || !ourComments[commentOf(r.spec)] {
 					t.Errorf("%s: rule not tagged: %s", f, r)
 				}
 			}

@@ -1,0 +1,200 @@
+package tproxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// meaningful is saveAll's output without the tables that hold nothing (no rule, no chain of
+// anyone's): iptables-legacy lists a table once its module is loaded, even when empty.
+func meaningful(save string) string {
+	var out, block strings.Builder
+	content := false
+	for _, line := range strings.Split(save, "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			block.Reset()
+			content = false
+		case strings.HasPrefix(line, "-A "), strings.HasPrefix(line, ":") && strings.Contains(line, " - ["):
+			content = true
+		}
+		block.WriteString(line + "\n")
+		if line == "COMMIT" {
+			if content {
+				out.WriteString(block.String())
+			}
+			block.Reset()
+		}
+	}
+	return out.String()
+}
+
+// faultConfig is an IPv4 install into n with its own state file.
+func faultConfig(t *testing.T, n *testNS, b backend) Config {
+	c := DefaultConfig()
+	c.NetNS, c.Executables, c.IPFamilyMode = n.name, b.name, "ipv4"
+	c.StateFile = filepath.Join(t.TempDir(), "state.json")
+	return c
+}
+
+// Look-alikes of ours (a chain named with our prefix, a rule whose comment starts like
+// ours, in tables we use and tables we never use) are someone else's: install and uninstall
+// leave them exactly as they were.
+func TestLookAlikesSurvive(t *testing.T) {
+	for i, b := range []backend{{name: "legacy"}, {name: "nft"}} {
+		t.Run(b.name, func(t *testing.T) {
+			requireNetns(t, b.bin(IPv4, "restore"))
+			n := newTestNS(t, 5+i)
+			foreign := `*filter
+:KUMA_MESH_FAKE_FOREIGN - [0:0]
+-A INPUT -j KUMA_MESH_FAKE_FOREIGN
+-A KUMA_MESH_FAKE_FOREIGN -p tcp -m tcp --dport 22 -j ACCEPT
+COMMIT
+*mangle
+-A OUTPUT -p udp -m comment --comment "kuma-dp/but-not-ours" -j ACCEPT
+COMMIT
+*nat
+:KUMA_MESH_OLD - [0:0]
+-A OUTPUT -p udp -m udp --dport 5353 -j KUMA_MESH_OLD
+-A OUTPUT -m comment --comment "kuma-dp/outbound-but-not-ours" -j ACCEPT
+COMMIT
+`
+			cmd := exec.Command("ip", "netns", "exec", n.name, b.bin(IPv4, "restore"), "--noflush", "--wait=5")
+			cmd.Stdin = strings.NewReader(foreign)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("plant look-alikes: %v\n%s", err, out)
+			}
+			c := faultConfig(t, n, b)
+			before := meaningful(n.saveAll(t, b))
+			ctx := context.Background()
+			if err := Install(ctx, c, testLogger(t)); err != nil {
+				t.Fatal(err)
+			}
+			installed := n.saveAll(t, b)
+			for _, keep := range []string{"KUMA_MESH_FAKE_FOREIGN", "kuma-dp/but-not-ours", "KUMA_MESH_OLD", "kuma-dp/outbound-but-not-ours"} {
+				if !strings.Contains(installed, keep) {
+					t.Errorf("install removed the look-alike %s", keep)
+				}
+			}
+			if err := Uninstall(ctx, c, testLogger(t)); err != nil {
+				t.Fatal(err)
+			}
+			if after := meaningful(n.saveAll(t, b)); after != before {
+				t.Fatalf("uninstall did not leave the look-alikes exactly as they were:\n%s\nbefore:\n%q\nafter:\n%q",
+					lineDiff(strings.Split(before, "\n"), strings.Split(after, "\n")), before, after)
+			}
+		})
+	}
+}
+
+// Six installs at once give the rules of one: the lock makes read-compute-restore one
+// step per install.
+func TestParallelInstallsGiveOneCopy(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"))
+	n := newTestNS(t, 7)
+	c := faultConfig(t, n, b)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- Install(context.Background(), c, nil)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := buildRules(c, IPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := mustRun(t, "ip", "netns", "exec", n.name, b.bin(IPv4, "save"))
+	if got, want := countRules(parseOurs(save)), countRules(rs.tables); got != want {
+		t.Fatalf("%d rules of ours after six parallel installs, want %d (one install)", got, want)
+	}
+	if err := Uninstall(context.Background(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A state file that cannot be written: no VIP route is added (it could never be removed),
+// and the error says so.
+func TestUnrecordableRouteIsNotAdded(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"))
+	n := newTestNS(t, 8)
+	c := faultConfig(t, n, b)
+	c.IPFamilyMode = "dualstack"
+	ro := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a read-only tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", ro).Run() })
+	c.StateFile = filepath.Join(ro, "state.json") // a read-only file system
+	before := n.netState(t)
+	err := Install(context.Background(), c, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "cannot record") {
+		t.Fatalf("Install with an unwritable state file: %v", err)
+	}
+	if after := n.netState(t); after != before {
+		t.Fatalf("routes or addresses added without a record:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	c.StateFile = filepath.Join(t.TempDir(), "state.json")
+	if err := Uninstall(context.Background(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// iptables-restore commits table by table: when a later table fails, the earlier ones are
+// live. Install rolls them back and says nothing changed. The failure is real iptables with
+// the nat table refused: a wrapper first in PATH hands the real iptables-restore every table
+// but nat, then fails.
+func TestFailedTableIsRolledBack(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"))
+	real, err := exec.LookPath(b.bin(IPv4, "restore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newTestNS(t, 9)
+	c := faultConfig(t, n, b)
+	dir := t.TempDir()
+	wrapper := fmt.Sprintf(`#!/bin/sh
+in=$(cat)
+case "$in" in
+*'*nat'*)
+	printf '%%s\n' "$in" | awk '/^\*nat/{skip=1} !skip{print} /^COMMIT/{skip=0}' | %s "$@" || exit 2
+	echo "iptables-restore: line 42 failed (simulated)" >&2
+	exit 1 ;;
+esac
+printf '%%s\n' "$in" | exec %s "$@"
+`, real, real)
+	if err := os.WriteFile(filepath.Join(dir, b.bin(IPv4, "restore")), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+
+	before := meaningful(n.saveAll(t, b))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = Install(ctx, c, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "rolled back: nothing of ipv4 is changed") {
+		t.Fatalf("Install with the nat table failing: %v", err)
+	}
+	if after := meaningful(n.saveAll(t, b)); after != before {
+		t.Fatalf("rules left live after the failed install:\n%s", lineDiff(strings.Split(before, "\n"), strings.Split(after, "\n")))
+	}
+}
