@@ -293,7 +293,7 @@ func (e *benchEnv) tokenOf(name string) string {
 func (e *benchEnv) startCP(b *testing.B) *benchProc {
 	cpBin, _ := binaries(b)
 	ready := filepath.Join(b.TempDir(), "ready.json")
-	cp := startBenchProc(b, cpBin, "serve", "--resources-dir", e.resources, "--address", "127.0.0.1:0",
+	cp := startBenchProc(b, cpBin, "serve", "--resources-dir", e.resources, "--address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
 		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile), "--token-key-file", e.path(tokenKey),
 		"--poll-interval", "10ms", "--ready-file", ready, "--log-level", "warn")
 	cp.addr = cp.waitAddress(ready)

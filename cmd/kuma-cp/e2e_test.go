@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -368,4 +371,52 @@ func httpGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// Idle and half-done connections are not held: over the per-IP limit they are closed at
+// once, the others when the handshake timeout passes; the metrics count each; a real agent
+// is then served.
+func TestE2EIdleConnectionsNotHeld(t *testing.T) {
+	e := meshEnv(t)
+	e.start("--max-connections-per-ip", "20", "--handshake-timeout", "1s")
+	var conns []net.Conn
+	for range 50 {
+		c, err := net.Dial("tcp", e.address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		t.Cleanup(func() { c.Close() })
+	}
+	metric := func(name string) float64 {
+		for _, line := range strings.Split(httpGet(t, "http://"+e.metrics+"/metrics"), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				return v
+			}
+		}
+		return -1
+	}
+	waitFor(t, "30 connections refused over the per-IP limit", 5*time.Second, func() bool {
+		return metric(`kuma_cp_connections_refused_total{limit="per_ip"}`) == 30
+	})
+	waitFor(t, "the 20 idle connections closed by the handshake timeout", 10*time.Second, func() bool {
+		return metric("kuma_cp_connections_open") == 0
+	})
+	if got := metric("kuma_cp_handshake_failures_total"); got < 20 {
+		t.Fatalf("handshake failures %v, want the 20 idle connections counted", got)
+	}
+	for _, c := range conns { // every one was closed by the server
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a connection is still held: %v", err)
+		}
+	}
+	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	if !a.answers("v1.httpbin.mesh") {
+		t.Fatal("an agent is not served after the flood")
+	}
+	if got := metric("kuma_cp_agents_connected"); got != 1 {
+		t.Fatalf("agents connected %v, want 1", got)
+	}
 }

@@ -21,8 +21,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/kumadp/kuma-dp/cp/connlimit"
+	"github.com/kumadp/kuma-dp/cp/diag"
 )
 
 const (
@@ -131,7 +136,9 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 
 type serveConfig struct {
 	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
-	poll                                                               time.Duration
+	metricsAddress                                                     string
+	poll, handshakeTimeout                                             time.Duration
+	maxConns, maxConnsPerIP                                            int
 	skipValidation                                                     bool
 }
 
@@ -146,7 +153,11 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.tokenKeyFile, "token-key-file", "", "key that signs dataplane tokens; without it tokens are not checked")
 	fs.DurationVar(&c.poll, "poll-interval", 200*time.Millisecond, "how often the directory is checked for changes")
 	fs.BoolVar(&c.skipValidation, "skip-validation", false, "serve documents that fail validation as written, for agents to judge (NACK tests, agents newer than this control plane)")
-	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ...} here once serving")
+	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
+	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
+	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "connections held at once; more are closed at once (default: 16384, or the open-files limit less 256)")
+	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "connections held at once from one client IP (0: no limit)")
+	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ..., \"metrics\": ...} here once serving")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if rc, done := parse("serve", fs, args, stdout, stderr); done {
 		return rc
@@ -200,20 +211,47 @@ func serve(c serveConfig, log *slog.Logger) error {
 	cp.apply(sv)
 	log.Info("resources loaded", "dir", c.dir, "resources", sv.count(), "meshes", len(sv.meshes))
 
-	ln, err := net.Listen("tcp", c.address)
+	raw, err := net.Listen("tcp", c.address)
 	if err != nil {
 		return fmt.Errorf("--address %q: %w", c.address, err)
 	}
-	gs := cp.grpcServer(creds)
+	ln := connlimit.Wrap(raw, connlimit.Limits{Total: c.maxConns, PerIP: c.maxConnsPerIP})
+	cp.handshakeFails = &ln.Stats.HandshakeFails
+	gs := cp.grpcServer(creds, c.handshakeTimeout)
 	go watch(ctx, st, cp, c.poll, log)
-	log.Info("kuma-cp serving", "address", ln.Addr().String(), "tls", creds != nil, "tokens", key != nil)
+	ready := map[string]string{"address": ln.Addr().String()}
+	if c.metricsAddress != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(ln.Collectors("kuma_cp")...)
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
+			func() float64 { return float64(cp.connected()) }))
+		d, err := diag.New(c.metricsAddress, reg, func() error { return nil })
+		if err != nil {
+			return err
+		}
+		go d.Run(ctx)
+		ready["metrics"] = d.Addr().String()
+	}
+	log.Info("kuma-cp serving", "address", ln.Addr().String(), "tls", creds != nil, "tokens", key != nil,
+		"metrics", ready["metrics"], "max_connections", c.maxConns, "max_connections_per_ip", c.maxConnsPerIP)
 	if c.readyFile != "" {
-		b, _ := json.Marshal(map[string]string{"address": ln.Addr().String()})
+		b, _ := json.Marshal(ready)
 		if err := os.WriteFile(c.readyFile, b, 0o644); err != nil {
 			return fmt.Errorf("--ready-file %q: %w", c.readyFile, err)
 		}
 	}
 	return cp.serve(ctx, gs, ln)
+}
+
+// defaultMaxConns keeps the connections held below the open-files limit, so that a flood
+// of idle connections never leaves the control plane without descriptors for its own files
+// and the agents that matter.
+func defaultMaxConns() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur > 512 && lim.Cur-256 < 16384 {
+		return int(lim.Cur - 256)
+	}
+	return 16384
 }
 
 // watch scans the directory every interval and serves what changed.

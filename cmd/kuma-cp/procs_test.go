@@ -107,6 +107,7 @@ type cpEnv struct {
 	dir       string // certs and tokens
 	resources string
 	address   string // once started
+	metrics   string // the diagnostics endpoint, once started
 }
 
 func newCPEnv(t testing.TB) *cpEnv {
@@ -156,11 +157,11 @@ func (e *cpEnv) start(extra ...string) *proc {
 	ready := filepath.Join(e.t.TempDir(), "cp-ready.json")
 	args := append([]string{"serve", "--resources-dir", e.resources, "--address", addr,
 		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile),
-		"--token-key-file", e.path(tokenKey), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug"}, extra...)
+		"--token-key-file", e.path(tokenKey), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug", "--metrics-address", "127.0.0.1:0"}, extra...)
 	p := startProc(e.t, "kuma-cp", cpBin, args...)
-	var r struct{ Address string }
+	var r struct{ Address, Metrics string }
 	p.readyJSON(ready, &r)
-	e.address = r.Address
+	e.address, e.metrics = r.Address, r.Metrics
 	return p
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -34,6 +35,8 @@ import (
 type controlPlane struct {
 	log *slog.Logger
 	key []byte // token key; nil: tokens are not checked
+	// handshakeFails counts failed TLS handshakes (timeouts included), for metrics.
+	handshakeFails *atomic.Uint64
 
 	mu      sync.Mutex
 	caches  map[string]map[string]*cache.LinearCache // mesh -> kind
@@ -243,15 +246,21 @@ func (cp *controlPlane) connected() int {
 
 // grpcServer is the gRPC server, with the token check, keepalive that tolerates the
 // agents' probes, and (given) TLS whose handshake failures are logged.
-func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials) *grpc.Server {
+func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials, handshake time.Duration) *grpc.Server {
+	if handshake <= 0 {
+		handshake = 10 * time.Second
+	}
 	opts := []grpc.ServerOption{
+		// A connection must finish its TLS and HTTP/2 handshake within this, or is closed:
+		// idle and half-done connections are not held (gRPC's default is 120 s).
+		grpc.ConnectionTimeout(handshake),
 		grpc.StreamInterceptor(cp.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.MaxConcurrentStreams(1000),
 	}
 	if creds != nil {
-		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log}))
+		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log, fails: cp.handshakeFails}))
 	}
 	return grpc.NewServer(opts...)
 }
@@ -277,12 +286,16 @@ func (cp *controlPlane) serve(ctx context.Context, gs *grpc.Server, ln net.Liste
 // certificate shows up here as "bad certificate").
 type loggedCreds struct {
 	credentials.TransportCredentials
-	log *slog.Logger
+	log   *slog.Logger
+	fails *atomic.Uint64 // counted for metrics, when set
 }
 
 func (c *loggedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
 	if err != nil {
+		if c.fails != nil {
+			c.fails.Add(1)
+		}
 		c.log.Warn("TLS handshake failed (does the agent trust this control plane's CA? --ca-cert-file)",
 			"peer", conn.RemoteAddr().String(), "error", err)
 	}
@@ -290,5 +303,5 @@ func (c *loggedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Auth
 }
 
 func (c *loggedCreds) Clone() credentials.TransportCredentials {
-	return &loggedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
+	return &loggedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log, fails: c.fails}
 }
