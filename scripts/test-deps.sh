@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine: iptables (legacy and nft),
-# dig, iproute2 (ip netns), conntrack, musl-gcc; getent comes with libc. Does nothing when all are present;
+# dig, iproute2 (ip netns), conntrack, musl-gcc, the real DNS clients, nsd and named-checkzone;
+# getent comes with libc. Does nothing when all are present;
 # as non-root it only says what is missing (the tests that need them then skip).
 set -euo pipefail
 need=()
@@ -11,6 +12,13 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
 # musl-gcc: the real-client DNS test builds its getaddrinfo client against musl too (Alpine's libc)
 command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
+# the real-resolver tests' clients: bind9's host, Ruby's Resolv, Erlang's inet_res, dnspython,
+# busybox's nslookup (Node and Java come with the machine)
+command -v host >/dev/null 2>&1 || need+=(bind9-host)
+command -v ruby >/dev/null 2>&1 || need+=(ruby)
+command -v escript >/dev/null 2>&1 || need+=(erlang-base)
+/usr/bin/python3 -c 'import dns.resolver' >/dev/null 2>&1 || need+=(python3-dnspython)
+command -v busybox >/dev/null 2>&1 || need+=(busybox)
 # nsd (a real secondary for the control plane's zone transfers) and named-checkzone
 command -v nsd >/dev/null 2>&1 || need+=(nsd)
 command -v named-checkzone >/dev/null 2>&1 || need+=(bind9-utils)
