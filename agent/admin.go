@@ -54,7 +54,7 @@ func (a *Agent) adminMux() *http.ServeMux {
 			mes = map[string]vipalloc.MESStatus{}
 		}
 		// The shape of `kuma-dp vips -o json`: entries, tuples skipped with their reason,
-		// and seed 002's status block of each MeshExternalService.
+		// and the MeshExternalService design's status block of each MeshExternalService.
 		writeJSON(w, map[string]any{"entries": entries, "skipped": skipped, "meshExternalServices": mes})
 	})
 	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, _ *http.Request) {

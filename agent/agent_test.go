@@ -29,7 +29,7 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		// CoreDNS's forward plugin frees its pooled upstream connections on GC, not on
-		// shutdown (NOTES.md pitfall 3).
+		// shutdown (docs/dns.md, embedding pitfall 3).
 		goleak.IgnoreTopFunction("github.com/coredns/coredns/plugin/pkg/proxy.(*Transport).connManager"),
 		goleak.IgnoreAnyFunction("github.com/coredns/coredns/plugin/pkg/up.(*Probe).Do.func1"),
 	)

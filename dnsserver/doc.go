@@ -10,7 +10,7 @@
 // It never reads anything but the Table handed to Swap: it does not allocate VIPs, watch
 // files or talk to a control plane, and it never answers NXDOMAIN for a name it owns.
 //
-// How CoreDNS is embedded (pitfalls in ../shared/NOTES.md): the plugin is registered once
+// How CoreDNS is embedded (pitfalls in docs/dns.md): the plugin is registered once
 // per process; the generated Corefile names this server by an id ("kumavip <id>") so the
 // plugin finds the live table in a registry; kumavip's setup withholds the block's listen
 // hosts so caddy.Start binds nothing, and Run builds the servers with the context's own

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m,
 		// plugin/forward's pooled connections are freed by the GC, not by shutdown
-		// (NOTES.md pitfall 3).
+		// (docs/dns.md, embedding pitfall 3).
 		goleak.IgnoreTopFunction("github.com/coredns/coredns/plugin/pkg/proxy.(*Transport).connManager"),
 		goleak.IgnoreAnyFunction("github.com/coredns/coredns/plugin/pkg/up.(*Probe).Do.func1"),
 		goleak.IgnoreTopFunction("time.Sleep"),

@@ -273,7 +273,7 @@ func TestTwoAddresses(t *testing.T) {
 
 // TestStartStop starts and stops at once, many times: Run always returns, and leaves no
 // goroutine behind (TestMain checks), whether cancelled before or right after Ready
-// (NOTES.md pitfall 1: a stop racing the start could hang forever).
+// (docs/dns.md, embedding pitfall 1: a stop racing the start could hang forever).
 func TestStartStop(t *testing.T) {
 	for i := range 20 {
 		s, err := New(Config{Addrs: []string{"127.0.0.1:0"}, Upstreams: []string{"127.0.0.1:9"}, ResolvConf: "/nonexistent"})

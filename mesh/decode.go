@@ -230,7 +230,7 @@ func parseDocumentSlow(text []byte) ([]any, error) {
 }
 
 // templateValue matches `key: {{...` lines: YAML would read the unquoted template as a flow
-// mapping (seed 002 writes `template: {{ name }}.svc.meshext.local`).
+// mapping (the MeshExternalService design writes `template: {{ name }}.svc.meshext.local`).
 var templateValue = regexp.MustCompile(`(?m)^(\s*(?:-\s+)?[\w./"'-]+:[ \t]+)(\{\{.*?)(\s+#.*)?\r?$`)
 
 // quoteTemplates quotes unquoted template values, keeping line numbers unchanged.

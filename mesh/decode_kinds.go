@@ -12,13 +12,13 @@ import (
 //   - universal: `type: Dataplane|VirtualOutbound|TrafficRoute|MeshExternalService|
 //     HostnameGenerator` with mesh/name/labels/creationTime at the top level;
 //   - Kubernetes: `apiVersion`, `kind`, `metadata{name, namespace, labels,
-//     creationTimestamp}`, `spec` (and a top-level `mesh`, as Kuma's CRDs and seed 004 write
+//     creationTimestamp}`, `spec` (and a top-level `mesh`, as Kuma's CRDs and the L4 TrafficRoute design write
 //     it); `status` is the control plane's and is ignored;
-//   - seed 001's `type: VirtualHost` (tags, host, port), decoded into a VirtualOutbound with
+//   - the VirtualHost draft's `type: VirtualHost` (tags, host, port), decoded into a VirtualOutbound with
 //     one selector.
 //
 // Legacy spellings are normalised here, so later stages see one form: a Dataplane outbound's
-// `service: x` becomes tags[kuma.io/service]; TrafficRoute's `service` tag (seed 004) becomes
+// `service: x` becomes tags[kuma.io/service]; TrafficRoute's `service` tag (the L4 TrafficRoute design) becomes
 // `kuma.io/service`; HostnameGenerator's `selector.meshExternalService.matchLabels` (Kuma)
 // becomes targetRef{kind: MeshExternalService, tags}.
 
@@ -163,7 +163,7 @@ func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
 		return hg.toHostnameGenerator(d, "spec"), f
 	case KindTrafficRoute:
 		if _, ok := m["rules"]; ok {
-			d.errorf("rules", "", "unknown field: a TrafficRoute holds one rule (seed 004, case E); write one TrafficRoute per rule")
+			d.errorf("rules", "", "unknown field: a TrafficRoute holds one rule; write one TrafficRoute per rule")
 			delete(m, "rules")
 		}
 	case KindDataplane:
@@ -298,7 +298,7 @@ func (d *decoder) finish(r Resource, prefix string) {
 	}
 }
 
-// legacyService renames TrafficRoute's `service` tag (seed 004) to kuma.io/service.
+// legacyService renames TrafficRoute's `service` tag (the L4 TrafficRoute design) to kuma.io/service.
 func (d *decoder) legacyService(t Tags, path string) {
 	v, ok := t["service"]
 	if !ok {
@@ -345,7 +345,7 @@ func (d *decoder) outboundService(networking any, path string) {
 	}
 }
 
-// virtualHost is seed 001's VirtualHost.
+// virtualHost is the VirtualHost draft's VirtualHost.
 type virtualHost struct {
 	Meta
 	Tags Tags   `json:"tags"`

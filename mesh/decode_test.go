@@ -81,7 +81,7 @@ spec:
 				"inbound":[{"port":80,"tags":{"kuma.io/service":"pay_ns_svc_80"}}]}}`,
 		},
 		{
-			name: "seed 000 selector indentation, mesh defaulted",
+			name: "the VirtualOutbound design selector indentation, mesh defaulted",
 			in: `
 type: VirtualOutbound
 name: by-version
@@ -117,7 +117,7 @@ conf:
 				"conf":{"host":"{{.service}}.mesh","port":"{{.port}}","parameters":[{"name":"service","tagKey":"kuma.io/service"},{"name":"port"}]}}`,
 		},
 		{
-			name: "seed 001 virtual host",
+			name: "the VirtualHost draft virtual host",
 			in: `
 type: VirtualHost
 mesh: default
@@ -133,7 +133,7 @@ port: 80
 				"conf":{"host":"{{tag kuma.io/service}}.{{kuma.io/zone}}.mesh","port":"80"}}`,
 		},
 		{
-			name: "seed 004 kubernetes traffic route with legacy service tag",
+			name: "the L4 TrafficRoute design kubernetes traffic route with legacy service tag",
 			in: `
 apiVersion: kuma.io/v1alpha1
 kind: TrafficRoute
@@ -161,7 +161,7 @@ spec:
 				"conf":[{"weight":90,"destination":{"kuma.io/service":"backend","version":"2"}}]}`,
 		},
 		{
-			name: "seed 002 mesh external service, status ignored, mesh from label, SkipALL",
+			name: "the MeshExternalService design mesh external service, status ignored, mesh from label, SkipALL",
 			in: `
 kind: MeshExternalService
 metadata:
@@ -192,7 +192,7 @@ status:
 				"clientCert":{"secret":"123"},"clientKey":{"inlineString":"key"}}}}}`,
 		},
 		{
-			name: "seed 002 hostname generator with an unquoted template",
+			name: "the MeshExternalService design hostname generator with an unquoted template",
 			in: `
 kind: HostnameGenerator
 metadata:
@@ -426,14 +426,14 @@ port: 80
 			want: []string{`f.yaml#1: virtualhost "vh": host: tag "version" is not in tags (value "{{tag version}}.mesh")`},
 		},
 		{
-			name: "seed 004 case E: several rules in one route",
+			name: "the L4 TrafficRoute design case E: several rules in one route",
 			in: `type: TrafficRoute
 name: rule-1
 rules:
 - sources: [{match: {service: mobile}}]
 `,
 			want: []string{
-				`f.yaml#1: trafficroute "rule-1": rules: unknown field: a TrafficRoute holds one rule (seed 004, case E); write one TrafficRoute per rule`,
+				`f.yaml#1: trafficroute "rule-1": rules: unknown field: a TrafficRoute holds one rule; write one TrafficRoute per rule`,
 				`f.yaml#1: trafficroute "rule-1": sources: at least one source selector is required`,
 				`f.yaml#1: trafficroute "rule-1": destinations: at least one destination selector is required`,
 				`f.yaml#1: trafficroute "rule-1": conf: at least one weighted destination is required`,

@@ -232,7 +232,7 @@ func (d *decoder) unknown(path, key string, known []string) {
 	d.errorf(path, "", "unknown field (known: %s)", strings.Join(known, ", "))
 }
 
-// foldSelector accepts seed 000's selectors as written there: the tags at the indentation of
+// foldSelector accepts the VirtualOutbound design's selectors as written there: the tags at the indentation of
 // `match:` (so YAML reads `match: null` plus sibling keys). Those keys become the match.
 func foldSelector(m map[string]any) map[string]any {
 	mv, has := m["match"]

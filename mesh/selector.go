@@ -25,7 +25,7 @@ func (t Tags) Matches(tags Tags) bool {
 	return true
 }
 
-// Rank orders matches as seed 004 decides: more tags beat fewer, then more exact values
+// Rank orders matches as the L4 TrafficRoute design decides: more tags beat fewer, then more exact values
 // (an exact value beats "*"), then the newest creation time, then the name (lower first),
 // so that the order is total and deterministic.
 type Rank struct {

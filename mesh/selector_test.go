@@ -29,7 +29,7 @@ func TestSelectorMatches(t *testing.T) {
 	}
 }
 
-// TestRankSeed004 covers seed 004's ordering: more tags > exact over "*" > newest > name.
+// TestRankSeed004 covers the L4 TrafficRoute design's ordering: more tags > exact over "*" > newest > name.
 func TestRankSeed004(t *testing.T) {
 	old := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	newer := old.Add(time.Hour)
@@ -77,7 +77,7 @@ func TestBestMatch(t *testing.T) {
 	}
 }
 
-// TestTrafficRouteScenarios loads testdata/trafficroute (seed 004's corner cases, as the
+// TestTrafficRouteScenarios loads testdata/trafficroute (the L4 TrafficRoute design's corner cases, as the
 // seed writes them) and checks which rule wins for mobile -> backend.
 func TestTrafficRouteScenarios(t *testing.T) {
 	tests := []struct {
@@ -109,7 +109,7 @@ func TestTrafficRouteScenarios(t *testing.T) {
 	}
 }
 
-// bestRoute is seed 004's selection for one outbound service: the rules whose sources match
+// bestRoute is the L4 TrafficRoute design's selection for one outbound service: the rules whose sources match
 // one of self's inbounds and whose destinations match the service, best source match first.
 func bestRoute(s *Snapshot, service string) string {
 	var best Rank

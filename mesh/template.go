@@ -15,10 +15,10 @@ import (
 // This file is the one hostname template engine of the project: Go text/template with a
 // per-policy function map, so that every syntax of the design documents works:
 //
-//	{{service}}            seed 000: a function per name mapped in conf.tags
+//	{{service}}            the VirtualOutbound design: a function per name mapped in conf.tags
 //	{{.service}}           Kuma: a data key per conf.parameters name
-//	{{tag "version"}}      seed 001: the tag function with the tag key
-//	{{tag version}}        seed 001 literal forms, rewritten to {{tag "version"}}
+//	{{tag "version"}}      the VirtualHost draft: the tag function with the tag key
+//	{{tag version}}        the VirtualHost draft literal forms, rewritten to {{tag "version"}}
 //	{{kuma.io/zone}}       before parsing (text/template cannot parse them)
 //
 // Templates made only of text and simple references (the forms above) are compiled into a
@@ -372,7 +372,7 @@ func bounded(s string, err error) (string, error) {
 	return s, nil
 }
 
-// parseTemplate rewrites seed 001's unquoted forms and parses src, turning a parse error
+// parseTemplate rewrites the VirtualHost draft's unquoted forms and parses src, turning a parse error
 // into a *TemplateError.
 //
 // Templates come from policies, outside input: loops, template calls and definitions are

@@ -9,7 +9,7 @@ import (
 	"text/template/parse"
 )
 
-// HGTemplate is a compiled HostnameGenerator template (seed 002): `{{ name }}`,
+// HGTemplate is a compiled HostnameGenerator template (the MeshExternalService design): `{{ name }}`,
 // `{{ label "x" }}`, and the fields .Name, .DisplayName, .Mesh, .Zone (and .Labels.x).
 // Immutable and safe for concurrent use.
 type HGTemplate struct {
@@ -210,7 +210,7 @@ func lowerASCII(b []byte) {
 	}
 }
 
-// rewriteBare rewrites the unquoted forms of seed 001 into calls text/template can parse:
+// rewriteBare rewrites the unquoted forms of the VirtualHost draft into calls text/template can parse:
 // `{{fn key}}` -> `{{fn "key"}}` and `{{kuma.io/zone}}` -> `{{fn "kuma.io/zone"}}`.
 func rewriteBare(src, fn string) string {
 	if !strings.Contains(src, "{{") {

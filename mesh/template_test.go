@@ -20,20 +20,20 @@ func TestVirtualOutboundTemplateSyntaxes(t *testing.T) {
 		wantFast bool
 	}{
 		{
-			name:     "seed 000 literal host",
+			name:     "the VirtualOutbound design literal host",
 			conf:     VirtualOutboundConf{Host: "httpbin.mesh", Port: "8080"},
 			wantKeys: []string{},
 			wantHost: "httpbin.mesh", wantPort: 8080, wantFast: true,
 		},
 		{
-			name: "seed 000 functions from conf.tags",
+			name: "the VirtualOutbound design functions from conf.tags",
 			conf: VirtualOutboundConf{Host: "{{version}}.{{service}}.mesh", Port: "8080",
 				Tags: map[string]string{ServiceTag: "service", "version": "version"}},
 			wantKeys: []string{ServiceTag, "version"},
 			wantHost: "v1.backend.mesh", wantPort: 8080, wantFast: true,
 		},
 		{
-			name: "seed 000 by zone",
+			name: "the VirtualOutbound design by zone",
 			conf: VirtualOutboundConf{Host: "{{service}}.{{zone}}.mesh", Port: "80",
 				Tags: map[string]string{ServiceTag: "service", ZoneTag: "zone"}},
 			wantKeys: []string{ServiceTag, ZoneTag},
@@ -47,19 +47,19 @@ func TestVirtualOutboundTemplateSyntaxes(t *testing.T) {
 			wantHost: "backend.v1", wantPort: 8081, wantFast: true,
 		},
 		{
-			name:     "seed 001 quoted tag",
+			name:     "the VirtualHost draft quoted tag",
 			conf:     VirtualOutboundConf{Host: `{{tag "version"}}.{{tag "kuma.io/service"}}.mesh`, Port: "8080"},
 			wantKeys: []string{ServiceTag, "version"},
 			wantHost: "v1.backend.mesh", wantPort: 8080, wantFast: true,
 		},
 		{
-			name:     "seed 001 unquoted tag",
+			name:     "the VirtualHost draft unquoted tag",
 			conf:     VirtualOutboundConf{Host: "{{tag version}}.{{tag kuma.io/service}}.mesh", Port: "8080"},
 			wantKeys: []string{ServiceTag, "version"},
 			wantHost: "v1.backend.mesh", wantPort: 8080, wantFast: true,
 		},
 		{
-			name:     "seed 001 bare tag key",
+			name:     "the VirtualHost draft bare tag key",
 			conf:     VirtualOutboundConf{Host: "{{tag kuma.io/service}}.{{kuma.io/zone}}.mesh", Port: "80"},
 			wantKeys: []string{ServiceTag, ZoneTag},
 			wantHost: "backend.zone-1.mesh", wantPort: 80, wantFast: true,
@@ -204,7 +204,7 @@ func TestHostnameGeneratorTemplate(t *testing.T) {
 		name, tpl, want string
 		fast            bool
 	}{
-		{"seed 002 name", "{{ name }}.svc.meshext.local", "mydomain.svc.meshext.local", true},
+		{"the MeshExternalService design name", "{{ name }}.svc.meshext.local", "mydomain.svc.meshext.local", true},
 		{"label", `{{ label "team" }}.{{ name }}.ext`, "payments.mydomain.ext", true},
 		{"bare label", `{{ label team }}.ext`, "payments.ext", true},
 		{"fields", "{{ .Name }}.{{ .DisplayName }}.{{ .Mesh }}.{{ .Zone }}", "mydomain.mydomain.default.east-1", true},

@@ -73,7 +73,7 @@ type Inbound struct {
 }
 
 // Outbound is one entry of networking.outbound: port + tags, or port + backendRef.
-// Hostname is filled by vipalloc (seed 000: "hostname on the outbound"), never by users.
+// Hostname is filled by vipalloc (the VirtualOutbound design: "hostname on the outbound"), never by users.
 type Outbound struct {
 	Address    string      `json:"address,omitempty"` // defaults to 127.0.0.1
 	Port       uint32      `json:"port"`
@@ -101,7 +101,7 @@ type Selector struct {
 	Match Tags `json:"match"`
 }
 
-// VirtualOutbound (seed 000, plus Kuma's shipped `parameters` form and seed 001's VirtualHost,
+// VirtualOutbound (the VirtualOutbound design, plus Kuma's shipped `parameters` form and the VirtualHost draft's VirtualHost,
 // which decodes into this type).
 type VirtualOutbound struct {
 	Meta
@@ -111,12 +111,12 @@ type VirtualOutbound struct {
 
 // VirtualOutboundConf is VirtualOutbound.conf.
 type VirtualOutboundConf struct {
-	// Host is a text/template. Supported syntaxes: `{{service}}` with Tags (seed 000),
-	// `{{.service}}` with Parameters (Kuma), `{{tag "version"}}` (seed 001).
+	// Host is a text/template. Supported syntaxes: `{{service}}` with Tags (the VirtualOutbound design),
+	// `{{.service}}` with Parameters (Kuma), `{{tag "version"}}` (the VirtualHost draft).
 	Host string `json:"host"`
 	// Port is a number or a template rendering to one (Kuma allows `{{.port}}`). Always kept as text.
 	Port string `json:"port"`
-	// Tags maps a tag key to the template variable name (seed 000: "kuma.io/service": service).
+	// Tags maps a tag key to the template variable name (the VirtualOutbound design: "kuma.io/service": service).
 	Tags map[string]string `json:"tags,omitempty"`
 	// Parameters is Kuma's form of the same mapping.
 	Parameters []Parameter `json:"parameters,omitempty"`
@@ -128,7 +128,7 @@ type Parameter struct {
 	TagKey string `json:"tagKey,omitempty"`
 }
 
-// TrafficRoute is the L4 TrafficRoute of seed 004 (one rule per resource).
+// TrafficRoute is the L4 TrafficRoute of the L4 TrafficRoute design (one rule per resource).
 type TrafficRoute struct {
 	Meta
 	Sources      []Selector            `json:"sources"`
@@ -142,7 +142,7 @@ type WeightedDestination struct {
 	Destination Tags   `json:"destination"`
 }
 
-// MeshExternalService (seed 002). Mesh comes from the kuma.io/mesh label (default "default").
+// MeshExternalService (the MeshExternalService design). Mesh comes from the kuma.io/mesh label (default "default").
 type MeshExternalService struct {
 	Meta
 	Spec MeshExternalServiceSpec `json:"spec"`
@@ -211,7 +211,7 @@ type DataSource struct {
 	Secret       string `json:"secret,omitempty"`
 }
 
-// HostnameGenerator (seed 002).
+// HostnameGenerator (the MeshExternalService design).
 type HostnameGenerator struct {
 	Meta
 	Spec HostnameGeneratorSpec `json:"spec"`

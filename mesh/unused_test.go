@@ -3,10 +3,10 @@ package mesh
 import "testing"
 
 // Tags and parameters the templates do not name are accepted, as Kuma accepts them: a host
-// naming only app and env still needs kuma.io/service among its tags (seed 001).
+// naming only app and env still needs kuma.io/service among its tags (the VirtualHost draft).
 func TestUnusedTemplateNamesAccepted(t *testing.T) {
 	for name, in := range map[string]string{
-		"seed 000 tags": `type: VirtualOutbound
+		"the VirtualOutbound design tags": `type: VirtualOutbound
 mesh: prod
 name: by-env
 selectors: [{match: {kuma.io/service: "*", env: "*"}}]

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// MeshExternalService validation (seed 002).
+// MeshExternalService validation (the MeshExternalService design).
 
 var (
 	mesProtocols     = []string{"tcp", "grpc", "http", "http2"}
@@ -37,7 +37,7 @@ func (v *validator) meshExternalService(mes *MeshExternalService) {
 	if s.Extension != nil && s.Extension.Type == "" {
 		v.errorf("spec.extension.type", "", "required")
 	}
-	// With an extension, endpoints and tls are the extension's to check (seed 002).
+	// With an extension, endpoints and tls are the extension's to check (the MeshExternalService design).
 	if s.Extension == nil && len(s.Endpoints) == 0 {
 		v.errorf("spec.endpoints", "", "at least one endpoint is required (unless spec.extension is given)")
 	}

@@ -19,8 +19,8 @@ import (
 // DNS redirect port and Envoy's outbound and inbound listeners, each reporting the original
 // destination (SO_ORIGINAL_DST) of what it accepted. It binds port 0 (IPv4 and IPv6 on the
 // same port), drops to the agent's UID like the real agent, prints its ports and serves until
-// its stdin closes. The parent runs it with `ip netns exec NS <test binary>` (NOTES.md item
-// 10: the whole process lives in the namespace).
+// its stdin closes. The parent runs it with `ip netns exec NS <test binary>` (docs/dns.md,
+// embedding pitfall 9: the whole process lives in the namespace).
 const helperEnv = "KUMA_DP_TPROXY_TEST_HELPER_UID"
 
 // The VIPs the test resolver answers with.

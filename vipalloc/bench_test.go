@@ -13,7 +13,7 @@ import (
 )
 
 // The Speed section's mesh: 10,000 services x 3 versions x 2 zones, one dataplane per
-// (service, version, zone), with the four VirtualOutbounds of seed 000.
+// (service, version, zone), with the four VirtualOutbounds of the VirtualOutbound design.
 func bigMesh(services int) []*mesh.Dataplane {
 	dps := make([]*mesh.Dataplane, 0, services*6)
 	for s := 0; s < services; s++ {

@@ -12,7 +12,7 @@ type Config struct {
 	// ServiceCIDR is the IPv4 pool of `<service>.mesh` and VirtualOutbound VIPs. The part of
 	// it that ExternalCIDR covers is never handed out from it.
 	ServiceCIDR string
-	// ExternalCIDR is the IPv4 pool of MeshExternalService VIPs (seed 002).
+	// ExternalCIDR is the IPv4 pool of MeshExternalService VIPs (the MeshExternalService design).
 	ExternalCIDR string
 	// IPv6Prefix is the ULA prefix (at most /96) of the IPv6 twins: the twin of an IPv4 VIP
 	// is the prefix with the IPv4 address in its low 32 bits.
@@ -35,7 +35,7 @@ const (
 	DefaultServicePort  = 80
 )
 
-// DefaultConfig is the configuration of seed 000/002: services and VirtualOutbounds from
+// DefaultConfig is the configuration of the VirtualOutbound and MeshExternalService designs: services and VirtualOutbounds from
 // 240.0.0.0/4 (minus 242.0.0.0/8), MeshExternalServices from 242.0.0.0/8, twins in
 // fd00:fd00::/64, default `<service>.mesh` names on port 80, no state file.
 func DefaultConfig() Config {

@@ -41,7 +41,7 @@ func vo(name, host, port string, tags map[string]string, sels ...mesh.Tags) *mes
 	return v
 }
 
-// seed000 is the four VirtualOutbounds of seed 000.
+// seed000 is the four VirtualOutbounds of the VirtualOutbound design.
 func seed000() []*mesh.VirtualOutbound {
 	return []*mesh.VirtualOutbound{
 		vo("my-service", "httpbin.mesh", "8080", nil, mesh.Tags{mesh.ServiceTag: "my-service"}),

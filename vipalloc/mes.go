@@ -7,7 +7,7 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// mesSource is the MeshExternalService hostnames (seed 002): every HostnameGenerator whose
+// mesSource is the MeshExternalService hostnames (the MeshExternalService design): every HostnameGenerator whose
 // targetRef selects a MeshExternalService's labels renders one hostname for it. There are
 // few of them, so they are recomputed on every allocation and diffed with the last ones.
 type mesSource struct {

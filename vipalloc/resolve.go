@@ -263,7 +263,7 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 	return nil
 }
 
-// mesStatuses builds seed 002's status block of every MeshExternalService.
+// mesStatuses builds the MeshExternalService design's status block of every MeshExternalService.
 func (a *Allocator) mesStatuses() map[string]MESStatus {
 	if len(a.mes.names) == 0 {
 		return nil

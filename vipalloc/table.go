@@ -9,7 +9,7 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// Status of an entry, as seed 002's status block spells it.
+// Status of an entry, as the MeshExternalService design's status block spells it.
 type Status string
 
 const (
@@ -35,7 +35,7 @@ type Entry struct {
 	IPv4  netip.Addr `json:"ipv4"`
 	IPv6  netip.Addr `json:"ipv6"`
 	Ports []uint32   `json:"ports"`
-	// Origin is the winning origin; Key is `<policy>{k1=v1,k2=v2}` (seed 001).
+	// Origin is the winning origin; Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft).
 	Origin Origin `json:"origin"`
 	Key    string `json:"key"`
 	// Tags are the destination tags the hostname routes to (the tuple).
@@ -88,7 +88,7 @@ type Outbound struct {
 	MeshExternalService string
 }
 
-// MESStatus is seed 002's status block of one MeshExternalService.
+// MESStatus is the MeshExternalService design's status block of one MeshExternalService.
 type MESStatus struct {
 	VIP       MESVIP       `json:"vip"`
 	Addresses []MESAddress `json:"addresses"`
@@ -285,7 +285,7 @@ func buildOutbounds(all []*Entry) []Outbound {
 	return dedup
 }
 
-// MeshExternalServiceStatus returns seed 002's status block for one MeshExternalService.
+// MeshExternalServiceStatus returns the MeshExternalService design's status block for one MeshExternalService.
 func (t *Table) MeshExternalServiceStatus(name string) (MESStatus, bool) {
 	if t == nil {
 		return MESStatus{}, false

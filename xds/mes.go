@@ -13,7 +13,7 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// MESClusterPrefix prefixes the cluster of a MeshExternalService (seed 002).
+// MESClusterPrefix prefixes the cluster of a MeshExternalService (the MeshExternalService design).
 const MESClusterPrefix = "meshexternalservice_"
 
 // meshExternalService ensures the cluster of the named MeshExternalService exists and returns
@@ -148,7 +148,7 @@ var tlsVersions = map[string]tlsv3.TlsParameters_TlsProtocol{
 	"TLS13":   tlsv3.TlsParameters_TLSv1_3,
 }
 
-// upstreamTLS is the TLS origination of seed 002's spec.tls.
+// upstreamTLS is the TLS origination of the MeshExternalService design's spec.tls.
 func upstreamTLS(t *mesh.MESTLS, eps []mesEndpoint, caBundle string) (*tlsv3.UpstreamTlsContext, *routeError) {
 	common := &tlsv3.CommonTlsContext{}
 	if v := t.Version; v != nil {
@@ -230,7 +230,7 @@ func upstreamTLS(t *mesh.MESTLS, eps []mesEndpoint, caBundle string) (*tlsv3.Ups
 	return utc, nil
 }
 
-// sanMatchers: the given names, or (seed 002) the endpoints' domains and IPs.
+// sanMatchers: the given names, or (the MeshExternalService design) the endpoints' domains and IPs.
 func sanMatchers(given []mesh.SANMatch, eps []mesEndpoint) ([]*tlsv3.SubjectAltNameMatcher, *routeError) {
 	var out []*tlsv3.SubjectAltNameMatcher
 	if len(given) == 0 {
@@ -271,7 +271,7 @@ func sanMatcher(t tlsv3.SubjectAltNameMatcher_SanType, m *matcher.StringMatcher)
 	return &tlsv3.SubjectAltNameMatcher{SanType: t, Matcher: m}
 }
 
-// dataSource turns seed 002's {inline|inlineString|secret} into an Envoy data source.
+// dataSource turns the MeshExternalService design's {inline|inlineString|secret} into an Envoy data source.
 // Secrets live in the control plane's store, which a file-based kuma-dp does not have.
 func dataSource(field string, d *mesh.DataSource) (*core.DataSource, *routeError) {
 	set := 0

@@ -126,7 +126,7 @@ func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
 }
 
 // serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
-// TrafficRoute when one applies (seed 004), else a single cluster for the tags.
+// TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the tags.
 func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
 	svc := tags[mesh.ServiceTag]
 	if svc == "" {

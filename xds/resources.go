@@ -68,7 +68,7 @@ type Resources struct {
 	// Problems lists the policies (or parts) left out because they cannot be expressed.
 	Problems []Problem
 	// Conflicts notes outbounds where several TrafficRoutes were equally specific and only
-	// the creation time (or the name) chose the winner (seed 004, corner case F: make it
+	// the creation time (or the name) chose the winner (the L4 TrafficRoute design, corner case F: make it
 	// noticeable).
 	Conflicts []string
 

@@ -20,7 +20,7 @@ type dest struct {
 	weight uint32
 }
 
-// routeIndex finds the best TrafficRoute for an outbound service (seed 004, Design step 3).
+// routeIndex finds the best TrafficRoute for an outbound service (the L4 TrafficRoute design, Design step 3).
 // Rules whose destination selector is exactly {service: X} are indexed by X; the rest
 // (wildcards, extra tags) are checked for every service.
 type routeIndex struct {
@@ -28,7 +28,7 @@ type routeIndex struct {
 	generic   []*route
 	cache     map[string]*route
 	// conflicts notes outbounds where two rules ranked equal on specificity and only the
-	// creation time (or name) decided (seed 004 corner cases A, D and F).
+	// creation time (or name) decided (the L4 TrafficRoute design corner cases A, D and F).
 	conflicts map[string]string
 }
 
@@ -95,7 +95,7 @@ func newRouteIndexCached(s *mesh.Snapshot, problem func(kind, name, field, msg s
 }
 
 // selectRoute compiles tr and ranks its best source selector against this dataplane's
-// inbound tags (seed 004, Design step 2).
+// inbound tags (the L4 TrafficRoute design, Design step 2).
 func selectRoute(tr *mesh.TrafficRoute, inbound []mesh.Tags) routeEntry {
 	r, err := compileRoute(tr)
 	if err != nil {
@@ -168,7 +168,7 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 // best returns the best rule for an outbound to service svc, or nil. The rank of a rule is
 // its best source selector plus its best destination selector matching {service: svc}:
 // more tags, then more exact values, then the newest, then the lowest name
-// (mesh.Rank.Better), which settles seed 004's corner cases A-D and F.
+// (mesh.Rank.Better), which settles the L4 TrafficRoute design's corner cases A-D and F.
 func (ix *routeIndex) best(svc string) *route {
 	if r, ok := ix.cache[svc]; ok {
 		return r

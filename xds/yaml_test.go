@@ -10,7 +10,7 @@ import (
 )
 
 // TestYAMLScenarios decodes scenarios written as users write them (mesh.Load) and generates
-// their resources: seed 004's corner cases A-F from the repository's testdata/trafficroute
+// their resources: the L4 TrafficRoute design's corner cases A-F from the repository's testdata/trafficroute
 // (no transparent proxy: the outbound is 127.0.0.1:10000) and YAML scenarios under
 // testdata/yaml.
 func TestYAMLScenarios(t *testing.T) {
