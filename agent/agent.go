@@ -318,9 +318,14 @@ func orStopped(err error) error {
 }
 
 // drain is the graceful part of shutdown: readiness goes 503 at once, Envoy drains for the
-// drain time while DNS keeps answering (and changes keep applying), unless Abort.
+// drain time while DNS keeps answering (and changes keep applying), unless Abort. Without
+// Envoy there is nothing to drain: it returns at once.
 func (a *Agent) drain(updates <-chan cplink.Update, dnsPart, envoyPart *part) error {
 	a.draining.Store(true)
+	if a.parts.Envoy == nil || envoyPart == nil {
+		a.log.Info("shutting down: no Envoy, so nothing to drain; stopping now")
+		return nil
+	}
 	d := time.Duration(a.cfg.Dataplane.DrainTime)
 	a.log.Info("shutting down: readiness is 503, draining (a second SIGTERM or Ctrl-C stops at once)", "drain_time", d)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -333,16 +338,12 @@ func (a *Agent) drain(updates <-chan cplink.Update, dnsPart, envoyPart *part) er
 		}
 	}()
 	drained := make(chan struct{})
-	if a.parts.Envoy != nil && envoyPart != nil {
-		go func() {
-			defer close(drained)
-			if err := a.parts.Envoy.Drain(ctx, d); err != nil {
-				a.log.Warn("envoy drain", "error", err)
-			}
-		}()
-	} else {
-		close(drained)
-	}
+	go func() {
+		defer close(drained)
+		if err := a.parts.Envoy.Drain(ctx, d); err != nil {
+			a.log.Warn("envoy drain", "error", err)
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():

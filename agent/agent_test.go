@@ -163,12 +163,28 @@ type harness struct {
 	admin  string
 }
 
-func startAgent(t *testing.T, cfg Config, first cplink.Update) *harness {
+// memEnvoy stands in for Envoy: always live, its drain lasts until cancelled.
+type memEnvoy struct{ drains atomic.Int32 }
+
+func (e *memEnvoy) Update(*mesh.Snapshot, *vipalloc.Table) (any, error) { return nil, nil }
+func (e *memEnvoy) Run(ctx context.Context) error                       { <-ctx.Done(); return nil }
+func (e *memEnvoy) Live() bool                                          { return true }
+func (e *memEnvoy) Drain(ctx context.Context, _ time.Duration) error {
+	e.drains.Add(1)
+	<-ctx.Done()
+	return nil
+}
+
+func startAgent(t *testing.T, cfg Config, first cplink.Update, with ...func(*Parts)) *harness {
 	t.Helper()
 	h := &harness{t: t, src: &memSource{first: first, updates: make(chan cplink.Update)}, dns: newMemDNS(), logs: &syncBuffer{}}
 	cfg.Admin.Address = "127.0.0.1:0"
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := New(cfg, Parts{Source: h.src, Allocator: serviceAllocator{}, DNS: h.dns}, log, time.Time{})
+	parts := Parts{Source: h.src, Allocator: serviceAllocator{}, DNS: h.dns}
+	for _, w := range with {
+		w(&parts)
+	}
+	a, err := New(cfg, parts, log, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +399,8 @@ func TestAgentRefusesAnotherDataplane(t *testing.T) {
 func TestAgentDrainsThenStops(t *testing.T) {
 	cfg := testConfig()
 	cfg.Dataplane.DrainTime = Duration(400 * time.Millisecond)
-	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	envoy := &memEnvoy{}
+	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"}, func(p *Parts) { p.Envoy = envoy })
 	h.waitReady()
 	start := time.Now()
 	h.cancel()
@@ -407,12 +424,37 @@ func TestAgentDrainsThenStops(t *testing.T) {
 	if h.dns.running.Load() {
 		t.Fatal("DNS still running after Run returned")
 	}
+	if envoy.drains.Load() != 1 {
+		t.Fatalf("Envoy drained %d times, want once", envoy.drains.Load())
+	}
+}
+
+// Without Envoy there is nothing to drain: a SIGTERM stops the agent at once, whatever the
+// drain time.
+func TestAgentWithoutEnvoyStopsAtOnce(t *testing.T) {
+	cfg := testConfig()
+	cfg.Dataplane.DrainTime = Duration(time.Minute)
+	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	h.cancel()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an agent without Envoy waited for its one-minute drain time")
+	}
+	if !strings.Contains(h.logs.String(), "nothing to drain") {
+		t.Fatal("the log does not say why it stopped at once")
+	}
 }
 
 func TestAgentAbortCutsTheDrainShort(t *testing.T) {
 	cfg := testConfig()
 	cfg.Dataplane.DrainTime = Duration(time.Minute)
-	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h := startAgent(t, cfg, cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"}, func(p *Parts) { p.Envoy = &memEnvoy{} })
 	h.waitReady()
 	start := time.Now()
 	h.cancel()
