@@ -322,7 +322,8 @@ func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
 	const drain = 1500 * time.Millisecond
-	p := startAgent(t, dpFile, policies, "--drain-time", drain.String())
+	// With Envoy (the stand-in): without one there is nothing to drain.
+	p := startAgent(t, dpFile, policies, "--drain-time", drain.String(), "--envoy=true", "--binary-path", fakeEnvoy(t))
 	readyFile := p.cmd.Args[indexOf(p.cmd.Args, "--ready-file")+1]
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -358,10 +359,31 @@ func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
 	assertPortFree(t, "tcp", p.ready.DNSTCP[0])
 }
 
-func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+// Without Envoy a SIGTERM stops the agent at once, whatever the drain time, and a new agent
+// can bind the same ports right away.
+func TestE2ENoEnvoyStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies, "--drain-time", "1m")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an agent without Envoy waited for its drain time")
+	}
+	if p.err != nil {
+		t.Fatalf("exit: %v", p.err)
+	}
+	assertPortFree(t, "tcp", p.ready.Admin)
+	assertPortFree(t, "udp", p.ready.DNSUDP[0])
+}
+
+func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies, "--drain-time", "1m", "--envoy=true", "--binary-path", fakeEnvoy(t))
 	start := time.Now()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, "draining", 2*time.Second, func() bool { code, _ := p.get("/ready"); return code == 503 })
