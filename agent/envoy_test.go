@@ -39,7 +39,7 @@ func TestRealPartsWithEnvoy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
+	defer cleanup(false)
 	if parts.Envoy == nil {
 		t.Fatalf("no Envoy part:\n%s", logs)
 	}

@@ -102,7 +102,7 @@ func TestRealPartsServeReloadAndStopClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
+	defer cleanup(false)
 	a, err := New(cfg, parts, log, time.Time{})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func BenchmarkColdStart10k(b *testing.B) {
 		a.Abort()
 		cancel()
 		<-done
-		cleanup()
+		cleanup(false)
 		b.StartTimer()
 	}
 }

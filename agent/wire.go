@@ -2,14 +2,10 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -30,12 +26,27 @@ const (
 // Build makes the real parts from the configuration: the directory source, the allocator
 // (sticky through a state file in the work dir), the resolver and, when wanted and found,
 // Envoy. cleanup releases what Build made that outlives Run (none of it serves until Run).
-func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), error) {
-	cleanup := func() {}
-	workDir, err := prepareWorkDir(cfg)
+//
+// The work dir is locked until cleanup; when Build fails, or when cleanup(true) says the start
+// failed, what this start created in it is removed.
+func Build(ctx context.Context, cfg Config, log *slog.Logger) (parts Parts, cleanup func(failed bool), err error) {
+	wd, err := openWorkDir(cfg)
 	if err != nil {
-		return Parts{}, cleanup, err
+		return Parts{}, func(bool) {}, err
 	}
+	cleanup = func(failed bool) {
+		wd.release()
+		if failed {
+			wd.removeCreated()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup(true)
+			cleanup = func(bool) {}
+		}
+	}()
+	workDir := wd.path
 	log.Info("work dir", "path", workDir)
 	src, err := newSource(cfg, workDir, log.With("part", "source"))
 	if err != nil {
@@ -59,7 +70,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (Parts, func(), er
 	if err != nil {
 		return Parts{}, cleanup, err
 	}
-	parts := Parts{Source: src, Allocator: alloc, DNS: dns, PoolSizes: poolSizes(ac)}
+	parts = Parts{Source: src, Allocator: alloc, DNS: dns, PoolSizes: poolSizes(ac)}
 	if cfg.TransparentProxy.Enabled {
 		parts.TransparentProxy = newTransparentProxy(cfg, workDir, log.With("part", "tproxy"))
 	}
@@ -152,24 +163,3 @@ func dnsAddrs(c DNSConfig) []string {
 	return out
 }
 
-// prepareWorkDir creates the work dir: the configured one, or one per dataplane under the
-// temporary directory (named from --mesh/--name, else from the dataplane file's path).
-func prepareWorkDir(cfg Config) (string, error) {
-	dir := cfg.Runtime.WorkDir
-	if dir == "" {
-		id := cfg.Dataplane.Name
-		if id != "" && cfg.Dataplane.Mesh != "" {
-			id = cfg.Dataplane.Mesh + "." + id
-		}
-		if id == "" {
-			abs, _ := filepath.Abs(cfg.Runtime.DataplaneFile)
-			sum := sha256.Sum256([]byte(abs))
-			id = hex.EncodeToString(sum[:6])
-		}
-		dir = filepath.Join(os.TempDir(), "kuma-dp-"+id)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("work dir (dataplaneRuntime.workDir %q): %w", dir, err)
-	}
-	return dir, nil
-}

@@ -462,3 +462,45 @@ func TestE2EDataplaneVars(t *testing.T) {
 		t.Fatalf("rendered dataplane: %+v", dump.Model.Self)
 	}
 }
+
+// Two agents on one work dir: the second is refused, naming the directory and the first's
+// PID, and the first keeps serving.
+func TestE2EWorkDirLocked(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	work := t.TempDir()
+	first := startAgent(t, dpFile, policies, "--work-dir", work)
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", work, "--dns-upstream", "127.0.0.1:9")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
+		t.Fatalf("second agent: want exit %d, got %v:\n%s", exitInvalid, err, out)
+	}
+	want := fmt.Sprintf("work dir %q is in use by another kuma-dp (pid %d)", work, first.cmd.Process.Pid)
+	if !strings.Contains(string(out), strings.ReplaceAll(want, `"`, `\"`)) && !strings.Contains(string(out), want) {
+		t.Fatalf("second agent's message does not name the dir and the first's PID (%s):\n%s", want, out)
+	}
+	if a, _ := first.query("httpbin.mesh", dns.TypeA); len(a) != 1 {
+		t.Fatal("the first agent stopped answering")
+	}
+}
+
+// A start that fails (an invalid first model) removes the work dir it created.
+func TestE2EFailedStartLeavesNoWorkDir(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	parent := t.TempDir()
+	work := filepath.Join(parent, "new", "work")
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", work, "--dns-upstream", "127.0.0.1:9")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
+		t.Fatalf("want exit %d, got %v:\n%s", exitInvalid, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "new")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed start left %s behind (%v)", filepath.Join(parent, "new"), err)
+	}
+}

@@ -220,7 +220,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "error", err)
 		return exitInvalid
 	}
-	defer cleanup()
+	startFailed := true // until it serves: a failed start removes the work dir it created
+	defer func() { cleanup(startFailed) }()
 	a, err := agent.New(cfg, parts, log, processStart)
 	if err != nil {
 		log.Error("cannot start", "error", err)
@@ -232,9 +233,11 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			log.Error("not started: fix the files above and run again")
 			return exitInvalid
 		}
+		startFailed = false
 		log.Error("stopped", "error", err)
 		return exitInvalid
 	}
+	startFailed = false
 	log.Info("stopped")
 	return exitOK
 }
