@@ -162,4 +162,3 @@ func dnsAddrs(c DNSConfig) []string {
 	}
 	return out
 }
-
