@@ -504,3 +504,49 @@ func TestE2EFailedStartLeavesNoWorkDir(t *testing.T) {
 		t.Fatalf("the failed start left %s behind (%v)", filepath.Join(parent, "new"), err)
 	}
 }
+
+// Started by `go run` (a parent process named go), the agent stops when its parent is
+// killed: `kill $!` after the README's first command leaves no agent holding the ports.
+func TestE2EDiesWithGoRun(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	dir := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	b, err := os.ReadFile(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goParent := filepath.Join(dir, "go") // a shell whose process name is "go", as `go run` is
+	if err := os.WriteFile(goParent, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(dir, "ready.json")
+	script := fmt.Sprintf("%s run --dataplane-file %s --policies-dir %s --dns-address 127.0.0.1 --dns-proxy-port 0 --admin-address 127.0.0.1:0 --dns-upstream 127.0.0.1:9 --envoy=false --work-dir %s --ready-file %s & wait",
+		kumaDP(t), dpFile, policies, filepath.Join(dir, "work"), ready)
+	parent := exec.Command(goParent, "-c", script)
+	logs := &lockedBuffer{}
+	parent.Stdout, parent.Stderr = logs, logs
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		PID   int    `json:"pid"`
+		Admin string `json:"admin"`
+	}
+	waitFor(t, "the agent ready", 15*time.Second, func() bool {
+		b, err := os.ReadFile(ready)
+		return err == nil && json.Unmarshal(b, &info) == nil && info.PID > 0
+	})
+	_ = parent.Process.Kill() // like `kill -9 $!` on go run
+	_ = parent.Wait()
+	waitFor(t, "the agent gone with its parent", 5*time.Second, func() bool {
+		return syscall.Kill(info.PID, 0) != nil
+	})
+	if !strings.Contains(logs.String(), "dies_with_go_run=true") {
+		t.Errorf("the first log line does not say it dies with go run:\n%s", logs)
+	}
+	assertPortFree(t, "tcp", info.Admin)
+}

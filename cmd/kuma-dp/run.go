@@ -209,8 +209,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-dp run: %v\n", err)
 		return exitUsage
 	}
-	log.Info("kuma-dp starting", "version", version, "dataplane_file", cfg.Runtime.DataplaneFile,
-		"policies_dir", cfg.Runtime.PoliciesDir, "cp_address", cfg.ControlPlane.URL, "pid", os.Getpid())
+	log.Info("kuma-dp starting", "pid", os.Getpid(), "version", version, "dataplane_file", cfg.Runtime.DataplaneFile,
+		"policies_dir", cfg.Runtime.PoliciesDir, "cp_address", cfg.ControlPlane.URL, "dies_with_go_run", agent.DieWithGoRun())
 	if effective, err := json.Marshal(cfg); err == nil {
 		log.Debug("effective configuration (defaults < --config < KUMA_* < flags)", "config", string(effective))
 	}
