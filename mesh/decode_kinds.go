@@ -132,7 +132,7 @@ func (d *decoder) checkKind(field, kind string) bool {
 			return true
 		}
 	}
-	if s := suggest(kind, kinds); s != "" {
+	if s := Suggest(kind, kinds); s != "" {
 		d.errorf(field, kind, "unknown kind, did you mean %s?", s)
 	} else {
 		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(kinds, ", "))

@@ -604,8 +604,8 @@ func TestSuggest(t *testing.T) {
 	known := []string{"conf", "destinations", "host", "port", "selectors", "sources"}
 	for key, want := range map[string]string{"hosts": "host", "selector": "selectors", "Port": "port",
 		"destination": "destinations", "x": "", "zzzzzzzz": ""} {
-		if got := suggest(key, known); got != want {
-			t.Errorf("suggest(%q) = %q, want %q", key, got, want)
+		if got := Suggest(key, known); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", key, got, want)
 		}
 	}
 }

@@ -225,7 +225,7 @@ func (d *decoder) unknown(path, key string, known []string) {
 		d.failed = true
 		return
 	}
-	if s := suggest(key, known); s != "" {
+	if s := Suggest(key, known); s != "" {
 		d.errorf(path, "", "unknown field, did you mean %s?", s)
 		return
 	}
@@ -285,8 +285,9 @@ func fieldsOf(t reflect.Type) *structFields {
 	return fs
 }
 
-// suggest returns the known name closest to key, if close enough to be a likely typo.
-func suggest(key string, known []string) string {
+// Suggest returns the known name closest to key, if close enough to be a likely typo (the
+// "did you mean" of every error about an unknown name: resource fields, kinds, config keys).
+func Suggest(key string, known []string) string {
 	best, bestD := "", 1<<30
 	for _, k := range known {
 		if dist := editDistance(strings.ToLower(key), strings.ToLower(k)); dist < bestD {

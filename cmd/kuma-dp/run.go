@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kumadp/kuma-dp/agent"
 )
@@ -146,12 +146,8 @@ func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, s
 
 	cfg := agent.Defaults()
 	if *configPath != "" {
-		b, err := os.ReadFile(*configPath)
-		if err == nil {
-			err = yaml.UnmarshalStrict(b, &cfg)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "kuma-dp run: --config %s: %v\n", *configPath, err)
+		if err := agent.LoadConfigFile(*configPath, &cfg); err != nil {
+			fmt.Fprintf(stderr, "kuma-dp run: --config %s:\n%s\n", *configPath, indent(err.Error()))
 			return agent.Config{}, exitUsage, true
 		}
 	}
@@ -177,6 +173,8 @@ func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, s
 	}
 	return cfg, exitOK, false
 }
+
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
 func unwrapSetError(err error) error {
 	if u := errors.Unwrap(err); u != nil {

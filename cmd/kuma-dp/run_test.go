@@ -111,6 +111,7 @@ func TestRunConfigErrors(t *testing.T) {
 	}
 	unknown := write("unknown.yaml", "dns:\n  proxyPorts: 1\n")
 	badPort := write("port.yaml", "dataplaneRuntime:\n  resourcePath: dp.yaml\ndns:\n  proxyPort: 70000\n")
+	typos := write("typos.yaml", "dns:\n  proxyPrt: 15053\ndataplane:\n  workDir: /tmp/x\nadmin:\n  address: [1, 2]\ndataplaneRuntime:\n  envoy: maybe\n")
 	tests := []struct {
 		name string
 		args []string
@@ -133,6 +134,11 @@ func TestRunConfigErrors(t *testing.T) {
 		{"file unknown field", []string{"--config", unknown}, nil, []string{unknown, "proxyPorts"}},
 		{"file missing", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, []string{"nope.yaml"}},
 		{"file bad value", []string{"--config", badPort}, nil, []string{"dns.proxyPort", `"70000"`}},
+		{"file errors, all at once", []string{"--config", typos}, nil, []string{
+			"dns.proxyPrt (line 2): unknown field, did you mean proxyPort?",
+			"dataplane.workDir (line 4): unknown field here: it belongs in dataplaneRuntime.workDir",
+			"admin.address (line 6): want a single value, not a list",
+			`dataplaneRuntime.envoy (line 8): want true or false (value "maybe")`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
