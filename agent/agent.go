@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cplink"
@@ -83,6 +84,16 @@ type part struct {
 	name   string
 	cancel context.CancelFunc
 	done   chan error
+	// reported: its error is what Run returns (and the caller logs): stopPart does not log
+	// it a second time.
+	reported bool
+}
+
+// fail takes p's error as Run's result: it stays readable in done, and is not logged again.
+func (p *part) fail(err error) error {
+	p.reported = true
+	p.done <- err
+	return orStopped(err)
 }
 
 func (a *Agent) startPart(name string, run func(context.Context) error) *part {
@@ -103,7 +114,7 @@ func (a *Agent) stopPart(p *part, grace time.Duration) {
 	defer t.Stop()
 	select {
 	case err := <-p.done:
-		if err != nil {
+		if err != nil && !p.reported {
 			a.log.Warn("part stopped with an error", "part", p.name, "error", err)
 		} else {
 			a.log.Debug("part stopped", "part", p.name)
@@ -151,8 +162,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-a.parts.DNS.Ready():
 		a.dnsReady.Store(true)
 	case err := <-dnsPart.done:
-		dnsPart.done <- err
-		return fmt.Errorf("dns: %w", orStopped(err))
+		return fmt.Errorf("dns: %w", a.explainDNS(dnsPart.fail(err)))
 	case <-ctx.Done():
 		return nil
 	}
@@ -180,12 +190,34 @@ func (a *Agent) Run(ctx context.Context) error {
 	return a.serve(ctx, updates, firstEnvoy, dnsPart, envoyPart, sourcePart)
 }
 
+// EverReady reports whether the agent was ready at least once: a failure before that is a
+// failed start.
+func (a *Agent) EverReady() bool { return a.ready.Load() }
+
+// explainDNS adds to a resolver error what to change when its port is taken.
+func (a *Agent) explainDNS(err error) error {
+	if s := inUse(err, "--dns-proxy-port (KUMA_DNS_PROXY_PORT, dns.proxyPort in --config) or --dns-address (KUMA_DNS_ADDRESS, dns.addresses)"); s != "" {
+		return fmt.Errorf("%w%s", err, s)
+	}
+	return err
+}
+
+// inUse is the hint for an address already in use: which setting picks another ("" for any
+// other error).
+func inUse(err error, setting string) string {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return ""
+	}
+	return "; the address is in use (another kuma-dp still running, or another server?): stop it, or choose another with " + setting
+}
+
 // serveAdmin binds the admin endpoint (and the readiness endpoint when configured) and
 // serves them until the returned stop is called.
 func (a *Agent) serveAdmin() (stop func(), err error) {
 	ln, err := net.Listen("tcp", a.cfg.Admin.Address)
 	if err != nil {
-		return nil, fmt.Errorf("admin endpoint (admin.address %q): %w", a.cfg.Admin.Address, err)
+		return nil, fmt.Errorf("admin endpoint %q: %w%s", a.cfg.Admin.Address, err,
+			inUse(err, "--admin-address (KUMA_ADMIN_ADDRESS, admin.address in --config)"))
 	}
 	a.adminAddr.Store(ln.Addr().(*net.TCPAddr))
 	admin := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
@@ -200,7 +232,8 @@ func (a *Agent) serveAdmin() (stop func(), err error) {
 		rl, err := net.Listen("tcp", addr)
 		if err != nil {
 			stop()
-			return nil, fmt.Errorf("readiness endpoint (admin.readinessAddress %q): %w", addr, err)
+			return nil, fmt.Errorf("readiness endpoint %q: %w%s", addr, err,
+				inUse(err, "--readiness-address (KUMA_READINESS_ADDRESS, admin.readinessAddress in --config)"))
 		}
 		a.readyAddr.Store(rl.Addr().(*net.TCPAddr))
 		mux := http.NewServeMux()
@@ -271,14 +304,11 @@ func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, firstEn
 			}
 			_ = a.apply(u)
 		case err := <-dnsPart.done:
-			dnsPart.done <- err
-			return fmt.Errorf("dns: %w", orStopped(err))
+			return fmt.Errorf("dns: %w", a.explainDNS(dnsPart.fail(err)))
 		case err := <-envoyDone(envoyPart):
-			envoyPart.done <- err
-			return fmt.Errorf("envoy: %w", orStopped(err))
+			return fmt.Errorf("envoy: %w", envoyPart.fail(err))
 		case err := <-sourcePart.done:
-			sourcePart.done <- err
-			return fmt.Errorf("model source: %w", orStopped(err))
+			return fmt.Errorf("model source: %w", sourcePart.fail(err))
 		case <-readyTick.C:
 			checkReady()
 		}

@@ -550,3 +550,47 @@ func TestE2EDiesWithGoRun(t *testing.T) {
 	}
 	assertPortFree(t, "tcp", info.Admin)
 }
+
+// A busy DNS or admin port: the error names the flag, the variable and the config field,
+// once; the failed start leaves no work dir.
+func TestE2EBusyPortsNamed(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	_, dnsPort, _ := net.SplitHostPort(udp.LocalAddr().String())
+	for _, tc := range []struct {
+		name, dnsPort, admin, want string
+	}{
+		{"dns", dnsPort, "127.0.0.1:0", "--dns-proxy-port (KUMA_DNS_PROXY_PORT, dns.proxyPort in --config)"},
+		{"admin", "0", tcp.Addr().String(), "--admin-address (KUMA_ADMIN_ADDRESS, admin.address in --config)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := filepath.Join(t.TempDir(), "work")
+			out, err := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+				"--dns-address", "127.0.0.1", "--dns-proxy-port", tc.dnsPort, "--admin-address", tc.admin,
+				"--envoy=false", "--work-dir", work, "--dns-upstream", "127.0.0.1:9").CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
+				t.Fatalf("want exit %d, got %v:\n%s", exitInvalid, err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("the error does not name %s:\n%s", tc.want, out)
+			}
+			if n := strings.Count(string(out), "address already in use"); n != 1 {
+				t.Fatalf("the error is logged %d times, want once:\n%s", n, out)
+			}
+			if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the failed start left its work dir (%v)", err)
+			}
+		})
+	}
+}

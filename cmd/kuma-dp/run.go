@@ -231,7 +231,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			log.Error("not started: fix the files above and run again")
 			return exitInvalid
 		}
-		startFailed = false
+		startFailed = !a.EverReady()
 		log.Error("stopped", "error", err)
 		return exitInvalid
 	}
