@@ -9,8 +9,11 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // Exit codes shared by every subcommand.
@@ -40,7 +43,16 @@ func register(c command) {
 var version = "dev"
 
 func init() {
-	register(command{name: "version", summary: "print the version", run: func(_ []string, stdout, _ io.Writer) int {
+	register(command{name: "version", summary: "print the version", run: func(args []string, stdout, stderr io.Writer) int {
+		fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
+		cmd := subcommand{name: "version", fs: fs, stdout: stdout, stderr: stderr,
+			usage: func(w io.Writer) { fmt.Fprintf(w, "Usage:\n  kuma-dp version\n\nPrints the version.\n\nExample:\n  kuma-dp version\n") }}
+		if rc, done := cmd.parse(args); done {
+			return rc
+		}
+		if fs.NArg() > 0 {
+			return cmd.usageErr("unexpected argument %q", fs.Arg(0))
+		}
 		fmt.Fprintf(stdout, "kuma-dp %s\n", version)
 		return exitOK
 	}})
@@ -76,7 +88,18 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
+	case "help":
+		if len(args) > 1 { // `kuma-dp help run` is `kuma-dp run --help`
+			if c, ok := commands[args[1]]; ok {
+				return c.run(append([]string{"--help"}, args[2:]...), stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "kuma-dp help: unknown command %q\n\n", args[1])
+			usage(stderr)
+			return exitUsage
+		}
+		usage(stdout)
+		return exitOK
+	case "-h", "--help":
 		usage(stdout)
 		return exitOK
 	case "--version":
@@ -108,13 +131,50 @@ func (c subcommand) parse(args []string) (rc int, done bool) {
 	err := c.fs.Parse(args)
 	switch {
 	case err == nil:
+		if msg := c.boolWithSpace(args); msg != "" {
+			return c.usageErr("%s", msg), true
+		}
 		return exitOK, false
 	case errors.Is(err, pflag.ErrHelp):
 		c.usage(c.stdout)
 		return exitOK, true
 	default:
-		return c.usageErr("%v", err), true
+		return c.usageErr("%v%s", err, c.didYouMean(err)), true
 	}
+}
+
+// didYouMean names the closest flag to an unknown one.
+func (c subcommand) didYouMean(err error) string {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	var names []string
+	c.fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if s := mesh.Suggest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean --%s?)", s)
+	}
+	return ""
+}
+
+// boolWithSpace catches `--envoy false`: pflag reads it as --envoy (true) and an argument
+// "false", the opposite of what was meant.
+func (c subcommand) boolWithSpace(args []string) string {
+	for i := 0; i+1 < len(args); i++ {
+		name, ok := strings.CutPrefix(args[i], "--")
+		if !ok || strings.Contains(name, "=") {
+			continue
+		}
+		f := c.fs.Lookup(name)
+		if f == nil || f.Value.Type() != "bool" {
+			continue
+		}
+		if v := args[i+1]; v == "true" || v == "false" {
+			return fmt.Sprintf("%s %s: a boolean flag takes its value after '=': write --%s=%s", args[i], v, name, v)
+		}
+	}
+	return ""
 }
 
 // usageErr reports a usage error and returns exitUsage.

@@ -65,3 +65,35 @@ func TestHelpVIPsExamplesWork(t *testing.T) {
 		t.Fatalf("ran %d vips examples, want at least 3 (top-level and vips --help)", ran)
 	}
 }
+
+// The first-hour mistakes: each refused with exit 2 and a message that says what to write.
+func TestUsageMistakesExplained(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--dataplane-fle", "dp.yaml"}, "unknown flag: --dataplane-fle (did you mean --dataplane-file?)"},
+		{[]string{"vips", "--polices-dir", "x"}, "did you mean --policies-dir?"},
+		{[]string{"run", "--envoy", "false", "--dataplane-file", "dp.yaml"}, "write --envoy=false"},
+		{[]string{"version", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"version", "extra"}, `unexpected argument "extra"`},
+		{[]string{"help", "nope"}, `unknown command "nope"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		if rc := dispatch(tc.args, &stdout, &stderr); rc != exitUsage {
+			t.Errorf("%v: exit %d, want %d", tc.args, rc, exitUsage)
+		}
+		if !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: stderr %q lacks %q", tc.args, stderr.String(), tc.want)
+		}
+	}
+	// `kuma-dp help run` is run's help
+	var help, direct, errb bytes.Buffer
+	if rc := dispatch([]string{"help", "run"}, &help, &errb); rc != exitOK || help.Len() == 0 {
+		t.Fatalf("help run: exit %d, %q", rc, errb.String())
+	}
+	dispatch([]string{"run", "--help"}, &direct, &errb)
+	if help.String() != direct.String() {
+		t.Error("kuma-dp help run differs from kuma-dp run --help")
+	}
+}
