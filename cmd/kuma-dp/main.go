@@ -46,7 +46,9 @@ func init() {
 	register(command{name: "version", summary: "print the version", run: func(args []string, stdout, stderr io.Writer) int {
 		fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
 		cmd := subcommand{name: "version", fs: fs, stdout: stdout, stderr: stderr,
-			usage: func(w io.Writer) { fmt.Fprintf(w, "Usage:\n  kuma-dp version\n\nPrints the version.\n\nExample:\n  kuma-dp version\n") }}
+			usage: func(w io.Writer) {
+				fmt.Fprintf(w, "Usage:\n  kuma-dp version\n\nPrints the version.\n\nExample:\n  kuma-dp version\n")
+			}}
 		if rc, done := cmd.parse(args); done {
 			return rc
 		}
