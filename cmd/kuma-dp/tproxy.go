@@ -373,6 +373,19 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 		if err != nil {
 			return fail(err)
 		}
+		if diff != "" && !strings.Contains(diff, "\n+ ") && !strings.HasPrefix(diff, "+ ") {
+			if live, err := tproxy.RemovalRules(ctx, c); err == nil && live == "" {
+				rules := 0
+				for _, line := range strings.Split(diff, "\n") {
+					if strings.HasPrefix(line, "- ") && strings.Contains(line, " -A ") {
+						rules++
+					}
+				}
+				fmt.Fprintf(stdout, "transparent proxy not installed: none of its %d rules is in iptables (`kuma-dp tproxy install` adds them, `--dry-run` shows them)\n", rules)
+				printTproxyNetwork(stdout, c)
+				return exitInvalid
+			}
+		}
 		if diff != "" {
 			fmt.Fprintf(stdout, "transparent proxy differs from the expected rules (- missing, + unexpected):\n%s", diff)
 			printTproxyNetwork(stdout, c)
