@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/dnsserver"
 )
 
 // Config is everything `kuma-dp run` can be told. The JSON names are the `--config` file's
@@ -115,7 +116,7 @@ func Defaults() Config {
 		Dataplane: DataplaneConfig{DrainTime: Duration(30 * time.Second)},
 		Runtime: RuntimeConfig{Watch: "auto", Envoy: true,
 			MaxFileSizeMiB: cplink.DefaultMaxFileBytes >> 20, MaxTotalSizeMiB: cplink.DefaultMaxTotalBytes >> 20},
-		DNS:   DNSConfig{ProxyPort: 15053, TTL: Duration(30 * time.Second), ResolvConf: "/etc/resolv.conf"},
+		DNS:   DNSConfig{ProxyPort: 15053, TTL: Duration(dnsserver.DefaultTTL * time.Second), ResolvConf: "/etc/resolv.conf"},
 		Admin: AdminConfig{Address: "127.0.0.1:9902"},
 		Log:   LogConfig{Level: "info", Format: "text"},
 		ControlPlane: ControlPlaneConfig{RetryBackoff: Duration(cplink.DefaultBackoff),

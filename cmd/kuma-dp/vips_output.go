@@ -112,8 +112,9 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 
 // vipsWriteZone prints an RFC 1035 master file: $ORIGIN (the longest suffix every name shares),
 // $TTL, an SOA whose serial is a hash of the records (same records, same serial), and the A
-// and AAAA records of every available hostname.
-func vipsWriteZone(w io.Writer, t *vipalloc.Table) error {
+// and AAAA records of every available hostname. ttl is the resolver's (kuma-dp run --dns-ttl),
+// for the records and as the negative TTL, so the file says what the resolver answers.
+func vipsWriteZone(w io.Writer, t *vipalloc.Table, ttl uint32) error {
 	avail := t.Available()
 	names := make([]string, len(avail))
 	for i, e := range avail {
@@ -132,9 +133,9 @@ func vipsWriteZone(w io.Writer, t *vipalloc.Table) error {
 	h.Write([]byte(recs.String()))
 	serial := h.Sum32()
 	fmt.Fprintf(w, "; hostnames and VIPs served by the dataplane (kuma-dp vips -o zone)\n")
-	fmt.Fprintf(w, "$ORIGIN %s\n$TTL 60\n", origin)
+	fmt.Fprintf(w, "$ORIGIN %s\n$TTL %d\n", origin, ttl)
 	fmt.Fprintf(w, "@\tIN\tSOA\tns.kuma-dp. hostmaster.kuma-dp. (\n\t\t%d ; serial (hash of the records)\n"+
-		"\t\t3600 ; refresh\n\t\t600 ; retry\n\t\t86400 ; expire\n\t\t60 ) ; negative TTL\n", serial)
+		"\t\t3600 ; refresh\n\t\t600 ; retry\n\t\t86400 ; expire\n\t\t%d ) ; negative TTL\n", serial, ttl)
 	_, err := io.WriteString(w, recs.String())
 	return err
 }

@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/agent"
+	"github.com/kumadp/kuma-dp/dnsserver"
 )
 
 // Tests of `kuma-dp vips` on the repository's testdata: in-process through dispatch, and once
@@ -381,5 +386,28 @@ func TestVIPsBinary(t *testing.T) {
 	cmd = exec.Command(bin, "vips", "--dataplane-file", testDP, "--policies-dir", "../../testdata/invalid")
 	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != exitInvalid {
 		t.Errorf("invalid input: %v, want exit %d", err, exitInvalid)
+	}
+}
+
+// `vips -o zone` and the resolver say one TTL: the zone's $TTL and negative TTL are the
+// resolver's default, and --dns-ttl (the same flag as run's) changes both.
+func TestVIPsZoneTTLIsTheResolvers(t *testing.T) {
+	t.Chdir("../..")
+	for _, tc := range []struct {
+		args []string
+		ttl  int
+	}{{nil, int(time.Duration(agent.Defaults().DNS.TTL) / time.Second)}, {[]string{"--dns-ttl", "45s"}, 45}} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"vips", "--dataplane-file", "testdata/mesh/dataplane.yaml", "--policies-dir", "testdata/mesh/policies", "-o", "zone"}, tc.args...)
+		if rc := dispatch(args, &stdout, &stderr); rc != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, rc, stderr.String())
+		}
+		out := stdout.String()
+		if !strings.Contains(out, fmt.Sprintf("$TTL %d\n", tc.ttl)) || !strings.Contains(out, fmt.Sprintf("%d ) ; negative TTL", tc.ttl)) {
+			t.Fatalf("%v: want $TTL and negative TTL %d:\n%s", tc.args, tc.ttl, out[:min(len(out), 300)])
+		}
+	}
+	if agent.Defaults().DNS.TTL != agent.Duration(dnsserver.DefaultTTL*time.Second) {
+		t.Fatal("the agent's default TTL is not the resolver's")
 	}
 }
