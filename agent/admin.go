@@ -71,8 +71,20 @@ func (a *Agent) adminMux() *http.ServeMux {
 		writeJSON(w, redacted)
 	})
 	mux.Handle("GET /metrics", a.metrics.handler(a.parts.DNS.MetricsHandler()))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, adminIndex)
+	})
 	return mux
 }
+
+// adminIndex is what GET / lists: every endpoint of the admin port.
+const adminIndex = `kuma-dp admin endpoint
+  /ready        200 READY once the model is applied, DNS answers and (with Envoy) Envoy is live; 503 otherwise
+  /vips         this dataplane's hostnames and VIPs, skipped tuples, MeshExternalService statuses (JSON)
+  /config_dump  the model and Envoy's generated resources (JSON, private keys redacted)
+  /metrics      Prometheus metrics (kuma_dp_*, DNS)
+`
 
 func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
 	ok, msg := a.readiness()

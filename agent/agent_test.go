@@ -326,7 +326,24 @@ func TestAgentAdminEndpoints(t *testing.T) {
 	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin", "backend"), Trigger: "start"})
 	h.waitReady()
 
-	code, body := h.get("/vips")
+	// / lists every endpoint, and each one listed answers 200
+	code, body := h.get("/")
+	if code != 200 {
+		t.Fatalf("/: %d", code)
+	}
+	for _, ep := range []string{"/ready", "/vips", "/config_dump", "/metrics"} {
+		if !strings.Contains(body, ep) {
+			t.Errorf("/ does not list %s:\n%s", ep, body)
+		}
+		if c, _ := h.get(ep); c != 200 {
+			t.Errorf("%s listed but answers %d", ep, c)
+		}
+	}
+	if c, _ := h.get("/nope"); c != 404 {
+		t.Errorf("/nope: %d, want 404", c)
+	}
+
+	code, body = h.get("/vips")
 	var vips struct {
 		Skipped              []json.RawMessage          `json:"skipped"`
 		MeshExternalServices map[string]json.RawMessage `json:"meshExternalServices"`
