@@ -393,6 +393,19 @@ func (c *Client) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// plainText reports whether the link was asked to run without TLS (grpc://, http://).
+func (c *Client) plainText() bool {
+	return strings.HasPrefix(c.cfg.Address, "grpc://") || strings.HasPrefix(c.cfg.Address, "http://")
+}
+
+// hostPort is addr without its scheme.
+func hostPort(addr string) string {
+	if _, rest, ok := strings.Cut(addr, "://"); ok {
+		return rest
+	}
+	return addr
+}
+
 func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 	attrs := []any{"cp_address", c.cfg.Address, "attempt", attempt, "retry_in", wait.Round(time.Millisecond)}
 	switch status.Code(err) {
@@ -402,6 +415,13 @@ func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 		return
 	}
 	msg := "control plane link down; reconnecting"
+	if err != nil && c.plainText() && strings.Contains(err.Error(), "server preface") {
+		// A plain-text client reads a TLS server's handshake bytes (or its close) where the
+		// HTTP/2 preface should be: gRPC says only "server preface: EOF".
+		c.log.Error("the control plane speaks TLS but --cp-address is plain text: use grpcs://"+hostPort(c.cfg.Address),
+			append(attrs, "error", err)...)
+		return
+	}
 	if err != nil && strings.Contains(err.Error(), "x509") {
 		msg = "the control plane's certificate is not trusted; check --ca-cert-file"
 		c.log.Error(msg, append(attrs, "error", err)...)

@@ -420,3 +420,18 @@ func TestE2EIdleConnectionsNotHeld(t *testing.T) {
 		t.Fatalf("agents connected %v, want 1", got)
 	}
 }
+
+// grpc:// (plain text) against a TLS control plane: the agent says the server speaks TLS
+// and what to write, not only gRPC's "server preface: EOF".
+func TestE2EPlainTextAgainstTLSExplained(t *testing.T) {
+	e := meshEnv(t)
+	e.start()
+	_, dpBin := binaries(t)
+	work := t.TempDir()
+	p := startProc(t, "kuma-dp", dpBin, "run", "--cp-address", "grpc://"+e.address, "--name", "web-1",
+		"--dataplane-token-file", e.token("web-1", "default"), "--dns-address", "127.0.0.1", "--dns-proxy-port", "0",
+		"--admin-address", "127.0.0.1:0", "--dns-upstream", "127.0.0.1:9", "--envoy=false", "--work-dir", work,
+		"--cp-retry-backoff", "100ms")
+	want := "the control plane speaks TLS but --cp-address is plain text: use grpcs://" + e.address
+	waitFor(t, "the agent to explain", 10*time.Second, func() bool { return p.count(regexp.QuoteMeta(want)) > 0 })
+}

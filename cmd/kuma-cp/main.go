@@ -18,6 +18,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,7 +54,9 @@ Example (two terminals; see docs/cplink.md):
   kuma-cp certs --out-dir /tmp/cp
   kuma-cp serve --resources-dir testdata/mesh/policies --address 127.0.0.1:5678 \
     --tls-cert-file /tmp/cp/tls.crt --tls-key-file /tmp/cp/tls.key --token-key-file /tmp/cp/token.key
-  kuma-cp token --token-key-file /tmp/cp/token.key --name web-01 --mesh default > /tmp/cp/web-01.token
+  kuma-cp token --token-key-file /tmp/cp/token.key --name web-1 --mesh default > /tmp/cp/web-1.token
+  kuma-dp run --cp-address grpcs://127.0.0.1:5678 --ca-cert-file /tmp/cp/ca.crt \
+    --dataplane-token-file /tmp/cp/web-1.token --dataplane-file testdata/mesh/dataplane.yaml --envoy=false
 `
 
 func dispatch(args []string, stdout, stderr io.Writer) int {
@@ -121,8 +125,16 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 	if rc, done := parse("token", fs, args, stdout, stderr); done {
 		return rc
 	}
-	if *keyFile == "" || *name == "" || *meshName == "" {
-		fmt.Fprintln(stderr, "kuma-cp token: --token-key-file, --name and --mesh are required")
+	var missing []string
+	for flag, v := range map[string]string{"--token-key-file": *keyFile, "--name": *name, "--mesh": *meshName} {
+		if v == "" {
+			missing = append(missing, flag)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		fmt.Fprintf(stderr, "kuma-cp token: %s required (missing: %s)\nRun 'kuma-cp token --help' for the flags.\n",
+			plural(len(missing), "is", "are"), strings.Join(missing, ", "))
 		return exitUsage
 	}
 	key, err := readKey(*keyFile)
@@ -167,6 +179,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp serve: --log-level %q: want debug, info, warn or error\n", c.logLevel)
 		return exitUsage
 	}
+	if err := c.check(); err != nil {
+		fmt.Fprintf(stderr, "kuma-cp serve: %v\nRun 'kuma-cp serve --help' for the flags.\n", err)
+		return exitUsage
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(c, log); err != nil {
 		log.Error("kuma-cp stopped", "error", err)
@@ -175,12 +191,27 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func serve(c serveConfig, log *slog.Logger) error {
+// check refuses flag values that cannot work (usage errors: exit 2, like every command).
+func (c serveConfig) check() error {
 	if c.dir == "" {
 		return errors.New("--resources-dir is required")
 	}
 	if fi, err := os.Stat(c.dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--resources-dir %q: not a readable directory", c.dir)
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func serve(c serveConfig, log *slog.Logger) error {
+	if err := c.check(); err != nil {
+		return err
 	}
 	var key []byte
 	if c.tokenKeyFile != "" {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,11 +20,12 @@ func TestCLI(t *testing.T) {
 		{[]string{"serve", "--help"}, exitOK, "--token-key-file", ""},
 		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`},
 		{[]string{"serve", "--bogus"}, exitUsage, "", "unknown flag: --bogus"},
-		{[]string{"serve"}, exitFail, "", "--resources-dir is required"},
-		{[]string{"serve", "--resources-dir", filepath.Join(dir, "missing")}, exitFail, "", "not a readable directory"},
+		{[]string{"serve"}, exitUsage, "", "--resources-dir is required"},
+		{[]string{"serve", "--resources-dir", filepath.Join(dir, "missing")}, exitUsage, "", "not a readable directory"},
 		{[]string{"serve", "--resources-dir", dir, "--token-key-file", filepath.Join(dir, "k")}, exitFail, "", "--token-key-file"},
 		{[]string{"serve", "--resources-dir", dir, "--log-level", "loud"}, exitUsage, "", `--log-level "loud"`},
-		{[]string{"token", "--name", "a"}, exitUsage, "", "--token-key-file, --name and --mesh are required"},
+		{[]string{"token", "--name", "a"}, exitUsage, "", "is required (missing: --token-key-file)"},
+		{[]string{"token", "--mesh", ""}, exitUsage, "", "are required (missing: --mesh, --name, --token-key-file)"},
 		{[]string{"certs", "--out-dir", dir}, exitOK, "ca.crt", ""},
 	}
 	for _, c := range cases {
@@ -43,4 +46,103 @@ func TestCLI(t *testing.T) {
 	if id, err := verifyToken(key, strings.TrimSpace(out.String())); err != nil || id.Name != "web-1" || id.Mesh != "default" {
 		t.Errorf("issued token: %+v %v", id, err)
 	}
+}
+
+// helpCommands are the command lines of a help text that start with prog, continuation
+// lines joined.
+func helpCommands(text, prog string) [][]string {
+	var out [][]string
+	var cur string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if cur != "" {
+			cur += " " + strings.TrimSuffix(line, "\\")
+			if !strings.HasSuffix(line, "\\") {
+				out = append(out, strings.Fields(cur))
+				cur = ""
+			}
+			continue
+		}
+		if !strings.HasPrefix(line, prog+" ") || strings.Contains(line, "<") {
+			continue // not a command line, or the usage synopsis
+		}
+		if strings.HasSuffix(line, "\\") {
+			cur = strings.TrimSuffix(line, "\\")
+			continue
+		}
+		out = append(out, strings.Fields(line))
+	}
+	return out
+}
+
+// The examples of `kuma-cp --help`, run as written on the bundled files (only /tmp/cp made a
+// temporary directory and the fixed port a free one): the certificates, the control plane,
+// the token for the bundled dataplane, and the agent that uses it all becomes ready.
+func TestHelpExamplesWork(t *testing.T) {
+	var help bytes.Buffer
+	dispatch([]string{"--help"}, &help, &help)
+	dir := t.TempDir()
+	root, _ := filepath.Abs("../..")
+	var cpAddr string
+	ran := map[string]bool{}
+	for _, args := range helpCommands(help.String(), "kuma-cp") {
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], "/tmp/cp", dir)
+		}
+		var redirect string
+		if i := slices.Index(args, ">"); i >= 0 {
+			redirect, args = args[i+1], args[:i]
+		}
+		ran[args[1]] = true
+		switch args[1] {
+		case "serve":
+			cpBin, _ := binaries(t)
+			for i := range args {
+				if args[i] == "--address" {
+					args[i+1] = "127.0.0.1:0"
+				}
+				if strings.HasPrefix(args[i], "testdata/") {
+					args[i] = filepath.Join(root, args[i])
+				}
+			}
+			ready := filepath.Join(dir, "ready.json")
+			p := startProc(t, "kuma-cp", cpBin, append(args[1:], "--ready-file", ready, "--metrics-address", "127.0.0.1:0")...)
+			var r struct{ Address string }
+			p.readyJSON(ready, &r)
+			cpAddr = r.Address
+		default:
+			var out, errb bytes.Buffer
+			if rc := dispatch(args[1:], &out, &errb); rc != exitOK {
+				t.Fatalf("%v: exit %d: %s", args, rc, errb.String())
+			}
+			if redirect != "" {
+				if err := os.WriteFile(redirect, out.Bytes(), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, c := range []string{"certs", "serve", "token"} {
+		if !ran[c] {
+			t.Fatalf("the help has no %s example", c)
+		}
+	}
+	dps := helpCommands(help.String(), "kuma-dp")
+	if len(dps) != 1 {
+		t.Fatalf("want one kuma-dp example, got %v", dps)
+	}
+	args := dps[0]
+	for i := range args {
+		args[i] = strings.ReplaceAll(strings.ReplaceAll(args[i], "/tmp/cp", dir), "127.0.0.1:5678", cpAddr)
+		if strings.HasPrefix(args[i], "testdata/") {
+			args[i] = filepath.Join(root, args[i])
+		}
+	}
+	_, dpBin := binaries(t)
+	work := t.TempDir()
+	ready := filepath.Join(work, "ready.json")
+	p := startProc(t, "kuma-dp", dpBin, append(args[1:], "--dns-address", "127.0.0.1", "--dns-proxy-port", "0",
+		"--admin-address", "127.0.0.1:0", "--work-dir", work, "--ready-file", ready, "--dns-upstream", "127.0.0.1:9")...)
+	var r struct{ DNSUDP []string }
+	p.readyJSON(ready, &r) // ready: the token named the bundled dataplane, the link synced
 }
