@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -592,5 +593,32 @@ func TestE2EBusyPortsNamed(t *testing.T) {
 				t.Fatalf("the failed start left its work dir (%v)", err)
 			}
 		})
+	}
+}
+
+// The first example of `kuma-dp run --help` (the README's main job), run as written (only
+// the ports made free ones): the agent becomes ready and answers httpbin.mesh, as the
+// example's dig line expects.
+func TestE2ERunHelpExampleWorks(t *testing.T) {
+	t.Parallel()
+	var help bytes.Buffer
+	dispatch([]string{"run", "--help"}, &help, &help)
+	var example []string
+	for _, line := range strings.Split(help.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "kuma-dp" && f[1] == "run" && example == nil && !strings.Contains(line, "[flags]") {
+			example = f[2:]
+		}
+	}
+	if example == nil || !strings.Contains(help.String(), "dig @127.0.0.1 -p 15053 httpbin.mesh") {
+		t.Fatalf("no run example with its dig line:\n%s", help.String())
+	}
+	for i, a := range example {
+		if strings.HasPrefix(a, "testdata/") {
+			example[i] = "../../" + a
+		}
+	}
+	p := startAgent(t, "../../testdata/mesh/dataplane.yaml", "../../testdata/mesh/policies", example...)
+	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 {
+		t.Fatalf("the example's agent does not answer httpbin.mesh: %v", a)
 	}
 }

@@ -31,12 +31,14 @@ func init() {
 
 const tproxyEnvPrefix = "KUMA_TRANSPARENT_PROXY_"
 
-const tproxyExample = `Examples:
+// tproxyExample is the help's examples; TestTproxyHelpExamplesWork runs each in a network
+// namespace.
+const tproxyExample = `Examples (5678 is the agent's UID, as in Kuma):
   kuma-dp tproxy install --dry-run
-  sudo kuma-dp tproxy install --kuma-dp-user kuma-dp --exclude-inbound-ports 22 --exclude-outbound-ips 10.0.0.0/8
-  sudo kuma-dp tproxy verify && echo rules in place
+  sudo kuma-dp tproxy install --kuma-dp-user 5678 --exclude-inbound-ports 22 --exclude-outbound-ips 10.0.0.0/8
+  sudo kuma-dp tproxy verify --kuma-dp-user 5678 --exclude-inbound-ports 22 --exclude-outbound-ips 10.0.0.0/8 && echo rules in place
   sudo kuma-dp tproxy uninstall
-  KUMA_TRANSPARENT_PROXY_IP_FAMILY_MODE=ipv4 sudo -E kuma-dp tproxy install --config tproxy.yaml
+  KUMA_TRANSPARENT_PROXY_IP_FAMILY_MODE=ipv4 sudo -E kuma-dp tproxy install --config testdata/tproxy/tproxy.yaml
 `
 
 // tproxySetting is one setting: its flag (Kuma's name), environment variable and how a

@@ -209,3 +209,59 @@ func TestTproxyCmdBools(t *testing.T) {
 		t.Errorf("a bad boolean in the environment: exit %d, %s", code, errs)
 	}
 }
+
+// The examples of `kuma-dp tproxy --help`, run as written (sudo dropped, --netns added) in a
+// network namespace, in order: each exits 0.
+func TestTproxyHelpExamplesWork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, iptables): run as root, as CI does")
+	}
+	if _, err := exec.LookPath("iptables-nft-restore"); err != nil {
+		t.Skip("iptables not found: install the Debian package iptables")
+	}
+	ns := fmt.Sprintf("kdp-help-%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	for _, args := range [][]string{
+		{"link", "add", "kdphelp0", "type", "veth", "peer", "name", "kdphelp1"},
+		{"addr", "add", "10.98.0.1/24", "dev", "kdphelp0"},
+		{"-6", "addr", "add", "fd6b:6470:98::1/64", "dev", "kdphelp0", "nodad"},
+		{"link", "set", "kdphelp0", "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	var help bytes.Buffer
+	dispatch([]string{"tproxy", "--help"}, &help, &help)
+	t.Chdir("../..") // the examples name testdata/ from the repository's root
+	state := filepath.Join(t.TempDir(), "state.json")
+	ran := 0
+	for _, line := range strings.Split(help.String(), "\n") {
+		line, _, _ = strings.Cut(strings.TrimSpace(line), " && ")
+		env := map[string]string{}
+		fields := strings.Fields(line)
+		for len(fields) > 0 && (strings.Contains(fields[0], "=") || fields[0] == "sudo" || fields[0] == "-E") {
+			if k, v, ok := strings.Cut(fields[0], "="); ok {
+				env[k] = v
+			}
+			fields = fields[1:]
+		}
+		if len(fields) < 3 || fields[0] != "kuma-dp" || fields[1] != "tproxy" {
+			continue
+		}
+		args := append(fields[2:], "--netns", ns, "--state-file", state)
+		if code, out, errs := runTproxyTest(t, env, args...); code != exitOK {
+			t.Fatalf("%s: exit %d\n%s\n%s", line, code, out, errs)
+		}
+		ran++
+	}
+	if ran != 5 {
+		t.Fatalf("ran %d examples, want the 5 of the help", ran)
+	}
+	if code, _, errs := runTproxyTest(t, nil, "uninstall", "--netns", ns, "--state-file", state); code != exitOK {
+		t.Fatal(errs)
+	}
+}
