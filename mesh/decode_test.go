@@ -398,7 +398,6 @@ spec:
 `,
 			want: []string{
 				`f.yaml#1: virtualoutbound "Bad Name": metadata.name: character ' ' not allowed (use letters, digits, '-', '.', '_') (value "Bad Name")`,
-				`f.yaml#1: virtualoutbound "Bad Name": spec.selectors[0].match: must contain kuma.io/service`,
 				`f.yaml#1: virtualoutbound "Bad Name": spec.conf.host: template: no variable "v" (declare it in conf.parameters or conf.tags) (value "{{.v}}")`,
 			},
 		},

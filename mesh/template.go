@@ -26,6 +26,13 @@ import (
 // allocator's hot path); anything richer ({{if}}, pipelines, printf...) falls back to
 // executing the parsed template with the values bound for that render.
 
+// Kuma's rules for conf.parameters: a name of letters and digits (it is a template field),
+// a tag key of the characters a tag key may hold.
+var (
+	parameterName = regexp.MustCompile(`^[a-zA-Z0-9]+$`)
+	tagKeyChars   = regexp.MustCompile(`^[a-zA-Z0-9.\-_:/]+$`)
+)
+
 // TemplateError is a template that does not compile: Field is the field holding it
 // (e.g. "conf.host"), Msg what text/template or our checks said.
 type TemplateError struct {
@@ -112,19 +119,30 @@ func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
 		vt.vars[name] = k
 		keys[k] = true
 	}
+	var paramErrs []error
 	for i, p := range c.Parameters {
-		if p.Name == "" {
-			return nil, &TemplateError{Field: fmt.Sprintf("conf.parameters[%d].name", i), Msg: "empty name"}
+		if !parameterName.MatchString(p.Name) {
+			paramErrs = append(paramErrs, &TemplateError{Field: fmt.Sprintf("conf.parameters[%d].name", i), Template: p.Name,
+				Msg: fmt.Sprintf("name %q must consist of letters and digits only (as in Kuma)", p.Name)})
+			continue
 		}
 		k := p.TagKey
 		if k == "" {
 			k = p.Name
+		}
+		if !tagKeyChars.MatchString(k) {
+			paramErrs = append(paramErrs, &TemplateError{Field: fmt.Sprintf("conf.parameters[%d].tagKey", i), Template: k,
+				Msg: fmt.Sprintf("tagKey %q is not a valid tag key (letters, digits and . - _ : / only, as in Kuma)", k)})
+			continue
 		}
 		if prev, dup := vt.vars[p.Name]; dup && prev != k {
 			return nil, &TemplateError{Field: fmt.Sprintf("conf.parameters[%d].name", i), Template: p.Name, Msg: fmt.Sprintf("name %q maps both %q and %q", p.Name, prev, k)}
 		}
 		vt.vars[p.Name] = k
 		keys[k] = true
+	}
+	if len(paramErrs) > 0 {
+		return nil, errors.Join(paramErrs...)
 	}
 
 	funcs := template.FuncMap{"tag": func(string) (string, error) { return "", nil }}
@@ -387,7 +405,7 @@ func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*
 	for k, v := range funcs {
 		fm[k] = v
 	}
-	t, err := template.New(field).Option("missingkey=error").Funcs(fm).Parse(rewriteBare(src, quoteFn))
+	t, err := template.New(field).Funcs(fm).Parse(rewriteBare(src, quoteFn))
 	if err != nil {
 		return nil, &TemplateError{Field: field, Template: src, Msg: stripTemplatePrefix(err.Error(), field)}
 	}

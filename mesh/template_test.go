@@ -133,7 +133,14 @@ func TestVirtualOutboundTemplateCompileErrors(t *testing.T) {
 		{"host and port both reported", VirtualOutboundConf{Host: "{{mesh}}", Port: "{{port}}"},
 			"conf.host: template: function \"mesh\" not defined\nconf.port: template: function \"port\" not defined"},
 		{"parameter without name", VirtualOutboundConf{Host: "a", Port: "80", Parameters: []Parameter{{TagKey: "x"}}},
-			`conf.parameters[0].name: template: empty name`},
+			`conf.parameters[0].name: template: name "" must consist of letters and digits only (as in Kuma)`},
+		// Kuma's validator cases: a name that is not alphanumeric, a tag key with other characters
+		{"parameter named _", VirtualOutboundConf{Host: "a", Port: "80", Parameters: []Parameter{{Name: "_", TagKey: "kuma.io/service"}}},
+			`conf.parameters[0].name: template: name "_" must consist of letters and digits only (as in Kuma)`},
+		{"parameter named like a tag", VirtualOutboundConf{Host: "a", Port: "80", Parameters: []Parameter{{Name: "kuma.io/port"}}},
+			`conf.parameters[0].name: template: name "kuma.io/port" must consist of letters and digits only (as in Kuma)`},
+		{"tagKey ***", VirtualOutboundConf{Host: "a", Port: "80", Parameters: []Parameter{{Name: "port", TagKey: "***"}}},
+			`conf.parameters[0].tagKey: template: tagKey "***" is not a valid tag key (letters, digits and . - _ : / only, as in Kuma)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

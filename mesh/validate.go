@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -226,8 +227,17 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 		v.errorf("selectors", "", "at least one selector is required")
 	}
 	for i, s := range vo.Selectors {
-		// Seed 001: a virtual host without kuma.io/service is impossible.
-		v.tags(fmt.Sprintf("selectors[%d].match", i), s.Match, true, true)
+		// The VirtualHost draft: a virtual host without kuma.io/service is impossible. A
+		// VirtualOutbound selector, as in Kuma, needs at least one tag, any tag: {region: eu}
+		// selects the inbounds of every service in that region.
+		v.tags(fmt.Sprintf("selectors[%d].match", i), s.Match, v.kind == kindVirtualHost, true)
+	}
+	if len(vo.Conf.Parameters) > 0 && !slices.ContainsFunc(vo.Conf.Parameters, func(p Parameter) bool {
+		return p.TagKey == ServiceTag || p.TagKey == "" && p.Name == ServiceTag
+	}) {
+		// Kuma: "parameters ... must always contain at least kuma.io/service" (names are
+		// made per service; conf.tags, the other form, keeps its own rule).
+		v.errorf("conf.parameters", "", "must contain a parameter with tagKey %s, as Kuma requires", ServiceTag)
 	}
 	vt, err := CompileVirtualOutbound(vo.Conf)
 	if err != nil {

@@ -259,18 +259,19 @@ func (x *expander) visit(in *inbound) {
 		}
 	}
 	keyLen := len(b)
+	// Rendered with the tags present, as Kuma does: a tag the inbound lacks fails only a
+	// template that needs it (a parameter the template never uses, or one it tolerates the
+	// absence of with {{if}}, skips nothing). The hostname is rendered after the key in the
+	// same buffer: one string holds both.
+	out, port, err := x.tpl.RenderAppend(b, c.Tags)
 	switch {
-	case missing:
+	case err != nil && missing:
 		c.Key = string(b)
 		c.Reason = fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent))
+	case err != nil:
+		c.Key = string(b)
+		c.Reason = err.Error()
 	default:
-		// The hostname is rendered after the key in the same buffer: one string holds both.
-		out, port, err := x.tpl.RenderAppend(b, c.Tags)
-		if err != nil {
-			c.Key = string(b)
-			c.Reason = err.Error()
-			break
-		}
 		x.buf = out
 		kh := string(out)
 		c.Key, c.Hostname, c.Ports = kh[:keyLen], kh[keyLen:], x.ports(port)

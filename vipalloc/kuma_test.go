@@ -1,0 +1,103 @@
+package vipalloc
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// kumaVO is a VirtualOutbound in Kuma's form (conf.parameters).
+func kumaVO(name, host, port string, params []mesh.Parameter, sels ...mesh.Tags) *mesh.VirtualOutbound {
+	v := vo(name, host, port, nil, sels...)
+	v.Conf.Parameters = params
+	return v
+}
+
+// Kuma renders with the tags a dataplane has: a parameter whose tag is missing skips the
+// dataplane only when the template needs the value.
+func TestKumaRendersWithTheTagsPresent(t *testing.T) {
+	params := []mesh.Parameter{{Name: "service", TagKey: mesh.ServiceTag}, {Name: "port", TagKey: "port"}}
+	dps := []*mesh.Dataplane{dp("web-1", svc("web", "v1", "")), dp("db-1", mesh.Tags{mesh.ServiceTag: "db", "port": "5432"})}
+	vos := []*mesh.VirtualOutbound{
+		// never uses port: a name for both
+		kumaVO("unused", "{{.service}}.svc", "80", params, mesh.Tags{mesh.ServiceTag: "*"}),
+		// tolerates its absence
+		kumaVO("tolerant", "{{.service}}.tolerant", "{{if .port}}{{.port}}{{else}}8080{{end}}", params, mesh.Tags{mesh.ServiceTag: "*"}),
+		// needs it: web-1 is skipped
+		kumaVO("needs", "{{.service}}.needs", "{{.port}}", params, mesh.Tags{mesh.ServiceTag: "*"}),
+		// a literal host with an unused parameter
+		kumaVO("literal", "foo.mesh", "80", params, mesh.Tags{mesh.ServiceTag: "web"}),
+	}
+	tb := allocate(t, newAlloc(t, nil), snap(dps, vos))
+	want := map[string][]uint32{
+		"web.svc": {80}, "db.svc": {80},
+		"web.tolerant": {8080}, "db.tolerant": {5432},
+		"db.needs": {5432},
+		"foo.mesh": {80},
+	}
+	for host, ports := range want {
+		e, ok := tb.Lookup(host + ".")
+		if !ok {
+			t.Errorf("%s: missing", host)
+			continue
+		}
+		if !reflect.DeepEqual(e.Ports, ports) {
+			t.Errorf("%s: ports %v, want %v", host, e.Ports, ports)
+		}
+	}
+	if _, ok := tb.Lookup("web.needs."); ok {
+		t.Error("web.needs rendered without the port it needs")
+	}
+	found := false
+	for _, s := range tb.Skipped() {
+		if s.Origin.Name == "needs" && s.Reason == `inbound tags lack "port", needed by the host/port template` {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the skipped tuple does not say which tag is missing: %+v", tb.Skipped())
+	}
+}
+
+// A selector without kuma.io/service (valid in Kuma) selects across services.
+func TestKumaSelectorAcrossServices(t *testing.T) {
+	params := []mesh.Parameter{{Name: "service", TagKey: mesh.ServiceTag}}
+	dps := []*mesh.Dataplane{
+		dp("web-eu", mesh.Tags{mesh.ServiceTag: "web", "region": "eu"}),
+		dp("db-eu", mesh.Tags{mesh.ServiceTag: "db", "region": "eu"}),
+		dp("db-us", mesh.Tags{mesh.ServiceTag: "db", "region": "us"}),
+	}
+	vos := []*mesh.VirtualOutbound{kumaVO("eu", "{{.service}}.eu.mesh", "80", params, mesh.Tags{"region": "eu"})}
+	if err := mesh.Validate(vos[0]); err != nil {
+		t.Fatalf("Kuma-valid selector {region: eu} refused: %v", err)
+	}
+	tb := allocate(t, newAlloc(t, nil), snap(dps, vos))
+	for _, h := range []string{"web.eu.mesh.", "db.eu.mesh."} {
+		if _, ok := tb.Lookup(h); !ok {
+			t.Errorf("%s missing", h)
+		}
+	}
+}
+
+// One template rendering two dataplanes of one service onto one hostname with different
+// ports: Kuma keeps the name for both ports (one VIP, two outbound ports).
+func TestKumaOneHostTwoPorts(t *testing.T) {
+	params := []mesh.Parameter{{Name: "service", TagKey: mesh.ServiceTag}, {Name: "port", TagKey: "port"}}
+	dps := []*mesh.Dataplane{
+		dp("api-1", mesh.Tags{mesh.ServiceTag: "api", "port": "8080"}),
+		dp("api-2", mesh.Tags{mesh.ServiceTag: "api", "port": "9090"}),
+	}
+	vos := []*mesh.VirtualOutbound{kumaVO("by-port", "{{.service}}.ports.mesh", "{{.port}}", params, mesh.Tags{mesh.ServiceTag: "*"})}
+	tb := allocate(t, newAlloc(t, nil), snap(dps, vos))
+	e, ok := tb.Lookup("api.ports.mesh.")
+	if !ok {
+		t.Fatal("api.ports.mesh missing")
+	}
+	if !reflect.DeepEqual(e.Ports, []uint32{8080, 9090}) {
+		t.Fatalf("ports %v, want both [8080 9090]", e.Ports)
+	}
+	for _, s := range tb.Skipped() {
+		t.Errorf("skipped: %+v", s)
+	}
+}
