@@ -63,14 +63,43 @@ type Networking struct {
 	TransparentProxying *TransparentProxying `json:"transparentProxying,omitempty"`
 }
 
-// Inbound is one entry of networking.inbound.
+// Inbound is one entry of networking.inbound. Fields of Kuma's universal format that the
+// agent does not act on (health, serviceProbe, name) are accepted and kept.
 type Inbound struct {
 	Port           uint32 `json:"port"`
 	ServicePort    uint32 `json:"servicePort,omitempty"`
 	ServiceAddress string `json:"serviceAddress,omitempty"`
 	Address        string `json:"address,omitempty"` // defaults to networking.address
 	Tags           Tags   `json:"tags"`
+	// State is Kuma's inbound state: Ready (default), NotReady or Ignored. An Ignored
+	// inbound gets no hostname and is no endpoint.
+	State        string          `json:"state,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Health       *InboundHealth  `json:"health,omitempty"`
+	ServiceProbe json.RawMessage `json:"serviceProbe,omitempty"`
 }
+
+// InboundHealth is Kuma's inbound.health.
+type InboundHealth struct {
+	Ready bool `json:"ready"`
+}
+
+// Inbound states (Kuma's).
+const (
+	InboundReady    = "Ready"
+	InboundNotReady = "NotReady"
+	InboundIgnored  = "Ignored"
+)
+
+// FirstReservedPort starts the ports Kuma keeps for itself (49151 up): an inbound there is
+// infrastructure, not a service to name.
+const FirstReservedPort = 49151
+
+// Ignored reports whether the inbound is left out of everything (state Ignored).
+func (in *Inbound) Ignored() bool { return in.State == InboundIgnored }
+
+// Named reports whether the inbound's tags give hostnames: not Ignored, not on a reserved port.
+func (in *Inbound) Named() bool { return !in.Ignored() && in.Port < FirstReservedPort }
 
 // Outbound is one entry of networking.outbound: port + tags, or port + backendRef.
 // Hostname is filled by vipalloc (the VirtualOutbound design: "hostname on the outbound"), never by users.

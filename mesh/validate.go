@@ -101,6 +101,11 @@ func (v *validator) dataplane(dp *Dataplane) {
 		v.ip(p+".address", in.Address, false)
 		v.ip(p+".serviceAddress", in.ServiceAddress, false)
 		v.tags(p+".tags", in.Tags, true, false)
+		switch in.State {
+		case "", InboundReady, InboundNotReady, InboundIgnored:
+		default:
+			v.errorf(p+".state", in.State, "must be %s, %s or %s", InboundReady, InboundNotReady, InboundIgnored)
+		}
 	}
 	seen := map[string]int{}
 	for i, out := range n.Outbound {

@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/kumadp/kuma-dp/mesh"
@@ -99,5 +100,30 @@ func TestKumaOneHostTwoPorts(t *testing.T) {
 	}
 	for _, s := range tb.Skipped() {
 		t.Errorf("skipped: %+v", s)
+	}
+}
+
+// Kuma gives no names to an inbound in state Ignored, nor to one on a reserved port.
+func TestKumaIgnoredAndReservedInbounds(t *testing.T) {
+	web := dp("web-1", mesh.Tags{mesh.ServiceTag: "web"})
+	ignored := dp("side-1", mesh.Tags{mesh.ServiceTag: "sidecar-only"})
+	ignored.Networking.Inbound[0].State = mesh.InboundIgnored
+	reserved := dp("infra-1", mesh.Tags{mesh.ServiceTag: "infra"})
+	reserved.Networking.Inbound[0].Port = mesh.FirstReservedPort
+	doc := "type: Dataplane\nmesh: default\nname: side-1\nnetworking:\n  address: 10.0.0.9\n  inbound:\n  - port: 8080\n    state: Ignored\n    health: {ready: false}\n    tags:\n      kuma.io/service: sidecar-only\n"
+	if _, err := mesh.Decode("dp.yaml", []byte(doc)); err != nil {
+		t.Fatalf("Kuma's inbound state and health refused: %v", err)
+	}
+	if _, err := mesh.Decode("dp.yaml", []byte(strings.Replace(doc, "Ignored", "Sleeping", 1))); err == nil || !strings.Contains(err.Error(), "networking.inbound[0].state") {
+		t.Fatalf("an unknown state: %v", err)
+	}
+	tb := allocate(t, newAlloc(t, nil), snap([]*mesh.Dataplane{web, ignored, reserved}, nil))
+	if _, ok := tb.Lookup("web.mesh."); !ok {
+		t.Fatal("web.mesh missing")
+	}
+	for _, h := range []string{"sidecar-only.mesh.", "infra.mesh."} {
+		if _, ok := tb.Lookup(h); ok {
+			t.Errorf("%s named, as Kuma would not", h)
+		}
 	}
 }

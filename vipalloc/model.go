@@ -259,7 +259,11 @@ func inbounds(changes []change, idx map[string]int, shared bool) []inbound {
 	count := func(chs []change) int {
 		n := 0
 		for _, ch := range chs {
-			n += len(ch.dp.Networking.Inbound)
+			for i := range ch.dp.Networking.Inbound {
+				if ch.dp.Networking.Inbound[i].Named() {
+					n++
+				}
+			}
 		}
 		return n
 	}
@@ -268,6 +272,9 @@ func inbounds(changes []change, idx map[string]int, shared bool) []inbound {
 	fill := func(chs []change, j int) {
 		for _, ch := range chs {
 			for i := range ch.dp.Networking.Inbound {
+				if !ch.dp.Networking.Inbound[i].Named() {
+					continue // Ignored, or on a reserved port: no names (as in Kuma)
+				}
 				in := &out[j]
 				in.tags, in.delta = ch.dp.Networking.Inbound[i].Tags, ch.delta
 				if vectors {
@@ -349,7 +356,8 @@ func sameInbounds(a, b *mesh.Dataplane) bool {
 		return false
 	}
 	for i := range a.Networking.Inbound {
-		if !maps.Equal(a.Networking.Inbound[i].Tags, b.Networking.Inbound[i].Tags) {
+		x, y := &a.Networking.Inbound[i], &b.Networking.Inbound[i]
+		if x.Named() != y.Named() || !maps.Equal(x.Tags, y.Tags) {
 			return false
 		}
 	}

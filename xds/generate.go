@@ -87,6 +87,9 @@ func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
 	}
 	for _, dp := range s.Dataplanes {
 		for _, in := range dp.Networking.Inbound {
+			if in.Ignored() {
+				continue // no endpoint, as in Kuma
+			}
 			tags := normalizeTags(in.Tags)
 			svc := tags[mesh.ServiceTag]
 			if svc == "" {

@@ -203,6 +203,9 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 		for _, name := range st.svcDPs[d] {
 			dp := st.dps[name]
 			for _, in := range dp.Networking.Inbound {
+				if in.Ignored() {
+					continue
+				}
 				tags := normalizeTags(in.Tags)
 				if tags[mesh.ServiceTag] == d {
 					refs = append(refs, inboundRef{tags: tags, addr: inboundAddress(dp, in), port: in.Port})
@@ -408,7 +411,7 @@ func dpEqual(a, b *mesh.Dataplane) bool {
 	}
 	for i, x := range a.Networking.Inbound {
 		y := b.Networking.Inbound[i]
-		if x.Port != y.Port || x.Address != y.Address || !maps.Equal(x.Tags, y.Tags) {
+		if x.Port != y.Port || x.Address != y.Address || x.Ignored() != y.Ignored() || !maps.Equal(x.Tags, y.Tags) {
 			return false
 		}
 	}
