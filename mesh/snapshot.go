@@ -152,3 +152,18 @@ func appendChunks[T Resource](chunks []any, rs []T) []any {
 	}
 	return chunks
 }
+
+// LocalZone is the zone this dataplane runs in: the kuma.io/zone tag of its first inbound
+// that has one ("" when none does). Kuma's HostnameGenerator {{ .Zone }} falls back to it
+// for resources of the local zone.
+func (s *Snapshot) LocalZone() string {
+	if s == nil || s.Self == nil {
+		return ""
+	}
+	for _, in := range s.Self.Networking.Inbound {
+		if z := in.Tags[ZoneTag]; z != "" {
+			return z
+		}
+	}
+	return ""
+}

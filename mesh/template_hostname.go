@@ -10,7 +10,7 @@ import (
 )
 
 // HGTemplate is a compiled HostnameGenerator template (the MeshExternalService design): `{{ name }}`,
-// `{{ label "x" }}`, and the fields .Name, .DisplayName, .Mesh, .Zone (and .Labels.x).
+// `{{ label "x" }}`, and the fields .Name, .DisplayName, .Mesh, .Zone, .Namespace (and .Labels.x).
 // Immutable and safe for concurrent use.
 type HGTemplate struct {
 	t      tmpl
@@ -20,9 +20,13 @@ type HGTemplate struct {
 // HGData is what a HostnameGenerator template renders from: the MeshExternalService's name
 // (and display name, defaulting to the name), mesh, zone and labels.
 type HGData struct {
-	Name, DisplayName, Mesh, Zone string
-	Labels                        map[string]string
+	Name, DisplayName, Mesh, Zone, Namespace string
+	Labels                                   map[string]string
 }
+
+// NamespaceLabel is the Kubernetes namespace of a resource synced from Kubernetes: Kuma's
+// {{ .Namespace }}.
+const NamespaceLabel = "k8s.kuma.io/namespace"
 
 // MissingLabelError says a label needed by a HostnameGenerator template is absent.
 type MissingLabelError struct{ Label string }
@@ -34,10 +38,11 @@ const (
 	refDisplayName
 	refMesh
 	refZone
+	refNamespace
 	refLabel
 )
 
-var hgFields = map[string]int8{"Name": refName, "DisplayName": refDisplayName, "Mesh": refMesh, "Zone": refZone}
+var hgFields = map[string]int8{"Name": refName, "DisplayName": refDisplayName, "Mesh": refMesh, "Zone": refZone, "Namespace": refNamespace}
 
 const hgField = "spec.template"
 
@@ -68,7 +73,7 @@ func CompileHostnameGenerator(src string) (*HGTemplate, error) {
 		case *parse.FieldNode:
 			if _, ok := hgFields[n.Ident[0]]; !ok && n.Ident[0] != "Labels" && walkErr == nil {
 				walkErr = &TemplateError{Field: hgField, Template: src, Msg: fmt.Sprintf(
-					"no field %q (use .Name, .DisplayName, .Mesh, .Zone, name or label \"x\")", n.Ident[0])}
+					"no field %q (use .Name, .DisplayName, .Mesh, .Zone, .Namespace, name or label \"x\")", n.Ident[0])}
 			}
 		}
 	})
@@ -124,6 +129,8 @@ func (ht *HGTemplate) Render(d HGData) (string, error) {
 				b = append(b, d.Mesh...)
 			case refZone:
 				b = append(b, d.Zone...)
+			case refNamespace:
+				b = append(b, d.Namespace...)
 			case refLabel:
 				v, ok := d.Labels[s.text]
 				if !ok {

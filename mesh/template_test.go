@@ -242,7 +242,7 @@ func TestHostnameGeneratorTemplateErrors(t *testing.T) {
 	compileErrs := []struct{ tpl, want string }{
 		{"", "spec.template: template: empty"},
 		{"{{ zone }}.x", `spec.template: template: function "zone" not defined`},
-		{"{{ .Cluster }}.x", `spec.template: template: no field "Cluster" (use .Name, .DisplayName, .Mesh, .Zone, name or label "x")`},
+		{"{{ .Cluster }}.x", `spec.template: template: no field "Cluster" (use .Name, .DisplayName, .Mesh, .Zone, .Namespace, name or label "x")`},
 		{"{{ name ", "spec.template: template: unclosed action"},
 	}
 	for _, tt := range compileErrs {

@@ -187,7 +187,7 @@ type MeshExternalServiceSpec struct {
 
 // MESMatch is spec.match.
 type MESMatch struct {
-	Type     string `json:"type"` // HostnameGenerator
+	Type     string `json:"type,omitempty"` // HostnameGenerator (the default, as in Kuma)
 	Port     uint32 `json:"port"`
 	Protocol string `json:"protocol,omitempty"` // tcp|grpc|http|http2
 }
@@ -202,6 +202,8 @@ type MESExtension struct {
 type MESEndpoint struct {
 	Address string `json:"address"`
 	Port    uint32 `json:"port,omitempty"`
+	// Priority is Kuma's endpoint priority (lower first); 0 is the highest.
+	Priority uint32 `json:"priority,omitempty"`
 }
 
 // MESTLS is spec.tls.
@@ -225,6 +227,9 @@ type MESVerification struct {
 	CACert          *DataSource `json:"caCert,omitempty"`
 	ClientCert      *DataSource `json:"clientCert,omitempty"`
 	ClientKey       *DataSource `json:"clientKey,omitempty"`
+	// ServerName is the name sent in SNI and checked in the certificate (Kuma's); default:
+	// the first endpoint's domain.
+	ServerName string `json:"serverName,omitempty"`
 }
 
 // SANMatch is one subjectAltNames element: type Exact (default) or Prefix.

@@ -361,7 +361,7 @@ func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
 	for _, l := range ht.Labels() {
 		labels[l] = "a1"
 	}
-	_, err = ht.Render(HGData{Name: "a1", Mesh: "a1", Zone: "a1", Labels: labels})
+	_, err = ht.Render(HGData{Name: "a1", Mesh: "a1", Zone: "a1", Namespace: "a1", Labels: labels})
 	var ml *MissingLabelError
 	if err != nil && !errors.As(err, &ml) {
 		var re *RenderError

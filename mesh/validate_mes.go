@@ -27,7 +27,7 @@ func oneOf(s string, set []string) bool {
 
 func (v *validator) meshExternalService(mes *MeshExternalService) {
 	s := mes.Spec
-	if s.Match.Type != "HostnameGenerator" {
+	if s.Match.Type != "" && s.Match.Type != "HostnameGenerator" { // "": HostnameGenerator, as in Kuma
 		v.errorf("spec.match.type", s.Match.Type, "must be HostnameGenerator")
 	}
 	v.port("spec.match.port", s.Match.Port, true)
@@ -86,6 +86,11 @@ func (v *validator) tls(t *MESTLS) {
 	ver := t.Verification
 	if ver == nil {
 		return
+	}
+	if ver.ServerName != "" {
+		if err := ValidHostname(strings.ToLower(strings.TrimSuffix(ver.ServerName, "."))); err != nil {
+			v.errorf("spec.tls.verification.serverName", ver.ServerName, "not a DNS name: %v", err)
+		}
 	}
 	if ver.Mode != "" && !oneOf(ver.Mode, verifyModes) {
 		v.errorf("spec.tls.verification.mode", ver.Mode, "must be one of %s", strings.Join(verifyModes, ", "))

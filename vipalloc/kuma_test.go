@@ -127,3 +127,21 @@ func TestKumaIgnoredAndReservedInbounds(t *testing.T) {
 		}
 	}
 }
+
+// HostnameGenerator as Kuma: {{ .Namespace }} is the resource's Kubernetes namespace, and
+// {{ .Zone }} falls back to the local zone for a resource with no zone label.
+func TestKumaHostnameGeneratorNamespaceAndZone(t *testing.T) {
+	self := dp("web-1", svc("web", "v1", "zone-1")) // the local zone: zone-1
+	gen := hg("ns", "{{ .DisplayName }}.{{ .Namespace }}.{{ .Zone }}.ext", mesh.Tags{"access": "yes"})
+	local := mes("local", 80, map[string]string{"access": "yes", mesh.NamespaceLabel: "payments"})
+	remote := mes("remote", 80, map[string]string{"access": "yes", mesh.NamespaceLabel: "shop", mesh.ZoneTag: "zone-2"})
+	if err := mesh.Validate(gen); err != nil {
+		t.Fatalf("{{ .Namespace }} refused: %v", err)
+	}
+	tb := allocate(t, newAlloc(t, nil), snap([]*mesh.Dataplane{self}, nil, gen, local, remote))
+	for _, h := range []string{"local.payments.zone-1.ext.", "remote.shop.zone-2.ext."} {
+		if _, ok := tb.Lookup(h); !ok {
+			t.Errorf("%s missing; have %v", h, keysOf(tb))
+		}
+	}
+}

@@ -69,6 +69,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 
 	next := map[string]*candidate{}
 	byMES := map[string][]*candidate{}
+	localZone := s.LocalZone()
 	var names []string
 	for _, es := range s.MeshExternalServices {
 		if _, ignored := es.Labels[mesh.IgnoreLabel]; ignored {
@@ -76,7 +77,10 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 		}
 		names = append(names, es.Name)
 		data := mesh.HGData{Name: es.Name, DisplayName: es.Name, Mesh: s.Mesh, Zone: es.Labels[mesh.ZoneTag],
-			Labels: es.Labels}
+			Namespace: es.Labels[mesh.NamespaceLabel], Labels: es.Labels}
+		if data.Zone == "" {
+			data.Zone = localZone // a resource of this zone carries no zone label (as in Kuma)
+		}
 		if dn := es.Labels[displayNameLabel]; dn != "" {
 			data.DisplayName = dn
 		}

@@ -2,7 +2,9 @@ package xds
 
 import (
 	"fmt"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"net/netip"
+	"slices"
 	"strings"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -108,6 +110,7 @@ func mesCluster(name string, m *mesh.MeshExternalService, caBundle string) (*clu
 		kind = cluster.Cluster_STRICT_DNS // every address of every name is an endpoint
 	}
 	c := staticCluster(name, kind, addrs)
+	prioritize(c.LoadAssignment, spec.Endpoints)
 	if spec.TLS != nil && (spec.TLS.Enabled == nil || *spec.TLS.Enabled) {
 		if unix > 0 {
 			return nil, &routeError{"spec.tls", "TLS origination to unix socket endpoints is not supported"}
@@ -119,6 +122,34 @@ func mesCluster(name string, m *mesh.MeshExternalService, caBundle string) (*clu
 		c.TransportSocket = &core.TransportSocket{Name: tlsTransportSocket, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(utc)}}
 	}
 	return c, nil
+}
+
+// prioritize splits the load assignment's endpoints (one per spec.endpoints element, in
+// order) into Envoy priorities by Kuma's endpoint priority: the lowest first, numbered from 0
+// as Envoy wants them contiguous. Without priorities it changes nothing.
+func prioritize(la *endpoint.ClusterLoadAssignment, eps []mesh.MESEndpoint) {
+	if len(la.Endpoints) != 1 || len(la.Endpoints[0].LbEndpoints) != len(eps) {
+		return
+	}
+	var levels []uint32
+	for _, e := range eps {
+		if !slices.Contains(levels, e.Priority) {
+			levels = append(levels, e.Priority)
+		}
+	}
+	if len(levels) < 2 {
+		return
+	}
+	slices.Sort(levels)
+	all := la.Endpoints[0].LbEndpoints
+	la.Endpoints = make([]*endpoint.LocalityLbEndpoints, len(levels))
+	for i := range levels {
+		la.Endpoints[i] = &endpoint.LocalityLbEndpoints{Priority: uint32(i)}
+	}
+	for i, e := range eps {
+		at := slices.Index(levels, e.Priority)
+		la.Endpoints[at].LbEndpoints = append(la.Endpoints[at].LbEndpoints, all[i])
+	}
 }
 
 func isDomain(s string) bool {
@@ -175,6 +206,9 @@ func upstreamTLS(t *mesh.MESTLS, eps []mesEndpoint, caBundle string) (*tlsv3.Ups
 			utc.Sni = strings.TrimSuffix(e.domain, ".")
 			break
 		}
+	}
+	if ver.ServerName != "" { // Kuma's tls.verification.serverName overrides the SNI
+		utc.Sni = strings.TrimSuffix(ver.ServerName, ".")
 	}
 	// Client certificate (mutual TLS): both or neither.
 	if (ver.ClientCert == nil) != (ver.ClientKey == nil) {
