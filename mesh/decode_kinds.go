@@ -34,16 +34,24 @@ var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindM
 const kindVirtualHost = "VirtualHost"
 
 // decodeDocument decodes and validates one document.
-func decodeDocument(source string, n any) (Resource, Errors) {
-	r, errs, _ := decodeWith(&decoder{source: source}, n)
+func decodeDocument(source string, n any, raw ...[]byte) (Resource, Errors) {
+	r, errs, _ := decodeWith(&decoder{source: source, raw: firstRaw(raw)}, n)
 	return r, errs
+}
+
+// firstRaw is the document's text when given (for exactTag), else nil.
+func firstRaw(raw [][]byte) []byte {
+	if len(raw) > 0 {
+		return raw[0]
+	}
+	return nil
 }
 
 // decodeQuick is decodeDocument in a quick pass (see decoder.quick); redo reports that the
 // document has a problem to report: decode a fresh parse of it with decodeDocument. The
 // quick pass may have changed n.
-func decodeQuick(source string, n any) (r Resource, errs Errors, redo bool) {
-	return decodeWith(&decoder{source: source, quick: true}, n)
+func decodeQuick(source string, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
+	return decodeWith(&decoder{source: source, quick: true, raw: firstRaw(raw)}, n)
 }
 
 func decodeWith(d *decoder, n any) (Resource, Errors, bool) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ type decoder struct {
 	// decoded depends on the order of keys, so a quick pass that fails nothing decodes the
 	// same resource.
 	quick, failed bool
+	// raw is the document's text: a tag value YAML read as a number or a boolean is checked
+	// against what was written (exactTag).
+	raw []byte
 }
 
 func (d *decoder) errorf(path, value, format string, args ...any) {
@@ -48,6 +52,69 @@ var (
 	selectorType = reflect.TypeFor[Selector]()
 	tagsType     = reflect.TypeFor[Tags]()
 )
+
+// exactTag checks a tag value that YAML read as a number or a boolean (canonical: its text
+// as decoded) against the document's text: ok when every plain value written for the key
+// is that text (`port: 1800`), so nothing is altered; otherwise raw is the text that would
+// be altered (`version: 1.10` read as 1.1, `build: 010` as 8, `canary: yes` as true). With no
+// document text (resources built in code) it accepts.
+func (d *decoder) exactTag(key, canonical string) (raw string, ok bool) {
+	if d.raw == nil {
+		return canonical, true
+	}
+	re := tagValueRE(key)
+	var other string
+	for _, m := range re.FindAllSubmatch(d.raw, -1) {
+		v := string(m[1])
+		switch {
+		case v == "" || v[0] == '"' || v[0] == '\'':
+			// quoted: a string, never converted
+		case v == canonical:
+			return canonical, true // written as read
+		case readsAs(v, canonical):
+			return v, false // this is the one YAML changed
+		case other == "":
+			other = v
+		}
+	}
+	if other == "" {
+		return canonical, true
+	}
+	return other, false
+}
+
+// readsAs reports whether YAML 1.1 reads the plain scalar raw as canonical (a number or a
+// boolean in JSON's text): 1.10 as 1.1, 010 as 8, yes as true.
+func readsAs(raw, canonical string) bool {
+	if f, err := strconv.ParseFloat(canonical, 64); err == nil {
+		if g, err := strconv.ParseFloat(raw, 64); err == nil && g == f {
+			return true
+		}
+		i, err := strconv.ParseInt(strings.ReplaceAll(raw, "_", ""), 0, 64)
+		return err == nil && float64(i) == f
+	}
+	switch strings.ToLower(raw) {
+	case "yes", "y", "on", "true":
+		return canonical == "true"
+	case "no", "n", "off", "false":
+		return canonical == "false"
+	}
+	return false
+}
+
+// tagValueRE matches `key: value` in block (`  version: 1.10`) or flow (`{version: 1.10}`)
+// style and captures the value as written.
+func tagValueRE(key string) *regexp.Regexp {
+	if re, ok := tagREs.Load(key); ok {
+		return re.(*regexp.Regexp)
+	}
+	k := regexp.QuoteMeta(key)
+	re := regexp.MustCompile(`(?m)(?:^|[\s{,])["']?` + k + `["']?:[ \t]+([^\s,}\]#]+)`)
+	tagREs.Store(key, re)
+	return re
+}
+
+var tagREs sync.Map
 
 // value decodes node n into v (settable).
 func (d *decoder) value(v reflect.Value, n any, path string) {
@@ -172,8 +239,14 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 					s = n
 				case json.Number:
 					s = n.String()
+					if _, ok := d.exactTag(k, s); !ok {
+						d.failed = true
+					}
 				case bool:
 					s = strconv.FormatBool(n)
+					if _, ok := d.exactTag(k, s); !ok {
+						d.failed = true
+					}
 				case nil:
 				default:
 					d.failed = true
@@ -185,6 +258,16 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 		}
 		for _, k := range d.keys(m) {
 			e := reflect.New(v.Type().Elem()).Elem()
+			if v.Type() == tagsType {
+				switch n := m[k].(type) {
+				case json.Number, bool:
+					if raw, ok := d.exactTag(k, scalarText(n)); !ok {
+						d.errorf(d.keyPath(path, k), raw, "YAML reads this tag value as %s %s, not the text written: quote it (%s: %q)",
+							typeName(n), scalarText(n), k, raw)
+						continue
+					}
+				}
+			}
 			d.value(e, m[k], d.keyPath(path, k))
 			out.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), e)
 		}
