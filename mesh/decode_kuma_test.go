@@ -83,3 +83,18 @@ func TestDecodeTagValuesNeverAltered(t *testing.T) {
 		t.Fatalf("JSON number tag: %v %v", err, rs)
 	}
 }
+
+// Every error of a MeshExternalService at once: a problem in clientCert does not hide that
+// clientKey is missing.
+func TestMESAllErrorsAtOnce(t *testing.T) {
+	doc := "type: MeshExternalService\nname: m\nmesh: default\nspec:\n  match:\n    port: 443\n  endpoints:\n  - address: example.com\n    port: 443\n  tls:\n    enabled: true\n    verification:\n      clientCert:\n        inline: '!!not base64'\n"
+	_, err := Decode("f.yaml", []byte(doc))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"spec.tls.verification.clientCert.inline: not base64-encoded text", "spec.tls.verification.clientKey: required with clientCert"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q:\n%v", want, err)
+		}
+	}
+}

@@ -493,7 +493,7 @@ spec:
 				`f.yaml#1: meshexternalservice "m": spec.tls.verification.mode: must be one of Secured, SkipSAN, SkipCA, SkipAll (value "Lax")`,
 				`f.yaml#1: meshexternalservice "m": spec.tls.verification.subjectAltNames[0].type: must be Exact or Prefix (value "Regex")`,
 				`f.yaml#1: meshexternalservice "m": spec.tls.verification.subjectAltNames[0].value: required`,
-				`f.yaml#1: meshexternalservice "m": spec.tls.verification: clientCert and clientKey go together`,
+				`f.yaml#1: meshexternalservice "m": spec.tls.verification.clientKey: required with clientCert: clientCert and clientKey go together`,
 			},
 		},
 		{

@@ -107,8 +107,13 @@ func (v *validator) tls(t *MESTLS) {
 	v.dataSource("spec.tls.verification.caCert", ver.CACert)
 	v.dataSource("spec.tls.verification.clientCert", ver.ClientCert)
 	v.dataSource("spec.tls.verification.clientKey", ver.ClientKey)
-	if (ver.ClientCert == nil) != (ver.ClientKey == nil) {
-		v.errorf("spec.tls.verification", "", "clientCert and clientKey go together")
+	// Reported at the missing one (not at their parent), so that a problem in the one given
+	// never hides it: every error at once.
+	switch {
+	case ver.ClientCert != nil && ver.ClientKey == nil:
+		v.errorf("spec.tls.verification.clientKey", "", "required with clientCert: clientCert and clientKey go together")
+	case ver.ClientCert == nil && ver.ClientKey != nil:
+		v.errorf("spec.tls.verification.clientCert", "", "required with clientKey: clientCert and clientKey go together")
 	}
 }
 
