@@ -336,7 +336,7 @@ func renumber(source string, offset int) string {
 }
 
 // separator is mesh's YAML document separator line.
-var separator = regexp.MustCompile(`^---\s*(#.*)?$`)
+var separator = regexp.MustCompile(`^---(\s+(#.*)?)?$`)
 
 // pieceSize is the smallest piece worth decoding on its own core.
 const pieceSize = 64 << 10

@@ -145,7 +145,7 @@ type document struct {
 	line int // first line of the document in its file, from 1
 }
 
-var separator = regexp.MustCompile(`^---\s*(#.*)?$`)
+var separator = regexp.MustCompile(`^---(\s+(#.*)?)?$`)
 
 // splitDocuments splits a file on `---` lines, dropping documents with nothing but
 // whitespace and comments.
@@ -197,7 +197,7 @@ func splitDocuments(data []byte) []document {
 var (
 	dashes = []byte("---")
 	dots   = []byte("...")
-	docEnd = regexp.MustCompile(`^\.\.\.\s*(#.*)?$`)
+	docEnd = regexp.MustCompile(`^\.\.\.(\s+(#.*)?)?$`)
 )
 
 func blankYAML(b []byte) bool {

@@ -1,7 +1,9 @@
 package mesh
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	yamlv2 "go.yaml.in/yaml/v2"
 )
 
 // sameAsSlow checks that when the fast path accepts a document, it gives exactly the nodes
@@ -247,4 +251,103 @@ func TestDecodeQuickSameAsFull(t *testing.T) {
 	if quick == 0 || redo == 0 {
 		t.Errorf("quick %d, redo %d: both paths should be exercised", quick, redo)
 	}
+}
+
+var markerAfterMarker = regexp.MustCompile(`(?m)^---[ ]+(---|\.\.\.)`)
+
+// FuzzStreamSplit is the differential test of multi-document streams: the documents this
+// package reads from a stream (splitter, then the fast path or the YAML library per
+// document) are those go.yaml.in/yaml/v2's own multi-document decoder reads, in order, each
+// with the same content.
+func FuzzStreamSplit(f *testing.F) {
+	for _, s := range []string{
+		"a: 1\n---\nb: 2\n",
+		"--- {a: 1}\n--- {b: [1, 2]}\n",
+		"a: 1\n...\nb: 2\n",
+		"a: 1\n...\n---\nb: x\n# c\n---\n",
+		"---\na: |\n  text\n---\nb: y\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, stream string) {
+		if strings.Contains(stream, "{{") || strings.ContainsAny(stream, "\t\r&*!%@`") {
+			return // template quoting is ours; anchors, tags and directives are beyond the splitter
+		}
+		if markerAfterMarker.MatchString(stream) {
+			return // `--- ---`: a marker as the content of a marker line, beyond the splitter
+		}
+		dec := yamlv2.NewDecoder(strings.NewReader(stream))
+		dec.SetStrict(true) // as this package reads (duplicate keys refused)
+		var want []any
+		for {
+			var v any
+			err := dec.Decode(&v)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return // not YAML: nothing to compare
+			}
+			if v == nil {
+				continue // an empty document
+			}
+			b, err := yamlv2.Marshal(v)
+			if err != nil {
+				return
+			}
+			nodes, err := parseDocumentSlow(b)
+			if err != nil {
+				return // not representable as JSON (non-string keys...)
+			}
+			for _, n := range nodes { // a list document is its elements, as in Decode
+				if n != nil {
+					want = append(want, n)
+				}
+			}
+		}
+		var got []any
+		for _, doc := range splitDocuments([]byte(stream)) {
+			nodes, err := parseDocument(doc.text)
+			if err != nil {
+				t.Fatalf("document %q: %v (the YAML library reads the stream)", doc.text, err)
+			}
+			for _, n := range nodes {
+				if n != nil {
+					got = append(got, n)
+				}
+			}
+		}
+		if !reflect.DeepEqual(canonNumbers(got), canonNumbers(want)) {
+			t.Fatalf("stream %q:\n got %#v\nwant %#v", stream, got, want)
+		}
+	})
+}
+
+// canonNumbers turns every json.Number into its float64 value (-0 as 0): the reference side
+// goes through a YAML re-encoding that writes numbers in its own form.
+func canonNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil {
+			return v.String()
+		}
+		if f == 0 {
+			f = 0
+		}
+		return f
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = canonNumbers(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = canonNumbers(e)
+		}
+		return out
+	}
+	return v
 }
