@@ -98,3 +98,12 @@ func TestMESAllErrorsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Kuma's documented Dataplane fields are accepted, even those the agent does not act on.
+func TestDecodeKumaDataplaneFields(t *testing.T) {
+	doc := dpA + "  admin:\n    port: 9901\n  gateway:\n    type: BUILTIN\n    tags:\n      kuma.io/service: gw\nmetrics:\n  type: prometheus\nprobes:\n  port: 9000\n"
+	doc = strings.Replace(doc, "    tags:\n      kuma.io/service: a\n", "    name: http\n    serviceProbe:\n      tcp: {}\n    health:\n      ready: true\n    state: Ready\n    tags:\n      kuma.io/service: a\n", 1)
+	if _, err := Decode("dp.yaml", []byte(doc)); err != nil {
+		t.Fatalf("Kuma's fields refused: %v", err)
+	}
+}

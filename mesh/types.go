@@ -48,10 +48,14 @@ type Resource interface {
 	GetMeta() *Meta
 }
 
-// Dataplane is Kuma's universal Dataplane resource.
+// Dataplane is Kuma's universal Dataplane resource. Kuma's documented fields the agent does
+// not act on (metrics, probes, modificationTime) are accepted and kept as written.
 type Dataplane struct {
 	Meta
-	Networking Networking `json:"networking"`
+	Networking       Networking      `json:"networking"`
+	Metrics          json.RawMessage `json:"metrics,omitempty"`
+	Probes           json.RawMessage `json:"probes,omitempty"`
+	ModificationTime string          `json:"modificationTime,omitempty"`
 }
 
 // Networking is Dataplane.networking.
@@ -61,6 +65,10 @@ type Networking struct {
 	Inbound             []Inbound            `json:"inbound,omitempty"`
 	Outbound            []Outbound           `json:"outbound,omitempty"`
 	TransparentProxying *TransparentProxying `json:"transparentProxying,omitempty"`
+	// Gateway and Admin are Kuma's (a gateway dataplane, Envoy's admin port); accepted and
+	// kept, the agent does not act on them.
+	Gateway json.RawMessage `json:"gateway,omitempty"`
+	Admin   json.RawMessage `json:"admin,omitempty"`
 }
 
 // Inbound is one entry of networking.inbound. Fields of Kuma's universal format that the
