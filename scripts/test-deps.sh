@@ -19,6 +19,8 @@ command -v ruby >/dev/null 2>&1 || need+=(ruby)
 command -v escript >/dev/null 2>&1 || need+=(erlang-base)
 /usr/bin/python3 -c 'import dns.resolver' >/dev/null 2>&1 || need+=(python3-dnspython)
 command -v busybox >/dev/null 2>&1 || need+=(busybox)
+# etcd (the control plane's store: the tests run a real 3-member cluster)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 # nsd (a real secondary for the control plane's zone transfers) and named-checkzone
 command -v nsd >/dev/null 2>&1 || need+=(nsd)
 command -v named-checkzone >/dev/null 2>&1 || need+=(bind9-utils)

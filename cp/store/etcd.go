@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Etcd is the Store on etcd v3: one key per resource, prefix/<mesh>/<type>/<name>, holding a
+// small JSON envelope (the document and its times); the version is the key's mod revision.
+type Etcd struct {
+	c      *clientv3.Client
+	prefix string
+	// Timeout bounds each request, so that a store without quorum answers ErrUnavailable
+	// instead of hanging the writer.
+	Timeout time.Duration
+}
+
+// envelope is what a key holds.
+type envelope struct {
+	Doc      []byte    `json:"doc"`
+	Created  time.Time `json:"created"`
+	Modified time.Time `json:"modified"`
+}
+
+// NewEtcd is the store under prefix (e.g. "/kuma") on an existing client.
+func NewEtcd(c *clientv3.Client, prefix string) *Etcd {
+	return &Etcd{c: c, prefix: strings.TrimSuffix(prefix, "/"), Timeout: 5 * time.Second}
+}
+
+func (s *Etcd) key(k Key) string { return s.prefix + "/" + k.Mesh + "/" + k.Type + "/" + k.Name }
+
+func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
+	parts := strings.SplitN(strings.TrimPrefix(key, s.prefix+"/"), "/", 3)
+	if len(parts) != 3 {
+		return Item{}, fmt.Errorf("store: key %q is not %s/<mesh>/<type>/<name>", key, s.prefix)
+	}
+	var e envelope
+	if err := json.Unmarshal(val, &e); err != nil {
+		return Item{}, fmt.Errorf("store: key %q: %w", key, err)
+	}
+	return Item{Key: Key{parts[0], parts[1], parts[2]}, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
+}
+
+// unavailable turns etcd's "no quorum / no leader / timeout" into ErrUnavailable.
+func unavailable(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		strings.Contains(err.Error(), "context deadline exceeded") {
+		return fmt.Errorf("%s: %w (%v)", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func (s *Etcd) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.Timeout)
+}
+
+// Get implements Store.
+func (s *Etcd) Get(ctx context.Context, k Key) (Item, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	r, err := s.c.Get(ctx, s.key(k))
+	if err != nil {
+		return Item{}, unavailable("store: get "+k.String(), err)
+	}
+	if len(r.Kvs) == 0 {
+		return Item{}, fmt.Errorf("store: %s: %w", k, ErrNotFound)
+	}
+	return s.parse(string(r.Kvs[0].Key), r.Kvs[0].Value, r.Kvs[0].ModRevision)
+}
+
+// List implements Store.
+func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]Item, string, int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	prefix := s.prefix + "/"
+	if mesh != "" {
+		prefix += mesh + "/"
+		if typ != "" {
+			prefix += typ + "/"
+		}
+	}
+	from := prefix
+	if after != "" {
+		from = s.prefix + "/" + after + "\x00"
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	if limit > 0 && (mesh != "" || typ == "") {
+		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	}
+	r, err := s.c.Get(ctx, from, opts...)
+	if err != nil {
+		return nil, "", 0, unavailable("store: list", err)
+	}
+	var out []Item
+	for _, kv := range r.Kvs {
+		it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		if typ != "" && it.Type != typ {
+			continue // all meshes, one type: filtered here
+		}
+		out = append(out, it)
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	next := ""
+	if limit > 0 && len(out) == limit && (r.More || len(r.Kvs) > len(out)) {
+		next = out[len(out)-1].Key.String()
+	}
+	return out, next, r.Header.Revision, nil
+}
+
+// Put implements Store: read the current version and times, then write only if the key is
+// still at that version (etcd's transaction compares its mod revision).
+func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, error) {
+	for _, p := range []struct{ what, v string }{{"mesh", k.Mesh}, {"type", k.Type}, {"name", k.Name}} {
+		if err := ValidKeyPart(p.what, p.v); err != nil {
+			return Item{}, fmt.Errorf("store: %w", err)
+		}
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	key := s.key(k)
+	cur, err := s.c.Get(ctx, key)
+	if err != nil {
+		return Item{}, unavailable("store: put "+k.String(), err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	env := envelope{Doc: doc, Created: now, Modified: now}
+	var cmp clientv3.Cmp
+	switch {
+	case len(cur.Kvs) == 0 && expect > 0:
+		return Item{}, fmt.Errorf("store: %s: %w", k, ErrNotFound)
+	case len(cur.Kvs) > 0 && expect == 0:
+		return Item{}, fmt.Errorf("store: %s: %w", k, ErrExists)
+	case len(cur.Kvs) > 0 && expect > 0 && cur.Kvs[0].ModRevision != expect:
+		return Item{}, fmt.Errorf("store: %s at version %d, not %d: %w", k, cur.Kvs[0].ModRevision, expect, ErrConflict)
+	}
+	if len(cur.Kvs) == 0 {
+		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	} else {
+		var old envelope
+		if json.Unmarshal(cur.Kvs[0].Value, &old) == nil && !old.Created.IsZero() {
+			env.Created = old.Created
+		}
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision)
+	}
+	val, _ := json.Marshal(env)
+	tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val))).Commit()
+	if err != nil {
+		return Item{}, unavailable("store: put "+k.String(), err)
+	}
+	if !tr.Succeeded {
+		return Item{}, fmt.Errorf("store: %s changed while being written: %w", k, ErrConflict)
+	}
+	return Item{Key: k, Doc: doc, Version: tr.Header.Revision, Created: env.Created, Modified: env.Modified}, nil
+}
+
+// Delete implements Store.
+func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
+	if expect == 0 {
+		return fmt.Errorf("store: delete %s: a version or store.Any is needed", k)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	key := s.key(k)
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if expect > 0 {
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expect)
+	}
+	tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return unavailable("store: delete "+k.String(), err)
+	}
+	if tr.Succeeded {
+		return nil
+	}
+	if rs := tr.Responses[0].GetResponseRange(); rs == nil || len(rs.Kvs) == 0 {
+		return fmt.Errorf("store: %s: %w", k, ErrNotFound)
+	}
+	return fmt.Errorf("store: %s: %w", k, ErrConflict)
+}
+
+// Watch implements Store.
+func (s *Etcd) Watch(ctx context.Context, from int64) <-chan Event {
+	out := make(chan Event, 64)
+	go func() {
+		defer close(out)
+		var wc clientv3.WatchChan
+		var stopWatch context.CancelFunc
+		watch := func() { // (re)starts the etcd watch after the last revision delivered
+			if stopWatch != nil {
+				stopWatch()
+			}
+			var wctx context.Context
+			wctx, stopWatch = context.WithCancel(clientv3.WithRequireLeader(ctx))
+			wc = s.c.Watch(wctx, s.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from+1))
+		}
+		watch()
+		defer func() { stopWatch() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case wr, ok := <-wc:
+				if !ok {
+					return
+				}
+				if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+					send(ctx, out, Event{Type: Relist, Revision: wr.CompactRevision})
+					return
+				}
+				if err := wr.Err(); err != nil {
+					// No leader (quorum lost) or another failure: restart the watch from the
+					// last revision delivered, after a pause; nothing is missed.
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(200 * time.Millisecond):
+					}
+					watch()
+					continue
+				}
+				for _, ev := range wr.Events {
+					e := Event{Revision: ev.Kv.ModRevision}
+					if ev.Type == clientv3.EventTypeDelete {
+						parts := strings.SplitN(strings.TrimPrefix(string(ev.Kv.Key), s.prefix+"/"), "/", 3)
+						if len(parts) == 3 {
+							e.Type, e.Item = Delete, Item{Key: Key{parts[0], parts[1], parts[2]}, Version: ev.Kv.ModRevision}
+						}
+					} else {
+						it, err := s.parse(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
+						if err != nil {
+							continue
+						}
+						e.Type, e.Item = Put, it
+					}
+					if !send(ctx, out, e) {
+						return
+					}
+					from = ev.Kv.ModRevision
+				}
+			}
+		}
+	}()
+	return out
+}
+
+func send(ctx context.Context, out chan<- Event, e Event) bool {
+	select {
+	case out <- e:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

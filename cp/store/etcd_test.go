@@ -1,0 +1,225 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+)
+
+var k1 = Key{"default", "VirtualOutbound", "by-version"}
+
+func TestPutGetListDelete(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	s := NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	created, err := s.Put(ctx, k1, []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, k1, []byte("again"), 0); !errors.Is(err, ErrExists) {
+		t.Fatalf("create over an existing one: %v", err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	updated, err := s.Put(ctx, k1, []byte("v2"), created.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !updated.Created.Equal(created.Created) || !updated.Modified.After(created.Modified) || updated.Version <= created.Version {
+		t.Fatalf("times/version: created %+v updated %+v", created, updated)
+	}
+	if _, err := s.Put(ctx, k1, []byte("stale"), created.Version); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a stale write: %v", err)
+	}
+	got, err := s.Get(ctx, k1)
+	if err != nil || string(got.Doc) != "v2" || got.Version != updated.Version || !got.Created.Equal(created.Created) {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	for i := range 5 {
+		if _, err := s.Put(ctx, Key{"default", "Dataplane", fmt.Sprintf("dp-%d", i)}, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Put(ctx, Key{"other", "Dataplane", "x"}, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// paging through one mesh's dataplanes, two at a time
+	var names []string
+	after := ""
+	for {
+		items, next, _, err := s.List(ctx, "default", "Dataplane", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			names = append(names, it.Name)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if fmt.Sprint(names) != "[dp-0 dp-1 dp-2 dp-3 dp-4]" {
+		t.Fatalf("paged list: %v", names)
+	}
+	if all, _, _, _ := s.List(ctx, "", "Dataplane", "", 0); len(all) != 6 {
+		t.Fatalf("every mesh's dataplanes: %d", len(all))
+	}
+	if err := s.Delete(ctx, k1, created.Version); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a stale delete: %v", err)
+	}
+	if err := s.Delete(ctx, k1, updated.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, k1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if err := s.Delete(ctx, k1, Any); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleting what is gone: %v", err)
+	}
+}
+
+// 50 writers increment one counter with compare-and-set: each write lands or gets
+// ErrConflict, and the counter equals the writes that landed: no lost update.
+func TestConcurrentWritersNoLostUpdate(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	s := NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	if _, err := s.Put(ctx, k1, []byte("0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var landed, conflicts atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			it, err := s.Get(ctx, k1)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n, _ := strconv.Atoi(string(it.Doc))
+			switch _, err := s.Put(ctx, k1, []byte(strconv.Itoa(n+1)), it.Version); {
+			case err == nil:
+				landed.Add(1)
+			case errors.Is(err, ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	it, _ := s.Get(ctx, k1)
+	if got := string(it.Doc); got != strconv.FormatInt(landed.Load(), 10) || landed.Load()+conflicts.Load() != 50 || landed.Load() == 0 {
+		t.Fatalf("counter %s after %d landed and %d conflicts: an update was lost", got, landed.Load(), conflicts.Load())
+	}
+}
+
+func collect(t *testing.T, ch <-chan Event, n int) []Event {
+	t.Helper()
+	var out []Event
+	for len(out) < n {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %d events: %+v", len(out), out)
+			}
+			out = append(out, e)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d events of %d after 10s: %+v", len(out), n, out)
+		}
+	}
+	return out
+}
+
+// A watch resumed from the last revision seen delivers exactly what it missed, in order;
+// a watch from a compacted revision says to re-list.
+func TestWatchResumesAndRelists(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	cl := c.Client()
+	s := NewEtcd(cl, "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	_, _, rev, err := s.List(ctx, "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.Watch(ctx, rev)
+	a, _ := s.Put(ctx, Key{"m", "T", "a"}, []byte("1"), 0)
+	evs := collect(t, ch, 1)
+	if evs[0].Type != Put || evs[0].Item.Name != "a" || evs[0].Revision != a.Version {
+		t.Fatalf("first event %+v", evs[0])
+	}
+	cancel() // the replica stops watching; changes happen meanwhile
+	b, _ := s.Put(context.Background(), Key{"m", "T", "b"}, []byte("2"), 0)
+	if err := s.Delete(context.Background(), Key{"m", "T", "a"}, Any); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	evs = collect(t, s.Watch(ctx2, a.Version), 2)
+	if evs[0].Type != Put || evs[0].Item.Name != "b" || evs[0].Revision != b.Version || evs[1].Type != Delete || evs[1].Item.Name != "a" {
+		t.Fatalf("resumed events %+v", evs)
+	}
+	c.Compact(context.Background(), cl)
+	evs = collect(t, s.Watch(ctx2, a.Version), 1)
+	if evs[0].Type != Relist {
+		t.Fatalf("a watch from a compacted revision: %+v, want Relist", evs[0])
+	}
+}
+
+// One member killed: writes and watches go on. Two killed (no quorum): writes fail at once
+// with ErrUnavailable, never hang. Members back: writes work again and the watch, which
+// never stopped, delivers what was written, nothing missed, nothing twice.
+func TestQuorumLossAndRecovery(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	s := NewEtcd(c.Client(), "/kuma")
+	s.Timeout = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, _, rev, _ := s.List(ctx, "", "", "", 0)
+	ch := s.Watch(ctx, rev)
+	c.Kill(0)
+	if _, err := s.Put(ctx, Key{"m", "T", "one-down"}, []byte("x"), 0); err != nil {
+		t.Fatalf("a write with one member down: %v", err)
+	}
+	collect(t, ch, 1)
+	c.Kill(1)
+	start := time.Now()
+	_, err := s.Put(ctx, Key{"m", "T", "no-quorum"}, []byte("x"), 0)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a write without quorum: %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a write without quorum took %v", took)
+	}
+	c.Restart(0)
+	c.Restart(1)
+	var it Item
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if it, err = s.Put(ctx, Key{"m", "T", "back"}, []byte("x"), 0); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("writes after the members came back: %v", err)
+	}
+	evs := collect(t, ch, 1)
+	if evs[0].Item.Name != "back" || evs[0].Revision != it.Version {
+		t.Fatalf("after recovery the watch gave %+v, want the write %q once", evs, "back")
+	}
+	select {
+	case e := <-ch:
+		t.Fatalf("an extra event: %+v", e)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

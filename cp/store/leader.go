@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// DefaultLeaseTTL is how long a leader that stops renewing (killed, cut off) stays leader:
+// another replica leads within it.
+const DefaultLeaseTTL = 5 * time.Second
+
+// RunWhileLeader makes this replica (id) a candidate for the leadership called name, and
+// runs fn whenever it leads: fn's context is cancelled as soon as leadership is lost (the
+// session's lease expired: etcd unreachable, or this replica paused past the TTL). Work that
+// must happen once in the cluster (a scheduler) runs in fn. It returns when ctx ends.
+// Leadership is etcd's concurrency.Election on a session lease; nothing here decides it.
+func (s *Etcd) RunWhileLeader(ctx context.Context, name, id string, ttl time.Duration, fn func(context.Context)) error {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	secs := max(int(ttl/time.Second), 1)
+	for ctx.Err() == nil {
+		if err := s.leadOnce(ctx, name, id, secs, fn); err != nil && ctx.Err() == nil {
+			select { // etcd unreachable: try again shortly
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Etcd) electionKey(name string) string { return s.prefix + "/_leader/" + name }
+
+func (s *Etcd) leadOnce(ctx context.Context, name, id string, ttl int, fn func(context.Context)) error {
+	sess, err := concurrency.NewSession(s.c, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	e := concurrency.NewElection(sess, s.electionKey(name))
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // a session lost while campaigning ends the campaign
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	if err := e.Campaign(cctx, id); err != nil {
+		return err
+	}
+	lctx, stop := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-sess.Done():
+		case <-lctx.Done():
+		}
+		stop()
+	}()
+	fn(lctx)
+	stop()
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+	defer rcancel()
+	_ = e.Resign(rctx)
+	return nil
+}
+
+// Leader is the id of the current leader of name, or "" when there is none.
+func (s *Etcd) Leader(ctx context.Context, name string) (string, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	r, err := s.c.Get(ctx, s.electionKey(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return "", unavailable("store: leader of "+name, err)
+	}
+	if len(r.Kvs) == 0 {
+		return "", nil
+	}
+	return string(r.Kvs[0].Value), nil
+}
+
+var errNoLeader = errors.New("no leader")
+
+// WaitLeader waits until name has a leader and returns it.
+func (s *Etcd) WaitLeader(ctx context.Context, name string) (string, error) {
+	for {
+		l, err := s.Leader(ctx, name)
+		if err == nil && l != "" {
+			return l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("store: leader of %s: %w (%v)", name, errNoLeader, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

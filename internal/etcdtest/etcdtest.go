@@ -1,0 +1,178 @@
+// Package etcdtest runs a real etcd cluster for tests: N members of the etcd binary on free
+// loopback ports, each killable (SIGKILL) and restartable on its data, and a client.
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Cluster is a running etcd cluster.
+type Cluster struct {
+	t       testing.TB
+	bin     string
+	Members []*Member
+	initial string
+}
+
+// Member is one etcd process.
+type Member struct {
+	Name              string
+	ClientURL, Peer   string
+	dir               string
+	cmd               *exec.Cmd
+	exited            chan struct{}
+	logs              *os.File
+	initialClusterArg string
+}
+
+// Start runs an n-member cluster (election timings shortened, so a lost leader is replaced
+// in well under a second) and waits until it is healthy. It skips the test when etcd is not
+// installed (scripts/test-deps.sh installs Debian's etcd-server).
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skip("etcd not installed (Debian package etcd-server; make test installs it as root)")
+	}
+	c := &Cluster{t: t, bin: bin}
+	var peers []string
+	for i := range n {
+		m := &Member{Name: fmt.Sprintf("e%d", i), dir: t.TempDir()}
+		m.ClientURL = "http://" + freeAddr(t)
+		m.Peer = "http://" + freeAddr(t)
+		peers = append(peers, m.Name+"="+m.Peer)
+		c.Members = append(c.Members, m)
+	}
+	c.initial = strings.Join(peers, ",")
+	for _, m := range c.Members {
+		c.run(m, "new")
+	}
+	t.Cleanup(func() {
+		for _, m := range c.Members {
+			m.kill()
+		}
+	})
+	c.WaitHealthy(c.Members...)
+	return c
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (c *Cluster) run(m *Member, state string) {
+	c.t.Helper()
+	logs, err := os.OpenFile(filepath.Join(m.dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.logs = logs
+	m.cmd = exec.Command(c.bin, "--name", m.Name, "--data-dir", filepath.Join(m.dir, "data"),
+		"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
+		"--listen-peer-urls", m.Peer, "--initial-advertise-peer-urls", m.Peer,
+		"--initial-cluster", c.initial, "--initial-cluster-state", state, "--initial-cluster-token", "kuma-dp-test",
+		"--heartbeat-interval", "50", "--election-timeout", "300", "--log-level", "warn")
+	m.cmd.Stdout, m.cmd.Stderr = logs, logs
+	if err := m.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	m.exited = make(chan struct{})
+	go func() { _ = m.cmd.Wait(); close(m.exited) }()
+}
+
+func (m *Member) kill() {
+	if m.cmd == nil {
+		return
+	}
+	select {
+	case <-m.exited:
+	default:
+		_ = m.cmd.Process.Signal(syscall.SIGKILL)
+		<-m.exited
+	}
+	m.logs.Close()
+}
+
+// Kill stops member i at once (SIGKILL).
+func (c *Cluster) Kill(i int) { c.Members[i].kill() }
+
+// Restart starts member i again on its data and waits until it is healthy.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.run(c.Members[i], "existing")
+	c.WaitHealthy(c.Members[i])
+}
+
+// WaitHealthy waits until each member answers /health with true.
+func (c *Cluster) WaitHealthy(ms ...*Member) {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, m := range ms {
+		for {
+			resp, err := http.Get(m.ClientURL + "/health")
+			if err == nil {
+				var b [64]byte
+				n, _ := resp.Body.Read(b[:])
+				resp.Body.Close()
+				if strings.Contains(string(b[:n]), `"health":"true"`) {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				log, _ := os.ReadFile(filepath.Join(m.dir, "etcd.log"))
+				c.t.Fatalf("etcd member %s not healthy after 20s (%v):\n%s", m.Name, err, log)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// Endpoints are the members' client URLs.
+func (c *Cluster) Endpoints() []string {
+	var out []string
+	for _, m := range c.Members {
+		out = append(out, m.ClientURL)
+	}
+	return out
+}
+
+// Client is a client of every member, closed at the end of the test.
+func (c *Cluster) Client() *clientv3.Client {
+	c.t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// Compact compacts the cluster's history up to its current revision.
+func (c *Cluster) Compact(ctx context.Context, cl *clientv3.Client) int64 {
+	c.t.Helper()
+	r, err := cl.Get(ctx, "compact-probe")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := cl.Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		c.t.Fatal(err)
+	}
+	return r.Header.Revision
+}
