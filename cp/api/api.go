@@ -1,0 +1,343 @@
+// Package api is the control plane's HTTP write API, in the shape of Kuma's REST API:
+// GET/PUT/DELETE /meshes/{mesh}/{type}/{name} and GET /meshes/{mesh}/{type} (paged), with
+// YAML or JSON bodies. Every write is decoded and validated by package mesh (the agent's own
+// code) and refused with 400 naming file, field and value; writes carry the version they
+// replace (If-Match) and a stale one gets 409; a store without quorum gives 503; an admin
+// token guards writes.
+//
+// It owns the HTTP shape and the status codes; storing is package store's, validating
+// package mesh's.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// MaxBody bounds a request body.
+const MaxBody = 4 << 20
+
+// Types maps the URL's type (Kuma's plural, lower case) to the resource kind.
+var Types = map[string]string{
+	"dataplanes":           mesh.KindDataplane,
+	"virtualoutbounds":     mesh.KindVirtualOutbound,
+	"trafficroutes":        mesh.KindTrafficRoute,
+	"meshexternalservices": mesh.KindMeshExternalService,
+	"hostnamegenerators":   mesh.KindHostnameGenerator,
+}
+
+// TypeOf is the URL type of a kind ("" when unknown).
+func TypeOf(kind string) string {
+	for t, k := range Types {
+		if k == kind {
+			return t
+		}
+	}
+	return ""
+}
+
+// Server is the API's handler.
+type Server struct {
+	Store store.Store
+	// AdminToken guards writes (Authorization: Bearer <token>); empty refuses every write.
+	AdminToken string
+
+	mu     sync.Mutex
+	writes map[int]uint64 // by status code, for metrics
+}
+
+// Writes returns the count of writes by HTTP status code.
+func (s *Server) Writes() map[int]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int]uint64, len(s.writes))
+	for k, v := range s.writes {
+		out[k] = v
+	}
+	return out
+}
+
+// Resource is a resource as the API shows it: the document as JSON with the store's
+// version and times.
+type Resource struct {
+	Mesh             string          `json:"mesh"`
+	Type             string          `json:"type"`
+	Name             string          `json:"name"`
+	Version          int64           `json:"version"`
+	CreationTime     time.Time       `json:"creationTime"`
+	ModificationTime time.Time       `json:"modificationTime"`
+	Spec             json.RawMessage `json:"resource"`
+}
+
+// List is a page of resources.
+type List struct {
+	Total int        `json:"total"`
+	Items []Resource `json:"items"`
+	Next  string     `json:"next,omitempty"`
+}
+
+// Handler is the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /meshes/{mesh}/{type}/{name}", s.get)
+	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.put)
+	mux.HandleFunc("DELETE /meshes/{mesh}/{type}/{name}", s.delete)
+	mux.HandleFunc("GET /meshes/{mesh}/{type}", s.list)
+	return mux
+}
+
+type apiError struct {
+	Title   string `json:"title"`
+	Details string `json:"details"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, code int, title, details string) {
+	writeJSON(w, code, apiError{Title: title, Details: details})
+}
+
+// storeError answers a store error with its status: 404, 409, 503, else 500.
+func storeError(w http.ResponseWriter, err error) int {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists):
+		code = http.StatusConflict
+	case errors.Is(err, store.ErrUnavailable):
+		code = http.StatusServiceUnavailable
+	}
+	fail(w, code, http.StatusText(code), err.Error())
+	return code
+}
+
+func (s *Server) key(w http.ResponseWriter, r *http.Request) (store.Key, bool) {
+	kind, ok := Types[r.PathValue("type")]
+	if !ok {
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators", r.PathValue("type")))
+		return store.Key{}, false
+	}
+	return store.Key{Mesh: r.PathValue("mesh"), Type: kind, Name: r.PathValue("name")}, true
+}
+
+func toResource(it store.Item) Resource {
+	spec, err := yaml.YAMLToJSON(it.Doc)
+	if err != nil {
+		spec, _ = json.Marshal(string(it.Doc))
+	}
+	return Resource{Mesh: it.Mesh, Type: TypeOf(it.Type), Name: it.Name, Version: it.Version,
+		CreationTime: it.Created, ModificationTime: it.Modified, Spec: spec}
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.key(w, r)
+	if !ok {
+		return
+	}
+	it, err := s.Store.Get(r.Context(), k)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	w.Header().Set("ETag", strconv.FormatInt(it.Version, 10))
+	writeJSON(w, http.StatusOK, toResource(it))
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	kind, ok := Types[r.PathValue("type")]
+	if !ok {
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is unknown", r.PathValue("type")))
+		return
+	}
+	size := 0
+	if v := r.URL.Query().Get("size"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fail(w, http.StatusBadRequest, "bad size", fmt.Sprintf("size %q: want a whole number", v))
+			return
+		}
+		size = n
+	}
+	meshName := r.PathValue("mesh")
+	if meshName == "*" {
+		meshName = ""
+	}
+	items, next, _, err := s.Store.List(r.Context(), meshName, kind, r.URL.Query().Get("after"), size)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := List{Items: []Resource{}}
+	for _, it := range items {
+		out.Items = append(out.Items, toResource(it))
+	}
+	out.Total = len(out.Items)
+	if next != "" {
+		out.Next = fmt.Sprintf("%s?size=%d&after=%s", r.URL.Path, size, next)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// authorized checks the admin token of a write.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
+		fail(w, http.StatusUnauthorized, "admin token required", "writes need Authorization: Bearer <admin token> (kuma-cp ... --admin-token-file)")
+		return false
+	}
+	return true
+}
+
+// expected is the version a write replaces: If-Match, or (absent) create only for PUT and
+// any for DELETE.
+func expected(w http.ResponseWriter, r *http.Request, absent int64) (int64, bool) {
+	v := strings.Trim(r.Header.Get("If-Match"), `"`)
+	if v == "" {
+		return absent, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		fail(w, http.StatusBadRequest, "bad If-Match", fmt.Sprintf("If-Match %q: want the version read (a positive number)", v))
+		return 0, false
+	}
+	return n, true
+}
+
+func (s *Server) count(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writes == nil {
+		s.writes = map[int]uint64{}
+	}
+	s.writes[code]++
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request) {
+	code := s.doPut(w, r)
+	s.count(code)
+}
+
+func (s *Server) doPut(w http.ResponseWriter, r *http.Request) int {
+	if !s.authorized(w, r) {
+		return http.StatusUnauthorized
+	}
+	k, ok := s.key(w, r)
+	if !ok {
+		return http.StatusNotFound
+	}
+	expect, ok := expected(w, r, 0)
+	if !ok {
+		return http.StatusBadRequest
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil || len(body) > MaxBody {
+		fail(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("a resource is at most %d bytes", MaxBody))
+		return http.StatusRequestEntityTooLarge
+	}
+	if msg := Check(k, body); msg != "" {
+		fail(w, http.StatusBadRequest, "invalid resource", msg)
+		return http.StatusBadRequest
+	}
+	it, err := s.Store.Put(r.Context(), k, body, expect)
+	if err != nil {
+		if errors.Is(err, store.ErrExists) {
+			fail(w, http.StatusConflict, "exists", err.Error()+": to replace it, send the version read as If-Match")
+			return http.StatusConflict
+		}
+		return storeError(w, err)
+	}
+	code := http.StatusOK
+	if expect == 0 {
+		code = http.StatusCreated
+	}
+	w.Header().Set("ETag", strconv.FormatInt(it.Version, 10))
+	writeJSON(w, code, toResource(it))
+	return code
+}
+
+// Check decodes and validates a document for key k with package mesh (the agent's code):
+// one resource, of k's type, name and mesh. It returns the problem ("" when none), naming
+// file, field and value.
+func Check(k store.Key, doc []byte) string {
+	source := fmt.Sprintf("%s/%s/%s", k.Mesh, TypeOf(k.Type), k.Name)
+	rs, err := mesh.Decode(source, doc)
+	if err != nil {
+		return err.Error()
+	}
+	if len(rs) != 1 {
+		return fmt.Sprintf("%s: want one resource, got %d", source, len(rs))
+	}
+	res := rs[0]
+	m := res.GetMeta()
+	switch {
+	case res.Kind() != k.Type:
+		return fmt.Sprintf("%s: type: the document is a %s (value %q)", source, res.Kind(), res.Kind())
+	case m.Name != k.Name:
+		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, m.Name, k.Name)
+	case !mesh.Meshless(res) && mesh.ResourceMesh(m) != k.Mesh:
+		return fmt.Sprintf("%s: mesh: the document is of mesh %q, the URL %q", source, mesh.ResourceMesh(m), k.Mesh)
+	}
+	return ""
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	code := s.doDelete(w, r)
+	s.count(code)
+}
+
+func (s *Server) doDelete(w http.ResponseWriter, r *http.Request) int {
+	if !s.authorized(w, r) {
+		return http.StatusUnauthorized
+	}
+	k, ok := s.key(w, r)
+	if !ok {
+		return http.StatusNotFound
+	}
+	expect, ok := expected(w, r, store.Any)
+	if !ok {
+		return http.StatusBadRequest
+	}
+	if err := s.Store.Delete(r.Context(), k, expect); err != nil {
+		return storeError(w, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// ServeContext serves h on the listener until ctx ends.
+func ServeContext(ctx context.Context, srv *http.Server, serve func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- serve() }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}

@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+)
+
+const voDoc = `type: VirtualOutbound
+mesh: default
+name: by-version
+selectors:
+- match:
+    kuma.io/service: "*"
+    version: "*"
+conf:
+  host: "{{.version}}.{{.service}}.mesh"
+  port: "8080"
+  parameters:
+  - name: service
+    tagKey: kuma.io/service
+  - name: version
+    tagKey: version
+`
+
+const token = "admin-secret"
+
+func startAPI(t *testing.T) (*etcdtest.Cluster, *store.Etcd, *Client) {
+	c := etcdtest.Start(t, 3)
+	st := store.NewEtcd(c.Client(), "/kuma")
+	st.Timeout = 2 * time.Second
+	srv := httptest.NewServer((&Server{Store: st, AdminToken: token}).Handler())
+	t.Cleanup(srv.Close)
+	return c, st, NewClient(srv.URL, token)
+}
+
+func TestApplyGetDelete(t *testing.T) {
+	_, st, cl := startAPI(t)
+	ctx := context.Background()
+	applied, err := cl.Apply(ctx, "vo.yaml", []byte(voDoc))
+	if err != nil || len(applied) != 1 || applied[0].Result != "created" {
+		t.Fatalf("apply: %+v %v", applied, err)
+	}
+	if applied, _ = cl.Apply(ctx, "vo.yaml", []byte(voDoc)); applied[0].Result != "unchanged" {
+		t.Fatalf("apply again: %+v", applied)
+	}
+	changed := strings.Replace(voDoc, `"{{.version}}.{{.service}}.mesh"`, `"{{.service}}.{{.version}}.mesh"`, 1)
+	if applied, _ = cl.Apply(ctx, "vo.yaml", []byte(changed)); applied[0].Result != "updated" {
+		t.Fatalf("apply a change: %+v", applied)
+	}
+	r, err := cl.Get(ctx, "default", "virtualoutbounds", "by-version")
+	if err != nil || !strings.Contains(string(r.Spec), `{{.service}}.{{.version}}.mesh`) || r.CreationTime.IsZero() || r.ModificationTime.Before(r.CreationTime) {
+		t.Fatalf("get: %+v %v", r, err)
+	}
+	items, err := cl.List(ctx, "default", "virtualoutbounds")
+	if err != nil || len(items) != 1 {
+		t.Fatalf("list: %v %v", items, err)
+	}
+	if err := cl.Delete(ctx, "default", "virtualoutbounds", "by-version"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, store.Key{Mesh: "default", Type: "VirtualOutbound", Name: "by-version"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func put(t *testing.T, cl *Client, path, body, token, ifMatch string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, cl.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if ifMatch != "" {
+		req.Header.Set("If-Match", ifMatch)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp, b.String()
+}
+
+// Bad writes: each with its status and a message that names what is wrong; nothing stored.
+func TestWritesRefused(t *testing.T) {
+	c, st, cl := startAPI(t)
+	p := "/meshes/default/virtualoutbounds/by-version"
+	if resp, body := put(t, cl, p, voDoc, "", ""); resp.StatusCode != 401 {
+		t.Fatalf("no token: %d %s", resp.StatusCode, body)
+	}
+	bad := strings.Replace(voDoc, "  port: \"8080\"", "  prot: \"8080\"", 1)
+	if resp, body := put(t, cl, p, bad, token, ""); resp.StatusCode != 400 || !strings.Contains(body, "conf.prot") {
+		t.Fatalf("invalid resource: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := put(t, cl, "/meshes/default/virtualoutbounds/other-name", voDoc, token, ""); resp.StatusCode != 400 || !strings.Contains(body, "name") {
+		t.Fatalf("name mismatch: %d %s", resp.StatusCode, body)
+	}
+	if items, _, _, _ := st.List(context.Background(), "", "", "", 0); len(items) != 0 {
+		t.Fatalf("refused writes were stored: %v", items)
+	}
+	resp, _ := put(t, cl, p, voDoc, token, "")
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+	version := resp.Header.Get("ETag")
+	if resp, body := put(t, cl, p, voDoc, token, ""); resp.StatusCode != 409 || !strings.Contains(body, "If-Match") {
+		t.Fatalf("create over an existing one: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := put(t, cl, p, voDoc, token, version); resp.StatusCode != 200 {
+		t.Fatalf("update with the version read: %d", resp.StatusCode)
+	}
+	if resp, body := put(t, cl, p, voDoc, token, version); resp.StatusCode != 409 {
+		t.Fatalf("a stale version: %d %s", resp.StatusCode, body)
+	}
+	c.Kill(0)
+	c.Kill(1)
+	if resp, body := put(t, cl, "/meshes/default/virtualoutbounds/x", strings.Replace(voDoc, "name: by-version", "name: x", 1), token, ""); resp.StatusCode != 503 {
+		t.Fatalf("no quorum: %d %s", resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,182 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Client talks to the API (kuma-cp apply/get/delete).
+type Client struct {
+	URL   string // e.g. http://127.0.0.1:5681
+	Token string
+	HTTP  *http.Client
+}
+
+// NewClient is a client of the API at base.
+func NewClient(base, token string) *Client {
+	return &Client{URL: strings.TrimSuffix(base, "/"), Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Error is an API error answer.
+type Error struct {
+	Status  int
+	Title   string
+	Details string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Title, e.Details) }
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMatch int64, out any) (http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if ifMatch > 0 {
+		req.Header.Set("If-Match", strconv.FormatInt(ifMatch, 10))
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w (is kuma-cp serving its API there? --api-url)", method, c.URL+path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if resp.StatusCode >= 300 {
+		var ae apiError
+		_ = json.Unmarshal(b, &ae)
+		return resp.Header, &Error{Status: resp.StatusCode, Title: ae.Title, Details: ae.Details}
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.Header, err
+		}
+	}
+	return resp.Header, nil
+}
+
+func path(meshName, typ, name string) string {
+	p := "/meshes/" + url.PathEscape(meshName) + "/" + typ
+	if name != "" {
+		p += "/" + url.PathEscape(name)
+	}
+	return p
+}
+
+// Get returns one resource.
+func (c *Client) Get(ctx context.Context, meshName, typ, name string) (Resource, error) {
+	var r Resource
+	_, err := c.do(ctx, http.MethodGet, path(meshName, typ, name), nil, 0, &r)
+	return r, err
+}
+
+// List returns every resource of a type in a mesh ("*": every mesh), following pages.
+func (c *Client) List(ctx context.Context, meshName, typ string) ([]Resource, error) {
+	var out []Resource
+	next := path(meshName, typ, "") + "?size=500"
+	for next != "" {
+		var l List
+		if _, err := c.do(ctx, http.MethodGet, next, nil, 0, &l); err != nil {
+			return nil, err
+		}
+		out = append(out, l.Items...)
+		next = l.Next
+	}
+	return out, nil
+}
+
+// Delete removes a resource.
+func (c *Client) Delete(ctx context.Context, meshName, typ, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, path(meshName, typ, name), nil, 0, nil)
+	return err
+}
+
+// Applied is what Apply did with one resource.
+type Applied struct {
+	Type, Mesh, Name string
+	Result           string // created, updated, unchanged
+}
+
+// Apply creates or updates every resource of data (multi-document YAML or JSON), each
+// checked locally first (every error of the file at once, nothing written then): a resource
+// is created, updated with the version read (a concurrent change gives 409, never a lost
+// update), or left unchanged.
+func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Applied, error) {
+	rs, err := mesh.Decode(source, data)
+	if err != nil {
+		return nil, err
+	}
+	var out []Applied
+	for _, r := range rs {
+		m := r.GetMeta()
+		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
+		doc, err := cplink.EncodeResource(r)
+		if err != nil {
+			return out, err
+		}
+		a := Applied{Type: typ, Mesh: meshName, Name: m.Name}
+		cur, err := c.Get(ctx, meshName, typ, m.Name)
+		var ae *Error
+		switch {
+		case err == nil:
+			if bytes.Equal(canonJSON(cur.Spec), canonJSON(asJSON(doc))) {
+				a.Result = "unchanged"
+				break
+			}
+			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, m.Name), doc, cur.Version, nil); err != nil {
+				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, m.Name, err)
+			}
+			a.Result = "updated"
+		case asError(err, &ae) && ae.Status == http.StatusNotFound:
+			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, m.Name), doc, 0, nil); err != nil {
+				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, m.Name, err)
+			}
+			a.Result = "created"
+		default:
+			return out, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func asError(err error, target **Error) bool {
+	e, ok := err.(*Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+// asJSON is a YAML (or JSON) document as JSON.
+func asJSON(doc []byte) []byte {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return doc
+	}
+	return j
+}
+
+// canonJSON is b as JSON with sorted keys, for comparing documents.
+func canonJSON(b []byte) []byte {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
