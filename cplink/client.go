@@ -82,11 +82,14 @@ const (
 // it holds so nothing unchanged is sent again. Load returns only after the first complete
 // sync (every kind received once).
 type Client struct {
-	cfg    ClientConfig
-	log    *slog.Logger
-	target string
-	creds  credentials.TransportCredentials
-	reload chan struct{}
+	cfg ClientConfig
+	log *slog.Logger
+	// targets are the control planes (replicas) to try, in order; cur is the one in use:
+	// a failed session moves to the next, resuming with the versions held.
+	targets []string
+	cur     int
+	creds   credentials.TransportCredentials
+	reload  chan struct{}
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -127,11 +130,20 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	target, useTLS, err := parseAddress(cfg.Address)
-	if err != nil {
-		return nil, err
+	var targets []string
+	useTLS := false
+	for i, a := range strings.Split(cfg.Address, ",") {
+		target, tlsOn, err := parseAddress(strings.TrimSpace(a))
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && tlsOn != useTLS {
+			return nil, fmt.Errorf("control plane addresses %q: all TLS (grpcs://) or all plain text (grpc://), not a mix", cfg.Address)
+		}
+		useTLS = tlsOn
+		targets = append(targets, target)
 	}
-	c := &Client{cfg: cfg, log: log, target: target, reload: make(chan struct{}, 1),
+	c := &Client{cfg: cfg, log: log, targets: targets, reload: make(chan struct{}, 1),
 		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan []mesh.Resource, 1),
 		held: map[string]map[string]heldResource{}, received: map[string]bool{}}
 	if useTLS {
@@ -369,6 +381,15 @@ func (c *Client) loop(ctx context.Context) {
 		if got {
 			failures = 0
 		}
+		if len(c.targets) > 1 {
+			// Another replica next, at once when this one served us (it was lost), after the
+			// backoff otherwise.
+			c.cur = (c.cur + 1) % len(c.targets)
+			if got {
+				c.log.Warn("control plane link down; trying the next replica", "error", err, "next", c.targets[c.cur])
+				continue
+			}
+		}
 		wait := c.backoff(failures)
 		failures++
 		c.logFailure(err, failures, wait)
@@ -439,7 +460,7 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	conn, err := grpc.NewClient(c.target, grpc.WithTransportCredentials(c.creds),
+	conn, err := grpc.NewClient(c.targets[c.cur%len(c.targets)], grpc.WithTransportCredentials(c.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}))
 	if err != nil {

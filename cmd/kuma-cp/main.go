@@ -46,7 +46,10 @@ Usage:
   kuma-cp <command> [flags]
 
 Commands:
-  serve   serve a directory of resources to agents (delta ADS over gRPC)
+  serve   serve resources to agents (delta ADS over gRPC): a directory, or etcd (--store etcd)
+  apply   create or update the resources of files (-f FILE|DIR|-) through the API (--store etcd)
+  get     list or show resources: get TYPE [NAME] [-o table|yaml|json]
+  delete  delete a resource: delete TYPE NAME
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
 
@@ -72,6 +75,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stdout, stderr)
 	case "token":
 		return tokenCmd(args[1:], stdout, stderr)
+	case "apply", "get", "delete":
+		return clientCmd(args[0], args[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
 	}
@@ -81,11 +86,16 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 
 // parse parses a command's flags: help on stdout (exit 0), a bad flag on stderr (exit 2).
 func parse(name string, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	return parseArgs(name, fs, args, false, stdout, stderr)
+}
+
+// parseArgs is parse for commands that take arguments (get TYPE NAME) when positional.
+func parseArgs(name string, fs *pflag.FlagSet, args []string, positional bool, stdout, stderr io.Writer) (int, bool) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
 	switch {
-	case err == nil && fs.NArg() > 0:
+	case err == nil && fs.NArg() > 0 && !positional:
 		fmt.Fprintf(stderr, "kuma-cp %s: unexpected argument %q\n", name, fs.Arg(0))
 		return exitUsage, true
 	case err == nil:
@@ -149,6 +159,7 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 type serveConfig struct {
 	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
 	metricsAddress                                                     string
+	etcd                                                               etcdConfig
 	poll, handshakeTimeout                                             time.Duration
 	maxConns, maxConnsPerIP                                            int
 	skipValidation                                                     bool
@@ -158,7 +169,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	var c serveConfig
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.StringVar(&c.dir, "resources-dir", "", "directory of resources (dataplanes and policies of every mesh), read recursively and watched (required)")
+	fs.StringVar(&c.dir, "resources-dir", "", "directory of resources (dataplanes and policies of every mesh), read recursively and watched (--store dir)")
+	c.etcd.bind(fs)
 	fs.StringVar(&c.address, "address", "127.0.0.1:5678", "address to serve agents on (port 0: any free port, see --ready-file)")
 	fs.StringVar(&c.certFile, "tls-cert-file", "", "server certificate (PEM); without it the link is plain text")
 	fs.StringVar(&c.keyFile, "tls-key-file", "", "server key (PEM)")
@@ -193,6 +205,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 
 // check refuses flag values that cannot work (usage errors: exit 2, like every command).
 func (c serveConfig) check() error {
+	if c.etcd.store != "dir" {
+		return c.etcd.check()
+	}
 	if c.dir == "" {
 		return errors.New("--resources-dir is required")
 	}
@@ -237,10 +252,20 @@ func serve(c serveConfig, log *slog.Logger) error {
 	defer stop()
 
 	cp := newControlPlane(key, log)
-	st := newStore(c.dir, !c.skipValidation, log)
-	sv, _ := st.scan()
-	cp.apply(sv)
-	log.Info("resources loaded", "dir", c.dir, "resources", sv.count(), "meshes", len(sv.meshes))
+	var storeParts *etcdParts
+	if c.etcd.store == "etcd" {
+		p, err := c.etcd.start(ctx, cp, log)
+		if err != nil {
+			return err
+		}
+		storeParts = p
+	} else {
+		st := newStore(c.dir, !c.skipValidation, log)
+		sv, _ := st.scan()
+		cp.apply(sv)
+		log.Info("resources loaded", "dir", c.dir, "resources", sv.count(), "meshes", len(sv.meshes))
+		go watch(ctx, st, cp, c.poll, log)
+	}
 
 	raw, err := net.Listen("tcp", c.address)
 	if err != nil {
@@ -249,14 +274,21 @@ func serve(c serveConfig, log *slog.Logger) error {
 	ln := connlimit.Wrap(raw, connlimit.Limits{Total: c.maxConns, PerIP: c.maxConnsPerIP})
 	cp.handshakeFails = &ln.Stats.HandshakeFails
 	gs := cp.grpcServer(creds, c.handshakeTimeout)
-	go watch(ctx, st, cp, c.poll, log)
 	ready := map[string]string{"address": ln.Addr().String()}
+	if storeParts != nil {
+		ready["api"] = storeParts.apiAddr
+	}
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
 			func() float64 { return float64(cp.connected()) }))
-		d, err := diag.New(c.metricsAddress, reg, func() error { return nil })
+		readyFn := func() error { return nil }
+		if storeParts != nil {
+			storeParts.register(reg)
+			readyFn = storeParts.ready
+		}
+		d, err := diag.New(c.metricsAddress, reg, readyFn)
 		if err != nil {
 			return err
 		}

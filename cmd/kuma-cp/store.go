@@ -183,35 +183,43 @@ func rawDocs(path string, data []byte, good map[string]bool) []doc {
 // collect lays out every file's documents by mesh, kind and name. A name defined twice in
 // one mesh and kind is an error naming both files; the first (in path order) is served.
 func (s *store) collect(paths []string) served {
-	out := served{meshes: map[string]map[string]map[string][]byte{}, global: map[string]map[string][]byte{}}
+	out := newServed()
 	where := map[string]string{}
 	for _, p := range paths {
 		for _, d := range s.files[p].docs {
-			var byKind map[string]map[string][]byte
-			key := d.kind + "/" + d.name
+			key := d.mesh + "/" + d.kind + "/" + d.name
 			if d.meshless {
-				byKind = out.global
-				key = "*/" + key
-			} else {
-				byKind = out.meshes[d.mesh]
-				if byKind == nil {
-					byKind = map[string]map[string][]byte{}
-					out.meshes[d.mesh] = byKind
-				}
-				key = d.mesh + "/" + key
+				key = "*/" + d.kind + "/" + d.name
 			}
 			if prev, dup := where[key]; dup {
 				s.log.Error("duplicate resource; serving the first", "resource", key, "source", d.source, "first", prev)
 				continue
 			}
 			where[key] = d.source
-			if byKind[d.kind] == nil {
-				byKind[d.kind] = map[string][]byte{}
-			}
-			byKind[d.kind][d.name] = d.body
+			out.put(d)
 		}
 	}
 	return out
+}
+
+func newServed() served {
+	return served{meshes: map[string]map[string]map[string][]byte{}, global: map[string]map[string][]byte{}}
+}
+
+// put serves d: under its mesh, or under global for a meshless resource.
+func (sv served) put(d doc) {
+	byKind := sv.global
+	if !d.meshless {
+		byKind = sv.meshes[d.mesh]
+		if byKind == nil {
+			byKind = map[string]map[string][]byte{}
+			sv.meshes[d.mesh] = byKind
+		}
+	}
+	if byKind[d.kind] == nil {
+		byKind[d.kind] = map[string][]byte{}
+	}
+	byKind[d.kind][d.name] = d.body
 }
 
 // forMesh is what one mesh's agents get of one kind: the mesh's own resources and the

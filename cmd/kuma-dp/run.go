@@ -75,7 +75,7 @@ func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
 	fs.StringVar(&c.Runtime.Watch, "watch", c.Runtime.Watch, "how changes are seen: auto (inotify, else polling), inotify or poll")
 	fs.Int64Var(&c.Runtime.MaxFileSizeMiB, "max-file-size-mib", c.Runtime.MaxFileSizeMiB, "refuse a resource file larger than this many MiB (the last good model stays); 0: no limit")
 	fs.Int64Var(&c.Runtime.MaxTotalSizeMiB, "max-total-size-mib", c.Runtime.MaxTotalSizeMiB, "refuse a model whose files are larger than this many MiB in all; 0: no limit")
-	fs.StringVar(&c.ControlPlane.URL, "cp-address", c.ControlPlane.URL, "take the model from this control plane (grpcs://host:port, delta xDS) instead of --policies-dir; see docs/cplink.md")
+	fs.StringVar(&c.ControlPlane.URL, "cp-address", c.ControlPlane.URL, "take the model from this control plane (grpcs://host:port, delta xDS; several replicas comma-separated, tried in turn) instead of --policies-dir; see docs/cplink.md")
 	fs.StringVar(&c.ControlPlane.CACertFile, "ca-cert-file", c.ControlPlane.CACertFile, "CA (PEM) that signed the control plane's certificate (default: the system's roots)")
 	fs.StringVar(&c.Runtime.TokenPath, "dataplane-token-file", c.Runtime.TokenPath, "this dataplane's token for the control plane (kuma-cp token)")
 	fs.DurationVar((*time.Duration)(&c.ControlPlane.RetryBackoff), "cp-retry-backoff", time.Duration(c.ControlPlane.RetryBackoff), "first wait after a failed connection to the control plane; doubles (with jitter) up to 30s")

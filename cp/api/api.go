@@ -55,6 +55,8 @@ type Server struct {
 	Store store.Store
 	// AdminToken guards writes (Authorization: Bearer <token>); empty refuses every write.
 	AdminToken string
+	// Status, when set, is served at GET /status (the replica, the leader...).
+	Status func() any
 
 	mu     sync.Mutex
 	writes map[int]uint64 // by status code, for metrics
@@ -97,6 +99,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.put)
 	mux.HandleFunc("DELETE /meshes/{mesh}/{type}/{name}", s.delete)
 	mux.HandleFunc("GET /meshes/{mesh}/{type}", s.list)
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		if s.Status == nil {
+			fail(w, http.StatusNotFound, "no status", "")
+			return
+		}
+		writeJSON(w, http.StatusOK, s.Status())
+	})
 	return mux
 }
 

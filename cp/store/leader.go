@@ -35,7 +35,8 @@ func (s *Etcd) RunWhileLeader(ctx context.Context, name, id string, ttl time.Dur
 	return nil
 }
 
-func (s *Etcd) electionKey(name string) string { return s.prefix + "/_leader/" + name }
+// electionKey is outside the resources' prefix, so lists and watches never see it.
+func (s *Etcd) electionKey(name string) string { return s.prefix + "-leader/" + name }
 
 func (s *Etcd) leadOnce(ctx context.Context, name, id string, ttl int, fn func(context.Context)) error {
 	sess, err := concurrency.NewSession(s.c, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))

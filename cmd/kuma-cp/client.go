@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+const clientExample = `Examples (a control plane serving from etcd, its API on 127.0.0.1:5681):
+  kuma-cp apply -f testdata/mesh/policies/virtualoutbounds-kuma.yaml --admin-token-file /tmp/cp/admin.token
+  kuma-cp get virtualoutbounds
+  kuma-cp get virtualoutbounds by-version -o yaml
+  kuma-cp delete virtualoutbounds by-version --admin-token-file /tmp/cp/admin.token
+  kuma-cp get status
+`
+
+// clientCmd is apply, get and delete: the API's client.
+func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	apiURL := fs.String("api-url", "http://127.0.0.1:5681", "the control plane's API")
+	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes)")
+	meshName := fs.String("mesh", "default", "the mesh (get, delete; \"*\" lists every mesh)")
+	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
+	output := fs.StringP("output", "o", "table", "get: table, yaml or json")
+	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
+		if rc == exitOK {
+			fmt.Fprint(stdout, clientExample)
+		}
+		return rc
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "kuma-cp %s: %s\nRun 'kuma-cp %s --help' for the flags.\n", name, fmt.Sprintf(format, a...), name)
+		return exitUsage
+	}
+	token := ""
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return usage("--admin-token-file %q: %v", *tokenFile, err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	c := api.NewClient(*apiURL, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "kuma-cp %s: %v\n", name, err)
+		return exitFail
+	}
+	typeArg := func() (string, int) {
+		if fs.NArg() == 0 {
+			return "", usage("a TYPE is needed: %s", strings.Join(typeNames(), ", "))
+		}
+		t := strings.ToLower(fs.Arg(0))
+		if _, ok := api.Types[t]; !ok && t != "status" {
+			return "", usage("TYPE %q: want one of %s", fs.Arg(0), strings.Join(typeNames(), ", "))
+		}
+		return t, exitOK
+	}
+	switch name {
+	case "apply":
+		if len(*files) == 0 {
+			return usage("-f FILE|DIR|- is required")
+		}
+		for _, f := range *files {
+			if err := applyPath(ctx, c, f, stdout); err != nil {
+				return fail(err)
+			}
+		}
+		return exitOK
+	case "get":
+		t, rc := typeArg()
+		if rc != exitOK {
+			return rc
+		}
+		if t == "status" {
+			var st map[string]any
+			if err := getStatus(ctx, c, &st); err != nil {
+				return fail(err)
+			}
+			for _, k := range []string{"replica", "leader", "isLeader", "storeRevision", "synced"} {
+				fmt.Fprintf(stdout, "%-14s %v\n", k+":", st[k])
+			}
+			return exitOK
+		}
+		var rs []api.Resource
+		if fs.NArg() > 1 {
+			r, err := c.Get(ctx, *meshName, t, fs.Arg(1))
+			if err != nil {
+				return fail(err)
+			}
+			rs = []api.Resource{r}
+		} else {
+			var err error
+			if rs, err = c.List(ctx, *meshName, t); err != nil {
+				return fail(err)
+			}
+		}
+		if err := api.Print(stdout, *output, rs, time.Now()); err != nil {
+			return usage("%v", err)
+		}
+		return exitOK
+	default: // delete
+		t, rc := typeArg()
+		if rc != exitOK {
+			return rc
+		}
+		if fs.NArg() != 2 {
+			return usage("want: delete TYPE NAME")
+		}
+		if err := c.Delete(ctx, *meshName, t, fs.Arg(1)); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "deleted %s %s/%s\n", t, *meshName, fs.Arg(1))
+		return exitOK
+	}
+}
+
+func typeNames() []string {
+	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"}
+}
+
+func getStatus(ctx context.Context, c *api.Client, out *map[string]any) error {
+	r, err := c.HTTP.Get(c.URL + "/status")
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	if r.StatusCode != 200 {
+		return fmt.Errorf("GET /status: %s", r.Status)
+	}
+	return jsonDecode(r.Body, out)
+}
+
+// applyPath applies a file, every resource file under a directory, or standard input.
+func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer) error {
+	var paths []string
+	switch fi, err := os.Stat(path); {
+	case path == "-":
+		paths = []string{"-"}
+	case err != nil:
+		return err
+	case fi.IsDir():
+		files, errs := mesh.ResourceFiles(path)
+		if len(errs) > 0 {
+			return errs
+		}
+		paths = files
+	default:
+		paths = []string{path}
+	}
+	for _, p := range paths {
+		var data []byte
+		var err error
+		if p == "-" {
+			data, err = io.ReadAll(os.Stdin)
+		} else {
+			data, err = os.ReadFile(p)
+		}
+		if err != nil {
+			return err
+		}
+		applied, err := c.Apply(ctx, filepath.Clean(p), data)
+		for _, a := range applied {
+			fmt.Fprintf(stdout, "%s %s/%s %s\n", a.Type, a.Mesh, a.Name, a.Result)
+		}
+		if err != nil {
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.Status == 409 {
+				return fmt.Errorf("%w (changed by someone else meanwhile: apply again)", err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kumadp/kuma-dp/cp/api"
+	cpstore "github.com/kumadp/kuma-dp/cp/store"
+)
+
+// etcdConfig is serve's store settings.
+type etcdConfig struct {
+	store, endpoints, prefix, caFile, certFile, keyFile, username, passwordFile string
+	apiAddress, adminTokenFile, replicaID                                       string
+	leaseTTL                                                                    time.Duration
+}
+
+func (c *etcdConfig) bind(fs *pflag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&c.store, "store", "dir", "where resources live: dir (--resources-dir, the default) or etcd (--etcd-endpoints; replicas, the write API)")
+	fs.StringVar(&c.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--store etcd)")
+	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of the resources in etcd")
+	fs.StringVar(&c.caFile, "etcd-ca-file", "", "CA (PEM) of etcd's certificate (TLS to etcd)")
+	fs.StringVar(&c.certFile, "etcd-cert-file", "", "client certificate (PEM) for etcd")
+	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
+	fs.StringVar(&c.username, "etcd-username", "", "etcd user (with --etcd-password-file)")
+	fs.StringVar(&c.passwordFile, "etcd-password-file", "", "file holding the etcd user's password")
+	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the write API (Kuma's REST shape; --store etcd), loopback unless told otherwise")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (--store etcd)")
+	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
+	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
+}
+
+func (c *etcdConfig) check() error {
+	switch {
+	case c.store != "etcd":
+		return fmt.Errorf("--store %q: want dir or etcd", c.store)
+	case c.endpoints == "":
+		return errors.New("--store etcd needs --etcd-endpoints")
+	case c.adminTokenFile == "":
+		return errors.New("--store etcd needs --admin-token-file (writes through the API are guarded by it)")
+	}
+	return nil
+}
+
+// etcdParts is what serving from etcd runs beside the agents' server.
+type etcdParts struct {
+	st       *cpstore.Etcd
+	feed     *storeFeed
+	apiSrv   *api.Server
+	apiAddr  string
+	leader   atomic.Bool
+	replica  string
+	leaderID atomic.Value // string
+}
+
+func (c *etcdConfig) start(ctx context.Context, cp *controlPlane, log *slog.Logger) (*etcdParts, error) {
+	token, err := os.ReadFile(c.adminTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-token-file %q: %w", c.adminTokenFile, err)
+	}
+	cfg := clientv3.Config{Endpoints: strings.Split(c.endpoints, ","), DialTimeout: 5 * time.Second, Username: c.username}
+	if c.passwordFile != "" {
+		pw, err := os.ReadFile(c.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-password-file %q: %w", c.passwordFile, err)
+		}
+		cfg.Password = strings.TrimSpace(string(pw))
+	}
+	if c.caFile != "" || c.certFile != "" {
+		tc, err := (transport.TLSInfo{TrustedCAFile: c.caFile, CertFile: c.certFile, KeyFile: c.keyFile}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS (--etcd-ca-file, --etcd-cert-file, --etcd-key-file): %w", err)
+		}
+		tc.MinVersion = tls.VersionTLS12
+		cfg.TLS = tc
+	}
+	cl, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--etcd-endpoints %q: %w", c.endpoints, err)
+	}
+	go func() { <-ctx.Done(); cl.Close() }()
+	p := &etcdParts{st: cpstore.NewEtcd(cl, c.prefix), replica: c.replicaID}
+	p.leaderID.Store("")
+	p.feed = &storeFeed{st: p.st, cp: cp, log: log.With("part", "store")}
+	go p.feed.run(ctx)
+	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status}
+	ln, err := net.Listen("tcp", c.apiAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
+	}
+	p.apiAddr = ln.Addr().String()
+	srv := &http.Server{Handler: p.apiSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
+	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
+		p.leader.Store(true)
+		log.Info("this replica is the leader", "replica", c.replicaID)
+		<-lctx.Done()
+		p.leader.Store(false)
+		log.Info("leadership lost", "replica", c.replicaID)
+	})
+	go func() { // the current leader, for metrics and status
+		for ctx.Err() == nil {
+			if id, err := p.st.Leader(ctx, "kuma-cp"); err == nil {
+				p.leaderID.Store(id)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	log.Info("serving from etcd", "endpoints", c.endpoints, "prefix", c.prefix, "api", p.apiAddr, "replica", c.replicaID)
+	return p, nil
+}
+
+func (p *etcdParts) ready() error {
+	if !p.feed.synced.Load() {
+		return errors.New("the store is not read yet (or unreachable)")
+	}
+	return nil
+}
+
+func (p *etcdParts) status() any {
+	return map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
+		"storeRevision": p.feed.rev.Load(), "synced": p.feed.synced.Load()}
+}
+
+func (p *etcdParts) register(reg *prometheus.Registry) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	reg.MustRegister(
+		gauge("kuma_cp_leader", "1 while this replica is the leader.", func() float64 { return b(p.leader.Load()) }),
+		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.rev.Load()) }),
+		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.synced.Load()) }),
+		writesCollector{p.apiSrv},
+	)
+}
+
+// writesCollector exposes the API's writes by status code.
+type writesCollector struct{ s *api.Server }
+
+var writesDesc = prometheus.NewDesc("kuma_cp_api_writes_total", "Writes through the API by HTTP status code.", []string{"code"}, nil)
+
+func (w writesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- writesDesc }
+func (w writesCollector) Collect(ch chan<- prometheus.Metric) {
+	for code, n := range w.s.Writes() {
+		ch <- prometheus.MustNewConstMetric(writesDesc, prometheus.CounterValue, float64(n), fmt.Sprint(code))
+	}
+}

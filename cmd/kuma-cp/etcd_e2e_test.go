@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+)
+
+// startReplica runs `kuma-cp serve --store etcd` on the cluster; it returns the process and
+// its agent and API addresses.
+func (e *cpEnv) startReplica(c *etcdtest.Cluster, id string) (p *proc, addr, apiAddr string) {
+	e.t.Helper()
+	cpBin, _ := binaries(e.t)
+	ready := filepath.Join(e.t.TempDir(), "ready.json")
+	p = startProc(e.t, "kuma-cp "+id, cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
+		"--admin-token-file", e.path("admin.token"), "--replica-id", id, "--leader-lease-ttl", "2s",
+		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile), "--token-key-file", e.path(tokenKey),
+		"--ready-file", ready, "--log-level", "debug")
+	var r struct{ Address, API string }
+	p.readyJSON(ready, &r)
+	return p, r.Address, r.API
+}
+
+func (e *cpEnv) kumaCP(args ...string) string {
+	e.t.Helper()
+	var out, errb strings.Builder
+	if rc := dispatch(args, &out, &errb); rc != exitOK {
+		e.t.Fatalf("kuma-cp %v: exit %d\n%s", args, rc, errb.String())
+	}
+	return out.String()
+}
+
+// The done-when test of the etcd control plane: a 3-member etcd, 2 replicas, 2 agents each
+// pointing at both. `kuma-cp apply` of a VirtualOutbound change reaches both agents' DNS;
+// the replica serving them is killed (SIGKILL): they fail over and a second change still
+// reaches them.
+func TestE2EReplicasOnEtcd(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	e := newCPEnv(t)
+	if err := os.WriteFile(e.path("admin.token"), []byte("admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r1, addr1, api1 := e.startReplica(c, "replica-1")
+	_, addr2, api2 := e.startReplica(c, "replica-2")
+	tok := e.path("admin.token")
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inventory := write("inventory.yaml", dpWeb+"---\n"+dpHTTPBin)
+	out := e.kumaCP("apply", "-f", inventory, "-f", write("vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh")),
+		"--api-url", "http://"+api1, "--admin-token-file", tok)
+	if !strings.Contains(out, "dataplanes default/web-1 created") || !strings.Contains(out, "virtualoutbounds default/by-version created") {
+		t.Fatalf("apply: %s", out)
+	}
+	// Both agents prefer replica-1 (listed first), replica-2 next.
+	both := addr1 + ",grpcs://" + addr2
+	var agents []*agent
+	for _, name := range []string{"web-1", "httpbin-1"} {
+		agents = append(agents, startAgent(t, e, both, true, "--name", name, "--dataplane-token-file", e.token(name, "default")))
+	}
+	for _, a := range agents {
+		if !a.answers("v1.httpbin.mesh") {
+			t.Fatal("the applied VirtualOutbound's name does not resolve")
+		}
+	}
+	// A change applied through the other replica's API reaches both agents.
+	e.kumaCP("apply", "-f", write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.first.mesh")),
+		"--api-url", "http://"+api2, "--admin-token-file", tok)
+	for _, a := range agents {
+		waitFor(t, "the first change", 10*time.Second, func() bool { return a.answers("httpbin.v1.first.mesh") })
+	}
+	r1.kill()
+	for _, a := range agents {
+		waitFor(t, "the agent on replica-2", 10*time.Second, func() bool { return a.count("trying the next replica") > 0 })
+		if !a.answers("httpbin.v1.first.mesh") {
+			t.Fatal("DNS stopped answering during the failover")
+		}
+	}
+	e.kumaCP("apply", "-f", write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.second.mesh")),
+		"--api-url", "http://"+api2, "--admin-token-file", tok)
+	for _, a := range agents {
+		took := waitFor(t, "the second change after the failover", 10*time.Second, func() bool { return a.answers("httpbin.v1.second.mesh") })
+		t.Logf("second change reached the agent in %v", took)
+	}
+	// kuma-cp get shows the resources and the status names a leader.
+	if out := e.kumaCP("get", "virtualoutbounds", "--api-url", "http://"+api2); !strings.Contains(out, "by-version") {
+		t.Fatalf("get: %s", out)
+	}
+	waitFor(t, "replica-2 leads", 10*time.Second, func() bool {
+		return strings.Contains(e.kumaCP("get", "status", "--api-url", "http://"+api2), "leader:        replica-2")
+	})
+}
