@@ -29,7 +29,7 @@ type form struct {
 }
 
 var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
-	KindHostnameGenerator, kindVirtualHost}
+	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding}
 
 const kindVirtualHost = "VirtualHost"
 
@@ -215,7 +215,15 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	spec := map[string]any{}
 	for _, k := range sortedKeys(m) {
 		switch k {
-		case "apiVersion", "kind", "status":
+		case "apiVersion", "kind":
+		case "status":
+			if kind == KindRoute { // a Route's status is the control plane's record of its binding
+				if s, ok := m["spec"].(map[string]any); ok {
+					s["status"] = m[k]
+				} else if m["spec"] == nil {
+					spec["status"] = m[k]
+				}
+			}
 		case "metadata":
 			d.value(reflect.ValueOf(&km).Elem(), m[k], "metadata")
 		case "mesh":
@@ -262,6 +270,9 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		r = newResource(kind)
 		d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
 		*r.GetMeta() = meta
+		if rt, ok := r.(*Route); ok && rt.Namespace == "" {
+			rt.Namespace = km.Namespace
+		}
 		d.finish(r, "spec.")
 	}
 	return r, f
@@ -279,6 +290,12 @@ func newResource(kind string) Resource {
 		return &MeshExternalService{}
 	case KindHostnameGenerator:
 		return &HostnameGenerator{}
+	case KindRouter:
+		return &Router{}
+	case KindRoute:
+		return &Route{}
+	case KindRouteBinding:
+		return &RouteBinding{}
 	}
 	return nil
 }
@@ -392,6 +409,10 @@ func kubePath(kind string) func(string) string {
 			return "metadata." + p
 		case p == "creationTime":
 			return "metadata.creationTimestamp"
+		case kind == KindRoute && p == "namespace":
+			return "metadata.namespace"
+		case kind == KindRoute && (p == "status" || strings.HasPrefix(p, "status.")):
+			return p
 		case kind == KindMeshExternalService || kind == KindHostnameGenerator:
 			return p
 		case p == "":

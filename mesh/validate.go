@@ -47,6 +47,12 @@ func (v *validator) resource(r Resource) {
 		v.meshExternalService(r)
 	case *HostnameGenerator:
 		v.hostnameGenerator(r)
+	case *Router:
+		v.router(r)
+	case *Route:
+		v.route(r)
+	case *RouteBinding:
+		v.routeBinding(r)
 	}
 }
 

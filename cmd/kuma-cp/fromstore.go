@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,9 @@ func (f *storeFeed) follow(ctx context.Context, rev int64) {
 func (f *storeFeed) served(items []cpstore.Item) served {
 	sv := newServed()
 	for _, it := range items {
+		if !slices.Contains(cplink.Kinds, it.Type) {
+			continue // the control plane's own resources (routers, routes): not for agents
+		}
 		rs, err := mesh.Decode(it.Key.String(), it.Doc)
 		if err != nil || len(rs) != 1 {
 			f.log.Error("a stored resource does not decode; not served", "resource", it.Key.String(), "error", err)
