@@ -1,0 +1,83 @@
+// Package routing owns router shards' decisions, free of any store: which routers may take a
+// route (their selectors), which one a route is scheduled onto (a pluggable Strategy:
+// round-robin, least-routes or a user-written one, with host and wildcard-domain affinity so
+// a name is never served by two shards), which routes each router admits (the oldest route
+// owns a host and path, namespace ownership, wildcard claims) and the final DNS names.
+//
+// Everything here is deterministic and in memory; the control plane's reconciler feeds it
+// what the store holds and writes its answers back.
+package routing
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Error is a scheduling or naming problem, with the reason shown in the route's status.
+type Error struct {
+	Reason  string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+// RouteKey is the identity of a route: namespace/name.
+func RouteKey(r *mesh.Route) string { return r.Namespace + "/" + r.Name }
+
+// Matches reports whether router takes route: every routeSelector label is on the route and
+// the route's namespace is selected (an empty selector takes everything).
+func Matches(router *mesh.Router, r *mesh.Route) bool {
+	for k, v := range router.RouteSelector {
+		if got, ok := r.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	if len(router.NamespaceSelector) == 0 {
+		return true
+	}
+	return slices.Contains(router.NamespaceSelector, r.Namespace) || slices.Contains(router.NamespaceSelector, mesh.Wildcard)
+}
+
+// Candidates are the routers (sorted by name) that take route.
+func Candidates(routers []*mesh.Router, r *mesh.Route) []*mesh.Router {
+	var out []*mesh.Router
+	for _, rt := range routers {
+		if Matches(rt, r) {
+			out = append(out, rt)
+		}
+	}
+	slices.SortFunc(out, func(a, b *mesh.Router) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// FinalDNS is the name a route is served under on router: for dnsType system
+// <namespace>-<host>.<router dns>; for dnsType user the host itself (the user's domain
+// CNAMEs to the router's DNS name). A name that is not DNS-1123 (a label over 63 characters,
+// the name over 253) is refused with the reason RouteNotAdmitted.
+func FinalDNS(r *mesh.Route, router *mesh.Router) (string, error) {
+	if r.DNSTypeOf() == mesh.DNSTypeUser {
+		return r.Host, nil
+	}
+	name := r.Namespace + "-" + r.Host + "." + router.DNS
+	if err := mesh.CheckDNSName(name); err != nil {
+		return "", &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("the final name %q on router %s: %v", mesh.Clip(name, 300), router.Name, err)}
+	}
+	return name, nil
+}
+
+// affinityKey is what routes that must share a router have in common: the name they are
+// served under before the router is known (namespace-host for system names, the host for
+// user names), and, for a wildcard, the domain it covers.
+func affinityKeys(r *mesh.Route) (host, domain string, wildcard bool) {
+	if r.DNSTypeOf() == mesh.DNSTypeSystem {
+		return "system:" + r.Namespace + "-" + r.Host, "", false
+	}
+	h, domain := splitHost(r.Host)
+	if r.WildcardPolicy == mesh.WildcardSubdomain {
+		return "", domain, true
+	}
+	return h, domain, false
+}
