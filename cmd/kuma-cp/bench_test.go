@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
@@ -257,7 +258,7 @@ func dpName(i int) string { return fmt.Sprintf("dp-%04d", i) }
 
 func newBenchEnv(tb testing.TB, n int) *benchEnv {
 	e := &benchEnv{cpEnv: newCPEnv(tb)}
-	key, err := readKey(e.path(tokenKey))
+	key, err := token.ReadKey(e.path(tokenKey))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -286,7 +287,7 @@ networking:
 
 // tokenOf is a token for a Dataplane of mesh default (cpEnv.token writes one to a file).
 func (e *benchEnv) tokenOf(name string) string {
-	return issueToken(e.key, identity{Name: name, Mesh: "default"})
+	return token.Issue(e.key, token.Identity{Name: name, Mesh: "default"})
 }
 
 // startCP runs kuma-cp on the directory (TLS, tokens, 10 ms polls, warnings only).

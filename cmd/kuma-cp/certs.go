@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/kumadp/kuma-dp/cp/token"
 )
 
 // Files `kuma-cp certs` writes into its directory.
@@ -68,7 +70,7 @@ func writeCerts(dir string, hosts []string) error {
 	if err != nil {
 		return err
 	}
-	tk, err := newKey()
+	tk, err := token.NewKey()
 	if err != nil {
 		return err
 	}

@@ -193,6 +193,8 @@ func TestE2EWrongTokenRefused(t *testing.T) {
 			"the token is for another dataplane", `the token is for dataplane \"httpbin-1\"`},
 		{"token signed by another key", other.token("web-1", "default"),
 			"bad dataplane token", "not signed by this control plane"},
+		{"expired token", e.tokenExpiring("web-1", "default", time.Now().Add(-time.Minute)),
+			"bad dataplane token", "the token has expired"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -434,4 +436,19 @@ func TestE2EPlainTextAgainstTLSExplained(t *testing.T) {
 		"--cp-retry-backoff", "100ms")
 	want := "the control plane speaks TLS but --cp-address is plain text: use grpcs://" + e.address
 	waitFor(t, "the agent to explain", 10*time.Second, func() bool { return p.count(regexp.QuoteMeta(want)) > 0 })
+}
+
+// With a maximum connection age the control plane closes each agent's connection in turn;
+// the agent reconnects, resumes with the versions it holds, and DNS never stops.
+func TestE2EMaxConnectionAgeReconnects(t *testing.T) {
+	e := meshEnv(t)
+	cp := e.start("--max-connection-age", "1s")
+	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+	waitFor(t, "two reconnections", 15*time.Second, func() bool { return cp.count(`dataplane connected`) >= 3 })
+	if !a.answers("v1.httpbin.mesh") {
+		t.Fatal("DNS stopped answering across reconnections")
+	}
+	if n := cp.count(`dataplane connected.*resumed_resources=[1-9]`); n < 2 {
+		t.Fatalf("reconnections resumed with the versions held %d times, want every one after the first", n)
+	}
 }

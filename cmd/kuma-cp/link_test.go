@@ -33,7 +33,7 @@ func startInProcessCP(t testing.TB, dir, addr string) *inProcessCP {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = cp.serve(ctx, cp.grpcServer(nil, 0), ln) }()
+	go func() { defer close(done); _ = cp.serve(ctx, cp.grpcServer(nil, 0, 0), ln) }()
 	p := &inProcessCP{cp: cp, st: st, addr: ln.Addr().String()}
 	p.stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(p.stop)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/diag"
+	"github.com/kumadp/kuma-dp/cp/token"
 )
 
 const (
@@ -132,6 +133,7 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 	keyFile := fs.String("token-key-file", "", "the control plane's token key (required)")
 	name := fs.String("name", "", "the dataplane's name (required)")
 	meshName := fs.String("mesh", "default", "the dataplane's mesh")
+	validFor := fs.Duration("valid-for", 24*time.Hour, "how long the token is accepted (0: no expiry); rotate the key to revoke every token")
 	if rc, done := parse("token", fs, args, stdout, stderr); done {
 		return rc
 	}
@@ -147,12 +149,16 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 			plural(len(missing), "is", "are"), strings.Join(missing, ", "))
 		return exitUsage
 	}
-	key, err := readKey(*keyFile)
+	key, err := token.ReadKey(*keyFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp token: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintln(stdout, issueToken(key, identity{Name: *name, Mesh: *meshName}))
+	id := token.Identity{Name: *name, Mesh: *meshName}
+	if *validFor > 0 {
+		id.Expires = time.Now().Add(*validFor).Unix()
+	}
+	fmt.Fprintln(stdout, token.Issue(key, id))
 	return exitOK
 }
 
@@ -160,7 +166,7 @@ type serveConfig struct {
 	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
 	metricsAddress                                                     string
 	etcd                                                               etcdConfig
-	poll, handshakeTimeout                                             time.Duration
+	poll, handshakeTimeout, maxConnAge                                 time.Duration
 	maxConns, maxConnsPerIP                                            int
 	skipValidation                                                     bool
 }
@@ -179,6 +185,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.skipValidation, "skip-validation", false, "serve documents that fail validation as written, for agents to judge (NACK tests, agents newer than this control plane)")
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
+	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
 	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "connections held at once; more are closed at once (default: 16384, or the open-files limit less 256)")
 	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "connections held at once from one client IP (0: no limit)")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ..., \"metrics\": ...} here once serving")
@@ -230,7 +237,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 	}
 	var key []byte
 	if c.tokenKeyFile != "" {
-		k, err := readKey(c.tokenKeyFile)
+		k, err := token.ReadKey(c.tokenKeyFile)
 		if err != nil {
 			return err
 		}
@@ -273,7 +280,11 @@ func serve(c serveConfig, log *slog.Logger) error {
 	}
 	ln := connlimit.Wrap(raw, connlimit.Limits{Total: c.maxConns, PerIP: c.maxConnsPerIP})
 	cp.handshakeFails = &ln.Stats.HandshakeFails
-	gs := cp.grpcServer(creds, c.handshakeTimeout)
+	maxAge := c.maxConnAge
+	if maxAge <= 0 {
+		maxAge = time.Duration(1<<63 - 1) // gRPC's "infinity"
+	}
+	gs := cp.grpcServer(creds, c.handshakeTimeout, maxAge)
 	ready := map[string]string{"address": ln.Addr().String()}
 	if storeParts != nil {
 		ready["api"] = storeParts.apiAddr

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/token"
 )
 
 func TestCLI(t *testing.T) {
@@ -39,11 +42,11 @@ func TestCLI(t *testing.T) {
 	if code := dispatch([]string{"token", "--token-key-file", filepath.Join(dir, tokenKey), "--name", "web-1"}, &out, &errb); code != exitOK {
 		t.Fatalf("token: %d %s", code, errb.String())
 	}
-	key, err := readKey(filepath.Join(dir, tokenKey))
+	key, err := token.ReadKey(filepath.Join(dir, tokenKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, err := verifyToken(key, strings.TrimSpace(out.String())); err != nil || id.Name != "web-1" || id.Mesh != "default" {
+	if id, err := token.Verify(key, strings.TrimSpace(out.String()), time.Now()); err != nil || id.Name != "web-1" || id.Mesh != "default" || id.Expires == 0 {
 		t.Errorf("issued token: %+v %v", id, err)
 	}
 }

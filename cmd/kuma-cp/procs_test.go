@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/miekg/dns"
 )
@@ -135,12 +137,18 @@ func (e *cpEnv) write(name, body string) {
 // token issues a token with the control plane's key and writes it to a file.
 func (e *cpEnv) token(name, meshName string) string {
 	e.t.Helper()
-	key, err := readKey(e.path(tokenKey))
+	return e.tokenExpiring(name, meshName, time.Now().Add(time.Hour))
+}
+
+// tokenExpiring is token with an expiry.
+func (e *cpEnv) tokenExpiring(name, meshName string, expires time.Time) string {
+	e.t.Helper()
+	key, err := token.ReadKey(e.path(tokenKey))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	f := e.path(meshName + "." + name + ".token")
-	if err := os.WriteFile(f, []byte(issueToken(key, identity{Name: name, Mesh: meshName})+"\n"), 0o600); err != nil {
+	f := e.path(meshName + "." + name + "." + fmt.Sprint(expires.Unix()) + ".token")
+	if err := os.WriteFile(f, []byte(token.Issue(key, token.Identity{Name: name, Mesh: meshName, Expires: expires.Unix()})+"\n"), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	return f

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
@@ -45,9 +46,9 @@ type controlPlane struct {
 }
 
 type streamState struct {
-	id   identity // from the token (empty without tokens)
+	id   token.Identity // from the token (empty without tokens)
 	peer string
-	node *identity
+	node *token.Identity
 }
 
 type ctxKey struct{}
@@ -163,7 +164,7 @@ func (cp *controlPlane) authStream(srv any, ss grpc.ServerStream, info *grpc.Str
 		cp.log.Warn("refused a stream: no dataplane token", "peer", from)
 		return status.Error(codes.Unauthenticated, "no dataplane token: send 'authorization: Bearer <token>' (kuma-dp --dataplane-token-file)")
 	}
-	id, err := verifyToken(cp.key, strings.TrimPrefix(auth[0], "Bearer "))
+	id, err := token.Verify(cp.key, strings.TrimPrefix(auth[0], "Bearer "), time.Now())
 	if err != nil {
 		cp.log.Warn("refused a stream: bad dataplane token", "peer", from, "error", err)
 		return status.Errorf(codes.Unauthenticated, "dataplane token refused: %v", err)
@@ -183,7 +184,7 @@ func (cp *controlPlane) callbacks() serverv3.CallbackFuncs {
 	return serverv3.CallbackFuncs{
 		DeltaStreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
 			st := &streamState{}
-			st.id, _ = ctx.Value(ctxKey{}).(identity)
+			st.id, _ = ctx.Value(ctxKey{}).(token.Identity)
 			if p, ok := peer.FromContext(ctx); ok {
 				st.peer = p.Addr.String()
 			}
@@ -217,8 +218,8 @@ func (cp *controlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 		if n == nil || n.GetId() == "" {
 			return status.Error(codes.InvalidArgument, "the first request must carry the node: id (dataplane name) and cluster (mesh)")
 		}
-		node := identity{Name: n.GetId(), Mesh: meshOfNode(n.GetCluster())}
-		if cp.key != nil && node != st.id {
+		node := token.Identity{Name: n.GetId(), Mesh: meshOfNode(n.GetCluster())}
+		if cp.key != nil && (node.Name != st.id.Name || node.Mesh != st.id.Mesh) {
 			cp.log.Warn("refused a stream: the token is for another dataplane", "peer", st.peer,
 				"token_dataplane", st.id.Name, "token_mesh", st.id.Mesh, "dataplane", node.Name, "mesh", node.Mesh)
 			return status.Errorf(codes.PermissionDenied, "the token is for dataplane %q in mesh %q, not %q in mesh %q",
@@ -246,7 +247,7 @@ func (cp *controlPlane) connected() int {
 
 // grpcServer is the gRPC server, with the token check, keepalive that tolerates the
 // agents' probes, and (given) TLS whose handshake failures are logged.
-func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials, handshake time.Duration) *grpc.Server {
+func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials, handshake, maxAge time.Duration) *grpc.Server {
 	if handshake <= 0 {
 		handshake = 10 * time.Second
 	}
@@ -256,7 +257,11 @@ func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials, hands
 		grpc.ConnectionTimeout(handshake),
 		grpc.StreamInterceptor(cp.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// A maximum connection age (gRPC adds +-10% jitter): agents reconnect in turn, so
+		// streams spread over the replicas again after a scale-out; an agent resumes with the
+		// versions it holds, so nothing unchanged is resent.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second,
+			MaxConnectionAge: maxAge, MaxConnectionAgeGrace: min(maxAge/10, 10*time.Second)}),
 		grpc.MaxConcurrentStreams(1000),
 	}
 	if creds != nil {
