@@ -160,8 +160,16 @@ func TestE2EInvalidResourceNACKed(t *testing.T) {
 	if !a.answers("v1.httpbin.mesh") {
 		t.Fatal("the agent dropped its last good model after a NACK")
 	}
+	if m := metricsText(t, e); !strings.Contains(m, `kuma_cp_nacks_total{kind="VirtualOutbound"} 1`) || !strings.Contains(m, "kuma_cp_pushes_total") {
+		t.Errorf("the NACK is not counted by kind in /metrics")
+	}
 	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version}}.fixed.mesh"))
 	waitFor(t, "the fixed policy is accepted", 5*time.Second, func() bool { return a.answers("httpbin.v1.fixed.mesh") })
+}
+
+func metricsText(t *testing.T, e *cpEnv) string {
+	t.Helper()
+	return httpGet(t, "http://"+e.metrics+"/metrics")
 }
 
 // A control plane that validates refuses the broken file itself, logging the file and

@@ -292,6 +292,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
+		reg.MustRegister(linkCollector{cp})
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
 			func() float64 { return float64(cp.connected()) }))
 		readyFn := func() error { return nil }

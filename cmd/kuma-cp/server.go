@@ -38,6 +38,9 @@ type controlPlane struct {
 	key []byte // token key; nil: tokens are not checked
 	// handshakeFails counts failed TLS handshakes (timeouts included), for metrics.
 	handshakeFails *atomic.Uint64
+	// pushes, acks and nacks (by kind) count the link's traffic, for metrics.
+	pushes, acks atomic.Uint64
+	nacks        sync.Map // kind -> *atomic.Uint64
 
 	mu      sync.Mutex
 	caches  map[string]map[string]*cache.LinearCache // mesh -> kind
@@ -203,7 +206,16 @@ func (cp *controlPlane) callbacks() serverv3.CallbackFuncs {
 			}
 		},
 		StreamDeltaRequestFunc: cp.onRequest,
+		StreamDeltaResponseFunc: func(int64, *discovery.DeltaDiscoveryRequest, *discovery.DeltaDiscoveryResponse) {
+			cp.pushes.Add(1)
+		},
 	}
+}
+
+// countNACK counts a refused change of one kind.
+func (cp *controlPlane) countNACK(kind string) {
+	v, _ := cp.nacks.LoadOrStore(kind, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
 }
 
 func (cp *controlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest) error {
@@ -230,9 +242,11 @@ func (cp *controlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 			"resumed_resources", len(req.GetInitialResourceVersions()))
 	}
 	if d := req.GetErrorDetail(); d != nil {
+		cp.countNACK(cplink.KindOf(req.GetTypeUrl()))
 		cp.log.Warn("NACK: a dataplane refused a change; it keeps its last good model",
 			"dataplane", st.node.Name, "mesh", st.node.Mesh, "type_url", req.GetTypeUrl(), "nonce", req.GetResponseNonce(), "reason", d.GetMessage())
 	} else if req.GetResponseNonce() != "" {
+		cp.acks.Add(1)
 		cp.log.Debug("ACK", "dataplane", st.node.Name, "mesh", st.node.Mesh, "type_url", req.GetTypeUrl(), "nonce", req.GetResponseNonce())
 	}
 	return nil

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// linkCollector exposes the link's traffic: responses pushed, ACKs, NACKs by kind.
+type linkCollector struct{ cp *controlPlane }
+
+var (
+	pushesDesc = prometheus.NewDesc("kuma_cp_pushes_total", "Responses (changes) pushed to agents.", nil, nil)
+	acksDesc   = prometheus.NewDesc("kuma_cp_acks_total", "Changes agents accepted.", nil, nil)
+	nacksDesc  = prometheus.NewDesc("kuma_cp_nacks_total", "Changes agents refused (they keep their last good model), by resource kind.", []string{"kind"}, nil)
+)
+
+func (c linkCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pushesDesc
+	ch <- acksDesc
+	ch <- nacksDesc
+}
+
+func (c linkCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(pushesDesc, prometheus.CounterValue, float64(c.cp.pushes.Load()))
+	ch <- prometheus.MustNewConstMetric(acksDesc, prometheus.CounterValue, float64(c.cp.acks.Load()))
+	c.cp.nacks.Range(func(k, v any) bool {
+		ch <- prometheus.MustNewConstMetric(nacksDesc, prometheus.CounterValue, float64(v.(*atomic.Uint64).Load()), k.(string))
+		return true
+	})
+}
