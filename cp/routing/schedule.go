@@ -49,6 +49,20 @@ func NewScheduler(newStrategy func(*Scheduler) Strategy) *Scheduler {
 	return s
 }
 
+// Reset forgets every router and binding (to rebuild them from the store); the strategy
+// and its state (round-robin cursors) stay.
+func (s *Scheduler) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.routers)
+	clear(s.bound)
+	clear(s.keys)
+	clear(s.load)
+	clear(s.hosts)
+	clear(s.domains)
+	clear(s.wilds)
+}
+
 // SetRouter adds or replaces a router.
 func (s *Scheduler) SetRouter(rt *mesh.Router) {
 	s.mu.Lock()
@@ -268,8 +282,8 @@ type roundRobin struct {
 }
 
 // RoundRobin is the default strategy: each route goes to the next of its candidates in
-// name order (a cursor per set of candidates), so routers with the same selectors share
-// routes within one of each other.
+// name order (a cursor per set of candidates, starting at the least loaded one), so routers
+// with the same selectors share routes within one of each other.
 func RoundRobin(s *Scheduler) Strategy { return &roundRobin{s: s, next: map[string]int{}} }
 
 func (rr *roundRobin) Schedule(r *mesh.Route) (*mesh.Router, error) {
@@ -284,7 +298,17 @@ func (rr *roundRobin) Schedule(r *mesh.Route) (*mesh.Router, error) {
 	set := strings.Join(names, ",")
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	i := rr.next[set] % len(cands)
+	i, ok := rr.next[set]
+	if !ok {
+		// A new cursor (a set not seen, a new leader) starts at the least loaded candidate,
+		// so the spread stays within one of exact round-robin across leaders.
+		for j, c := range cands {
+			if rr.s.Load(c.Name) < rr.s.Load(cands[i].Name) {
+				i = j
+			}
+		}
+	}
+	i %= len(cands)
 	rr.next[set] = i + 1
 	return cands[i], nil
 }

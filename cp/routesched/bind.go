@@ -1,0 +1,166 @@
+// Package routesched is the route scheduler on the control plane's store: the binding path
+// (a RouteBinding is created and applied to its route's status in one transaction, compared
+// on the route's version), the reconciler that runs on the leader only (watches routers,
+// routes and bindings, schedules new routes with package routing, re-schedules routes whose
+// router went away or stopped selecting them, writes admission into route status), and the
+// rules the write API applies to route status.
+package routesched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/routing"
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// ErrBound: the route already has a binding (another replica, or an earlier attempt, made
+// it). It is never bound twice.
+var ErrBound = errors.New("the route is already bound")
+
+// Encode is a resource's document as stored (JSON, with its type).
+func Encode(r mesh.Resource) []byte {
+	b, _ := json.Marshal(r)
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(b, &fields)
+	if m := r.GetMeta(); m.CreationTime.IsZero() {
+		delete(fields, "creationTime")
+	}
+	fields["type"], _ = json.Marshal(r.Kind())
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// DecodeRoute reads a stored route; its creation time is the store's unless it gives one.
+func DecodeRoute(it store.Item) (*mesh.Route, error) {
+	rs, err := mesh.Decode(it.Key.String(), it.Doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 {
+		return nil, fmt.Errorf("%s: want one resource, got %d", it.Key, len(rs))
+	}
+	r, ok := rs[0].(*mesh.Route)
+	if !ok {
+		return nil, fmt.Errorf("%s: a %s, not a Route", it.Key, rs[0].Kind())
+	}
+	if r.CreationTime.IsZero() {
+		r.CreationTime = it.Created
+	}
+	return r, nil
+}
+
+func routeKey(meshName, ns, name string) store.Key {
+	return store.Key{Mesh: meshName, Type: mesh.KindRoute, Name: mesh.RouteKeyName(ns, name)}
+}
+
+func bindingKey(meshName, ns, name string) store.Key {
+	return store.Key{Mesh: meshName, Type: mesh.KindRouteBinding, Name: mesh.RouteKeyName(ns, name)}
+}
+
+// Bind creates binding b and applies it to its route's status (phase scheduled, dns, router,
+// the router's canonical name and ingress, when given) in one transaction compared on the
+// route's version: a route changed meanwhile is read again and the binding retried; never
+// half-applied. A route that already has a binding gives ErrBound.
+func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress) error {
+	b.Name = mesh.RouteKeyName(b.RouteNamespace, b.RouteName)
+	if b.Mesh == "" {
+		b.Mesh = meshName
+	}
+	if err := mesh.Validate(b); err != nil {
+		return err
+	}
+	rk, bk := routeKey(meshName, b.RouteNamespace, b.RouteName), bindingKey(meshName, b.RouteNamespace, b.RouteName)
+	for attempt := 0; ; attempt++ {
+		it, err := st.Get(ctx, rk)
+		if err != nil {
+			return fmt.Errorf("binding route %s/%s: %w", b.RouteNamespace, b.RouteName, err)
+		}
+		r, err := DecodeRoute(it)
+		if err != nil {
+			return err
+		}
+		r.CreationTime = time.Time{} // the store keeps it
+		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: b.DNS, Router: b.Router, RouterCanonicalHostname: canonical, Ingress: ingress}
+		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		if _, gerr := st.Get(ctx, bk); gerr == nil {
+			return fmt.Errorf("route %s/%s: %w", b.RouteNamespace, b.RouteName, ErrBound)
+		}
+		if attempt >= 20 {
+			return err
+		}
+	}
+}
+
+// Unbind deletes a route's binding and puts it back to phase new, with reason and message
+// saying why and nothing else of the old binding left (no stale router, dns or ingress), in
+// one transaction compared on the route's version. A route already gone just loses its
+// binding.
+func Unbind(ctx context.Context, st store.Transactional, meshName, ns, name, reason, message string) error {
+	rk, bk := routeKey(meshName, ns, name), bindingKey(meshName, ns, name)
+	for attempt := 0; ; attempt++ {
+		it, err := st.Get(ctx, rk)
+		if errors.Is(err, store.ErrNotFound) {
+			if err := st.Delete(ctx, bk, store.Any); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r, err := DecodeRoute(it)
+		if err != nil {
+			return err
+		}
+		r.CreationTime = time.Time{}
+		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseNew, Reason: reason, Message: message}
+		writes := []store.Write{{Key: rk, Doc: Encode(r), Expect: it.Version}}
+		bit, berr := st.Get(ctx, bk)
+		if berr == nil {
+			writes = append(writes, store.Write{Key: bk, Delete: true, Expect: bit.Version})
+		}
+		err = st.Txn(ctx, writes...)
+		if err == nil || !errors.Is(err, store.ErrConflict) || attempt >= 20 {
+			return err
+		}
+	}
+}
+
+// SetStatus writes a route's status fields other than phase and dns (the reason it is not
+// scheduled, its admission), compared on version; phase and dns are kept as stored.
+func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) error {
+	s := mesh.RouteStatus{}
+	if r.Status != nil {
+		s = *r.Status
+	}
+	s.Reason, s.Message = reason, message
+	if ingress != nil {
+		s.Ingress = ingress
+	}
+	c := *r
+	c.CreationTime = time.Time{}
+	c.Status = &s
+	_, err := st.Put(ctx, it.Key, Encode(&c), it.Version)
+	return err
+}
+
+// Ingress is a route's admission on router, as status.ingress shows it.
+func Ingress(router *mesh.Router, ad routing.Admission, now time.Time) []mesh.RouteIngress {
+	c := mesh.RouteCondition{Type: "Admitted", Status: "True", LastTransitionTime: now}
+	if !ad.Admitted {
+		c.Status, c.Reason, c.Message = "False", ad.Reason, ad.Message
+	}
+	return []mesh.RouteIngress{{Router: router.Name, Host: ad.Host, RouterCanonicalHostname: router.DNS,
+		WildcardPolicy: "", Conditions: []mesh.RouteCondition{c}}}
+}

@@ -1,0 +1,463 @@
+package routesched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/routing"
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Reasons the reconciler writes into a route's status besides the admission ones.
+const (
+	ReasonRouterDeleted  = "RouterDeleted"
+	ReasonNotSelected    = "RouterNoLongerSelects"
+	ReasonNameChanged    = "NameChanged"
+	ReasonBindingRemoved = "BindingRemoved"
+	ReasonBindFailed     = "BindFailed"
+	defaultResync        = 10 * time.Second
+	defaultBackoff       = 200 * time.Millisecond
+	maxBackoff           = 10 * time.Second
+	debounce             = 50 * time.Millisecond
+)
+
+// Metrics are the reconciler's counters.
+type Metrics struct {
+	Scheduled   atomic.Uint64 // bindings made
+	Rescheduled atomic.Uint64 // bindings removed to schedule again
+	Passes      atomic.Uint64
+	Pending     atomic.Int64 // routes not scheduled after the last pass
+	mu          sync.Mutex
+	failures    map[string]uint64 // by reason
+}
+
+// Failures is the count of scheduling failures by reason.
+func (m *Metrics) Failures() map[string]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]uint64{}
+	for k, v := range m.failures {
+		out[k] = v
+	}
+	return out
+}
+
+func (m *Metrics) fail(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failures == nil {
+		m.failures = map[string]uint64{}
+	}
+	m.failures[reason]++
+}
+
+// Reconciler schedules routes; run it on the leader only (store.RunWhileLeader). Each pass
+// reads routers, routes and bindings, keeps the bindings that still hold, removes the
+// others (the route goes back to new, nothing stale left), schedules the new routes
+// (oldest first), and writes each router's admission into its routes' status. A pass runs
+// after every change (watched) and every Resync; a route that failed waits its backoff.
+type Reconciler struct {
+	Store store.Transactional
+	// Strategy builds the strategy of each mesh's scheduler (nil: round-robin).
+	Strategy func(*routing.Scheduler) routing.Strategy
+	Resync   time.Duration
+	Backoff  time.Duration
+	Log      *slog.Logger
+	Metrics  *Metrics
+
+	scheds  map[string]*routing.Scheduler
+	retries map[string]retry // route store key -> backoff
+}
+
+type retry struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Run reconciles until ctx ends (leadership lost).
+func (rc *Reconciler) Run(ctx context.Context) {
+	if rc.Log == nil {
+		rc.Log = slog.Default()
+	}
+	if rc.Metrics == nil {
+		rc.Metrics = &Metrics{}
+	}
+	if rc.Resync <= 0 {
+		rc.Resync = defaultResync
+	}
+	if rc.Backoff <= 0 {
+		rc.Backoff = defaultBackoff
+	}
+	rc.scheds = map[string]*routing.Scheduler{}
+	rc.retries = map[string]retry{}
+	for ctx.Err() == nil {
+		rev, next, err := rc.Pass(ctx)
+		if err != nil {
+			rc.Log.Warn("route scheduling pass failed; retrying", "error", err)
+			wait(ctx, time.Second)
+			continue
+		}
+		rc.watch(ctx, rev, next)
+	}
+}
+
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// watch returns at the first change of a routing resource after rev (plus a short
+// debounce), at next (a retry due), or at the resync period.
+func (rc *Reconciler) watch(ctx context.Context, rev int64, next time.Time) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d := rc.Resync
+	if !next.IsZero() {
+		d = min(d, max(time.Until(next), 10*time.Millisecond))
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	events := rc.Store.Watch(wctx, rev)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		case e, ok := <-events:
+			if !ok || e.Type == store.Relist {
+				return
+			}
+			switch e.Item.Type {
+			case mesh.KindRouter, mesh.KindRoute, mesh.KindRouteBinding:
+				wait(ctx, debounce)
+				return
+			}
+		}
+	}
+}
+
+type routeItem struct {
+	it store.Item
+	r  *mesh.Route
+}
+
+// Pass reconciles once; it returns the store revision read and when the next retry is due.
+func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
+	if rc.scheds == nil {
+		rc.scheds, rc.retries = map[string]*routing.Scheduler{}, map[string]retry{}
+	}
+	if rc.Metrics == nil {
+		rc.Metrics = &Metrics{}
+	}
+	if rc.Log == nil {
+		rc.Log = slog.Default()
+	}
+	if rc.Backoff <= 0 {
+		rc.Backoff = defaultBackoff
+	}
+	rc.Metrics.Passes.Add(1)
+	routers, rev, err := listAll(ctx, rc.Store, mesh.KindRouter)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	routes, _, err := listAll(ctx, rc.Store, mesh.KindRoute)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	bindings, _, err := listAll(ctx, rc.Store, mesh.KindRouteBinding)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	meshes := map[string]bool{}
+	for _, l := range [][]store.Item{routers, routes, bindings} {
+		for _, it := range l {
+			meshes[it.Mesh] = true
+		}
+	}
+	var next time.Time
+	pending := int64(0)
+	for _, m := range sortedKeys(meshes) {
+		n, p := rc.passMesh(ctx, m, filter(routers, m), filter(routes, m), filter(bindings, m))
+		pending += p
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	rc.Metrics.Pending.Store(pending)
+	return rev, next, ctx.Err()
+}
+
+func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems, routeItems, bindingItems []store.Item) (time.Time, int64) {
+	s := rc.scheds[meshName]
+	if s == nil {
+		s = routing.NewScheduler(rc.Strategy)
+		rc.scheds[meshName] = s
+	}
+	s.Reset()
+	for _, it := range routerItems {
+		rs, err := mesh.Decode(it.Key.String(), it.Doc)
+		if err != nil || len(rs) != 1 {
+			rc.Log.Error("a stored router does not decode; ignored", "router", it.Key.String(), "error", err)
+			continue
+		}
+		if rt, ok := rs[0].(*mesh.Router); ok {
+			s.SetRouter(rt)
+		}
+	}
+	bindings := map[string]*mesh.RouteBinding{}
+	for _, it := range bindingItems {
+		rs, err := mesh.Decode(it.Key.String(), it.Doc)
+		if err == nil && len(rs) == 1 {
+			if b, ok := rs[0].(*mesh.RouteBinding); ok {
+				bindings[it.Name] = b
+			}
+		}
+	}
+	var routes []routeItem
+	for _, it := range routeItems {
+		r, err := DecodeRoute(it)
+		if err != nil {
+			rc.Log.Error("a stored route does not decode; ignored", "route", it.Key.String(), "error", err)
+			continue
+		}
+		routes = append(routes, routeItem{it, r})
+	}
+	slices.SortFunc(routes, func(a, b routeItem) int {
+		if routing.Older(a.r, b.r) {
+			return -1
+		}
+		if routing.Older(b.r, a.r) {
+			return 1
+		}
+		return 0
+	})
+	seen := map[string]bool{}
+	var pending []routeItem
+	// Keep the bindings that hold; undo the others.
+	for _, ri := range routes {
+		seen[ri.it.Name] = true
+		b := bindings[ri.it.Name]
+		reason, msg := rc.check(s, ri.r, b)
+		switch {
+		case b != nil && reason == "":
+			s.Bind(ri.r, b.Router)
+			continue
+		case b != nil || ri.r.PhaseOf() == mesh.PhaseScheduled:
+			if err := Unbind(ctx, rc.Store, meshName, ri.r.Namespace, ri.r.Name, reason, msg); err != nil {
+				rc.Log.Warn("cannot unbind route", "route", routing.RouteKey(ri.r), "error", err)
+				continue
+			}
+			rc.Metrics.Rescheduled.Add(1)
+			rc.Log.Info("route unbound to be scheduled again", "route", routing.RouteKey(ri.r), "reason", reason, "message", msg)
+			continue // its new version comes with the next pass
+		}
+		pending = append(pending, ri)
+	}
+	for name, b := range bindings {
+		if !seen[name] { // the route is gone
+			if err := rc.Store.Delete(ctx, bindingKey(meshName, b.RouteNamespace, b.RouteName), store.Any); err != nil && !errors.Is(err, store.ErrNotFound) {
+				rc.Log.Warn("cannot delete the binding of a deleted route", "binding", name, "error", err)
+			}
+		}
+	}
+	// Schedule the new routes, oldest first.
+	now := time.Now()
+	var next time.Time
+	type decided struct {
+		ri     routeItem
+		router *mesh.Router
+		dns    string
+	}
+	var todo []decided
+	var left int64
+	for _, ri := range pending {
+		if rt, ok := rc.retries[ri.it.Key.String()]; ok && now.Before(rt.at) {
+			left++
+			if next.IsZero() || rt.at.Before(next) {
+				next = rt.at
+			}
+			continue
+		}
+		router, err := s.Schedule(ri.r)
+		var dns string
+		if err == nil {
+			if dns, err = routing.FinalDNS(ri.r, router); err != nil {
+				s.Unbind(routing.RouteKey(ri.r))
+			}
+		}
+		if err != nil {
+			left++
+			if n := rc.failed(ctx, ri, err); next.IsZero() || n.Before(next) {
+				next = n
+			}
+			continue
+		}
+		todo = append(todo, decided{ri, router, dns})
+	}
+	// Admission per router, over the routes kept and the ones about to be bound.
+	byRouter := map[string][]*mesh.Route{}
+	for _, ri := range routes {
+		if rt := s.BoundTo(routing.RouteKey(ri.r)); rt != "" {
+			byRouter[rt] = append(byRouter[rt], ri.r)
+		}
+	}
+	admission := map[string]routing.Admission{}
+	for name, rs := range byRouter {
+		maps.Copy(admission, routing.Admit(s.Router(name), rs))
+	}
+	for _, d := range todo {
+		k := routing.RouteKey(d.ri.r)
+		ing := ingressFor(d.router, admission[k], nil, now)
+		b := &mesh.RouteBinding{RouteNamespace: d.ri.r.Namespace, RouteName: d.ri.r.Name, Router: d.router.Name, DNS: d.dns}
+		err := Bind(ctx, rc.Store, meshName, b, d.router.DNS, ing)
+		switch {
+		case err == nil:
+			rc.Metrics.Scheduled.Add(1)
+			delete(rc.retries, d.ri.it.Key.String())
+		case errors.Is(err, ErrBound):
+			// made meanwhile (a previous leader's last write): the next pass reads it
+		default:
+			s.Unbind(k)
+			left++
+			if n := rc.failed(ctx, d.ri, &routing.Error{Reason: ReasonBindFailed, Message: err.Error()}); next.IsZero() || n.Before(next) {
+				next = n
+			}
+		}
+	}
+	// Admission changes of routes already bound (displaced holders, freed hosts).
+	for _, ri := range routes {
+		k := routing.RouteKey(ri.r)
+		rt := s.BoundTo(k)
+		if rt == "" || ri.r.PhaseOf() != mesh.PhaseScheduled {
+			continue
+		}
+		var old []mesh.RouteIngress
+		if ri.r.Status != nil {
+			old = ri.r.Status.Ingress
+		}
+		ing := ingressFor(s.Router(rt), admission[k], old, now)
+		if sameIngress(old, ing) && ri.r.Status.Reason == "" {
+			continue
+		}
+		if err := SetStatus(ctx, rc.Store, ri.it, ri.r, "", "", ing); err != nil && !errors.Is(err, store.ErrConflict) {
+			rc.Log.Warn("cannot write route admission", "route", k, "error", err)
+		}
+	}
+	return next, left
+}
+
+// check says why binding b of r no longer holds ("" when it does, or there is none).
+func (rc *Reconciler) check(s *routing.Scheduler, r *mesh.Route, b *mesh.RouteBinding) (string, string) {
+	if b == nil {
+		if r.PhaseOf() == mesh.PhaseScheduled {
+			return ReasonBindingRemoved, "the route's binding was removed"
+		}
+		return "", ""
+	}
+	router := s.Router(b.Router)
+	if router == nil {
+		return ReasonRouterDeleted, fmt.Sprintf("router %s was deleted", b.Router)
+	}
+	if !routing.Matches(router, r) {
+		return ReasonNotSelected, fmt.Sprintf("router %s no longer takes the route (its labels or namespace changed)", b.Router)
+	}
+	dns, err := routing.FinalDNS(r, router)
+	if err != nil || dns != b.DNS {
+		return ReasonNameChanged, fmt.Sprintf("the route's name is now %q, not %q (its host or DNS type changed)", dns, b.DNS)
+	}
+	if r.Status == nil || r.Status.DNS != b.DNS || r.Status.Router != b.Router || r.PhaseOf() != mesh.PhaseScheduled {
+		return ReasonNameChanged, "the route's status does not match its binding"
+	}
+	return "", ""
+}
+
+// failed records a scheduling failure: metrics, the reason in the route's status (when it
+// changed), and the route's next attempt (doubling backoff).
+func (rc *Reconciler) failed(ctx context.Context, ri routeItem, err error) time.Time {
+	reason, msg := ReasonBindFailed, err.Error()
+	var e *routing.Error
+	if errors.As(err, &e) {
+		reason, msg = e.Reason, e.Message
+	}
+	rc.Metrics.fail(reason)
+	key := ri.it.Key.String()
+	rt := rc.retries[key]
+	rt.delay = min(max(rt.delay*2, rc.Backoff), maxBackoff)
+	rt.at = time.Now().Add(rt.delay)
+	rc.retries[key] = rt
+	if st := ri.r.Status; st == nil || st.Reason != reason || st.Message != msg {
+		if err := SetStatus(ctx, rc.Store, ri.it, ri.r, reason, msg, []mesh.RouteIngress{}); err != nil && !errors.Is(err, store.ErrConflict) {
+			rc.Log.Warn("cannot write route status", "route", routing.RouteKey(ri.r), "error", err)
+		}
+	}
+	rc.Log.Debug("route not scheduled yet", "route", routing.RouteKey(ri.r), "reason", reason, "message", msg, "retry in", rt.delay)
+	return rt.at
+}
+
+// ingressFor is a route's status.ingress for its admission on router, keeping the
+// transition time of an unchanged condition.
+func ingressFor(router *mesh.Router, ad routing.Admission, old []mesh.RouteIngress, now time.Time) []mesh.RouteIngress {
+	ing := Ingress(router, ad, now)
+	if len(old) == 1 && len(old[0].Conditions) == 1 && sameIngress(old, ing) {
+		ing[0].Conditions[0].LastTransitionTime = old[0].Conditions[0].LastTransitionTime
+	}
+	return ing
+}
+
+func sameIngress(a, b []mesh.RouteIngress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Router != y.Router || x.Host != y.Host || x.RouterCanonicalHostname != y.RouterCanonicalHostname || len(x.Conditions) != len(y.Conditions) {
+			return false
+		}
+		for j := range x.Conditions {
+			c, d := x.Conditions[j], y.Conditions[j]
+			if c.Type != d.Type || c.Status != d.Status || c.Reason != d.Reason || c.Message != d.Message {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// listAll lists every resource of a kind in every mesh, following pages.
+func listAll(ctx context.Context, st store.Store, kind string) ([]store.Item, int64, error) {
+	items, _, rev, err := st.List(ctx, "", kind, "", 0)
+	return items, rev, err
+}
+
+func filter(items []store.Item, meshName string) []store.Item {
+	var out []store.Item
+	for _, it := range items {
+		if it.Mesh == meshName {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

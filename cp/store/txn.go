@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Write is one write of a transaction: a Put of Doc (Delete false) or a Delete, each
+// conditional on Expect as in Store.Put and Store.Delete.
+type Write struct {
+	Key    Key
+	Doc    []byte
+	Expect int64
+	Delete bool
+}
+
+// Transactional is a Store that writes several resources at once: all or none.
+type Transactional interface {
+	Store
+	// Txn applies every write, or none when one's Expect does not hold (ErrConflict; the
+	// message names the first such key).
+	Txn(ctx context.Context, writes ...Write) error
+}
+
+var _ Transactional = (*Etcd)(nil)
+
+// Txn implements Transactional with one etcd transaction.
+func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var names []string
+	for _, w := range writes {
+		for _, p := range []struct{ what, v string }{{"mesh", w.Key.Mesh}, {"type", w.Key.Type}, {"name", w.Key.Name}} {
+			if err := ValidKeyPart(p.what, p.v); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+		}
+		key := s.key(w.Key)
+		names = append(names, w.Key.String())
+		switch {
+		case w.Expect == 0:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		case w.Expect > 0:
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.Expect))
+		case w.Delete:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), ">", 0))
+		}
+		if w.Delete {
+			if w.Expect == 0 {
+				return fmt.Errorf("store: delete %s: a version or store.Any is needed", w.Key)
+			}
+			ops = append(ops, clientv3.OpDelete(key))
+			continue
+		}
+		env := envelope{Doc: w.Doc, Created: now, Modified: now}
+		if w.Expect != 0 { // an update keeps the creation time
+			cur, err := s.c.Get(ctx, key)
+			if err != nil {
+				return unavailable("store: txn "+w.Key.String(), err)
+			}
+			var old envelope
+			if len(cur.Kvs) > 0 && json.Unmarshal(cur.Kvs[0].Value, &old) == nil && !old.Created.IsZero() {
+				env.Created = old.Created
+			}
+		}
+		val, _ := json.Marshal(env)
+		ops = append(ops, clientv3.OpPut(key, string(val)))
+	}
+	tr, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return unavailable("store: txn "+strings.Join(names, ", "), err)
+	}
+	if !tr.Succeeded {
+		return fmt.Errorf("store: txn %s: %w", strings.Join(names, ", "), ErrConflict)
+	}
+	return nil
+}
