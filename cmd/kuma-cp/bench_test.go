@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/cplink"
 )
@@ -57,7 +58,7 @@ func BenchmarkFanout(b *testing.B) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	creds, err := clientTLS(e.path(caCertFile))
+	creds, err := clientTLS(e.path(certs.CACertFile))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func BenchmarkFanout(b *testing.B) {
 func BenchmarkAgentModel(b *testing.B) {
 	e := newBenchEnv(b, 1000)
 	cp := e.startCP(b)
-	c, err := cplink.NewClient(cplink.ClientConfig{Address: "grpcs://" + cp.addr, CACertFile: e.path(caCertFile),
+	c, err := cplink.NewClient(cplink.ClientConfig{Address: "grpcs://" + cp.addr, CACertFile: e.path(certs.CACertFile),
 		TokenFile: e.token(dpName(1), "default"), Name: dpName(1), Mesh: "default"}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -258,7 +259,7 @@ func dpName(i int) string { return fmt.Sprintf("dp-%04d", i) }
 
 func newBenchEnv(tb testing.TB, n int) *benchEnv {
 	e := &benchEnv{cpEnv: newCPEnv(tb)}
-	key, err := token.ReadKey(e.path(tokenKey))
+	key, err := token.ReadKey(e.path(certs.TokenKeyFile))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func (e *benchEnv) startCP(b *testing.B) *benchProc {
 	cpBin, _ := binaries(b)
 	ready := filepath.Join(b.TempDir(), "ready.json")
 	cp := startBenchProc(b, cpBin, "serve", "--resources-dir", e.resources, "--address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
-		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile), "--token-key-file", e.path(tokenKey),
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
 		"--poll-interval", "10ms", "--ready-file", ready, "--log-level", "warn")
 	cp.addr = cp.waitAddress(ready)
 	return cp

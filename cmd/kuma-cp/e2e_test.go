@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -148,13 +149,13 @@ func TestE2EInvalidResourceNACKed(t *testing.T) {
 	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
 	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version"))
 	waitFor(t, "the control plane logs the NACK", 5*time.Second, func() bool { return cp.count(`msg="NACK`) > 0 })
-	nack := lineWith(cp.logs.String(), `msg="NACK`)
+	nack := testutil.LineWith(cp.logs.String(), `msg="NACK`)
 	for _, want := range []string{"dataplane=web-1", `virtualoutbound \"by-version\"`, "conf.host"} {
 		if !strings.Contains(nack, want) {
 			t.Errorf("the control plane's NACK line does not name %s:\n%s", want, nack)
 		}
 	}
-	if !strings.Contains(lineWith(a.logs.String(), "(NACK)"), "conf.host") {
+	if !strings.Contains(testutil.LineWith(a.logs.String(), "(NACK)"), "conf.host") {
 		t.Errorf("the agent's refusal does not name the field:\n%s", a.logs)
 	}
 	if !a.answers("v1.httpbin.mesh") {
@@ -180,7 +181,7 @@ func TestE2EControlPlaneRefusesInvalidFile(t *testing.T) {
 	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
 	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version"))
 	waitFor(t, "the control plane refuses the file", 5*time.Second, func() bool {
-		return strings.Contains(lineWith(cp.logs.String(), "refused a file"), "conf.host")
+		return strings.Contains(testutil.LineWith(cp.logs.String(), "refused a file"), "conf.host")
 	})
 	if a.count(`\(NACK\)`) != 0 {
 		t.Error("the agent was sent the broken resource")
@@ -317,15 +318,6 @@ func TestE2EReadinessHeldUntilFirstSync(t *testing.T) {
 	if !a.answers("v1.httpbin.mesh") {
 		t.Fatal("ready but not answering")
 	}
-}
-
-func lineWith(logs, s string) string {
-	for _, l := range strings.Split(logs, "\n") {
-		if strings.Contains(l, s) {
-			return l
-		}
-	}
-	return ""
 }
 
 // An agent restarted while its control plane is down serves the model saved at its last

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/fanout"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
 
@@ -60,7 +61,7 @@ func (c *etcdConfig) check() error {
 // etcdParts is what serving from etcd runs beside the agents' server.
 type etcdParts struct {
 	st       *cpstore.Etcd
-	feed     *storeFeed
+	feed     *fanout.Feed
 	apiSrv   *api.Server
 	apiAddr  string
 	leader   atomic.Bool
@@ -68,7 +69,7 @@ type etcdParts struct {
 	leaderID atomic.Value // string
 }
 
-func (c *etcdConfig) start(ctx context.Context, cp *controlPlane, log *slog.Logger) (*etcdParts, error) {
+func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *slog.Logger) (*etcdParts, error) {
 	token, err := os.ReadFile(c.adminTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("--admin-token-file %q: %w", c.adminTokenFile, err)
@@ -96,8 +97,8 @@ func (c *etcdConfig) start(ctx context.Context, cp *controlPlane, log *slog.Logg
 	go func() { <-ctx.Done(); cl.Close() }()
 	p := &etcdParts{st: cpstore.NewEtcd(cl, c.prefix), replica: c.replicaID}
 	p.leaderID.Store("")
-	p.feed = &storeFeed{st: p.st, cp: cp, log: log.With("part", "store")}
-	go p.feed.run(ctx)
+	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
+	go p.feed.Run(ctx)
 	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status}
 	ln, err := net.Listen("tcp", c.apiAddress)
 	if err != nil {
@@ -129,7 +130,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *controlPlane, log *slog.Logg
 }
 
 func (p *etcdParts) ready() error {
-	if !p.feed.synced.Load() {
+	if !p.feed.Synced() {
 		return errors.New("the store is not read yet (or unreachable)")
 	}
 	return nil
@@ -137,7 +138,7 @@ func (p *etcdParts) ready() error {
 
 func (p *etcdParts) status() any {
 	return map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
-		"storeRevision": p.feed.rev.Load(), "synced": p.feed.synced.Load()}
+		"storeRevision": p.feed.Revision(), "synced": p.feed.Synced()}
 }
 
 func (p *etcdParts) register(reg *prometheus.Registry) {
@@ -152,8 +153,8 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 	}
 	reg.MustRegister(
 		gauge("kuma_cp_leader", "1 while this replica is the leader.", func() float64 { return b(p.leader.Load()) }),
-		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.rev.Load()) }),
-		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.synced.Load()) }),
+		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.Revision()) }),
+		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
 		writesCollector{p.apiSrv},
 	)
 }

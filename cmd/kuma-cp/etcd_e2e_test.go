@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
 )
 
@@ -19,7 +20,7 @@ func (e *cpEnv) startReplica(c *etcdtest.Cluster, id string) (p *proc, addr, api
 	p = startProc(e.t, "kuma-cp "+id, cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
 		"--admin-token-file", e.path("admin.token"), "--replica-id", id, "--leader-lease-ttl", "2s",
-		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile), "--token-key-file", e.path(tokenKey),
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
 		"--ready-file", ready, "--log-level", "debug")
 	var r struct{ Address, API string }
 	p.readyJSON(ready, &r)

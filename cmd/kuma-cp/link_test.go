@@ -8,14 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/dirstore"
+	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
 // inProcessCP is the control plane run inside the test (plain text, no tokens), on addr
 // ("127.0.0.1:0" for any port); stop ends it as a crash would (streams cut).
 type inProcessCP struct {
-	cp   *controlPlane
-	st   *store
+	cp   *fanout.ControlPlane
+	st   *dirstore.Dir
 	addr string
 	stop func()
 }
@@ -23,17 +25,17 @@ type inProcessCP struct {
 func startInProcessCP(t testing.TB, dir, addr string) *inProcessCP {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	st := newStore(dir, true, log)
-	cp := newControlPlane(nil, log)
-	sv, _ := st.scan()
-	cp.apply(sv)
+	st := dirstore.New(dir, true, log)
+	cp := fanout.New(nil, log)
+	sv, _ := st.Scan()
+	cp.Apply(sv)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = cp.serve(ctx, cp.grpcServer(nil, 0, 0), ln) }()
+	go func() { defer close(done); _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
 	p := &inProcessCP{cp: cp, st: st, addr: ln.Addr().String()}
 	p.stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(p.stop)
@@ -41,7 +43,7 @@ func startInProcessCP(t testing.TB, dir, addr string) *inProcessCP {
 }
 
 // rescan serves what changed in the directory now (the watcher's step, without its timer).
-func (p *inProcessCP) rescan() { refresh(p.st, p.cp) }
+func (p *inProcessCP) rescan() { p.st.Refresh(p.cp) }
 
 func startClient(t testing.TB, addr, name string) (*cplink.Client, <-chan cplink.Update) {
 	t.Helper()

@@ -28,8 +28,11 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/diag"
+	"github.com/kumadp/kuma-dp/cp/dirstore"
+	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/token"
 )
 
@@ -120,11 +123,11 @@ func certsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kuma-cp certs: --out-dir is required")
 		return exitUsage
 	}
-	if err := writeCerts(*dir, *hosts); err != nil {
+	if err := certs.Write(*dir, *hosts); err != nil {
 		fmt.Fprintf(stderr, "kuma-cp certs: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "wrote %s/{%s,%s,%s,%s}\n", *dir, caCertFile, tlsCertFile, tlsKeyFile, tokenKey)
+	fmt.Fprintf(stdout, "wrote %s/{%s,%s,%s,%s}\n", *dir, certs.CACertFile, certs.TLSCertFile, certs.TLSKeyFile, certs.TokenKeyFile)
 	return exitOK
 }
 
@@ -258,7 +261,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	cp := newControlPlane(key, log)
+	cp := fanout.New(key, log)
 	var storeParts *etcdParts
 	if c.etcd.store == "etcd" {
 		p, err := c.etcd.start(ctx, cp, log)
@@ -267,11 +270,11 @@ func serve(c serveConfig, log *slog.Logger) error {
 		}
 		storeParts = p
 	} else {
-		st := newStore(c.dir, !c.skipValidation, log)
-		sv, _ := st.scan()
-		cp.apply(sv)
-		log.Info("resources loaded", "dir", c.dir, "resources", sv.count(), "meshes", len(sv.meshes))
-		go watch(ctx, st, cp, c.poll, log)
+		st := dirstore.New(c.dir, !c.skipValidation, log)
+		sv, _ := st.Scan()
+		cp.Apply(sv)
+		log.Info("resources loaded", "dir", c.dir, "resources", sv.Count(), "meshes", sv.Meshes())
+		go st.Watch(ctx, cp, c.poll)
 	}
 
 	raw, err := net.Listen("tcp", c.address)
@@ -279,12 +282,12 @@ func serve(c serveConfig, log *slog.Logger) error {
 		return fmt.Errorf("--address %q: %w", c.address, err)
 	}
 	ln := connlimit.Wrap(raw, connlimit.Limits{Total: c.maxConns, PerIP: c.maxConnsPerIP})
-	cp.handshakeFails = &ln.Stats.HandshakeFails
+	cp.HandshakeFails = &ln.Stats.HandshakeFails
 	maxAge := c.maxConnAge
 	if maxAge <= 0 {
 		maxAge = time.Duration(1<<63 - 1) // gRPC's "infinity"
 	}
-	gs := cp.grpcServer(creds, c.handshakeTimeout, maxAge)
+	gs := cp.GRPCServer(creds, c.handshakeTimeout, maxAge)
 	ready := map[string]string{"address": ln.Addr().String()}
 	if storeParts != nil {
 		ready["api"] = storeParts.apiAddr
@@ -292,9 +295,9 @@ func serve(c serveConfig, log *slog.Logger) error {
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
-		reg.MustRegister(linkCollector{cp})
+		reg.MustRegister(cp.Collector())
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
-			func() float64 { return float64(cp.connected()) }))
+			func() float64 { return float64(cp.Connected()) }))
 		readyFn := func() error { return nil }
 		if storeParts != nil {
 			storeParts.register(reg)
@@ -315,7 +318,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 			return fmt.Errorf("--ready-file %q: %w", c.readyFile, err)
 		}
 	}
-	return cp.serve(ctx, gs, ln)
+	return cp.Serve(ctx, gs, ln)
 }
 
 // defaultMaxConns keeps the connections held below the open-files limit, so that a flood
@@ -327,32 +330,4 @@ func defaultMaxConns() int {
 		return int(lim.Cur - 256)
 	}
 	return 16384
-}
-
-// watch scans the directory every interval and serves what changed.
-func watch(ctx context.Context, st *store, cp *controlPlane, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		sv, updated, removed, changed := refresh(st, cp)
-		if !changed {
-			continue
-		}
-		log.Info("resources changed", "resources", sv.count(), "meshes", len(sv.meshes), "agents", cp.connected(),
-			"updated", updated, "removed", removed)
-	}
-}
-
-// refresh is one step of the watcher: what changed in the directory since the last scan is
-// served; changed is false (and nothing applied) when no file changed.
-func refresh(st *store, cp *controlPlane) (sv served, updated, removed int, changed bool) {
-	if sv, changed = st.scan(); changed {
-		updated, removed = cp.apply(sv)
-	}
-	return sv, updated, removed, changed
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/token"
 )
 
@@ -39,10 +40,10 @@ func TestCLI(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := dispatch([]string{"token", "--token-key-file", filepath.Join(dir, tokenKey), "--name", "web-1"}, &out, &errb); code != exitOK {
+	if code := dispatch([]string{"token", "--token-key-file", filepath.Join(dir, certs.TokenKeyFile), "--name", "web-1"}, &out, &errb); code != exitOK {
 		t.Fatalf("token: %d %s", code, errb.String())
 	}
-	key, err := token.ReadKey(filepath.Join(dir, tokenKey))
+	key, err := token.ReadKey(filepath.Join(dir, certs.TokenKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/miekg/dns"
@@ -115,7 +116,7 @@ type cpEnv struct {
 func newCPEnv(t testing.TB) *cpEnv {
 	t.Helper()
 	e := &cpEnv{t: t, dir: t.TempDir(), resources: filepath.Join(t.TempDir(), "resources")}
-	if err := writeCerts(e.dir, []string{"127.0.0.1"}); err != nil {
+	if err := certs.Write(e.dir, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(e.resources, 0o755); err != nil {
@@ -143,7 +144,7 @@ func (e *cpEnv) token(name, meshName string) string {
 // tokenExpiring is token with an expiry.
 func (e *cpEnv) tokenExpiring(name, meshName string, expires time.Time) string {
 	e.t.Helper()
-	key, err := token.ReadKey(e.path(tokenKey))
+	key, err := token.ReadKey(e.path(certs.TokenKeyFile))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -164,8 +165,8 @@ func (e *cpEnv) start(extra ...string) *proc {
 	}
 	ready := filepath.Join(e.t.TempDir(), "cp-ready.json")
 	args := append([]string{"serve", "--resources-dir", e.resources, "--address", addr,
-		"--tls-cert-file", e.path(tlsCertFile), "--tls-key-file", e.path(tlsKeyFile),
-		"--token-key-file", e.path(tokenKey), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug", "--metrics-address", "127.0.0.1:0"}, extra...)
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile),
+		"--token-key-file", e.path(certs.TokenKeyFile), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug", "--metrics-address", "127.0.0.1:0"}, extra...)
 	p := startProc(e.t, "kuma-cp", cpBin, args...)
 	var r struct{ Address, Metrics string }
 	p.readyJSON(ready, &r)
@@ -187,7 +188,7 @@ func startAgent(t *testing.T, e *cpEnv, cpAddr string, wait bool, extra ...strin
 	_, dpBin := binaries(t)
 	work := t.TempDir()
 	a := &agent{ready: filepath.Join(work, "ready.json")}
-	args := append([]string{"run", "--cp-address", "grpcs://" + cpAddr, "--ca-cert-file", e.path(caCertFile),
+	args := append([]string{"run", "--cp-address", "grpcs://" + cpAddr, "--ca-cert-file", e.path(certs.CACertFile),
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
 		"--dns-upstream", testutil.NXDomainUpstream(t), "--envoy=false", "--work-dir", work, "--ready-file", a.ready,
 		"--drain-time", "0s", "--cp-retry-backoff", "100ms", "--log-level", "debug"}, extra...)

@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -23,4 +24,14 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// LineWith is the first line of logs containing s ("" when none).
+func LineWith(logs, s string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }

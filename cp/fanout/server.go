@@ -1,4 +1,8 @@
-package main
+// Package fanout is the control plane's side of the link to agents: the delta ADS server
+// (go-control-plane, one cache per mesh and kind so an agent only ever sees its mesh), token
+// checks on every stream, the served resources (Served) and the Feed that keeps them in step
+// with the store. It never decodes files or writes the store.
+package fanout
 
 import (
 	"bytes"
@@ -30,21 +34,21 @@ import (
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
-// controlPlane serves the store's resources over incremental ADS: one go-control-plane
+// ControlPlane serves the store's resources over incremental ADS: one go-control-plane
 // LinearCache per mesh and kind (so an agent only ever sees its mesh), the go-control-plane
 // delta server in front, tokens checked on every stream.
-type controlPlane struct {
+type ControlPlane struct {
 	log *slog.Logger
 	key []byte // token key; nil: tokens are not checked
-	// handshakeFails counts failed TLS handshakes (timeouts included), for metrics.
-	handshakeFails *atomic.Uint64
+	// HandshakeFails counts failed TLS handshakes (timeouts included), for metrics.
+	HandshakeFails *atomic.Uint64
 	// pushes, acks and nacks (by kind) count the link's traffic, for metrics.
 	pushes, acks atomic.Uint64
 	nacks        sync.Map // kind -> *atomic.Uint64
 
 	mu      sync.Mutex
 	caches  map[string]map[string]*cache.LinearCache // mesh -> kind
-	current served
+	current Served
 	streams map[int64]*streamState
 }
 
@@ -56,21 +60,21 @@ type streamState struct {
 
 type ctxKey struct{}
 
-func newControlPlane(key []byte, log *slog.Logger) *controlPlane {
-	return &controlPlane{log: log, key: key, caches: map[string]map[string]*cache.LinearCache{},
+func New(key []byte, log *slog.Logger) *ControlPlane {
+	return &ControlPlane{log: log, key: key, caches: map[string]map[string]*cache.LinearCache{},
 		streams: map[int64]*streamState{}}
 }
 
 // apply makes the caches serve sv: only changed resources are updated, so the delta server
 // sends each agent only what changed. It returns how many resources were updated and
 // removed over the caches in use (a resource of several meshes counts once per mesh).
-func (cp *controlPlane) apply(sv served) (updated, removed int) {
+func (cp *ControlPlane) Apply(sv Served) (updated, removed int) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.current = sv
 	for meshName, byKind := range cp.caches {
 		for kind, c := range byKind {
-			u, r := syncCache(c, sv.forMesh(meshName, kind))
+			u, r := syncCache(c, sv.ForMesh(meshName, kind))
 			updated += u
 			removed += r
 		}
@@ -109,7 +113,7 @@ func envelopeBody(r types.Resource) []byte {
 }
 
 // cacheFor is the cache of one mesh and kind, created (and filled) on first use.
-func (cp *controlPlane) cacheFor(meshName, kind string) *cache.LinearCache {
+func (cp *ControlPlane) cacheFor(meshName, kind string) *cache.LinearCache {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	byKind := cp.caches[meshName]
@@ -120,19 +124,19 @@ func (cp *controlPlane) cacheFor(meshName, kind string) *cache.LinearCache {
 	c := byKind[kind]
 	if c == nil {
 		c = cache.NewLinearCache(cplink.TypeURL(kind))
-		syncCache(c, cp.current.forMesh(meshName, kind))
+		syncCache(c, cp.current.ForMesh(meshName, kind))
 		byKind[kind] = c
 	}
 	return c
 }
 
 // CreateWatch refuses state-of-the-world requests: the link is incremental only.
-func (cp *controlPlane) CreateWatch(*cache.Request, cache.Subscription, chan cache.Response) (func(), error) {
+func (cp *ControlPlane) CreateWatch(*cache.Request, cache.Subscription, chan cache.Response) (func(), error) {
 	return nil, status.Error(codes.Unimplemented, "kuma-cp serves incremental xDS (DeltaAggregatedResources) only")
 }
 
 // CreateDeltaWatch routes the watch to the cache of the node's mesh (node.cluster).
-func (cp *controlPlane) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
+func (cp *ControlPlane) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
 	kind := cplink.KindOf(req.GetTypeUrl())
 	if kind == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "unknown type URL %q (want %s<Kind>)", req.GetTypeUrl(), cplink.TypeURLPrefix)
@@ -140,8 +144,8 @@ func (cp *controlPlane) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subs
 	return cp.cacheFor(meshOfNode(req.GetNode().GetCluster()), kind).CreateDeltaWatch(req, sub, out)
 }
 
-// Fetch is not served (REST xDS).
-func (cp *controlPlane) Fetch(context.Context, *cache.Request) (cache.Response, error) {
+// Fetch is not Served (REST xDS).
+func (cp *ControlPlane) Fetch(context.Context, *cache.Request) (cache.Response, error) {
 	return nil, errors.New("kuma-cp serves incremental xDS only")
 }
 
@@ -153,7 +157,7 @@ func meshOfNode(cluster string) string {
 }
 
 // authStream checks the token of every ADS stream before the xDS server sees it.
-func (cp *controlPlane) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (cp *ControlPlane) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if cp.key == nil {
 		return handler(srv, ss)
 	}
@@ -183,7 +187,7 @@ type identStream struct {
 func (s *identStream) Context() context.Context { return s.ctx }
 
 // callbacks log each agent's life on the link and hold its node to its token.
-func (cp *controlPlane) callbacks() serverv3.CallbackFuncs {
+func (cp *ControlPlane) callbacks() serverv3.CallbackFuncs {
 	return serverv3.CallbackFuncs{
 		DeltaStreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
 			st := &streamState{}
@@ -213,12 +217,12 @@ func (cp *controlPlane) callbacks() serverv3.CallbackFuncs {
 }
 
 // countNACK counts a refused change of one kind.
-func (cp *controlPlane) countNACK(kind string) {
+func (cp *ControlPlane) countNACK(kind string) {
 	v, _ := cp.nacks.LoadOrStore(kind, new(atomic.Uint64))
 	v.(*atomic.Uint64).Add(1)
 }
 
-func (cp *controlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest) error {
+func (cp *ControlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest) error {
 	cp.mu.Lock()
 	st := cp.streams[id]
 	cp.mu.Unlock()
@@ -253,7 +257,7 @@ func (cp *controlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 }
 
 // connected counts the streams open now.
-func (cp *controlPlane) connected() int {
+func (cp *ControlPlane) Connected() int {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return len(cp.streams)
@@ -261,7 +265,7 @@ func (cp *controlPlane) connected() int {
 
 // grpcServer is the gRPC server, with the token check, keepalive that tolerates the
 // agents' probes, and (given) TLS whose handshake failures are logged.
-func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials, handshake, maxAge time.Duration) *grpc.Server {
+func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, handshake, maxAge time.Duration) *grpc.Server {
 	if handshake <= 0 {
 		handshake = 10 * time.Second
 	}
@@ -279,13 +283,13 @@ func (cp *controlPlane) grpcServer(creds credentials.TransportCredentials, hands
 		grpc.MaxConcurrentStreams(1000),
 	}
 	if creds != nil {
-		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log, fails: cp.handshakeFails}))
+		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log, fails: cp.HandshakeFails}))
 	}
 	return grpc.NewServer(opts...)
 }
 
 // serve registers ADS and health on gs and serves ln until ctx is cancelled.
-func (cp *controlPlane) serve(ctx context.Context, gs *grpc.Server, ln net.Listener) error {
+func (cp *ControlPlane) Serve(ctx context.Context, gs *grpc.Server, ln net.Listener) error {
 	xds := serverv3.NewServer(ctx, cp, cp.callbacks())
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, xds)
 	healthpb.RegisterHealthServer(gs, health.NewServer())

@@ -1,4 +1,4 @@
-package main
+package fanout
 
 import (
 	"context"
@@ -12,20 +12,31 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// storeFeed serves the agents what the store holds: a list, then every change from the
+// Feed serves the agents what the store holds: a list, then every change from the
 // list's revision on (re-listed when the store says the revision was compacted). Each
 // replica runs one; replicas on one store serve the same resources.
-type storeFeed struct {
+type Feed struct {
 	st     cpstore.Store
-	cp     *controlPlane
+	cp     *ControlPlane
 	log    *slog.Logger
 	synced atomic.Bool  // the store was listed and its changes followed
 	rev    atomic.Int64 // the store revision served
 }
 
-// run follows the store until ctx ends; a store that cannot be reached is retried, and
+// NewFeed is a Feed of st into cp.
+func NewFeed(st cpstore.Store, cp *ControlPlane, log *slog.Logger) *Feed {
+	return &Feed{st: st, cp: cp, log: log}
+}
+
+// Synced reports whether the store was read and its changes are followed.
+func (f *Feed) Synced() bool { return f.synced.Load() }
+
+// Revision is the store revision served.
+func (f *Feed) Revision() int64 { return f.rev.Load() }
+
+// Run follows the store until ctx ends; a store that cannot be reached is retried, and
 // what was served last keeps being served meanwhile.
-func (f *storeFeed) run(ctx context.Context) {
+func (f *Feed) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		rev, err := f.relist(ctx)
 		if err != nil {
@@ -42,22 +53,22 @@ func (f *storeFeed) run(ctx context.Context) {
 }
 
 // relist reads everything and serves it.
-func (f *storeFeed) relist(ctx context.Context) (int64, error) {
+func (f *Feed) relist(ctx context.Context) (int64, error) {
 	items, _, rev, err := f.st.List(ctx, "", "", "", 0)
 	if err != nil {
 		return 0, err
 	}
 	sv := f.served(items)
-	updated, removed := f.cp.apply(sv)
+	updated, removed := f.cp.Apply(sv)
 	f.rev.Store(rev)
 	f.synced.Store(true)
-	f.log.Info("resources read from the store", "revision", rev, "resources", sv.count(), "updated", updated, "removed", removed)
+	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
 	return rev, nil
 }
 
 // follow applies the store's changes from rev on; it returns when the watch ends (ctx,
 // compaction), for a re-list.
-func (f *storeFeed) follow(ctx context.Context, rev int64) {
+func (f *Feed) follow(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := f.st.Watch(wctx, rev)
@@ -95,8 +106,8 @@ func (f *storeFeed) follow(ctx context.Context, rev int64) {
 
 // served turns stored documents into what agents are sent. The store's creation time is
 // the resource's (it orders collisions on the agents).
-func (f *storeFeed) served(items []cpstore.Item) served {
-	sv := newServed()
+func (f *Feed) served(items []cpstore.Item) Served {
+	sv := NewServed()
 	for _, it := range items {
 		if !slices.Contains(cplink.Kinds, it.Type) {
 			continue // the control plane's own resources (routers, routes): not for agents
@@ -116,7 +127,7 @@ func (f *storeFeed) served(items []cpstore.Item) served {
 			f.log.Error("cannot encode", "resource", it.Key.String(), "error", err)
 			continue
 		}
-		sv.put(doc{kind: r.Kind(), mesh: mesh.ResourceMesh(m), name: m.Name, meshless: mesh.Meshless(r), body: body, source: it.Key.String()})
+		sv.Put(Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body, Source: it.Key.String()})
 	}
 	return sv
 }

@@ -1,18 +1,21 @@
-package main
+package dirstore
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
-func testStore(t *testing.T, validate bool) (*store, string, *bytes.Buffer) {
+func testStore(t *testing.T, validate bool) (*Dir, string, *bytes.Buffer) {
 	dir := t.TempDir()
 	var logs bytes.Buffer
-	return newStore(dir, validate, slog.New(slog.NewTextHandler(&logs, nil))), dir, &logs
+	return New(dir, validate, slog.New(slog.NewTextHandler(&logs, nil))), dir, &logs
 }
 
 func put(t *testing.T, dir, name, body string) {
@@ -38,25 +41,25 @@ spec:
 		t.Fatal(err)
 	}
 	put(t, dir, "..data/a.yaml", dpWeb)
-	sv, changed := st.scan()
+	sv, changed := st.Scan()
 	if !changed {
 		t.Fatal("first scan: no change")
 	}
-	if _, ok := sv.forMesh("default", "Dataplane")["web-1"]; !ok {
+	if _, ok := sv.ForMesh("default", "Dataplane")["web-1"]; !ok {
 		t.Error("web-1 not in mesh default")
 	}
-	if _, ok := sv.forMesh("default", "Dataplane")["secret-1"]; ok {
+	if _, ok := sv.ForMesh("default", "Dataplane")["secret-1"]; ok {
 		t.Error("secret-1 of mesh other served to mesh default")
 	}
 	for _, m := range []string{"default", "other", "a-mesh-with-no-resources"} {
-		if _, ok := sv.forMesh(m, "HostnameGenerator")["everywhere"]; !ok {
+		if _, ok := sv.ForMesh(m, "HostnameGenerator")["everywhere"]; !ok {
 			t.Errorf("the meshless HostnameGenerator is not served to mesh %s", m)
 		}
 	}
-	if sv.count() != 3 {
-		t.Errorf("count %d, want 3", sv.count())
+	if sv.Count() != 3 {
+		t.Errorf("count %d, want 3", sv.Count())
 	}
-	if _, changed := st.scan(); changed {
+	if _, changed := st.Scan(); changed {
 		t.Error("a scan with nothing changed reports a change")
 	}
 }
@@ -66,26 +69,26 @@ spec:
 func TestStoreRefusesInvalidFileKeepsLastGood(t *testing.T) {
 	st, dir, logs := testStore(t, true)
 	put(t, dir, "vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh"))
-	sv, _ := st.scan()
-	before := string(sv.forMesh("default", "VirtualOutbound")["by-version"])
+	sv, _ := st.Scan()
+	before := string(sv.ForMesh("default", "VirtualOutbound")["by-version"])
 	put(t, dir, "vo.yaml", virtualOutbound("default", "{{version}}.{{service"))
-	sv, changed := st.scan()
+	sv, changed := st.Scan()
 	if !changed {
 		t.Fatal("the edit was not seen")
 	}
-	if got := string(sv.forMesh("default", "VirtualOutbound")["by-version"]); got != before {
+	if got := string(sv.ForMesh("default", "VirtualOutbound")["by-version"]); got != before {
 		t.Errorf("the broken version is served:\n%s", got)
 	}
-	line := lineWith(logs.String(), "refused a file")
+	line := testutil.LineWith(logs.String(), "refused a file")
 	if !strings.Contains(line, "vo.yaml") || !strings.Contains(line, "conf.host") {
 		t.Errorf("refusal does not name file and field: %s", line)
 	}
 	put(t, dir, "zz-dup.yaml", virtualOutbound("default", "{{service}}.dup.mesh"))
-	sv, _ = st.scan()
-	if got := string(sv.forMesh("default", "VirtualOutbound")["by-version"]); got != before {
+	sv, _ = st.Scan()
+	if got := string(sv.ForMesh("default", "VirtualOutbound")["by-version"]); got != before {
 		t.Errorf("the duplicate replaced the first:\n%s", got)
 	}
-	if !strings.Contains(lineWith(logs.String(), "duplicate resource"), "zz-dup.yaml") {
+	if !strings.Contains(testutil.LineWith(logs.String(), "duplicate resource"), "zz-dup.yaml") {
 		t.Errorf("duplicate not logged with its file:\n%s", logs)
 	}
 }
@@ -94,9 +97,60 @@ func TestStoreRefusesInvalidFileKeepsLastGood(t *testing.T) {
 func TestStoreSkipValidationServesAsWritten(t *testing.T) {
 	st, dir, _ := testStore(t, false)
 	put(t, dir, "vo.yaml", virtualOutbound("default", "{{version}}.{{service"))
-	sv, _ := st.scan()
-	body := sv.forMesh("default", "VirtualOutbound")["by-version"]
+	sv, _ := st.Scan()
+	body := sv.ForMesh("default", "VirtualOutbound")["by-version"]
 	if !bytes.Contains(body, []byte(`{{version}}.{{service`)) {
 		t.Fatalf("not served as written: %s", body)
 	}
+}
+
+// writeFileAtomic writes through a rename, as editors and ConfigMap updates do.
+func writeFileAtomic(path, body string) error {
+	if err := os.WriteFile(path+".tmp~", []byte(body), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp~", path)
+}
+
+// Fixtures (the same resources the kuma-cp end-to-end tests serve).
+
+const dpWeb = `type: Dataplane
+mesh: default
+name: web-1
+networking:
+  address: 10.0.0.1
+  inbound:
+    - port: 8080
+      tags:
+        kuma.io/service: web
+`
+
+// dpOther lives in another mesh: no agent of mesh default may learn of it.
+const dpOther = `type: Dataplane
+mesh: other
+name: secret-1
+networking:
+  address: 10.9.0.1
+  inbound:
+    - port: 80
+      tags:
+        kuma.io/service: secret
+        version: v1
+`
+
+func virtualOutbound(meshName, host string) string {
+	return fmt.Sprintf(`type: VirtualOutbound
+mesh: %s
+name: by-version
+selectors:
+  - match:
+      kuma.io/service: "*"
+      version: "*"
+conf:
+  host: %q
+  port: 8080
+  tags:
+    kuma.io/service: service
+    version: version
+`, meshName, host)
 }

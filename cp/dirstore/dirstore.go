@@ -1,7 +1,11 @@
-package main
+// Package dirstore is the control plane's directory source: the resources directory read as
+// the agent reads its policies directory, refreshed by polling, served through a
+// fanout.ControlPlane. It never writes (the write API needs the etcd store).
+package dirstore
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
@@ -14,11 +18,12 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// store reads the resources directory as the agent reads its policies directory
+// Dir reads the resources directory as the agent reads its policies directory
 // (mesh.ResourceFiles: every *.yaml, *.yml and *.json below it, ConfigMap ".." entries
 // skipped), decoded and validated with mesh's
 // code, each resource encoded once in the link's envelope (cplink.EncodeResource).
@@ -27,7 +32,7 @@ import (
 // held at its last good version keep being served (agents keep the last good model the
 // same way). With validate off (--skip-validation) the documents that fail are served as
 // written, for the agents to judge (and NACK).
-type store struct {
+type Dir struct {
 	dir      string
 	validate bool
 	log      *slog.Logger
@@ -37,31 +42,16 @@ type store struct {
 type storedFile struct {
 	size, mtime int64
 	sum         [32]byte
-	docs        []doc // the last good (or, without validation, the last) documents
+	docs        []fanout.Doc // the last good (or, without validation, the last) documents
 }
 
-// doc is one resource as served.
-type doc struct {
-	kind, mesh, name string
-	meshless         bool // a HostnameGenerator for every mesh
-	body             []byte
-	source           string
-}
-
-// served is what the store serves: per mesh, per kind, per name, the envelope's JSON; the
-// meshless resources (HostnameGenerators without a mesh) sit under global.
-type served struct {
-	meshes map[string]map[string]map[string][]byte
-	global map[string]map[string][]byte
-}
-
-func newStore(dir string, validate bool, log *slog.Logger) *store {
-	return &store{dir: filepath.Clean(dir), validate: validate, log: log, files: map[string]storedFile{}}
+func New(dir string, validate bool, log *slog.Logger) *Dir {
+	return &Dir{dir: filepath.Clean(dir), validate: validate, log: log, files: map[string]storedFile{}}
 }
 
 // scan reads what changed since the last scan and returns everything served; changed is
 // false (and sv empty) when no file changed.
-func (s *store) scan() (sv served, changed bool) {
+func (s *Dir) Scan() (sv fanout.Served, changed bool) {
 	paths, walkErrs := mesh.ResourceFiles(s.dir) // the agent's rules for a directory
 	for _, e := range walkErrs {
 		s.log.Warn("cannot read", "error", e.Error())
@@ -104,13 +94,13 @@ func (s *store) scan() (sv served, changed bool) {
 		}
 	}
 	if !changed {
-		return served{}, false
+		return fanout.Served{}, false
 	}
 	return s.collect(paths), true
 }
 
 // readFile decodes one file; ok is false when it is refused (its last good stays).
-func (s *store) readFile(path string, data []byte) (docs []doc, ok bool) {
+func (s *Dir) readFile(path string, data []byte) (docs []fanout.Doc, ok bool) {
 	rs, derr := mesh.Decode(path, data)
 	good := map[string]bool{}
 	for _, r := range rs {
@@ -120,7 +110,7 @@ func (s *store) readFile(path string, data []byte) (docs []doc, ok bool) {
 			return nil, false
 		}
 		m := r.GetMeta()
-		docs = append(docs, doc{kind: r.Kind(), mesh: mesh.ResourceMesh(m), name: m.Name, meshless: mesh.Meshless(r), body: body, source: m.Source})
+		docs = append(docs, fanout.Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body, Source: m.Source})
 		good[m.Source] = true
 	}
 	if derr == nil {
@@ -139,8 +129,8 @@ func (s *store) readFile(path string, data []byte) (docs []doc, ok bool) {
 // rawDocs returns the YAML documents of data whose source is not in good, as JSON, with the
 // kind, name and mesh read from their top-level fields (universal or Kubernetes form).
 // Documents too broken for that are skipped.
-func rawDocs(path string, data []byte, good map[string]bool) []doc {
-	var out []doc
+func rawDocs(path string, data []byte, good map[string]bool) []fanout.Doc {
+	var out []fanout.Doc
 	n := 0
 	for _, part := range bytes.Split(append([]byte("\n"), data...), []byte("\n---")) {
 		if len(bytes.TrimSpace(part)) == 0 {
@@ -165,15 +155,15 @@ func rawDocs(path string, data []byte, good map[string]bool) []doc {
 		if json.Unmarshal(body, &top) != nil {
 			continue
 		}
-		d := doc{kind: top.Type, name: top.Name, mesh: top.Mesh, body: body, source: source}
-		if d.kind == "" {
-			d.kind, d.name, d.mesh = top.Kind, top.Metadata.Name, top.Metadata.Labels[mesh.MeshLabel]
+		d := fanout.Doc{Kind: top.Type, Name: top.Name, Mesh: top.Mesh, Body: body, Source: source}
+		if d.Kind == "" {
+			d.Kind, d.Name, d.Mesh = top.Kind, top.Metadata.Name, top.Metadata.Labels[mesh.MeshLabel]
 		}
-		if !slices.Contains(cplink.Kinds, d.kind) || d.name == "" {
+		if !slices.Contains(cplink.Kinds, d.Kind) || d.Name == "" {
 			continue
 		}
-		if d.mesh == "" {
-			d.mesh = "default"
+		if d.Mesh == "" {
+			d.Mesh = "default"
 		}
 		out = append(out, d)
 	}
@@ -182,73 +172,50 @@ func rawDocs(path string, data []byte, good map[string]bool) []doc {
 
 // collect lays out every file's documents by mesh, kind and name. A name defined twice in
 // one mesh and kind is an error naming both files; the first (in path order) is served.
-func (s *store) collect(paths []string) served {
-	out := newServed()
+func (s *Dir) collect(paths []string) fanout.Served {
+	out := fanout.NewServed()
 	where := map[string]string{}
 	for _, p := range paths {
 		for _, d := range s.files[p].docs {
-			key := d.mesh + "/" + d.kind + "/" + d.name
-			if d.meshless {
-				key = "*/" + d.kind + "/" + d.name
+			key := d.Mesh + "/" + d.Kind + "/" + d.Name
+			if d.Meshless {
+				key = "*/" + d.Kind + "/" + d.Name
 			}
 			if prev, dup := where[key]; dup {
-				s.log.Error("duplicate resource; serving the first", "resource", key, "source", d.source, "first", prev)
+				s.log.Error("duplicate resource; serving the first", "resource", key, "source", d.Source, "first", prev)
 				continue
 			}
-			where[key] = d.source
-			out.put(d)
+			where[key] = d.Source
+			out.Put(d)
 		}
 	}
 	return out
 }
 
-func newServed() served {
-	return served{meshes: map[string]map[string]map[string][]byte{}, global: map[string]map[string][]byte{}}
-}
-
-// put serves d: under its mesh, or under global for a meshless resource.
-func (sv served) put(d doc) {
-	byKind := sv.global
-	if !d.meshless {
-		byKind = sv.meshes[d.mesh]
-		if byKind == nil {
-			byKind = map[string]map[string][]byte{}
-			sv.meshes[d.mesh] = byKind
+// Watch scans the directory every interval and serves what changed through cp, until ctx ends.
+func (s *Dir) Watch(ctx context.Context, cp *fanout.ControlPlane, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}
-	if byKind[d.kind] == nil {
-		byKind[d.kind] = map[string][]byte{}
-	}
-	byKind[d.kind][d.name] = d.body
-}
-
-// forMesh is what one mesh's agents get of one kind: the mesh's own resources and the
-// meshless ones (a mesh's own wins a name clash).
-func (sv served) forMesh(meshName, kind string) map[string][]byte {
-	own := sv.meshes[meshName][kind]
-	global := sv.global[kind]
-	if len(global) == 0 {
-		return own
-	}
-	out := make(map[string][]byte, len(own)+len(global))
-	for n, b := range global {
-		out[n] = b
-	}
-	for n, b := range own {
-		out[n] = b
-	}
-	return out
-}
-
-func (sv served) count() int {
-	n := 0
-	for _, byKind := range sv.meshes {
-		for _, byName := range byKind {
-			n += len(byName)
+		sv, updated, removed, changed := s.Refresh(cp)
+		if !changed {
+			continue
 		}
+		s.log.Info("resources changed", "resources", sv.Count(), "meshes", sv.Meshes(), "agents", cp.Connected(),
+			"updated", updated, "removed", removed)
 	}
-	for _, byName := range sv.global {
-		n += len(byName)
+}
+
+// Refresh is one step of Watch: what changed in the directory since the last scan is
+// served; changed is false (and nothing applied) when no file changed.
+func (s *Dir) Refresh(cp *fanout.ControlPlane) (sv fanout.Served, updated, removed int, changed bool) {
+	if sv, changed = s.Scan(); changed {
+		updated, removed = cp.Apply(sv)
 	}
-	return n
+	return sv, updated, removed, changed
 }

@@ -1,4 +1,6 @@
-package main
+// Package certs writes a self-signed CA, a server certificate and a token key for demos and
+// tests (`kuma-cp certs`); a real deployment brings its own PKI.
+package certs
 
 import (
 	"crypto/ecdsa"
@@ -20,15 +22,15 @@ import (
 
 // Files `kuma-cp certs` writes into its directory.
 const (
-	caCertFile  = "ca.crt"    // give it to agents: --ca-cert-file
-	tlsCertFile = "tls.crt"   // the control plane's: --tls-cert-file
-	tlsKeyFile  = "tls.key"   // --tls-key-file
-	tokenKey    = "token.key" // --token-key-file
+	CACertFile   = "ca.crt"    // give it to agents: --ca-cert-file
+	TLSCertFile  = "tls.crt"   // the control plane's: --tls-cert-file
+	TLSKeyFile   = "tls.key"   // --tls-key-file
+	TokenKeyFile = "token.key" // --token-key-file
 )
 
-// writeCerts makes a self-signed CA, a server certificate it signs for hosts (DNS names
+// Write makes a self-signed CA, a server certificate it signs for hosts (DNS names
 // or IPs) and a token key, in dir. For demos and tests; a real deployment brings its own PKI.
-func writeCerts(dir string, hosts []string) error {
+func Write(dir string, hosts []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -79,10 +81,10 @@ func writeCerts(dir string, hosts []string) error {
 		data []byte
 		mode os.FileMode
 	}{
-		{caCertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644},
-		{tlsCertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}), 0o644},
-		{tlsKeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600},
-		{tokenKey, []byte(hex.EncodeToString(tk) + "\n"), 0o600},
+		{CACertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644},
+		{TLSCertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}), 0o644},
+		{TLSKeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600},
+		{TokenKeyFile, []byte(hex.EncodeToString(tk) + "\n"), 0o600},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.mode); err != nil {

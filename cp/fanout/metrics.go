@@ -1,4 +1,4 @@
-package main
+package fanout
 
 import (
 	"sync/atomic"
@@ -6,8 +6,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Collector is the link's traffic as Prometheus metrics.
+func (cp *ControlPlane) Collector() prometheus.Collector { return linkCollector{cp} }
+
 // linkCollector exposes the link's traffic: responses pushed, ACKs, NACKs by kind.
-type linkCollector struct{ cp *controlPlane }
+type linkCollector struct{ cp *ControlPlane }
 
 var (
 	pushesDesc = prometheus.NewDesc("kuma_cp_pushes_total", "Responses (changes) pushed to agents.", nil, nil)
