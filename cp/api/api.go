@@ -38,6 +38,9 @@ var Types = map[string]string{
 	"trafficroutes":        mesh.KindTrafficRoute,
 	"meshexternalservices": mesh.KindMeshExternalService,
 	"hostnamegenerators":   mesh.KindHostnameGenerator,
+	"routers":              mesh.KindRouter,
+	"routes":               mesh.KindRoute,
+	"routebindings":        mesh.KindRouteBinding,
 }
 
 // TypeOf is the URL type of a kind ("" when unknown).
@@ -142,7 +145,7 @@ func storeError(w http.ResponseWriter, err error) int {
 func (s *Server) key(w http.ResponseWriter, r *http.Request) (store.Key, bool) {
 	kind, ok := Types[r.PathValue("type")]
 	if !ok {
-		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators", r.PathValue("type")))
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, routers, routes, routebindings", r.PathValue("type")))
 		return store.Key{}, false
 	}
 	return store.Key{Mesh: r.PathValue("mesh"), Type: kind, Name: r.PathValue("name")}, true
@@ -266,6 +269,24 @@ func (s *Server) doPut(w http.ResponseWriter, r *http.Request) int {
 		fail(w, http.StatusBadRequest, "invalid resource", msg)
 		return http.StatusBadRequest
 	}
+	switch k.Type {
+	case mesh.KindRouteBinding:
+		if r.Method == http.MethodPut && expect != 0 {
+			fail(w, http.StatusConflict, "bindings are not updated", "a RouteBinding is only created (delete the route's binding to schedule it again)")
+			return http.StatusConflict
+		}
+		return s.bind(w, r, k, body)
+	case mesh.KindRoute:
+		doc, code, msg := s.routeWrite(r.Context(), k, body, expect)
+		if code == -1 {
+			return storeError(w, errors.New(msg))
+		}
+		if msg != "" {
+			fail(w, code, "invalid resource", msg)
+			return code
+		}
+		body = doc
+	}
 	it, err := s.Store.Put(r.Context(), k, body, expect)
 	if err != nil {
 		if errors.Is(err, store.ErrExists) {
@@ -300,8 +321,8 @@ func Check(k store.Key, doc []byte) string {
 	switch {
 	case res.Kind() != k.Type:
 		return fmt.Sprintf("%s: type: the document is a %s (value %q)", source, res.Kind(), res.Kind())
-	case m.Name != k.Name:
-		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, m.Name, k.Name)
+	case StoreName(res) != k.Name:
+		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, StoreName(res), k.Name)
 	case !mesh.Meshless(res) && mesh.ResourceMesh(m) != k.Mesh:
 		return fmt.Sprintf("%s: mesh: the document is of mesh %q, the URL %q", source, mesh.ResourceMesh(m), k.Mesh)
 	}

@@ -128,22 +128,23 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 		if err != nil {
 			return out, err
 		}
-		a := Applied{Type: typ, Mesh: meshName, Name: m.Name}
-		cur, err := c.Get(ctx, meshName, typ, m.Name)
+		name := StoreName(r)
+		a := Applied{Type: typ, Mesh: meshName, Name: name}
+		cur, err := c.Get(ctx, meshName, typ, name)
 		var ae *Error
 		switch {
 		case err == nil:
-			if bytes.Equal(canonJSON(cur.Spec), canonJSON(asJSON(doc))) {
+			if bytes.Equal(canonJSON(withoutStatus(cur.Spec, r)), canonJSON(withoutStatus(asJSON(doc), r))) {
 				a.Result = "unchanged"
 				break
 			}
-			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, m.Name), doc, cur.Version, nil); err != nil {
-				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, m.Name, err)
+			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, name), doc, cur.Version, nil); err != nil {
+				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
 			}
 			a.Result = "updated"
 		case asError(err, &ae) && ae.Status == http.StatusNotFound:
-			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, m.Name), doc, 0, nil); err != nil {
-				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, m.Name, err)
+			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, name), doc, 0, nil); err != nil {
+				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
 			}
 			a.Result = "created"
 		default:
@@ -178,5 +179,25 @@ func canonJSON(b []byte) []byte {
 		return b
 	}
 	out, _ := json.Marshal(v)
+	return out
+}
+
+// withoutStatus is a stored route's document without the status the control plane wrote,
+// when the applied route has none (the user does not own it): applying the same route again
+// is then "unchanged".
+func withoutStatus(spec []byte, r mesh.Resource) []byte {
+	rt, ok := r.(*mesh.Route)
+	if !ok || rt.Status != nil {
+		return spec
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(spec, &m) != nil {
+		return spec
+	}
+	delete(m, "status")
+	if string(m["creationTime"]) == `"0001-01-01T00:00:00Z"` {
+		delete(m, "creationTime") // unset: written or left out
+	}
+	out, _ := json.Marshal(m)
 	return out
 }

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/kumadp/kuma-dp/cp/routesched"
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// StoreName is the name a resource is stored (and addressed in URLs) under: its name, and
+// for a Route or RouteBinding name.namespace (a route is named within its namespace).
+func StoreName(r mesh.Resource) string {
+	switch r := r.(type) {
+	case *mesh.Route:
+		return mesh.RouteKeyName(r.Namespace, r.Name)
+	case *mesh.RouteBinding:
+		return mesh.RouteKeyName(r.RouteNamespace, r.RouteName)
+	}
+	return r.GetMeta().Name
+}
+
+// routeWrite applies the route API's rules to a Route write: no status on create; on update
+// the stored status is kept when the document has none, and phase or dns may not change
+// (only a RouteBinding sets them). It returns the document to store, or the problem.
+func (s *Server) routeWrite(ctx context.Context, k store.Key, body []byte, expect int64) ([]byte, int, string) {
+	rs, _ := mesh.Decode(k.String(), body) // checked already
+	r := rs[0].(*mesh.Route)
+	cur, err := s.Store.Get(ctx, k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if r.Status != nil {
+			return nil, http.StatusBadRequest, fmt.Sprintf("route %s/%s: status: set by the control plane (a RouteBinding sets phase and dns); leave it out when creating a route", r.Namespace, r.Name)
+		}
+		return body, 0, ""
+	case err != nil:
+		return nil, -1, err.Error()
+	}
+	old, err := routesched.DecodeRoute(cur)
+	if err != nil {
+		return body, 0, "" // a stored document that no longer decodes is replaced
+	}
+	if r.Status == nil {
+		r.Status = old.Status
+		return routesched.Encode(r), 0, ""
+	}
+	var oldPhase, oldDNS string
+	if old.Status != nil {
+		oldPhase, oldDNS = old.Status.Phase, old.Status.DNS
+	}
+	if r.Status.Phase != oldPhase && !(r.Status.Phase == mesh.PhaseNew && oldPhase == "") {
+		return nil, http.StatusBadRequest, fmt.Sprintf("route %s/%s: status.phase: only a RouteBinding changes it (value %q, stored %q)", r.Namespace, r.Name, r.Status.Phase, oldPhase)
+	}
+	if r.Status.DNS != oldDNS {
+		return nil, http.StatusBadRequest, fmt.Sprintf("route %s/%s: status.dns: only a RouteBinding changes it (value %q, stored %q)", r.Namespace, r.Name, r.Status.DNS, oldDNS)
+	}
+	return body, 0, ""
+}
+
+// bind creates a RouteBinding: it is applied to its route's status in the same transaction.
+func (s *Server) bind(w http.ResponseWriter, r *http.Request, k store.Key, body []byte) int {
+	st, ok := s.Store.(store.Transactional)
+	if !ok {
+		fail(w, http.StatusNotImplemented, "no transactions", "this store cannot apply a binding to its route atomically")
+		return http.StatusNotImplemented
+	}
+	rs, _ := mesh.Decode(k.String(), body)
+	b := rs[0].(*mesh.RouteBinding)
+	router, err := s.Store.Get(r.Context(), store.Key{Mesh: k.Mesh, Type: mesh.KindRouter, Name: b.Router})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			fail(w, http.StatusBadRequest, "invalid resource", fmt.Sprintf("routebinding %s: router: no router %q in mesh %s", k.Name, b.Router, k.Mesh))
+			return http.StatusBadRequest
+		}
+		return storeError(w, err)
+	}
+	canonical := ""
+	if rrs, err := mesh.Decode(router.Key.String(), router.Doc); err == nil && len(rrs) == 1 {
+		if rt, ok := rrs[0].(*mesh.Router); ok {
+			canonical = rt.DNS
+		}
+	}
+	if err := routesched.Bind(r.Context(), st, k.Mesh, b, canonical, nil); err != nil {
+		if errors.Is(err, routesched.ErrBound) {
+			fail(w, http.StatusConflict, "already bound", err.Error())
+			return http.StatusConflict
+		}
+		return storeError(w, err)
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"bound": k.Name, "router": b.Router, "dns": b.DNS})
+	return http.StatusCreated
+}

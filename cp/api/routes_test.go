@@ -1,0 +1,67 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const routeYAML = `type: Route
+name: web
+namespace: shop
+host: www
+to: {service: web, port: 8080}
+`
+
+// The route API: no status on create, phase and dns changed only by a RouteBinding, which
+// is applied to the route's status at once and only once; a user's apply keeps the status.
+func TestRouteStatusRules(t *testing.T) {
+	_, _, cl := startAPI(t)
+	ctx := context.Background()
+	wantErr := func(what string, err error, code int, substr string) {
+		t.Helper()
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Status != code || !strings.Contains(ae.Details, substr) {
+			t.Errorf("%s: got %v, want %d with %q", what, err, code, substr)
+		}
+	}
+	_, err := cl.Apply(ctx, "r.yaml", []byte(routeYAML+"status: {phase: scheduled, dns: x.example.com}\n"))
+	wantErr("status on create", err, http.StatusBadRequest, "status: set by the control plane")
+	if _, err := cl.Apply(ctx, "router.yaml", []byte("type: Router\nname: shard1\ndns: shard1.apps.example.com\n")); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := cl.Apply(ctx, "r.yaml", []byte(routeYAML)); err != nil || a[0].Name != "web.shop" || a[0].Result != "created" {
+		t.Fatalf("create: %+v %v", a, err)
+	}
+	bind := "type: RouteBinding\nname: web.shop\nrouteNamespace: shop\nrouteName: web\nrouter: shard1\ndns: shop-www.shard1.apps.example.com\n"
+	if _, err := cl.Apply(ctx, "b.yaml", []byte(bind)); err != nil {
+		t.Fatalf("binding: %v", err)
+	}
+	r, err := cl.Get(ctx, "default", "routes", "web.shop")
+	if err != nil || !strings.Contains(string(r.Spec), `"phase":"scheduled"`) || !strings.Contains(string(r.Spec), `"dns":"shop-www.shard1.apps.example.com"`) || !strings.Contains(string(r.Spec), `"routerCanonicalHostname":"shard1.apps.example.com"`) {
+		t.Fatalf("route after binding: %s %v", r.Spec, err)
+	}
+	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.Replace(bind, "shop-www", "other", 1)))
+	wantErr("a second binding", err, http.StatusConflict, "")
+	// A user's apply of the same file: unchanged; a change keeps the status.
+	if a, err := cl.Apply(ctx, "r.yaml", []byte(routeYAML)); err != nil || a[0].Result != "unchanged" {
+		t.Errorf("apply again: %+v %v", a, err)
+	}
+	if _, err := cl.Apply(ctx, "r.yaml", []byte(routeYAML+"path: /cart\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := cl.Get(ctx, "default", "routes", "web.shop"); !strings.Contains(string(r.Spec), `"phase":"scheduled"`) || !strings.Contains(string(r.Spec), `"/cart"`) {
+		t.Errorf("status lost on update: %s", r.Spec)
+	}
+	_, err = cl.Apply(ctx, "r.yaml", []byte(routeYAML+"status: {phase: new}\n"))
+	wantErr("phase change", err, http.StatusBadRequest, `status.phase: only a RouteBinding changes it (value "new", stored "scheduled")`)
+	_, err = cl.Apply(ctx, "r.yaml", []byte(routeYAML+"status: {phase: scheduled, dns: evil.example.com}\n"))
+	wantErr("dns change", err, http.StatusBadRequest, `status.dns: only a RouteBinding changes it (value "evil.example.com"`)
+	// A binding to a router that does not exist, or of a route that does not.
+	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.NewReplacer("web", "api", "shard1\n", "nope\n").Replace(bind)))
+	wantErr("unknown router", err, http.StatusBadRequest, `router: no router "nope"`)
+	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.ReplaceAll(bind, "web", "api")))
+	wantErr("unknown route", err, http.StatusNotFound, "not found")
+}
