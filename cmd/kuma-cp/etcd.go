@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -19,7 +20,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/authdns"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/shardzones"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
 
@@ -28,6 +31,15 @@ type etcdConfig struct {
 	store, endpoints, prefix, caFile, certFile, keyFile, username, passwordFile string
 	apiAddress, adminTokenFile, replicaID                                       string
 	leaseTTL                                                                    time.Duration
+	dns                                                                         dnsConfig
+}
+
+// dnsConfig is the authoritative DNS for router shards (--dns-address; --store etcd).
+type dnsConfig struct {
+	address, notifyKey           string
+	userZones, nameservers, secs []string
+	transferFrom                 []string
+	tsig                         map[string]string
 }
 
 func (c *etcdConfig) bind(fs *pflag.FlagSet) {
@@ -44,6 +56,52 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (--store etcd)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
 	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
+	fs.StringVar(&c.dns.address, "dns-address", "", "serve authoritative DNS for router shards and users' domains here, UDP and TCP (e.g. 127.0.0.1:5653; --store etcd)")
+	fs.StringSliceVar(&c.dns.userZones, "dns-user-zone", nil, "a users' domain this server is authoritative for (repeatable)")
+	fs.StringSliceVar(&c.dns.nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (glue when inside the zone; repeatable)")
+	fs.StringSliceVar(&c.dns.transferFrom, "dns-transfer-from", nil, "networks allowed zone transfers (AXFR/IXFR) without TSIG, e.g. 10.0.0.0/8 (repeatable)")
+	fs.StringSliceVar(&c.dns.secs, "dns-secondary", nil, "a secondary (IP:port) told of every change by NOTIFY (repeatable)")
+	fs.StringToStringVar(&c.dns.tsig, "dns-tsig-key", nil, "TSIG key name=base64-secret (HMAC-SHA256) allowed to transfer zones (repeatable)")
+	fs.StringVar(&c.dns.notifyKey, "dns-notify-key", "", "the TSIG key (of --dns-tsig-key) that signs NOTIFY")
+}
+
+// dnsServer starts the authoritative DNS on the store, when asked.
+func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, log *slog.Logger) (*authdns.Server, error) {
+	if c.dns.address == "" {
+		return nil, nil
+	}
+	cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
+	for _, p := range c.dns.transferFrom {
+		pre, err := netip.ParsePrefix(p)
+		if err != nil {
+			return nil, fmt.Errorf("--dns-transfer-from %q: %w", p, err)
+		}
+		cfg.TransferFrom = append(cfg.TransferFrom, pre)
+	}
+	var in authdns.Input
+	in.UserZones = c.dns.userZones
+	if ap, err := netip.ParseAddrPort(c.dns.address); err == nil {
+		in.DefaultNSAddr = ap.Addr()
+	}
+	for _, ns := range c.dns.nameservers {
+		name, ip, _ := strings.Cut(ns, "=")
+		n := authdns.Nameserver{Name: name}
+		if ip != "" {
+			a, err := netip.ParseAddr(ip)
+			if err != nil {
+				return nil, fmt.Errorf("--dns-nameserver %q: %w", ns, err)
+			}
+			n.Addrs = []netip.Addr{a}
+		}
+		in.Nameservers = append(in.Nameservers, n)
+	}
+	srv, err := authdns.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Run(ctx)
+	go shardzones.Run(ctx, st, srv, in, nil, log)
+	return srv, nil
 }
 
 func (c *etcdConfig) check() error {
@@ -64,6 +122,7 @@ type etcdParts struct {
 	feed     *fanout.Feed
 	apiSrv   *api.Server
 	apiAddr  string
+	dnsAddr  string
 	leader   atomic.Bool
 	replica  string
 	leaderID atomic.Value // string
@@ -105,6 +164,14 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = ln.Addr().String()
+	dns, err := c.dnsServer(ctx, p.st, log.With("part", "dns"))
+	if err != nil {
+		return nil, err
+	}
+	if dns != nil {
+		udp, _ := dns.Addrs()
+		p.dnsAddr = udp.String()
+	}
 	srv := &http.Server{Handler: p.apiSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {

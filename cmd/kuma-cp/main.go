@@ -54,6 +54,7 @@ Commands:
   apply   create or update the resources of files (-f FILE|DIR|-) through the API (--store etcd)
   get     list or show resources: get TYPE [NAME] [-o table|yaml|json]
   delete  delete a resource: delete TYPE NAME
+  zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
 
@@ -81,6 +82,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return tokenCmd(args[1:], stdout, stderr)
 	case "apply", "get", "delete":
 		return clientCmd(args[0], args[1:], stdout, stderr)
+	case "zones":
+		return zonesCmd(args[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
 	}
@@ -291,6 +294,9 @@ func serve(c serveConfig, log *slog.Logger) error {
 	ready := map[string]string{"address": ln.Addr().String()}
 	if storeParts != nil {
 		ready["api"] = storeParts.apiAddr
+		if storeParts.dnsAddr != "" {
+			ready["dns"] = storeParts.dnsAddr
+		}
 	}
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()

@@ -63,8 +63,12 @@ type Input struct {
 	// one gets a CNAME there. A user name under no zone at all becomes a zone of its own
 	// (its apex holds the router's addresses, since an apex cannot hold a CNAME).
 	UserZones []string
-	// Nameservers of every zone; when empty, each zone gets "ns.<origin>" (no glue).
+	// Nameservers of every zone; when empty, each zone gets "ns.<origin>" with DefaultNSAddr
+	// (default 127.0.0.1) as its address: this server itself.
 	Nameservers []Nameserver
+	// DefaultNSAddr is the address of the default "ns.<origin>" (the address this server
+	// answers on, when it is a specific one).
+	DefaultNSAddr netip.Addr
 	// Hostmaster is the SOA's mailbox (RNAME); default "hostmaster.<origin>".
 	Hostmaster string
 }
@@ -185,7 +189,11 @@ func (b *builder) zone(origin string, ttl uint32, router string, rev int64) *Zon
 	z := &Zone{Origin: origin, TTL: ttl, Router: router, nodes: map[string]*node{}, rev: rev}
 	nss := b.in.Nameservers
 	if len(nss) == 0 {
-		nss = []Nameserver{{Name: "ns." + origin}}
+		a := b.in.DefaultNSAddr
+		if !a.IsValid() || a.IsUnspecified() {
+			a = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		nss = []Nameserver{{Name: "ns." + origin, Addrs: []netip.Addr{a}}}
 	}
 	mbox := b.in.Hostmaster
 	if mbox == "" {

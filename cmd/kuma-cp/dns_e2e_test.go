@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/cp/certs"
+	cpstore "github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+)
+
+const shardRouter = `type: Router
+mesh: default
+name: shard1
+dns: shard1.apps.test
+dataplanes: {kuma.io/service: gateway-1}
+`
+
+func gatewayDP(name, ip string) string {
+	return "type: Dataplane\nmesh: default\nname: " + name + "\nnetworking:\n  address: " + ip + "\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: gateway-1\n"
+}
+
+const userRoute = `type: Route
+mesh: default
+name: shop
+namespace: acme
+host: www.acme.test
+dnsType: user
+to: {service: web, port: 8080}
+status:
+  phase: scheduled
+  router: shard1
+  dns: www.acme.test
+  ingress:
+  - router: shard1
+    host: www.acme.test
+    conditions: [{type: Admitted, status: "True"}]
+`
+
+// kuma-cp serve --dns-address answers for the shards from the store: the zone of a Router
+// holds its gateway dataplanes' addresses, a user route's name is one CNAME chased to them, a
+// new gateway joins the answer after a write, and names outside are refused.
+func TestE2EShardDNSFromTheStore(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	e := newCPEnv(t)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	for _, d := range []struct{ typ, name, doc string }{
+		{"Router", "shard1", shardRouter},
+		{"Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1")},
+		{"Route", "shop", userRoute},
+	} {
+		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: d.typ, Name: d.name}, []byte(d.doc), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := e.path("admin.token")
+	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	cpBin, _ := binaries(t)
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
+		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
+	var r struct{ DNS string }
+	p.readyJSON(ready, &r)
+	ask := func(name string, qtype uint16) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), qtype)
+		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, r.DNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	addrs := func(m *dns.Msg) []string {
+		var out []string
+		for _, rr := range m.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				out = append(out, a.A.String())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	waitFor(t, "the shard's zone", 10*time.Second, func() bool {
+		return slices.Equal(addrs(ask("web-acme.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1"})
+	})
+	m := ask("www.acme.test", dns.TypeA)
+	if !m.Authoritative || len(m.Answer) != 2 || m.Answer[0].(*dns.CNAME).Target != "router-shard1.shard1.apps.test." {
+		t.Fatalf("the user name: %v", m)
+	}
+	// a second gateway written to the store joins the answer
+	if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: "Dataplane", Name: "gw-2"}, []byte(gatewayDP("gw-2", "10.1.0.2")), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second gateway in the answer", 10*time.Second, func() bool {
+		return slices.Equal(addrs(ask("x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"})
+	})
+	if m := ask("example.org", dns.TypeA); m.Rcode != dns.RcodeRefused {
+		t.Fatalf("a name outside: %s", dns.RcodeToString[m.Rcode])
+	}
+	if m := ask("nope.acme.test", dns.TypeA); m.Rcode != dns.RcodeNameError || len(m.Ns) != 1 {
+		t.Fatalf("a name in a user zone with no route: %v", m)
+	}
+	// kuma-cp zones prints the same zones as master files, which BIND's checker accepts
+	out := e.kumaCP("zones", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--dns-user-zone", "acme.test")
+	for _, want := range []string{"$ORIGIN shard1.apps.test.", "*.shard1.apps.test.\t30\tIN\tA\t10.1.0.2", "www.acme.test.\t30\tIN\tCNAME\trouter-shard1.shard1.apps.test."} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("kuma-cp zones lacks %q:\n%s", want, out)
+		}
+	}
+	if checker, err := exec.LookPath("named-checkzone"); err == nil {
+		for _, zone := range strings.Split(out, "\n\n") {
+			origin := strings.TrimSuffix(strings.Fields(strings.SplitN(zone, "\n", 2)[0])[1], ".")
+			f := filepath.Join(t.TempDir(), origin)
+			if err := writeFileAtomic(f, strings.TrimSuffix(zone, "\n")+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(checker, origin, f).CombinedOutput(); err != nil {
+				t.Errorf("named-checkzone %s: %v\n%s", origin, err, out)
+			}
+		}
+	}
+}

@@ -1,0 +1,206 @@
+// Package shardzones keeps the control plane's authoritative DNS (package authdns) in step
+// with the store: a zone per Router with the addresses of its gateway dataplanes, and a CNAME
+// per admitted user-domain Route. It owns the translation from resources to authdns.Input and
+// the loop that follows the store; answering DNS is authdns's, scheduling routes is the
+// route scheduler's.
+package shardzones
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Ready reports whether a gateway dataplane (mesh, name) is ready; nil takes every one as
+// ready.
+type Ready func(meshName, name string) bool
+
+// Input builds the zones' input from the store's items: every Router (its replicas are the
+// Dataplanes of its mesh whose inbound tags match router.dataplanes, at their address), and
+// every Route of dnsType user admitted on the router it is scheduled onto. An item that does
+// not decode is skipped.
+func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var in authdns.Input
+	var routers []*mesh.Router
+	routerRev := map[string]int64{} // mesh/name -> revision of the zone's newest input
+	var dps []*mesh.Dataplane
+	dpRev := map[*mesh.Dataplane]int64{}
+	var routes []*mesh.Route
+	routeRev := map[*mesh.Route]int64{}
+	for _, it := range items {
+		switch it.Type {
+		case mesh.KindRouter, mesh.KindDataplane, mesh.KindRoute:
+		default:
+			continue
+		}
+		rs, err := mesh.Decode(it.Key.String(), it.Doc)
+		if err != nil || len(rs) != 1 {
+			log.Warn("a stored resource does not decode; not in the zones", "resource", it.Key.String(), "error", err)
+			continue
+		}
+		switch r := rs[0].(type) {
+		case *mesh.Router:
+			r.Mesh = it.Mesh
+			routers = append(routers, r)
+			routerRev[it.Mesh+"/"+r.Name] = it.Version
+		case *mesh.Dataplane:
+			r.Mesh = it.Mesh
+			dps = append(dps, r)
+			dpRev[r] = it.Version
+		case *mesh.Route:
+			r.Mesh = it.Mesh
+			routes = append(routes, r)
+			routeRev[r] = it.Version
+		}
+	}
+	sort.Slice(routers, func(i, j int) bool { return routers[i].Mesh+"/"+routers[i].Name < routers[j].Mesh+"/"+routers[j].Name })
+	for _, rt := range routers {
+		zr := authdns.Router{Name: rt.Name, DNS: rt.DNS, Revision: routerRev[rt.Mesh+"/"+rt.Name]}
+		for _, dp := range dps {
+			if dp.Mesh != rt.Mesh || len(rt.Dataplanes) == 0 || !servesRouter(dp, rt) {
+				continue
+			}
+			a, err := netip.ParseAddr(address(dp))
+			if err != nil {
+				continue
+			}
+			ok := ready == nil || ready(dp.Mesh, dp.Name)
+			zr.Replicas = append(zr.Replicas, authdns.Replica{Name: dp.Name, Addrs: []netip.Addr{a}, Ready: ok})
+			zr.Revision = max(zr.Revision, dpRev[dp])
+		}
+		in.Routers = append(in.Routers, zr)
+	}
+	for _, r := range routes {
+		if r.DNSType != mesh.DNSTypeUser || r.Status == nil || r.Status.Router == "" || !admitted(r) {
+			continue
+		}
+		in.Users = append(in.Users, authdns.UserName{Name: userName(r), Router: r.Status.Router, Revision: routeRev[r]})
+		for i := range in.Routers { // the route's change is a change of its router's zone too
+			if in.Routers[i].Name == r.Status.Router {
+				in.Routers[i].Revision = max(in.Routers[i].Revision, routeRev[r])
+			}
+		}
+	}
+	return in
+}
+
+// userName is the DNS name a user route claims: its host, or *.<domain> for a Subdomain
+// wildcard route on www.domain.
+func userName(r *mesh.Route) string {
+	if r.WildcardPolicy == mesh.WildcardSubdomain {
+		if i := indexDot(r.Host); i > 0 {
+			return "*" + r.Host[i:]
+		}
+	}
+	return r.Host
+}
+
+func indexDot(s string) int {
+	for i := range len(s) {
+		if s[i] == '.' {
+			return i
+		}
+	}
+	return -1
+}
+
+func servesRouter(dp *mesh.Dataplane, rt *mesh.Router) bool {
+	for _, in := range dp.Networking.Inbound {
+		if rt.Dataplanes.Matches(in.Tags) {
+			return true
+		}
+	}
+	return false
+}
+
+func address(dp *mesh.Dataplane) string {
+	if dp.Networking.AdvertisedAddress != "" {
+		return dp.Networking.AdvertisedAddress
+	}
+	return dp.Networking.Address
+}
+
+// admitted reports whether the route is admitted on the router it is scheduled onto.
+func admitted(r *mesh.Route) bool {
+	for _, ing := range r.Status.Ingress {
+		if ing.Router != r.Status.Router {
+			continue
+		}
+		for _, c := range ing.Conditions {
+			if c.Type == "Admitted" {
+				return c.Status == "True"
+			}
+		}
+	}
+	return false
+}
+
+// Run keeps srv's zones in step with st until ctx ends: a list, then a rebuild after every
+// burst of changes (re-listing; on compaction too). Serials come from the store's revisions
+// (authdns.Serials), so replicas give the same serial for the same content.
+func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.Input, ready Ready, log *slog.Logger) {
+	serials := authdns.NewSerials()
+	rebuild := func() (int64, bool) {
+		items, _, rev, err := st.List(ctx, "", "", "", 0)
+		if err != nil {
+			log.Warn("store unreachable; the zones stay as they were", "error", err)
+			return 0, false
+		}
+		in := Input(items, ready, log)
+		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
+		cat, problems := authdns.Build(in, serials)
+		for _, p := range problems {
+			log.Warn("not served in DNS", "name", p.Name, "problem", p.Message)
+		}
+		srv.Swap(cat)
+		return rev, true
+	}
+	for ctx.Err() == nil {
+		rev, ok := rebuild()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		events := st.Watch(wctx, rev)
+	follow:
+		for {
+			select {
+			case <-ctx.Done():
+				cancel()
+				return
+			case e, ok := <-events:
+				if !ok || e.Type == store.Relist {
+					break follow
+				}
+				for quiet := false; !quiet; { // one rebuild per burst
+					select {
+					case e2, ok := <-events:
+						if !ok || e2.Type == store.Relist {
+							break follow
+						}
+					case <-time.After(20 * time.Millisecond):
+						quiet = true
+					}
+				}
+				if _, ok := rebuild(); !ok {
+					break follow
+				}
+			}
+		}
+		cancel()
+	}
+}
