@@ -71,7 +71,7 @@ func TestE2EShardDNSFromTheStore(t *testing.T) {
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
 		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
-	var r struct{ DNS string }
+	var r struct{ DNS, Address string }
 	p.readyJSON(ready, &r)
 	ask := func(name string, qtype uint16) *dns.Msg {
 		m := new(dns.Msg)
@@ -106,6 +106,19 @@ func TestE2EShardDNSFromTheStore(t *testing.T) {
 	waitFor(t, "the second gateway in the answer", 10*time.Second, func() bool {
 		return slices.Equal(addrs(ask("x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"})
 	})
+	// A gateway whose agent is connected is ready: only it is answered; its agent gone, no
+	// replica is ready and all are answered again (fail static).
+	gw := startAgent(t, e, r.Address, true, "--name", "gw-1")
+	waitFor(t, "only the ready gateway answered", 10*time.Second, func() bool {
+		return slices.Equal(addrs(ask("x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1"})
+	})
+	gw.kill()
+	took := waitFor(t, "the gone gateway's readiness dropped", 10*time.Second, func() bool {
+		return slices.Equal(addrs(ask("x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"})
+	})
+	if took > 5*time.Second {
+		t.Errorf("readiness left the answers after %v, want within 5s", took)
+	}
 	if m := ask("example.org", dns.TypeA); m.Rcode != dns.RcodeRefused {
 		t.Fatalf("a name outside: %s", dns.RcodeToString[m.Rcode])
 	}

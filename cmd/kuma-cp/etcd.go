@@ -66,7 +66,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 }
 
 // dnsServer starts the authoritative DNS on the store, when asked.
-func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, log *slog.Logger) (*authdns.Server, error) {
+func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, log *slog.Logger) (*authdns.Server, error) {
 	if c.dns.address == "" {
 		return nil, nil
 	}
@@ -100,7 +100,8 @@ func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, log *slog.
 		return nil, err
 	}
 	go srv.Run(ctx)
-	go shardzones.Run(ctx, st, srv, in, nil, log)
+	// A gateway dataplane is ready while its agent holds a stream to this replica.
+	go shardzones.Run(ctx, st, srv, in, cp.HasAgent, log)
 	return srv, nil
 }
 
@@ -164,7 +165,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = ln.Addr().String()
-	dns, err := c.dnsServer(ctx, p.st, log.With("part", "dns"))
+	dns, err := c.dnsServer(ctx, p.st, cp, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
 	}

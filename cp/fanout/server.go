@@ -257,6 +257,19 @@ func (cp *ControlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 }
 
 // connected counts the streams open now.
+// HasAgent reports whether the agent of dataplane (mesh, name) holds a stream to this
+// replica: what makes a router's gateway dataplane ready for the shard's DNS.
+func (cp *ControlPlane) HasAgent(meshName, name string) bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, st := range cp.streams {
+		if st.node != nil && st.node.Name == name && st.node.Mesh == meshName {
+			return true
+		}
+	}
+	return false
+}
+
 func (cp *ControlPlane) Connected() int {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()

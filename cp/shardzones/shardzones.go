@@ -145,7 +145,9 @@ func admitted(r *mesh.Route) bool {
 }
 
 // Run keeps srv's zones in step with st until ctx ends: a list, then a rebuild after every
-// burst of changes (re-listing; on compaction too). Serials come from the store's revisions
+// burst of changes (re-listing; on compaction too), and every second when readiness is
+// given (it is not in the store), so a replica that goes not-ready leaves the answers
+// within a few seconds. Serials come from the store's revisions
 // (authdns.Serials), so replicas give the same serial for the same content.
 func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.Input, ready Ready, log *slog.Logger) {
 	serials := authdns.NewSerials()
@@ -176,12 +178,22 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		events := st.Watch(wctx, rev)
+		var tick <-chan time.Time
+		ticker := time.NewTicker(time.Second)
+		if ready != nil {
+			tick = ticker.C
+		}
 	follow:
 		for {
 			select {
 			case <-ctx.Done():
+				ticker.Stop()
 				cancel()
 				return
+			case <-tick:
+				if _, ok := rebuild(); !ok {
+					break follow
+				}
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {
 					break follow
@@ -201,6 +213,7 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 				}
 			}
 		}
+		ticker.Stop()
 		cancel()
 	}
 }
