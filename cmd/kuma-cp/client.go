@@ -33,6 +33,9 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	meshName := fs.String("mesh", "default", "the mesh (get, delete; \"*\" lists every mesh)")
 	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
 	output := fs.StringP("output", "o", "table", "get: table, yaml or json")
+	namespace := fs.StringP("namespace", "n", "", "describe route: the route's namespace (or give NAME as name.namespace)")
+	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
+	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
 		if rc == exitOK {
 			fmt.Fprint(stdout, clientExample)
@@ -73,12 +76,22 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if len(*files) == 0 {
 			return usage("-f FILE|DIR|- is required")
 		}
+		var applied []api.Applied
 		for _, f := range *files {
-			if err := applyPath(ctx, c, f, stdout); err != nil {
+			a, err := applyPath(ctx, c, f, stdout)
+			applied = append(applied, a...)
+			if err != nil {
+				return fail(err)
+			}
+		}
+		if *waitFor {
+			if err := waitRoutes(ctx, c, applied, *waitTimeout, stdout); err != nil {
 				return fail(err)
 			}
 		}
 		return exitOK
+	case "describe":
+		return describeCmd(ctx, c, fs.Args(), *meshName, *namespace, stdout, usage, fail)
 	case "get":
 		t, rc := typeArg()
 		if rc != exitOK {
@@ -91,6 +104,12 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			}
 			for _, k := range []string{"replica", "leader", "isLeader", "storeRevision", "synced"} {
 				fmt.Fprintf(stdout, "%-14s %v\n", k+":", st[k])
+			}
+			return exitOK
+		}
+		if (t == "routers" || t == "routes") && fs.NArg() == 1 && (*output == "table" || *output == "") {
+			if err := printRouting(ctx, c, t, *meshName, stdout); err != nil {
+				return fail(err)
 			}
 			return exitOK
 		}
@@ -128,7 +147,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 func typeNames() []string {
-	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"}
+	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings"}
 }
 
 func getStatus(ctx context.Context, c *api.Client, out *map[string]any) error {
@@ -144,17 +163,18 @@ func getStatus(ctx context.Context, c *api.Client, out *map[string]any) error {
 }
 
 // applyPath applies a file, every resource file under a directory, or standard input.
-func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer) error {
+func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer) ([]api.Applied, error) {
 	var paths []string
+	var all []api.Applied
 	switch fi, err := os.Stat(path); {
 	case path == "-":
 		paths = []string{"-"}
 	case err != nil:
-		return err
+		return nil, err
 	case fi.IsDir():
 		files, errs := mesh.ResourceFiles(path)
 		if len(errs) > 0 {
-			return errs
+			return nil, errs
 		}
 		paths = files
 	default:
@@ -169,21 +189,22 @@ func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer
 			data, err = os.ReadFile(p)
 		}
 		if err != nil {
-			return err
+			return all, err
 		}
 		applied, err := c.Apply(ctx, filepath.Clean(p), data)
+		all = append(all, applied...)
 		for _, a := range applied {
 			fmt.Fprintf(stdout, "%s %s/%s %s\n", a.Type, a.Mesh, a.Name, a.Result)
 		}
 		if err != nil {
 			var ae *api.Error
 			if errors.As(err, &ae) && ae.Status == 409 {
-				return fmt.Errorf("%w (changed by someone else meanwhile: apply again)", err)
+				return all, fmt.Errorf("%w (changed by someone else meanwhile: apply again)", err)
 			}
-			return err
+			return all, err
 		}
 	}
-	return nil
+	return all, nil
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

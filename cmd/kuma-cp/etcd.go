@@ -22,6 +22,8 @@ import (
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/authdns"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/routesched"
+	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
@@ -32,6 +34,7 @@ type etcdConfig struct {
 	apiAddress, adminTokenFile, replicaID                                       string
 	leaseTTL                                                                    time.Duration
 	dns                                                                         dnsConfig
+	routeStrategy                                                               string
 }
 
 // dnsConfig is the authoritative DNS for router shards (--dns-address; --store etcd).
@@ -56,6 +59,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (--store etcd)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
 	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
+	fs.StringVar(&c.routeStrategy, "route-strategy", "round-robin", "how the leader schedules routes onto routers: round-robin or least-routes")
 	fs.StringVar(&c.dns.address, "dns-address", "", "serve authoritative DNS for router shards and users' domains here, UDP and TCP (e.g. 127.0.0.1:5653; --store etcd)")
 	fs.StringSliceVar(&c.dns.userZones, "dns-user-zone", nil, "a users' domain this server is authoritative for (repeatable)")
 	fs.StringSliceVar(&c.dns.nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (glue when inside the zone; repeatable)")
@@ -113,6 +117,8 @@ func (c *etcdConfig) check() error {
 		return errors.New("--store etcd needs --etcd-endpoints")
 	case c.adminTokenFile == "":
 		return errors.New("--store etcd needs --admin-token-file (writes through the API are guarded by it)")
+	case routing.Strategies[c.routeStrategy] == nil:
+		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
 	}
 	return nil
 }
@@ -127,6 +133,7 @@ type etcdParts struct {
 	leader   atomic.Bool
 	replica  string
 	leaderID atomic.Value // string
+	routes   routesched.Metrics
 }
 
 func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *slog.Logger) (*etcdParts, error) {
@@ -178,7 +185,9 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
 		p.leader.Store(true)
 		log.Info("this replica is the leader", "replica", c.replicaID)
-		<-lctx.Done()
+		// The route scheduler runs on the leader only, until leadership is lost.
+		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes}
+		rc.Run(lctx)
 		p.leader.Store(false)
 		log.Info("leadership lost", "replica", c.replicaID)
 	})
@@ -224,6 +233,10 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.Revision()) }),
 		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
 		writesCollector{p.apiSrv},
+		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_scheduled_total", Help: "Route bindings made by this replica while leader."}, func() float64 { return float64(p.routes.Scheduled.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_rescheduled_total", Help: "Route bindings removed to schedule the route again (relabel, host change, router deleted)."}, func() float64 { return float64(p.routes.Rescheduled.Load()) }),
+		routeFailures{&p.routes},
 	)
 }
 
@@ -236,5 +249,17 @@ func (w writesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- writesDesc
 func (w writesCollector) Collect(ch chan<- prometheus.Metric) {
 	for code, n := range w.s.Writes() {
 		ch <- prometheus.MustNewConstMetric(writesDesc, prometheus.CounterValue, float64(n), fmt.Sprint(code))
+	}
+}
+
+// routeFailures exposes scheduling failures by reason.
+type routeFailures struct{ m *routesched.Metrics }
+
+var routeFailuresDesc = prometheus.NewDesc("kuma_cp_route_scheduling_failures_total", "Failed attempts to schedule a route, by reason.", []string{"reason"}, nil)
+
+func (r routeFailures) Describe(ch chan<- *prometheus.Desc) { ch <- routeFailuresDesc }
+func (r routeFailures) Collect(ch chan<- prometheus.Metric) {
+	for reason, n := range r.m.Failures() {
+		ch <- prometheus.MustNewConstMetric(routeFailuresDesc, prometheus.CounterValue, float64(n), reason)
 	}
 }

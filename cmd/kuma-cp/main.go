@@ -55,6 +55,7 @@ Commands:
   get     list or show resources: get TYPE [NAME] [-o table|yaml|json]
   delete  delete a resource: delete TYPE NAME
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
+  describe  a route or a router in full: describe route NAME -n NAMESPACE | describe router NAME
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
 
@@ -80,7 +81,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stdout, stderr)
 	case "token":
 		return tokenCmd(args[1:], stdout, stderr)
-	case "apply", "get", "delete":
+	case "apply", "get", "delete", "describe":
 		return clientCmd(args[0], args[1:], stdout, stderr)
 	case "zones":
 		return zonesCmd(args[1:], stdout, stderr)

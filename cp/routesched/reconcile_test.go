@@ -166,8 +166,10 @@ func TestReconcilerOnEtcd(t *testing.T) {
 
 	// Relabelled off its shard: re-scheduled, nothing stale.
 	updateRoute(t, st, "shop", "r0", func(r *mesh.Route) { r.Labels = map[string]string{"shard": "2"} })
-	eventually(t, "r0 moved to shard2", func() (bool, string) { return scheduled(t, st, "shop", "r0", "shard2") })
-	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.shard2.apps.example.com" || r.Status.Ingress[0].RouterCanonicalHostname != "shard2.apps.example.com" {
+	// Its candidates are now all and shard2, neither holding a route of that set: the first
+	// by name.
+	eventually(t, "r0 moved off shard1", func() (bool, string) { return scheduled(t, st, "shop", "r0", "all") })
+	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.all.apps.example.com" || r.Status.Ingress[0].RouterCanonicalHostname != "all.apps.example.com" {
 		t.Errorf("r0 after relabel: %+v", r.Status)
 	}
 	// Host change: the new name, bound again.

@@ -34,6 +34,8 @@ type Scheduler struct {
 	hosts    map[string]map[string]int // host key -> router -> routes
 	domains  map[string]map[string]int // domain holding specific hosts -> router -> routes
 	wilds    map[string]map[string]int // wildcard domain -> router -> routes
+	sets     map[string]map[string]int // candidate set (names joined) -> router -> routes
+	setOf    map[string]string         // route key -> its candidate set when bound
 	strategy Strategy
 }
 
@@ -41,7 +43,8 @@ type Scheduler struct {
 // round-robin).
 func NewScheduler(newStrategy func(*Scheduler) Strategy) *Scheduler {
 	s := &Scheduler{routers: map[string]*mesh.Router{}, bound: map[string]string{}, keys: map[string][3]string{},
-		load: map[string]int{}, hosts: map[string]map[string]int{}, domains: map[string]map[string]int{}, wilds: map[string]map[string]int{}}
+		load: map[string]int{}, hosts: map[string]map[string]int{}, domains: map[string]map[string]int{}, wilds: map[string]map[string]int{},
+		sets: map[string]map[string]int{}, setOf: map[string]string{}}
 	if newStrategy == nil {
 		newStrategy = RoundRobin
 	}
@@ -61,6 +64,8 @@ func (s *Scheduler) Reset() {
 	clear(s.hosts)
 	clear(s.domains)
 	clear(s.wilds)
+	clear(s.sets)
+	clear(s.setOf)
 }
 
 // SetRouter adds or replaces a router.
@@ -159,6 +164,24 @@ func (s *Scheduler) bind(r *mesh.Route, router string) {
 	s.keys[k] = keys
 	s.bound[k] = router
 	s.load[router]++
+	set := setKey(Candidates(s.sortedRouters(), r))
+	s.setOf[k] = set
+	inc(s.sets, set, router)
+}
+
+func setKey(cands []*mesh.Router) string {
+	names := make([]string, len(cands))
+	for i, c := range cands {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ",")
+}
+
+// SetLoad is how many routes with the same candidates as r are bound to router.
+func (s *Scheduler) SetLoad(r *mesh.Route, router string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sets[setKey(Candidates(s.sortedRouters(), r))][router]
 }
 
 // Unbind forgets a route's binding (deleted, or put back to new).
@@ -177,6 +200,8 @@ func (s *Scheduler) unbind(k string) {
 	dec(s.hosts, keys[0], router)
 	dec(s.domains, keys[1], router)
 	dec(s.wilds, keys[2], router)
+	dec(s.sets, s.setOf[k], router)
+	delete(s.setOf, k)
 	delete(s.keys, k)
 	delete(s.bound, k)
 	if s.load[router]--; s.load[router] <= 0 {
@@ -274,43 +299,24 @@ func (s *Scheduler) Schedule(r *mesh.Route) (*mesh.Router, error) {
 	return rt, nil
 }
 
-// roundRobin cycles through each set of candidates in name order.
-type roundRobin struct {
-	s    *Scheduler
-	mu   sync.Mutex
-	next map[string]int // candidate set (names joined) -> next index
-}
-
-// RoundRobin is the default strategy: each route goes to the next of its candidates in
-// name order (a cursor per set of candidates, starting at the least loaded one), so routers
-// with the same selectors share routes within one of each other.
-func RoundRobin(s *Scheduler) Strategy { return &roundRobin{s: s, next: map[string]int{}} }
-
-func (rr *roundRobin) Schedule(r *mesh.Route) (*mesh.Router, error) {
-	cands := rr.s.Candidates(r)
-	if len(cands) == 0 {
-		return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: "no router takes route " + RouteKey(r)}
-	}
-	names := make([]string, len(cands))
-	for i, c := range cands {
-		names[i] = c.Name
-	}
-	set := strings.Join(names, ",")
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	i, ok := rr.next[set]
-	if !ok {
-		// A new cursor (a set not seen, a new leader) starts at the least loaded candidate,
-		// so the spread stays within one of exact round-robin across leaders.
-		for j, c := range cands {
-			if rr.s.Load(c.Name) < rr.s.Load(cands[i].Name) {
-				i = j
+// RoundRobin is the default strategy: each route goes to the candidate that has the fewest
+// routes with the same candidates (ties: lowest name), which deals the routes of one set of
+// candidates out in turn, a, b, c, a, b, c... Its state is the bindings themselves, so a new
+// leader continues the same rotation: the spread stays within one route per router.
+func RoundRobin(s *Scheduler) Strategy {
+	return StrategyFunc(func(r *mesh.Route) (*mesh.Router, error) {
+		cands := s.Candidates(r)
+		if len(cands) == 0 {
+			return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: "no router takes route " + RouteKey(r)}
+		}
+		best, bestLoad := cands[0], s.SetLoad(r, cands[0].Name)
+		for _, c := range cands[1:] {
+			if l := s.SetLoad(r, c.Name); l < bestLoad {
+				best, bestLoad = c, l
 			}
 		}
-	}
-	i %= len(cands)
-	rr.next[set] = i + 1
-	return cands[i], nil
+		return best, nil
+	})
 }
 
 // LeastRoutes sends each route to the candidate with the fewest routes bound (ties: lowest

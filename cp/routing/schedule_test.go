@@ -217,3 +217,53 @@ func TestNoRouterAndRouterDeletion(t *testing.T) {
 		t.Errorf("b has %d routes", s.Load("b"))
 	}
 }
+
+// Three shards by label and a catch-all: each set of candidates is dealt out in turn, and a
+// scheduler rebuilt from the bindings (a new leader) continues within one.
+func TestRoundRobinShardsAcrossLeaders(t *testing.T) {
+	routers := []*mesh.Router{router("all"), router("s1", sel(map[string]string{"shard": "1"})), router("s2", sel(map[string]string{"shard": "2"})), router("s3", sel(map[string]string{"shard": "3"}))}
+	s := NewScheduler(nil)
+	for _, r := range routers {
+		s.SetRouter(r)
+	}
+	var routes []*mesh.Route
+	where := map[string]string{}
+	for i := range 401 {
+		r := rt("ns", fmt.Sprint("r", i), fmt.Sprintf("h%d.test", i), "", i, labelled(map[string]string{"shard": fmt.Sprint(i%4 + 1)}))
+		routes = append(routes, r)
+		if i == 150 { // leader change: a new scheduler rebuilt from the bindings
+			s = NewScheduler(nil)
+			for _, rr := range routers {
+				s.SetRouter(rr)
+			}
+			for _, old := range routes[:i] {
+				s.Bind(old, where[RouteKey(old)])
+			}
+		}
+		got, err := s.Schedule(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		where[RouteKey(r)] = got.Name
+	}
+	perSet := map[string]map[string]int{}
+	for _, r := range routes {
+		shard := r.Labels["shard"]
+		if perSet[shard] == nil {
+			perSet[shard] = map[string]int{}
+		}
+		perSet[shard][where[RouteKey(r)]]++
+	}
+	for shard, m := range perSet {
+		if shard == "4" {
+			if len(m) != 1 || m["all"] != 100 {
+				t.Errorf("unsharded routes: %v", m)
+			}
+			continue
+		}
+		a, b := m["all"], m["s"+shard]
+		if len(m) != 2 || a-b > 1 || b-a > 1 {
+			t.Errorf("shard %s: %v, not within one", shard, m)
+		}
+	}
+}

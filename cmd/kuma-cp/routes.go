@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/api"
+)
+
+// printRouting is `get routers` and `get routes` as tables.
+func printRouting(ctx context.Context, c *api.Client, typ, meshName string, stdout io.Writer) error {
+	routes, err := c.List(ctx, meshName, "routes")
+	if err != nil {
+		return err
+	}
+	if typ == "routes" {
+		return api.PrintRoutes(stdout, routes, time.Now())
+	}
+	routers, err := c.List(ctx, meshName, "routers")
+	if err != nil {
+		return err
+	}
+	dps, err := c.List(ctx, meshName, "dataplanes")
+	if err != nil {
+		return err
+	}
+	return api.PrintRouters(stdout, routers, routes, dps)
+}
+
+// describeCmd is `describe route|router NAME`.
+func describeCmd(ctx context.Context, c *api.Client, args []string, meshName, namespace string, stdout io.Writer, usage func(string, ...any) int, fail func(error) int) int {
+	if len(args) != 2 {
+		return usage("want: describe route|router NAME (a route: NAME -n NAMESPACE, or name.namespace)")
+	}
+	switch strings.TrimSuffix(strings.ToLower(args[0]), "s") {
+	case "route":
+		name := args[1]
+		if namespace != "" {
+			name += "." + namespace
+		} else if !strings.Contains(name, ".") {
+			return usage("route %q: give its namespace (-n NAMESPACE, or name.namespace)", name)
+		}
+		r, err := c.Get(ctx, meshName, "routes", name)
+		if err != nil {
+			return fail(err)
+		}
+		bs, err := c.List(ctx, meshName, "routebindings")
+		if err != nil {
+			return fail(err)
+		}
+		if err := api.DescribeRoute(stdout, r, bs); err != nil {
+			return fail(err)
+		}
+	case "router":
+		r, err := c.Get(ctx, meshName, "routers", args[1])
+		if err != nil {
+			return fail(err)
+		}
+		routes, err := c.List(ctx, meshName, "routes")
+		if err != nil {
+			return fail(err)
+		}
+		dps, err := c.List(ctx, meshName, "dataplanes")
+		if err != nil {
+			return fail(err)
+		}
+		if err := api.DescribeRouter(stdout, r, routes, dps); err != nil {
+			return fail(err)
+		}
+	default:
+		return usage("describe %q: want route or router", args[0])
+	}
+	return exitOK
+}
+
+// waitRoutes is `apply --wait`: each applied route is polled until it is scheduled; its
+// final DNS name is printed, or, at the timeout, why it is not scheduled yet.
+func waitRoutes(ctx context.Context, c *api.Client, applied []api.Applied, timeout time.Duration, stdout io.Writer) error {
+	deadline := time.Now().Add(timeout)
+	var late []string
+	for _, a := range applied {
+		if a.Type != "routes" {
+			continue
+		}
+		for {
+			r, err := c.Get(ctx, a.Mesh, "routes", a.Name)
+			if err != nil {
+				return err
+			}
+			st, err := api.RouteStateOf(r)
+			if err != nil {
+				return err
+			}
+			if st.Scheduled {
+				fmt.Fprintf(stdout, "route %s scheduled on router %s: %s", a.Name, st.Router, st.DNS)
+				if st.Canonical != "" && st.DNS != "" && !strings.HasSuffix(st.DNS, "."+st.Canonical) {
+					fmt.Fprintf(stdout, " (point it at %s with a CNAME)", st.Canonical)
+				}
+				fmt.Fprintf(stdout, ", admitted %s\n", st.Admitted)
+				break
+			}
+			if time.Now().After(deadline) {
+				why := "waiting for the scheduler (is a kuma-cp replica leading?)"
+				if st.Reason != "" {
+					why = st.Reason + ": " + st.Message
+				}
+				fmt.Fprintf(stdout, "route %s not scheduled yet: %s\n", a.Name, why)
+				late = append(late, a.Name)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if len(late) > 0 {
+		return fmt.Errorf("%d route(s) not scheduled within %s: %s", len(late), timeout, strings.Join(late, ", "))
+	}
+	return nil
+}

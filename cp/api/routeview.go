@@ -1,0 +1,234 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// The views of router shards: kuma-cp get routers|routes, describe router|route.
+
+// decodeAs decodes API resources of one kind (those that do not decode are skipped).
+func decodeAs[T mesh.Resource](rs []Resource) []T {
+	var out []T
+	for _, r := range rs {
+		got, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Spec)
+		if err != nil || len(got) != 1 {
+			continue
+		}
+		if t, ok := got[0].(T); ok {
+			if m := got[0].GetMeta(); m.CreationTime.IsZero() {
+				m.CreationTime = r.CreationTime
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// replicas are a router's gateway dataplanes (an inbound carrying every tag of its
+// dataplanes selector) and how many are ready (no inbound NotReady or unhealthy).
+func replicas(rt *mesh.Router, dps []*mesh.Dataplane) (names []string, ready []bool) {
+	if len(rt.Dataplanes) == 0 {
+		return nil, nil
+	}
+	for _, dp := range dps {
+		match, ok := false, true
+		for _, in := range dp.Networking.Inbound {
+			all := true
+			for k, v := range rt.Dataplanes {
+				if in.Tags[k] != v && v != mesh.Wildcard {
+					all = false
+				}
+			}
+			if all {
+				match = true
+				if in.State == mesh.InboundNotReady || (in.Health != nil && !in.Health.Ready) {
+					ok = false
+				}
+			}
+		}
+		if match {
+			names = append(names, dp.Name)
+			ready = append(ready, ok)
+		}
+	}
+	return names, ready
+}
+
+func selector(m map[string]string) string {
+	if len(m) == 0 {
+		return "<all>"
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func admitted(r *mesh.Route) string {
+	if r.Status == nil || len(r.Status.Ingress) == 0 {
+		return "-"
+	}
+	c := r.Status.Ingress[0].Conditions
+	if len(c) == 0 {
+		return "-"
+	}
+	if c[0].Status == "True" {
+		return "True"
+	}
+	return "False (" + c[0].Reason + ")"
+}
+
+// PrintRouters is `get routers`: name, dns, selector, ready replicas, routes.
+func PrintRouters(w io.Writer, routers, routes, dataplanes []Resource) error {
+	rts, rs, dps := decodeAs[*mesh.Router](routers), decodeAs[*mesh.Route](routes), decodeAs[*mesh.Dataplane](dataplanes)
+	count := map[string]int{}
+	for _, r := range rs {
+		if r.PhaseOf() == mesh.PhaseScheduled {
+			count[r.Status.Router]++
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDNS\tSELECTOR\tNAMESPACES\tREPLICAS (READY/ALL)\tROUTES")
+	for _, rt := range rts {
+		names, ready := replicas(rt, dps)
+		n := 0
+		for _, r := range ready {
+			if r {
+				n++
+			}
+		}
+		ns := strings.Join(rt.NamespaceSelector, ",")
+		if ns == "" {
+			ns = "<all>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\n", rt.Name, rt.DNS, selector(rt.RouteSelector), ns, n, len(names), count[rt.Name])
+	}
+	return tw.Flush()
+}
+
+// PrintRoutes is `get routes`: namespace, name, host, type, router, phase, final DNS,
+// admitted, age.
+func PrintRoutes(w io.Writer, routes []Resource, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tHOST\tTYPE\tROUTER\tPHASE\tDNS\tADMITTED\tAGE")
+	for _, r := range decodeAs[*mesh.Route](routes) {
+		router, dns := "-", "-"
+		if s := r.Status; s != nil && s.Router != "" {
+			router, dns = s.Router, s.DNS
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Host, r.Path, r.DNSTypeOf(), router, r.PhaseOf(), dns, admitted(r), now.Sub(r.CreationTime).Round(time.Second))
+	}
+	return tw.Flush()
+}
+
+// DescribeRoute is `describe route`: spec, binding, why it is not scheduled, conditions.
+func DescribeRoute(w io.Writer, route Resource, bindings []Resource) error {
+	rs := decodeAs[*mesh.Route]([]Resource{route})
+	if len(rs) == 0 {
+		return fmt.Errorf("route %s does not decode", route.Name)
+	}
+	r := rs[0]
+	fmt.Fprintf(w, "Name:            %s\nNamespace:       %s\nMesh:            %s\nLabels:          %s\n", r.Name, r.Namespace, route.Mesh, selector(r.Labels))
+	fmt.Fprintf(w, "Host:            %s\nPath:            %s\nDNS type:        %s\nWildcard policy: %s\nTo:              %s:%d\n", r.Host, r.Path, r.DNSTypeOf(), r.WildcardPolicyOf(), r.To.Service, r.To.Port)
+	fmt.Fprintf(w, "Phase:           %s\n", r.PhaseOf())
+	s := r.Status
+	if s == nil {
+		s = &mesh.RouteStatus{}
+	}
+	if s.Reason != "" {
+		fmt.Fprintf(w, "Not scheduled:   %s: %s\n", s.Reason, s.Message)
+	}
+	if s.Router != "" {
+		fmt.Fprintf(w, "Router:          %s\nDNS:             %s\n", s.Router, s.DNS)
+		if r.DNSTypeOf() == mesh.DNSTypeUser {
+			fmt.Fprintf(w, "Point your DNS:  %s CNAME %s\n", r.Host, s.RouterCanonicalHostname)
+		}
+	}
+	for _, b := range decodeAs[*mesh.RouteBinding](bindings) {
+		if b.RouteNamespace == r.Namespace && b.RouteName == r.Name {
+			fmt.Fprintf(w, "Binding:         %s -> router %s, dns %s\n", b.Name, b.Router, b.DNS)
+		}
+	}
+	for _, in := range s.Ingress {
+		for _, c := range in.Conditions {
+			fmt.Fprintf(w, "Condition:       router %s: %s=%s", in.Router, c.Type, c.Status)
+			if c.Reason != "" {
+				fmt.Fprintf(w, " %s: %s", c.Reason, c.Message)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+// DescribeRouter is `describe router`: its selectors, DNS, replicas and readiness, routes.
+func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource) error {
+	rts := decodeAs[*mesh.Router]([]Resource{router})
+	if len(rts) == 0 {
+		return fmt.Errorf("router %s does not decode", router.Name)
+	}
+	rt := rts[0]
+	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s; user domains CNAME here)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
+	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
+		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
+	names, ready := replicas(rt, decodeAs[*mesh.Dataplane](dataplanes))
+	fmt.Fprintf(w, "Replicas:         %s (%d)\n", selector(rt.Dataplanes), len(names))
+	for i, n := range names {
+		st := "ready"
+		if !ready[i] {
+			st = "not ready"
+		}
+		fmt.Fprintf(w, "  %s\t%s\n", n, st)
+	}
+	var bound []string
+	for _, r := range decodeAs[*mesh.Route](routes) {
+		if r.PhaseOf() == mesh.PhaseScheduled && r.Status.Router == rt.Name {
+			bound = append(bound, fmt.Sprintf("  %s/%s\t%s\t%s", r.Namespace, r.Name, r.Status.DNS, admitted(r)))
+		}
+	}
+	fmt.Fprintf(w, "Routes:           %d\n", len(bound))
+	for _, b := range bound {
+		fmt.Fprintln(w, b)
+	}
+	return nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// RouteState is a route's scheduling state as `apply --wait` reports it.
+type RouteState struct {
+	Scheduled       bool
+	Router, DNS     string
+	Canonical       string
+	Reason, Message string
+	Admitted        string
+}
+
+// RouteStateOf reads a route resource's state.
+func RouteStateOf(r Resource) (RouteState, error) {
+	rs := decodeAs[*mesh.Route]([]Resource{r})
+	if len(rs) == 0 {
+		return RouteState{}, fmt.Errorf("route %s does not decode", r.Name)
+	}
+	rt := rs[0]
+	st := RouteState{Admitted: admitted(rt)}
+	if s := rt.Status; s != nil {
+		st.Scheduled = s.Phase == mesh.PhaseScheduled
+		st.Router, st.DNS, st.Canonical, st.Reason, st.Message = s.Router, s.DNS, s.RouterCanonicalHostname, s.Reason, s.Message
+	}
+	return st, nil
+}
