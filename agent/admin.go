@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -71,6 +72,12 @@ func (a *Agent) adminMux() *http.ServeMux {
 		writeJSON(w, redacted)
 	})
 	mux.Handle("GET /metrics", a.metrics.handler(a.parts.DNS.MetricsHandler()))
+	if a.cfg.Admin.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, adminIndex)
@@ -84,6 +91,7 @@ const adminIndex = `kuma-dp admin endpoint
   /vips         this dataplane's hostnames and VIPs, skipped tuples, MeshExternalService statuses (JSON)
   /config_dump  the model and Envoy's generated resources (JSON, private keys redacted)
   /metrics      Prometheus metrics (kuma_dp_*, DNS)
+  /debug/pprof/ Go's profiles (heap, CPU...), with --admin-pprof only
 `
 
 func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {

@@ -95,6 +95,8 @@ type AdminConfig struct {
 	// ReadinessAddress, when set, serves GET /ready alone on any address (for a kubelet's
 	// readiness probe, which cannot reach the loopback-only admin endpoint).
 	ReadinessAddress string `json:"readinessAddress,omitempty"`
+	// Pprof serves Go's profiles under /debug/pprof/ on the admin endpoint (loopback only).
+	Pprof bool `json:"pprof,omitempty"`
 }
 
 // LogConfig is the agent's logging.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -49,6 +50,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
+		go debug.FreeOSMemory() // the fresh decode just dropped
 		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
 		return nil, nil
 	}
@@ -72,6 +74,10 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	a.metrics.reloads.WithLabelValues("applied").Inc()
 	a.metrics.reloadSeconds.Observe(took.Seconds())
 	a.metrics.observeTable(table)
+	// Loading leaves garbage (decoded text, the previous table) several times the live
+	// model; the agent runs in every pod, so it is returned to the OS now rather than kept
+	// as heap headroom until the next GC cycle that may never come.
+	go debug.FreeOSMemory()
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	return table, nil

@@ -3,6 +3,7 @@ package cplink
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -74,8 +75,11 @@ type fileStamp struct {
 
 type cachedFile struct {
 	stamp fileStamp
-	res   []mesh.Resource
-	err   error
+	// sum is the SHA-256 of the bytes decoded: a file rewritten with the same content (a
+	// touch, a ConfigMap resync) keeps its decoded resources instead of a second copy of them.
+	sum [32]byte
+	res []mesh.Resource
+	err error
 	// readFailed: the file could not be read (permission denied, an I/O error). That says
 	// nothing of its content and may end without the stamp changing (chmod), so it is never
 	// cached: the next load reads the file again.
@@ -203,7 +207,6 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		todo = append(todo, i)
 	}
 	l.decodeParallel(paths, todo, out)
-	l.decodes += len(todo)
 	l.dirty = l.dirty || len(todo) > 0
 	for _, i := range todo {
 		if out[i].readFailed {
@@ -253,6 +256,13 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 				continue
 			}
 		}
+		sum := sha256.Sum256(b)
+		if prev, ok := l.cache[paths[i]]; ok && prev.sum == sum && !prev.readFailed {
+			out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
+			continue // same content: the resources already decoded (and served) stay
+		}
+		out[i].sum = sum
+		l.decodes++
 		data[i] = b
 		pieces := splitPieces(b, max(2*cores, len(b)>>20))
 		results[i] = make([]result, len(pieces))

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
 const (
@@ -319,5 +321,86 @@ func TestDirLoaderCancelled(t *testing.T) {
 	}
 	if len(snap.Dataplanes) < 3000 {
 		t.Fatalf("%d dataplanes after the cancelled load: something cancelled was cached", len(snap.Dataplanes))
+	}
+}
+
+// A file rewritten with the same content (a touch, a ConfigMap resync) keeps the resources
+// already decoded: the model keeps one copy of them, not two.
+func TestDirLoaderSameContentKeepsResources(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	first, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodes := l.decodes
+	later := time.Now().Add(time.Minute)
+	for _, e := range mustReadDir(t, dir) {
+		must(t, os.Chtimes(filepath.Join(dir, e), later, later))
+	}
+	second, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.decodes != decodes {
+		t.Fatalf("%d files decoded again after a touch", l.decodes-decodes)
+	}
+	if len(first.Dataplanes) == 0 || first.Dataplanes[0] != second.Dataplanes[0] {
+		t.Fatal("a touched file's resources were decoded into new copies")
+	}
+}
+
+func mustReadDir(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		if !e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// BenchmarkBytesPerDataplane reports the live heap one dataplane of the inventory costs once
+// loaded and allocated (the decoded model and the VIP table both kept, as the agent keeps
+// them): go test -run '^$' -bench BytesPerDataplane ./cplink
+func BenchmarkBytesPerDataplane(b *testing.B) {
+	const n = 10000
+	dir := b.TempDir()
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l := newDirLoader()
+		snap, err := l.Load(exampleDataplane, dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		alloc, err := vipalloc.New(vipalloc.DefaultConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		table, err := alloc.Allocate(snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/dataplane")
+		runtime.KeepAlive(l)
+		runtime.KeepAlive(table)
+		runtime.KeepAlive(alloc)
 	}
 }

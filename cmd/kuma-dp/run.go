@@ -56,6 +56,7 @@ var options = []option{
 	{"dns-corefile-template", "KUMA_DNS_COREFILE_TEMPLATE", "dns.corefileTemplate"},
 	{"admin-address", "KUMA_ADMIN_ADDRESS", "admin.address"},
 	{"readiness-address", "KUMA_READINESS_ADDRESS", "admin.readinessAddress"},
+	{"admin-pprof", "KUMA_ADMIN_PPROF", "admin.pprof"},
 	{"log-level", "KUMA_LOG_LEVEL", "log.level"},
 	{"log-format", "KUMA_LOG_FORMAT", "log.format"},
 	{"transparent-proxy", "KUMA_TRANSPARENT_PROXY", "transparentProxy.enabled"},
@@ -91,6 +92,7 @@ func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
 	fs.StringVar(&c.DNS.ResolvConf, "dns-resolv-conf", c.DNS.ResolvConf, "resolv.conf giving upstreams and search domains")
 	fs.StringVar(&c.DNS.CorefileTemplate, "dns-corefile-template", c.DNS.CorefileTemplate, "your own Corefile template for the resolver")
 	fs.StringVar(&c.Admin.Address, "admin-address", c.Admin.Address, "admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), loopback only")
+	fs.BoolVar(&c.Admin.Pprof, "admin-pprof", c.Admin.Pprof, "serve Go's profiles under /debug/pprof/ on the admin endpoint (memory and CPU investigations)")
 	fs.StringVar(&c.Admin.ReadinessAddress, "readiness-address", c.Admin.ReadinessAddress, "also serve GET /ready alone here, e.g. :9901 for a kubelet probe (off by default)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json")

@@ -195,6 +195,7 @@ func TestRunOptionsTableIsComplete(t *testing.T) {
 	full.Dataplane.Name, full.Dataplane.Mesh, full.Runtime.BinaryPath = "x", "x", "x"
 	full.Runtime.ReadyFile, full.DNS.CorefileTemplate, full.Admin.ReadinessAddress = "x", "x", "x"
 	full.Runtime.ResourceVars = map[string]string{"x": "y"}
+	full.Admin.Pprof = true
 	b, _ := json.Marshal(full)
 	var tree map[string]map[string]any
 	if err := json.Unmarshal(b, &tree); err != nil {
