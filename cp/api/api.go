@@ -99,8 +99,8 @@ type List struct {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /meshes/{mesh}/{type}/{name}", s.get)
-	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.put)
-	mux.HandleFunc("DELETE /meshes/{mesh}/{type}/{name}", s.delete)
+	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.counted(s.put))
+	mux.HandleFunc("DELETE /meshes/{mesh}/{type}/{name}", s.counted(s.delete))
 	mux.HandleFunc("GET /meshes/{mesh}/{type}", s.list)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		if s.Status == nil {
@@ -243,22 +243,31 @@ func (s *Server) count(code int) {
 	s.writes[code]++
 }
 
-func (s *Server) put(w http.ResponseWriter, r *http.Request) {
-	code := s.doPut(w, r)
-	s.count(code)
+// counted runs a write and counts its status code.
+func (s *Server) counted(write func(http.ResponseWriter, *http.Request) int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.count(write(w, r)) }
 }
 
-func (s *Server) doPut(w http.ResponseWriter, r *http.Request) int {
+// target is what every write starts with: the admin token, the resource's key and the
+// version it replaces (absent: the default for the method); code is the status already
+// answered when ok is false.
+func (s *Server) target(w http.ResponseWriter, r *http.Request, absent int64) (k store.Key, expect int64, code int, ok bool) {
 	if !s.authorized(w, r) {
-		return http.StatusUnauthorized
+		return k, 0, http.StatusUnauthorized, false
 	}
-	k, ok := s.key(w, r)
-	if !ok {
-		return http.StatusNotFound
+	if k, ok = s.key(w, r); !ok {
+		return k, 0, http.StatusNotFound, false
 	}
-	expect, ok := expected(w, r, 0)
+	if expect, ok = expected(w, r, absent); !ok {
+		return k, 0, http.StatusBadRequest, false
+	}
+	return k, expect, 0, true
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
+	k, expect, code, ok := s.target(w, r, 0)
 	if !ok {
-		return http.StatusBadRequest
+		return code
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil || len(body) > MaxBody {
@@ -295,7 +304,7 @@ func (s *Server) doPut(w http.ResponseWriter, r *http.Request) int {
 		}
 		return storeError(w, err)
 	}
-	code := http.StatusOK
+	code = http.StatusOK
 	if expect == 0 {
 		code = http.StatusCreated
 	}
@@ -329,22 +338,10 @@ func Check(k store.Key, doc []byte) string {
 	return ""
 }
 
-func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	code := s.doDelete(w, r)
-	s.count(code)
-}
-
-func (s *Server) doDelete(w http.ResponseWriter, r *http.Request) int {
-	if !s.authorized(w, r) {
-		return http.StatusUnauthorized
-	}
-	k, ok := s.key(w, r)
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) int {
+	k, expect, code, ok := s.target(w, r, store.Any)
 	if !ok {
-		return http.StatusNotFound
-	}
-	expect, ok := expected(w, r, store.Any)
-	if !ok {
-		return http.StatusBadRequest
+		return code
 	}
 	if err := s.Store.Delete(r.Context(), k, expect); err != nil {
 		return storeError(w, err)
