@@ -76,6 +76,41 @@ type Reconciler struct {
 
 	scheds  map[string]*routing.Scheduler
 	retries map[string]retry // route store key -> backoff
+	cache   map[store.Key]cached
+}
+
+// cached is a decoded resource at one version: a pass decodes only what changed.
+type cached struct {
+	version int64
+	res     mesh.Resource
+	err     error
+}
+
+// decode decodes a stored resource, from the cache when its version is unchanged. Routes
+// get the store's creation time. The result must not be modified.
+func (rc *Reconciler) decode(it store.Item) (mesh.Resource, error) {
+	if c, ok := rc.cache[it.Key]; ok && c.version == it.Version {
+		return c.res, c.err
+	}
+	var res mesh.Resource
+	var err error
+	if it.Type == mesh.KindRoute {
+		var r *mesh.Route
+		if r, err = DecodeRoute(it); err == nil {
+			res = r
+		}
+	} else {
+		var rs []mesh.Resource
+		rs, err = mesh.Decode(it.Key.String(), it.Doc)
+		if err == nil && len(rs) != 1 {
+			err = fmt.Errorf("%s: want one resource, got %d", it.Key, len(rs))
+		}
+		if err == nil {
+			res = rs[0]
+		}
+	}
+	rc.cache[it.Key] = cached{it.Version, res, err}
+	return res, err
 }
 
 type retry struct {
@@ -99,6 +134,7 @@ func (rc *Reconciler) Run(ctx context.Context) {
 	}
 	rc.scheds = map[string]*routing.Scheduler{}
 	rc.retries = map[string]retry{}
+	rc.cache = map[store.Key]cached{}
 	for ctx.Err() == nil {
 		rev, next, err := rc.Pass(ctx)
 		if err != nil {
@@ -106,7 +142,7 @@ func (rc *Reconciler) Run(ctx context.Context) {
 			wait(ctx, time.Second)
 			continue
 		}
-		rc.watch(ctx, rev, next)
+		rc.follow(ctx, rev, next)
 	}
 }
 
@@ -119,33 +155,59 @@ func wait(ctx context.Context, d time.Duration) {
 	}
 }
 
-// watch returns at the first change of a routing resource after rev (plus a short
-// debounce), at next (a retry due), or at the resync period.
-func (rc *Reconciler) watch(ctx context.Context, rev int64, next time.Time) {
+// follow keeps one watch open from rev and runs a pass after each change of a routing
+// resource (after a short debounce, so a burst is one pass), when a retry is due (next) and
+// every Resync. It returns for a full restart when the watch ends (compaction) or a pass
+// fails.
+func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := rc.Resync
-	if !next.IsZero() {
-		d = min(d, max(time.Until(next), 10*time.Millisecond))
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
 	events := rc.Store.Watch(wctx, rev)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-			return
-		case e, ok := <-events:
-			if !ok || e.Type == store.Relist {
+		d := rc.Resync
+		if !next.IsZero() {
+			d = min(d, max(time.Until(next), 10*time.Millisecond))
+		}
+		timer := time.NewTimer(d)
+		changed := false
+		for !changed {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+				changed = true
+			case e, ok := <-events:
+				if !ok || e.Type == store.Relist {
+					timer.Stop()
+					return
+				}
+				switch e.Item.Type {
+				case mesh.KindRouter, mesh.KindRoute, mesh.KindRouteBinding:
+					changed = true
+				}
+			}
+		}
+		timer.Stop()
+		// Debounce: take the rest of a burst before the pass (at most 10 debounces, so a
+		// steady stream of writes still gets passes).
+		for drained, until := false, time.Now().Add(10*debounce); !drained; {
+			select {
+			case e, ok := <-events:
+				if !ok || e.Type == store.Relist {
+					return
+				}
+				drained = time.Now().After(until)
+			case <-time.After(debounce):
+				drained = true
+			case <-ctx.Done():
 				return
 			}
-			switch e.Item.Type {
-			case mesh.KindRouter, mesh.KindRoute, mesh.KindRouteBinding:
-				wait(ctx, debounce)
-				return
-			}
+		}
+		var err error
+		if _, next, err = rc.Pass(ctx); err != nil {
+			rc.Log.Warn("route scheduling pass failed; retrying", "error", err)
+			return
 		}
 	}
 }
@@ -159,6 +221,9 @@ type routeItem struct {
 func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 	if rc.scheds == nil {
 		rc.scheds, rc.retries = map[string]*routing.Scheduler{}, map[string]retry{}
+	}
+	if rc.cache == nil {
+		rc.cache = map[store.Key]cached{}
 	}
 	if rc.Metrics == nil {
 		rc.Metrics = &Metrics{}
@@ -183,9 +248,16 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 		return 0, time.Time{}, err
 	}
 	meshes := map[string]bool{}
+	listed := map[store.Key]bool{}
 	for _, l := range [][]store.Item{routers, routes, bindings} {
 		for _, it := range l {
 			meshes[it.Mesh] = true
+			listed[it.Key] = true
+		}
+	}
+	for k := range rc.cache {
+		if !listed[k] {
+			delete(rc.cache, k) // deleted from the store
 		}
 	}
 	var next time.Time
@@ -209,32 +281,33 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	}
 	s.Reset()
 	for _, it := range routerItems {
-		rs, err := mesh.Decode(it.Key.String(), it.Doc)
-		if err != nil || len(rs) != 1 {
+		res, err := rc.decode(it)
+		if err != nil {
 			rc.Log.Error("a stored router does not decode; ignored", "router", it.Key.String(), "error", err)
 			continue
 		}
-		if rt, ok := rs[0].(*mesh.Router); ok {
+		if rt, ok := res.(*mesh.Router); ok {
 			s.SetRouter(rt)
 		}
 	}
 	bindings := map[string]*mesh.RouteBinding{}
 	for _, it := range bindingItems {
-		rs, err := mesh.Decode(it.Key.String(), it.Doc)
-		if err == nil && len(rs) == 1 {
-			if b, ok := rs[0].(*mesh.RouteBinding); ok {
+		if res, err := rc.decode(it); err == nil {
+			if b, ok := res.(*mesh.RouteBinding); ok {
 				bindings[it.Name] = b
 			}
 		}
 	}
 	var routes []routeItem
 	for _, it := range routeItems {
-		r, err := DecodeRoute(it)
+		res, err := rc.decode(it)
 		if err != nil {
 			rc.Log.Error("a stored route does not decode; ignored", "route", it.Key.String(), "error", err)
 			continue
 		}
-		routes = append(routes, routeItem{it, r})
+		if r, ok := res.(*mesh.Route); ok {
+			routes = append(routes, routeItem{it, r})
+		}
 	}
 	slices.SortFunc(routes, func(a, b routeItem) int {
 		if routing.Older(a.r, b.r) {
