@@ -52,6 +52,13 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 	if !strings.Contains(out, "route shop.team1 scheduled on router catch-all: team1-www.apps.example.com, admitted True") {
 		t.Fatalf("apply --wait: %s", out)
 	}
+	// A route no router takes (its mesh has none): --wait says why, and fails.
+	var wout, werr strings.Builder
+	rc := dispatch([]string{"apply", "--wait", "--timeout", "3s", "-f", write("lost.yaml", "type: Route\nname: lost\nmesh: other\nnamespace: team1\nhost: www\nto: {service: web, port: 80}\n"),
+		"--api-url", "http://" + api2, "--admin-token-file", tok}, &wout, &werr)
+	if rc != exitFail || !strings.Contains(wout.String(), "route lost.team1 not scheduled yet: NoRouterMatches: no router takes route team1/lost") || !strings.Contains(werr.String(), "1 route(s) not scheduled within 3s: lost.team1") {
+		t.Errorf("apply --wait of a route no router takes: exit %d\n%s%s", rc, wout.String(), werr.String())
+	}
 	// 999 more: a quarter on each shard label, a quarter without.
 	const n = 1000
 	var b strings.Builder
