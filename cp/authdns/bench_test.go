@@ -1,0 +1,57 @@
+package authdns
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// benchCatalog: 10 routers of 3 ready replicas and 1,000 user names over them.
+func benchCatalog(b *testing.B) *Catalog {
+	var in Input
+	for r := range 10 {
+		rt := Router{Name: fmt.Sprint("shard", r), DNS: fmt.Sprintf("shard%d.apps.example.com", r), Revision: 1}
+		for i := range 3 {
+			rt.Replicas = append(rt.Replicas, Replica{Name: fmt.Sprint("gw", i), Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(r), 0, byte(i + 1)})}, Ready: true})
+		}
+		in.Routers = append(in.Routers, rt)
+	}
+	in.UserZones = []string{"users.test"}
+	for u := range 1000 {
+		in.Users = append(in.Users, UserName{Name: fmt.Sprintf("app%d.users.test", u), Router: fmt.Sprint("shard", u%10)})
+	}
+	cat, problems := Build(in, nil)
+	if len(problems) > 0 {
+		b.Fatal(problems)
+	}
+	return cat
+}
+
+// BenchmarkAnswer is the cost of one answer, packed as it goes on the wire: a shard's
+// wildcard (3 addresses, rotated) and a user name (the CNAME chased to them).
+//
+//	go test -run '^$' -bench Answer -benchmem ./cp/authdns
+func BenchmarkAnswer(b *testing.B) {
+	cat := benchCatalog(b)
+	for _, q := range []struct{ name, qname string }{
+		{"wildcard", "web-shop.shard3.apps.example.com."},
+		{"user-cname", "app42.users.test."},
+		{"nxdomain", "nope.x.users.test."},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			req := new(dns.Msg)
+			req.SetQuestion(q.qname, dns.TypeA)
+			buf := make([]byte, 0, 512)
+			b.ReportAllocs()
+			for b.Loop() {
+				m := cat.Answer(req)
+				var err error
+				if buf, err = m.PackBuffer(buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
