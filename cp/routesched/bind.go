@@ -155,12 +155,12 @@ func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route
 	return err
 }
 
-// Ingress is a route's admission on router, as status.ingress shows it.
-func Ingress(router *mesh.Router, ad routing.Admission, now time.Time) []mesh.RouteIngress {
+// Ingress is route r's admission on router, as status.ingress shows it.
+func Ingress(router *mesh.Router, r *mesh.Route, ad routing.Admission, now time.Time) []mesh.RouteIngress {
 	c := mesh.RouteCondition{Type: "Admitted", Status: "True", LastTransitionTime: now}
 	if !ad.Admitted {
 		c.Status, c.Reason, c.Message = "False", ad.Reason, ad.Message
 	}
 	return []mesh.RouteIngress{{Router: router.Name, Host: ad.Host, RouterCanonicalHostname: router.DNS,
-		WildcardPolicy: "", Conditions: []mesh.RouteCondition{c}}}
+		WildcardPolicy: r.WildcardPolicyOf(), Conditions: []mesh.RouteCondition{c}}}
 }

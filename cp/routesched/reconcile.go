@@ -394,7 +394,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	}
 	for _, d := range todo {
 		k := routing.RouteKey(d.ri.r)
-		ing := ingressFor(d.router, admission[k], nil, now)
+		ing := ingressFor(d.router, d.ri.r, admission[k], nil, now)
 		b := &mesh.RouteBinding{RouteNamespace: d.ri.r.Namespace, RouteName: d.ri.r.Name, Router: d.router.Name, DNS: d.dns}
 		err := Bind(ctx, rc.Store, meshName, b, d.router.DNS, ing)
 		switch {
@@ -422,7 +422,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		if ri.r.Status != nil {
 			old = ri.r.Status.Ingress
 		}
-		ing := ingressFor(s.Router(rt), admission[k], old, now)
+		ing := ingressFor(s.Router(rt), ri.r, admission[k], old, now)
 		if sameIngress(old, ing) && ri.r.Status.Reason == "" {
 			continue
 		}
@@ -483,8 +483,8 @@ func (rc *Reconciler) failed(ctx context.Context, ri routeItem, err error) time.
 
 // ingressFor is a route's status.ingress for its admission on router, keeping the
 // transition time of an unchanged condition.
-func ingressFor(router *mesh.Router, ad routing.Admission, old []mesh.RouteIngress, now time.Time) []mesh.RouteIngress {
-	ing := Ingress(router, ad, now)
+func ingressFor(router *mesh.Router, r *mesh.Route, ad routing.Admission, old []mesh.RouteIngress, now time.Time) []mesh.RouteIngress {
+	ing := Ingress(router, r, ad, now)
 	if len(old) == 1 && len(old[0].Conditions) == 1 && sameIngress(old, ing) {
 		ing[0].Conditions[0].LastTransitionTime = old[0].Conditions[0].LastTransitionTime
 	}
@@ -497,7 +497,7 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if x.Router != y.Router || x.Host != y.Host || x.RouterCanonicalHostname != y.RouterCanonicalHostname || len(x.Conditions) != len(y.Conditions) {
+		if x.Router != y.Router || x.Host != y.Host || x.RouterCanonicalHostname != y.RouterCanonicalHostname || x.WildcardPolicy != y.WildcardPolicy || len(x.Conditions) != len(y.Conditions) {
 			return false
 		}
 		for j := range x.Conditions {

@@ -146,7 +146,7 @@ func TestReconcilerOnEtcd(t *testing.T) {
 	for i := range 6 {
 		eventually(t, fmt.Sprint("r", i, " scheduled"), func() (bool, string) { return scheduled(t, st, "shop", fmt.Sprint("r", i), "shard1") })
 	}
-	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.shard1.apps.example.com" || r.Status.RouterCanonicalHostname != "shard1.apps.example.com" || r.Status.Ingress[0].Conditions[0].Status != "True" {
+	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.shard1.apps.example.com" || r.Status.RouterCanonicalHostname != "shard1.apps.example.com" || r.Status.Ingress[0].Conditions[0].Status != "True" || r.Status.Ingress[0].WildcardPolicy != mesh.WildcardNone {
 		t.Errorf("r0 status %+v", r.Status)
 	}
 	// No router takes it: new, with the reason, counted.
