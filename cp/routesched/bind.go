@@ -67,6 +67,11 @@ func bindingKey(meshName, ns, name string) store.Key {
 // route's version: a route changed meanwhile is read again and the binding retried; never
 // half-applied. A route that already has a binding gives ErrBound.
 func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress) error {
+	return bind(ctx, st, meshName, b, canonical, ingress, nil)
+}
+
+// bind is Bind, starting from the route as read (read is nil: read it).
+func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress, read *store.Item) error {
 	b.Name = mesh.RouteKeyName(b.RouteNamespace, b.RouteName)
 	if b.Mesh == "" {
 		b.Mesh = meshName
@@ -76,8 +81,11 @@ func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 	}
 	rk, bk := routeKey(meshName, b.RouteNamespace, b.RouteName), bindingKey(meshName, b.RouteNamespace, b.RouteName)
 	for attempt := 0; ; attempt++ {
-		it, err := st.Get(ctx, rk)
-		if err != nil {
+		var it store.Item
+		var err error
+		if attempt == 0 && read != nil {
+			it = *read
+		} else if it, err = st.Get(ctx, rk); err != nil {
 			return fmt.Errorf("binding route %s/%s: %w", b.RouteNamespace, b.RouteName, err)
 		}
 		r, err := DecodeRoute(it)
@@ -86,7 +94,7 @@ func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		}
 		r.CreationTime = time.Time{} // the store keeps it
 		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: b.DNS, Router: b.Router, RouterCanonicalHostname: canonical, Ingress: ingress}
-		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version})
+		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created})
 		if err == nil {
 			return nil
 		}

@@ -17,6 +17,9 @@ type Write struct {
 	Doc    []byte
 	Expect int64
 	Delete bool
+	// Created, when set on an update, is the creation time kept (as read with the version
+	// expected), sparing a read.
+	Created time.Time
 }
 
 // Transactional is a Store that writes several resources at once: all or none.
@@ -61,7 +64,9 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 			continue
 		}
 		env := envelope{Doc: w.Doc, Created: now, Modified: now}
-		if w.Expect != 0 { // an update keeps the creation time
+		if w.Expect > 0 && !w.Created.IsZero() {
+			env.Created = w.Created
+		} else if w.Expect != 0 { // an update keeps the creation time
 			cur, err := s.c.Get(ctx, key)
 			if err != nil {
 				return unavailable("store: txn "+w.Key.String(), err)
