@@ -272,3 +272,36 @@ func TestTwoReconcilersBindOnce(t *testing.T) {
 		t.Errorf("spread %v: not round-robin within one", load)
 	}
 }
+
+// An older route that arrives on the router later (relabelled onto it) displaces the newer
+// holder of its host: the holder's status turns HostAlreadyClaimed naming the older route.
+func TestReconcilerDisplacement(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "r", routerDoc("r", "team: t"))
+	user := func(ns, name, team string) string {
+		return routeDoc(ns, name, "www.acme.test", "team: "+team) + "dnsType: user\n"
+	}
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("a", "older"), user("a", "older", "none"))
+	time.Sleep(5 * time.Millisecond)
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("a", "newer"), user("a", "newer", "t"))
+	rc := &Reconciler{Store: st, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	go rc.Run(ctx)
+	cond := func(name string) string {
+		r := getRoute(t, st, "a", name)
+		if r.Status == nil || len(r.Status.Ingress) == 0 {
+			return ""
+		}
+		c := r.Status.Ingress[0].Conditions[0]
+		return c.Status + " " + c.Reason + " " + c.Message
+	}
+	eventually(t, "the newer route holds the host", func() (bool, string) {
+		return strings.HasPrefix(cond("newer"), "True"), cond("newer")
+	})
+	updateRoute(t, st, "a", "older", func(r *mesh.Route) { r.Labels = map[string]string{"team": "t"} })
+	eventually(t, "the older route displaces it", func() (bool, string) {
+		o, n := cond("older"), cond("newer")
+		return strings.HasPrefix(o, "True") && n == "False HostAlreadyClaimed route a/older has host www.acme.test and is older", o + " | " + n
+	})
+}
