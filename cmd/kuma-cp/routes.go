@@ -96,7 +96,7 @@ func waitRoutes(ctx context.Context, c *api.Client, applied []api.Applied, timeo
 			}
 			if st.Scheduled {
 				fmt.Fprintf(stdout, "route %s scheduled on router %s: %s", a.Name, st.Router, st.DNS)
-				if st.Canonical != "" && st.DNS != "" && !strings.HasSuffix(st.DNS, "."+st.Canonical) {
+				if st.User && st.Canonical != "" {
 					fmt.Fprintf(stdout, " (point it at %s with a CNAME)", st.Canonical)
 				}
 				fmt.Fprintf(stdout, ", admitted %s\n", st.Admitted)

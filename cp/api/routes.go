@@ -80,7 +80,7 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, k store.Key, body 
 	canonical := ""
 	if rrs, err := mesh.Decode(router.Key.String(), router.Doc); err == nil && len(rrs) == 1 {
 		if rt, ok := rrs[0].(*mesh.Router); ok {
-			canonical = rt.DNS
+			canonical = routesched.Canonical(rt)
 		}
 	}
 	if err := routesched.Bind(r.Context(), st, k.Mesh, b, canonical, nil); err != nil {

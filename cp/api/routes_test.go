@@ -40,7 +40,7 @@ func TestRouteStatusRules(t *testing.T) {
 		t.Fatalf("binding: %v", err)
 	}
 	r, err := cl.Get(ctx, "default", "routes", "web.shop")
-	if err != nil || !strings.Contains(string(r.Spec), `"phase":"scheduled"`) || !strings.Contains(string(r.Spec), `"dns":"shop-www.shard1.apps.example.com"`) || !strings.Contains(string(r.Spec), `"routerCanonicalHostname":"shard1.apps.example.com"`) {
+	if err != nil || !strings.Contains(string(r.Spec), `"phase":"scheduled"`) || !strings.Contains(string(r.Spec), `"dns":"shop-www.shard1.apps.example.com"`) || !strings.Contains(string(r.Spec), `"routerCanonicalHostname":"router-shard1.shard1.apps.example.com"`) {
 		t.Fatalf("route after binding: %s %v", r.Spec, err)
 	}
 	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.Replace(bind, "shop-www", "other", 1)))

@@ -216,6 +216,8 @@ type RouteState struct {
 	Canonical       string
 	Reason, Message string
 	Admitted        string
+	// User: the route's host is the user's own (dnsType user): it must CNAME to Canonical.
+	User bool
 }
 
 // RouteStateOf reads a route resource's state.
@@ -225,7 +227,7 @@ func RouteStateOf(r Resource) (RouteState, error) {
 		return RouteState{}, fmt.Errorf("route %s does not decode", r.Name)
 	}
 	rt := rs[0]
-	st := RouteState{Admitted: admitted(rt)}
+	st := RouteState{Admitted: admitted(rt), User: rt.DNSType == mesh.DNSTypeUser}
 	if s := rt.Status; s != nil {
 		st.Scheduled = s.Phase == mesh.PhaseScheduled
 		st.Router, st.DNS, st.Canonical, st.Reason, st.Message = s.Router, s.DNS, s.RouterCanonicalHostname, s.Reason, s.Message

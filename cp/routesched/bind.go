@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kumadp/kuma-dp/cp/authdns"
+	"strings"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/routing"
@@ -163,12 +165,19 @@ func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route
 	return err
 }
 
+// Canonical is the name a user's own domain points its CNAME at for router: the one the
+// control plane's DNS serves (router-<name>.<dns>, answered by the shard's wildcard; the
+// zone's apex is not covered by its own wildcard, RFC 4592).
+func Canonical(router *mesh.Router) string {
+	return strings.TrimSuffix(authdns.CanonicalName(router.Name, router.DNS), ".")
+}
+
 // Ingress is route r's admission on router, as status.ingress shows it.
 func Ingress(router *mesh.Router, r *mesh.Route, ad routing.Admission, now time.Time) []mesh.RouteIngress {
 	c := mesh.RouteCondition{Type: "Admitted", Status: "True", LastTransitionTime: now}
 	if !ad.Admitted {
 		c.Status, c.Reason, c.Message = "False", ad.Reason, ad.Message
 	}
-	return []mesh.RouteIngress{{Router: router.Name, Host: ad.Host, RouterCanonicalHostname: router.DNS,
+	return []mesh.RouteIngress{{Router: router.Name, Host: ad.Host, RouterCanonicalHostname: Canonical(router),
 		WildcardPolicy: r.WildcardPolicyOf(), Conditions: []mesh.RouteCondition{c}}}
 }

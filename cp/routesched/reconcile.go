@@ -396,7 +396,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		k := routing.RouteKey(d.ri.r)
 		ing := ingressFor(d.router, d.ri.r, admission[k], nil, now)
 		b := &mesh.RouteBinding{RouteNamespace: d.ri.r.Namespace, RouteName: d.ri.r.Name, Router: d.router.Name, DNS: d.dns}
-		err := bind(ctx, rc.Store, meshName, b, d.router.DNS, ing, &d.ri.it)
+		err := bind(ctx, rc.Store, meshName, b, Canonical(d.router), ing, &d.ri.it)
 		switch {
 		case err == nil:
 			rc.Metrics.Scheduled.Add(1)

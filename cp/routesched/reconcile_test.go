@@ -146,7 +146,7 @@ func TestReconcilerOnEtcd(t *testing.T) {
 	for i := range 6 {
 		eventually(t, fmt.Sprint("r", i, " scheduled"), func() (bool, string) { return scheduled(t, st, "shop", fmt.Sprint("r", i), "shard1") })
 	}
-	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.shard1.apps.example.com" || r.Status.RouterCanonicalHostname != "shard1.apps.example.com" || r.Status.Ingress[0].Conditions[0].Status != "True" || r.Status.Ingress[0].WildcardPolicy != mesh.WildcardNone {
+	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.shard1.apps.example.com" || r.Status.RouterCanonicalHostname != "router-shard1.shard1.apps.example.com" || r.Status.Ingress[0].Conditions[0].Status != "True" || r.Status.Ingress[0].WildcardPolicy != mesh.WildcardNone {
 		t.Errorf("r0 status %+v", r.Status)
 	}
 	// No router takes it: new, with the reason, counted.
@@ -169,7 +169,7 @@ func TestReconcilerOnEtcd(t *testing.T) {
 	// Its candidates are now all and shard2, neither holding a route of that set: the first
 	// by name.
 	eventually(t, "r0 moved off shard1", func() (bool, string) { return scheduled(t, st, "shop", "r0", "all") })
-	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.all.apps.example.com" || r.Status.Ingress[0].RouterCanonicalHostname != "all.apps.example.com" {
+	if r := getRoute(t, st, "shop", "r0"); r.Status.DNS != "shop-h0.all.apps.example.com" || r.Status.Ingress[0].RouterCanonicalHostname != "router-all.all.apps.example.com" {
 		t.Errorf("r0 after relabel: %+v", r.Status)
 	}
 	// Host change: the new name, bound again.
