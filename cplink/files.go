@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -272,8 +273,14 @@ func (f *Files) persist() {
 	if f.loader == nil || f.cfg.CacheFile == "" {
 		return
 	}
-	if err := f.loader.persist(f.cfg.CacheFile); err != nil {
+	wrote, err := f.loader.persist(f.cfg.CacheFile)
+	if err != nil {
 		f.log.Warn("cannot save the decode cache", "path", f.cfg.CacheFile, "error", err)
+	}
+	if wrote {
+		// Encoding the inventory leaves garbage the size of the model; the agent runs in
+		// every pod, so it goes back to the OS now, not at some later GC.
+		debug.FreeOSMemory()
 	}
 }
 

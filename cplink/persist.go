@@ -2,13 +2,14 @@ package cplink
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/kumadp/kuma-dp/mesh"
@@ -29,18 +30,23 @@ func init() {
 	gob.Register(&mesh.HostnameGenerator{})
 }
 
-// persisted is the cache file's content.
-type persisted struct {
+// The cache file is a gob stream written and read one piece at a time, so that neither
+// side holds an encoding of the whole inventory in memory: a cacheHeader, then for each
+// file a cachedFileHead followed by its resources in chunks of at most cacheChunk.
+type cacheHeader struct {
 	Build string
-	Files []persistedFile
+	Count int // files that follow
 }
 
-type persistedFile struct {
+type cachedFileHead struct {
 	Path        string
 	Size, MTime int64
 	Ino         uint64
-	Resources   []mesh.Resource
+	Resources   int
 }
+
+// cacheChunk is the most resources one gob message holds.
+const cacheChunk = 512
 
 var buildOnce = sync.OnceValue(func() string {
 	exe, err := os.Executable()
@@ -63,60 +69,105 @@ func (l *dirLoader) restore(path string) (int, error) {
 			os.Remove(f)
 		}
 	}
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	var p persisted
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&p); err != nil {
+	defer f.Close()
+	dec := gob.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	var h cacheHeader
+	if err := dec.Decode(&h); err != nil {
 		return 0, fmt.Errorf("decode cache %s: %w", path, err)
 	}
-	if p.Build == "" || p.Build != buildOnce() {
+	if h.Build == "" || h.Build != buildOnce() {
 		return 0, nil
 	}
-	for _, f := range p.Files {
-		l.cache[f.Path] = cachedFile{stamp: fileStamp{size: f.Size, mtime: f.MTime, ino: f.Ino}, res: f.Resources}
+	files := make(map[string]cachedFile, h.Count)
+	for range h.Count {
+		var fh cachedFileHead
+		if err := dec.Decode(&fh); err != nil {
+			return 0, fmt.Errorf("decode cache %s: %w", path, err)
+		}
+		res := make([]mesh.Resource, 0, fh.Resources)
+		for len(res) < fh.Resources {
+			var chunk []mesh.Resource
+			if err := dec.Decode(&chunk); err != nil {
+				return 0, fmt.Errorf("decode cache %s: %w", path, err)
+			}
+			if len(chunk) == 0 || len(res)+len(chunk) > fh.Resources {
+				return 0, fmt.Errorf("decode cache %s: %s holds more resources than announced", path, fh.Path)
+			}
+			res = append(res, chunk...)
+		}
+		files[fh.Path] = cachedFile{stamp: fileStamp{size: fh.Size, mtime: fh.MTime, ino: fh.Ino}, res: res}
 	}
-	return len(p.Files), nil
+	maps.Copy(l.cache, files)
+	return len(files), nil
 }
 
 // persist writes the files that decoded cleanly to path (atomically, owner-only), when
-// something was decoded since the last write.
-func (l *dirLoader) persist(path string) error {
+// something was decoded since the last write; wrote says whether it did.
+func (l *dirLoader) persist(path string) (wrote bool, err error) {
 	l.mu.Lock()
 	if !l.dirty {
 		l.mu.Unlock()
-		return nil
+		return false, nil
 	}
-	p := persisted{Build: buildOnce()}
+	type file struct {
+		head cachedFileHead
+		res  []mesh.Resource
+	}
+	var files []file
 	for name, c := range l.cache {
 		if c.err == nil && name != l.dpFile {
-			p.Files = append(p.Files, persistedFile{Path: name, Size: c.stamp.size, MTime: c.stamp.mtime, Ino: c.stamp.ino, Resources: c.res})
+			files = append(files, file{cachedFileHead{Path: name, Size: c.stamp.size, MTime: c.stamp.mtime,
+				Ino: c.stamp.ino, Resources: len(c.res)}, c.res})
 		}
 	}
 	l.dirty = false
 	l.mu.Unlock()
 
-	if err := writeGobAtomic(path, ".decode-cache-*", p); err != nil {
-		return fmt.Errorf("decode cache: %w", err)
+	err = writeAtomic(path, ".decode-cache-*", func(enc *gob.Encoder) error {
+		if err := enc.Encode(cacheHeader{Build: buildOnce(), Count: len(files)}); err != nil {
+			return err
+		}
+		for _, f := range files {
+			if err := enc.Encode(f.head); err != nil {
+				return err
+			}
+			for rs := range slices.Chunk(f.res, cacheChunk) {
+				if err := enc.Encode(rs); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return true, fmt.Errorf("decode cache: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
-// writeGobAtomic encodes v straight into a temporary file beside path (pattern names it, so
-// a start can remove the leftovers of a write cut short) and renames it over path: readers
-// see the old file or the new one, never half of one. The file is owner-only.
+// writeGobAtomic writes v as one gob message with writeAtomic.
 func writeGobAtomic(path, pattern string, v any) error {
+	return writeAtomic(path, pattern, func(enc *gob.Encoder) error { return enc.Encode(v) })
+}
+
+// writeAtomic has encode write a gob stream into a temporary file beside path (pattern
+// names it, so a start can remove the leftovers of a write cut short) and renames it over
+// path: readers see the old file or the new one, never half of one. The file is owner-only.
+func writeAtomic(path, pattern string, encode func(*gob.Encoder) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	w := bufio.NewWriterSize(tmp, 64<<10)
-	if err := gob.NewEncoder(w).Encode(v); err != nil {
+	if err := encode(gob.NewEncoder(w)); err != nil {
 		tmp.Close()
 		return err
 	}

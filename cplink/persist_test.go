@@ -28,7 +28,9 @@ func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, cold.persist(cache))
+	if _, err := cold.persist(cache); err != nil {
+		t.Fatal(err)
+	}
 
 	warm := newDirLoader()
 	n, err := warm.restore(cache)
@@ -64,7 +66,7 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	stale := filepath.Join(dir, "stale.gob")
 	f, err := os.Create(stale)
 	must(t, err)
-	must(t, gob.NewEncoder(f).Encode(persisted{Build: "another kuma-dp", Files: []persistedFile{{Path: exampleDataplane}}}))
+	must(t, gob.NewEncoder(f).Encode(cacheHeader{Build: "another kuma-dp", Count: 1}))
 	f.Close()
 	l := newDirLoader()
 	if n, err := l.restore(stale); n != 0 || err != nil {
@@ -121,4 +123,33 @@ func waitFile(t *testing.T, path string) {
 		}
 	}
 	t.Fatalf("%s not written", path)
+}
+
+// The cache is a stream of pieces: one cut short (a full disk) restores nothing.
+func TestDecodeCacheCutShort(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	var sb strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
+	cache := filepath.Join(t.TempDir(), "model-cache.gob")
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := l.persist(cache); !wrote || err != nil {
+		t.Fatalf("persist: wrote %v, %v", wrote, err)
+	}
+	if wrote, err := l.persist(cache); wrote || err != nil {
+		t.Fatalf("a second persist with nothing decoded: wrote %v, %v", wrote, err)
+	}
+	b, err := os.ReadFile(cache)
+	must(t, err)
+	must(t, os.WriteFile(cache, b[:len(b)*2/3], 0o600))
+	cut := newDirLoader()
+	if n, err := cut.restore(cache); n != 0 || err == nil || len(cut.cache) != 0 {
+		t.Fatalf("a cache cut short: %d files, %d cached, err %v", n, len(cut.cache), err)
+	}
 }

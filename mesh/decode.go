@@ -26,6 +26,7 @@ func Decode(source string, data []byte) ([]Resource, error) {
 	var out []Resource
 	var errs Errors
 	num := 0
+	strs := newStrArena()
 	for _, doc := range splitDocuments(data) {
 		nodes, err := parseDocument(doc.text)
 		if err != nil {
@@ -36,14 +37,14 @@ func Decode(source string, data []byte) ([]Resource, error) {
 		}
 		for i, n := range nodes {
 			num++
-			r, derrs, redo := decodeQuick(docSource(source, num), n, doc.text)
+			r, derrs, redo := decodeQuickIn(strs, docSource(source, num), n, doc.text)
 			if redo {
 				// A problem: decode the document again, reporting every problem in order
 				// with its path (from a fresh parse: the quick pass may have changed it).
 				if again, err := parseDocument(doc.text); err == nil && i < len(again) {
 					n = again[i] // always: parsing is deterministic
 				}
-				r, derrs = decodeDocument(docSource(source, num), n, doc.text)
+				r, derrs = decodeDocumentIn(strs, docSource(source, num), n, doc.text)
 			}
 			errs = append(errs, derrs...)
 			if r != nil && len(derrs) == 0 {

@@ -35,7 +35,13 @@ const kindVirtualHost = "VirtualHost"
 
 // decodeDocument decodes and validates one document.
 func decodeDocument(source string, n any, raw ...[]byte) (Resource, Errors) {
-	r, errs, _ := decodeWith(&decoder{source: source, raw: firstRaw(raw)}, n)
+	return decodeDocumentIn(nil, source, n, raw...)
+}
+
+// decodeDocumentIn is decodeDocument with the resource's strings copied into strs (nil:
+// the resource keeps slices of the document).
+func decodeDocumentIn(strs *strArena, source string, n any, raw ...[]byte) (Resource, Errors) {
+	r, errs, _ := decodeWith(&decoder{source: source, raw: firstRaw(raw), strs: strs}, n)
 	return r, errs
 }
 
@@ -51,7 +57,12 @@ func firstRaw(raw [][]byte) []byte {
 // document has a problem to report: decode a fresh parse of it with decodeDocument. The
 // quick pass may have changed n.
 func decodeQuick(source string, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
-	return decodeWith(&decoder{source: source, quick: true, raw: firstRaw(raw)}, n)
+	return decodeQuickIn(nil, source, n, raw...)
+}
+
+// decodeQuickIn is decodeQuick with the resource's strings copied into strs.
+func decodeQuickIn(strs *strArena, source string, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
+	return decodeWith(&decoder{source: source, quick: true, raw: firstRaw(raw), strs: strs}, n)
 }
 
 func decodeWith(d *decoder, n any) (Resource, Errors, bool) {
@@ -93,6 +104,13 @@ func (d *decoder) document(n any) (Resource, Errors) {
 	if meta.Mesh == "" && r.Kind() != KindHostnameGenerator {
 		// HostnameGenerators without a mesh apply to every mesh; everything else defaults.
 		meta.Mesh = ResourceMesh(meta)
+	}
+	meta.Mesh = d.strs.share(meta.Mesh)
+	if dp, ok := r.(*Dataplane); ok {
+		for i := range dp.Networking.Inbound {
+			in := &dp.Networking.Inbound[i]
+			in.State = d.strs.share(in.State)
+		}
 	}
 	v := &validator{source: source, kind: f.kind, name: meta.Name, path: f.path}
 	v.resource(r)

@@ -34,6 +34,9 @@ type decoder struct {
 	// raw is the document's text: a tag value YAML read as a number or a boolean is checked
 	// against what was written (exactTag).
 	raw []byte
+	// strs, when set, holds copies of the strings stored in the resource (see strArena),
+	// so that the resource does not keep the document's text alive.
+	strs *strArena
 }
 
 func (d *decoder) errorf(path, value, format string, args ...any) {
@@ -157,9 +160,9 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 	case reflect.String:
 		switch n := n.(type) {
 		case string:
-			v.SetString(n)
+			v.SetString(d.strs.copy(n))
 		case json.Number:
-			v.SetString(n.String())
+			v.SetString(d.strs.copy(n.String()))
 		case bool:
 			v.SetString(strconv.FormatBool(n))
 		default:
@@ -251,7 +254,7 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 				default:
 					d.failed = true
 				}
-				tags[k] = s
+				tags[d.strs.share(k)] = d.strs.copy(s)
 			}
 			v.Set(out)
 			return
@@ -269,7 +272,7 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 				}
 			}
 			d.value(e, m[k], d.keyPath(path, k))
-			out.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), e)
+			out.SetMapIndex(reflect.ValueOf(d.strs.share(k)).Convert(v.Type().Key()), e)
 		}
 		v.Set(out)
 	case reflect.Struct:

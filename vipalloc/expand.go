@@ -309,7 +309,7 @@ func (x *expander) visitDefault(in *inbound) {
 		return
 	}
 	c = &candidate{src: defaultSource, refs: delta}
-	c.Origin, c.Tags = Origin{Kind: OriginService, Name: svc}, mesh.Tags{mesh.ServiceTag: svc}
+	c.Origin, c.Tags = Origin{Kind: OriginService, Name: svc}, defaultTags(in.tags, svc)
 	// The key and the hostname in one string.
 	keyLen := len(b)
 	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
@@ -325,6 +325,16 @@ func (x *expander) visitDefault(in *inbound) {
 	x.cands.put(h, c)
 	x.remember(c)
 	x.emit(c, true)
+}
+
+// defaultTags is the tag set {kuma.io/service: svc} of a default name: the inbound's own
+// map when it holds just that (the common one-tag inbound; maps are never modified once
+// decoded), so that the name costs no map of its own.
+func defaultTags(in mesh.Tags, svc string) mesh.Tags {
+	if len(in) == 1 && in[mesh.ServiceTag] == svc {
+		return in
+	}
+	return mesh.Tags{mesh.ServiceTag: svc}
 }
 
 // visitBroken keeps one skip for a policy whose templates do not compile, counted by the
