@@ -52,6 +52,7 @@ func Decode(source string, data []byte) ([]Resource, error) {
 			}
 		}
 	}
+	settle(out)
 	if len(errs) > 0 {
 		return out, errs
 	}

@@ -1,6 +1,10 @@
 package mesh
 
-import "unsafe"
+import (
+	"maps"
+	"slices"
+	"unsafe"
+)
 
 // strArena holds the strings of the resources decoded from one file. A parsed document's
 // keys and values are slices of the document's text, so a resource that kept them would
@@ -57,4 +61,33 @@ func (a *strArena) put(s string) string {
 	}
 	a.block = append(a.block, s...)
 	return unsafe.String(&a.block[len(a.block)-len(s)], len(s))
+}
+
+// settle replaces each decoded Dataplane of rs by a copy made now, after the whole file (or
+// piece of one) is decoded. Decoding allocates a resource's parts between the parsed
+// document's maps and lists, which are garbage a moment later; a copy made once they are
+// all allocated sits in memory of its own, so the memory of the parse and of the first
+// copies is freed whole and goes back to the OS, instead of staying in use as holes
+// between live objects (about 290 bytes of every Dataplane's memory otherwise).
+func settle(rs []Resource) {
+	for i, r := range rs {
+		dp, ok := r.(*Dataplane)
+		if !ok {
+			continue
+		}
+		c := *dp
+		n := &c.Networking
+		n.Inbound = slices.Clone(n.Inbound)
+		for j := range n.Inbound {
+			n.Inbound[j].Tags = maps.Clone(n.Inbound[j].Tags)
+		}
+		if n.Outbound != nil {
+			n.Outbound = slices.Clone(n.Outbound)
+			for j := range n.Outbound {
+				n.Outbound[j].Tags = maps.Clone(n.Outbound[j].Tags)
+			}
+		}
+		c.Labels = maps.Clone(c.Labels)
+		rs[i] = &c
+	}
 }
