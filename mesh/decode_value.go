@@ -301,8 +301,23 @@ func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra m
 			}
 			continue
 		}
-		d.value(v.FieldByIndex(idx), m[k], d.keyPath(path, k))
+		d.value(fieldOf(v, idx), m[k], d.keyPath(path, k))
 	}
+}
+
+// fieldOf is v.FieldByIndex(idx), allocating the embedded structs behind nil pointers on
+// the way (DataplaneKept, NetworkingKept).
+func fieldOf(v reflect.Value, idx []int) reflect.Value {
+	for i, x := range idx {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v
 }
 
 // unknown reports an unknown field, suggesting the closest known one.
@@ -355,6 +370,10 @@ func fieldsOf(t reflect.Type) *structFields {
 			tag := f.Tag.Get("json")
 			if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
 				add(f.Type, idx)
+				continue
+			}
+			if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+				add(f.Type.Elem(), idx) // allocated when one of its fields is decoded (fieldOf)
 				continue
 			}
 			name, _, _ := strings.Cut(tag, ",")

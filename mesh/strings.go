@@ -88,6 +88,14 @@ func settle(rs []Resource) {
 			}
 		}
 		c.Labels = maps.Clone(c.Labels)
+		if c.DataplaneKept != nil {
+			k := *c.DataplaneKept
+			c.DataplaneKept = &k
+		}
+		if n.NetworkingKept != nil {
+			k := *n.NetworkingKept
+			n.NetworkingKept = &k
+		}
 		rs[i] = &c
 	}
 }

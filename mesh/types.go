@@ -49,10 +49,18 @@ type Resource interface {
 }
 
 // Dataplane is Kuma's universal Dataplane resource. Kuma's documented fields the agent does
-// not act on (metrics, probes, modificationTime) are accepted and kept as written.
+// not act on (metrics, probes, modificationTime) are accepted and kept as written, in
+// DataplaneKept (nil when the document has none of them: a mesh holds many dataplanes).
 type Dataplane struct {
 	Meta
-	Networking       Networking      `json:"networking"`
+	Networking Networking `json:"networking"`
+	*DataplaneKept
+}
+
+// DataplaneKept holds the fields of a Dataplane the agent keeps but does not act on. Its
+// fields read as the Dataplane's own in JSON; check Dataplane.DataplaneKept for nil before
+// reading them in Go.
+type DataplaneKept struct {
 	Metrics          json.RawMessage `json:"metrics,omitempty"`
 	Probes           json.RawMessage `json:"probes,omitempty"`
 	ModificationTime string          `json:"modificationTime,omitempty"`
@@ -65,8 +73,14 @@ type Networking struct {
 	Inbound             []Inbound            `json:"inbound,omitempty"`
 	Outbound            []Outbound           `json:"outbound,omitempty"`
 	TransparentProxying *TransparentProxying `json:"transparentProxying,omitempty"`
-	// Gateway and Admin are Kuma's (a gateway dataplane, Envoy's admin port); accepted and
-	// kept, the agent does not act on them.
+	// NetworkingKept holds gateway and admin (nil when the document has neither).
+	*NetworkingKept
+}
+
+// NetworkingKept holds Kuma's networking.gateway (a gateway dataplane) and networking.admin
+// (Envoy's admin port): accepted and kept as written, the agent does not act on them. Its
+// fields read as Networking's own in JSON.
+type NetworkingKept struct {
 	Gateway json.RawMessage `json:"gateway,omitempty"`
 	Admin   json.RawMessage `json:"admin,omitempty"`
 }

@@ -1,0 +1,116 @@
+package mesh
+
+import (
+	"bytes"
+	"encoding/gob"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+const keptDataplane = `type: Dataplane
+mesh: default
+name: gw-1
+modificationTime: "2024-01-02T15:04:05Z"
+metrics:
+  type: prometheus
+probes:
+  port: 9000
+networking:
+  address: 10.0.0.1
+  gateway:
+    type: BUILTIN
+    tags:
+      kuma.io/service: edge
+  admin:
+    port: 9901
+  inbound:
+    - port: 80
+      tags:
+        kuma.io/service: web
+`
+
+// The fields the agent keeps without acting on them live apart from the Dataplane (nil for
+// the common dataplane without them) and read back as written, in JSON and through gob.
+func TestDataplaneKeptFields(t *testing.T) {
+	rs, err := Decode("kept.yaml", []byte(keptDataplane))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := rs[0].(*Dataplane)
+	if dp.DataplaneKept == nil || dp.Networking.NetworkingKept == nil {
+		t.Fatalf("kept fields dropped: %+v", dp)
+	}
+	if string(dp.Metrics) != `{"type":"prometheus"}` || string(dp.Probes) != `{"port":9000}` ||
+		dp.ModificationTime != "2024-01-02T15:04:05Z" || string(dp.Networking.Admin) != `{"port":9901}` ||
+		!strings.Contains(string(dp.Networking.Gateway), `"BUILTIN"`) {
+		t.Fatalf("kept fields differ: metrics %s probes %s time %q admin %s gateway %s", dp.Metrics, dp.Probes,
+			dp.ModificationTime, dp.Networking.Admin, dp.Networking.Gateway)
+	}
+	j, err := json.Marshal(dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"metrics":{"type":"prometheus"}`, `"probes":{"port":9000}`,
+		`"modificationTime":"2024-01-02T15:04:05Z"`, `"admin":{"port":9901}`, `"gateway":{`} {
+		if !bytes.Contains(j, []byte(want)) {
+			t.Errorf("JSON lacks %s: %s", want, j)
+		}
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(dp); err != nil {
+		t.Fatal(err)
+	}
+	var back Dataplane
+	if err := gob.NewDecoder(&buf).Decode(&back); err != nil {
+		t.Fatal(err)
+	}
+	if string(back.Metrics) != string(dp.Metrics) || string(back.Networking.Gateway) != string(dp.Networking.Gateway) {
+		t.Fatalf("gob round trip: %+v", back)
+	}
+
+	plain, err := Decode("plain.yaml", []byte("type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingKept != nil {
+		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingKept)
+	}
+}
+
+// Decoded strings do not point into the file's text (which would keep it all alive), and
+// the strings that repeat (tag keys, mesh names) are one copy.
+func TestDecodedStringsLeaveTheText(t *testing.T) {
+	var sb strings.Builder
+	for _, name := range []string{"a-1", "b-1", "c-1"} {
+		sb.WriteString(strings.ReplaceAll("type: Dataplane\nmesh: default\nname: NAME\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: NAME\n        version: v1\n---\n", "NAME", name))
+	}
+	rs, err := Decode("three.yaml", []byte(sb.String()))
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("%d resources, %v", len(rs), err)
+	}
+	// A name sliced out of the text is followed by the rest of its line ("\n" and the
+	// next key); a copy is followed by the next string copied (the address).
+	inText := func(s string) bool {
+		return unsafe.Slice(unsafe.StringData(s), len(s)+1)[len(s)] == '\n'
+	}
+	var keys []string
+	for _, r := range rs {
+		dp := r.(*Dataplane)
+		if inText(dp.Name) {
+			t.Errorf("the name %q points into the file's text", dp.Name)
+		}
+		for k := range dp.Networking.Inbound[0].Tags {
+			if k == ServiceTag {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) != 3 || unsafe.StringData(keys[0]) != unsafe.StringData(keys[1]) || unsafe.StringData(keys[1]) != unsafe.StringData(keys[2]) {
+		t.Errorf("the tag key %s is not shared between the dataplanes", ServiceTag)
+	}
+	if m0, m1 := rs[0].GetMeta().Mesh, rs[1].GetMeta().Mesh; unsafe.StringData(m0) != unsafe.StringData(m1) {
+		t.Error("the mesh name is not shared")
+	}
+}
