@@ -24,6 +24,7 @@ type Agent struct {
 
 	model   modelState
 	metrics *metrics
+	memory  releaser // returns a load's garbage to the OS (memory.go)
 
 	dnsReady atomic.Bool
 	draining atomic.Bool
@@ -130,6 +131,7 @@ func (a *Agent) stopPart(p *part, grace time.Duration) {
 // then the parts stop in reverse order of their start. A first model that does not
 // validate returns an *InvalidModelError before anything serves.
 func (a *Agent) Run(ctx context.Context) error {
+	defer tuneGC()()
 	stopAdmin, err := a.serveAdmin()
 	if err != nil {
 		return err

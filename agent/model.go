@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -50,7 +49,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
-		go debug.FreeOSMemory() // the fresh decode just dropped
+		a.memory.release() // the fresh decode just dropped
 		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
 		return nil, nil
 	}
@@ -77,7 +76,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	// Loading leaves garbage (decoded text, the previous table) several times the live
 	// model; the agent runs in every pod, so it is returned to the OS now rather than kept
 	// as heap headroom until the next GC cycle that may never come.
-	go debug.FreeOSMemory()
+	a.memory.release()
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	return table, nil

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"os"
+	"runtime/debug"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Requests made while a release runs make one more run after it, never two side by side.
+func TestReleaserCoalesces(t *testing.T) {
+	var calls, concurrent, maxConcurrent atomic.Int32
+	gate := make(chan struct{})
+	r := &releaser{free: func() {
+		if n := concurrent.Add(1); n > maxConcurrent.Load() {
+			maxConcurrent.Store(n)
+		}
+		if calls.Add(1) == 1 {
+			<-gate // the first run waits while more requests come
+		}
+		concurrent.Add(-1)
+	}}
+	r.release()
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	r.release()
+	r.release()
+	r.release()
+	close(gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		running := r.running
+		r.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the releaser is still running")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if calls.Load() != 2 || maxConcurrent.Load() != 1 {
+		t.Fatalf("%d runs (want 2: the first, then one for the three requests made during it), %d at once", calls.Load(), maxConcurrent.Load())
+	}
+	r.release()
+	for calls.Load() != 3 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The agent's GOGC applies unless the environment sets one, and is undone after.
+func TestTuneGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		os.Unsetenv("GOGC")
+		defer os.Setenv("GOGC", v)
+	}
+	restore := tuneGC()
+	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
+		t.Fatalf("GOGC %d while running, want %d", got, gcPercent)
+	}
+	restore()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC %d after, want 100 back", got)
+	}
+	t.Setenv("GOGC", "200")
+	restore = tuneGC()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC %d with GOGC=200 in the environment: the agent must leave it", got)
+	}
+	restore()
+}
