@@ -79,7 +79,12 @@ func settle(rs []Resource) {
 		n := &c.Networking
 		n.Inbound = slices.Clone(n.Inbound)
 		for j := range n.Inbound {
-			n.Inbound[j].Tags = maps.Clone(n.Inbound[j].Tags)
+			in := &n.Inbound[j]
+			in.Tags = maps.Clone(in.Tags)
+			if in.InboundKept != nil {
+				k := *in.InboundKept
+				in.InboundKept = &k
+			}
 		}
 		if n.Outbound != nil {
 			n.Outbound = slices.Clone(n.Outbound)

@@ -27,6 +27,9 @@ networking:
     port: 9901
   inbound:
     - port: 80
+      name: http
+      serviceProbe:
+        timeout: 1s
       tags:
         kuma.io/service: web
 `
@@ -39,12 +42,13 @@ func TestDataplaneKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := rs[0].(*Dataplane)
-	if dp.DataplaneKept == nil || dp.Networking.NetworkingKept == nil {
+	if dp.DataplaneKept == nil || dp.Networking.NetworkingKept == nil || dp.Networking.Inbound[0].InboundKept == nil {
 		t.Fatalf("kept fields dropped: %+v", dp)
 	}
 	if string(dp.Metrics) != `{"type":"prometheus"}` || string(dp.Probes) != `{"port":9000}` ||
 		dp.ModificationTime != "2024-01-02T15:04:05Z" || string(dp.Networking.Admin) != `{"port":9901}` ||
-		!strings.Contains(string(dp.Networking.Gateway), `"BUILTIN"`) {
+		!strings.Contains(string(dp.Networking.Gateway), `"BUILTIN"`) || dp.Networking.Inbound[0].Name != "http" ||
+		string(dp.Networking.Inbound[0].ServiceProbe) != `{"timeout":"1s"}` {
 		t.Fatalf("kept fields differ: metrics %s probes %s time %q admin %s gateway %s", dp.Metrics, dp.Probes,
 			dp.ModificationTime, dp.Networking.Admin, dp.Networking.Gateway)
 	}
@@ -53,7 +57,8 @@ func TestDataplaneKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"metrics":{"type":"prometheus"}`, `"probes":{"port":9000}`,
-		`"modificationTime":"2024-01-02T15:04:05Z"`, `"admin":{"port":9901}`, `"gateway":{`} {
+		`"modificationTime":"2024-01-02T15:04:05Z"`, `"admin":{"port":9901}`, `"gateway":{`, `"name":"http"`,
+		`"serviceProbe":{"timeout":"1s"}`} {
 		if !bytes.Contains(j, []byte(want)) {
 			t.Errorf("JSON lacks %s: %s", want, j)
 		}
@@ -66,7 +71,8 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if err := gob.NewDecoder(&buf).Decode(&back); err != nil {
 		t.Fatal(err)
 	}
-	if string(back.Metrics) != string(dp.Metrics) || string(back.Networking.Gateway) != string(dp.Networking.Gateway) {
+	if string(back.Metrics) != string(dp.Metrics) || string(back.Networking.Gateway) != string(dp.Networking.Gateway) ||
+		back.Networking.Inbound[0].Name != "http" {
 		t.Fatalf("gob round trip: %+v", back)
 	}
 
@@ -74,7 +80,7 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingKept != nil {
+	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingKept != nil || p.Networking.Inbound[0].InboundKept != nil {
 		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingKept)
 	}
 }

@@ -95,9 +95,17 @@ type Inbound struct {
 	Tags           Tags   `json:"tags"`
 	// State is Kuma's inbound state: Ready (default), NotReady or Ignored. An Ignored
 	// inbound gets no hostname and is no endpoint.
-	State        string          `json:"state,omitempty"`
+	State  string         `json:"state,omitempty"`
+	Health *InboundHealth `json:"health,omitempty"`
+	// InboundKept holds name and serviceProbe (nil when the inbound has neither).
+	*InboundKept
+}
+
+// InboundKept holds Kuma's inbound name and serviceProbe: accepted and kept as written,
+// the agent does not act on them. Its fields read as Inbound's own in JSON; check
+// Inbound.InboundKept for nil before reading them in Go.
+type InboundKept struct {
 	Name         string          `json:"name,omitempty"`
-	Health       *InboundHealth  `json:"health,omitempty"`
 	ServiceProbe json.RawMessage `json:"serviceProbe,omitempty"`
 }
 
