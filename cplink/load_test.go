@@ -370,41 +370,56 @@ func mustReadDir(t *testing.T, dir string) []string {
 // loaded and allocated (the decoded model and the VIP table both kept, as the agent keeps
 // them), and the heap pages in use for it (live bytes plus holes left by the load's
 // garbage): go test -run '^$' -bench BytesPerDataplane ./cplink
+// services=10000: 10,000 dataplanes of one inbound, each its own service (as bench/memory.sh);
+// services=1000,replicas=10: the same 10,000 dataplanes as 10 replicas of 1,000 services.
 func BenchmarkBytesPerDataplane(b *testing.B) {
 	const n = 10000
-	dir := b.TempDir()
-	var sb strings.Builder
-	for i := range n {
-		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
-	}
-	if err := os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		l := newDirLoader()
-		snap, err := l.Load(exampleDataplane, dir)
-		if err != nil {
-			b.Fatal(err)
+	for _, replicas := range []int{1, 10} {
+		name := fmt.Sprintf("services=%d", n)
+		if replicas > 1 {
+			name = fmt.Sprintf("services=%d,replicas=%d", n/replicas, replicas)
 		}
-		alloc, err := vipalloc.New(vipalloc.DefaultConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		table, err := alloc.Allocate(snap)
-		if err != nil {
-			b.Fatal(err)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/dataplane")
-		// What the heap holds for them: the live bytes plus the holes between them that
-		// the load's garbage left in the same pages (not returned to the OS).
-		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/n, "inuse-bytes/dataplane")
-		runtime.KeepAlive(l)
-		runtime.KeepAlive(table)
-		runtime.KeepAlive(alloc)
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			var sb strings.Builder
+			for i := range n {
+				doc := strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i/replicas))
+				doc = strings.Replace(doc, "name: svc", fmt.Sprintf("name: r%d-svc", i%replicas), 1)
+				fmt.Fprintf(&sb, "%s---\n", doc)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				l := newDirLoader()
+				snap, err := l.Load(exampleDataplane, dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(snap.Dataplanes) != n+1 {
+					b.Fatalf("%d dataplanes, want %d", len(snap.Dataplanes), n+1)
+				}
+				alloc, err := vipalloc.New(vipalloc.DefaultConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				table, err := alloc.Allocate(snap)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/dataplane")
+				// What the heap holds for them: the live bytes plus the holes between them
+				// that the load's garbage left in the same pages (not returned to the OS).
+				b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/n, "inuse-bytes/dataplane")
+				runtime.KeepAlive(l)
+				runtime.KeepAlive(table)
+				runtime.KeepAlive(alloc)
+			}
+		})
 	}
 }

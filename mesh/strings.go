@@ -69,7 +69,11 @@ func (a *strArena) put(s string) string {
 // all allocated sits in memory of its own, so the memory of the parse and of the first
 // copies is freed whole and goes back to the OS, instead of staying in use as holes
 // between live objects (about 290 bytes of every Dataplane's memory otherwise).
+//
+// Inbounds with the same tags (the replicas of a service) share one map: a map holding a
+// few tags costs ~340 bytes however few they are. Tags are never modified once decoded.
 func settle(rs []Resource) {
+	var sets tagSets
 	for i, r := range rs {
 		dp, ok := r.(*Dataplane)
 		if !ok {
@@ -80,7 +84,7 @@ func settle(rs []Resource) {
 		n.Inbound = slices.Clone(n.Inbound)
 		for j := range n.Inbound {
 			in := &n.Inbound[j]
-			in.Tags = maps.Clone(in.Tags)
+			in.Tags = sets.share(in.Tags)
 			if in.InboundKept != nil {
 				k := *in.InboundKept
 				in.InboundKept = &k
@@ -103,4 +107,37 @@ func settle(rs []Resource) {
 		}
 		rs[i] = &c
 	}
+}
+
+// tagSets finds the tag maps already seen by their content (sorted "k=v" pairs).
+type tagSets struct {
+	byText map[string]Tags
+	buf    []byte
+	keys   []string
+}
+
+// share returns the map seen before with t's tags, or a copy of t (kept for the next ones).
+func (s *tagSets) share(t Tags) Tags {
+	if len(t) == 0 {
+		return t
+	}
+	s.keys = s.keys[:0]
+	for k := range t {
+		s.keys = append(s.keys, k)
+	}
+	slices.Sort(s.keys)
+	b := s.buf[:0]
+	for _, k := range s.keys {
+		b = append(append(append(append(b, k...), 0), t[k]...), 0)
+	}
+	s.buf = b
+	if m, ok := s.byText[string(b)]; ok {
+		return m
+	}
+	if s.byText == nil {
+		s.byText = map[string]Tags{}
+	}
+	m := maps.Clone(t)
+	s.byText[string(b)] = m
+	return m
 }

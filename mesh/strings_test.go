@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/gob"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -118,5 +119,26 @@ func TestDecodedStringsLeaveTheText(t *testing.T) {
 	}
 	if m0, m1 := rs[0].GetMeta().Mesh, rs[1].GetMeta().Mesh; unsafe.StringData(m0) != unsafe.StringData(m1) {
 		t.Error("the mesh name is not shared")
+	}
+}
+
+// Replicas (inbounds with the same tags) share one tag map; other tags get their own.
+func TestReplicasShareTags(t *testing.T) {
+	doc := "type: Dataplane\nmesh: default\nname: NAME\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: SVC\n        version: v1\n---\n"
+	var sb strings.Builder
+	for _, d := range [][2]string{{"web-1", "web"}, {"web-2", "web"}, {"api-1", "api"}} {
+		sb.WriteString(strings.NewReplacer("NAME", d[0], "SVC", d[1]).Replace(doc))
+	}
+	rs, err := Decode("replicas.yaml", []byte(sb.String()))
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("%d resources, %v", len(rs), err)
+	}
+	tags := func(i int) Tags { return rs[i].(*Dataplane).Networking.Inbound[0].Tags }
+	ptr := func(m Tags) uintptr { return reflect.ValueOf(m).Pointer() }
+	if ptr(tags(0)) != ptr(tags(1)) {
+		t.Error("web-1 and web-2 have the same tags but two maps")
+	}
+	if ptr(tags(0)) == ptr(tags(2)) || tags(2)[ServiceTag] != "api" || tags(0)[ServiceTag] != "web" || len(tags(0)) != 2 {
+		t.Errorf("api-1's tags: %v; web's: %v", tags(2), tags(0))
 	}
 }
