@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -329,6 +331,64 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			out[i].res = append(out[i].res, r.res...)
 		}
 	}
+	for i := range results {
+		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed {
+			reuseUnchanged(prev.res, out[i].res)
+		}
+	}
+}
+
+// reuseUnchanged replaces each resource of fresh (a file decoded again) that equals the
+// one of the same kind, mesh and name decoded from the file before (prev) by that one, and
+// gives a Dataplane that did change the tag maps of its unchanged inbounds. Editing one
+// dataplane of a large inventory file then leaves the model holding the objects it held:
+// no second copy of every other dataplane (the VIP allocator and the default names keep
+// references to the objects they saw, and compare the next model by pointer), and the
+// fresh copies are garbage at once.
+func reuseUnchanged(prev, fresh []mesh.Resource) {
+	if len(prev) == 0 || len(fresh) == 0 {
+		return
+	}
+	var byKey map[resourceKey]mesh.Resource
+	for i, r := range fresh {
+		k := keyOf(r)
+		var old mesh.Resource
+		if i < len(prev) && keyOf(prev[i]) == k {
+			old = prev[i] // most edits keep the order of the file
+		} else {
+			if byKey == nil {
+				byKey = make(map[resourceKey]mesh.Resource, len(prev))
+				for _, p := range prev {
+					byKey[keyOf(p)] = p
+				}
+			}
+			old = byKey[k]
+		}
+		if old == nil {
+			continue
+		}
+		if reflect.DeepEqual(old, r) {
+			fresh[i] = old
+			continue
+		}
+		a, aok := old.(*mesh.Dataplane)
+		b, bok := r.(*mesh.Dataplane)
+		if !aok || !bok {
+			continue
+		}
+		for j := range min(len(a.Networking.Inbound), len(b.Networking.Inbound)) {
+			if x, y := a.Networking.Inbound[j].Tags, b.Networking.Inbound[j].Tags; maps.Equal(x, y) {
+				b.Networking.Inbound[j].Tags = x
+			}
+		}
+	}
+}
+
+type resourceKey struct{ kind, mesh, name string }
+
+func keyOf(r mesh.Resource) resourceKey {
+	m := r.GetMeta()
+	return resourceKey{r.Kind(), m.Mesh, m.Name}
 }
 
 // renumber turns "file#n" into "file#(n+offset)". The new string is appended to *block (a
