@@ -175,14 +175,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	var firstEnvoy chan struct{}
 	if a.parts.Envoy != nil {
 		firstEnvoy = make(chan struct{})
+		snap, table := first.Snapshot, table // the goroutine's own: Run's are cleared below
 		go func() {
 			defer close(firstEnvoy)
-			a.applyEnvoy(first.Snapshot, table)
+			a.applyEnvoy(snap, table)
 		}()
 		defer func() { <-firstEnvoy }()
 		envoyPart = a.startPart("envoy", a.parts.Envoy.Run)
 		defer a.stopPart(envoyPart, 5*time.Second)
 	}
+
+	// The first model and table are the agent's model now (a.model): this frame, which
+	// lives as long as the agent, must not keep them once a newer model replaces them.
+	first, table = cplink.Update{}, nil
 
 	updates := make(chan cplink.Update)
 	sourcePart := a.startPart("source", func(ctx context.Context) error { return a.parts.Source.Run(ctx, updates) })
@@ -299,12 +304,7 @@ func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, firstEn
 			}
 			return a.drain(updates, dnsPart, envoyPart)
 		case u := <-source:
-			if u.Err != nil {
-				a.logRefusal(u)
-				a.metrics.reloads.WithLabelValues("refused").Inc()
-				continue
-			}
-			_ = a.apply(u)
+			a.take(u)
 		case err := <-dnsPart.done:
 			return fmt.Errorf("dns: %w", a.explainDNS(dnsPart.fail(err)))
 		case err := <-envoyDone(envoyPart):
@@ -315,6 +315,19 @@ func (a *Agent) serve(ctx context.Context, updates <-chan cplink.Update, firstEn
 			checkReady()
 		}
 	}
+}
+
+// take applies an update from the source, or logs why it is refused. It is serve's loop
+// body in a function of its own, so that the update is in no variable of serve's frame
+// once applied: that frame lives as long as the agent, and an update held there would
+// keep a whole superseded model in memory until the next one arrives.
+func (a *Agent) take(u cplink.Update) {
+	if u.Err != nil {
+		a.logRefusal(u)
+		a.metrics.reloads.WithLabelValues("refused").Inc()
+		return
+	}
+	_ = a.apply(u)
 }
 
 // serveHTTP serves srv on ln until the context ends, then shuts it down.

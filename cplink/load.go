@@ -238,6 +238,10 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	type result struct {
 		res []mesh.Resource
 		err error
+		// kept[i], when set, is the resource decoded before that res[i] equals but for
+		// its source (renumbered later); res[i] is then nil, so the fresh copy is garbage
+		// as soon as its piece is decoded, not after the whole file (see keptPiece).
+		kept []kept
 	}
 	cores := runtime.GOMAXPROCS(0)
 	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
@@ -246,6 +250,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	var jobs []job
 	data := make(map[int][]byte, len(todo))
 	results := make(map[int][]result, len(todo))
+	before := make(map[int]map[resourceKey]mesh.Resource) // the previous decode's resources, by file
 	for _, i := range todo {
 		b, err := l.readFile(paths[i])
 		if err != nil {
@@ -267,6 +272,9 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		out[i].sum = sum
 		l.decodes++
 		data[i] = b
+		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed && len(prev.res) > 0 {
+			before[i] = indexResources(prev.res)
+		}
 		pieces := splitPieces(b, max(2*cores, len(b)>>20))
 		results[i] = make([]result, len(pieces))
 		for k, piece := range pieces {
@@ -283,13 +291,17 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			for j := range next {
 				if err := l.cancelled(); err != nil {
 					mu.Lock()
-					results[j.file][j.piece] = result{nil, err}
+					results[j.file][j.piece] = result{nil, err, nil}
 					mu.Unlock()
 					continue
 				}
 				res, err := mesh.Decode(paths[j.file], j.data)
+				var k []kept
+				if err == nil {
+					k = keptPiece(before[j.file], res)
+				}
 				mu.Lock()
-				results[j.file][j.piece] = result{res, err}
+				results[j.file][j.piece] = result{res, err, k}
 				mu.Unlock()
 			}
 		}()
@@ -301,7 +313,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	wg.Wait()
 
 	for i, rs := range results {
-		if len(rs) == 1 {
+		if len(rs) == 1 && rs[0].err != nil {
 			out[i].res, out[i].err = rs[0].res, rs[0].err
 			out[i].readFailed = l.cancelled() != nil && rs[0].res == nil // a cancelled decode is never cached
 			continue
@@ -321,13 +333,30 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		// Without problems every document numbered by mesh is one resource, so a piece's
 		// documents come after as many as the pieces before it returned.
 		offset := 0
-		var sources []byte
+		var sources, scratch []byte
 		for _, r := range rs {
-			for _, res := range r.res {
-				m := res.GetMeta()
-				m.Source = renumber(m.Source, offset, &sources)
+			for x, res := range r.res {
+				if res == nil { // equal to the one decoded before, but for its number
+					k := r.kept[x]
+					scratch = appendRenumbered(scratch[:0], k.source, offset)
+					if string(scratch) != k.old.GetMeta().Source {
+						// Moved in the file: a copy of the old one with its new place
+						// (sharing its maps and strings, which nothing modifies).
+						k.old = withSource(k.old, renumber(k.source, offset, &sources))
+					}
+					r.res[x] = k.old
+					continue
+				}
+				if len(rs) > 1 {
+					m := res.GetMeta()
+					m.Source = renumber(m.Source, offset, &sources)
+				}
 			}
 			offset += len(r.res)
+			if len(rs) == 1 {
+				out[i].res = r.res
+				break
+			}
 			out[i].res = append(out[i].res, r.res...)
 		}
 	}
@@ -389,6 +418,90 @@ type resourceKey struct{ kind, mesh, name string }
 func keyOf(r mesh.Resource) resourceKey {
 	m := r.GetMeta()
 	return resourceKey{r.Kind(), m.Mesh, m.Name}
+}
+
+// kept is a resource decoded before that a fresh one equals but for its source.
+type kept struct {
+	old    mesh.Resource
+	source string // the fresh one's source, numbered within its piece
+}
+
+// indexResources indexes a file's resources by kind, mesh and name.
+func indexResources(rs []mesh.Resource) map[resourceKey]mesh.Resource {
+	m := make(map[resourceKey]mesh.Resource, len(rs))
+	for _, r := range rs {
+		m[keyOf(r)] = r
+	}
+	return m
+}
+
+// keptPiece finds, for each resource of a piece just decoded, the one of the previous
+// decode (prev, by key) it equals but for its source; those are set to nil in res and
+// returned in kept (nil when there is none), so a large file edited in one place never
+// holds a second copy of everything else while the rest of it decodes.
+func keptPiece(prev map[resourceKey]mesh.Resource, res []mesh.Resource) []kept {
+	if len(prev) == 0 {
+		return nil
+	}
+	var out []kept
+	for i, r := range res {
+		old, ok := prev[keyOf(r)]
+		if !ok {
+			continue
+		}
+		m := r.GetMeta()
+		src := m.Source
+		m.Source = old.GetMeta().Source
+		same := reflect.DeepEqual(old, r)
+		m.Source = src
+		if !same {
+			continue
+		}
+		if out == nil {
+			out = make([]kept, len(res))
+		}
+		out[i] = kept{old: old, source: src}
+		res[i] = nil
+	}
+	return out
+}
+
+// withSource returns a shallow copy of r with another source.
+func withSource(r mesh.Resource, source string) mesh.Resource {
+	var c mesh.Resource
+	switch v := r.(type) {
+	case *mesh.Dataplane:
+		x := *v
+		c = &x
+	case *mesh.VirtualOutbound:
+		x := *v
+		c = &x
+	case *mesh.TrafficRoute:
+		x := *v
+		c = &x
+	case *mesh.MeshExternalService:
+		x := *v
+		c = &x
+	case *mesh.HostnameGenerator:
+		x := *v
+		c = &x
+	default: // any other kind: copied through reflection
+		p := reflect.New(reflect.TypeOf(r).Elem())
+		p.Elem().Set(reflect.ValueOf(r).Elem())
+		c = p.Interface().(mesh.Resource)
+	}
+	c.GetMeta().Source = source
+	return c
+}
+
+// appendRenumbered appends "file#(n+offset)" for source "file#n" to b.
+func appendRenumbered(b []byte, source string, offset int) []byte {
+	at := strings.LastIndexByte(source, '#')
+	n, err := strconv.Atoi(source[at+1:])
+	if at < 0 || err != nil {
+		return append(b, source...)
+	}
+	return strconv.AppendInt(append(b, source[:at+1]...), int64(n+offset), 10)
 }
 
 // renumber turns "file#n" into "file#(n+offset)". The new string is appended to *block (a

@@ -487,6 +487,37 @@ func TestDirLoaderEditKeepsUnchangedResources(t *testing.T) {
 	if want := len(before); same != want-1 {
 		t.Fatalf("%d of %d unchanged resources kept their object", same, want-1)
 	}
+
+	// A document inserted at the top moves every other one: each gets its new number (as
+	// mesh.LoadFile numbers them) and still shares its maps with the previous decode.
+	must(t, os.WriteFile(inv, []byte(doc("first", "10.9.9.1")+edited), 0o644))
+	third, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := mesh.LoadFile(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSource := map[string]string{}
+	for _, r := range want {
+		wantSource[r.GetMeta().Name] = r.GetMeta().Source
+	}
+	moved := 0
+	for name, dp := range byName(third) {
+		if w, ok := wantSource[name]; ok && dp.Source != w {
+			t.Fatalf("%s: source %q, want %q", name, dp.Source, w)
+		}
+		if old := after[name]; old != nil && strings.HasPrefix(name, "svc") {
+			if reflect.ValueOf(dp.Networking.Inbound[0].Tags).Pointer() != reflect.ValueOf(old.Networking.Inbound[0].Tags).Pointer() {
+				t.Fatalf("%s moved down one document and got a new tag map", name)
+			}
+			moved++
+		}
+	}
+	if moved != 3000 {
+		t.Fatalf("%d moved dataplanes checked, want 3000", moved)
+	}
 }
 
 // BenchmarkReuseUnchanged10k: what keeping the unchanged resources of a 10,000-dataplane
