@@ -74,3 +74,27 @@ func TestTuneGC(t *testing.T) {
 	}
 	restore()
 }
+
+// After a release the runtime's soft limit is 1.5x what the process holds plus 32 MiB;
+// a GOMEMLIMIT in the environment is left alone.
+func TestReleaseSetsMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		os.Unsetenv("GOMEMLIMIT")
+		defer os.Setenv("GOMEMLIMIT", v)
+	}
+	debug.SetMemoryLimit(1 << 62)
+	setLimit()
+	held := heldBytes()
+	got := debug.SetMemoryLimit(-1)
+	if got < int64(held)+32<<20 || got > int64(held)*2+64<<20 {
+		t.Fatalf("limit %d for %d bytes held, want about %d", got, held, limitFor(held))
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 62)
+	setLimit()
+	if got := debug.SetMemoryLimit(-1); got != 1<<62 {
+		t.Fatalf("limit changed to %d with GOMEMLIMIT set", got)
+	}
+}
