@@ -14,7 +14,9 @@
 #
 # Servers run one after another, each pinned to SERVER_CPU (a Go server then runs with
 # GOMAXPROCS=1). Per server: the time from start to the first answer, then after SETTLE
-# seconds VmRSS summed over its processes ("load"), its peak VmHWM, then dnsperf on
+# seconds VmRSS summed over its processes ("load"; in brackets RssAnon, the part that is
+# not the pages of its own binary, which every process running that binary shares), its
+# peak VmHWM, then dnsperf on
 # LOADGEN_CPU for DURATION seconds over existing names and VmRSS again ("after queries");
 # for kuma-dp also after a touch of the (unchanged) inventory and SETTLE seconds.
 # BUSY=1 keeps the other core busy (a shell loop on LOADGEN_CPU) while each server starts,
@@ -97,6 +99,7 @@ server_cmd() {
 
 tree() { local p; echo "$1"; for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$p"; done; }
 rss_kib() { local s=0 p v; for p in $(tree "$1"); do v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null); s=$((s + ${v:-0})); done; echo $s; }
+anon_kib() { local s=0 p v; for p in $(tree "$1"); do v=$(awk '/^RssAnon:/ {print $2}' "/proc/$p/status" 2>/dev/null); s=$((s + ${v:-0})); done; echo $s; }
 hwm_kib() { local s=0 p v; for p in $(tree "$1"); do v=$(awk '/^VmHWM:/ {print $2}' "/proc/$p/status" 2>/dev/null); s=$((s + ${v:-0})); done; echo $s; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
@@ -143,7 +146,7 @@ for size in $SIZES; do
     if [[ -z $ok ]]; then log "$s (N=$size) did not answer: $(tail -3 "$dir/log")"; stop; continue; fi
     start_ms=$(( (t1 - t0) / 1000000 ))
     sleep "$SETTLE"
-    load=$(rss_kib "$PID")
+    load=$(rss_kib "$PID") anon=$(anon_kib "$PID")
     after=""
     if [[ -n $HAVE_DNSPERF && $size != example ]]; then
       taskset -c "$LOADGEN_CPU" dnsperf -s 127.0.0.1 -p "${PORT[$s]}" -d "$BENCH/data/$size/queries.txt" \
@@ -159,8 +162,8 @@ for size in $SIZES; do
       touched=$(mib "$(rss_kib "$PID")")
     fi
     hwm=$(hwm_kib "$PID")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$hwm")" "${after:--}" "${touched:--}" >> "$ROWS"
-    log "N=$size $s: first answer after ${start_ms} ms, RSS $(mib "$load") MiB (peak $(mib "$hwm")), after queries ${after:--}, after a touch ${touched:--}"
+    printf '%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$anon")" "$(mib "$hwm")" "${after:--}" "${touched:--}" >> "$ROWS"
+    log "N=$size $s: first answer after ${start_ms} ms, RSS $(mib "$load") MiB (anonymous $(mib "$anon"), peak $(mib "$hwm")), after queries ${after:--}, after a touch ${touched:--}"
     stop
   done
 done
@@ -168,6 +171,6 @@ done
 echo
 echo "one run, $(date -u +%F), $(nproc) CPUs, servers on CPU $SERVER_CPU$([[ $BUSY == 1 ]] && echo ", the other core busy while starting"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| N | server | ms to first answer | RSS MiB after load | peak (VmHWM) MiB | RSS MiB after ${DURATION}s of queries | RSS MiB after a touch |"
+echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | RSS MiB after ${DURATION}s of queries | RSS MiB after a touch |"
 echo "|---|---|---:|---:|---:|---:|---:|"
 awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$ROWS"
