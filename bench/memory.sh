@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/memory.sh (make bench-memory): resident memory of kuma-dp beside DNS servers that
+# bench/memory.sh: resident memory of kuma-dp beside DNS servers that
 # answer the same names, in one run, on this machine.
 #
 # For each N in SIZES, every server serves svc-<i>.mesh (A + AAAA) for i < N:
@@ -10,6 +10,7 @@
 #   miekg           bench/miekgdns: a bare github.com/miekg/dns map server
 #   nsd             nsd from the zone file, one server process (when nsd is installed)
 #   dnsmasq         dnsmasq with the hosts file (when dnsmasq is installed)
+#   kuma-dp-baseline  with BASELINE=/path/to/another/kuma-dp: that build, run as kuma-dp
 # and SIZES may hold "example": kuma-dp alone with the bundled example mesh (testdata/mesh).
 #
 # Servers run one after another, each pinned to SERVER_CPU (a Go server then runs with
@@ -23,6 +24,7 @@
 # for start times on a busy node.
 #
 # Knobs: SIZES SETTLE DURATION CLIENTS SERVER_CPU LOADGEN_CPU PORT_BASE BENCH SERVERS BUSY
+#   BASELINE
 # Example: SIZES="100000 10000 example" bench/memory.sh
 # Needs: go, dig, taskset, ss; dnsperf (apt-get install dnsperf) for the query runs.
 set -euo pipefail
@@ -38,6 +40,8 @@ LOADGEN_CPU=${LOADGEN_CPU:-0}
 PORT_BASE=${PORT_BASE:-25400}
 BUSY=${BUSY:-0}
 SERVERS=${SERVERS:-"kuma-dp coredns-hosts miekg nsd dnsmasq"}
+BASELINE=${BASELINE:-}
+[[ -n $BASELINE ]] && SERVERS="kuma-dp-baseline $SERVERS"
 COREDNS_VERSION=v1.15.0
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
@@ -75,10 +79,11 @@ for s in $SERVERS; do PORT[$s]=$((PORT_BASE + i)); i=$((i + 1)); done
 server_cmd() {
   local name=$1 size=$2 dir=$3 p=${PORT[$1]} d=$BENCH/data/$2
   case $name in
-  kuma-dp)
-    local dp=$d/mesh/dp.yaml pol=$d/mesh/policies
+  kuma-dp|kuma-dp-baseline)
+    local dp=$d/mesh/dp.yaml pol=$d/mesh/policies bin=$BENCH/bin/kuma-dp
     [[ $size == example ]] && dp=$dir/mesh/dataplane.yaml pol=$dir/mesh/policies
-    echo "$BENCH/bin/kuma-dp run --dataplane-file $dp --policies-dir $pol --envoy=false --dns-address 127.0.0.1 \
+    [[ $name == kuma-dp-baseline ]] && bin=$BASELINE
+    echo "$bin run --dataplane-file $dp --policies-dir $pol --envoy=false --dns-address 127.0.0.1 \
 --dns-proxy-port $p --dns-upstream 127.0.0.1:9 --admin-address 127.0.0.1:0 --work-dir $dir/work \
 --ready-file $dir/ready.json --drain-time 0s --log-level warn" ;;
   coredns-hosts)
@@ -118,7 +123,7 @@ ROWS=$BENCH/run/rows.tsv
 for size in $SIZES; do
   [[ $size == example ]] || gen "$size"
   for s in $SERVERS; do
-    [[ $size == example && $s != kuma-dp ]] && continue
+    [[ $size == example && $s != kuma-dp* ]] && continue
     case $s in nsd|dnsmasq) command -v "$s" >/dev/null || { log "$s is not installed: skipped"; continue; } ;; esac
     if [[ -n $(ss -Hlun "sport = :${PORT[$s]}") ]]; then
       echo "bench-memory: port ${PORT[$s]} is in use (set PORT_BASE)" >&2; exit 1
@@ -156,7 +161,7 @@ for size in $SIZES; do
       after="$after ($qps qps)"
     fi
     touched=""
-    if [[ $s == kuma-dp ]]; then
+    if [[ $s == kuma-dp* ]]; then
       if [[ $size == example ]]; then touch "$dir"/mesh/policies/*; else touch "$BENCH/data/$size/mesh/policies/dataplanes.yaml"; fi
       sleep "$SETTLE"
       touched=$(mib "$(rss_kib "$PID")")
