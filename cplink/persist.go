@@ -102,6 +102,7 @@ func (l *dirLoader) restore(path string) (int, error) {
 			}
 			res = append(res, chunk...)
 		}
+		mesh.Settle(res) // gob allocated them between its own garbage; replicas share tag maps
 		files[fh.Path] = cachedFile{stamp: fileStamp{size: fh.Size, mtime: fh.MTime, ino: fh.Ino}, res: res}
 	}
 	maps.Copy(l.cache, files)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // A restart reads decoded files back from the cache: nothing is decoded again and the model
@@ -151,5 +153,53 @@ func TestDecodeCacheCutShort(t *testing.T) {
 	cut := newDirLoader()
 	if n, err := cut.restore(cache); n != 0 || err == nil || len(cut.cache) != 0 {
 		t.Fatalf("a cache cut short: %d files, %d cached, err %v", n, len(cut.cache), err)
+	}
+}
+
+// Resources read back from the cache are settled as decoded ones are: replicas share one
+// tag map, and the strings that repeat are one copy.
+func TestDecodeCacheRestoresSettled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	must(t, os.MkdirAll(dir, 0o755))
+	var sb strings.Builder
+	for i := range 4 {
+		doc := strings.ReplaceAll(extraDataplane, "NAME", "web")
+		sb.WriteString(strings.Replace(doc, "name: web", fmt.Sprintf("name: rep-%d", i), 1) + "---\n")
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(sb.String()), 0o644))
+	cache := filepath.Join(t.TempDir(), "model-cache.gob")
+	cold := newDirLoader()
+	if _, err := cold.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cold.persist(cache); err != nil {
+		t.Fatal(err)
+	}
+	warm := newDirLoader()
+	if n, err := warm.restore(cache); err != nil || n != 1 {
+		t.Fatalf("restore: %d files, %v", n, err)
+	}
+	snap, err := warm.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maps []uintptr
+	var meshes []*byte
+	for _, dp := range snap.Dataplanes {
+		if strings.HasPrefix(dp.Name, "rep-") {
+			maps = append(maps, reflect.ValueOf(dp.Networking.Inbound[0].Tags).Pointer())
+			meshes = append(meshes, unsafe.StringData(dp.Mesh))
+		}
+	}
+	if len(maps) != 4 {
+		t.Fatalf("%d restored replicas, want 4", len(maps))
+	}
+	for i := 1; i < 4; i++ {
+		if maps[i] != maps[0] {
+			t.Errorf("replica %d has a tag map of its own after a restore", i)
+		}
+		if meshes[i] != meshes[0] {
+			t.Errorf("replica %d has a mesh name of its own after a restore", i)
+		}
 	}
 }

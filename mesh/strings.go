@@ -72,8 +72,18 @@ func (a *strArena) put(s string) string {
 //
 // Inbounds with the same tags (the replicas of a service) share one map: a map holding a
 // few tags costs ~340 bytes however few they are. Tags are never modified once decoded.
-func settle(rs []Resource) {
-	var sets tagSets
+func settle(rs []Resource) { settleIn(rs, nil) }
+
+// Settle is what Decode does to the resources of a file once they are decoded, for
+// resources read back another way (the agent's decode cache, where each string is an
+// object of its own): each Dataplane is replaced by a copy made now, whose strings are
+// copied into shared blocks (tag keys and mesh names once) and whose inbounds with the
+// same tags share one map.
+func Settle(rs []Resource) { settleIn(rs, newStrArena()) }
+
+// settleIn is settle, copying the Dataplanes' strings into strs too when it is not nil.
+func settleIn(rs []Resource, strs *strArena) {
+	sets := tagSets{strs: strs}
 	for i, r := range rs {
 		dp, ok := r.(*Dataplane)
 		if !ok {
@@ -81,9 +91,17 @@ func settle(rs []Resource) {
 		}
 		c := *dp
 		n := &c.Networking
+		if strs != nil {
+			c.Mesh, c.Name, c.Source = strs.share(c.Mesh), strs.copy(c.Name), strs.copy(c.Source)
+			n.Address, n.AdvertisedAddress = strs.copy(n.Address), strs.copy(n.AdvertisedAddress)
+		}
 		n.Inbound = slices.Clone(n.Inbound)
 		for j := range n.Inbound {
 			in := &n.Inbound[j]
+			if strs != nil {
+				in.ServiceAddress, in.Address = strs.copy(in.ServiceAddress), strs.copy(in.Address)
+				in.State = strs.share(in.State)
+			}
 			in.Tags = sets.share(in.Tags)
 			if in.InboundKept != nil {
 				k := *in.InboundKept
@@ -114,6 +132,7 @@ type tagSets struct {
 	byText map[string]Tags
 	buf    []byte
 	keys   []string
+	strs   *strArena // when set, a new map's strings are copied there
 }
 
 // share returns the map seen before with t's tags, or a copy of t (kept for the next ones).
@@ -137,7 +156,15 @@ func (s *tagSets) share(t Tags) Tags {
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
-	m := maps.Clone(t)
+	var m Tags
+	if s.strs == nil {
+		m = maps.Clone(t)
+	} else {
+		m = make(Tags, len(t))
+		for k, v := range t {
+			m[s.strs.share(k)] = s.strs.copy(v)
+		}
+	}
 	s.byText[string(b)] = m
 	return m
 }
