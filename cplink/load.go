@@ -93,11 +93,17 @@ func newDirLoader() *dirLoader {
 	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile}
 }
 
-// forget drops every decoded file: the next load reads them all.
+// forget makes the next load read and decode every file again (SIGHUP). The resources
+// decoded before stay, only for that decode to give back the objects of those that did
+// not change (see reuseUnchanged): a forced reload of an unchanged inventory leaves the
+// model holding the objects it held, not a second copy.
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	clear(l.cache)
+	for p, c := range l.cache {
+		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
+		l.cache[p] = c
+	}
 }
 
 // Load reads the dataplane file and the directory.

@@ -113,8 +113,15 @@ func TestDirLoaderDecodesOnlyChangedFiles(t *testing.T) {
 		t.Fatalf("after removing the file: err %v, hash %s want %s", err, fifth.Hash, first.Hash)
 	}
 	l.forget()
-	if _, err := l.Load(exampleDataplane, dir); err != nil || l.decodes != 2*len(files)+4 {
+	sixth, err := l.Load(exampleDataplane, dir)
+	if err != nil || l.decodes != 2*len(files)+4 {
 		t.Fatalf("after forget: err %v, decodes %d", err, l.decodes)
+	}
+	// Decoded again, the unchanged resources are still the objects the model held.
+	for i, dp := range sixth.Dataplanes {
+		if dp != fifth.Dataplanes[i] {
+			t.Fatalf("after forget, dataplane %s is a new copy", dp.Name)
+		}
 	}
 }
 
