@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
@@ -18,15 +19,16 @@ import (
 // (and Envoy) from its last good model at once, marked stale, instead of answering
 // nothing until the control plane is back. The first complete sync replaces it.
 
-// savedModel is the model file's content: the resources of the last accepted model, as
-// the link holds them (the dataplane's own resource included when it came from the control
-// plane). Build ties it to the binary, as the decode cache is.
-type savedModel struct {
-	Build     string
-	Name      string
-	Mesh      string
-	Saved     time.Time
-	Resources []mesh.Resource
+// The model file is a gob stream, written and read a piece at a time (as the decode cache
+// is): a savedHeader, then the resources in chunks of at most cacheChunk. The resources are
+// the last accepted model's, as the link holds them (the dataplane's own resource included
+// when it came from the control plane). Build ties the file to the binary.
+type savedHeader struct {
+	Build string
+	Name  string
+	Mesh  string
+	Saved time.Time
+	Count int // resources that follow
 }
 
 // saveLoop writes the newest model handed to c.saveq until ctx ends; a model superseded
@@ -37,12 +39,27 @@ func (c *Client) saveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case rs := <-c.saveq:
-			m := savedModel{Build: buildOnce(), Name: c.cfg.Name, Mesh: c.cfg.Mesh, Saved: time.Now(), Resources: rs}
-			if err := writeGobAtomic(c.cfg.ModelFile, ".cp-model-*", m); err != nil {
+			if err := c.saveModel(rs); err != nil {
 				c.log.Warn("cannot save the model for a restart without the control plane", "path", c.cfg.ModelFile, "error", err)
 			}
 		}
 	}
+}
+
+// saveModel writes rs to the model file (atomically, owner-only).
+func (c *Client) saveModel(rs []mesh.Resource) error {
+	h := savedHeader{Build: buildOnce(), Name: c.cfg.Name, Mesh: c.cfg.Mesh, Saved: time.Now(), Count: len(rs)}
+	return writeAtomic(c.cfg.ModelFile, ".cp-model-*", func(enc *gob.Encoder) error {
+		if err := enc.Encode(h); err != nil {
+			return err
+		}
+		for chunk := range slices.Chunk(rs, cacheChunk) {
+			if err := enc.Encode(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // queueSave hands rs to saveLoop, replacing a model not written yet.
@@ -78,27 +95,38 @@ func (c *Client) loadSaved() (*mesh.Snapshot, time.Time, error) {
 		return nil, time.Time{}, err
 	}
 	defer f.Close()
-	var m savedModel
-	if err := gob.NewDecoder(bufio.NewReader(f)).Decode(&m); err != nil {
+	dec := gob.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	var h savedHeader
+	if err := dec.Decode(&h); err != nil {
 		return nil, time.Time{}, fmt.Errorf("%s: %w", c.cfg.ModelFile, err)
 	}
 	switch {
-	case m.Build != buildOnce():
+	case h.Build != buildOnce():
 		return nil, time.Time{}, fmt.Errorf("%s was saved by another kuma-dp build", c.cfg.ModelFile)
-	case m.Name != c.cfg.Name || m.Mesh != c.cfg.Mesh:
-		return nil, time.Time{}, fmt.Errorf("%s is the model of dataplane %s/%s, not %s/%s", c.cfg.ModelFile, m.Mesh, m.Name, c.cfg.Mesh, c.cfg.Name)
+	case h.Name != c.cfg.Name || h.Mesh != c.cfg.Mesh:
+		return nil, time.Time{}, fmt.Errorf("%s is the model of dataplane %s/%s, not %s/%s", c.cfg.ModelFile, h.Mesh, h.Name, c.cfg.Mesh, c.cfg.Name)
 	}
+	rs := make([]mesh.Resource, 0, h.Count)
+	for len(rs) < h.Count {
+		var chunk []mesh.Resource
+		if err := dec.Decode(&chunk); err != nil {
+			return nil, time.Time{}, fmt.Errorf("%s: %w", c.cfg.ModelFile, err)
+		}
+		if len(chunk) == 0 || len(rs)+len(chunk) > h.Count {
+			return nil, time.Time{}, fmt.Errorf("%s holds more resources than announced", c.cfg.ModelFile)
+		}
+		rs = append(rs, chunk...)
+	}
+	mesh.Settle(rs)
 	self := c.self
-	var rs []mesh.Resource
-	for _, r := range m.Resources {
+	for _, r := range rs {
 		if dp, ok := r.(*mesh.Dataplane); ok && self == nil && dp.Name == c.cfg.Name {
 			self = dp
 		}
-		rs = append(rs, r)
 	}
 	if self == nil {
 		return nil, time.Time{}, fmt.Errorf("%s holds no Dataplane %q", c.cfg.ModelFile, c.cfg.Name)
 	}
 	snap, err := mesh.NewSnapshot(self, rs)
-	return snap, m.Saved, err
+	return snap, h.Saved, err
 }

@@ -1,0 +1,65 @@
+package cplink
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// The model saved for a restart without the control plane reads back as the same model,
+// written and read in pieces; a file cut short, of another dataplane, or without this
+// dataplane is refused with the reason.
+func TestSavedModelRoundTrip(t *testing.T) {
+	var sb strings.Builder
+	for i := range 1500 { // several chunks
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	rs, err := mesh.Decode("inventory.yaml", []byte(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cp-model.gob")
+	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "svc7", Mesh: "default", ModelFile: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.saveModel(rs); err != nil {
+		t.Fatal(err)
+	}
+	snap, saved, err := c.loadSaved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := mesh.NewSnapshot(rs[7].(*mesh.Dataplane), rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Hash != want.Hash || len(snap.Dataplanes) != len(rs) || snap.Self.Name != "svc7" || saved.IsZero() {
+		t.Fatalf("read back: hash %s want %s, %d dataplanes, self %s, saved %v", snap.Hash, want.Hash, len(snap.Dataplanes), snap.Self.Name, saved)
+	}
+
+	other, _ := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "svc7", Mesh: "other", ModelFile: path}, nil)
+	if _, _, err := other.loadSaved(); err == nil || !strings.Contains(err.Error(), "not other/svc7") {
+		t.Errorf("another mesh's model: %v", err)
+	}
+	missing, _ := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "nobody", Mesh: "default", ModelFile: path}, nil)
+	if err := missing.saveModel(rs); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := missing.loadSaved(); err == nil || !strings.Contains(err.Error(), `no Dataplane "nobody"`) {
+		t.Errorf("a model without this dataplane: %v", err)
+	}
+	if err := c.saveModel(rs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	must(t, err)
+	must(t, os.WriteFile(path, b[:len(b)/2], 0o600))
+	if _, _, err := c.loadSaved(); err == nil {
+		t.Error("a model file cut short was read")
+	}
+}
