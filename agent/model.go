@@ -162,7 +162,7 @@ func (a *Agent) logRefusal(u cplink.Update) {
 			attrs = append(attrs, "resource", e.Kind+"/"+e.Name)
 		}
 		if e.Value != "" {
-			attrs = append(attrs, "value", e.Value)
+			attrs = append(attrs, "value", mesh.Clip(e.Value, 200)) // never a whole multi-KB value
 		}
 		attrs = append(attrs, slog.String("error", e.Error()))
 		a.log.Error(msg, attrs...)

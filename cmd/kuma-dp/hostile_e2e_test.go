@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The hostile policy files of the adversarial campaign, run through the binary as a user
+// runs it: `kuma-dp vips` and `kuma-dp run` refuse them naming the field, never crash, and
+// never print the offending value whole (a 16 MB log line once) nor a secret at all.
+
+// bombHost is the template memory bomb: a reassigned variable doubled 32 times (8 GiB if
+// rendered unbounded).
+func bombHost() string {
+	var b strings.Builder
+	b.WriteString(`{{$x := printf "%s" "ab"}}`)
+	for range 32 {
+		b.WriteString(`{{$x = printf "%s%s" $x $x}}`)
+	}
+	b.WriteString("{{$x}}.mesh")
+	return b.String()
+}
+
+// bombTail ends bombHost: an output showing it shows the value whole.
+const bombTail = "{{$x}}.mesh"
+
+func bombPolicy() string {
+	return "type: VirtualOutbound\nmesh: default\nname: bomb\nselectors:\n- match:\n    kuma.io/service: \"*\"\n" +
+		"conf:\n  host: '" + bombHost() + "'\n  port: \"80\"\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n"
+}
+
+// secretMarker sits inside a PEM private key written where base64 is expected.
+const secretMarker = "SUPERSECRETKEYMATERIAL"
+
+func pemKeyPolicy() string {
+	pem := "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + secretMarker + "\\n-----END PRIVATE KEY-----\\n"
+	return "type: MeshExternalService\nname: leak\nmesh: default\nspec:\n  match:\n    type: HostnameGenerator\n    port: 443\n    protocol: tcp\n" +
+		"  endpoints:\n  - address: example.com\n    port: 443\n  tls:\n    enabled: true\n    verification:\n      clientCert:\n        secret: cert\n" +
+		"      clientKey:\n        inline: \"" + pem + "\"\n"
+}
+
+// boundedRun runs bin with args under a 4 GiB address-space limit, so that an unbounded
+// render fails the test instead of taking the machine's memory.
+func boundedRun(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 4194304; exec "$@"`, "sh", bin}, args...)...)
+	cmd.WaitDelay = 2 * time.Second
+	done := make(chan struct{})
+	timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill(); close(done) })
+	out, err := cmd.CombinedOutput()
+	if !timer.Stop() {
+		<-done
+		t.Fatalf("%v: still running after 30s:\n%.2000s", args, out)
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// checkRefusal: the output names the field, no line about it is long, and what must not show
+// does not.
+func checkRefusal(t *testing.T, what, out, field string, never ...string) {
+	t.Helper()
+	if !strings.Contains(out, field) {
+		t.Errorf("%s: the output does not name %s:\n%.3000s", what, field, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, field) && len(line) > 2048 {
+			t.Errorf("%s: a %d-byte line: a refused value is never shown whole:\n%.400s...", what, len(line), line)
+		}
+	}
+	for _, s := range never {
+		if strings.Contains(out, s) {
+			t.Errorf("%s: the output carries %.60q...:\n%.3000s", what, s, out)
+		}
+	}
+}
+
+func TestE2EHostilePoliciesRefusedByVIPsAndRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, field, never string
+	}{
+		// The template's end shows only if the value is shown whole (quotes are escaped in logs).
+		{"template memory bomb", bombPolicy(), "conf.host", bombTail},
+		{"PEM private key where base64 is expected", pemKeyPolicy(), "clientKey", secretMarker},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dpFile, policies := meshDir(t)
+			writeFile(t, filepath.Join(policies, "hostile.yaml"), tc.body)
+
+			code, out := boundedRun(t, kumaDP(t), "vips", "--dataplane-file", dpFile, "--policies-dir", policies)
+			if code != exitInvalid {
+				t.Fatalf("vips: exit %d, want %d:\n%.3000s", code, exitInvalid, out)
+			}
+			checkRefusal(t, "vips", out, tc.field, tc.never)
+
+			code, out = boundedRun(t, kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+				"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
+				"--envoy=false", "--work-dir", t.TempDir(), "--dns-upstream", "127.0.0.1:9")
+			if code != exitInvalid {
+				t.Fatalf("run: exit %d, want %d:\n%.3000s", code, exitInvalid, out)
+			}
+			checkRefusal(t, "run", out, tc.field, tc.never)
+		})
+	}
+}
+
+// A running agent given the hostile files keeps serving its last good model, and says why
+// without echoing them.
+func TestE2EHostilePoliciesKeepTheLastGood(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies)
+	if ips, _ := p.query("v1.httpbin.mesh", 1); len(ips) != 1 {
+		t.Fatalf("v1.httpbin.mesh = %v before the hostile files", ips)
+	}
+	writeFile(t, filepath.Join(policies, "bomb.yaml"), bombPolicy())
+	writeFile(t, filepath.Join(policies, "leak.yaml"), pemKeyPolicy())
+	waitFor(t, "both refusals logged", 10*time.Second, func() bool {
+		l := p.logs.String()
+		return strings.Contains(l, "bomb.yaml") && strings.Contains(l, "leak.yaml")
+	})
+	if ips, _ := p.query("v1.httpbin.mesh", 1); len(ips) != 1 {
+		t.Fatalf("v1.httpbin.mesh = %v after the hostile files: the last good model must keep serving", ips)
+	}
+	logs := p.logs.String()
+	checkRefusal(t, "run (reload)", logs, "conf.host", bombTail, secretMarker)
+	checkRefusal(t, "run (reload)", logs, "clientKey")
+}
