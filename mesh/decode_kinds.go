@@ -303,7 +303,7 @@ func newResource(kind string) Resource {
 // finish applies the normalisations done on typed resources.
 func (d *decoder) finish(r Resource, prefix string) {
 	if mes, ok := r.(*MeshExternalService); ok {
-		// Seed 002 spells the last verification mode both SkipAll and SkipALL.
+		// The MeshExternalService design spells the last verification mode both SkipAll and SkipALL.
 		if t := mes.Spec.TLS; t != nil && t.Verification != nil && t.Verification.Mode == "SkipALL" {
 			t.Verification.Mode = "SkipAll"
 		}
@@ -422,7 +422,7 @@ func kubePath(kind string) func(string) string {
 	}
 }
 
-// hostnameGeneratorIn accepts both the seed's targetRef and Kuma's selector.
+// hostnameGeneratorIn accepts both the MeshExternalService design's targetRef and Kuma's selector.
 type hostnameGeneratorIn struct {
 	Meta
 	Spec hostnameGeneratorSpecIn `json:"spec"`

@@ -8,36 +8,36 @@ import (
 	"testing"
 )
 
-// TestSeedsVerbatim decodes every YAML example of the seeds as written (testdata/seeds) and
-// compares what became of each document with testdata/seeds.golden.
-func TestSeedsVerbatim(t *testing.T) {
+// TestDesignExamplesVerbatim decodes every YAML example of the designs as written
+// (testdata/designs) and compares what became of each document with testdata/designs.golden.
+func TestDesignExamplesVerbatim(t *testing.T) {
 	var report strings.Builder
 	ok := map[string]bool{}
-	for _, seed := range []string{"000", "001", "002", "004"} {
-		data, err := os.ReadFile("../testdata/seeds/" + seed + ".yaml")
+	for _, design := range []string{"virtualoutbound", "virtualhost", "meshexternalservice", "trafficroute"} {
+		data, err := os.ReadFile("../testdata/designs/" + design + ".yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := Decode(seed, data)
+		rs, err := Decode(design, data)
 		for _, r := range rs {
 			ok[r.GetMeta().Source] = true
 			fmt.Fprintf(&report, "ok    %s %s %q\n", r.GetMeta().Source, r.Kind(), r.GetMeta().Name)
 		}
 		var es Errors
 		if err != nil && !errors.As(err, &es) {
-			t.Fatalf("%s: %v is not Errors", seed, err)
+			t.Fatalf("%s: %v is not Errors", design, err)
 		}
 		for _, e := range es {
 			fmt.Fprintf(&report, "error %s\n", e)
 		}
 	}
 	// The chosen designs' examples must all decode.
-	for _, src := range []string{"000#2", "000#3", "000#4", "000#5", "001#2", "001#3", "001#4", "001#5",
-		"002#2", "002#3", "002#5", "002#6", "002#8", "002#11",
-		"004#1", "004#2", "004#3", "004#4", "004#5", "004#6", "004#7", "004#8", "004#9", "004#10"} {
+	for _, src := range []string{"virtualoutbound#2", "virtualoutbound#3", "virtualoutbound#4", "virtualoutbound#5", "virtualhost#2", "virtualhost#3", "virtualhost#4", "virtualhost#5",
+		"meshexternalservice#2", "meshexternalservice#3", "meshexternalservice#5", "meshexternalservice#6", "meshexternalservice#8", "meshexternalservice#11",
+		"trafficroute#1", "trafficroute#2", "trafficroute#3", "trafficroute#4", "trafficroute#5", "trafficroute#6", "trafficroute#7", "trafficroute#8", "trafficroute#9", "trafficroute#10"} {
 		if !ok[src] {
-			t.Errorf("seed example %s does not decode", src)
+			t.Errorf("design example %s does not decode", src)
 		}
 	}
-	checkGolden(t, "seeds.golden", report.String())
+	checkGolden(t, "designs.golden", report.String())
 }

@@ -25,7 +25,7 @@ func names[T Resource](rs []T) []string {
 	return out
 }
 
-// TestExampleMesh loads the repository's example mesh and checks every seed example is in it.
+// TestExampleMesh loads the repository's example mesh and checks every design example is in it.
 func TestExampleMesh(t *testing.T) {
 	s, err := Load(exampleDP, examplePolicies)
 	if err != nil {
@@ -66,7 +66,7 @@ func TestExampleMesh(t *testing.T) {
 			t.Errorf("no VirtualOutbound renders %s", h)
 		}
 	}
-	// Seed 002's HostnameGenerator gives mydomain.svc.meshext.local.
+	// The MeshExternalService design's HostnameGenerator gives mydomain.svc.meshext.local.
 	for _, hg := range s.HostnameGenerators {
 		if hg.Name != "k8s-meshext-hostnames" {
 			continue

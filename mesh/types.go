@@ -259,7 +259,7 @@ type HostnameGenerator struct {
 	Spec HostnameGeneratorSpec `json:"spec"`
 }
 
-// HostnameGeneratorSpec is HostnameGenerator.spec. Both the seed's `targetRef{kind, tags}` and
+// HostnameGeneratorSpec is HostnameGenerator.spec. Both the MeshExternalService design's `targetRef{kind, tags}` and
 // Kuma's `selector.meshExternalService.matchLabels` decode into TargetRef.
 type HostnameGeneratorSpec struct {
 	TargetRef TargetRef `json:"targetRef"`

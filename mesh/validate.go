@@ -270,7 +270,7 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 	// splits the tuples (kuma.io/service must be there even when the host does not name the
 	// service), and tuples rendering the same host and port are settled as collisions.
 	if v.kind == kindVirtualHost && len(vo.Selectors) == 1 {
-		// Seed 001: the host may only use tags present in the tags section.
+		// The VirtualHost draft: the host may only use tags present in the tags section.
 		for _, k := range vt.TagKeys() {
 			if _, ok := vo.Selectors[0].Match[k]; !ok {
 				v.errorf("conf.host", vo.Conf.Host, "tag %q is not in tags", k)
@@ -328,7 +328,7 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 		v.tags(p, s.Match, true, true)
 		for _, k := range sortedTagKeys(s.Match) {
 			if k != ServiceTag {
-				// Seed 004: all TCP connections of a service share one destination address, so
+				// The L4 TrafficRoute design: all TCP connections of a service share one destination address, so
 				// nothing but the service can be told apart.
 				v.errorf(keyPath(p, k), s.Match[k], "only %s can be used in destinations", ServiceTag)
 			}

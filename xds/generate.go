@@ -227,7 +227,7 @@ func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
 	return dp.Networking.Address
 }
 
-// normalizeTags maps the seeds' short `service` key to kuma.io/service (when the long one is
+// normalizeTags maps the L4 TrafficRoute design's short `service` key to kuma.io/service (when the long one is
 // absent), so that `service: backend` and `kuma.io/service: backend` select the same thing.
 func normalizeTags(t mesh.Tags) mesh.Tags {
 	v, ok := t["service"]

@@ -263,7 +263,7 @@ func TestDeltaADS(t *testing.T) {
 
 func TestStateOfTheWorldADS(t *testing.T) {
 	srv, conn := startServer(t, nil)
-	res := generateScenario(t, "route-seed-example", nil)
+	res := generateScenario(t, "route-design-example", nil)
 	if err := srv.Update(res); err != nil {
 		t.Fatal(err)
 	}
