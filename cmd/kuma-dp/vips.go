@@ -55,7 +55,7 @@ func runVIPs(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.serviceCIDR, "service-cidr", def.ServiceCIDR, "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)")
 	fs.StringVar(&f.externalCIDR, "external-cidr", def.ExternalCIDR, "IPv4 pool of MeshExternalService VIPs")
 	fs.StringVar(&f.ipv6Prefix, "ipv6-prefix", def.IPv6Prefix, "IPv6 prefix (at most /96) of the VIPs' IPv6 twins")
-	fs.DurationVar(&f.ttl, "dns-ttl", time.Duration(agent.Defaults().DNS.TTL), "TTL of the records of -o zone: the resolver's TTL, the same setting as `kuma-dp run --dns-ttl`")
+	fs.DurationVar(&f.ttl, "dns-ttl", time.Duration(agent.Defaults().DNS.TTL), "TTL of the records of -o zone: the resolver's TTL, the same setting as kuma-dp run --dns-ttl")
 	cmd := subcommand{name: "vips", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: kuma-dp vips --dataplane-file FILE [--policies-dir DIR] [flags]\n\n"+
 			"Shows the hostnames, VIPs (IPv4 + IPv6 twin), ports and statuses the dataplane would serve.\n"+
