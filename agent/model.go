@@ -80,6 +80,10 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	go debug.FreeOSMemory()
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
+	if f := snap.Self.KeptFields(); len(f) > 0 {
+		a.log.Debug("this dataplane's Kuma fields accepted but not acted on (see docs/kuma-compatibility.md)",
+			"dataplane", snap.Self.Name, "fields", f)
+	}
 	return table, nil
 }
 

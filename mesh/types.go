@@ -109,6 +109,13 @@ func (in *Inbound) Ignored() bool { return in.State == InboundIgnored }
 // Named reports whether the inbound's tags give hostnames: not Ignored, not on a reserved port.
 func (in *Inbound) Named() bool { return !in.Ignored() && in.Port < FirstReservedPort }
 
+// Serving reports whether the inbound takes traffic, as Kuma decides it: not Ignored, not
+// NotReady, and not health.ready: false. Other dataplanes' Envoys get it as an endpoint only
+// then; its service keeps its names and VIPs either way.
+func (in *Inbound) Serving() bool {
+	return !in.Ignored() && in.State != InboundNotReady && (in.Health == nil || in.Health.Ready)
+}
+
 // Outbound is one entry of networking.outbound: port + tags, or port + backendRef.
 // Hostname is filled by vipalloc (the VirtualOutbound design: "hostname on the outbound"), never by users.
 type Outbound struct {
@@ -131,6 +138,12 @@ type TransparentProxying struct {
 	RedirectPortInbound  uint32 `json:"redirectPortInbound,omitempty"`
 	RedirectPortOutbound uint32 `json:"redirectPortOutbound,omitempty"`
 	IPFamilyMode         string `json:"ipFamilyMode,omitempty"`
+	// Kuma's, accepted and kept; the agent does not act on them (every service of the
+	// mesh gets its names): see docs/kuma-compatibility.md.
+	RedirectPortInboundV6 uint32          `json:"redirectPortInboundV6,omitempty"`
+	DirectAccessServices  json.RawMessage `json:"directAccessServices,omitempty"`
+	ReachableServices     json.RawMessage `json:"reachableServices,omitempty"`
+	ReachableBackends     json.RawMessage `json:"reachableBackends,omitempty"`
 }
 
 // Selector is one `- match: {...}` element.

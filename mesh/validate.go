@@ -133,7 +133,7 @@ func (v *validator) dataplane(dp *Dataplane) {
 		case out.BackendRef != nil:
 			b := out.BackendRef
 			if b.Kind != KindMeshExternalService {
-				v.errorf(p+".backendRef.kind", b.Kind, "must be %s", KindMeshExternalService)
+				v.errorf(p+".backendRef.kind", b.Kind, "must be %s (services here are kuma.io/service tags, not Kuma's MeshService: write the outbound with tags)", KindMeshExternalService)
 			}
 			if b.Name == "" {
 				v.errorf(p+".backendRef.name", "", "required")

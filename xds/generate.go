@@ -87,8 +87,8 @@ func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
 	}
 	for _, dp := range s.Dataplanes {
 		for _, in := range dp.Networking.Inbound {
-			if in.Ignored() {
-				continue // no endpoint, as in Kuma
+			if !in.Serving() {
+				continue // Ignored, NotReady or not healthy: no endpoint, as in Kuma
 			}
 			tags := normalizeTags(in.Tags)
 			svc := tags[mesh.ServiceTag]

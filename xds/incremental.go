@@ -203,7 +203,7 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 		for _, name := range st.svcDPs[d] {
 			dp := st.dps[name]
 			for _, in := range dp.Networking.Inbound {
-				if in.Ignored() {
+				if !in.Serving() {
 					continue
 				}
 				tags := normalizeTags(in.Tags)
@@ -411,7 +411,7 @@ func dpEqual(a, b *mesh.Dataplane) bool {
 	}
 	for i, x := range a.Networking.Inbound {
 		y := b.Networking.Inbound[i]
-		if x.Port != y.Port || x.Address != y.Address || x.Ignored() != y.Ignored() || !maps.Equal(x.Tags, y.Tags) {
+		if x.Port != y.Port || x.Address != y.Address || x.Serving() != y.Serving() || !maps.Equal(x.Tags, y.Tags) {
 			return false
 		}
 	}
