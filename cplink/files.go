@@ -131,6 +131,7 @@ func (f *Files) Load(ctx context.Context) Update { return f.load(ctx, "start") }
 // of a file (SIGTERM during a long load does not wait for it).
 func (f *Files) load(ctx context.Context, trigger string) Update {
 	start := time.Now()
+	f.log.Debug("loading the model", "trigger", trigger)
 	// The fingerprint is taken before reading, so a write racing the read shows up as a
 	// difference at the next check rather than being lost.
 	f.seen = fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir)

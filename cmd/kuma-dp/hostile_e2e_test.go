@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,4 +137,42 @@ func TestE2EHostilePoliciesKeepTheLastGood(t *testing.T) {
 	logs := p.logs.String()
 	checkRefusal(t, "run (reload)", logs, "conf.host", bombTail, secretMarker)
 	checkRefusal(t, "run (reload)", logs, "clientKey")
+}
+
+var loadStarted = regexp.MustCompile(`msg="loading the model".* trigger=watch`)
+
+// SIGTERM during a long reload (a 20 MB policy file, 120,000 dataplanes) stops the agent
+// without waiting for the load: the load is cancelled, never applied, and the agent exits 0.
+func TestE2ESIGTERMCancelsALongReload(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies)
+	var b strings.Builder
+	for i := range 120000 {
+		fmt.Fprintf(&b, "---\ntype: Dataplane\nmesh: default\nname: big-%d\nnetworking:\n  address: 10.%d.%d.%d\n  inbound:\n"+
+			"  - port: 8080\n    tags:\n      kuma.io/service: big-%d\n      version: v%d\n", i, i>>16&255, i>>8&255, i&255, i%500, i%7)
+	}
+	writeFile(t, filepath.Join(policies, "big.yaml"), b.String())
+	waitFor(t, "the reload to start", 10*time.Second, func() bool {
+		return loadStarted.MatchString(p.logs.String())
+	})
+	time.Sleep(50 * time.Millisecond) // well inside a load of this size
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGTERM")
+	}
+	if p.err != nil {
+		t.Fatalf("exit: %v", p.err)
+	}
+	logs := p.logs.String()
+	if strings.Contains(logs, "dataplanes=120002") {
+		t.Fatalf("the reload ran to the end after SIGTERM:\n%.3000s", logs)
+	}
+	if !strings.Contains(logs, "msg=stopped") {
+		t.Fatalf("no orderly stop:\n%.3000s", logs)
+	}
 }
