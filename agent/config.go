@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/dnsserver"
+	"github.com/kumadp/kuma-dp/internal/settings"
 )
 
 // Config is everything `kuma-dp run` can be told. The JSON names are the `--config` file's
@@ -231,6 +235,24 @@ func validUpstream(u string) bool {
 // Duration is a time.Duration written as "30s" in the config file (a number of seconds is
 // accepted too).
 type Duration time.Duration
+
+// ConfigScalars tells the config file reader (internal/settings) how a Duration is written.
+var ConfigScalars = settings.Scalars{reflect.TypeFor[Duration](): func(text string) (any, error) {
+	if _, err := strconv.ParseFloat(text, 64); err == nil {
+		return json.Number(text), nil // seconds
+	}
+	if _, err := time.ParseDuration(strings.TrimSpace(text)); err != nil {
+		return nil, fmt.Errorf("want a duration like \"30s\" (value %q)", text)
+	}
+	return text, nil
+}}
+
+// ConfigTypes binds a Duration to its flag and environment variable (as a time.Duration).
+var ConfigTypes = map[reflect.Type]func(field any) pflag.Value{
+	reflect.TypeFor[Duration](): func(field any) pflag.Value {
+		return settings.ValueOf((*time.Duration)(field.(*Duration)))
+	},
+}
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
