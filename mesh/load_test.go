@@ -2,15 +2,14 @@ package mesh
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/kumadp/kuma-dp/internal/testutil"
+)
 
 const (
 	exampleDP       = "../testdata/mesh/dataplane.yaml"
@@ -153,22 +152,7 @@ func TestInvalidTestdata(t *testing.T) {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update to accept):\n got:\n%s\nwant:\n%s", path, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), []byte(got))
 }
 
 func TestLoadErrors(t *testing.T) {
