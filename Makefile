@@ -16,7 +16,7 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 14m ./...
 	$(GO) test -run '^$$' -fuzz FuzzServe -fuzztime 15s -fuzzminimizetime 5s ./dnsserver
-	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime 10s -fuzzminimizetime 5s ./mesh
+	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime 10s -fuzzminimizetime 5s ./hostname
 
 test-deps:
 	@scripts/test-deps.sh

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kumadp/kuma-dp/hostname"
 	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
@@ -70,11 +71,11 @@ func TestExampleMesh(t *testing.T) {
 		if hg.Name != "k8s-meshext-hostnames" {
 			continue
 		}
-		ht, err := CompileHostnameGenerator(hg.Spec.Template)
+		ht, err := hostname.CompileHostnameGenerator(hg.Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, err := ht.Render(HGData{Name: "mydomain"}); err != nil || h != "mydomain.svc.meshext.local" {
+		if h, err := ht.Render(hostname.HGData{Name: "mydomain"}); err != nil || h != "mydomain.svc.meshext.local" {
 			t.Errorf("k8s-meshext-hostnames renders %q, %v", h, err)
 		}
 	}
@@ -93,7 +94,7 @@ func TestExampleMesh(t *testing.T) {
 func renderAll(t *testing.T, s *Snapshot) map[string]bool {
 	out := map[string]bool{}
 	for _, vo := range s.VirtualOutbounds {
-		vt, err := CompileVirtualOutbound(vo.Conf)
+		vt, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 		if err != nil {
 			t.Fatalf("%s: %v", vo.Name, err)
 		}
