@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/dirsource"
 	"github.com/kumadp/kuma-dp/dnsserver"
 	"github.com/kumadp/kuma-dp/internal/settings"
 )
@@ -121,7 +122,7 @@ func Defaults() Config {
 	return Config{
 		Dataplane: DataplaneConfig{DrainTime: Duration(30 * time.Second)},
 		Runtime: RuntimeConfig{Watch: "auto", Envoy: true,
-			MaxFileSizeMiB: cplink.DefaultMaxFileBytes >> 20, MaxTotalSizeMiB: cplink.DefaultMaxTotalBytes >> 20},
+			MaxFileSizeMiB: dirsource.DefaultMaxFileBytes >> 20, MaxTotalSizeMiB: dirsource.DefaultMaxTotalBytes >> 20},
 		DNS:   DNSConfig{ProxyPort: 15053, TTL: Duration(dnsserver.DefaultTTL * time.Second), ResolvConf: "/etc/resolv.conf"},
 		Admin: AdminConfig{Address: "127.0.0.1:9902"},
 		Log:   LogConfig{Level: "info", Format: "text"},
