@@ -256,7 +256,7 @@ func rewriteAction(inner, fn string) string {
 		}
 		return inner
 	}
-	if isBareword(content) && !isIdentifier(content) {
+	if isBareword(content) && !IsIdentifier(content) {
 		return lead + fn + " " + quote(content) + trail
 	}
 	return inner
@@ -278,7 +278,9 @@ func isBareword(s string) bool {
 	return true
 }
 
-func isIdentifier(s string) bool {
+// IsIdentifier reports whether s is a plain name: ASCII letters, digits and _, not starting
+// with a digit (a template variable; mesh writes such a key as a.key in a field path).
+func IsIdentifier(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -151,7 +151,7 @@ func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
 
 	funcs := template.FuncMap{"tag": func(string) (string, error) { return "", nil }}
 	for name := range vt.vars {
-		if isIdentifier(name) && !voBuiltins[name] {
+		if IsIdentifier(name) && !voBuiltins[name] {
 			funcs[name] = func() (string, error) { return "", nil }
 		}
 	}
@@ -313,7 +313,7 @@ func (vt *VOTemplate) exec(t *tmpl, tags Tags, b []byte) ([]byte, error) {
 		if v, ok := tags[k]; ok {
 			data[name] = v
 		}
-		if isIdentifier(name) && !voBuiltins[name] {
+		if IsIdentifier(name) && !voBuiltins[name] {
 			k := k
 			funcs[name] = func() (string, error) { return lookup(k) }
 		}

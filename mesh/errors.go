@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kumadp/kuma-dp/hostname"
 	"github.com/kumadp/kuma-dp/internal/errtext"
 )
 
@@ -82,14 +83,4 @@ func (es Errors) Error() string {
 
 // isIdentifier reports whether a mapping key is a plain word, written `a.key` in a field
 // path rather than `a["kuma.io/service"]`.
-func isIdentifier(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
+func isIdentifier(s string) bool { return hostname.IsIdentifier(s) }
