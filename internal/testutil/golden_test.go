@@ -33,3 +33,16 @@ func TestGoldenMatches(t *testing.T) {
 		t.Errorf("the golden file changed without -update: %q", b)
 	}
 }
+
+func TestHeapAllocated(t *testing.T) {
+	var keep []byte
+	if a := HeapAllocated(func() { keep = make([]byte, 1<<20) }); a < 1<<20 {
+		t.Errorf("HeapAllocated of a 1 MiB allocation = %d", a)
+	}
+	_ = keep
+	var lb LockedBuffer
+	lb.Write([]byte("a line\nsecond one\n"))
+	if LineWith(lb.String(), "second") != "second one" || LineWith(lb.String(), "none") != "" {
+		t.Errorf("LineWith over %q", lb.String())
+	}
+}
