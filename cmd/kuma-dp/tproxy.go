@@ -35,6 +35,17 @@ const tproxyExample = `Examples (5678 is the agent's UID, as in Kuma):
   KUMA_TRANSPARENT_PROXY_IP_FAMILY_MODE=ipv4 sudo -E kuma-dp tproxy install --config testdata/tproxy/tproxy.yaml
 `
 
+// tproxyLogger logs to stderr in the --log-format asked.
+func tproxyLogger(format string, stderr io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format=%q: want text or json", format)
+}
+
 // loadTproxyConfig applies defaults < file < environment < flags, then validates: every
 // error is listed, each naming its source, except a validation error about a setting whose
 // value did not parse.
@@ -94,16 +105,10 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 	default:
 		return usageErr("unknown action %q (install, uninstall or verify)", action)
 	}
-	var handler slog.Handler
-	switch *logFormat {
-	case "text":
-		handler = slog.NewTextHandler(stderr, nil)
-	case "json":
-		handler = slog.NewJSONHandler(stderr, nil)
-	default:
-		return usageErr("--log-format=%q: want text or json", *logFormat)
+	log, err := tproxyLogger(*logFormat, stderr)
+	if err != nil {
+		return usageErr("%v", err)
 	}
-	log := slog.New(handler)
 	c, err := loadTproxyConfig(flags, getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-dp tproxy: invalid settings:\n%v\n", err)
@@ -140,31 +145,38 @@ func runTproxyEnv(args []string, stdout, stderr io.Writer, getenv func(string) s
 			return fail(err)
 		}
 	case action == "verify":
-		diff, err := tproxy.Verify(ctx, c)
-		if err != nil {
-			return fail(err)
-		}
-		if diff != "" && !strings.Contains(diff, "\n+ ") && !strings.HasPrefix(diff, "+ ") {
-			if live, err := tproxy.RemovalRules(ctx, c); err == nil && live == "" {
-				rules := 0
-				for _, line := range strings.Split(diff, "\n") {
-					if strings.HasPrefix(line, "- ") && strings.Contains(line, " -A ") {
-						rules++
-					}
+		return tproxyVerify(ctx, stdout, c, fail)
+	}
+	return exitOK
+}
+
+// tproxyVerify compares the live rules with c's: exit 0 when they match, 1 with the
+// difference (or, when none of ours is there, that the proxy is not installed).
+func tproxyVerify(ctx context.Context, stdout io.Writer, c tproxy.Config, fail func(error) int) int {
+	diff, err := tproxy.Verify(ctx, c)
+	if err != nil {
+		return fail(err)
+	}
+	if diff != "" && !strings.Contains(diff, "\n+ ") && !strings.HasPrefix(diff, "+ ") {
+		if live, err := tproxy.RemovalRules(ctx, c); err == nil && live == "" {
+			rules := 0
+			for _, line := range strings.Split(diff, "\n") {
+				if strings.HasPrefix(line, "- ") && strings.Contains(line, " -A ") {
+					rules++
 				}
-				fmt.Fprintf(stdout, "transparent proxy not installed: none of its %d rules is in iptables (`kuma-dp tproxy install` adds them, `--dry-run` shows them)\n", rules)
-				printTproxyNetwork(stdout, c)
-				return exitInvalid
 			}
-		}
-		if diff != "" {
-			fmt.Fprintf(stdout, "transparent proxy differs from the expected rules (- missing, + unexpected):\n%s", diff)
+			fmt.Fprintf(stdout, "transparent proxy not installed: none of its %d rules is in iptables (`kuma-dp tproxy install` adds them, `--dry-run` shows them)\n", rules)
 			printTproxyNetwork(stdout, c)
 			return exitInvalid
 		}
-		fmt.Fprintln(stdout, "transparent proxy installed and up to date")
-		printTproxyNetwork(stdout, c)
 	}
+	if diff != "" {
+		fmt.Fprintf(stdout, "transparent proxy differs from the expected rules (- missing, + unexpected):\n%s", diff)
+		printTproxyNetwork(stdout, c)
+		return exitInvalid
+	}
+	fmt.Fprintln(stdout, "transparent proxy installed and up to date")
+	printTproxyNetwork(stdout, c)
 	return exitOK
 }
 
