@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/internal/errtext"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -166,7 +167,7 @@ func (a *Agent) logRefusal(u cplink.Update) {
 			attrs = append(attrs, "resource", e.Kind+"/"+e.Name)
 		}
 		if e.Value != "" {
-			attrs = append(attrs, "value", mesh.Clip(e.Value, 200)) // never a whole multi-KB value
+			attrs = append(attrs, "value", errtext.Clip(e.Value, 200)) // never a whole multi-KB value
 		}
 		attrs = append(attrs, slog.String("error", e.Error()))
 		a.log.Error(msg, attrs...)

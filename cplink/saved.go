@@ -37,8 +37,8 @@ func (c *Client) saveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case rs := <-c.saveq:
-			m := savedModel{Build: buildOnce(), Name: c.cfg.Name, Mesh: c.cfg.Mesh, Saved: time.Now(), Resources: rs}
-			if err := writeGobAtomic(c.cfg.ModelFile, ".cp-model-*", m); err != nil {
+			m := savedModel{Build: BuildID(), Name: c.cfg.Name, Mesh: c.cfg.Mesh, Saved: time.Now(), Resources: rs}
+			if err := WriteCacheFile(c.cfg.ModelFile, ".cp-model-*", m); err != nil {
 				c.log.Warn("cannot save the model for a restart without the control plane", "path", c.cfg.ModelFile, "error", err)
 			}
 		}
@@ -83,7 +83,7 @@ func (c *Client) loadSaved() (*mesh.Snapshot, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("%s: %w", c.cfg.ModelFile, err)
 	}
 	switch {
-	case m.Build != buildOnce():
+	case m.Build != BuildID():
 		return nil, time.Time{}, fmt.Errorf("%s was saved by another kuma-dp build", c.cfg.ModelFile)
 	case m.Name != c.cfg.Name || m.Mesh != c.cfg.Mesh:
 		return nil, time.Time{}, fmt.Errorf("%s is the model of dataplane %s/%s, not %s/%s", c.cfg.ModelFile, m.Mesh, m.Name, c.cfg.Mesh, c.cfg.Name)

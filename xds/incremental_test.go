@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -96,7 +97,7 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 			t.Fatalf("step %d: incremental resources invalid: %v", step, err)
 		}
 		if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
-			t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, firstDiff(w, g))
+			t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, testutil.FirstDiff(w, g))
 		}
 	}
 	if gen.partial < 200 || gen.full < 10 {

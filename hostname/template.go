@@ -1,4 +1,4 @@
-package mesh
+package hostname
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/kumadp/kuma-dp/internal/errtext"
 )
 
 // This file is the one hostname template engine of the project: Go text/template with a
@@ -41,7 +43,9 @@ type TemplateError struct {
 	Msg      string
 }
 
-func (e *TemplateError) Error() string { return e.Field + ": template: " + Clip(e.Msg, 2*maxShown) }
+func (e *TemplateError) Error() string {
+	return e.Field + ": template: " + errtext.Clip(e.Msg, 2*errtext.MaxShown)
+}
 
 // MissingTagError says a tag needed by a template is absent from the tags it renders with.
 type MissingTagError struct {
@@ -61,7 +65,7 @@ type RenderError struct {
 }
 
 func (e *RenderError) Error() string {
-	return fmt.Sprintf("%s: rendered %q: %s", e.Field, Clip(e.Rendered, maxShown), Clip(e.Msg, 2*maxShown))
+	return fmt.Sprintf("%s: rendered %q: %s", e.Field, errtext.Clip(e.Rendered, errtext.MaxShown), errtext.Clip(e.Msg, 2*errtext.MaxShown))
 }
 
 // segment is one piece of a simple template: literal text, or a reference (a tag key for
@@ -147,7 +151,7 @@ func CompileVirtualOutbound(c VirtualOutboundConf) (*VOTemplate, error) {
 
 	funcs := template.FuncMap{"tag": func(string) (string, error) { return "", nil }}
 	for name := range vt.vars {
-		if isIdentifier(name) && !voBuiltins[name] {
+		if IsIdentifier(name) && !voBuiltins[name] {
 			funcs[name] = func() (string, error) { return "", nil }
 		}
 	}
@@ -309,7 +313,7 @@ func (vt *VOTemplate) exec(t *tmpl, tags Tags, b []byte) ([]byte, error) {
 		if v, ok := tags[k]; ok {
 			data[name] = v
 		}
-		if isIdentifier(name) && !voBuiltins[name] {
+		if IsIdentifier(name) && !voBuiltins[name] {
 			k := k
 			funcs[name] = func() (string, error) { return lookup(k) }
 		}
@@ -473,3 +477,29 @@ func stripTemplatePrefix(msg, name string) string {
 
 // execContext is text/template's `executing "name" at <node>: ` prefix.
 var execContext = regexp.MustCompile(`^executing ".*?" at <.*?>: `)
+
+// CheckStandIns renders the templates with stand-in values for every tag ("a1" in the host,
+// "80" in the port), so that templates whose fixed parts can never give a hostname or a
+// port are refused when loaded rather than on every render.
+func (vt *VOTemplate) CheckStandIns() error {
+	host, port := Tags{}, Tags{}
+	for _, k := range vt.tagKeys {
+		host[k], port[k] = "a1", "80"
+	}
+	if _, _, err := vt.Render(host); err != nil {
+		var re *RenderError
+		if !errors.As(err, &re) || re.Field != "conf.port" {
+			return err
+		}
+	}
+	if vt.literalPort == 0 {
+		pb, err := vt.exec(&vt.port, port, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := parsePort(string(pb)); err != nil {
+			return &RenderError{Field: "conf.port", Rendered: string(pb), Msg: err.Error()}
+		}
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package cplink
+package dirsource
 
 import (
 	"errors"

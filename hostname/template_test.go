@@ -1,12 +1,15 @@
-package mesh
+package hostname
 
 import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/internal/errtext"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 func TestVirtualOutboundTemplateSyntaxes(t *testing.T) {
@@ -287,13 +290,13 @@ func TestValidHostname(t *testing.T) {
 		{"a/b", `character '/' not allowed in a hostname`},
 	}
 	for _, tt := range tests {
-		err := ValidHostname(tt.host)
+		err := Valid(tt.host)
 		got := ""
 		if err != nil {
 			got = err.Error()
 		}
 		if got != tt.err {
-			t.Errorf("ValidHostname(%q) = %q, want %q", tt.host, got, tt.err)
+			t.Errorf("Valid(%q) = %q, want %q", tt.host, got, tt.err)
 		}
 	}
 }
@@ -329,15 +332,6 @@ func doubling(fn string, n int) string {
 	return b.String()
 }
 
-// renderAlloc is the heap allocated while f runs.
-func renderAlloc(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // maxRenderAlloc bounds what one render of any template may allocate.
 const maxRenderAlloc = 1 << 20
 
@@ -352,7 +346,7 @@ func TestTemplateRenderIsBounded(t *testing.T) {
 				t.Fatalf("compile: %v", err)
 			}
 			var rerr error
-			if a := renderAlloc(func() { _, _, rerr = vt.Render(tags) }); a > maxRenderAlloc {
+			if a := testutil.HeapAllocated(func() { _, _, rerr = vt.Render(tags) }); a > maxRenderAlloc {
 				t.Errorf("render allocated %d bytes", a)
 			}
 			if rerr == nil || !strings.Contains(rerr.Error(), "conf.host") || !strings.Contains(rerr.Error(), "renders more than") {
@@ -362,39 +356,13 @@ func TestTemplateRenderIsBounded(t *testing.T) {
 			if err != nil {
 				t.Fatalf("compile hostname generator: %v", err)
 			}
-			if a := renderAlloc(func() { _, rerr = ht.Render(HGData{Name: "n", Mesh: "m"}) }); a > maxRenderAlloc {
+			if a := testutil.HeapAllocated(func() { _, rerr = ht.Render(HGData{Name: "n", Mesh: "m"}) }); a > maxRenderAlloc {
 				t.Errorf("hostname generator render allocated %d bytes", a)
 			}
-			if rerr == nil || len(rerr.Error()) > 4*maxShown {
+			if rerr == nil || len(rerr.Error()) > 4*errtext.MaxShown {
 				t.Fatalf("hostname generator render error %d bytes: %.300v", len(rerr.Error()), rerr)
 			}
 		})
-	}
-}
-
-// TestPolicyBombRefusedByValidation: the 1.1 KB policy that ran agents out of memory is
-// refused by validation with the field named, and its message does not carry the value whole.
-func TestPolicyBombRefusedByValidation(t *testing.T) {
-	doc := "type: VirtualOutbound\nmesh: default\nname: bomb\nselectors:\n- match:\n    kuma.io/service: \"*\"\nconf:\n  host: '" +
-		doubling(`printf "%s%s"`, 32) + "'\n  port: \"80\"\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n"
-	var err error
-	if a := renderAlloc(func() { _, err = Decode("bomb.yaml", []byte(doc)) }); a > 16*maxRenderAlloc {
-		t.Errorf("decoding and validating allocated %d bytes", a)
-	}
-	if err == nil || !strings.Contains(err.Error(), `virtualoutbound "bomb": conf.host`) {
-		t.Fatalf("error %v, want the policy refused naming conf.host", err)
-	}
-	if len(err.Error()) > 6*maxShown {
-		t.Fatalf("error message is %d bytes: a refused value is never shown whole", len(err.Error()))
-	}
-}
-
-func TestClip(t *testing.T) {
-	if got := Clip("abc", 5); got != "abc" {
-		t.Errorf("Clip short = %q", got)
-	}
-	if got := Clip("aé"+strings.Repeat("x", 10), 2); got != "a... (13 bytes in all)" {
-		t.Errorf("Clip on a rune boundary = %q", got)
 	}
 }
 
@@ -413,22 +381,22 @@ func FuzzTemplate(f *testing.F) {
 		if err == nil {
 			var h string
 			var p uint32
-			if a := renderAlloc(func() { h, p, err = vt.Render(Tags{ServiceTag: "svc", "version": "v1", "port": "80", "x": "y"}) }); a > maxRenderAlloc {
+			if a := testutil.HeapAllocated(func() { h, p, err = vt.Render(Tags{ServiceTag: "svc", "version": "v1", "port": "80", "x": "y"}) }); a > maxRenderAlloc {
 				t.Fatalf("Render(%q, %q) allocated %d bytes", host, port, a)
 			}
-			if err == nil && (ValidHostname(h) != nil || p == 0 || p > 65535) {
+			if err == nil && (Valid(h) != nil || p == 0 || p > 65535) {
 				t.Fatalf("Render(%q, %q) = %q:%d: not valid", host, port, h, p)
 			}
 		}
 		ht, err := CompileHostnameGenerator(host)
 		if err == nil {
 			var h string
-			if a := renderAlloc(func() {
+			if a := testutil.HeapAllocated(func() {
 				h, err = ht.Render(HGData{Name: "n", Mesh: "m", Zone: "z", Labels: map[string]string{"x": "y"}})
 			}); a > maxRenderAlloc {
 				t.Fatalf("Render(%q) allocated %d bytes", host, a)
 			}
-			if err == nil && ValidHostname(h) != nil {
+			if err == nil && Valid(h) != nil {
 				t.Fatalf("Render(%q) = %q: not valid", host, h)
 			}
 		}
@@ -490,7 +458,7 @@ func TestTemplatesConcurrent(t *testing.T) {
 	done := make(chan error, 8)
 	for i := range 8 {
 		go func() {
-			svc := "svc" + itoa(uint32(i))
+			svc := "svc" + strconv.Itoa(i)
 			for range 200 {
 				for _, vt := range []*VOTemplate{fast, slow} {
 					if h, _, err := vt.Render(Tags{ServiceTag: svc}); err != nil || h != svc+".mesh" {

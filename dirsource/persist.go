@@ -1,16 +1,14 @@
-package cplink
+package dirsource
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/gob"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -20,14 +18,6 @@ import (
 // to read them back from this cache). Only files that decoded without a problem are kept,
 // and the whole cache is dropped when the kuma-dp binary changes (a new version may decode
 // or validate differently).
-
-func init() {
-	gob.Register(&mesh.Dataplane{})
-	gob.Register(&mesh.VirtualOutbound{})
-	gob.Register(&mesh.TrafficRoute{})
-	gob.Register(&mesh.MeshExternalService{})
-	gob.Register(&mesh.HostnameGenerator{})
-}
 
 // persisted is the cache file's content.
 type persisted struct {
@@ -41,18 +31,6 @@ type persistedFile struct {
 	Ino         uint64
 	Resources   []mesh.Resource
 }
-
-var buildOnce = sync.OnceValue(func() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	fi, err := os.Stat(exe)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("%s|%s|%d|%d", runtime.Version(), exe, fi.Size(), fi.ModTime().UnixNano())
-})
 
 // restore fills the in-memory cache from path; a missing, unreadable or stale file is
 // ignored (everything is decoded as usual).
@@ -74,7 +52,7 @@ func (l *dirLoader) restore(path string) (int, error) {
 	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&p); err != nil {
 		return 0, fmt.Errorf("decode cache %s: %w", path, err)
 	}
-	if p.Build == "" || p.Build != buildOnce() {
+	if p.Build == "" || p.Build != cplink.BuildID() {
 		return 0, nil
 	}
 	for _, f := range p.Files {
@@ -91,7 +69,7 @@ func (l *dirLoader) persist(path string) error {
 		l.mu.Unlock()
 		return nil
 	}
-	p := persisted{Build: buildOnce()}
+	p := persisted{Build: cplink.BuildID()}
 	for name, c := range l.cache {
 		if c.err == nil && name != l.dpFile {
 			p.Files = append(p.Files, persistedFile{Path: name, Size: c.stamp.size, MTime: c.stamp.mtime, Ino: c.stamp.ino, Resources: c.res})
@@ -100,32 +78,8 @@ func (l *dirLoader) persist(path string) error {
 	l.dirty = false
 	l.mu.Unlock()
 
-	if err := writeGobAtomic(path, ".decode-cache-*", p); err != nil {
+	if err := cplink.WriteCacheFile(path, ".decode-cache-*", p); err != nil {
 		return fmt.Errorf("decode cache: %w", err)
 	}
 	return nil
-}
-
-// writeGobAtomic encodes v straight into a temporary file beside path (pattern names it, so
-// a start can remove the leftovers of a write cut short) and renames it over path: readers
-// see the old file or the new one, never half of one. The file is owner-only.
-func writeGobAtomic(path, pattern string, v any) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 64<<10)
-	if err := gob.NewEncoder(w).Encode(v); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

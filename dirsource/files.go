@@ -1,4 +1,4 @@
-package cplink
+package dirsource
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -125,11 +126,11 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 }
 
 // Load reads and validates the model now (files do not wait: ctx is not needed).
-func (f *Files) Load(ctx context.Context) Update { return f.load(ctx, "start") }
+func (f *Files) Load(ctx context.Context) cplink.Update { return f.load(ctx, "start") }
 
 // load reads the model; cancelling ctx stops the default loader's decoding between pieces
 // of a file (SIGTERM during a long load does not wait for it).
-func (f *Files) load(ctx context.Context, trigger string) Update {
+func (f *Files) load(ctx context.Context, trigger string) cplink.Update {
 	start := time.Now()
 	f.log.Debug("loading the model", "trigger", trigger)
 	// The fingerprint is taken before reading, so a write racing the read shows up as a
@@ -142,7 +143,7 @@ func (f *Files) load(ctx context.Context, trigger string) Update {
 		f.loader.setContext(ctx)
 	}
 	snap, err := f.cfg.Load(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
-	return Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
+	return cplink.Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
 }
 
 // Reload asks Run for a load now, whether or not anything changed (SIGHUP). Never blocks.
@@ -153,8 +154,8 @@ func (f *Files) Reload() {
 	}
 }
 
-// Run watches the files and sends an Update for every change until ctx is cancelled.
-func (f *Files) Run(ctx context.Context, out chan<- Update) error {
+// Run watches the files and sends an cplink.Update for every change until ctx is cancelled.
+func (f *Files) Run(ctx context.Context, out chan<- cplink.Update) error {
 	f.persist() // what Load decoded at start
 	if f.cfg.Watch != WatchPoll {
 		w, err := newInotify()
@@ -198,7 +199,7 @@ func (f *Files) relevant(ev event) bool {
 	return ev.name == filepath.Base(f.cfg.DataplaneFile) || strings.HasPrefix(ev.name, "..")
 }
 
-func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- Update) error {
+func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Update) error {
 	changed := make(chan struct{}, 1)
 	readDone := make(chan error, 1)
 	go func() {
@@ -278,7 +279,7 @@ func (f *Files) persist() {
 	}
 }
 
-func (f *Files) runPoll(ctx context.Context, out chan<- Update) error {
+func (f *Files) runPoll(ctx context.Context, out chan<- cplink.Update) error {
 	tick := time.NewTicker(f.cfg.PollInterval)
 	defer tick.Stop()
 	for {
@@ -301,7 +302,7 @@ func (f *Files) runPoll(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-func (f *Files) send(ctx context.Context, out chan<- Update, u Update) bool {
+func (f *Files) send(ctx context.Context, out chan<- cplink.Update, u cplink.Update) bool {
 	select {
 	case out <- u:
 		return true

@@ -1,4 +1,4 @@
-package cplink
+package dirsource
 
 import (
 	"context"
@@ -368,7 +368,7 @@ func mustReadDir(t *testing.T, dir string) []string {
 
 // BenchmarkBytesPerDataplane reports the live heap one dataplane of the inventory costs once
 // loaded and allocated (the decoded model and the VIP table both kept, as the agent keeps
-// them): go test -run '^$' -bench BytesPerDataplane ./cplink
+// them): go test -run '^$' -bench BytesPerDataplane ./dirsource
 func BenchmarkBytesPerDataplane(b *testing.B) {
 	const n = 10000
 	dir := b.TempDir()

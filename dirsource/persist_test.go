@@ -1,4 +1,4 @@
-package cplink
+package dirsource
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/cplink"
 )
 
 // A restart reads decoded files back from the cache: nothing is decoded again and the model
@@ -100,7 +102,7 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	if u := src.Load(context.Background()); u.Err != nil {
 		t.Fatal(u.Err)
 	}
-	fx := &fixture{t: t, src: src, out: make(chan Update, 4), done: make(chan error, 1)}
+	fx := &fixture{t: t, src: src, out: make(chan cplink.Update, 4), done: make(chan error, 1)}
 	ctx, cancel := contextWithCancel()
 	fx.cancel = cancel
 	go func() { fx.done <- src.Run(ctx, fx.out) }()

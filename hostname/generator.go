@@ -1,4 +1,4 @@
-package mesh
+package hostname
 
 import (
 	"bytes"
@@ -23,10 +23,6 @@ type HGData struct {
 	Name, DisplayName, Mesh, Zone, Namespace string
 	Labels                                   map[string]string
 }
-
-// NamespaceLabel is the Kubernetes namespace of a resource synced from Kubernetes: Kuma's
-// {{ .Namespace }}.
-const NamespaceLabel = "k8s.kuma.io/namespace"
 
 // MissingLabelError says a label needed by a HostnameGenerator template is absent.
 type MissingLabelError struct{ Label string }
@@ -164,10 +160,10 @@ func (ht *HGTemplate) Render(d HGData) (string, error) {
 	return string(b), nil
 }
 
-// ValidHostname checks a lower-case hostname without a final dot: labels of [a-z0-9_-]
+// Valid checks a lower-case hostname without a final dot: labels of [a-z0-9_-]
 // (underscore allowed: Kuma's Kubernetes service names use it), 1-63 characters, not
 // starting or ending with '-', 253 characters in all.
-func ValidHostname(h string) error {
+func Valid(h string) error {
 	return validHostname([]byte(h))
 }
 
@@ -260,7 +256,7 @@ func rewriteAction(inner, fn string) string {
 		}
 		return inner
 	}
-	if isBareword(content) && !isIdentifier(content) {
+	if isBareword(content) && !IsIdentifier(content) {
 		return lead + fn + " " + quote(content) + trail
 	}
 	return inner
@@ -282,7 +278,9 @@ func isBareword(s string) bool {
 	return true
 }
 
-func isIdentifier(s string) bool {
+// IsIdentifier reports whether s is a plain name: ASCII letters, digits and _, not starting
+// with a digit (a template variable; mesh writes such a key as a.key in a field path).
+func IsIdentifier(s string) bool {
 	if s == "" {
 		return false
 	}

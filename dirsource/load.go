@@ -1,10 +1,9 @@
-package cplink
+package dirsource
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -118,37 +118,17 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		return nil, err
 	}
 
-	self, selfErrs := selfDataplane(dataplaneFile, results[0])
+	self, selfErrs := mesh.SelfDataplane(dataplaneFile, results[0].res, results[0].err)
 	errs = append(selfErrs, errs...)
 	var resources []mesh.Resource
 	for _, r := range results[1:] {
 		resources = append(resources, r.res...)
-		errs = appendErrors(errs, r.err)
+		errs = mesh.AppendErrors(errs, r.err)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return mesh.NewSnapshot(self, resources)
-}
-
-// selfDataplane applies mesh.Load's rule to the dataplane file: exactly one Dataplane.
-func selfDataplane(path string, r cachedFile) (*mesh.Dataplane, mesh.Errors) {
-	errs := appendErrors(nil, r.err)
-	switch {
-	case len(r.res) == 1:
-		if dp, ok := r.res[0].(*mesh.Dataplane); ok {
-			return dp, errs
-		}
-		m := r.res[0].GetMeta()
-		errs = append(errs, &mesh.FieldError{Source: m.Source, Kind: r.res[0].Kind(), Name: m.Name,
-			Msg: "the dataplane file must hold a Dataplane"})
-	case len(r.res) > 1:
-		errs = append(errs, &mesh.FieldError{Source: path,
-			Msg: fmt.Sprintf("the dataplane file must hold exactly one Dataplane, found %d resources", len(r.res))})
-	case r.err == nil:
-		errs = append(errs, &mesh.FieldError{Source: path, Msg: "no Dataplane in the dataplane file"})
-	}
-	return nil, errs
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
@@ -251,7 +231,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			continue
 		}
 		if paths[i] == l.dpFile {
-			if b, err = renderVars(b, l.vars); err != nil {
+			if b, err = cplink.RenderVars(b, l.vars); err != nil {
 				out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
 				continue
 			}
@@ -387,19 +367,4 @@ func stampOf(path string) (fileStamp, error) {
 		st.ino = sys.Ino
 	}
 	return st, nil
-}
-
-func appendErrors(errs mesh.Errors, err error) mesh.Errors {
-	if err == nil {
-		return errs
-	}
-	var es mesh.Errors
-	if errors.As(err, &es) {
-		return append(errs, es...)
-	}
-	var fe *mesh.FieldError
-	if errors.As(err, &fe) {
-		return append(errs, fe)
-	}
-	return append(errs, &mesh.FieldError{Msg: err.Error()})
 }

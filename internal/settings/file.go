@@ -1,4 +1,4 @@
-package agent
+package settings
 
 import (
 	"bytes"
@@ -10,22 +10,44 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// LoadConfigFile reads a --config file (YAML or JSON) over cfg. Every problem is reported at
-// once, each with its field path, line and value: an unknown key with the closest known one
-// ("did you mean proxyPort?") or the section it belongs in; a value of the wrong type. Values
-// are taken exactly as written (no YAML 1.1 coercion of a string field). go.yaml.in/yaml/v3
-// is used for its node tree, which carries the line of every key.
-func LoadConfigFile(path string, cfg *Config) error {
+// Scalars are the types written as one value in a config file that are not strings, numbers
+// or booleans (a duration, an address range): Parse checks the text and returns what the
+// type's JSON decoding takes, or an error naming what was wanted. A time.Duration is one
+// already ("30s").
+type Scalars map[reflect.Type]func(text string) (any, error)
+
+// ReadFile reads a config file (YAML or JSON) over cfg, a pointer to a struct whose JSON
+// names are the file's keys. Every problem is reported at once, each with its field path,
+// line and value: an unknown key with the closest known one ("did you mean proxyPort?") or
+// the section it belongs in; a value of the wrong type. Values are taken exactly as written
+// (no YAML 1.1 coercion of a string field). go.yaml.in/yaml/v3 is used for its node tree,
+// which carries the line of every key.
+func ReadFile(path string, cfg any, scalars Scalars) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	return decode(b, cfg, scalars)
+}
+
+// parseDuration reads a time.Duration written "30s".
+func parseDuration(text string) (any, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(text))
+	if err != nil {
+		return nil, fmt.Errorf("want a duration like \"30s\" (value %q)", text)
+	}
+	return int64(d), nil
+}
+
+func decode(b []byte, cfg any, scalars Scalars) error {
+	t := reflect.TypeOf(cfg).Elem()
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("not valid YAML: %w", err)
@@ -33,8 +55,8 @@ func LoadConfigFile(path string, cfg *Config) error {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil // empty file: defaults
 	}
-	c := configChecker{index: fieldIndex(reflect.TypeFor[Config](), "")}
-	v := c.value(doc.Content[0], reflect.TypeFor[Config](), "")
+	c := configChecker{index: fieldIndex(t, ""), scalars: scalars}
+	v := c.value(doc.Content[0], t, "")
 	if len(c.errs) > 0 {
 		return errors.New(strings.Join(c.errs, "\n"))
 	}
@@ -52,8 +74,9 @@ func LoadConfigFile(path string, cfg *Config) error {
 }
 
 type configChecker struct {
-	index map[string][]string // key -> the paths of the sections that have it
-	errs  []string
+	index   map[string][]string // key -> the paths of the sections that have it
+	scalars Scalars
+	errs    []string
 }
 
 func (c *configChecker) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -79,7 +102,7 @@ func fieldIndex(t reflect.Type, prefix string) map[string][]string {
 		if prefix != "" {
 			out[name] = append(out[name], prefix)
 		}
-		if f.Type.Kind() == reflect.Struct {
+		if f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 {
 			for k, v := range fieldIndex(f.Type, join(prefix, name)) {
 				out[k] = append(out[k], v...)
 			}
@@ -95,8 +118,6 @@ func join(prefix, name string) string {
 	return prefix + "." + name
 }
 
-var durationType = reflect.TypeFor[Duration]()
-
 // value checks n against t and returns it as JSON would carry it (nil after an error).
 func (c *configChecker) value(n *yaml.Node, t reflect.Type, path string) any {
 	if n.Kind == yaml.AliasNode {
@@ -105,16 +126,23 @@ func (c *configChecker) value(n *yaml.Node, t reflect.Type, path string) any {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
-	switch {
-	case t == durationType:
+	parse, ok := c.scalars[t]
+	if !ok && t == reflect.TypeFor[time.Duration]() {
+		parse, ok = parseDuration, true
+	}
+	if ok {
 		if n.Kind != yaml.ScalarNode {
-			c.errorf(n, path, "want a duration like \"30s\"")
+			c.errorf(n, path, "want a single value, not a %s", kindName(n))
 			return nil
 		}
-		if n.Tag == "!!int" || n.Tag == "!!float" {
-			return json.Number(n.Value)
+		v, err := parse(n.Value)
+		if err != nil {
+			c.errorf(n, path, "%v", err)
+			return nil
 		}
-		return n.Value
+		return v
+	}
+	switch {
 	case t.Kind() == reflect.Struct:
 		return c.mapping(n, t, path)
 	case t.Kind() == reflect.Map:
@@ -155,9 +183,15 @@ func (c *configChecker) value(n *yaml.Node, t reflect.Type, path string) any {
 			return nil
 		}
 		return b
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if _, err := strconv.ParseInt(n.Value, 10, 64); err != nil {
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8:
+		if _, err := strconv.ParseInt(n.Value, 10, t.Bits()); err != nil {
 			c.errorf(n, path, "want a whole number (value %q)", n.Value)
+			return nil
+		}
+		return json.Number(n.Value)
+	case reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8:
+		if _, err := strconv.ParseUint(n.Value, 10, t.Bits()); err != nil {
+			c.errorf(n, path, "want a whole number from 0 to %d (value %q)", uint64(1)<<t.Bits()-1, n.Value)
 			return nil
 		}
 		return json.Number(n.Value)

@@ -1,4 +1,4 @@
-package mesh
+package hostname
 
 import "testing"
 
@@ -38,3 +38,9 @@ func TestVOTemplateRenderAppend(t *testing.T) {
 		}
 	}
 }
+
+// The tag keys the tests use (mesh's well-known keys).
+const (
+	ServiceTag = "kuma.io/service"
+	ZoneTag    = "kuma.io/zone"
+)

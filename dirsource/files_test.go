@@ -1,4 +1,4 @@
-package cplink
+package dirsource
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -59,7 +60,7 @@ type fixture struct {
 	dpFile string
 	dir    string
 	src    *Files
-	out    chan Update
+	out    chan cplink.Update
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -78,8 +79,14 @@ func startDebounce(t *testing.T, watch string, debounce time.Duration) *fixture 
 	must(t, os.MkdirAll(fx.dir, 0o755))
 	must(t, os.WriteFile(fx.dpFile, []byte("dp v1"), 0o644))
 	must(t, os.WriteFile(filepath.Join(fx.dir, "a.yaml"), []byte("a v1"), 0o644))
+	// In inotify mode the safety re-scan runs every 10 x PollInterval: keep it out of the
+	// test's way (at 50 ms it fired mid-step on a loaded machine and took the change first).
+	poll := 50 * time.Millisecond
+	if watch == WatchInotify {
+		poll = 10 * time.Second
+	}
 	src, err := NewFiles(FilesConfig{DataplaneFile: fx.dpFile, PoliciesDir: fx.dir, Watch: watch,
-		Debounce: debounce, PollInterval: 50 * time.Millisecond, Load: contentLoad}, nil)
+		Debounce: debounce, PollInterval: poll, Load: contentLoad}, nil)
 	must(t, err)
 	fx.src = src
 	first := src.Load(context.Background())
@@ -87,7 +94,7 @@ func startDebounce(t *testing.T, watch string, debounce time.Duration) *fixture 
 		t.Fatalf("first load: %+v", first)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	fx.out, fx.cancel, fx.done = make(chan Update, 16), cancel, make(chan error, 1)
+	fx.out, fx.cancel, fx.done = make(chan cplink.Update, 16), cancel, make(chan error, 1)
 	go func() { fx.done <- src.Run(ctx, fx.out) }()
 	t.Cleanup(fx.stop)
 	time.Sleep(30 * time.Millisecond) // let Run set its watches up
@@ -120,16 +127,16 @@ func (fx *fixture) write(rel, content string) {
 	must(fx.t, os.WriteFile(p, []byte(content), 0o644))
 }
 
-// next waits for an Update. The product promises a second; the test allows more so that a
+// next waits for an cplink.Update. The product promises a second; the test allows more so that a
 // loaded CI machine does not make it flaky (the benchmarks measure the real figure).
-func (fx *fixture) next() Update {
+func (fx *fixture) next() cplink.Update {
 	fx.t.Helper()
 	select {
 	case u := <-fx.out:
 		return u
 	case <-time.After(5 * time.Second):
 		fx.t.Fatal("no update within 5s")
-		return Update{}
+		return cplink.Update{}
 	}
 }
 
@@ -189,7 +196,7 @@ func TestFilesSeesChanges(t *testing.T) {
 	}
 }
 
-func drain(ch chan Update, d time.Duration) {
+func drain(ch chan cplink.Update, d time.Duration) {
 	for {
 		select {
 		case <-ch:
@@ -210,7 +217,7 @@ func TestFilesPoliciesDirWithTrailingSlash(t *testing.T) {
 		Debounce: 10 * time.Millisecond, PollInterval: time.Minute}, nil)
 	must(t, err)
 	src.Load(context.Background())
-	out := make(chan Update, 4)
+	out := make(chan cplink.Update, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, out) }()
@@ -323,7 +330,7 @@ func TestFilesSymlinkedPoliciesDir(t *testing.T) {
 	if u.Err != nil || u.Snapshot.Hash != want.Hash {
 		t.Fatalf("through the link: err %v, hash %v want %s", u.Err, u.Snapshot, want.Hash)
 	}
-	out := make(chan Update, 4)
+	out := make(chan cplink.Update, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, out) }()
