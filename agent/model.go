@@ -65,6 +65,11 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		return nil, err
 	}
 	a.parts.DNS.Swap(table)
+	if zs, ok := a.parts.DNS.(zoneSwapper); ok {
+		if err := zs.SwapZones(snap.DNSZones); err != nil {
+			a.log.Warn("route zones from the control plane left out of DNS", "error", err)
+		}
+	}
 	a.markStale(u)
 	a.model.mu.Lock()
 	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
@@ -89,6 +94,11 @@ func (a *Agent) markStale(u cplink.Update) {
 	if was := a.stale.Swap(u.Stale); was && !u.Stale {
 		a.log.Info("in sync with the control plane again: the saved model is replaced", "trigger", u.Trigger)
 	}
+}
+
+// zoneSwapper is a resolver that answers the route zones (dnsserver.Server).
+type zoneSwapper interface {
+	SwapZones([]*mesh.DNSZone) error
 }
 
 // applyEnvoy generates and publishes Envoy's resources for a model already serving DNS.

@@ -53,6 +53,12 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 			s.MeshExternalServices = append(s.MeshExternalServices, v)
 		case *HostnameGenerator:
 			s.HostnameGenerators = append(s.HostnameGenerators, v)
+		case *Router:
+			s.Routers = append(s.Routers, v)
+		case *Route:
+			s.Routes = append(s.Routes, v)
+		case *DNSZone:
+			s.DNSZones = append(s.DNSZones, v)
 		}
 	}
 	if len(errs) > 0 {
@@ -63,6 +69,9 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	sortByName(s.TrafficRoutes)
 	sortByName(s.MeshExternalServices)
 	sortByName(s.HostnameGenerators)
+	sortByName(s.Routers)
+	sortByName(s.Routes)
+	sortByName(s.DNSZones)
 	s.Hash = hashSnapshot(s)
 	return s, nil
 }
@@ -80,9 +89,13 @@ func ResourceMesh(m *Meta) string {
 }
 
 // Meshless reports a HostnameGenerator with neither a mesh nor a kuma.io/mesh label: it
-// applies to every mesh (HostnameGenerators are created on the global control plane).
+// applies to every mesh (HostnameGenerators are created on the global control plane). A
+// DNSZone applies to every mesh too.
 func Meshless(r Resource) bool {
 	m := r.GetMeta()
+	if r.Kind() == KindDNSZone {
+		return true
+	}
 	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }
 
@@ -104,6 +117,9 @@ func hashSnapshot(s *Snapshot) string {
 	chunks = appendChunks(chunks, s.TrafficRoutes)
 	chunks = appendChunks(chunks, s.MeshExternalServices)
 	chunks = appendChunks(chunks, s.HostnameGenerators)
+	chunks = appendChunks(chunks, s.Routers)
+	chunks = appendChunks(chunks, s.Routes)
+	chunks = appendChunks(chunks, s.DNSZones)
 	sums := make([][sha256.Size]byte, len(chunks))
 	hashOne := func(i int) {
 		h := sha256.New()
@@ -134,7 +150,7 @@ func hashSnapshot(s *Snapshot) string {
 	_ = enc.Encode(s.Mesh)
 	_ = enc.Encode(s.Self.Name)
 	_ = enc.Encode([]int{len(s.Dataplanes), len(s.VirtualOutbounds), len(s.TrafficRoutes),
-		len(s.MeshExternalServices), len(s.HostnameGenerators)})
+		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes), len(s.DNSZones)})
 	for i := range sums {
 		h.Write(sums[i][:])
 	}

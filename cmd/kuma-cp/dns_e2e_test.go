@@ -145,3 +145,127 @@ func TestE2EShardDNSFromTheStore(t *testing.T) {
 		}
 	}
 }
+
+// clientDP is an ordinary dataplane of the mesh (not a gateway).
+const clientDP = "type: Dataplane\nmesh: default\nname: client-1\nnetworking:\n  address: 10.9.0.1\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: client\n"
+
+// An agent's resolver answers the shards' names and the users' CNAMEs as `dig @kuma-cp`
+// does (the zones reach it over the link, readiness included), and follows a change.
+func TestE2EAgentAnswersRouteNamesAsTheControlPlane(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	e := newCPEnv(t)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	put := func(typ, name, doc string) {
+		t.Helper()
+		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("Router", "shard1", shardRouter)
+	put("Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1"))
+	put("Dataplane", "gw-2", gatewayDP("gw-2", "10.1.0.2"))
+	put("Dataplane", "client-1", clientDP)
+	put("Route", "shop", userRoute)
+	tok := e.path("admin.token")
+	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	cpBin, _ := binaries(t)
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
+		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
+	var r struct{ DNS, Address string }
+	p.readyJSON(ready, &r)
+	client := startAgent(t, e, r.Address, true, "--name", "client-1")
+	ask := func(server, name string, qtype uint16) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), qtype)
+		m.SetEdns0(1232, false)
+		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	queries := []struct {
+		name  string
+		qtype uint16
+	}{
+		{"web-acme.shard1.apps.test", dns.TypeA}, {"www.acme.test", dns.TypeA}, {"www.acme.test", dns.TypeAAAA},
+		{"nope.acme.test", dns.TypeA}, {"shard1.apps.test", dns.TypeSOA}, {"shard1.apps.test", dns.TypeA},
+		{"router-shard1.shard1.apps.test", dns.TypeA},
+	}
+	same := func() bool {
+		for _, q := range queries {
+			cp, dp := ask(r.DNS, q.name, q.qtype), ask(client.dns, q.name, q.qtype)
+			if !sameSections(cp, dp) {
+				return false
+			}
+		}
+		return true
+	}
+	addrsOf := func(m *dns.Msg) []string {
+		var out []string
+		for _, rr := range m.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				out = append(out, a.A.String())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	// client-1's own agent is connected, but it is no gateway: no replica is ready, and both
+	// are answered (fail static), by the control plane and the agent alike.
+	waitFor(t, "the agent answering as the control plane", 10*time.Second, func() bool {
+		return slices.Equal(addrsOf(ask(client.dns, "x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"}) && same()
+	})
+	for _, q := range queries {
+		cp, dp := ask(r.DNS, q.name, q.qtype), ask(client.dns, q.name, q.qtype)
+		if !sameSections(cp, dp) || !dp.Authoritative {
+			t.Errorf("%s %s: the agent answers\n%v\nthe control plane\n%v", q.name, dns.TypeToString[q.qtype], dp, cp)
+		}
+	}
+	if m := ask(client.dns, "www.acme.test", dns.TypeA); len(m.Answer) != 3 || m.Answer[0].(*dns.CNAME).Target != "router-shard1.shard1.apps.test." {
+		t.Fatalf("the user name at the agent: %v", m)
+	}
+	// A gateway's agent connects: only it is ready, at the control plane and at the agent.
+	gw := startAgent(t, e, r.Address, true, "--name", "gw-1")
+	took := waitFor(t, "only the ready gateway answered by the agent", 10*time.Second, func() bool {
+		return slices.Equal(addrsOf(ask(client.dns, "x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1"})
+	})
+	t.Logf("readiness reached the agent's answers in %v", took)
+	waitFor(t, "the agent answering as the control plane again", 5*time.Second, same)
+	// the gateway gone, both are answered again
+	gw.kill()
+	waitFor(t, "the gone gateway's readiness dropped at the agent", 10*time.Second, func() bool {
+		return slices.Equal(addrsOf(ask(client.dns, "x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"})
+	})
+	// a route removed from the store: its name leaves the agent's answers
+	if err := st.Delete(ctx, cpstore.Key{Mesh: "default", Type: "Route", Name: "shop"}, cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed route's name gone at the agent", 10*time.Second, func() bool {
+		return ask(client.dns, "www.acme.test", dns.TypeA).Rcode == dns.RcodeNameError
+	})
+	waitFor(t, "the agent answering as the control plane after the change", 5*time.Second, same)
+}
+
+// sameSections compares two answers as a client sees them: rcode, AA, and each section as a
+// set (the address sets rotate).
+func sameSections(a, b *dns.Msg) bool {
+	set := func(rrs []dns.RR) string {
+		var s []string
+		for _, rr := range rrs {
+			if rr.Header().Rrtype != dns.TypeOPT {
+				s = append(s, rr.String())
+			}
+		}
+		slices.Sort(s)
+		return strings.Join(s, "\n")
+	}
+	return a.Rcode == b.Rcode && a.Authoritative == b.Authoritative &&
+		set(a.Answer) == set(b.Answer) && set(a.Ns) == set(b.Ns) && set(a.Extra) == set(b.Extra)
+}

@@ -144,30 +144,42 @@ func admitted(r *mesh.Route) bool {
 	return false
 }
 
-// Run keeps srv's zones in step with st until ctx ends: a list, then a rebuild after every
-// burst of changes (re-listing; on compaction too), and every second when readiness is
-// given (it is not in the store), so a replica that goes not-ready leaves the answers
-// within a few seconds. Serials come from the store's revisions
-// (authdns.Serials), so replicas give the same serial for the same content.
-func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.Input, ready Ready, log *slog.Logger) {
+// Sink receives every catalog built; it must not keep the caller waiting.
+type Sink func(*authdns.Catalog)
+
+// Run keeps the zones in step with st until ctx ends, handing every catalog it builds to
+// sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
+// after every burst of changes (re-listing; on compaction too), and every second when
+// readiness is given (it is not in the store: the last list is rebuilt with the readiness
+// of now), so a replica that goes not-ready leaves the answers within about a second.
+// Serials come from the store's revisions (authdns.Serials), so replicas give the same
+// serial for the same content.
+func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, log *slog.Logger, sinks ...Sink) {
 	serials := authdns.NewSerials()
-	rebuild := func() (int64, bool) {
-		items, _, rev, err := st.List(ctx, "", "", "", 0)
-		if err != nil {
-			log.Warn("store unreachable; the zones stay as they were", "error", err)
-			return 0, false
-		}
+	var items []store.Item
+	build := func() {
 		in := Input(items, ready, log)
 		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
 		cat, problems := authdns.Build(in, serials)
 		for _, p := range problems {
 			log.Warn("not served in DNS", "name", p.Name, "problem", p.Message)
 		}
-		srv.Swap(cat)
+		for _, sink := range sinks {
+			sink(cat)
+		}
+	}
+	relist := func() (int64, bool) {
+		its, _, rev, err := st.List(ctx, "", "", "", 0)
+		if err != nil {
+			log.Warn("store unreachable; the zones stay as they were", "error", err)
+			return 0, false
+		}
+		items = its
+		build()
 		return rev, true
 	}
 	for ctx.Err() == nil {
-		rev, ok := rebuild()
+		rev, ok := relist()
 		if !ok {
 			select {
 			case <-ctx.Done():
@@ -191,9 +203,7 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 				cancel()
 				return
 			case <-tick:
-				if _, ok := rebuild(); !ok {
-					break follow
-				}
+				build()
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {
 					break follow
@@ -208,7 +218,7 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 						quiet = true
 					}
 				}
-				if _, ok := rebuild(); !ok {
+				if _, ok := relist(); !ok {
 					break follow
 				}
 			}
