@@ -32,7 +32,9 @@ func Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (*Resources, error
 // every core (buildPending).
 func (g *generator) run() {
 	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(g.t.Outbounds())+8)
-	g.inbounds()
+	gws := g.gateways()
+	g.inbounds(gws)
+	g.routerListeners(gws)
 	g.capture()
 	g.vipOutbounds()
 	g.selfOutbounds()
@@ -247,10 +249,14 @@ func normalizeTags(t mesh.Tags) mesh.Tags {
 	return out
 }
 
-// inbounds: one listener per inbound of this dataplane, forwarding to the local application.
-func (g *generator) inbounds() {
+// inbounds: one listener per inbound of this dataplane, forwarding to the local application
+// (a router's gateway inbound gets its HTTP listener instead: router.go).
+func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 	dp := g.s.Self
 	for i, in := range dp.Networking.Inbound {
+		if gateways[i] != nil {
+			continue
+		}
 		addr := in.Address
 		if addr == "" {
 			addr = dp.Networking.Address

@@ -131,6 +131,7 @@ func dpServices(dp *mesh.Dataplane) []string {
 // changed; false when a full generation is needed.
 func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, trust *trustStore) (*Resources, bool) {
 	if st == nil || st.snap == nil || t.Hash() != st.table.Hash() || o != st.opts || s.Mesh != st.snap.Mesh ||
+		isRouterReplica(s) || isRouterReplica(st.snap) || // a router replica's routes: generated in full (router.go)
 		!(s.Self == st.snap.Self || reflect.DeepEqual(s.Self, st.snap.Self)) ||
 		!sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) }) {
 		return nil, false

@@ -80,7 +80,7 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 		in.Routers = append(in.Routers, zr)
 	}
 	for _, r := range routes {
-		if r.DNSType != mesh.DNSTypeUser || r.Status == nil || r.Status.Router == "" || !admitted(r) {
+		if r.DNSType != mesh.DNSTypeUser || !r.Admitted() {
 			continue
 		}
 		in.Users = append(in.Users, authdns.UserName{Name: userName(r), Router: r.Status.Router, Revision: routeRev[r]})
@@ -127,21 +127,6 @@ func address(dp *mesh.Dataplane) string {
 		return dp.Networking.AdvertisedAddress
 	}
 	return dp.Networking.Address
-}
-
-// admitted reports whether the route is admitted on the router it is scheduled onto.
-func admitted(r *mesh.Route) bool {
-	for _, ing := range r.Status.Ingress {
-		if ing.Router != r.Status.Router {
-			continue
-		}
-		for _, c := range ing.Conditions {
-			if c.Type == "Admitted" {
-				return c.Status == "True"
-			}
-		}
-	}
-	return false
 }
 
 // Sink receives every catalog built; it must not keep the caller waiting.
