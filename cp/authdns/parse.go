@@ -59,5 +59,6 @@ func NewCatalog(zones ...*Zone) *Catalog {
 	slices.SortFunc(c.origins, func(a, b string) int {
 		return cmp.Or(cmp.Compare(dns.CountLabel(b), dns.CountLabel(a)), cmp.Compare(a, b))
 	})
+	c.prepare()
 	return c
 }
