@@ -132,18 +132,37 @@ func address(dp *mesh.Dataplane) string {
 // Sink receives every catalog built; it must not keep the caller waiting.
 type Sink func(*authdns.Catalog)
 
+// ReadinessPoll is how often Run asks whether the gateway replicas' readiness changed: a
+// replica that goes not-ready leaves the answers within about this (plus a rebuild).
+const ReadinessPoll = 100 * time.Millisecond
+
 // Run keeps the zones in step with st until ctx ends, handing every catalog it builds to
 // sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
-// after every burst of changes (re-listing; on compaction too), and every second when
-// readiness is given (it is not in the store: the last list is rebuilt with the readiness
-// of now), so a replica that goes not-ready leaves the answers within about a second.
+// after every burst of changes (re-listing; on compaction too), and, when readiness is given
+// (it is not in the store), a rebuild of the last list as soon as a gateway replica's
+// readiness differs from the one the zones were built with (asked every ReadinessPoll).
 // Serials come from the store's revisions (authdns.Serials), so replicas give the same
 // serial for the same content.
 func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, log *slog.Logger, sinks ...Sink) {
 	serials := authdns.NewSerials()
 	var items []store.Item
+	// probes: the readiness each replica had when the zones were built.
+	type probe struct {
+		mesh, name string
+		ready      bool
+	}
+	var probes []probe
+	recording := ready
+	if ready != nil {
+		recording = func(meshName, name string) bool {
+			r := ready(meshName, name)
+			probes = append(probes, probe{meshName, name, r})
+			return r
+		}
+	}
 	build := func() {
-		in := Input(items, ready, log)
+		probes = probes[:0]
+		in := Input(items, recording, log)
 		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
 		cat, problems := authdns.Build(in, serials)
 		for _, p := range problems {
@@ -152,6 +171,14 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 		for _, sink := range sinks {
 			sink(cat)
 		}
+	}
+	readinessChanged := func() bool {
+		for _, p := range probes {
+			if ready(p.mesh, p.name) != p.ready {
+				return true
+			}
+		}
+		return false
 	}
 	relist := func() (int64, bool) {
 		its, _, rev, err := st.List(ctx, "", "", "", 0)
@@ -176,7 +203,7 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 		wctx, cancel := context.WithCancel(ctx)
 		events := st.Watch(wctx, rev)
 		var tick <-chan time.Time
-		ticker := time.NewTicker(time.Second)
+		ticker := time.NewTicker(ReadinessPoll)
 		if ready != nil {
 			tick = ticker.C
 		}
@@ -188,7 +215,9 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 				cancel()
 				return
 			case <-tick:
-				build()
+				if readinessChanged() {
+					build()
+				}
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {
 					break follow
