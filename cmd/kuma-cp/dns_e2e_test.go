@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/certs"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 const shardRouter = `type: Router
@@ -268,4 +270,161 @@ func sameSections(a, b *dns.Msg) bool {
 	}
 	return a.Rcode == b.Rcode && a.Authoritative == b.Authoritative &&
 		set(a.Answer) == set(b.Answer) && set(a.Ns) == set(b.Ns) && set(a.Extra) == set(b.Extra)
+}
+
+// shardBench is kuma-cp on etcd serving shard DNS, with an ordinary agent (client-1) whose
+// resolver answers the route names too.
+type shardBench struct {
+	st           *cpstore.Etcd
+	e            *cpEnv
+	cpDNS, cpLnk string
+	agentDNS     string
+}
+
+func startShardBench(b *testing.B) *shardBench {
+	c := etcdtest.Start(b, 1)
+	e := newCPEnv(b)
+	sb := &shardBench{st: cpstore.NewEtcd(c.Client(), "/kuma"), e: e}
+	ctx := context.Background()
+	for _, d := range []struct{ typ, name, doc string }{
+		{"Router", "shard1", shardRouter},
+		{"Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1")},
+		{"Dataplane", "gw-2", gatewayDP("gw-2", "10.1.0.2")},
+		{"Dataplane", "client-1", clientDP},
+	} {
+		if _, err := sb.st.Put(ctx, cpstore.Key{Mesh: "default", Type: d.typ, Name: d.name}, []byte(d.doc), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tok := e.path("admin.token")
+	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
+		b.Fatal(err)
+	}
+	cpBin, _ := binaries(b)
+	ready := filepath.Join(b.TempDir(), "ready.json")
+	p := startProc(b, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
+		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
+	var r struct{ DNS, Address string }
+	p.readyJSON(ready, &r)
+	sb.cpDNS, sb.cpLnk = r.DNS, r.Address
+	sb.agentDNS = sb.agent(b, "client-1").dns
+	return sb
+}
+
+// agent runs kuma-dp for dataplane name and waits until it is ready.
+func (sb *shardBench) agent(b *testing.B, name string) *agent {
+	_, dpBin := binaries(b)
+	work := b.TempDir()
+	a := &agent{ready: filepath.Join(work, "ready.json")}
+	a.proc = startProc(b, "kuma-dp "+name, dpBin, "run", "--cp-address", "grpcs://"+sb.cpLnk, "--ca-cert-file", sb.e.path(certs.CACertFile),
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
+		"--dns-upstream", testutil.NXDomainUpstream(b), "--envoy=false", "--work-dir", work, "--ready-file", a.ready,
+		"--drain-time", "0s", "--cp-retry-backoff", "100ms", "--name", name)
+	var rd struct{ DNSUDP []string }
+	a.readyJSON(a.ready, &rd)
+	a.dns = rd.DNSUDP[0]
+	return a
+}
+
+// addrs asks server for name's A records, sorted (nil on no answer).
+func benchAddrs(server, name string) []string {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	resp, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, server)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, rr := range resp.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			out = append(out, a.A.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// until polls cond every 2 ms and returns how long it took to hold (failing after 30 s).
+func until(b *testing.B, what string, cond func() bool) time.Duration {
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > 30*time.Second {
+			b.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkShardDNSLatency: how long the shard DNS takes to follow a change, end to end with
+// real processes (etcd, kuma-cp, kuma-dp agents).
+//
+//   - route-apply: a user route written to the store until its name resolves (the leader
+//     schedules and admits it, the zones are rebuilt), at kuma-cp's DNS and at an agent's
+//     resolver (the zone sent over the link).
+//   - replica-not-ready: a gateway replica's agent killed until its address leaves the
+//     shard's answers, at kuma-cp's DNS and at the agent's resolver.
+//
+//	go test -run '^$' -bench ShardDNSLatency -benchtime 20x ./cmd/kuma-cp
+func BenchmarkShardDNSLatency(b *testing.B) {
+	sb := startShardBench(b)
+	ctx := context.Background()
+	b.Run("route-apply", func(b *testing.B) {
+		var cp, dp []time.Duration
+		for i := range b.N {
+			name := fmt.Sprintf("app-%d-%d.acme.test", b.N, i)
+			doc := fmt.Sprintf("type: Route\nmesh: default\nname: r%d-%d\nnamespace: acme\nhost: %s\ndnsType: user\nto: {service: web, port: 8080}\n", b.N, i, name)
+			start := time.Now()
+			if _, err := sb.st.Put(ctx, cpstore.Key{Mesh: "default", Type: "Route", Name: fmt.Sprintf("r%d-%d.acme", b.N, i)}, []byte(doc), 0); err != nil {
+				b.Fatal(err)
+			}
+			var cpDone, dpDone time.Duration
+			until(b, "the route's name at kuma-cp and the agent", func() bool {
+				if cpDone == 0 && len(benchAddrs(sb.cpDNS, name)) > 0 {
+					cpDone = time.Since(start)
+				}
+				if dpDone == 0 && len(benchAddrs(sb.agentDNS, name)) > 0 {
+					dpDone = time.Since(start)
+				}
+				return cpDone > 0 && dpDone > 0
+			})
+			cp, dp = append(cp, cpDone), append(dp, dpDone)
+		}
+		b.ReportMetric(quantile(cp, 0.50), "cp-p50-ms")
+		b.ReportMetric(quantile(cp, 0.99), "cp-p99-ms")
+		b.ReportMetric(quantile(dp, 0.50), "agent-p50-ms")
+		b.ReportMetric(quantile(dp, 0.99), "agent-p99-ms")
+	})
+	b.Run("replica-not-ready", func(b *testing.B) {
+		gw1 := sb.agent(b, "gw-1")
+		defer gw1.kill()
+		both := []string{"10.1.0.1", "10.1.0.2"}
+		var cp, dp []time.Duration
+		for range b.N {
+			gw2 := sb.agent(b, "gw-2")
+			until(b, "both replicas ready", func() bool {
+				return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), both) &&
+					slices.Equal(benchAddrs(sb.agentDNS, "x.shard1.apps.test"), both)
+			})
+			start := time.Now()
+			gw2.kill()
+			var cpDone, dpDone time.Duration
+			until(b, "gw-2 gone from the answers", func() bool {
+				if cpDone == 0 && slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), []string{"10.1.0.1"}) {
+					cpDone = time.Since(start)
+				}
+				if dpDone == 0 && slices.Equal(benchAddrs(sb.agentDNS, "x.shard1.apps.test"), []string{"10.1.0.1"}) {
+					dpDone = time.Since(start)
+				}
+				return cpDone > 0 && dpDone > 0
+			})
+			cp, dp = append(cp, cpDone), append(dp, dpDone)
+		}
+		b.ReportMetric(quantile(cp, 0.50), "cp-p50-ms")
+		b.ReportMetric(quantile(cp, 0.99), "cp-p99-ms")
+		b.ReportMetric(quantile(dp, 0.50), "agent-p50-ms")
+		b.ReportMetric(quantile(dp, 0.99), "agent-p99-ms")
+	})
 }
