@@ -364,10 +364,11 @@ func until(b *testing.B, what string, cond func() bool) time.Duration {
 //   - route-apply: a user route written to the store until its name resolves (the leader
 //     schedules and admits it, the zones are rebuilt), at kuma-cp's DNS and at an agent's
 //     resolver (the zone sent over the link).
+//
 //   - replica-not-ready: a gateway replica's agent killed until its address leaves the
 //     shard's answers, at kuma-cp's DNS and at the agent's resolver.
 //
-//	go test -run '^$' -bench ShardDNSLatency -benchtime 20x ./cmd/kuma-cp
+//     go test -run '^$' -bench ShardDNSLatency -benchtime 20x ./cmd/kuma-cp
 func BenchmarkShardDNSLatency(b *testing.B) {
 	sb := startShardBench(b)
 	ctx := context.Background()
