@@ -368,7 +368,9 @@ func until(b *testing.B, what string, cond func() bool) time.Duration {
 //   - replica-not-ready: a gateway replica's agent killed until its address leaves the
 //     shard's answers, at kuma-cp's DNS and at the agent's resolver.
 //
-//     go test -run '^$' -bench ShardDNSLatency -benchtime 20x ./cmd/kuma-cp
+// Run it with:
+//
+//	go test -run '^$' -bench ShardDNSLatency -benchtime 20x ./cmd/kuma-cp
 func BenchmarkShardDNSLatency(b *testing.B) {
 	sb := startShardBench(b)
 	ctx := context.Background()
