@@ -98,7 +98,7 @@ func (s *Server) listen() error {
 		}
 		h := dns.HandlerFunc(s.serveDNS)
 		s.tcp = &dns.Server{Listener: tl, Handler: h, TsigSecret: secrets, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
-		s.udp = &dns.Server{PacketConn: &fastConn{UDPConn: pc.(*net.UDPConn), s: s}, Handler: h, TsigSecret: secrets, UDPSize: ednsSize}
+		s.udp = &dns.Server{PacketConn: newFastConn(pc.(*net.UDPConn), s), Handler: h, TsigSecret: secrets, UDPSize: ednsSize}
 		s.addrs = []net.Addr{pc.LocalAddr(), tl.Addr()}
 		return nil
 	}
