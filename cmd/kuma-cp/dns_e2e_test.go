@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,5 +431,141 @@ func BenchmarkShardDNSLatency(b *testing.B) {
 		b.ReportMetric(quantile(cp, 0.99), "cp-p99-ms")
 		b.ReportMetric(quantile(dp, 0.50), "agent-p50-ms")
 		b.ReportMetric(quantile(dp, 0.99), "agent-p99-ms")
+	})
+}
+
+var (
+	fakeEnvoyOnce sync.Once
+	fakeEnvoyPath string
+	fakeEnvoyErr  error
+)
+
+// fakeEnvoyBin builds kuma-dp's test Envoy (it reads the bootstrap, serves the admin API and
+// consumes delta ADS for real; no Envoy binary exists on these machines).
+func fakeEnvoyBin(t *testing.T) string {
+	fakeEnvoyOnce.Do(func() {
+		fakeEnvoyPath = filepath.Join(t.TempDir(), "envoy")
+		out, err := exec.Command("go", "build", "-o", fakeEnvoyPath, "../kuma-dp/testdata/fakeenvoy").CombinedOutput()
+		if err != nil {
+			fakeEnvoyErr = fmt.Errorf("go build fakeenvoy: %v\n%s", err, out)
+		}
+	})
+	if fakeEnvoyErr != nil {
+		t.Fatal(fakeEnvoyErr)
+	}
+	return fakeEnvoyPath
+}
+
+// routerRoutes reads a router listener's routes from the agent's /config_dump: "domain
+// prefix>cluster" for each, and the listener names.
+func routerRoutes(t *testing.T, admin string) (listeners, routes []string) {
+	var dump struct {
+		Envoy struct {
+			Listeners []struct {
+				Name         string `json:"name"`
+				FilterChains []struct {
+					Filters []struct {
+						TypedConfig struct {
+							RouteConfig struct {
+								VirtualHosts []struct {
+									Domains []string `json:"domains"`
+									Routes  []struct {
+										Match struct {
+											Prefix string `json:"prefix"`
+										} `json:"match"`
+										Route struct {
+											Cluster string `json:"cluster"`
+										} `json:"route"`
+									} `json:"routes"`
+								} `json:"virtualHosts"`
+							} `json:"routeConfig"`
+						} `json:"typedConfig"`
+					} `json:"filters"`
+				} `json:"filterChains"`
+			} `json:"listeners"`
+		} `json:"envoy"`
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, admin+"/config_dump")), &dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range dump.Envoy.Listeners {
+		listeners = append(listeners, l.Name)
+		if !strings.HasPrefix(l.Name, "router:") {
+			continue
+		}
+		for _, vh := range l.FilterChains[0].Filters[0].TypedConfig.RouteConfig.VirtualHosts {
+			for _, r := range vh.Routes {
+				routes = append(routes, vh.Domains[0]+" "+r.Match.Prefix+">"+r.Route.Cluster)
+			}
+		}
+	}
+	slices.Sort(routes)
+	return listeners, routes
+}
+
+// The done-when test of the router replica: the route scheduler admits the older of two
+// routes claiming www.acme.test and a system route; the gateway's agent gives its Envoy a
+// router listener on its gateway port with exactly the admitted routes; a route deleted from
+// the store leaves it.
+func TestE2ERouterReplicaEnvoyConfig(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	e := newCPEnv(t)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	put := func(typ, name, doc string) {
+		t.Helper()
+		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	route := func(name, ns, host, dnsType, svc string) string {
+		return fmt.Sprintf("type: Route\nmesh: default\nname: %s\nnamespace: %s\nhost: %s\ndnsType: %s\nto: {service: %s, port: 8080}\n", name, ns, host, dnsType, svc)
+	}
+	put("Router", "shard1", shardRouter)
+	put("Dataplane", "gw-1", gatewayDP("gw-1", "127.0.0.1"))
+	put("Dataplane", "web-1", "type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.2.0.1\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: web\n")
+	put("Route", "shop.acme", route("shop", "acme", "www.acme.test", "user", "web"))
+	put("Route", "www.acme", route("www", "acme", "www", "system", "web"))
+	tok := e.path("admin.token")
+	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	cpBin, _ := binaries(t)
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
+	var r struct{ Address string }
+	p.readyJSON(ready, &r)
+	// the newer claim on www.acme.test, from another namespace, to another service:
+	// HostAlreadyClaimed (were it admitted, it would take the name: it sorts first)
+	time.Sleep(50 * time.Millisecond)
+	put("Dataplane", "api-1", "type: Dataplane\nmesh: default\nname: api-1\nnetworking:\n  address: 10.3.0.1\n  inbound:\n  - port: 9090\n    tags:\n      kuma.io/service: api\n")
+	put("Route", "copycat.other", route("copycat", "other", "www.acme.test", "user", "api"))
+	gw := startAgent(t, e, r.Address, true, "--name", "gw-1", "--envoy=true", "--binary-path", fakeEnvoyBin(t))
+	admin := gw.admin()
+	want := []string{"acme-www.shard1.apps.test />web", "www.acme.test />web"}
+	var listeners, routes []string
+	waitFor(t, "the admitted routes in the router listener", 15*time.Second, func() bool {
+		listeners, routes = routerRoutes(t, admin)
+		return slices.Equal(routes, want)
+	})
+	waitFor(t, "the copycat route refused (HostAlreadyClaimed)", 10*time.Second, func() bool {
+		it, err := st.Get(ctx, cpstore.Key{Mesh: "default", Type: "Route", Name: "copycat.other"})
+		return err == nil && strings.Contains(string(it.Doc), "HostAlreadyClaimed")
+	})
+	if _, routes = routerRoutes(t, admin); !slices.Equal(routes, want) {
+		t.Fatalf("router routes %v, want %v", routes, want)
+	}
+	if !slices.Contains(listeners, "router:127.0.0.1:8080") || slices.Contains(listeners, "inbound:127.0.0.1:8080") {
+		t.Fatalf("listeners %v: the gateway port must carry the router listener", listeners)
+	}
+	// the system route deleted: it leaves the config
+	if err := st.Delete(ctx, cpstore.Key{Mesh: "default", Type: "Route", Name: "www.acme"}, cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted route gone from the router listener", 10*time.Second, func() bool {
+		_, routes = routerRoutes(t, admin)
+		return slices.Equal(routes, []string{"www.acme.test />web"})
 	})
 }
