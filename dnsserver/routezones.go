@@ -64,6 +64,26 @@ func (s *Server) SwapZones(zones []*mesh.DNSZone) error {
 	return errors.Join(errs...)
 }
 
+// answerRoute answers the UDP query packet p from the route zones' prepared form when it
+// asks for a name of theirs and the prepared form takes it (the UDP fast path calls it for
+// the packets that are not VIP names); ok false leaves the packet to CoreDNS's chain.
+func (s *Server) answerRoute(out, p []byte) ([]byte, bool) {
+	cat := s.routes.Load()
+	if cat == nil {
+		return out, false
+	}
+	resp, rcode, ok := cat.AppendAnswer(out, p, true)
+	if !ok || rcode == dns.RcodeRefused { // REFUSED: outside every zone, not ours
+		return out, false
+	}
+	off := 12 // the question's type follows its name (well formed: the prepared form took it)
+	for p[off] != 0 {
+		off += 1 + int(p[off])
+	}
+	s.met.answer(srcLocal, uint16(p[off+1])<<8|uint16(p[off+2]))
+	return resp, true
+}
+
 // setupRoutes parses "kumaroutes <id>" and adds the handler of that server.
 func setupRoutes(c *caddy.Controller) error {
 	var s *Server
