@@ -72,7 +72,14 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	sortByName(s.Routers)
 	sortByName(s.Routes)
 	sortByName(s.DNSZones)
-	s.Hash = hashSnapshot(s)
+	s.ModelHash = hashSnapshot(s)
+	s.Hash = s.ModelHash
+	if len(s.DNSZones) > 0 {
+		h := sha256.New()
+		h.Write([]byte(s.ModelHash))
+		_ = json.NewEncoder(h).Encode(s.DNSZones)
+		s.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+	}
 	return s, nil
 }
 
@@ -119,7 +126,6 @@ func hashSnapshot(s *Snapshot) string {
 	chunks = appendChunks(chunks, s.HostnameGenerators)
 	chunks = appendChunks(chunks, s.Routers)
 	chunks = appendChunks(chunks, s.Routes)
-	chunks = appendChunks(chunks, s.DNSZones)
 	sums := make([][sha256.Size]byte, len(chunks))
 	hashOne := func(i int) {
 		h := sha256.New()
@@ -150,7 +156,7 @@ func hashSnapshot(s *Snapshot) string {
 	_ = enc.Encode(s.Mesh)
 	_ = enc.Encode(s.Self.Name)
 	_ = enc.Encode([]int{len(s.Dataplanes), len(s.VirtualOutbounds), len(s.TrafficRoutes),
-		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes), len(s.DNSZones)})
+		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes)})
 	for i := range sums {
 		h.Write(sums[i][:])
 	}

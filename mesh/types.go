@@ -299,5 +299,8 @@ type Snapshot struct {
 	Routes   []*Route
 	DNSZones []*DNSZone
 	// Hash is a content hash (hex) of everything above; equal hashes mean equal content.
-	Hash string
+	// ModelHash is the same without DNSZones: equal ModelHashes mean only the zones (which
+	// change with a router replica's readiness) may differ.
+	ModelHash string
+	Hash      string
 }
