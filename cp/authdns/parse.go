@@ -42,7 +42,6 @@ func ParseZone(origin string, r io.Reader) (*Zone, error) {
 	if z == nil {
 		return nil, fmt.Errorf("zone %s: no SOA record", origin)
 	}
-	z.hash = z.contentHash()
 	return z, nil
 }
 
