@@ -25,10 +25,10 @@ func (f *Feed) SetDerived(kind string, docs []Doc) {
 	if f.derived == nil {
 		f.derived = map[string][]Doc{}
 	}
-	if slices.EqualFunc(f.derived[kind], docs, func(a, b Doc) bool {
-		return a.Name == b.Name && a.Mesh == b.Mesh && bytes.Equal(a.Body, b.Body)
-	}) && f.derived[kind] != nil {
-		return
+	if old, had := f.derived[kind]; had && slices.EqualFunc(old, docs, func(a, b Doc) bool {
+		return a.Name == b.Name && a.Mesh == b.Mesh && a.Meshless == b.Meshless && bytes.Equal(a.Body, b.Body)
+	}) {
+		return // nothing changed: agents are sent nothing
 	}
 	f.derived[kind] = slices.Clone(docs)
 	if f.haveStore {

@@ -2,6 +2,7 @@ package shardzones
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 
 	"github.com/kumadp/kuma-dp/cp/authdns"
@@ -36,7 +37,7 @@ func Docs(cat *authdns.Catalog) ([]fanout.Doc, []error) {
 }
 
 // FeedSink is a Sink that serves the catalog's zones to the agents through feed.
-func FeedSink(feed *fanout.Feed, log interface{ Warn(string, ...any) }) Sink {
+func FeedSink(feed *fanout.Feed, log *slog.Logger) Sink {
 	return func(cat *authdns.Catalog) {
 		docs, errs := Docs(cat)
 		for _, err := range errs {
