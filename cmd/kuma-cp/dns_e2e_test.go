@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -567,5 +569,164 @@ func TestE2ERouterReplicaEnvoyConfig(t *testing.T) {
 	waitFor(t, "the deleted route gone from the router listener", 10*time.Second, func() bool {
 		_, routes = routerRoutes(t, admin)
 		return slices.Equal(routes, []string{"www.acme.test />web"})
+	})
+}
+
+// startNSDSecondary runs nsd as a secondary of kuma-cp's DNS (a hidden primary at primary)
+// for zone, on port; it returns nsd's address. Skips without nsd or root.
+func startNSDSecondary(t *testing.T, port int, primary, zone string) string {
+	nsd, err := exec.LookPath("nsd")
+	if err != nil {
+		t.Skip("nsd not installed (Debian package nsd; make test installs it as root)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("nsd needs root here (it opens its files as the user it runs as): run as root")
+	}
+	_, pport, _ := net.SplitHostPort(primary)
+	dir := t.TempDir()
+	conf := fmt.Sprintf("server:\n  ip-address: 127.0.0.1@%d\n  port: %d\n  username: \"\"\n  chroot: \"\"\n  zonesdir: %q\n  database: \"\"\n"+
+		"  zonelistfile: %q\n  xfrdfile: %q\n  xfrdir: %q\n  pidfile: %q\n  logfile: %q\n  verbosity: 1\n  server-count: 1\n"+
+		"remote-control:\n  control-enable: no\nzone:\n  name: %q\n  allow-notify: 127.0.0.1 NOKEY\n  request-xfr: AXFR 127.0.0.1@%s NOKEY\n",
+		port, port, dir, filepath.Join(dir, "zone.list"), filepath.Join(dir, "xfrd.state"), dir, filepath.Join(dir, "nsd.pid"),
+		filepath.Join(dir, "nsd.log"), zone, pport)
+	confPath := filepath.Join(dir, "nsd.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProc(t, "nsd", nsd, "-d", "-c", confPath)
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// freeDNSPort is a port free for both UDP and TCP on 127.0.0.1 (nsd cannot take port 0).
+func freeDNSPort(t *testing.T) int {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			pc.Close()
+			return port
+		}
+	}
+	t.Fatal("no port free for UDP and TCP")
+	return 0
+}
+
+// The router shards, done: 2 routers x 2 replicas on etcd, a system and a user route
+// scheduled by the leader. `dig @kuma-cp` gives each shard's set in rotating order, the user
+// CNAME chased to its shard, NODATA and NXDOMAIN with the SOA; a router replica's Envoy lists
+// exactly its router's admitted routes; a replica stopped leaves the set, and nsd, a
+// secondary of kuma-cp, answers the same set with the same serial after the change.
+func TestE2ERouterShardsDone(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	e := newCPEnv(t)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	put := func(typ, name, doc string) {
+		t.Helper()
+		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := func(name, ip, svc string) string {
+		return "type: Dataplane\nmesh: default\nname: " + name + "\nnetworking:\n  address: " + ip + "\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: " + svc + "\n"
+	}
+	for _, s := range []string{"1", "2"} {
+		put("Router", "shard"+s, "type: Router\nmesh: default\nname: shard"+s+"\ndns: shard"+s+".apps.test\nrouteSelector: {shard: \""+s+"\"}\ndataplanes: {kuma.io/service: gateway-"+s+"}\n")
+		put("Dataplane", "gw-"+s+"a", gw("gw-"+s+"a", "10."+s+".0.1", "gateway-"+s))
+		put("Dataplane", "gw-"+s+"b", gw("gw-"+s+"b", "10."+s+".0.2", "gateway-"+s))
+	}
+	put("Dataplane", "web-1", gw("web-1", "10.9.0.1", "web"))
+	put("Route", "www.acme", "type: Route\nmesh: default\nname: www\nnamespace: acme\nhost: www\nlabels: {shard: \"1\"}\nto: {service: web, port: 8080}\n")
+	put("Route", "shop.acme", "type: Route\nmesh: default\nname: shop\nnamespace: acme\nhost: shop.acme.test\ndnsType: user\nlabels: {shard: \"2\"}\nto: {service: web, port: 8080}\n")
+	tok := e.path("admin.token")
+	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	nsdPort := freeDNSPort(t)
+	cpBin, _ := binaries(t)
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
+		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test", "--dns-transfer-from", "127.0.0.1/32",
+		"--dns-secondary", fmt.Sprintf("127.0.0.1:%d", nsdPort),
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
+	var r struct{ DNS, Address string }
+	p.readyJSON(ready, &r)
+	agents := map[string]*agent{}
+	for _, n := range []string{"gw-1b", "gw-2a", "gw-2b"} {
+		agents[n] = startAgent(t, e, r.Address, true, "--name", n)
+	}
+	agents["gw-1a"] = startAgent(t, e, r.Address, true, "--name", "gw-1a", "--envoy=true", "--binary-path", fakeEnvoyBin(t))
+
+	ask := func(server, name string, qtype uint16) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), qtype)
+		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, server)
+		if err != nil {
+			return new(dns.Msg)
+		}
+		return resp
+	}
+	shard1, shard2 := []string{"10.1.0.1", "10.1.0.2"}, []string{"10.2.0.1", "10.2.0.2"}
+	waitFor(t, "both routes scheduled and served", 15*time.Second, func() bool {
+		return slices.Equal(benchAddrs(r.DNS, "acme-www.shard1.apps.test"), shard1) && slices.Equal(benchAddrs(r.DNS, "shop.acme.test"), shard2)
+	})
+	// rotation: both addresses come first over a few answers, the set always whole
+	firsts := map[string]bool{}
+	for range 10 {
+		m := ask(r.DNS, "acme-www.shard1.apps.test", dns.TypeA)
+		if len(m.Answer) != 2 {
+			t.Fatalf("an incomplete set: %v", m)
+		}
+		firsts[m.Answer[0].(*dns.A).A.String()] = true
+	}
+	if len(firsts) != 2 {
+		t.Errorf("first addresses over 10 answers: %v, want both", firsts)
+	}
+	if m := ask(r.DNS, "shop.acme.test", dns.TypeA); !m.Authoritative || len(m.Answer) != 3 ||
+		m.Answer[0].(*dns.CNAME).Target != "router-shard2.shard2.apps.test." {
+		t.Fatalf("the user name: %v", m)
+	}
+	if m := ask(r.DNS, "acme-www.shard1.apps.test", dns.TypeAAAA); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 ||
+		len(m.Ns) != 1 || m.Ns[0].Header().Rrtype != dns.TypeSOA {
+		t.Fatalf("NODATA: %v", m)
+	}
+	if m := ask(r.DNS, "nope.acme.test", dns.TypeA); m.Rcode != dns.RcodeNameError || len(m.Ns) != 1 || m.Ns[0].Header().Rrtype != dns.TypeSOA {
+		t.Fatalf("NXDOMAIN: %v", m)
+	}
+	// the router replica's Envoy: exactly shard1's admitted route
+	admin := agents["gw-1a"].admin()
+	waitFor(t, "shard1's route in gw-1a's Envoy", 10*time.Second, func() bool {
+		_, routes := routerRoutes(t, admin)
+		return slices.Equal(routes, []string{"acme-www.shard1.apps.test />web"})
+	})
+	// nsd, a secondary, answers as kuma-cp
+	nsd := startNSDSecondary(t, nsdPort, r.DNS, "shard1.apps.test.")
+	serialOf := func(server string) uint32 {
+		if m := ask(server, "shard1.apps.test", dns.TypeSOA); len(m.Answer) == 1 {
+			return m.Answer[0].(*dns.SOA).Serial
+		}
+		return 0
+	}
+	waitFor(t, "nsd serving the shard's zone", 20*time.Second, func() bool {
+		return slices.Equal(benchAddrs(nsd, "acme-www.shard1.apps.test"), shard1)
+	})
+	// a replica stopped: it leaves the set, at kuma-cp and then at nsd (NOTIFY, transfer)
+	before := serialOf(r.DNS)
+	agents["gw-1b"].kill()
+	took := waitFor(t, "the stopped replica gone", 5*time.Second, func() bool {
+		return slices.Equal(benchAddrs(r.DNS, "acme-www.shard1.apps.test"), []string{"10.1.0.1"})
+	})
+	t.Logf("the stopped replica left kuma-cp's answers in %v", took)
+	after := serialOf(r.DNS)
+	if after == before || int32(after-before) < 0 {
+		t.Fatalf("serial %d after the change, %d before: it must move forward", after, before)
+	}
+	waitFor(t, "nsd answering the change with kuma-cp's serial", 20*time.Second, func() bool {
+		return serialOf(nsd) == after && slices.Equal(benchAddrs(nsd, "acme-www.shard1.apps.test"), []string{"10.1.0.1"})
 	})
 }
