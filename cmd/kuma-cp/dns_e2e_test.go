@@ -445,8 +445,9 @@ var (
 // fakeEnvoyBin builds kuma-dp's test Envoy (it reads the bootstrap, serves the admin API and
 // consumes delta ADS for real; no Envoy binary exists on these machines).
 func fakeEnvoyBin(t *testing.T) string {
+	_, dpBin := binaries(t)
 	fakeEnvoyOnce.Do(func() {
-		fakeEnvoyPath = filepath.Join(t.TempDir(), "envoy")
+		fakeEnvoyPath = filepath.Join(filepath.Dir(dpBin), "envoy") // removed with the binaries in TestMain
 		out, err := exec.Command("go", "build", "-o", fakeEnvoyPath, "../kuma-dp/testdata/fakeenvoy").CombinedOutput()
 		if err != nil {
 			fakeEnvoyErr = fmt.Errorf("go build fakeenvoy: %v\n%s", err, out)
