@@ -16,6 +16,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 
+	"github.com/kumadp/kuma-dp/cp/authdns"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
@@ -31,6 +32,8 @@ type Server struct {
 	id       string
 	corefile string
 	resp     responder
+	routes   atomic.Pointer[authdns.Catalog] // the route zones (routezones.go)
+	zones    routeZones
 	met      *metrics
 	log      *slog.Logger
 	ready    chan struct{}

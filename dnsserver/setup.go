@@ -22,8 +22,8 @@ import (
 const pluginName = "kumavip"
 
 // directives is the chain order (CoreDNS orders plugins by this list, not by the
-// Corefile): kumavip answers before cache, so VIP answers are never cached.
-var directives = []string{"bind", "errors", "log", pluginName, "cache", "forward"}
+// Corefile): kumavip and kumaroutes answer before cache, so their answers are never cached.
+var directives = []string{"bind", "errors", "log", pluginName, routesPluginName, "cache", "forward"}
 
 var (
 	registerOnce sync.Once
@@ -43,6 +43,7 @@ func registerPlugin() error {
 		dnsserver.Quiet = true
 		caddy.Quiet = true
 		plugin.Register(pluginName, setup)
+		plugin.Register(routesPluginName, setupRoutes)
 		registerErr = dnsserver.SetDirectives(directives)
 	})
 	return registerErr

@@ -29,7 +29,7 @@ type form struct {
 }
 
 var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
-	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding}
+	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding, KindDNSZone}
 
 const kindVirtualHost = "VirtualHost"
 
@@ -296,6 +296,8 @@ func newResource(kind string) Resource {
 		return &Route{}
 	case KindRouteBinding:
 		return &RouteBinding{}
+	case KindDNSZone:
+		return &DNSZone{}
 	}
 	return nil
 }

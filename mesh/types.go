@@ -306,6 +306,14 @@ type Snapshot struct {
 	TrafficRoutes        []*TrafficRoute
 	MeshExternalServices []*MeshExternalService
 	HostnameGenerators   []*HostnameGenerator
+	// Routers and Routes of the mesh (a router replica serves its admitted routes), and the
+	// zones of the control plane's DNS for router shards (DNSZones apply to every mesh).
+	Routers  []*Router
+	Routes   []*Route
+	DNSZones []*DNSZone
 	// Hash is a content hash (hex) of everything above; equal hashes mean equal content.
-	Hash string
+	// ModelHash is the same without DNSZones: equal ModelHashes mean only the zones (which
+	// change with a router replica's readiness) may differ.
+	ModelHash string
+	Hash      string
 }

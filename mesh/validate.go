@@ -55,6 +55,8 @@ func (v *validator) resource(r Resource) {
 		v.route(r)
 	case *RouteBinding:
 		v.routeBinding(r)
+	case *DNSZone:
+		v.dnsZone(r)
 	}
 }
 

@@ -19,7 +19,9 @@ import (
 // every core (buildPending).
 func (g *generator) run() {
 	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(g.t.Outbounds())+8)
-	g.inbounds()
+	gws := g.gateways()
+	g.inbounds(gws)
+	g.routerListeners(gws)
 	g.capture()
 	g.vipOutbounds()
 	g.selfOutbounds()
@@ -234,10 +236,14 @@ func normalizeTags(t mesh.Tags) mesh.Tags {
 	return out
 }
 
-// inbounds: one listener per inbound of this dataplane, forwarding to the local application.
-func (g *generator) inbounds() {
+// inbounds: one listener per inbound of this dataplane, forwarding to the local application
+// (a router's gateway inbound gets its HTTP listener instead: router.go).
+func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 	dp := g.s.Self
 	for i, in := range dp.Networking.Inbound {
+		if gateways[i] != nil {
+			continue
+		}
 		addr := in.Address
 		if addr == "" {
 			addr = dp.Networking.Address

@@ -158,6 +158,7 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 // dataplanes only (and t and o are the same).
 func (st *genState) patchable(s *mesh.Snapshot, t *vipalloc.Table, o Options) bool {
 	return st != nil && st.snap != nil && t.Hash() == st.table.Hash() && o == st.opts && s.Mesh == st.snap.Mesh &&
+		!isRouterReplica(s) && !isRouterReplica(st.snap) && // a router replica's routes: generated in full (router.go)
 		(s.Self == st.snap.Self || reflect.DeepEqual(s.Self, st.snap.Self)) &&
 		sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) })
 }

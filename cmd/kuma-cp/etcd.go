@@ -69,19 +69,8 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.dns.notifyKey, "dns-notify-key", "", "the TSIG key (of --dns-tsig-key) that signs NOTIFY")
 }
 
-// dnsServer starts the authoritative DNS on the store, when asked.
-func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, log *slog.Logger) (*authdns.Server, error) {
-	if c.dns.address == "" {
-		return nil, nil
-	}
-	cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
-	for _, p := range c.dns.transferFrom {
-		pre, err := netip.ParsePrefix(p)
-		if err != nil {
-			return nil, fmt.Errorf("--dns-transfer-from %q: %w", p, err)
-		}
-		cfg.TransferFrom = append(cfg.TransferFrom, pre)
-	}
+// dnsInput is the zones' settings (--dns-user-zone, --dns-nameserver, the NS address).
+func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 	var in authdns.Input
 	in.UserZones = c.dns.userZones
 	if ap, err := netip.ParseAddrPort(c.dns.address); err == nil {
@@ -93,19 +82,41 @@ func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, cp *fanout
 		if ip != "" {
 			a, err := netip.ParseAddr(ip)
 			if err != nil {
-				return nil, fmt.Errorf("--dns-nameserver %q: %w", ns, err)
+				return in, fmt.Errorf("--dns-nameserver %q: %w", ns, err)
 			}
 			n.Addrs = []netip.Addr{a}
 		}
 		in.Nameservers = append(in.Nameservers, n)
 	}
-	srv, err := authdns.New(cfg)
+	return in, nil
+}
+
+// shardDNS builds the zones of the router shards from the store and serves them: to the
+// agents' resolvers through feed always, and authoritatively on --dns-address when given.
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
 	}
-	go srv.Run(ctx)
+	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
+	var srv *authdns.Server
+	if c.dns.address != "" {
+		cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
+		for _, p := range c.dns.transferFrom {
+			pre, err := netip.ParsePrefix(p)
+			if err != nil {
+				return nil, fmt.Errorf("--dns-transfer-from %q: %w", p, err)
+			}
+			cfg.TransferFrom = append(cfg.TransferFrom, pre)
+		}
+		if srv, err = authdns.New(cfg); err != nil {
+			return nil, err
+		}
+		go srv.Run(ctx)
+		sinks = append(sinks, srv.Swap)
+	}
 	// A gateway dataplane is ready while its agent holds a stream to this replica.
-	go shardzones.Run(ctx, st, srv, in, cp.HasAgent, log)
+	go shardzones.Run(ctx, st, in, cp.HasAgent, log, sinks...)
 	return srv, nil
 }
 
@@ -172,7 +183,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = ln.Addr().String()
-	dns, err := c.dnsServer(ctx, p.st, cp, log.With("part", "dns"))
+	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
 	}

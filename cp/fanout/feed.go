@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,11 @@ type Feed struct {
 	log    *slog.Logger
 	synced atomic.Bool  // the store was listed and its changes followed
 	rev    atomic.Int64 // the store revision served
+
+	mu        sync.Mutex // guards what is served (derived.go)
+	fromStore Served
+	haveStore bool
+	derived   map[string][]Doc
 }
 
 // NewFeed is a Feed of st into cp.
@@ -59,7 +65,7 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	sv := f.served(items)
-	updated, removed := f.cp.Apply(sv)
+	updated, removed := f.applyStore(sv)
 	f.rev.Store(rev)
 	f.synced.Store(true)
 	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
@@ -109,7 +115,7 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 func (f *Feed) served(items []cpstore.Item) Served {
 	sv := NewServed()
 	for _, it := range items {
-		if !slices.Contains(cplink.Kinds, it.Type) {
+		if !slices.Contains(cplink.Kinds, it.Type) || slices.Contains(DerivedKinds, it.Type) {
 			continue // the control plane's own resources (routers, routes): not for agents
 		}
 		rs, err := mesh.Decode(it.Key.String(), it.Doc)
