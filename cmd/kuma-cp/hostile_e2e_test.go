@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // The adversarial campaign's hostile files through a control plane: the template memory bomb
@@ -12,29 +14,10 @@ import (
 // refuses them): nothing crashes, the last good model keeps answering, the field is named,
 // and no log carries the template whole or the key at all.
 
-func bombHost() string {
-	var b strings.Builder
-	b.WriteString(`{{$x := printf "%s" "ab"}}`)
-	for range 32 {
-		b.WriteString(`{{$x = printf "%s%s" $x $x}}`)
-	}
-	b.WriteString(bombTail)
-	return b.String()
-}
-
-// bombTail ends bombHost: a log showing it shows the value whole.
-const bombTail = "{{$x}}.mesh"
-
-const secretMarker = "SUPERSECRETKEYMATERIAL"
-
 func hostileFiles() map[string]string {
-	pem := "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + secretMarker + "\\n-----END PRIVATE KEY-----\\n"
 	return map[string]string{
-		"bomb.yaml": "type: VirtualOutbound\nmesh: default\nname: bomb\nselectors:\n- match:\n    kuma.io/service: \"*\"\n" +
-			"conf:\n  host: '" + bombHost() + "'\n  port: \"80\"\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n",
-		"leak.yaml": "type: MeshExternalService\nname: leak\nmesh: default\nspec:\n  match:\n    type: HostnameGenerator\n    port: 443\n    protocol: tcp\n" +
-			"  endpoints:\n  - address: example.com\n    port: 443\n  tls:\n    enabled: true\n    verification:\n      clientCert:\n        secret: cert\n" +
-			"      clientKey:\n        inline: \"" + pem + "\"\n",
+		"bomb.yaml": testutil.BombPolicy(),
+		"leak.yaml": testutil.PEMKeyPolicy(),
 	}
 }
 
@@ -77,7 +60,7 @@ func TestE2EHostileFilesThroughTheControlPlane(t *testing.T) {
 				waitFor(t, "the control plane logs both NACKs", 5*time.Second, func() bool { return cp.count(`msg="NACK`) >= 2 })
 			}
 			for who, logs := range map[string]string{"kuma-cp": cp.logs.String(), "kuma-dp": a.logs.String()} {
-				for _, never := range []string{bombTail, secretMarker} {
+				for _, never := range []string{testutil.BombTail, testutil.SecretMarker} {
 					if strings.Contains(logs, never) {
 						t.Errorf("%s's log carries %q:\n%.4000s", who, never, logs)
 					}

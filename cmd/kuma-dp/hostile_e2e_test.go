@@ -10,41 +10,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // The hostile policy files of the adversarial campaign, run through the binary as a user
 // runs it: `kuma-dp vips` and `kuma-dp run` refuse them naming the field, never crash, and
 // never print the offending value whole (a 16 MB log line once) nor a secret at all.
-
-// bombHost is the template memory bomb: a reassigned variable doubled 32 times (8 GiB if
-// rendered unbounded).
-func bombHost() string {
-	var b strings.Builder
-	b.WriteString(`{{$x := printf "%s" "ab"}}`)
-	for range 32 {
-		b.WriteString(`{{$x = printf "%s%s" $x $x}}`)
-	}
-	b.WriteString("{{$x}}.mesh")
-	return b.String()
-}
-
-// bombTail ends bombHost: an output showing it shows the value whole.
-const bombTail = "{{$x}}.mesh"
-
-func bombPolicy() string {
-	return "type: VirtualOutbound\nmesh: default\nname: bomb\nselectors:\n- match:\n    kuma.io/service: \"*\"\n" +
-		"conf:\n  host: '" + bombHost() + "'\n  port: \"80\"\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n"
-}
-
-// secretMarker sits inside a PEM private key written where base64 is expected.
-const secretMarker = "SUPERSECRETKEYMATERIAL"
-
-func pemKeyPolicy() string {
-	pem := "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + secretMarker + "\\n-----END PRIVATE KEY-----\\n"
-	return "type: MeshExternalService\nname: leak\nmesh: default\nspec:\n  match:\n    type: HostnameGenerator\n    port: 443\n    protocol: tcp\n" +
-		"  endpoints:\n  - address: example.com\n    port: 443\n  tls:\n    enabled: true\n    verification:\n      clientCert:\n        secret: cert\n" +
-		"      clientKey:\n        inline: \"" + pem + "\"\n"
-}
 
 // boundedRun runs bin with args under a 4 GiB address-space limit, so that an unbounded
 // render fails the test instead of taking the machine's memory.
@@ -91,8 +63,8 @@ func TestE2EHostilePoliciesRefusedByVIPsAndRun(t *testing.T) {
 		name, body, field, never string
 	}{
 		// The template's end shows only if the value is shown whole (quotes are escaped in logs).
-		{"template memory bomb", bombPolicy(), "conf.host", bombTail},
-		{"PEM private key where base64 is expected", pemKeyPolicy(), "clientKey", secretMarker},
+		{"template memory bomb", testutil.BombPolicy(), "conf.host", testutil.BombTail},
+		{"PEM private key where base64 is expected", testutil.PEMKeyPolicy(), "clientKey", testutil.SecretMarker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -125,8 +97,8 @@ func TestE2EHostilePoliciesKeepTheLastGood(t *testing.T) {
 	if ips, _ := p.query("v1.httpbin.mesh", 1); len(ips) != 1 {
 		t.Fatalf("v1.httpbin.mesh = %v before the hostile files", ips)
 	}
-	writeFile(t, filepath.Join(policies, "bomb.yaml"), bombPolicy())
-	writeFile(t, filepath.Join(policies, "leak.yaml"), pemKeyPolicy())
+	writeFile(t, filepath.Join(policies, "bomb.yaml"), testutil.BombPolicy())
+	writeFile(t, filepath.Join(policies, "leak.yaml"), testutil.PEMKeyPolicy())
 	waitFor(t, "both refusals logged", 10*time.Second, func() bool {
 		l := p.logs.String()
 		return strings.Contains(l, "bomb.yaml") && strings.Contains(l, "leak.yaml")
@@ -135,7 +107,7 @@ func TestE2EHostilePoliciesKeepTheLastGood(t *testing.T) {
 		t.Fatalf("v1.httpbin.mesh = %v after the hostile files: the last good model must keep serving", ips)
 	}
 	logs := p.logs.String()
-	checkRefusal(t, "run (reload)", logs, "conf.host", bombTail, secretMarker)
+	checkRefusal(t, "run (reload)", logs, "conf.host", testutil.BombTail, testutil.SecretMarker)
 	checkRefusal(t, "run (reload)", logs, "clientKey")
 }
 
