@@ -231,6 +231,9 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 	reg.MustRegister(
 		gauge("kuma_cp_leader", "1 while this replica is the leader.", func() float64 { return b(p.leader.Load()) }),
 		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.Revision()) }),
+		gauge("kuma_cp_store_revision_seen", "The last store revision seen on the watch (served or not yet).", func() float64 { return float64(p.feed.SeenRevision()) }),
+		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
+		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
 		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,11 +22,15 @@ type Feed struct {
 	log    *slog.Logger
 	synced atomic.Bool  // the store was listed and its changes followed
 	rev    atomic.Int64 // the store revision served
+	lag    lag          // the store revision seen on the watch, and since when it is not served
+	items  map[cpstore.Key]cpstore.Item // what the store holds, as followed (Run's goroutine only)
+	next   int64                        // the revision of the items, served or not
+	docs   docCache
 }
 
 // NewFeed is a Feed of st into cp.
 func NewFeed(st cpstore.Store, cp *ControlPlane, log *slog.Logger) *Feed {
-	return &Feed{st: st, cp: cp, log: log}
+	return &Feed{st: st, cp: cp, log: log, docs: docCache{}}
 }
 
 // Synced reports whether the store was read and its changes are followed.
@@ -58,16 +63,23 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	f.items = make(map[cpstore.Key]cpstore.Item, len(items))
+	for _, it := range items {
+		f.items[it.Key] = it
+	}
 	sv := f.served(items)
+	f.docs.keep(f.items)
 	updated, removed := f.cp.Apply(sv)
+	f.next = rev
 	f.rev.Store(rev)
+	f.lag.served(rev)
 	f.synced.Store(true)
 	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
 	return rev, nil
 }
 
 // follow applies the store's changes from rev on; it returns when the watch ends (ctx,
-// compaction), for a re-list.
+// compaction), for a re-list. Only the resources that changed are decoded again.
 func (f *Feed) follow(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -83,25 +95,57 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 				}
 				return
 			}
-			// A burst of writes is applied once: wait briefly for the rest of it.
-			last := e.Revision
-			for drained := false; !drained; {
+			f.lag.seen(e.Revision)
+			f.apply(e)
+			// A burst of writes is served once: what comes within 10 ms of its first change
+			// (bounded, so a steady stream of writes never holds the agents' changes back).
+			window := time.NewTimer(10 * time.Millisecond)
+			for open := true; open; {
 				select {
 				case e2, ok := <-events:
 					if !ok || e2.Type == cpstore.Relist {
+						window.Stop()
 						return
 					}
-					last = e2.Revision
-				case <-time.After(20 * time.Millisecond):
-					drained = true
+					f.lag.seen(e2.Revision)
+					f.apply(e2)
+				case <-window.C:
+					open = false
+				case <-ctx.Done():
+					window.Stop()
+					return
 				}
 			}
-			if _, err := f.relist(ctx); err != nil {
-				f.log.Warn("store unreachable after a change; will read it again", "revision", last, "error", err)
-				return
-			}
+			f.serve()
 		}
 	}
+}
+
+// apply records one change of the store.
+func (f *Feed) apply(e cpstore.Event) {
+	switch e.Type {
+	case cpstore.Put:
+		f.items[e.Item.Key] = e.Item
+	case cpstore.Delete:
+		delete(f.items, e.Item.Key)
+	}
+	f.next = max(f.next, e.Revision)
+}
+
+// serve serves the items followed: decoded again only where they changed, and compared with
+// what the agents hold, so only what changed is sent.
+func (f *Feed) serve() {
+	items := make([]cpstore.Item, 0, len(f.items))
+	for _, it := range f.items {
+		items = append(items, it)
+	}
+	slices.SortFunc(items, func(a, b cpstore.Item) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	sv := f.served(items)
+	f.docs.keep(f.items)
+	updated, removed := f.cp.Apply(sv)
+	f.rev.Store(f.next)
+	f.lag.served(f.next)
+	f.log.Debug("store changes served", "revision", f.next, "resources", sv.Count(), "updated", updated, "removed", removed)
 }
 
 // served turns stored documents into what agents are sent. The store's creation time is
@@ -112,7 +156,7 @@ func (f *Feed) served(items []cpstore.Item) Served {
 		if !slices.Contains(cplink.Kinds, it.Type) {
 			continue // the control plane's own resources (routers, routes): not for agents
 		}
-		rs, err := mesh.Decode(it.Key.String(), it.Doc)
+		rs, err := f.docs.decode(it)
 		if err != nil || len(rs) != 1 {
 			f.log.Error("a stored resource does not decode; not served", "resource", it.Key.String(), "error", err)
 			continue
@@ -122,7 +166,7 @@ func (f *Feed) served(items []cpstore.Item) Served {
 		if m.CreationTime.IsZero() {
 			m.CreationTime = it.Created
 		}
-		body, err := cplink.EncodeResource(r)
+		body, err := f.docs.encode(it, r)
 		if err != nil {
 			f.log.Error("cannot encode", "resource", it.Key.String(), "error", err)
 			continue
