@@ -20,9 +20,9 @@ type Feed struct {
 	st     cpstore.Store
 	cp     *ControlPlane
 	log    *slog.Logger
-	synced atomic.Bool  // the store was listed and its changes followed
-	rev    atomic.Int64 // the store revision served
-	lag    lag          // the store revision seen on the watch, and since when it is not served
+	synced atomic.Bool                  // the store was listed and its changes followed
+	rev    atomic.Int64                 // the store revision served
+	lag    lag                          // the store revision seen on the watch, and since when it is not served
 	items  map[cpstore.Key]cpstore.Item // what the store holds, as followed (Run's goroutine only)
 	next   int64                        // the revision of the items, served or not
 	docs   docCache
