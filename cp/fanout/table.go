@@ -58,11 +58,11 @@ func resourceVersion(env []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func newEntry(name string, body []byte, seq uint64) *entry {
+func newEntry(typeURL, name string, body []byte, seq uint64) *entry {
 	env := cplink.Envelope(body)
 	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(env) // a BytesValue always marshals
 	return &entry{body: body, seq: seq, res: &discovery.Resource{Name: name, Version: resourceVersion(raw),
-		Resource: &anypb.Any{TypeUrl: "type.googleapis.com/google.protobuf.BytesValue", Value: raw}}}
+		Resource: &anypb.Any{TypeUrl: typeURL, Value: raw}}}
 }
 
 // sync makes the table serve want, logging only what differs, and wakes the streams
@@ -75,7 +75,7 @@ func (t *table) sync(want map[string][]byte) (updated, removed int) {
 			continue
 		}
 		t.seq++
-		t.entries[name] = newEntry(name, body, t.seq)
+		t.entries[name] = newEntry(t.typeURL, name, body, t.seq)
 		delete(t.gone, name)
 		t.log = append(t.log, change{t.seq, name})
 		updated++
