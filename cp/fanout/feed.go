@@ -30,7 +30,7 @@ type Feed struct {
 
 // NewFeed is a Feed of st into cp.
 func NewFeed(st cpstore.Store, cp *ControlPlane, log *slog.Logger) *Feed {
-	return &Feed{st: st, cp: cp, log: log, docs: docCache{}}
+	return &Feed{st: st, cp: cp, log: log}
 }
 
 // Synced reports whether the store was read and its changes are followed.
@@ -84,6 +84,7 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := f.st.Watch(wctx, rev)
+	var lastServed time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,26 +98,48 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 			}
 			f.lag.seen(e.Revision)
 			f.apply(e)
-			// A burst of writes is served once: what comes within 10 ms of its first change
-			// (bounded, so a steady stream of writes never holds the agents' changes back).
-			window := time.NewTimer(10 * time.Millisecond)
-			for open := true; open; {
+			// What is queued already goes with it; a change that follows the last one served
+			// within 10 ms waits for the rest of those 10 ms, so a burst of writes is served
+			// a few times, not once per write, and a lone change at once.
+			take := func(e cpstore.Event, ok bool) bool {
+				if !ok || e.Type == cpstore.Relist {
+					return false
+				}
+				f.lag.seen(e.Revision)
+				f.apply(e)
+				return true
+			}
+			deadline := lastServed.Add(10 * time.Millisecond)
+			for {
+				for queued := true; queued; {
+					select {
+					case e2, ok := <-events:
+						if !take(e2, ok) {
+							return
+						}
+					default:
+						queued = false
+					}
+				}
+				wait := time.Until(deadline)
+				if wait <= 0 {
+					break
+				}
+				t := time.NewTimer(wait)
 				select {
 				case e2, ok := <-events:
-					if !ok || e2.Type == cpstore.Relist {
-						window.Stop()
+					t.Stop()
+					if !take(e2, ok) {
 						return
 					}
-					f.lag.seen(e2.Revision)
-					f.apply(e2)
-				case <-window.C:
-					open = false
+				case <-t.C:
 				case <-ctx.Done():
-					window.Stop()
+					t.Stop()
 					return
 				}
 			}
 			f.serve()
+			lastServed = time.Now()
 		}
 	}
 }

@@ -12,7 +12,10 @@ import (
 
 // docCache keeps each stored resource decoded and encoded at its version, so that serving
 // the store after a change decodes only what changed.
-type docCache map[cpstore.Key]*cachedDoc
+type docCache struct {
+	m       map[cpstore.Key]*cachedDoc
+	decodes atomic.Int64 // documents decoded, for tests
+}
 
 type cachedDoc struct {
 	version int64
@@ -23,24 +26,28 @@ type cachedDoc struct {
 	encoded bool
 }
 
-func (c docCache) at(it cpstore.Item) *cachedDoc {
-	d := c[it.Key]
+func (c *docCache) at(it cpstore.Item) *cachedDoc {
+	if c.m == nil {
+		c.m = map[cpstore.Key]*cachedDoc{}
+	}
+	d := c.m[it.Key]
 	if d == nil || d.version != it.Version || it.Version == 0 {
 		d = &cachedDoc{version: it.Version}
 		d.rs, d.err = mesh.Decode(it.Key.String(), it.Doc)
-		c[it.Key] = d
+		c.decodes.Add(1)
+		c.m[it.Key] = d
 	}
 	return d
 }
 
 // decode is mesh.Decode of the item's document, once per version.
-func (c docCache) decode(it cpstore.Item) ([]mesh.Resource, error) {
+func (c *docCache) decode(it cpstore.Item) ([]mesh.Resource, error) {
 	d := c.at(it)
 	return d.rs, d.err
 }
 
 // encode is cplink.EncodeResource of the item's resource, once per version.
-func (c docCache) encode(it cpstore.Item, r mesh.Resource) ([]byte, error) {
+func (c *docCache) encode(it cpstore.Item, r mesh.Resource) ([]byte, error) {
 	d := c.at(it)
 	if !d.encoded {
 		d.body, d.berr = cplink.EncodeResource(r)
@@ -50,10 +57,10 @@ func (c docCache) encode(it cpstore.Item, r mesh.Resource) ([]byte, error) {
 }
 
 // keep forgets the resources no longer stored.
-func (c docCache) keep(items map[cpstore.Key]cpstore.Item) {
-	for k := range c {
+func (c *docCache) keep(items map[cpstore.Key]cpstore.Item) {
+	for k := range c.m {
 		if _, ok := items[k]; !ok {
-			delete(c, k)
+			delete(c.m, k)
 		}
 	}
 }
