@@ -37,7 +37,9 @@ func TestFeedFollowsTheStore(t *testing.T) {
 	st := cpstore.NewEtcd(cl, "/kuma")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	key := func(name string) cpstore.Key { return cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name} }
+	key := func(name string) cpstore.Key {
+		return cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name}
+	}
 	for i := range 3 {
 		if _, err := st.Put(ctx, key(fmt.Sprintf("dp-%d", i)), dataplaneDoc(fmt.Sprintf("dp-%d", i), "v0"), cpstore.Any); err != nil {
 			t.Fatal(err)
@@ -91,4 +93,3 @@ func TestFeedFollowsTheStore(t *testing.T) {
 	}()
 	waitUntil(t, "the re-list after the compaction", func() bool { return served()["dp-3"] != nil && feed.Revision() > rev })
 }
-
