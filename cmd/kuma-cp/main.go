@@ -1,7 +1,7 @@
 // Command kuma-cp is a small reference control plane for kuma-dp agents: it serves a
-// watched directory of resources over incremental ADS (delta xDS, go-control-plane) to many
-// agents, checks their tokens, validates with the agent's own code (package mesh) and sends
-// each agent only its mesh. See docs/cplink.md.
+// watched directory (or etcd) of resources over incremental ADS (delta xDS, its own server in
+// cp/fanout) to many agents, checks their tokens, validates with the agent's own code
+// (package mesh) and sends each agent only its mesh. See docs/cplink.md.
 //
 //	kuma-cp certs --out-dir DIR            # CA, server certificate, token key (demo, tests)
 //	kuma-cp token --token-key-file K --name N --mesh M

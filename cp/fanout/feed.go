@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -162,7 +161,7 @@ func (f *Feed) serve() {
 	for _, it := range f.items {
 		items = append(items, it)
 	}
-	slices.SortFunc(items, func(a, b cpstore.Item) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	slices.SortFunc(items, func(a, b cpstore.Item) int { return compareKeys(a.Key, b.Key) })
 	sv := f.served(items)
 	f.docs.keep(f.items)
 	updated, removed := f.cp.Apply(sv)

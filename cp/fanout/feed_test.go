@@ -93,3 +93,15 @@ func TestFeedFollowsTheStore(t *testing.T) {
 	}()
 	waitUntil(t, "the re-list after the compaction", func() bool { return served()["dp-3"] != nil && feed.Revision() > rev })
 }
+
+func TestCompareKeysAsStrings(t *testing.T) {
+	keys := []cpstore.Key{{Mesh: "a", Type: "T", Name: "x"}, {Mesh: "a-b", Type: "T", Name: "x"}, {Mesh: "a", Type: "T", Name: "x-1"},
+		{Mesh: "a", Type: "TT", Name: "a"}, {Mesh: "ab", Type: "", Name: ""}, {Mesh: "a", Type: "T", Name: "x"}, {Mesh: "", Type: "a", Name: "b"}}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := compareKeys(a, b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("compareKeys(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}

@@ -111,3 +111,34 @@ func (f *Feed) Lag() (revisions int64, behind time.Duration) {
 	}
 	return revisions, behind
 }
+
+// compareKeys orders keys as their strings (mesh/type/name) do, the order a store's list
+// gives, without building the strings.
+func compareKeys(a, b cpstore.Key) int {
+	as := [5]string{a.Mesh, "/", a.Type, "/", a.Name}
+	bs := [5]string{b.Mesh, "/", b.Type, "/", b.Name}
+	i, j, ai, bj := 0, 0, 0, 0 // part and offset in a, in b
+	for {
+		for i < 5 && ai == len(as[i]) {
+			i, ai = i+1, 0
+		}
+		for j < 5 && bj == len(bs[j]) {
+			j, bj = j+1, 0
+		}
+		switch {
+		case i == 5 && j == 5:
+			return 0
+		case i == 5:
+			return -1
+		case j == 5:
+			return 1
+		}
+		if ca, cb := as[i][ai], bs[j][bj]; ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+		ai, bj = ai+1, bj+1
+	}
+}
