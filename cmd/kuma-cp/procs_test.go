@@ -48,6 +48,8 @@ type proc struct {
 	logs   *lockedBuffer
 	exited chan struct{}
 	err    error
+	// metrics is the diagnostics endpoint, once read from the ready file (replicas).
+	metrics string
 }
 
 func startProc(t testing.TB, name, bin string, args ...string) *proc {

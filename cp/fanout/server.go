@@ -237,6 +237,10 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second,
 			MaxConnectionAge: maxAge, MaxConnectionAgeGrace: min(maxAge/10, 10*time.Second)}),
 		grpc.MaxConcurrentStreams(1000),
+		// Memory per connected agent: an idle agent's connection holds no write buffer (it is
+		// taken for a flush and given back), and a smaller read buffer (agents send ACKs).
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(8 << 10),
 	}
 	if creds != nil {
 		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log, fails: cp.HandshakeFails}))
