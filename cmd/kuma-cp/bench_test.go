@@ -46,7 +46,9 @@ import (
 //
 // Setup is expensive: run with a fixed count, e.g.
 //
-//	go test ./cmd/kuma-cp -run '^$' -bench Fanout -benchtime 20x
+//	go test ./cmd/kuma-cp -run '^$' -bench 'Fanout$' -benchtime 20x
+//
+// KUMA_CP_BENCH_BIN runs another kuma-cp build (an older one, for a before/after in one run).
 func BenchmarkFanout(b *testing.B) {
 	agents := 1000
 	if v := os.Getenv("KUMA_CP_BENCH_AGENTS"); v != "" {
