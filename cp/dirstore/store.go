@@ -230,7 +230,14 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 		}
 	}
 	if strings.HasPrefix(k.Mesh, ".") {
-		return store.Item{}, fmt.Errorf("mesh %q: a mesh name does not start with '.'", k.Mesh)
+		return store.Item{}, fmt.Errorf("mesh %q: %w: a mesh name does not start with '.'", k.Mesh, store.ErrInvalid)
+	}
+	// In a directory a resource's key is read from its document: refuse, before writing, a
+	// document that would be read back as another key.
+	if rs, err := mesh.Decode(k.String(), doc); err != nil || len(rs) != 1 {
+		return store.Item{}, fmt.Errorf("%s: %w: want one valid resource in the document: %v", k, store.ErrInvalid, err)
+	} else if got := (store.Key{Mesh: mesh.ResourceMesh(rs[0].GetMeta()), Type: rs[0].Kind(), Name: keyName(rs[0])}); got != k {
+		return store.Item{}, fmt.Errorf("%s: %w: the document is %s (a resource without a mesh is of mesh %q in a directory): use that key", k, store.ErrInvalid, got, "default")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -252,7 +259,7 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 		}
 		parts := splitParts(path, old)
 		if parts.json && len(parts.docs) != 1 {
-			return store.Item{}, fmt.Errorf("%s: it is in %s among other resources (a JSON array): edit that file", k, path)
+			return store.Item{}, fmt.Errorf("%s: %w: it is in %s among other resources (a JSON array): edit that file", k, store.ErrInvalid, path)
 		}
 		parts.docs[cur.part] = string(doc)
 		data = parts.join()
@@ -329,7 +336,7 @@ func (s *Store) Delete(_ context.Context, k store.Key, expect int64) error {
 	}
 	parts := splitParts(cur.path, old)
 	if parts.json && len(parts.docs) != 1 {
-		return fmt.Errorf("%s: it is in %s among other resources (a JSON array): edit that file", k, cur.path)
+		return fmt.Errorf("%s: %w: it is in %s among other resources (a JSON array): edit that file", k, store.ErrInvalid, cur.path)
 	}
 	parts.remove(cur.part)
 	if parts.empty() {

@@ -82,6 +82,17 @@ func TestStoreWritesFilesWithVersions(t *testing.T) {
 	if _, err := st.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
+	// A document that would be read back under another key is refused before anything is written.
+	hg := "type: HostnameGenerator\nname: everywhere\nspec:\n  targetRef:\n    kind: MeshExternalService\n  template: \"{{ name }}.ext\"\n"
+	if _, err := st.Put(ctx, store.Key{Mesh: "prod", Type: "HostnameGenerator", Name: "everywhere"}, []byte(hg), 0); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "default/HostnameGenerator/everywhere") {
+		t.Fatalf("a meshless document under mesh prod: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "prod")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused write left %s behind: %v", filepath.Join(dir, "prod"), err)
+	}
+	if _, err := st.Put(ctx, store.Key{Mesh: "default", Type: "HostnameGenerator", Name: "everywhere"}, []byte(hg), 0); err != nil {
+		t.Fatal(err)
+	}
 	// Names that are not file names stay inside the directory (mesh's own rules refuse
 	// them first; this is the store's own guard).
 	for in, want := range map[string]string{"..x": "_.x", "a b/c": "a_b_c", "web-1.v2": "web-1.v2"} {
