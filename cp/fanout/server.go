@@ -199,6 +199,9 @@ func (cp *ControlPlane) onRequest(st *streamState, req *discovery.DeltaDiscovery
 			"dataplane", st.node.Name, "mesh", st.node.Mesh, "type_url", req.GetTypeUrl(), "nonce", req.GetResponseNonce(), "reason", d.GetMessage())
 	} else if req.GetResponseNonce() != "" {
 		cp.acks.Add(1)
+		if !cp.log.Enabled(context.Background(), slog.LevelDebug) {
+			return nil
+		}
 		cp.log.Debug("ACK", "dataplane", st.node.Name, "mesh", st.node.Mesh, "type_url", req.GetTypeUrl(), "nonce", req.GetResponseNonce())
 	}
 	return nil
