@@ -55,8 +55,8 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
 	fs.StringVar(&c.username, "etcd-username", "", "etcd user (with --etcd-password-file)")
 	fs.StringVar(&c.passwordFile, "etcd-password-file", "", "file holding the etcd user's password")
-	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the write API (Kuma's REST shape; --store etcd), loopback unless told otherwise")
-	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (--store etcd)")
+	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape), loopback unless told otherwise; with --store dir it is served when --admin-token-file is given")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (required with --store etcd; with --store dir it turns the API on)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
 	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
 	fs.StringVar(&c.routeStrategy, "route-strategy", "round-robin", "how the leader schedules routes onto routers: round-robin or least-routes")
@@ -242,6 +242,9 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 	reg.MustRegister(
 		gauge("kuma_cp_leader", "1 while this replica is the leader.", func() float64 { return b(p.leader.Load()) }),
 		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.Revision()) }),
+		gauge("kuma_cp_store_revision_seen", "The last store revision seen on the watch (served or not yet).", func() float64 { return float64(p.feed.SeenRevision()) }),
+		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
+		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
 		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),
