@@ -2,7 +2,7 @@ GO ?= go
 BIN := bin/kuma-dp
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build test test-deps vet fmt bench bench-dns run
+.PHONY: build test test-deps vet fmt bench bench-system bench-dns run
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
@@ -16,17 +16,26 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 14m ./...
 	$(GO) test -run '^$$' -fuzz FuzzServe -fuzztime 15s -fuzzminimizetime 5s ./dnsserver
-	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime 10s -fuzzminimizetime 5s ./mesh
+	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime 10s -fuzzminimizetime 5s ./hostname
 
 test-deps:
 	@scripts/test-deps.sh
 
+# Micro-benchmarks: in-process hot paths (go test -bench), ns/op and allocations per op.
+# The command packages are left out: their tests run real processes.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/cmd/')
+
+# System benchmarks: real processes, fleets of agents, network namespaces. Each prints its
+# own figures (medians with min and max, CPU time, the load average); tproxyinstall needs
+# root and says so when it is not.
+bench-system:
+	$(GO) run ./bench/agentstart
+	$(GO) run ./bench/tproxyinstall
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./cmd/kuma-cp
 
 run: build
 	$(BIN) run --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies
 
 # dnsperf against our resolver, CoreDNS hosts and a bare miekg/dns server, in one run.
 bench-dns:
-	bench/dns.sh

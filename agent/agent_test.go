@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -136,28 +135,12 @@ func snapshot(t *testing.T, services ...string) *mesh.Snapshot {
 	return snap
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	t      *testing.T
 	a      *Agent
 	src    *memSource
 	dns    *memDNS
-	logs   *syncBuffer
+	logs   *testutil.LockedBuffer
 	cancel context.CancelFunc
 	done   chan error
 	admin  string
@@ -177,7 +160,7 @@ func (e *memEnvoy) Drain(ctx context.Context, _ time.Duration) error {
 
 func startAgent(t *testing.T, cfg Config, first cplink.Update, with ...func(*Parts)) *harness {
 	t.Helper()
-	h := &harness{t: t, src: &memSource{first: first, updates: make(chan cplink.Update)}, dns: newMemDNS(), logs: &syncBuffer{}}
+	h := &harness{t: t, src: &memSource{first: first, updates: make(chan cplink.Update)}, dns: newMemDNS(), logs: &testutil.LockedBuffer{}}
 	cfg.Admin.Address = "127.0.0.1:0"
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	parts := Parts{Source: h.src, Allocator: serviceAllocator{}, DNS: h.dns}
@@ -384,7 +367,7 @@ func TestAgentAdminEndpoints(t *testing.T) {
 }
 
 func TestAgentRefusesInvalidFirstModel(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	cfg := testConfig()
 	cfg.Admin.Address = "127.0.0.1:0"
 	src := &memSource{first: cplink.Update{Trigger: "start", Err: mesh.Errors{{Source: "dp.yaml#1", Path: "networking.address", Value: "x", Msg: "not an IP"}}}}
@@ -404,7 +387,7 @@ func TestAgentRefusesAnotherDataplane(t *testing.T) {
 	cfg := testConfig()
 	cfg.Dataplane.Name = "other"
 	cfg.Admin.Address = "127.0.0.1:0"
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	a, _ := New(cfg, Parts{Source: &memSource{first: cplink.Update{Snapshot: snapshot(t)}}, Allocator: serviceAllocator{}, DNS: newMemDNS()},
 		slog.New(slog.NewTextHandler(logs, nil)), time.Time{})
 	err := a.Run(context.Background())

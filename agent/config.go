@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/dirsource"
 	"github.com/kumadp/kuma-dp/dnsserver"
+	"github.com/kumadp/kuma-dp/internal/settings"
 )
 
 // Config is everything `kuma-dp run` can be told. The JSON names are the `--config` file's
@@ -117,7 +122,7 @@ func Defaults() Config {
 	return Config{
 		Dataplane: DataplaneConfig{DrainTime: Duration(30 * time.Second)},
 		Runtime: RuntimeConfig{Watch: "auto", Envoy: true,
-			MaxFileSizeMiB: cplink.DefaultMaxFileBytes >> 20, MaxTotalSizeMiB: cplink.DefaultMaxTotalBytes >> 20},
+			MaxFileSizeMiB: dirsource.DefaultMaxFileBytes >> 20, MaxTotalSizeMiB: dirsource.DefaultMaxTotalBytes >> 20},
 		DNS:   DNSConfig{ProxyPort: 15053, TTL: Duration(dnsserver.DefaultTTL * time.Second), ResolvConf: "/etc/resolv.conf"},
 		Admin: AdminConfig{Address: "127.0.0.1:9902"},
 		Log:   LogConfig{Level: "info", Format: "text"},
@@ -231,6 +236,24 @@ func validUpstream(u string) bool {
 // Duration is a time.Duration written as "30s" in the config file (a number of seconds is
 // accepted too).
 type Duration time.Duration
+
+// ConfigScalars tells the config file reader (internal/settings) how a Duration is written.
+var ConfigScalars = settings.Scalars{reflect.TypeFor[Duration](): func(text string) (any, error) {
+	if _, err := strconv.ParseFloat(text, 64); err == nil {
+		return json.Number(text), nil // seconds
+	}
+	if _, err := time.ParseDuration(strings.TrimSpace(text)); err != nil {
+		return nil, fmt.Errorf("want a duration like \"30s\" (value %q)", text)
+	}
+	return text, nil
+}}
+
+// ConfigTypes binds a Duration to its flag and environment variable (as a time.Duration).
+var ConfigTypes = map[reflect.Type]func(field any) pflag.Value{
+	reflect.TypeFor[Duration](): func(field any) pflag.Value {
+		return settings.ValueOf((*time.Duration)(field.(*Duration)))
+	},
+}
 
 func (d Duration) String() string { return time.Duration(d).String() }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // TestRealPartsWithEnvoy composes every part, Envoy included, in this process: Envoy is
@@ -33,7 +35,7 @@ func TestRealPartsWithEnvoy(t *testing.T) {
 	cfg := realConfig(t, root)
 	cfg.Runtime.Envoy, cfg.Runtime.BinaryPath = true, bin
 	cfg.Dataplane.DrainTime = Duration(300 * time.Millisecond)
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	parts, cleanup, err := Build(context.Background(), cfg, log)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // These tests compose the real parts (Build): the directory source, the allocator and the
@@ -96,7 +98,7 @@ func TestRealPartsServeReloadAndStopClean(t *testing.T) {
 	root := t.TempDir()
 	writeMesh(t, root, 3)
 	cfg := realConfig(t, root)
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	parts, cleanup, err := Build(context.Background(), cfg, log)
 	if err != nil {

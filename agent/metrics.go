@@ -31,7 +31,7 @@ func newMetrics(a *Agent) *metrics {
 		reg: prometheus.NewRegistry(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kuma_dp_model_reloads_total",
-			Help: "Model loads by result: applied, unchanged (same content), refused (invalid; the last good model stays).",
+			Help: "Model loads by result: applied, zones (only the route zones changed: DNS took them), unchanged (same content), refused (invalid; the last good model stays).",
 		}, []string{"result"}),
 		reloadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kuma_dp_model_reload_duration_seconds",

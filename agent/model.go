@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/internal/errtext"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -53,6 +54,18 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
 		return nil, nil
 	}
+	if prev != nil && snap.ModelHash != "" && snap.ModelHash == prev.ModelHash {
+		// Only the route zones changed (a router replica's readiness, a user route): the
+		// resolver takes them; VIPs and Envoy's resources stay as they are.
+		a.swapZones(snap)
+		a.model.mu.Lock()
+		a.model.snap = snap
+		a.model.mu.Unlock()
+		a.markStale(u)
+		a.metrics.reloads.WithLabelValues("zones").Inc()
+		a.log.Debug("route zones applied", "trigger", u.Trigger, "zones", len(snap.DNSZones))
+		return nil, nil
+	}
 	if err := a.checkIdentity(snap); err != nil {
 		a.refuse(u, err)
 		return nil, err
@@ -64,6 +77,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		return nil, err
 	}
 	a.parts.DNS.Swap(table)
+	a.swapZones(snap)
 	a.markStale(u)
 	a.model.mu.Lock()
 	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
@@ -79,6 +93,10 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	a.memory.release()
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
+	if f := snap.Self.KeptFields(); len(f) > 0 {
+		a.log.Debug("this dataplane's Kuma fields accepted but not acted on (see docs/kuma-compatibility.md)",
+			"dataplane", snap.Self.Name, "fields", f)
+	}
 	return table, nil
 }
 
@@ -87,6 +105,21 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 func (a *Agent) markStale(u cplink.Update) {
 	if was := a.stale.Swap(u.Stale); was && !u.Stale {
 		a.log.Info("in sync with the control plane again: the saved model is replaced", "trigger", u.Trigger)
+	}
+}
+
+// zoneSwapper is a resolver that answers the route zones (dnsserver.Server).
+type zoneSwapper interface {
+	SwapZones([]*mesh.DNSZone) error
+}
+
+// swapZones hands the model's route zones to the resolver; a zone that does not parse is
+// left out (logged), the others are served.
+func (a *Agent) swapZones(snap *mesh.Snapshot) {
+	if zs, ok := a.parts.DNS.(zoneSwapper); ok {
+		if err := zs.SwapZones(snap.DNSZones); err != nil {
+			a.log.Warn("route zones from the control plane left out of DNS", "error", err)
+		}
 	}
 }
 
@@ -161,7 +194,7 @@ func (a *Agent) logRefusal(u cplink.Update) {
 			attrs = append(attrs, "resource", e.Kind+"/"+e.Name)
 		}
 		if e.Value != "" {
-			attrs = append(attrs, "value", e.Value)
+			attrs = append(attrs, "value", errtext.Clip(e.Value, 200)) // never a whole multi-KB value
 		}
 		attrs = append(attrs, slog.String("error", e.Error()))
 		a.log.Error(msg, attrs...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/bootstrap"
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/dirsource"
 	"github.com/kumadp/kuma-dp/dnsserver"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -110,7 +111,7 @@ func newSource(cfg Config, workDir string, log *slog.Logger) (cplink.Source, err
 			ModelFile:         filepath.Join(workDir, ModelFileName),
 		}, log)
 	}
-	return cplink.NewFiles(cplink.FilesConfig{
+	return dirsource.NewFiles(dirsource.FilesConfig{
 		DataplaneFile: cfg.Runtime.DataplaneFile,
 		DataplaneVars: cfg.Runtime.ResourceVars,
 		PoliciesDir:   cfg.Runtime.PoliciesDir,

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The control plane's shard DNS (package authdns) beside nsd serving the same zones (written
-# by the same code), in one run: each server pinned to CPU 0, dnsperf on CPU 1, the same
-# queries (half wildcard names of 10 router zones, half user names CNAMEd to them). Prints
-# answers per second and the server's CPU microseconds per answer.
-#   bench/shard-dns.sh            (needs dnsperf and nsd: apt-get install dnsperf nsd)
+# The control plane's shard DNS (package authdns) beside nsd and CoreDNS's `file` plugin
+# serving the same zones (written by the same code), in one run: each server pinned to CPU 0,
+# dnsperf on CPU 1, the same queries (half wildcard names of 10 router zones, half user names
+# CNAMEd to them). Prints answers per second and the server's CPU microseconds per answer.
+#   bench/shard-dns.sh            (needs dnsperf and nsd: apt-get install dnsperf nsd; CoreDNS
+#                                  is built once from the Go module proxy into $BENCH/bin, the
+#                                  same binary bench/dns.sh uses)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DURATION:-10}
+BENCH=${BENCH:-/tmp/kuma-dp-bench-dns}
+COREDNS_VERSION=v1.15.0
 W=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
 go build -o "$W/shardzones" ./bench/shardzones
@@ -36,3 +40,12 @@ P2=$(port)
 } > "$W/nsd.conf"
 kill %1 2>/dev/null || true
 taskset -c 0 nsd -d -c "$W/nsd.conf" 2>/dev/null & NSD=$!; sleep 1; measure "nsd $(nsd -v 2>&1 | head -1 | awk '{print $3}')" "$NSD" "$P2"
+kill "$NSD" 2>/dev/null || true; wait "$NSD" 2>/dev/null || true
+if [[ ! -x $BENCH/bin/coredns ]]; then
+  mkdir -p "$BENCH/bin"
+  GOBIN=$BENCH/bin go install "github.com/coredns/coredns@$COREDNS_VERSION"
+fi
+P3=$(port)
+for z in "$W"/*.zone; do b=$(basename "$z" .zone); printf '%s:%s {\n    bind 127.0.0.1\n    file %s\n}\n' "$b" "$P3" "$z"; done > "$W/Corefile"
+taskset -c 0 "$BENCH/bin/coredns" -quiet -conf "$W/Corefile" >/dev/null 2>&1 & CD=$!; sleep 1
+measure "CoreDNS $COREDNS_VERSION file" "$CD" "$P3"

@@ -228,7 +228,7 @@ func parseAddress(addr string) (target string, useTLS bool, err error) {
 func (c *Client) loadSelf() error {
 	data, err := os.ReadFile(c.cfg.DataplaneFile)
 	if err == nil {
-		data, err = renderVars(data, c.cfg.DataplaneVars)
+		data, err = RenderVars(data, c.cfg.DataplaneVars)
 	}
 	if err != nil {
 		return mesh.Errors{{Source: c.cfg.DataplaneFile, Msg: err.Error()}}
@@ -237,7 +237,7 @@ func (c *Client) loadSelf() error {
 	if err != nil {
 		return err
 	}
-	self, errs := selfDataplane(c.cfg.DataplaneFile, cachedFile{res: rs})
+	self, errs := mesh.SelfDataplane(c.cfg.DataplaneFile, rs, nil)
 	if len(errs) > 0 {
 		return errs
 	}
@@ -602,7 +602,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 		}
 		res, err := DecodeResource(kind, r.GetName(), env.GetValue())
 		if err != nil {
-			errs = appendErrors(errs, err)
+			errs = mesh.AppendErrors(errs, err)
 			continue
 		}
 		next[r.GetName()] = heldResource{version: r.GetVersion(), res: res}

@@ -20,7 +20,7 @@ import (
 // nothing until the control plane is back. The first complete sync replaces it.
 
 // The model file is a gob stream, written and read a piece at a time (as the decode cache
-// is): a savedHeader, then the resources in chunks of at most cacheChunk. The resources are
+// is): a savedHeader, then the resources in chunks of at most CacheChunk. The resources are
 // the last accepted model's, as the link holds them (the dataplane's own resource included
 // when it came from the control plane). Build ties the file to the binary.
 type savedHeader struct {
@@ -48,12 +48,12 @@ func (c *Client) saveLoop(ctx context.Context) {
 
 // saveModel writes rs to the model file (atomically, owner-only).
 func (c *Client) saveModel(rs []mesh.Resource) error {
-	h := savedHeader{Build: buildOnce(), Name: c.cfg.Name, Mesh: c.cfg.Mesh, Saved: time.Now(), Count: len(rs)}
-	return writeAtomic(c.cfg.ModelFile, ".cp-model-*", func(enc *gob.Encoder) error {
+	h := savedHeader{Build: BuildID(), Name: c.cfg.Name, Mesh: c.cfg.Mesh, Saved: time.Now(), Count: len(rs)}
+	return WriteCacheStream(c.cfg.ModelFile, ".cp-model-*", func(enc *gob.Encoder) error {
 		if err := enc.Encode(h); err != nil {
 			return err
 		}
-		for chunk := range slices.Chunk(rs, cacheChunk) {
+		for chunk := range slices.Chunk(rs, CacheChunk) {
 			if err := enc.Encode(chunk); err != nil {
 				return err
 			}
@@ -101,7 +101,7 @@ func (c *Client) loadSaved() (*mesh.Snapshot, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("%s: %w", c.cfg.ModelFile, err)
 	}
 	switch {
-	case h.Build != buildOnce():
+	case h.Build != BuildID():
 		return nil, time.Time{}, fmt.Errorf("%s was saved by another kuma-dp build", c.cfg.ModelFile)
 	case h.Name != c.cfg.Name || h.Mesh != c.cfg.Mesh:
 		return nil, time.Time{}, fmt.Errorf("%s is the model of dataplane %s/%s, not %s/%s", c.cfg.ModelFile, h.Mesh, h.Name, c.cfg.Mesh, c.cfg.Name)

@@ -1,6 +1,9 @@
-// Package cplink owns the sources of the mesh model: the directory source (files on disk,
-// watched with inotify, polling as a fallback) and the control-plane link (client.go, wire.go:
-// incremental ADS from a control plane such as cmd/kuma-cp; see docs/cplink.md).
+// Package cplink owns the control-plane link - client.go, wire.go: incremental ADS from a
+// control plane such as cmd/kuma-cp (docs/cplink.md), with the model saved for a restart
+// (saved.go) - and what every source of the mesh model shares: the Source contract and its
+// Update (this file), the dataplane file's {{ name }} placeholders (vars.go) and the cache
+// files a source keeps between runs (cachefile.go). The directory source (files on disk,
+// watched) is package dirsource.
 //
 // A source produces mesh.Snapshots, or refusals carrying the validation errors; it never
 // allocates VIPs, answers DNS or builds Envoy resources, and it never decides whether a

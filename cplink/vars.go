@@ -12,10 +12,10 @@ import (
 // placeholder is `{{ name }}` (spaces optional), the form of Kuma's dataplane templates.
 var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}`)
 
-// renderVars replaces every `{{ name }}` of a dataplane file with its value. A placeholder
+// RenderVars replaces every `{{ name }}` of a dataplane file with its value. A placeholder
 // without a value is an error naming it and the line, so a forgotten --dataplane-var is
 // caught before anything serves. Files without placeholders are returned as they are.
-func renderVars(data []byte, vars map[string]string) ([]byte, error) {
+func RenderVars(data []byte, vars map[string]string) ([]byte, error) {
 	if !bytes.Contains(data, []byte("{{")) {
 		return data, nil
 	}

@@ -1,10 +1,6 @@
 package cplink
 
 import (
-	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -19,7 +15,7 @@ func TestRenderVars(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := renderVars([]byte(tt.in), vars)
+			got, err := RenderVars([]byte(tt.in), vars)
 			if tt.err != "" {
 				if err == nil || err.Error() != tt.err {
 					t.Fatalf("err %v, want %s", err, tt.err)
@@ -30,29 +26,5 @@ func TestRenderVars(t *testing.T) {
 				t.Fatalf("got %q, %v", got, err)
 			}
 		})
-	}
-}
-
-// The dataplane file is a template filled from --dataplane-var; a missing value is a refusal
-// naming the file; the rendered file is never persisted (a new pod IP at the next start).
-func TestFilesDataplaneVars(t *testing.T) {
-	dir := t.TempDir()
-	dp := filepath.Join(dir, "dp.yaml")
-	must(t, os.WriteFile(dp, []byte(strings.Replace(strings.ReplaceAll(extraDataplane, "NAME", "{{ name }}"), "10.9.9.9", "{{ address }}", 1)), 0o644))
-	cache := filepath.Join(dir, "cache.gob")
-	src, err := NewFiles(FilesConfig{DataplaneFile: dp, CacheFile: cache, DataplaneVars: map[string]string{"name": "web-7", "address": "10.1.2.3"}}, nil)
-	must(t, err)
-	u := src.Load(context.Background())
-	if u.Err != nil || u.Snapshot.Self.Name != "web-7" || u.Snapshot.Self.Networking.Address != "10.1.2.3" {
-		t.Fatalf("rendered: %+v %v", u.Snapshot, u.Err)
-	}
-	src.persist()
-	if b, _ := os.ReadFile(cache); strings.Contains(string(b), "10.1.2.3") {
-		t.Error("the rendered dataplane file was persisted")
-	}
-	bad, err := NewFiles(FilesConfig{DataplaneFile: dp, DataplaneVars: map[string]string{"name": "web-7"}}, nil)
-	must(t, err)
-	if u := bad.Load(context.Background()); u.Err == nil || !strings.Contains(u.Err.Error(), dp) || !strings.Contains(u.Err.Error(), "{{ address }}") {
-		t.Fatalf("missing var: %v", u.Err)
 	}
 }

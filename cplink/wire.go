@@ -36,6 +36,11 @@ var Kinds = []string{
 	mesh.KindTrafficRoute,
 	mesh.KindMeshExternalService,
 	mesh.KindHostnameGenerator,
+	// Router shards: a router replica's agent serves its admitted routes to Envoy, and every
+	// agent's resolver answers the shards' names from the zones the control plane built.
+	mesh.KindRouter,
+	mesh.KindRoute,
+	mesh.KindDNSZone,
 }
 
 // TypeURL is the type URL of a kind.

@@ -25,6 +25,11 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs = append(rs, self...)
+	routing, err := mesh.Decode("routing", []byte(routingDocs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = append(rs, routing...)
 	kinds := map[string]int{}
 	for _, r := range rs {
 		body, err := EncodeResource(r)
@@ -140,3 +145,39 @@ func FuzzDecodeResource(f *testing.F) {
 		}
 	})
 }
+
+// routingDocs are the router-shard kinds the example mesh does not hold: a Router, a Route
+// admitted on it (its status is the control plane's, carried as it is) and a zone of the
+// control plane's DNS.
+const routingDocs = `type: Router
+mesh: default
+name: shard1
+dns: shard1.apps.test
+dataplanes: {kuma.io/service: gateway}
+---
+type: Route
+mesh: default
+name: shop.acme
+namespace: acme
+host: www.acme.test
+dnsType: user
+path: /shop
+to: {service: web, port: 8080}
+status:
+  phase: scheduled
+  router: shard1
+  dns: www.acme.test
+  ingress:
+  - router: shard1
+    host: www.acme.test
+    conditions: [{type: Admitted, status: "True"}]
+---
+type: DNSZone
+name: shard1.apps.test
+origin: shard1.apps.test
+zone: |
+  $ORIGIN shard1.apps.test.
+  $TTL 30
+  shard1.apps.test.	30	IN	SOA	ns.shard1.apps.test. hostmaster.shard1.apps.test. 7 300 60 1209600 30
+  *.shard1.apps.test.	30	IN	A	10.1.0.1
+`

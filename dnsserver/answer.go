@@ -77,7 +77,7 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 	if len(buf)-start <= limit {
 		return buf, answered
 	}
-	if cname && q.qtype != typeCNAME {
+	if cname && q.qtype != dns.TypeCNAME {
 		// Too big with the CNAME (a long hostname under a long search domain, no EDNS):
 		// the same addresses owned by the name asked, without the CNAME, fit any buffer
 		// (question + A + AAAA < 512). A client that does not retry over TCP (musl before
@@ -98,7 +98,7 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 // asked through a search domain (answered with a CNAME to the hostname first), ptr when it
 // is the reverse name of a VIP.
 func (r *responder) find(q *query) (e *vipalloc.Entry, cname, ptr bool, cur *view) {
-	if q.qclass != classINET {
+	if q.qclass != dns.ClassINET {
 		return nil, false, false, nil
 	}
 	var kb [maxName]byte
@@ -138,19 +138,19 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 	soaOwner, soaLen := uint16(0xC00C), len(q.qname) // the NODATA SOA's owner (wire length)
 	switch {
 	case ptr:
-		if q.qtype == typePTR || q.qtype == typeANY {
-			buf = r.rrHead(buf, 0xC00C, typePTR)
+		if q.qtype == dns.TypePTR || q.qtype == dns.TypeANY {
+			buf = r.rrHead(buf, 0xC00C, dns.TypePTR)
 			buf, an = appendNameRData(buf, canonical(e.Hostname)), 1
 		}
 	case cname:
-		buf = r.rrHead(buf, 0xC00C, typeCNAME)
+		buf = r.rrHead(buf, 0xC00C, dns.TypeCNAME)
 		target := uint16(len(buf) - start + 2) // the CNAME's RDATA is the target's name
 		buf = appendNameRData(buf, canonical(e.Hostname))
 		an = 1
 		// a NODATA after the CNAME is about its target (RFC 2308 2.2): the SOA is the
 		// target's, the same as a direct question for the hostname gets
 		soaOwner, soaLen = 0xC000|target, len(canonical(e.Hostname))+2
-		if q.qtype != typeCNAME {
+		if q.qtype != dns.TypeCNAME {
 			var k uint16
 			buf, k = r.addresses(buf, 0xC000|target, q.qtype, e)
 			an += k
@@ -158,7 +158,7 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 	default:
 		buf, an = r.addresses(buf, 0xC00C, q.qtype, e)
 	}
-	if an == 0 || (cname && an == 1 && q.qtype != typeCNAME) {
+	if an == 0 || (cname && an == 1 && q.qtype != dns.TypeCNAME) {
 		// NODATA: the name is ours but has no record of this type. The SOA lets
 		// caching resolvers cache the negative answer for TTL seconds (RFC 2308).
 		buf = r.soa(buf, serial, soaOwner, soaLen)
@@ -181,14 +181,14 @@ func (r *responder) header(b []byte, q *query) []byte {
 	b = append(b, 0, 1, 0, 0, 0, 0, byte(ar>>8), byte(ar))
 	b = append(b, q.qname...)
 	b = be16(b, q.qtype)
-	return be16(b, classINET)
+	return be16(b, dns.ClassINET)
 }
 
 // rrHead appends owner (a compression pointer), type, class and TTL.
 func (r *responder) rrHead(b []byte, owner, typ uint16) []byte {
 	b = be16(b, owner)
 	b = be16(b, typ)
-	b = be16(b, classINET)
+	b = be16(b, dns.ClassINET)
 	return be32(b, r.ttl)
 }
 
@@ -207,15 +207,15 @@ func canonical(h string) string { return strings.TrimSuffix(strings.ToLower(h), 
 // addresses appends the A and/or AAAA records of e that qtype asks for.
 func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) ([]byte, uint16) {
 	var n uint16
-	if (qtype == typeA || qtype == typeANY) && e.IPv4.IsValid() {
+	if (qtype == dns.TypeA || qtype == dns.TypeANY) && e.IPv4.IsValid() {
 		a := e.IPv4.As4()
-		b = r.rrHead(b, owner, typeA)
+		b = r.rrHead(b, owner, dns.TypeA)
 		b = append(append(b, 0, 4), a[:]...)
 		n++
 	}
-	if (qtype == typeAAAA || qtype == typeANY) && e.IPv6.IsValid() {
+	if (qtype == dns.TypeAAAA || qtype == dns.TypeANY) && e.IPv6.IsValid() {
 		a := e.IPv6.As16()
-		b = r.rrHead(b, owner, typeAAAA)
+		b = r.rrHead(b, owner, dns.TypeAAAA)
 		b = append(append(b, 0, 16), a[:]...)
 		n++
 	}
@@ -228,7 +228,7 @@ func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) 
 // (RFC 1035 2.3.4): a longer one makes the whole answer unparseable.
 func (r *responder) soa(b []byte, serial uint32, owner uint16, nameLen int) []byte {
 	const hostmaster = "\x0ahostmaster"
-	b = r.rrHead(b, owner, typeSOA)
+	b = r.rrHead(b, owner, dns.TypeSOA)
 	long := nameLen+len(hostmaster) > maxName
 	if long {
 		b = append(b, 0, 24)
@@ -257,7 +257,7 @@ func (r *responder) opt(b []byte, q *query) []byte {
 		flags = ednsDO
 	}
 	b = append(b, 0)
-	b = be16(b, typeOPT)
+	b = be16(b, dns.TypeOPT)
 	b = be16(b, ednsUDPSize)
 	b = append(b, 0, 0) // extended rcode, version
 	b = be16(b, flags)

@@ -39,6 +39,7 @@ type CorefileBlock struct {
 const DefaultCorefileTemplate = `{{range .Blocks}}.:{{.Port}} {
     bind{{range .Hosts}} {{.}}{{end}}
     kumavip {{$.ID}}
+    kumaroutes {{$.ID}}
     cache 30
     forward .{{range $.Upstreams}} {{.}}{{end}} {
         prefer_udp

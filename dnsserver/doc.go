@@ -10,6 +10,9 @@
 // It never reads anything but the Table handed to Swap: it does not allocate VIPs, watch
 // files or talk to a control plane, and it never answers NXDOMAIN for a name it owns.
 //
+// The kumavip plugin follows CoreDNS's layout: setup.go (registration, the Corefile line),
+// kumavip.go (the handler), README.md (its syntax and examples).
+//
 // How CoreDNS is embedded (pitfalls in docs/dns.md): the plugin is registered once
 // per process; the generated Corefile names this server by an id ("kumavip <id>") so the
 // plugin finds the live table in a registry; kumavip's setup withholds the block's listen

@@ -40,6 +40,11 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 				continue
 			}
 		}
+		if resp, ok := c.s.answerRoute(c.out[:0], b[:n]); ok { // routezones.go
+			c.out = resp[:0]
+			c.UDPConn.WriteToUDPAddrPort(resp, from)
+			continue
+		}
 		return n, net.UDPAddrFromAddrPort(from), nil
 	}
 }

@@ -2,7 +2,6 @@ package dnsserver
 
 import (
 	"context"
-	"flag"
 	"net"
 	"net/netip"
 	"os"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestMain(m *testing.M) {
 	if role := os.Getenv(roleEnv); role != "" { // TestRealClients runs this binary as a server or a client

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // A seed packet and what the server must do with it: answer with rcode (the extended
@@ -92,7 +94,7 @@ func seeds() []seed {
 func TestMalformed(t *testing.T) {
 	up := startUpstream(t)
 	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
-	if *update {
+	if testutil.Updating() {
 		dir := filepath.Join("testdata", "fuzz", "FuzzServe")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 
+	"github.com/kumadp/kuma-dp/cp/authdns"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
@@ -31,6 +32,8 @@ type Server struct {
 	id       string
 	corefile string
 	resp     responder
+	routes   atomic.Pointer[authdns.Catalog] // the route zones (routezones.go)
+	zones    routeZones
 	met      *metrics
 	log      *slog.Logger
 	ready    chan struct{}
@@ -123,38 +126,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("dnsserver: Run called twice")
 	}
-	registryMu.Lock()
-	registry[s.id] = s
-	registryMu.Unlock()
-	defer func() {
-		registryMu.Lock()
-		delete(registry, s.id)
-		registryMu.Unlock()
-	}()
-
-	caddyMu.Lock()
-	inst, err := caddy.Start(caddy.CaddyfileInput{Contents: []byte(s.corefile), Filepath: "kuma-dp Corefile", ServerTypeName: "dns"})
-	caddyMu.Unlock()
-	if inst != nil {
-		defer inst.Stop() // no servers of its own; takes it off Caddy's instance list
-	}
+	defer s.register()()
+	core, err := s.startCoreDNS()
 	if err != nil {
-		if inst != nil {
-			inst.ShutdownCallbacks()
-		}
-		return fmt.Errorf("dnsserver: starting CoreDNS: %w", err)
+		return err
 	}
-	callbacksDone := false
-	runCallbacks := func() {
-		if !callbacksDone {
-			callbacksDone = true
-			for _, err := range inst.ShutdownCallbacks() {
-				s.log.Warn("CoreDNS shutdown callback", "error", err)
-			}
-		}
-	}
-	defer runCallbacks()
-
+	defer core.stop()
 	servers, err := s.makeServers()
 	if err != nil {
 		return err
@@ -163,59 +140,126 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	loops := serveAll(s, socks)
+	if err := s.probeAll(ctx, socks); err != nil {
+		if ctx.Err() != nil { // cancelled while starting: a clean stop
+			return loops.shutdown(core)
+		}
+		return errors.Join(err, loops.shutdown(core))
+	}
+	close(s.ready)
+	s.log.Info("DNS resolver ready", "udp", addrList(s.udp), "tcp", addrList(s.tcp),
+		"upstreams", s.cfg.upstreams, "search", s.cfg.search)
+	select {
+	case <-ctx.Done():
+		return loops.shutdown(core)
+	case err := <-loops.failed:
+		return errors.Join(fmt.Errorf("dnsserver: serving: %w", err), loops.shutdown(core))
+	}
+}
 
-	var wg sync.WaitGroup
-	var stopping atomic.Bool
-	failed := make(chan error, 2*len(socks))
+// register lets kumavip's setup find s by its id while Run runs; it returns the removal.
+func (s *Server) register() (unregister func()) {
+	registryMu.Lock()
+	registry[s.id] = s
+	registryMu.Unlock()
+	return func() {
+		registryMu.Lock()
+		delete(registry, s.id)
+		registryMu.Unlock()
+	}
+}
+
+// coreDNS is the started Caddy instance: its servers are built and served by Run, its
+// shutdown callbacks run once.
+type coreDNS struct {
+	inst          *caddy.Instance
+	callbacksDone bool
+	log           *slog.Logger
+}
+
+// startCoreDNS runs the Corefile through caddy.Start (kumavip's setup withholds the listen
+// hosts, so it binds nothing).
+func (s *Server) startCoreDNS() (*coreDNS, error) {
+	caddyMu.Lock()
+	inst, err := caddy.Start(caddy.CaddyfileInput{Contents: []byte(s.corefile), Filepath: "kuma-dp Corefile", ServerTypeName: "dns"})
+	caddyMu.Unlock()
+	if err != nil {
+		if inst != nil {
+			inst.ShutdownCallbacks()
+			inst.Stop()
+		}
+		return nil, fmt.Errorf("dnsserver: starting CoreDNS: %w", err)
+	}
+	return &coreDNS{inst: inst, log: s.log}, nil
+}
+
+// runCallbacks runs the plugins' shutdown callbacks, once.
+func (c *coreDNS) runCallbacks() {
+	if c.callbacksDone {
+		return
+	}
+	c.callbacksDone = true
+	for _, err := range c.inst.ShutdownCallbacks() {
+		c.log.Warn("CoreDNS shutdown callback", "error", err)
+	}
+}
+
+// stop runs the callbacks (if shutdown did not) and takes the instance off Caddy's list
+// (it has no servers of its own).
+func (c *coreDNS) stop() {
+	c.runCallbacks()
+	c.inst.Stop()
+}
+
+// serving is the serve loops of every socket: UDP through the fast path, TCP straight to
+// CoreDNS.
+type serving struct {
+	socks    []socketPair
+	wg       sync.WaitGroup
+	stopping atomic.Bool
+	failed   chan error // a loop that ended before shutdown
+}
+
+func serveAll(s *Server, socks []socketPair) *serving {
+	l := &serving{socks: socks, failed: make(chan error, 2*len(socks))}
 	for _, k := range socks {
 		for _, serve := range []func() error{
 			func() error { return k.srv.ServePacket(&fastConn{UDPConn: k.udp, s: s}) },
 			func() error { return k.srv.Serve(k.tcp) },
 		} {
-			wg.Go(func() {
-				if err := serve(); err != nil && !stopping.Load() {
-					failed <- err
+			l.wg.Go(func() {
+				if err := serve(); err != nil && !l.stopping.Load() {
+					l.failed <- err
 				}
 			})
 		}
 	}
-	shutdown := func() error {
-		stopping.Store(true)
-		runCallbacks() // as CoreDNS does: callbacks, then Stop, then wait
-		var sw sync.WaitGroup
-		for _, k := range socks {
-			sw.Go(func() { k.srv.Stop() })
-		}
-		sw.Wait()
-		for _, k := range socks { // ends loops Stop could not reach (not started yet)
-			k.udp.Close()
-			k.tcp.Close()
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-			return nil
-		case <-time.After(stopTimeout):
-			return fmt.Errorf("dnsserver: serve loops still running %s after stop", stopTimeout)
-		}
-	}
+	return l
+}
 
-	if err := s.probeAll(ctx, socks); err != nil {
-		if ctx.Err() != nil { // cancelled while starting: a clean stop
-			return shutdown()
-		}
-		return errors.Join(err, shutdown())
+// shutdown stops as CoreDNS does - callbacks, then Stop, then wait - and closes the sockets,
+// which ends loops Stop could not reach (not started yet); it waits for every loop, at most
+// stopTimeout.
+func (l *serving) shutdown(core *coreDNS) error {
+	l.stopping.Store(true)
+	core.runCallbacks()
+	var sw sync.WaitGroup
+	for _, k := range l.socks {
+		sw.Go(func() { k.srv.Stop() })
 	}
-	close(s.ready)
-	s.log.Info("DNS resolver ready", "udp", addrList(s.udp), "tcp", addrList(s.tcp),
-		"upstreams", s.cfg.upstreams, "search", s.cfg.search)
-
+	sw.Wait()
+	for _, k := range l.socks {
+		k.udp.Close()
+		k.tcp.Close()
+	}
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
 	select {
-	case <-ctx.Done():
-		return shutdown()
-	case err := <-failed:
-		return errors.Join(fmt.Errorf("dnsserver: serving: %w", err), shutdown())
+	case <-done:
+		return nil
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("dnsserver: serve loops still running %s after stop", stopTimeout)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 func TestDeadUpstreamServfail(t *testing.T) {
@@ -188,19 +189,7 @@ func TestCorefileGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "Corefile.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("Corefile:\n%s\nwant (%s, -update to rewrite):\n%s", got, golden, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "Corefile.golden"), []byte(got))
 }
 
 func TestUserTemplate(t *testing.T) {

@@ -1,8 +1,13 @@
 package dnsserver
 
-import "encoding/binary"
+import (
+	"encoding/binary"
 
-// DNS wire constants used by the fast path (RFC 1035, RFC 6891).
+	"github.com/miekg/dns"
+)
+
+// DNS wire constants used by the fast path (RFC 1035, RFC 6891) that miekg/dns does not
+// export; record types, the class and message sizes are miekg/dns's (dns.TypeA, ...).
 const (
 	headerLen = 12
 	maxName   = 255 // wire length of a name, final zero byte included
@@ -15,19 +20,8 @@ const (
 	flagZ  = 1 << 6
 	flagCD = 1 << 4
 
-	typeA     = 1
-	typeCNAME = 5
-	typeSOA   = 6
-	typePTR   = 12
-	typeAAAA  = 28
-	typeOPT   = 41
-	typeANY   = 255
-	classINET = 1
-
-	ednsDO       = 1 << 15
-	ednsUDPSize  = 1232 // payload size we advertise (DNS flag day 2020)
-	minUDPSize   = 512
-	maxTCPAnswer = 65535
+	ednsDO      = 1 << 15
+	ednsUDPSize = 1232 // payload size we advertise (DNS flag day 2020)
 )
 
 // query is one question as the responder needs it, parsed either from a raw packet (the
@@ -46,8 +40,8 @@ type query struct {
 // limit is the largest answer the client accepts over UDP (RFC 6891 6.2.5: below 512
 // means 512).
 func (q *query) limit() int {
-	if !q.edns || q.udpSize < minUDPSize {
-		return minUDPSize
+	if !q.edns || q.udpSize < dns.MinMsgSize {
+		return dns.MinMsgSize
 	}
 	return int(q.udpSize)
 }
@@ -106,7 +100,7 @@ func parseQuery(p []byte, q *query) bool {
 		return off == len(p)
 	}
 	// OPT: root name, type 41, class = UDP size, TTL = ext-rcode|version|flags, RDATA.
-	if off+11 > len(p) || p[off] != 0 || binary.BigEndian.Uint16(p[off+1:]) != typeOPT {
+	if off+11 > len(p) || p[off] != 0 || binary.BigEndian.Uint16(p[off+1:]) != dns.TypeOPT {
 		return false
 	}
 	if p[off+5] != 0 || p[off+6] != 0 { // extended rcode and version must be 0
@@ -182,33 +176,6 @@ func appendName(b []byte, host string) []byte {
 	}
 	b[start] = byte(len(b) - start - 1)
 	return append(b, 0)
-}
-
-// validHostname reports whether h can be served: lower-case presentation form without
-// the final dot, labels of 1..63 bytes, at most 253 bytes, no byte lowerKey would reject.
-func validHostname(h string) bool {
-	if len(h) == 0 || len(h) > 253 {
-		return false
-	}
-	label := 0
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case c == '.':
-			if label == 0 {
-				return false
-			}
-			label = 0
-			continue
-		case c >= 'A' && c <= 'Z', c <= ' ', c >= 0x7f:
-			return false
-		}
-		label++
-		if label > 63 {
-			return false
-		}
-	}
-	return label > 0
 }
 
 func be16(b []byte, v uint16) []byte { return append(b, byte(v>>8), byte(v)) }

@@ -3,8 +3,6 @@ package mesh
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -76,7 +74,7 @@ func LoadDir(dir string) ([]Resource, error) {
 	for _, path := range paths {
 		rs, err := LoadFile(path)
 		out = append(out, rs...)
-		errs = appendErrors(errs, err)
+		errs = AppendErrors(errs, err)
 	}
 	if len(errs) > 0 {
 		return out, errs
@@ -88,48 +86,17 @@ func LoadDir(dir string) ([]Resource, error) {
 // hold exactly one resource, a Dataplane) and the rest of the mesh from policiesDir (may be
 // empty: no policies). Every problem of every file is reported at once.
 func Load(dataplaneFile, policiesDir string) (*Snapshot, error) {
-	var errs Errors
 	rs, err := LoadFile(dataplaneFile)
-	errs = appendErrors(errs, err)
-	var self *Dataplane
-	switch {
-	case len(rs) == 1:
-		if dp, ok := rs[0].(*Dataplane); ok {
-			self = dp
-		} else {
-			errs = append(errs, &FieldError{Source: rs[0].GetMeta().Source, Kind: rs[0].Kind(),
-				Name: rs[0].GetMeta().Name, Msg: "the dataplane file must hold a Dataplane"})
-		}
-	case len(rs) > 1:
-		errs = append(errs, &FieldError{Source: dataplaneFile,
-			Msg: fmt.Sprintf("the dataplane file must hold exactly one Dataplane, found %d resources", len(rs))})
-	case err == nil:
-		errs = append(errs, &FieldError{Source: dataplaneFile, Msg: "no Dataplane in the dataplane file"})
-	}
+	self, errs := SelfDataplane(dataplaneFile, rs, err)
 	var policies []Resource
 	if policiesDir != "" {
 		policies, err = LoadDir(policiesDir)
-		errs = appendErrors(errs, err)
+		errs = AppendErrors(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return NewSnapshot(self, policies)
-}
-
-func appendErrors(errs Errors, err error) Errors {
-	if err == nil {
-		return errs
-	}
-	var es Errors
-	if errors.As(err, &es) {
-		return append(errs, es...)
-	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return append(errs, fe)
-	}
-	return append(errs, &FieldError{Msg: err.Error()})
 }
 
 func isResourceFile(path string) bool {

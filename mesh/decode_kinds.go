@@ -29,7 +29,7 @@ type form struct {
 }
 
 var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
-	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding}
+	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding, KindDNSZone}
 
 const kindVirtualHost = "VirtualHost"
 
@@ -314,6 +314,8 @@ func newResource(kind string) Resource {
 		return &Route{}
 	case KindRouteBinding:
 		return &RouteBinding{}
+	case KindDNSZone:
+		return &DNSZone{}
 	}
 	return nil
 }
@@ -321,7 +323,7 @@ func newResource(kind string) Resource {
 // finish applies the normalisations done on typed resources.
 func (d *decoder) finish(r Resource, prefix string) {
 	if mes, ok := r.(*MeshExternalService); ok {
-		// Seed 002 spells the last verification mode both SkipAll and SkipALL.
+		// The MeshExternalService design spells the last verification mode both SkipAll and SkipALL.
 		if t := mes.Spec.TLS; t != nil && t.Verification != nil && t.Verification.Mode == "SkipALL" {
 			t.Verification.Mode = "SkipAll"
 		}
@@ -440,7 +442,7 @@ func kubePath(kind string) func(string) string {
 	}
 }
 
-// hostnameGeneratorIn accepts both the seed's targetRef and Kuma's selector.
+// hostnameGeneratorIn accepts both the MeshExternalService design's targetRef and Kuma's selector.
 type hostnameGeneratorIn struct {
 	Meta
 	Spec hostnameGeneratorSpecIn `json:"spec"`

@@ -539,7 +539,7 @@ networking:
 				`f.yaml#1: dataplane "dp": networking.outbound[0]: needs tags with kuma.io/service, or a backendRef`,
 				`f.yaml#1: dataplane "dp": networking.outbound[1].port: duplicate outbound 127.0.0.1:80, also networking.outbound[0] (value "80")`,
 				`f.yaml#1: dataplane "dp": networking.outbound[1]: give tags or backendRef, not both`,
-				`f.yaml#1: dataplane "dp": networking.outbound[2].backendRef.kind: must be MeshExternalService (value "MeshService")`,
+				`f.yaml#1: dataplane "dp": networking.outbound[2].backendRef.kind: must be MeshExternalService (services here are kuma.io/service tags, not Kuma's MeshService: write the outbound with tags) (value "MeshService")`,
 				`f.yaml#1: dataplane "dp": networking.outbound[2].backendRef.name: required`,
 				`f.yaml#1: dataplane "dp": networking.outbound[3].hostname: set by the agent from VirtualOutbounds; leave it out (value "x.mesh")`,
 				`f.yaml#1: dataplane "dp": networking.transparentProxying.ipFamilyMode: must be dualstack, ipv4 or ipv6 (value "ipv5")`,

@@ -124,90 +124,16 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 	if n == nil {
 		return // YAML `key:` with nothing: keep the zero value
 	}
-	switch v.Type() {
-	case timeType:
-		s, ok := n.(string)
-		t, err := time.Parse(time.RFC3339, s)
-		if !ok || err != nil {
-			d.errorf(path, scalarText(n), "not an RFC 3339 time (e.g. 2024-01-02T15:04:05Z)")
-			return
-		}
-		v.Set(reflect.ValueOf(t))
-		return
-	case rawType:
-		b, err := json.Marshal(n)
-		if err != nil {
-			d.errorf(path, "", "%v", err)
-			return
-		}
-		v.SetBytes(b)
-		return
-	case bytesType:
-		s, ok := n.(string)
-		if !ok {
-			d.errorf(path, scalarText(n), "expected base64-encoded text, got %s", typeName(n))
-			return
-		}
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			d.errorf(path, s, "not base64-encoded text")
-			return
-		}
-		v.SetBytes(b)
+	if d.specialValue(v, n, path) {
 		return
 	}
 	switch v.Kind() {
 	case reflect.String:
-		switch n := n.(type) {
-		case string:
-			v.SetString(d.strs.copy(n))
-		case json.Number:
-			v.SetString(d.strs.copy(n.String()))
-		case bool:
-			v.SetString(strconv.FormatBool(n))
-		default:
-			d.errorf(path, "", "expected a string, got %s", typeName(n))
-		}
+		d.stringValue(v, n, path)
 	case reflect.Uint32, reflect.Uint64, reflect.Int, reflect.Int64:
-		var text string
-		switch n := n.(type) {
-		case json.Number:
-			text = n.String()
-		case string:
-			text = strings.TrimSpace(n)
-		default:
-			d.errorf(path, "", "expected a number, got %s", typeName(n))
-			return
-		}
-		if v.Kind() == reflect.Int || v.Kind() == reflect.Int64 {
-			i, err := strconv.ParseInt(text, 10, v.Type().Bits())
-			if err != nil {
-				d.errorf(path, text, "expected an integer")
-				return
-			}
-			v.SetInt(i)
-			return
-		}
-		u, err := strconv.ParseUint(text, 10, v.Type().Bits())
-		if err != nil {
-			d.errorf(path, text, "expected a whole number 0-%d", uint64(1)<<v.Type().Bits()-1)
-			return
-		}
-		v.SetUint(u)
+		d.numberValue(v, n, path)
 	case reflect.Bool:
-		switch n := n.(type) {
-		case bool:
-			v.SetBool(n)
-		case string:
-			b, err := strconv.ParseBool(n)
-			if err != nil {
-				d.errorf(path, n, "expected true or false")
-				return
-			}
-			v.SetBool(b)
-		default:
-			d.errorf(path, scalarText(n), "expected true or false, got %s", typeName(n))
-		}
+		d.boolValue(v, n, path)
 	case reflect.Interface:
 		v.Set(reflect.ValueOf(n))
 	case reflect.Pointer:
@@ -215,79 +141,193 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 		d.value(p.Elem(), n, path)
 		v.Set(p)
 	case reflect.Slice:
-		list, ok := n.([]any)
-		if !ok {
-			d.errorf(path, scalarText(n), "expected a list, got %s", typeName(n))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(list), len(list))
-		for i, e := range list {
-			d.value(s.Index(i), e, d.indexPath(path, i))
-		}
-		v.Set(s)
+		d.sliceValue(v, n, path)
 	case reflect.Map:
-		m, ok := n.(map[string]any)
-		if !ok {
-			d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
-			return
-		}
-		out := reflect.MakeMapWithSize(v.Type(), len(m))
-		if d.quick && v.Type() == tagsType {
-			// The common tag map: no reflection.
-			tags := out.Interface().(Tags)
-			for k, n := range m {
-				var s string
-				switch n := n.(type) {
-				case string:
-					s = n
-				case json.Number:
-					s = n.String()
-					if _, ok := d.exactTag(k, s); !ok {
-						d.failed = true
-					}
-				case bool:
-					s = strconv.FormatBool(n)
-					if _, ok := d.exactTag(k, s); !ok {
-						d.failed = true
-					}
-				case nil:
-				default:
-					d.failed = true
-				}
-				tags[d.strs.share(k)] = d.strs.copy(s)
-			}
-			v.Set(out)
-			return
-		}
-		for _, k := range d.keys(m) {
-			e := reflect.New(v.Type().Elem()).Elem()
-			if v.Type() == tagsType {
-				switch n := m[k].(type) {
-				case json.Number, bool:
-					if raw, ok := d.exactTag(k, scalarText(n)); !ok {
-						d.errorf(d.keyPath(path, k), raw, "YAML reads this tag value as %s %s, not the text written: quote it (%s: %q)",
-							typeName(n), scalarText(n), k, raw)
-						continue
-					}
-				}
-			}
-			d.value(e, m[k], d.keyPath(path, k))
-			out.SetMapIndex(reflect.ValueOf(d.strs.share(k)).Convert(v.Type().Key()), e)
-		}
-		v.Set(out)
+		d.mapValue(v, n, path)
 	case reflect.Struct:
-		m, ok := n.(map[string]any)
-		if !ok {
-			d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
-			return
-		}
-		if v.Type() == selectorType {
-			m = foldSelector(m)
-		}
-		d.fields(v, m, path, nil)
+		d.structValue(v, n, path)
 	default:
 		d.errorf(path, "", "cannot decode into %s", v.Type())
 	}
+}
+
+// specialValue decodes the types written as text - a time, raw JSON, base64 bytes - and
+// reports whether v was one of them.
+func (d *decoder) specialValue(v reflect.Value, n any, path string) bool {
+	switch v.Type() {
+	case timeType:
+		s, ok := n.(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if !ok || err != nil {
+			d.errorf(path, scalarText(n), "not an RFC 3339 time (e.g. 2024-01-02T15:04:05Z)")
+			return true
+		}
+		v.Set(reflect.ValueOf(t))
+		return true
+	case rawType:
+		b, err := json.Marshal(n)
+		if err != nil {
+			d.errorf(path, "", "%v", err)
+			return true
+		}
+		v.SetBytes(b)
+		return true
+	case bytesType:
+		s, ok := n.(string)
+		if !ok {
+			d.errorf(path, scalarText(n), "expected base64-encoded text, got %s", typeName(n))
+			return true
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			d.errorf(path, s, "not base64-encoded text")
+			return true
+		}
+		v.SetBytes(b)
+		return true
+	}
+	return false
+}
+
+func (d *decoder) stringValue(v reflect.Value, n any, path string) {
+	switch n := n.(type) {
+	case string:
+		v.SetString(d.strs.copy(n))
+	case json.Number:
+		v.SetString(d.strs.copy(n.String()))
+	case bool:
+		v.SetString(strconv.FormatBool(n))
+	default:
+		d.errorf(path, "", "expected a string, got %s", typeName(n))
+	}
+}
+
+// numberValue decodes an integer or a whole number, from a number or its text.
+func (d *decoder) numberValue(v reflect.Value, n any, path string) {
+	var text string
+	switch n := n.(type) {
+	case json.Number:
+		text = n.String()
+	case string:
+		text = strings.TrimSpace(n)
+	default:
+		d.errorf(path, "", "expected a number, got %s", typeName(n))
+		return
+	}
+	if v.Kind() == reflect.Int || v.Kind() == reflect.Int64 {
+		i, err := strconv.ParseInt(text, 10, v.Type().Bits())
+		if err != nil {
+			d.errorf(path, text, "expected an integer")
+			return
+		}
+		v.SetInt(i)
+		return
+	}
+	u, err := strconv.ParseUint(text, 10, v.Type().Bits())
+	if err != nil {
+		d.errorf(path, text, "expected a whole number 0-%d", uint64(1)<<v.Type().Bits()-1)
+		return
+	}
+	v.SetUint(u)
+}
+
+func (d *decoder) boolValue(v reflect.Value, n any, path string) {
+	switch n := n.(type) {
+	case bool:
+		v.SetBool(n)
+	case string:
+		b, err := strconv.ParseBool(n)
+		if err != nil {
+			d.errorf(path, n, "expected true or false")
+			return
+		}
+		v.SetBool(b)
+	default:
+		d.errorf(path, scalarText(n), "expected true or false, got %s", typeName(n))
+	}
+}
+
+func (d *decoder) sliceValue(v reflect.Value, n any, path string) {
+	list, ok := n.([]any)
+	if !ok {
+		d.errorf(path, scalarText(n), "expected a list, got %s", typeName(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(list), len(list))
+	for i, e := range list {
+		d.value(s.Index(i), e, d.indexPath(path, i))
+	}
+	v.Set(s)
+}
+
+// mapValue decodes a mapping into a map, keys in order; a tag value YAML read as a number or
+// a boolean must be quoted (its text would change).
+func (d *decoder) mapValue(v reflect.Value, n any, path string) {
+	m, ok := n.(map[string]any)
+	if !ok {
+		d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
+		return
+	}
+	out := reflect.MakeMapWithSize(v.Type(), len(m))
+	if d.quick && v.Type() == tagsType {
+		d.quickTags(out.Interface().(Tags), m)
+		v.Set(out)
+		return
+	}
+	for _, k := range d.keys(m) {
+		e := reflect.New(v.Type().Elem()).Elem()
+		if v.Type() == tagsType {
+			switch n := m[k].(type) {
+			case json.Number, bool:
+				if raw, ok := d.exactTag(k, scalarText(n)); !ok {
+					d.errorf(d.keyPath(path, k), raw, "YAML reads this tag value as %s %s, not the text written: quote it (%s: %q)",
+						typeName(n), scalarText(n), k, raw)
+					continue
+				}
+			}
+		}
+		d.value(e, m[k], d.keyPath(path, k))
+		out.SetMapIndex(reflect.ValueOf(d.strs.share(k)).Convert(v.Type().Key()), e)
+	}
+	v.Set(out)
+}
+
+// quickTags fills the common tag map without reflection; a value that needs a word marks
+// the decoding failed (the careful pass explains it).
+func (d *decoder) quickTags(tags Tags, m map[string]any) {
+	for k, n := range m {
+		var s string
+		switch n := n.(type) {
+		case string:
+			s = n
+		case json.Number:
+			s = n.String()
+			if _, ok := d.exactTag(k, s); !ok {
+				d.failed = true
+			}
+		case bool:
+			s = strconv.FormatBool(n)
+			if _, ok := d.exactTag(k, s); !ok {
+				d.failed = true
+			}
+		case nil:
+		default:
+			d.failed = true
+		}
+		tags[d.strs.share(k)] = d.strs.copy(s)
+	}
+}
+
+func (d *decoder) structValue(v reflect.Value, n any, path string) {
+	m, ok := n.(map[string]any)
+	if !ok {
+		d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
+		return
+	}
+	if v.Type() == selectorType {
+		m = foldSelector(m)
+	}
+	d.fields(v, m, path, nil)
 }
 
 // fields decodes mapping m into struct v; keys in extra are accepted and skipped.

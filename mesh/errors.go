@@ -3,7 +3,9 @@ package mesh
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/kumadp/kuma-dp/hostname"
+	"github.com/kumadp/kuma-dp/internal/errtext"
 )
 
 // FieldError is one problem with user input: where it is and what is wrong.
@@ -32,9 +34,9 @@ func (e *FieldError) Error() string {
 		b.WriteString(e.Path)
 		b.WriteString(": ")
 	}
-	b.WriteString(Clip(e.Msg, 2*maxShown))
+	b.WriteString(errtext.Clip(e.Msg, 2*errtext.MaxShown))
 	if e.Value != "" {
-		fmt.Fprintf(&b, " (value %q)", Clip(e.Value, maxShown))
+		fmt.Fprintf(&b, " (value %q)", errtext.Clip(e.Value, errtext.MaxShown))
 	}
 	return b.String()
 }
@@ -68,22 +70,6 @@ func redact(path, value string) string {
 	return fmt.Sprintf("<redacted: %d bytes>", len(value))
 }
 
-// maxShown is how much of an offending value an error message shows: enough to find it in
-// the file, never a whole multi-megabyte value in a log line.
-const maxShown = 200
-
-// Clip returns s cut to at most n bytes (on a rune boundary), saying how long it was.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], len(s))
-}
-
 // Errors is every problem found in the input; it is returned whole, never only the first.
 type Errors []*FieldError
 
@@ -94,3 +80,7 @@ func (es Errors) Error() string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// isIdentifier reports whether a mapping key is a plain word, written `a.key` in a field
+// path rather than `a["kuma.io/service"]`.
+func isIdentifier(s string) bool { return hostname.IsIdentifier(s) }

@@ -2,15 +2,15 @@ package mesh
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/kumadp/kuma-dp/hostname"
+	"github.com/kumadp/kuma-dp/internal/testutil"
+)
 
 const (
 	exampleDP       = "../testdata/mesh/dataplane.yaml"
@@ -25,7 +25,7 @@ func names[T Resource](rs []T) []string {
 	return out
 }
 
-// TestExampleMesh loads the repository's example mesh and checks every seed example is in it.
+// TestExampleMesh loads the repository's example mesh and checks every design example is in it.
 func TestExampleMesh(t *testing.T) {
 	s, err := Load(exampleDP, examplePolicies)
 	if err != nil {
@@ -66,16 +66,16 @@ func TestExampleMesh(t *testing.T) {
 			t.Errorf("no VirtualOutbound renders %s", h)
 		}
 	}
-	// Seed 002's HostnameGenerator gives mydomain.svc.meshext.local.
+	// The MeshExternalService design's HostnameGenerator gives mydomain.svc.meshext.local.
 	for _, hg := range s.HostnameGenerators {
 		if hg.Name != "k8s-meshext-hostnames" {
 			continue
 		}
-		ht, err := CompileHostnameGenerator(hg.Spec.Template)
+		ht, err := hostname.CompileHostnameGenerator(hg.Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, err := ht.Render(HGData{Name: "mydomain"}); err != nil || h != "mydomain.svc.meshext.local" {
+		if h, err := ht.Render(hostname.HGData{Name: "mydomain"}); err != nil || h != "mydomain.svc.meshext.local" {
 			t.Errorf("k8s-meshext-hostnames renders %q, %v", h, err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestExampleMesh(t *testing.T) {
 func renderAll(t *testing.T, s *Snapshot) map[string]bool {
 	out := map[string]bool{}
 	for _, vo := range s.VirtualOutbounds {
-		vt, err := CompileVirtualOutbound(vo.Conf)
+		vt, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 		if err != nil {
 			t.Fatalf("%s: %v", vo.Name, err)
 		}
@@ -153,22 +153,7 @@ func TestInvalidTestdata(t *testing.T) {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update to accept):\n got:\n%s\nwant:\n%s", path, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), []byte(got))
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"strings"
 	"time"
 )
 
@@ -166,4 +167,41 @@ func (r *Route) PhaseOf() string {
 		return PhaseNew
 	}
 	return r.Status.Phase
+}
+
+// Admitted reports whether the route is admitted on the router it is scheduled onto (its
+// Admitted condition there is True).
+func (r *Route) Admitted() bool {
+	if r.Status == nil || r.Status.Router == "" {
+		return false
+	}
+	for _, ing := range r.Status.Ingress {
+		if ing.Router != r.Status.Router {
+			continue
+		}
+		for _, c := range ing.Conditions {
+			if c.Type == "Admitted" {
+				return c.Status == "True"
+			}
+		}
+	}
+	return false
+}
+
+// ServedName is the name the route is served under on its router: its final DNS name
+// (status.dns, the host for a user route), or "*.<domain>" for a Subdomain wildcard route
+// on www.<domain> (or *.<domain>). Empty while the route has no final name.
+func (r *Route) ServedName() string {
+	name := r.Host
+	if r.Status != nil && r.Status.DNS != "" {
+		name = r.Status.DNS
+	} else if r.DNSTypeOf() == DNSTypeSystem {
+		return ""
+	}
+	if r.WildcardPolicyOf() == WildcardSubdomain {
+		if i := strings.IndexByte(name, '.'); i > 0 {
+			return "*" + name[i:]
+		}
+	}
+	return name
 }

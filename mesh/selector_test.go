@@ -29,8 +29,8 @@ func TestSelectorMatches(t *testing.T) {
 	}
 }
 
-// TestRankSeed004 covers the L4 TrafficRoute design's ordering: more tags > exact over "*" > newest > name.
-func TestRankSeed004(t *testing.T) {
+// TestRankTrafficRouteDesign covers the L4 TrafficRoute design's ordering: more tags > exact over "*" > newest > name.
+func TestRankTrafficRouteDesign(t *testing.T) {
 	old := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	newer := old.Add(time.Hour)
 	tests := []struct {
@@ -78,7 +78,7 @@ func TestBestMatch(t *testing.T) {
 }
 
 // TestTrafficRouteScenarios loads testdata/trafficroute (the L4 TrafficRoute design's corner cases, as the
-// seed writes them) and checks which rule wins for mobile -> backend.
+// design writes them) and checks which rule wins for mobile -> backend.
 func TestTrafficRouteScenarios(t *testing.T) {
 	tests := []struct {
 		dir, dataplane, winner string

@@ -53,6 +53,12 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 			s.MeshExternalServices = append(s.MeshExternalServices, v)
 		case *HostnameGenerator:
 			s.HostnameGenerators = append(s.HostnameGenerators, v)
+		case *Router:
+			s.Routers = append(s.Routers, v)
+		case *Route:
+			s.Routes = append(s.Routes, v)
+		case *DNSZone:
+			s.DNSZones = append(s.DNSZones, v)
 		}
 	}
 	if len(errs) > 0 {
@@ -63,7 +69,17 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	sortByName(s.TrafficRoutes)
 	sortByName(s.MeshExternalServices)
 	sortByName(s.HostnameGenerators)
-	s.Hash = hashSnapshot(s)
+	sortByName(s.Routers)
+	sortByName(s.Routes)
+	sortByName(s.DNSZones)
+	s.ModelHash = hashSnapshot(s)
+	s.Hash = s.ModelHash
+	if len(s.DNSZones) > 0 {
+		h := sha256.New()
+		h.Write([]byte(s.ModelHash))
+		_ = json.NewEncoder(h).Encode(s.DNSZones)
+		s.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+	}
 	return s, nil
 }
 
@@ -80,9 +96,13 @@ func ResourceMesh(m *Meta) string {
 }
 
 // Meshless reports a HostnameGenerator with neither a mesh nor a kuma.io/mesh label: it
-// applies to every mesh (HostnameGenerators are created on the global control plane).
+// applies to every mesh (HostnameGenerators are created on the global control plane). A
+// DNSZone applies to every mesh too.
 func Meshless(r Resource) bool {
 	m := r.GetMeta()
+	if r.Kind() == KindDNSZone {
+		return true
+	}
 	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }
 
@@ -104,6 +124,8 @@ func hashSnapshot(s *Snapshot) string {
 	chunks = appendChunks(chunks, s.TrafficRoutes)
 	chunks = appendChunks(chunks, s.MeshExternalServices)
 	chunks = appendChunks(chunks, s.HostnameGenerators)
+	chunks = appendChunks(chunks, s.Routers)
+	chunks = appendChunks(chunks, s.Routes)
 	sums := make([][sha256.Size]byte, len(chunks))
 	hashOne := func(i int) {
 		h := sha256.New()
@@ -134,7 +156,7 @@ func hashSnapshot(s *Snapshot) string {
 	_ = enc.Encode(s.Mesh)
 	_ = enc.Encode(s.Self.Name)
 	_ = enc.Encode([]int{len(s.Dataplanes), len(s.VirtualOutbounds), len(s.TrafficRoutes),
-		len(s.MeshExternalServices), len(s.HostnameGenerators)})
+		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes)})
 	for i := range sums {
 		h.Write(sums[i][:])
 	}

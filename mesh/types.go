@@ -131,6 +131,13 @@ func (in *Inbound) Ignored() bool { return in.State == InboundIgnored }
 // Named reports whether the inbound's tags give hostnames: not Ignored, not on a reserved port.
 func (in *Inbound) Named() bool { return !in.Ignored() && in.Port < FirstReservedPort }
 
+// Serving reports whether the inbound takes traffic, as Kuma decides it: not Ignored, not
+// NotReady, and not health.ready: false. Other dataplanes' Envoys get it as an endpoint only
+// then; its service keeps its names and VIPs either way.
+func (in *Inbound) Serving() bool {
+	return !in.Ignored() && in.State != InboundNotReady && (in.Health == nil || in.Health.Ready)
+}
+
 // Outbound is one entry of networking.outbound: port + tags, or port + backendRef.
 // Hostname is filled by vipalloc (the VirtualOutbound design: "hostname on the outbound"), never by users.
 type Outbound struct {
@@ -153,6 +160,12 @@ type TransparentProxying struct {
 	RedirectPortInbound  uint32 `json:"redirectPortInbound,omitempty"`
 	RedirectPortOutbound uint32 `json:"redirectPortOutbound,omitempty"`
 	IPFamilyMode         string `json:"ipFamilyMode,omitempty"`
+	// Kuma's, accepted and kept; the agent does not act on them (every service of the
+	// mesh gets its names): see docs/kuma-compatibility.md.
+	RedirectPortInboundV6 uint32          `json:"redirectPortInboundV6,omitempty"`
+	DirectAccessServices  json.RawMessage `json:"directAccessServices,omitempty"`
+	ReachableServices     json.RawMessage `json:"reachableServices,omitempty"`
+	ReachableBackends     json.RawMessage `json:"reachableBackends,omitempty"`
 }
 
 // Selector is one `- match: {...}` element.
@@ -281,7 +294,7 @@ type HostnameGenerator struct {
 	Spec HostnameGeneratorSpec `json:"spec"`
 }
 
-// HostnameGeneratorSpec is HostnameGenerator.spec. Both the seed's `targetRef{kind, tags}` and
+// HostnameGeneratorSpec is HostnameGenerator.spec. Both the MeshExternalService design's `targetRef{kind, tags}` and
 // Kuma's `selector.meshExternalService.matchLabels` decode into TargetRef.
 type HostnameGeneratorSpec struct {
 	TargetRef TargetRef `json:"targetRef"`
@@ -315,6 +328,14 @@ type Snapshot struct {
 	TrafficRoutes        []*TrafficRoute
 	MeshExternalServices []*MeshExternalService
 	HostnameGenerators   []*HostnameGenerator
+	// Routers and Routes of the mesh (a router replica serves its admitted routes), and the
+	// zones of the control plane's DNS for router shards (DNSZones apply to every mesh).
+	Routers  []*Router
+	Routes   []*Route
+	DNSZones []*DNSZone
 	// Hash is a content hash (hex) of everything above; equal hashes mean equal content.
-	Hash string
+	// ModelHash is the same without DNSZones: equal ModelHashes mean only the zones (which
+	// change with a router replica's readiness) may differ.
+	ModelHash string
+	Hash      string
 }

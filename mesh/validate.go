@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kumadp/kuma-dp/hostname"
 )
 
 // Validate checks one resource (as built in code; Decode validates what it decodes). Paths
@@ -53,6 +55,8 @@ func (v *validator) resource(r Resource) {
 		v.route(r)
 	case *RouteBinding:
 		v.routeBinding(r)
+	case *DNSZone:
+		v.dnsZone(r)
 	}
 }
 
@@ -133,7 +137,7 @@ func (v *validator) dataplane(dp *Dataplane) {
 		case out.BackendRef != nil:
 			b := out.BackendRef
 			if b.Kind != KindMeshExternalService {
-				v.errorf(p+".backendRef.kind", b.Kind, "must be %s", KindMeshExternalService)
+				v.errorf(p+".backendRef.kind", b.Kind, "must be %s (services here are kuma.io/service tags, not Kuma's MeshService: write the outbound with tags)", KindMeshExternalService)
 			}
 			if b.Name == "" {
 				v.errorf(p+".backendRef.name", "", "required")
@@ -250,14 +254,14 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 		// made per service; conf.tags, the other form, keeps its own rule).
 		v.errorf("conf.parameters", "", "must contain a parameter with tagKey %s, as Kuma requires", ServiceTag)
 	}
-	vt, err := CompileVirtualOutbound(vo.Conf)
+	vt, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	if err != nil {
 		errs := []error{err}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
 			errs = j.Unwrap()
 		}
 		for _, err := range errs {
-			var te *TemplateError
+			var te *hostname.TemplateError
 			if errors.As(err, &te) {
 				v.errorf(te.Field, te.Template, "template: %s", te.Msg)
 			} else {
@@ -270,47 +274,21 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 	// splits the tuples (kuma.io/service must be there even when the host does not name the
 	// service), and tuples rendering the same host and port are settled as collisions.
 	if v.kind == kindVirtualHost && len(vo.Selectors) == 1 {
-		// Seed 001: the host may only use tags present in the tags section.
+		// The VirtualHost draft: the host may only use tags present in the tags section.
 		for _, k := range vt.TagKeys() {
 			if _, ok := vo.Selectors[0].Match[k]; !ok {
 				v.errorf("conf.host", vo.Conf.Host, "tag %q is not in tags", k)
 			}
 		}
 	}
-	if err := vt.checkStandIns(); err != nil {
-		var re *RenderError
+	if err := vt.CheckStandIns(); err != nil {
+		var re *hostname.RenderError
 		if errors.As(err, &re) {
 			v.errorf(re.Field, re.Rendered, "renders an invalid value with stand-in tag values: %s", re.Msg)
 		} else {
 			v.errorf("conf.host", vo.Conf.Host, "does not render with stand-in tag values: %v", err)
 		}
 	}
-}
-
-// checkStandIns renders the templates with stand-in values for every tag ("a1" in the host,
-// "80" in the port), so that templates whose fixed parts can never give a hostname or a
-// port are refused when loaded rather than on every render.
-func (vt *VOTemplate) checkStandIns() error {
-	host, port := Tags{}, Tags{}
-	for _, k := range vt.tagKeys {
-		host[k], port[k] = "a1", "80"
-	}
-	if _, _, err := vt.Render(host); err != nil {
-		var re *RenderError
-		if !errors.As(err, &re) || re.Field != "conf.port" {
-			return err
-		}
-	}
-	if vt.literalPort == 0 {
-		pb, err := vt.exec(&vt.port, port, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := parsePort(string(pb)); err != nil {
-			return &RenderError{Field: "conf.port", Rendered: string(pb), Msg: err.Error()}
-		}
-	}
-	return nil
 }
 
 func (v *validator) trafficRoute(tr *TrafficRoute) {
@@ -328,7 +306,7 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 		v.tags(p, s.Match, true, true)
 		for _, k := range sortedTagKeys(s.Match) {
 			if k != ServiceTag {
-				// Seed 004: all TCP connections of a service share one destination address, so
+				// The L4 TrafficRoute design: all TCP connections of a service share one destination address, so
 				// nothing but the service can be told apart.
 				v.errorf(keyPath(p, k), s.Match[k], "only %s can be used in destinations", ServiceTag)
 			}
@@ -352,9 +330,9 @@ func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
 	if hg.Spec.TargetRef.Kind != KindMeshExternalService {
 		v.errorf("spec.targetRef.kind", hg.Spec.TargetRef.Kind, "must be %s", KindMeshExternalService)
 	}
-	ht, err := CompileHostnameGenerator(hg.Spec.Template)
+	ht, err := hostname.CompileHostnameGenerator(hg.Spec.Template)
 	if err != nil {
-		var te *TemplateError
+		var te *hostname.TemplateError
 		if errors.As(err, &te) {
 			v.errorf(te.Field, te.Template, "template: %s", te.Msg)
 		} else {
@@ -367,10 +345,10 @@ func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
 	for _, l := range ht.Labels() {
 		labels[l] = "a1"
 	}
-	_, err = ht.Render(HGData{Name: "a1", Mesh: "a1", Zone: "a1", Namespace: "a1", Labels: labels})
-	var ml *MissingLabelError
+	_, err = ht.Render(hostname.HGData{Name: "a1", Mesh: "a1", Zone: "a1", Namespace: "a1", Labels: labels})
+	var ml *hostname.MissingLabelError
 	if err != nil && !errors.As(err, &ml) {
-		var re *RenderError
+		var re *hostname.RenderError
 		if errors.As(err, &re) {
 			v.errorf(re.Field, re.Rendered, "renders an invalid value with stand-in values: %s", re.Msg)
 		} else {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/kumadp/kuma-dp/hostname"
 )
 
 // MeshExternalService validation (the MeshExternalService design).
@@ -64,7 +66,7 @@ func (v *validator) endpoint(p string, e MESEndpoint) {
 		return
 	default:
 		if _, err := netip.ParseAddr(e.Address); err != nil {
-			if herr := ValidHostname(strings.ToLower(strings.TrimSuffix(e.Address, "."))); herr != nil {
+			if herr := hostname.Valid(strings.ToLower(strings.TrimSuffix(e.Address, "."))); herr != nil {
 				v.errorf(p+".address", e.Address, "not an IP, a domain (%v) or unix://path", herr)
 			}
 		}
@@ -88,7 +90,7 @@ func (v *validator) tls(t *MESTLS) {
 		return
 	}
 	if ver.ServerName != "" {
-		if err := ValidHostname(strings.ToLower(strings.TrimSuffix(ver.ServerName, "."))); err != nil {
+		if err := hostname.Valid(strings.ToLower(strings.TrimSuffix(ver.ServerName, "."))); err != nil {
 			v.errorf("spec.tls.verification.serverName", ver.ServerName, "not a DNS name: %v", err)
 		}
 	}

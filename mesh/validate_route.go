@@ -3,6 +3,8 @@ package mesh
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kumadp/kuma-dp/internal/errtext"
 )
 
 // Validation of Router, Route and RouteBinding: names are DNS-1123 (lower-case letters,
@@ -21,12 +23,12 @@ func CheckDNSLabel(s string) error {
 		return fmt.Errorf("empty label")
 	}
 	if len(s) > MaxDNSLabel {
-		return fmt.Errorf("label %q is %d characters, more than %d", Clip(s, 80), len(s), MaxDNSLabel)
+		return fmt.Errorf("label %q is %d characters, more than %d", errtext.Clip(s, 80), len(s), MaxDNSLabel)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return fmt.Errorf("label %q: character %q not allowed (lower-case letters, digits and '-')", Clip(s, 80), c)
+			return fmt.Errorf("label %q: character %q not allowed (lower-case letters, digits and '-')", errtext.Clip(s, 80), c)
 		}
 	}
 	if s[0] == '-' || s[len(s)-1] == '-' {
@@ -109,7 +111,7 @@ func (v *validator) route(r *Route) {
 		// The final name is <namespace>-<host>.<router dns>: its first label must fit.
 		first, _, _ := strings.Cut(host, ".")
 		if l := len(r.Namespace) + 1 + len(first); r.Namespace != "" && l > MaxDNSLabel {
-			v.errorf("host", r.Host, "with dnsType system the first label of the name is <namespace>-<host> (%q), %d characters, more than %d", Clip(r.Namespace+"-"+first, 80), l, MaxDNSLabel)
+			v.errorf("host", r.Host, "with dnsType system the first label of the name is <namespace>-<host> (%q), %d characters, more than %d", errtext.Clip(r.Namespace+"-"+first, 80), l, MaxDNSLabel)
 		}
 		if r.WildcardPolicy == WildcardSubdomain {
 			v.errorf("wildcardPolicy", r.WildcardPolicy, "a wildcard needs a host the user owns: dnsType user")

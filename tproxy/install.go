@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -241,13 +242,20 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 				continue
 			}
 			start := time.Now()
-			// One transaction per table: a table that cannot be cleaned (a foreign rule
-			// jumping to one of our chains) does not keep the others' rules live.
+			// One transaction per table: a table that cannot be cleaned does not keep the
+			// others' rules live. A chain of ours that a rule not ours jumps to cannot be
+			// deleted: it is emptied and kept, so that every rule of ours still goes.
 			var failed bool
 			for _, t := range live {
-				if err := b.restore(ctx, c, f, removeInput([]table{t})); err != nil {
+				kept := foreignJumps(save, t.name)
+				if err := b.restore(ctx, c, f, removeInputKeeping([]table{t}, kept)); err != nil {
 					errs = append(errs, fmt.Errorf("uninstall %s rules of table %s: %w", f, t.name, err))
 					failed = true
+					continue
+				}
+				for _, ch := range slices.Sorted(maps.Keys(kept)) {
+					errs = append(errs, fmt.Errorf("%s table %s: chain %s is emptied but not deleted: a rule not ours jumps to it (%s); "+
+						"delete that rule, then run uninstall again", f, t.name, ch, kept[ch]))
 				}
 			}
 			if failed {

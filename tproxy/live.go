@@ -163,17 +163,49 @@ func lineDiff(want, got []string) string {
 }
 
 // removeInput is the iptables-restore input that deletes everything of ours in live.
-func removeInput(live []table) string {
+func removeInput(live []table) string { return removeInputKeeping(live, nil) }
+
+// removeInputKeeping is removeInput that empties the chains in kept but does not delete
+// them: a rule not ours jumps to them, and the kernel refuses to delete a chain in use (the
+// whole table's transaction would fail, leaving every rule of ours in it live).
+func removeInputKeeping(live []table, kept map[string]string) string {
 	var b strings.Builder
 	for _, t := range live {
 		fmt.Fprintf(&b, "*%s\n", t.name)
 		writeRemoval(&b, t, nil)
 		for _, ch := range t.chains {
-			fmt.Fprintf(&b, "-X %s\n", ch)
+			if _, ok := kept[ch]; !ok {
+				fmt.Fprintf(&b, "-X %s\n", ch)
+			}
 		}
 		b.WriteString("COMMIT\n")
 	}
 	return b.String()
+}
+
+// foreignJumps are the chains of ours in table tbl of an iptables-save output that a rule
+// not ours jumps (-j) or goes (-g) to, each with the first such rule.
+func foreignJumps(save, tbl string) map[string]string {
+	out := map[string]string{}
+	cur := ""
+	for _, line := range strings.Split(save, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "*"):
+			cur = line[1:]
+		case cur != tbl || !strings.HasPrefix(line, "-A ") || isOurs(cur, line):
+		default:
+			f := strings.Fields(line)
+			for i := 0; i+1 < len(f); i++ {
+				if (f[i] == "-j" || f[i] == "-g") && isOurChain(cur, f[i+1]) {
+					if _, seen := out[f[i+1]]; !seen {
+						out[f[i+1]] = line
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // writeRemoval deletes our rules from chains we do not own and flushes our chains (except

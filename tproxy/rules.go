@@ -126,102 +126,141 @@ func (bd *builder) add(chain, match, comment, target string) {
 }
 
 func buildRules(c Config, f Family) (ruleSet, error) {
-	if err := c.Validate(); err != nil {
-		return ruleSet{}, err
-	}
-	uid, err := c.UID()
+	rc, err := newRuleContext(c, f)
 	if err != nil {
 		return ruleSet{}, err
 	}
-	owner := fmt.Sprintf("-m owner --uid-owner %d", uid)
-	notOwner := fmt.Sprintf("-m owner ! --uid-owner %d", uid)
-	var puids []PortsForUIDs
+	rs := ruleSet{family: f}
+	if c.RedirectDNS && c.ConntrackZoneSplit {
+		rs.tables = append(rs.tables, rc.dnsConntrackZones())
+	}
+	nat := rc.natEntryJumps()
+	rc.inboundRules(&nat)
+	rc.outboundRules(&nat)
+	if c.RedirectDNS {
+		rc.dnsRules(&nat)
+	}
+	rs.tables = append(rs.tables, nat.t)
+	return rs, nil
+}
+
+// ruleContext is what every step of buildRules shares: the validated config, the family,
+// the agent's owner matches and its loopback and passthrough addresses.
+type ruleContext struct {
+	c               Config
+	f               Family
+	owner, notOwner string // -m owner matches of the agent's UID
+	puids           []PortsForUIDs
+	lo, passthrough string
+}
+
+func newRuleContext(c Config, f Family) (ruleContext, error) {
+	if err := c.Validate(); err != nil {
+		return ruleContext{}, err
+	}
+	uid, err := c.UID()
+	if err != nil {
+		return ruleContext{}, err
+	}
+	rc := ruleContext{c: c, f: f,
+		owner:    fmt.Sprintf("-m owner --uid-owner %d", uid),
+		notOwner: fmt.Sprintf("-m owner ! --uid-owner %d", uid)}
 	for _, s := range c.ExcludeOutboundPortsForUIDs {
 		p, _ := ParsePortsForUIDs(s) // validated above
-		puids = append(puids, p)
+		rc.puids = append(rc.puids, p)
 	}
-	rs := ruleSet{family: f}
+	rc.lo, rc.passthrough = familyAddrs(f)
+	return rc, nil
+}
 
-	if c.RedirectDNS && c.ConntrackZoneSplit {
-		// kumahq/kuma#3459: the resolver's upstream queries and the applications' queries
-		// (NATed to the resolver) may reuse the same source port; in one conntrack zone the
-		// second flow clashes with the first and its answer is lost. The agent's upstream
-		// flows live in zone 1, the redirected application flows in zone 2. CT attaches
-		// only the first zone that matches, so order matters.
-		raw := builder{t: table{name: "raw"}}
-		raw.add("OUTPUT", "-p udp -m udp --dport 53 "+owner, "dns-zone-agent-upstream", "CT --zone 1")
-		raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", c.RedirectDNSPort, owner), "dns-zone-resolver-answer", "CT --zone 2")
-		raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
-		raw.add("PREROUTING", "-p udp -m udp --sport 53", "dns-zone-upstream-answer", "CT --zone 1")
-		rs.tables = append(rs.tables, raw.t)
-	}
+// dnsConntrackZones is the raw table splitting DNS into conntrack zones. kumahq/kuma#3459:
+// the resolver's upstream queries and the applications' queries (NATed to the resolver) may
+// reuse the same source port; in one conntrack zone the second flow clashes with the first
+// and its answer is lost. The agent's upstream flows live in zone 1, the redirected
+// application flows in zone 2. CT attaches only the first zone that matches, so order
+// matters.
+func (rc ruleContext) dnsConntrackZones() table {
+	raw := builder{t: table{name: "raw"}}
+	raw.add("OUTPUT", "-p udp -m udp --dport 53 "+rc.owner, "dns-zone-agent-upstream", "CT --zone 1")
+	raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", rc.c.RedirectDNSPort, rc.owner), "dns-zone-resolver-answer", "CT --zone 2")
+	raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
+	raw.add("PREROUTING", "-p udp -m udp --sport 53", "dns-zone-upstream-answer", "CT --zone 1")
+	return raw.t
+}
 
-	lo, passthrough := familyAddrs(f)
+// natEntryJumps is the nat table with our chains and the jumps into them from the built-in
+// chains.
+func (rc ruleContext) natEntryJumps() builder {
 	nat := builder{t: table{name: "nat", chains: []string{chainInbound, chainInboundRedirect, chainOutbound, chainOutboundRedirect}}}
-	if c.RedirectDNS {
+	if rc.c.RedirectDNS {
 		nat.t.chains = append(nat.t.chains, chainDNS)
 	}
 	nat.add("PREROUTING", "-p tcp", "inbound", chainInbound)
 	nat.add("OUTPUT", "-p tcp", "outbound", chainOutbound)
-	if c.RedirectDNS {
+	if rc.c.RedirectDNS {
 		nat.add("OUTPUT", "-p udp -m udp --dport 53", "dns-udp", chainDNS)
 	}
+	return nat
+}
 
-	for _, p := range c.ExcludeInboundPorts {
+// inboundRules redirect inbound TCP to Envoy's inbound port, but the excluded ports.
+func (rc ruleContext) inboundRules(nat *builder) {
+	for _, p := range rc.c.ExcludeInboundPorts {
 		nat.add(chainInbound, fmt.Sprintf("-p tcp -m tcp --dport %d", p), "exclude-inbound-port", "RETURN")
 	}
 	nat.add(chainInbound, "-p tcp", "inbound", chainInboundRedirect)
-	nat.add(chainInboundRedirect, "-p tcp", "inbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectInboundPort))
+	nat.add(chainInboundRedirect, "-p tcp", "inbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", rc.c.RedirectInboundPort))
+}
 
+// outboundRules redirect the applications' outbound TCP to Envoy's outbound port, leaving
+// alone the agent's own traffic, loopback traffic and the exclusions.
+func (rc ruleContext) outboundRules(nat *builder) {
 	// Envoy's inbound passthrough connects from 127.0.0.6 (::6) to the application: leave it.
-	nat.add(chainOutbound, "-s "+passthrough+" -o lo", "inbound-passthrough", "RETURN")
+	nat.add(chainOutbound, "-s "+rc.passthrough+" -o lo", "inbound-passthrough", "RETURN")
 	// Envoy calling its own workload through the pod address (over lo) goes through inbound;
 	// the agent's own loopback traffic (its upstream resolver at 127.0.0.53) does not.
-	nat.add(chainOutbound, "! -d "+lo+" -o lo "+owner, "agent-to-local-app", chainInboundRedirect)
+	nat.add(chainOutbound, "! -d "+rc.lo+" -o lo "+rc.owner, "agent-to-local-app", chainInboundRedirect)
 	// The agent's and Envoy's own traffic (upstream DNS, connections to services) is never looped.
-	nat.add(chainOutbound, owner, "agent", "RETURN")
-	for _, p := range puids {
-		if !contains(p.Protocols, "tcp") {
-			continue
-		}
-		for _, m := range portsForUIDsMatches("tcp", p) {
-			nat.add(chainOutbound, m, "exclude-outbound-ports-for-uids", "RETURN")
-		}
-	}
-	if c.RedirectDNS {
+	nat.add(chainOutbound, rc.owner, "agent", "RETURN")
+	rc.portsForUIDs(nat, chainOutbound, "tcp")
+	if rc.c.RedirectDNS {
 		// DNS goes to the resolver whatever the nameserver, 127.0.0.53 and 127.0.0.11 included.
 		nat.add(chainOutbound, "-p tcp -m tcp --dport 53", "dns-tcp", chainDNS)
 	}
 	// Applications talking to themselves over the loopback or their own addresses: leave it.
-	nat.add(chainOutbound, "-o lo "+notOwner, "app-loopback", "RETURN")
-	nat.add(chainOutbound, "-d "+lo, "loopback", "RETURN")
-	for _, p := range c.ExcludeOutboundPorts {
+	nat.add(chainOutbound, "-o lo "+rc.notOwner, "app-loopback", "RETURN")
+	nat.add(chainOutbound, "-d "+rc.lo, "loopback", "RETURN")
+	for _, p := range rc.c.ExcludeOutboundPorts {
 		nat.add(chainOutbound, fmt.Sprintf("-p tcp -m tcp --dport %d", p), "exclude-outbound-port", "RETURN")
 	}
-	for _, p := range c.ExcludeOutboundIPs {
-		if familyOf(p.Addr()) != f {
+	for _, p := range rc.c.ExcludeOutboundIPs {
+		if familyOf(p.Addr()) != rc.f {
 			continue
 		}
 		nat.add(chainOutbound, "-d "+p.Masked().String(), "exclude-outbound-ip", "RETURN")
 	}
 	nat.add(chainOutbound, "", "outbound", chainOutboundRedirect)
-	nat.add(chainOutboundRedirect, "-p tcp", "outbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectOutboundPort))
+	nat.add(chainOutboundRedirect, "-p tcp", "outbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", rc.c.RedirectOutboundPort))
+}
 
-	if c.RedirectDNS {
-		nat.add(chainDNS, owner, "agent", "RETURN")
-		for _, p := range puids {
-			if !contains(p.Protocols, "udp") {
-				continue
-			}
-			for _, m := range portsForUIDsMatches("udp", p) {
-				nat.add(chainDNS, m, "exclude-outbound-ports-for-uids", "RETURN")
-			}
+// dnsRules redirect the applications' DNS (UDP and TCP) to the resolver, but the agent's own.
+func (rc ruleContext) dnsRules(nat *builder) {
+	nat.add(chainDNS, rc.owner, "agent", "RETURN")
+	rc.portsForUIDs(nat, chainDNS, "udp")
+	nat.add(chainDNS, "-p udp", "dns-redirect", fmt.Sprintf("REDIRECT --to-ports %d", rc.c.RedirectDNSPort))
+	nat.add(chainDNS, "-p tcp", "dns-redirect", fmt.Sprintf("REDIRECT --to-ports %d", rc.c.RedirectDNSPort))
+}
+
+// portsForUIDs leaves alone, in chain, the protocol's traffic of the excluded ports and UIDs.
+func (rc ruleContext) portsForUIDs(nat *builder, chain, protocol string) {
+	for _, p := range rc.puids {
+		if !contains(p.Protocols, protocol) {
+			continue
 		}
-		nat.add(chainDNS, "-p udp", "dns-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectDNSPort))
-		nat.add(chainDNS, "-p tcp", "dns-redirect", fmt.Sprintf("REDIRECT --to-ports %d", c.RedirectDNSPort))
+		for _, m := range portsForUIDsMatches(protocol, p) {
+			nat.add(chain, m, "exclude-outbound-ports-for-uids", "RETURN")
+		}
 	}
-	rs.tables = append(rs.tables, nat.t)
-	return rs, nil
 }
 
 // portsForUIDsMatches renders one entry as matches: one per UID spec, ports grouped by 15

@@ -1,15 +1,12 @@
 package tproxy
 
 import (
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/kumadp/kuma-dp/internal/testutil"
+)
 
 // everyFlag sets every option away from its default.
 func everyFlag() Config {
@@ -50,19 +47,7 @@ func TestRulesGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				path := filepath.Join("testdata", name)
-				if *update {
-					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run go test ./tproxy -run TestRulesGolden -update)", err)
-				}
-				if got != string(want) {
-					t.Errorf("%s differs from the golden file:\n%s", name, lineDiff(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
-				}
+				testutil.Golden(t, filepath.Join("testdata", name), []byte(got))
 				again, _ := Rules(tc.cfg, f)
 				if again != got {
 					t.Error("Rules is not deterministic")

@@ -19,9 +19,9 @@ func smallMesh() []*mesh.Dataplane {
 	}
 }
 
-func TestSeed000Names(t *testing.T) {
+func TestVirtualOutboundDesignNames(t *testing.T) {
 	a := newAlloc(t, nil)
-	tb := allocate(t, a, snap(smallMesh(), seed000()))
+	tb := allocate(t, a, snap(smallMesh(), designVOs()))
 
 	want := map[string]struct {
 		port   uint32
@@ -98,7 +98,7 @@ func TestSeed000Names(t *testing.T) {
 
 func TestKeysAndExplainData(t *testing.T) {
 	a := newAlloc(t, nil)
-	tb := allocate(t, a, snap(smallMesh(), seed000()))
+	tb := allocate(t, a, snap(smallMesh(), designVOs()))
 	e, _ := tb.Lookup("v1.backend.mesh")
 	if e.Key != "my-service-by-version{kuma.io/service=backend,version=v1}" {
 		t.Errorf("key = %q", e.Key)
@@ -189,7 +189,7 @@ func findEntry(tb *Table, key string) *Entry {
 
 func TestSticky(t *testing.T) {
 	dps := smallMesh()
-	vos := seed000()
+	vos := designVOs()
 	a := newAlloc(t, nil)
 	before := vipsOf(allocate(t, a, snap(dps, vos)))
 
@@ -328,7 +328,7 @@ func TestMESCollidesWithMeshName(t *testing.T) {
 
 func TestPolicyChanges(t *testing.T) {
 	dps := smallMesh()
-	vos := seed000()
+	vos := designVOs()
 	a := newAlloc(t, nil)
 	first := vipsOf(allocate(t, a, snap(dps, vos)))
 	// Drop the by-zone policy and change the by-version template.
@@ -368,7 +368,7 @@ func TestMeshSwitchAndNil(t *testing.T) {
 	if _, err := a.Allocate(nil); err == nil {
 		t.Error("nil snapshot accepted")
 	}
-	allocate(t, a, snap(smallMesh(), seed000()))
+	allocate(t, a, snap(smallMesh(), designVOs()))
 	s := snap([]*mesh.Dataplane{dp("x", svc("other", "", ""))}, nil)
 	s.Mesh = "other"
 	tb := allocate(t, a, s)
@@ -378,10 +378,10 @@ func TestMeshSwitchAndNil(t *testing.T) {
 }
 
 func TestUnsortedSnapshot(t *testing.T) {
-	s := snap(smallMesh(), seed000())
+	s := snap(smallMesh(), designVOs())
 	want := keysOf(allocate(t, newAlloc(t, nil), s))
 	a := newAlloc(t, nil)
-	allocate(t, a, snap(smallMesh()[:2], seed000()))
+	allocate(t, a, snap(smallMesh()[:2], designVOs()))
 	rev := *s
 	rev.Dataplanes = nil
 	for i := len(s.Dataplanes) - 1; i >= 0; i-- {
@@ -395,14 +395,14 @@ func TestUnsortedSnapshot(t *testing.T) {
 func TestTemplateSyntaxes(t *testing.T) {
 	kuma := vo("kuma-form", "{{.svc}}-{{.ver}}.mesh", "{{.port}}", nil, mesh.Tags{mesh.ServiceTag: "*", "version": "*"})
 	kuma.Conf.Parameters = []mesh.Parameter{{Name: "svc", TagKey: mesh.ServiceTag}, {Name: "ver", TagKey: "version"}, {Name: "port"}}
-	seed001 := vo("vh-form", `{{tag "version"}}.{{tag "kuma.io/service"}}.vh.mesh`, "8080", nil,
+	vhForm := vo("vh-form", `{{tag "version"}}.{{tag "kuma.io/service"}}.vh.mesh`, "8080", nil,
 		mesh.Tags{mesh.ServiceTag: "*", "version": "*"})
 	dps := []*mesh.Dataplane{
 		dp("a", mesh.Tags{mesh.ServiceTag: "backend", "version": "v1", "port": "9000"}),
 		dp("b", mesh.Tags{mesh.ServiceTag: "backend", "version": "v2"}), // no port tag
 	}
 	tb := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }),
-		snap(dps, []*mesh.VirtualOutbound{kuma, seed001}))
+		snap(dps, []*mesh.VirtualOutbound{kuma, vhForm}))
 	for host, port := range map[string]uint32{"backend-v1.mesh": 9000, "v1.backend.vh.mesh": 8080, "v2.backend.vh.mesh": 8080} {
 		if e, ok := tb.Lookup(host); !ok || e.Ports[0] != port {
 			t.Errorf("%s = %+v, want port %d", host, e, port)

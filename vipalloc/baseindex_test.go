@@ -10,7 +10,7 @@ import (
 // "no" for names and VIPs it does not hold (hits are checked by checkTable), and that a
 // hand-built table with a VIP shared by two names answers PTR with the first name.
 func TestBaseIndexMisses(t *testing.T) {
-	tb := allocate(t, newAlloc(t, nil), snap(bigMesh(1500), seed000()))
+	tb := allocate(t, newAlloc(t, nil), snap(bigMesh(1500), designVOs()))
 	held := map[uint32]bool{}
 	for _, e := range tb.Available() {
 		held[v4u(e.IPv4)] = true

@@ -30,7 +30,7 @@ func bigMesh(services int) []*mesh.Dataplane {
 }
 
 func BenchmarkAllocateFull(b *testing.B) {
-	s := snap(bigMesh(10000), seed000())
+	s := snap(bigMesh(10000), designVOs())
 	b.ReportAllocs()
 	b.ResetTimer()
 	var tb *Table
@@ -66,7 +66,7 @@ func reportLiveHeap(b *testing.B, drop func(), keep any) {
 
 func BenchmarkAddDataplane(b *testing.B) {
 	base := bigMesh(10000)
-	vos := seed000()
+	vos := designVOs()
 	a := newAlloc(b, nil)
 	first, err := a.Allocate(snap(base, vos))
 	if err != nil {

@@ -93,7 +93,7 @@ func TestStateFile(t *testing.T) {
 	withState := func(c *Config) { c.StateFile = state }
 
 	a := newAlloc(t, withState)
-	first := vipsOf(allocate(t, a, snap(smallMesh(), seed000())))
+	first := vipsOf(allocate(t, a, snap(smallMesh(), designVOs())))
 	b, err := os.ReadFile(state)
 	if err != nil || !bytes.Contains(b, []byte(`"version":1`)) {
 		t.Fatalf("state file: %v %s", err, b)
@@ -103,7 +103,7 @@ func TestStateFile(t *testing.T) {
 	}
 	// A restart with a different history: the state file wins over the hash.
 	dps := smallMesh()[2:] // fewer services first
-	again := vipsOf(allocate(t, newAlloc(t, withState), snap(dps, seed000())))
+	again := vipsOf(allocate(t, newAlloc(t, withState), snap(dps, designVOs())))
 	for h, v := range again {
 		if first[h] != v {
 			t.Errorf("%s: %s after restart, was %s", h, v, first[h])
@@ -160,7 +160,7 @@ func FuzzStateFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb, err := a.Allocate(snap(smallMesh(), seed000()))
+		tb, err := a.Allocate(snap(smallMesh(), designVOs()))
 		if err != nil {
 			t.Fatal(err)
 		}

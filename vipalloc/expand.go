@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kumadp/kuma-dp/hostname"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -88,7 +89,7 @@ type expander struct {
 	name   string // the key prefix: policy name, or defaultKeyName
 	src    *source
 	vo     *mesh.VirtualOutbound
-	tpl    *mesh.VOTemplate
+	tpl    *hostname.VOTemplate
 	sels   []compiledSel
 	broken string // compile error: the policy yields a single skip
 	cands  candMap
@@ -317,7 +318,7 @@ func (x *expander) visitDefault(in *inbound) {
 	kh := string(b)
 	host := kh[keyLen:]
 	c.Key = kh[:keyLen]
-	if err := mesh.ValidHostname(host); err != nil {
+	if err := hostname.Valid(host); err != nil {
 		c.Reason = fmt.Sprintf("default name %q: %v", host, err)
 	} else {
 		c.Hostname, c.Ports = host, x.ports(x.defaultPort)

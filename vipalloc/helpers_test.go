@@ -41,8 +41,8 @@ func vo(name, host, port string, tags map[string]string, sels ...mesh.Tags) *mes
 	return v
 }
 
-// seed000 is the four VirtualOutbounds of the VirtualOutbound design.
-func seed000() []*mesh.VirtualOutbound {
+// designVOs is the four VirtualOutbounds of the VirtualOutbound design.
+func designVOs() []*mesh.VirtualOutbound {
 	return []*mesh.VirtualOutbound{
 		vo("my-service", "httpbin.mesh", "8080", nil, mesh.Tags{mesh.ServiceTag: "my-service"}),
 		vo("my-service-by-version", "{{version}}.{{service}}.mesh", "8080",

@@ -27,7 +27,7 @@ func incrementalRun(t *testing.T, seed uint64) {
 	dps := map[string]*mesh.Dataplane{}
 	vos := map[string]*mesh.VirtualOutbound{}
 	var extra []mesh.Resource
-	allVOs := append(seed000(),
+	allVOs := append(designVOs(),
 		vo("clash", "{{service}}.mesh", "8080", map[string]string{mesh.ServiceTag: "service"}, mesh.Tags{mesh.ServiceTag: "*", "version": "v2"}),
 		vo("fixed", "shared.mesh", "80", nil, mesh.Tags{mesh.ServiceTag: "s3"}))
 	newDP := func(i int) *mesh.Dataplane {
@@ -124,7 +124,7 @@ func shape(tb *Table) []string {
 // settling, sorting, index building) and checks they are deterministic and consistent.
 func TestLargeMeshParallelPaths(t *testing.T) {
 	dps := bigMesh(1500) // 9,000 dataplanes, ~9,000 hostnames
-	s := snap(dps, seed000())
+	s := snap(dps, designVOs())
 	a1, a2 := newAlloc(t, nil), newAlloc(t, nil)
 	t1, t2 := allocate(t, a1, s), allocate(t, a2, s)
 	if t1.Len() != 9000 || !reflect.DeepEqual(vipsOf(t1), vipsOf(t2)) || !reflect.DeepEqual(shape(t1), shape(t2)) {
@@ -132,7 +132,7 @@ func TestLargeMeshParallelPaths(t *testing.T) {
 	}
 	// Then a small change on top: derived table, nothing moved.
 	more := append(append([]*mesh.Dataplane(nil), dps...), dp("zz-extra", svc("zz-extra", "v1", "zone-1")))
-	t3 := allocate(t, a1, snap(more, seed000()))
+	t3 := allocate(t, a1, snap(more, designVOs()))
 	if t3.delta == nil {
 		t.Error("a one-dataplane change rebuilt the whole index")
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/kumadp/kuma-dp/hostname"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -19,7 +20,7 @@ type mesSource struct {
 
 type compiledGen struct {
 	hg  *mesh.HostnameGenerator
-	tpl *mesh.HGTemplate
+	tpl *hostname.HGTemplate
 	err error
 }
 
@@ -54,7 +55,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 		g := m.gens[hg.Name]
 		if g == nil || g.hg != hg && g.hg.Spec.Template != hg.Spec.Template {
 			g = &compiledGen{}
-			g.tpl, g.err = mesh.CompileHostnameGenerator(hg.Spec.Template)
+			g.tpl, g.err = hostname.CompileHostnameGenerator(hg.Spec.Template)
 			m.gens[hg.Name] = g
 		}
 		g.hg = hg
@@ -76,7 +77,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 			continue
 		}
 		names = append(names, es.Name)
-		data := mesh.HGData{Name: es.Name, DisplayName: es.Name, Mesh: s.Mesh, Zone: es.Labels[mesh.ZoneTag],
+		data := hostname.HGData{Name: es.Name, DisplayName: es.Name, Mesh: s.Mesh, Zone: es.Labels[mesh.ZoneTag],
 			Namespace: es.Labels[mesh.NamespaceLabel], Labels: es.Labels}
 		if data.Zone == "" {
 			data.Zone = localZone // a resource of this zone carries no zone label (as in Kuma)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/kumadp/kuma-dp/hostname"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -452,7 +453,7 @@ func newDefaultExpander(port uint32) *expander {
 func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0),
 		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
-	tpl, err := mesh.CompileVirtualOutbound(vo.Conf)
+	tpl, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	if err != nil {
 		x.broken = err.Error()
 		return x

@@ -15,24 +15,13 @@ import (
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
-// Generate builds the Envoy resources of s.Self from the model and the VIP table. It is
-// pure: same inputs, same resources (every slice sorted by name). Policies that cannot be
-// expressed are left out and listed in Resources.Problems; the error is for unusable input
-// (no dataplane).
-func Generate(s *mesh.Snapshot, t *vipalloc.Table, o Options) (*Resources, error) {
-	if s == nil || s.Self == nil {
-		return nil, fmt.Errorf("xds: snapshot has no dataplane")
-	}
-	g := newGenerator(s, t, o.withDefaults())
-	g.run() // no memory: nothing to memoize
-	return g.finish(), nil
-}
-
 // run is a full generation: the messages are recorded as they are found, then built on
 // every core (buildPending).
 func (g *generator) run() {
 	g.deferBuilds, g.pending = true, make([]pendingBuild, 0, 4*len(g.t.Outbounds())+8)
-	g.inbounds()
+	gws := g.gateways()
+	g.inbounds(gws)
+	g.routerListeners(gws)
 	g.capture()
 	g.vipOutbounds()
 	g.selfOutbounds()
@@ -87,8 +76,8 @@ func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
 	}
 	for _, dp := range s.Dataplanes {
 		for _, in := range dp.Networking.Inbound {
-			if in.Ignored() {
-				continue // no endpoint, as in Kuma
+			if !in.Serving() {
+				continue // Ignored, NotReady or not healthy: no endpoint, as in Kuma
 			}
 			tags := normalizeTags(in.Tags)
 			svc := tags[mesh.ServiceTag]
@@ -227,7 +216,7 @@ func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
 	return dp.Networking.Address
 }
 
-// normalizeTags maps the seeds' short `service` key to kuma.io/service (when the long one is
+// normalizeTags maps the L4 TrafficRoute design's short `service` key to kuma.io/service (when the long one is
 // absent), so that `service: backend` and `kuma.io/service: backend` select the same thing.
 func normalizeTags(t mesh.Tags) mesh.Tags {
 	v, ok := t["service"]
@@ -247,10 +236,14 @@ func normalizeTags(t mesh.Tags) mesh.Tags {
 	return out
 }
 
-// inbounds: one listener per inbound of this dataplane, forwarding to the local application.
-func (g *generator) inbounds() {
+// inbounds: one listener per inbound of this dataplane, forwarding to the local application
+// (a router's gateway inbound gets its HTTP listener instead: router.go).
+func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 	dp := g.s.Self
 	for i, in := range dp.Networking.Inbound {
+		if gateways[i] != nil {
+			continue
+		}
 		addr := in.Address
 		if addr == "" {
 			addr = dp.Networking.Address

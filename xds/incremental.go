@@ -130,29 +130,64 @@ func dpServices(dp *mesh.Dataplane) []string {
 // incremental applies s to the previous state when only TrafficRoutes and other dataplanes
 // changed; false when a full generation is needed.
 func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, trust *trustStore) (*Resources, bool) {
-	if st == nil || st.snap == nil || t.Hash() != st.table.Hash() || o != st.opts || s.Mesh != st.snap.Mesh ||
-		!(s.Self == st.snap.Self || reflect.DeepEqual(s.Self, st.snap.Self)) ||
-		!sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) }) {
+	if !st.patchable(s, t, o) {
 		return nil, false
 	}
-	// Which destination services changed members, which outbound services changed rules.
-	dirtyDest := map[string]bool{}
-	changedDPs := map[string]*mesh.Dataplane{} // name -> new (nil: removed)
+	ch, ok := st.changesTo(s)
+	if !ok {
+		return nil, false
+	}
+	g := newGeneratorFrom(st, s, t, o)
+	st.patchMembership(ch.dps)
+	st.reindexDestinations(ch.dirtyDest)
+	names := changedNames{listeners: map[string]bool{}, clusters: map[string]bool{}, endpoints: map[string]bool{}}
+	st.dropDestinationClusters(ch.dirtyDest, names)
+	released := st.releaseOutbounds(ch.dirtyOut, s.Self, names)
+	st.regenerateOutbounds(g, ch.dirtyOut, s.Self)
+	st.dropUnusedClusters(released, names)
+	names.addTouched(g.touched)
+	for svc, msg := range g.routes.conflicts {
+		st.conflicts[svc] = msg
+	}
+	r := st.patchedResources(g, names, trust)
+	st.snap, st.res = s, r
+	return r, true
+}
+
+// patchable reports whether s differs from the previous snapshot in TrafficRoutes and other
+// dataplanes only (and t and o are the same).
+func (st *genState) patchable(s *mesh.Snapshot, t *vipalloc.Table, o Options) bool {
+	return st != nil && st.snap != nil && t.Hash() == st.table.Hash() && o == st.opts && s.Mesh == st.snap.Mesh &&
+		!isRouterReplica(s) && !isRouterReplica(st.snap) && // a router replica's routes: generated in full (router.go)
+		(s.Self == st.snap.Self || reflect.DeepEqual(s.Self, st.snap.Self)) &&
+		sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) })
+}
+
+// changes is what a patch redoes: the destination services whose members changed, the
+// outbound services whose rules or destinations changed, the changed dataplanes.
+type changes struct {
+	dirtyDest, dirtyOut map[string]bool
+	dps                 map[string]*mesh.Dataplane // name -> new (nil: removed)
+}
+
+// changesTo finds what changed from the previous snapshot to s; false when a TrafficRoute
+// change is not to one exact destination service (a full generation is needed).
+func (st *genState) changesTo(s *mesh.Snapshot) (changes, bool) {
+	ch := changes{dirtyDest: map[string]bool{}, dirtyOut: map[string]bool{}, dps: map[string]*mesh.Dataplane{}}
 	diffByName(st.snap.Dataplanes, s.Dataplanes, dpEqual, func(old, new *mesh.Dataplane) {
 		for _, dp := range []*mesh.Dataplane{old, new} {
 			if dp != nil {
 				for _, svc := range dpServices(dp) {
-					dirtyDest[svc] = true
+					ch.dirtyDest[svc] = true
 				}
 			}
 		}
 		if new != nil {
-			changedDPs[new.Name] = new
+			ch.dps[new.Name] = new
 		} else {
-			changedDPs[old.Name] = nil
+			ch.dps[old.Name] = nil
 		}
 	})
-	dirtyOut := map[string]bool{}
 	generic := false
 	diffByName(st.snap.TrafficRoutes, s.TrafficRoutes, func(a, b *mesh.TrafficRoute) bool { return reflect.DeepEqual(a, b) }, func(old, new *mesh.TrafficRoute) {
 		for _, tr := range []*mesh.TrafficRoute{old, new} {
@@ -165,24 +200,26 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 				if len(m) != 1 || svc == "" || svc == mesh.Wildcard {
 					generic = true
 				}
-				dirtyOut[svc] = true
+				ch.dirtyOut[svc] = true
 			}
 		}
 	})
 	if generic {
-		return nil, false
+		return ch, false
 	}
-	for d := range dirtyDest {
+	for d := range ch.dirtyDest {
 		for _, c := range st.destClusters[d] {
 			for svc := range st.users[c] {
-				dirtyOut[svc] = true
+				ch.dirtyOut[svc] = true
 			}
 		}
 	}
+	return ch, true
+}
 
-	g := newGeneratorFrom(st, s, t, o)
-	// Membership: patch the per-service index for the changed dataplanes.
-	for name, dp := range changedDPs {
+// patchMembership patches the per-service index of dataplanes for the changed ones.
+func (st *genState) patchMembership(dps map[string]*mesh.Dataplane) {
+	for name, dp := range dps {
 		if old := st.dps[name]; old != nil {
 			for _, svc := range dpServices(old) {
 				st.svcDPs[svc] = slices.DeleteFunc(st.svcDPs[svc], func(n string) bool { return n == name })
@@ -198,12 +235,16 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 			st.svcDPs[svc] = slices.Insert(st.svcDPs[svc], i, name)
 		}
 	}
+}
+
+// reindexDestinations rebuilds the inbounds of each changed destination service.
+func (st *genState) reindexDestinations(dirtyDest map[string]bool) {
 	for d := range dirtyDest {
 		var refs []inboundRef
 		for _, name := range st.svcDPs[d] {
 			dp := st.dps[name]
 			for _, in := range dp.Networking.Inbound {
-				if in.Ignored() {
+				if !in.Serving() {
 					continue
 				}
 				tags := normalizeTags(in.Tags)
@@ -218,19 +259,41 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 			st.byService[d] = refs
 		}
 	}
+}
 
-	changedL, changedC, changedE := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	// Clusters of changed services are rebuilt by whoever still uses them.
+// changedNames are the names of the resources a patch changed, added or removed.
+type changedNames struct{ listeners, clusters, endpoints map[string]bool }
+
+func (n changedNames) addTouched(touched []memoKey) {
+	for _, k := range touched {
+		switch k.kind {
+		case memoListener:
+			n.listeners[k.name] = true
+		case memoCluster:
+			n.clusters[k.name] = true
+		case memoEndpoints:
+			n.endpoints[k.name] = true
+		}
+	}
+}
+
+// dropDestinationClusters forgets the clusters of changed services: whoever still uses them
+// rebuilds them.
+func (st *genState) dropDestinationClusters(dirtyDest map[string]bool, names changedNames) {
 	for d := range dirtyDest {
 		for _, c := range st.destClusters[d] {
 			delete(st.clusters, c)
 			delete(st.endpoints, c)
 			delete(st.dest, c)
-			changedC[c], changedE[c] = true, true
+			names.clusters[c], names.endpoints[c] = true, true
 		}
 		delete(st.destClusters, d)
 	}
-	// Forget what the dirty outbound services used and their listeners.
+}
+
+// releaseOutbounds forgets what the dirty outbound services used and their listeners; it
+// returns the clusters they used.
+func (st *genState) releaseOutbounds(dirtyOut map[string]bool, self *mesh.Dataplane, names changedNames) map[string]bool {
 	released := map[string]bool{}
 	for svc := range dirtyOut {
 		for _, c := range st.uses[svc] {
@@ -240,21 +303,30 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 		delete(st.uses, svc)
 		delete(st.conflicts, svc)
 		for _, ob := range st.obs[svc] {
-			for _, name := range obListenerNames(ob, s.Self) {
+			for _, name := range obListenerNames(ob, self) {
 				delete(st.listeners, name)
-				changedL[name] = true
+				names.listeners[name] = true
 			}
 		}
 	}
+	return released
+}
+
+// regenerateOutbounds generates the outbounds of the dirty outbound services again.
+func (st *genState) regenerateOutbounds(g *generator, dirtyOut map[string]bool, self *mesh.Dataplane) {
 	for svc := range dirtyOut {
 		for _, ob := range st.obs[svc] {
 			if ob.vip != nil {
 				g.vipOutbound(*ob.vip)
 			} else {
-				g.selfOutbound(ob.self, s.Self.Networking.Outbound[ob.self])
+				g.selfOutbound(ob.self, self.Networking.Outbound[ob.self])
 			}
 		}
 	}
+}
+
+// dropUnusedClusters removes the released clusters no outbound uses any more.
+func (st *genState) dropUnusedClusters(released map[string]bool, names changedNames) {
 	for c := range released {
 		if len(st.users[c]) == 0 {
 			delete(st.users, c)
@@ -264,30 +336,21 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 					delete(st.endpoints, c)
 					delete(st.dest, c)
 					st.destClusters[d] = slices.DeleteFunc(st.destClusters[d], func(n string) bool { return n == c })
-					changedC[c], changedE[c] = true, true
+					names.clusters[c], names.endpoints[c] = true, true
 				}
 			}
 		}
 	}
-	for _, k := range g.touched {
-		switch k.kind {
-		case memoListener:
-			changedL[k.name] = true
-		case memoCluster:
-			changedC[k.name] = true
-		case memoEndpoints:
-			changedE[k.name] = true
-		}
-	}
-	for svc, msg := range g.routes.conflicts {
-		st.conflicts[svc] = msg
-	}
+}
 
+// patchedResources are the previous resources with the changed names replaced, and the
+// delta from them.
+func (st *genState) patchedResources(g *generator, names changedNames, trust *trustStore) *Resources {
 	prev := st.res
 	r := &Resources{
-		Listeners: mergeSorted(prev.Listeners, st.listeners, changedL, func(l *listener.Listener) string { return l.Name }),
-		Clusters:  mergeSorted(prev.Clusters, st.clusters, changedC, func(c *cluster.Cluster) string { return c.Name }),
-		Endpoints: mergeSorted(prev.Endpoints, st.endpoints, changedE, func(e *endpoint.ClusterLoadAssignment) string { return e.ClusterName }),
+		Listeners: mergeSorted(prev.Listeners, st.listeners, names.listeners, func(l *listener.Listener) string { return l.Name }),
+		Clusters:  mergeSorted(prev.Clusters, st.clusters, names.clusters, func(c *cluster.Cluster) string { return c.Name }),
+		Endpoints: mergeSorted(prev.Endpoints, st.endpoints, names.endpoints, func(e *endpoint.ClusterLoadAssignment) string { return e.ClusterName }),
 		Secrets:   prev.Secrets,
 		Problems:  append(slices.Clone(g.problems), st.otherProblems...),
 		trust:     trust,
@@ -296,17 +359,16 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 		r.Conflicts = append(r.Conflicts, st.conflicts[svc])
 	}
 	r.delta = &resDelta{base: prev, listeners: map[string]*listener.Listener{}, clusters: map[string]*cluster.Cluster{}, endpoints: map[string]*endpoint.ClusterLoadAssignment{}}
-	for n := range changedL {
+	for n := range names.listeners {
 		r.delta.listeners[n] = st.listeners[n]
 	}
-	for n := range changedC {
+	for n := range names.clusters {
 		r.delta.clusters[n] = st.clusters[n]
 	}
-	for n := range changedE {
+	for n := range names.endpoints {
 		r.delta.endpoints[n] = st.endpoints[n]
 	}
-	st.snap, st.res = s, r
-	return r, true
+	return r
 }
 
 // obListenerNames are the listener names an outbound produces.
@@ -411,7 +473,7 @@ func dpEqual(a, b *mesh.Dataplane) bool {
 	}
 	for i, x := range a.Networking.Inbound {
 		y := b.Networking.Inbound[i]
-		if x.Port != y.Port || x.Address != y.Address || x.Ignored() != y.Ignored() || !maps.Equal(x.Tags, y.Tags) {
+		if x.Port != y.Port || x.Address != y.Address || x.Serving() != y.Serving() || !maps.Equal(x.Tags, y.Tags) {
 			return false
 		}
 	}

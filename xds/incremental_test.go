@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -24,8 +25,17 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 	dps := map[string]*mesh.Dataplane{}
 	routes := map[string]*mesh.TrafficRoute{}
 	randomDP := func(name string) *mesh.Dataplane {
-		return dataplane(name, fmt.Sprintf("10.0.%d.%d", rng.IntN(3), rng.IntN(250)+1),
+		d := dataplane(name, fmt.Sprintf("10.0.%d.%d", rng.IntN(3), rng.IntN(250)+1),
 			inbound(8080, tags(mesh.ServiceTag, services[rng.IntN(len(services))], "version", fmt.Sprint(rng.IntN(2)+1))))
+		switch rng.IntN(8) { // now and then an inbound that takes no traffic (Kuma's states)
+		case 0:
+			d.Networking.Inbound[0].State = mesh.InboundNotReady
+		case 1:
+			d.Networking.Inbound[0].Health = &mesh.InboundHealth{Ready: false}
+		case 2:
+			d.Networking.Inbound[0].State = mesh.InboundIgnored
+		}
+		return d
 	}
 	randomRoute := func(name string) *mesh.TrafficRoute {
 		src := tags(mesh.ServiceTag, "me")
@@ -87,7 +97,7 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 			t.Fatalf("step %d: incremental resources invalid: %v", step, err)
 		}
 		if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
-			t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, firstDiff(w, g))
+			t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, testutil.FirstDiff(w, g))
 		}
 	}
 	if gen.partial < 200 || gen.full < 10 {

@@ -110,8 +110,8 @@ func scenarios() []scenario {
 			return d
 		}(), res: append(backends(), mesExample("httpbin", nil, mesh.MESEndpoint{Address: "httpbin.org", Port: 80})), table: defaultTable(),
 			problems: []string{`no MeshExternalService "missing"`}},
-		// Seed 004's universal example: 90% to {us-east-1, v2}, 10% to {v3}.
-		{name: "route-seed-example", self: mobile(tags("service", "mobile", "region", "us-east-1", "version", "10")), table: defaultTable(), opts: tproxy,
+		// The L4 TrafficRoute design's universal example: 90% to {us-east-1, v2}, 10% to {v3}.
+		{name: "route-design-example", self: mobile(tags("service", "mobile", "region", "us-east-1", "version", "10")), table: defaultTable(), opts: tproxy,
 			res: append(backends(), trafficRoute("rule-name", 0,
 				tags("service", "mobile", "region", "us-east-1", "version", "10"), toBackend,
 				to(90, tags("service", "backend", "region", "us-east-1", "version", "2")),

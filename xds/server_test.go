@@ -1,14 +1,12 @@
 package xds
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // shortSocket returns a socket path short enough for sun_path (t.TempDir names are long).
@@ -29,23 +29,6 @@ func shortSocket(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "x.sock")
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startServer runs a Server until the test ends and returns it with a connected client.
@@ -148,7 +131,7 @@ func names(r *discovery.DeltaDiscoveryResponse) []string {
 }
 
 func TestDeltaADS(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	srv, conn := startServer(t, slog.New(slog.NewTextHandler(logs, nil)))
 	first := generateScenario(t, "outbounds-tproxy", nil)
 	if err := srv.Update(first); err != nil {
@@ -263,7 +246,7 @@ func TestDeltaADS(t *testing.T) {
 
 func TestStateOfTheWorldADS(t *testing.T) {
 	srv, conn := startServer(t, nil)
-	res := generateScenario(t, "route-seed-example", nil)
+	res := generateScenario(t, "route-design-example", nil)
 	if err := srv.Update(res); err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,9 @@ func (r *Resources) checkOne(kind, name string, m proto.Message, done map[*anypb
 	if err != nil {
 		return checkOut{err: fmt.Errorf("%s %q: %w", kind, name, err)}
 	}
+	if l, isListener := m.(*listener.Listener); isListener {
+		refs = append(refs, routeClusters(l, r.packed)...) // a router's HTTP routes (router.go)
+	}
 	r.trust.put(m, refs)
 	return checkOut{refs: refs}
 }

@@ -46,7 +46,9 @@ import (
 //
 // Setup is expensive: run with a fixed count, e.g.
 //
-//	go test ./cmd/kuma-cp -run '^$' -bench Fanout -benchtime 20x
+//	go test ./cmd/kuma-cp -run '^$' -bench 'Fanout$' -benchtime 20x
+//
+// KUMA_CP_BENCH_BIN runs another kuma-cp build (an older one, for a before/after in one run).
 func BenchmarkFanout(b *testing.B) {
 	agents := 1000
 	if v := os.Getenv("KUMA_CP_BENCH_AGENTS"); v != "" {
@@ -293,7 +295,10 @@ func (e *benchEnv) tokenOf(name string) string {
 
 // startCP runs kuma-cp on the directory (TLS, tokens, 10 ms polls, warnings only).
 func (e *benchEnv) startCP(b *testing.B) *benchProc {
-	cpBin, _ := binaries(b)
+	cpBin := os.Getenv("KUMA_CP_BENCH_BIN") // another build (an older one, for a before/after in one run)
+	if cpBin == "" {
+		cpBin, _ = binaries(b)
+	}
 	ready := filepath.Join(b.TempDir(), "ready.json")
 	cp := startBenchProc(b, cpBin, "serve", "--resources-dir", e.resources, "--address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),

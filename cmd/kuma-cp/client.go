@@ -17,11 +17,14 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-const clientExample = `Examples (a control plane serving from etcd, its API on 127.0.0.1:5681):
+const clientExample = `Examples (etcd, then a control plane on it with its API on 127.0.0.1:5681, then the client):
+  etcd --data-dir /tmp/cp/etcd &
+  head -c 32 /dev/urandom | base64 > /tmp/cp/admin.token
+  kuma-cp serve --store etcd --etcd-endpoints http://127.0.0.1:2379 --admin-token-file /tmp/cp/admin.token &
   kuma-cp apply -f testdata/mesh/policies/virtualoutbounds-kuma.yaml --admin-token-file /tmp/cp/admin.token
   kuma-cp get virtualoutbounds
-  kuma-cp get virtualoutbounds by-version -o yaml
-  kuma-cp delete virtualoutbounds by-version --admin-token-file /tmp/cp/admin.token
+  kuma-cp get virtualoutbounds kuma-versioned -o yaml
+  kuma-cp delete virtualoutbounds kuma-versioned --admin-token-file /tmp/cp/admin.token
   kuma-cp get status
 `
 

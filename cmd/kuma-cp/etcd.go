@@ -55,8 +55,8 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
 	fs.StringVar(&c.username, "etcd-username", "", "etcd user (with --etcd-password-file)")
 	fs.StringVar(&c.passwordFile, "etcd-password-file", "", "file holding the etcd user's password")
-	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the write API (Kuma's REST shape; --store etcd), loopback unless told otherwise")
-	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (--store etcd)")
+	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape), loopback unless told otherwise; with --store dir it is served when --admin-token-file is given")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (required with --store etcd; with --store dir it turns the API on)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
 	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
 	fs.StringVar(&c.routeStrategy, "route-strategy", "round-robin", "how the leader schedules routes onto routers: round-robin or least-routes")
@@ -69,19 +69,8 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.dns.notifyKey, "dns-notify-key", "", "the TSIG key (of --dns-tsig-key) that signs NOTIFY")
 }
 
-// dnsServer starts the authoritative DNS on the store, when asked.
-func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, log *slog.Logger) (*authdns.Server, error) {
-	if c.dns.address == "" {
-		return nil, nil
-	}
-	cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
-	for _, p := range c.dns.transferFrom {
-		pre, err := netip.ParsePrefix(p)
-		if err != nil {
-			return nil, fmt.Errorf("--dns-transfer-from %q: %w", p, err)
-		}
-		cfg.TransferFrom = append(cfg.TransferFrom, pre)
-	}
+// dnsInput is the zones' settings (--dns-user-zone, --dns-nameserver, the NS address).
+func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 	var in authdns.Input
 	in.UserZones = c.dns.userZones
 	if ap, err := netip.ParseAddrPort(c.dns.address); err == nil {
@@ -93,19 +82,41 @@ func (c *etcdConfig) dnsServer(ctx context.Context, st cpstore.Store, cp *fanout
 		if ip != "" {
 			a, err := netip.ParseAddr(ip)
 			if err != nil {
-				return nil, fmt.Errorf("--dns-nameserver %q: %w", ns, err)
+				return in, fmt.Errorf("--dns-nameserver %q: %w", ns, err)
 			}
 			n.Addrs = []netip.Addr{a}
 		}
 		in.Nameservers = append(in.Nameservers, n)
 	}
-	srv, err := authdns.New(cfg)
+	return in, nil
+}
+
+// shardDNS builds the zones of the router shards from the store and serves them: to the
+// agents' resolvers through feed always, and authoritatively on --dns-address when given.
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
 	}
-	go srv.Run(ctx)
+	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
+	var srv *authdns.Server
+	if c.dns.address != "" {
+		cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
+		for _, p := range c.dns.transferFrom {
+			pre, err := netip.ParsePrefix(p)
+			if err != nil {
+				return nil, fmt.Errorf("--dns-transfer-from %q: %w", p, err)
+			}
+			cfg.TransferFrom = append(cfg.TransferFrom, pre)
+		}
+		if srv, err = authdns.New(cfg); err != nil {
+			return nil, err
+		}
+		go srv.Run(ctx)
+		sinks = append(sinks, srv.Swap)
+	}
 	// A gateway dataplane is ready while its agent holds a stream to this replica.
-	go shardzones.Run(ctx, st, srv, in, cp.HasAgent, log)
+	go shardzones.Run(ctx, st, in, cp.HasAgent, log, sinks...)
 	return srv, nil
 }
 
@@ -172,7 +183,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = ln.Addr().String()
-	dns, err := c.dnsServer(ctx, p.st, cp, log.With("part", "dns"))
+	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +242,9 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 	reg.MustRegister(
 		gauge("kuma_cp_leader", "1 while this replica is the leader.", func() float64 { return b(p.leader.Load()) }),
 		gauge("kuma_cp_store_revision", "The store revision served to agents.", func() float64 { return float64(p.feed.Revision()) }),
+		gauge("kuma_cp_store_revision_seen", "The last store revision seen on the watch (served or not yet).", func() float64 { return float64(p.feed.SeenRevision()) }),
+		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
+		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
 		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +23,9 @@ func (e *cpEnv) startReplica(c *etcdtest.Cluster, id string) (p *proc, addr, api
 		"--admin-token-file", e.path("admin.token"), "--replica-id", id, "--leader-lease-ttl", "2s",
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
 		"--ready-file", ready, "--log-level", "debug")
-	var r struct{ Address, API string }
+	var r struct{ Address, API, Metrics string }
 	p.readyJSON(ready, &r)
+	p.metrics = r.Metrics
 	return p, r.Address, r.API
 }
 
@@ -47,7 +49,7 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1, addr1, api1 := e.startReplica(c, "replica-1")
-	_, addr2, api2 := e.startReplica(c, "replica-2")
+	r2, addr2, api2 := e.startReplica(c, "replica-2")
 	tok := e.path("admin.token")
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -93,6 +95,13 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 		took := waitFor(t, "the second change after the failover", 10*time.Second, func() bool { return a.answers("httpbin.v1.second.mesh") })
 		t.Logf("second change reached the agent in %v", took)
 	}
+	// The watch lag: every revision seen is served, and the metrics say so.
+	waitFor(t, "replica-2's watch caught up", 5*time.Second, func() bool {
+		m := httpGet(t, "http://"+r2.metrics+"/metrics")
+		seen, served := metricValue(m, "kuma_cp_store_revision_seen"), metricValue(m, "kuma_cp_store_revision")
+		return seen > 0 && seen == served && metricValue(m, "kuma_cp_watch_lag_revisions") == 0 &&
+			strings.Contains(m, "kuma_cp_watch_lag_seconds 0\n")
+	})
 	// kuma-cp get shows the resources and the status names a leader.
 	if out := e.kumaCP("get", "virtualoutbounds", "--api-url", "http://"+api2); !strings.Contains(out, "by-version") {
 		t.Fatalf("get: %s", out)
@@ -100,4 +109,17 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 	waitFor(t, "replica-2 leads", 10*time.Second, func() bool {
 		return strings.Contains(e.kumaCP("get", "status", "--api-url", "http://"+api2), "leader:        replica-2")
 	})
+}
+
+// metricValue is the value of an unlabelled metric in a /metrics page (-1 when absent).
+func metricValue(page, name string) float64 {
+	for _, line := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }

@@ -1,7 +1,7 @@
 // Command kuma-cp is a small reference control plane for kuma-dp agents: it serves a
-// watched directory of resources over incremental ADS (delta xDS, go-control-plane) to many
-// agents, checks their tokens, validates with the agent's own code (package mesh) and sends
-// each agent only its mesh. See docs/cplink.md.
+// watched directory (or etcd) of resources over incremental ADS (delta xDS, its own server in
+// cp/fanout) to many agents, checks their tokens, validates with the agent's own code
+// (package mesh) and sends each agent only its mesh. See docs/cplink.md.
 //
 //	kuma-cp certs --out-dir DIR            # CA, server certificate, token key (demo, tests)
 //	kuma-cp token --token-key-file K --name N --mesh M
@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -28,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/diag"
@@ -51,7 +53,7 @@ Usage:
 
 Commands:
   serve   serve resources to agents (delta ADS over gRPC): a directory, or etcd (--store etcd)
-  apply   create or update the resources of files (-f FILE|DIR|-) through the API (--store etcd)
+  apply   create or update the resources of files (-f FILE|DIR|-) through the API (serve --admin-token-file)
   get     list or show resources: get TYPE [NAME] [-o table|yaml|json]
   delete  delete a resource: delete TYPE NAME
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
@@ -267,6 +269,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 
 	cp := fanout.New(key, log)
 	var storeParts *etcdParts
+	apiAddr := ""
 	if c.etcd.store == "etcd" {
 		p, err := c.etcd.start(ctx, cp, log)
 		if err != nil {
@@ -279,6 +282,13 @@ func serve(c serveConfig, log *slog.Logger) error {
 		cp.Apply(sv)
 		log.Info("resources loaded", "dir", c.dir, "resources", sv.Count(), "meshes", sv.Meshes())
 		go st.Watch(ctx, cp, c.poll)
+		if c.etcd.adminTokenFile != "" {
+			addr, err := serveDirAPI(ctx, c, log)
+			if err != nil {
+				return err
+			}
+			apiAddr = addr
+		}
 	}
 
 	raw, err := net.Listen("tcp", c.address)
@@ -293,6 +303,9 @@ func serve(c serveConfig, log *slog.Logger) error {
 	}
 	gs := cp.GRPCServer(creds, c.handshakeTimeout, maxAge)
 	ready := map[string]string{"address": ln.Addr().String()}
+	if apiAddr != "" {
+		ready["api"] = apiAddr
+	}
 	if storeParts != nil {
 		ready["api"] = storeParts.apiAddr
 		if storeParts.dnsAddr != "" {
@@ -326,6 +339,31 @@ func serve(c serveConfig, log *slog.Logger) error {
 		}
 	}
 	return cp.Serve(ctx, gs, ln)
+}
+
+// serveDirAPI serves the API on the resources directory (--store dir with an admin token):
+// writes land in the directory's files, which the directory source serves at its next poll.
+func serveDirAPI(ctx context.Context, c serveConfig, log *slog.Logger) (string, error) {
+	tok, err := os.ReadFile(c.etcd.adminTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--admin-token-file %q: %w", c.etcd.adminTokenFile, err)
+	}
+	st, err := dirstore.NewStore(c.dir)
+	if err != nil {
+		return "", fmt.Errorf("--resources-dir: %w", err)
+	}
+	srv := &api.Server{Store: st, AdminToken: strings.TrimSpace(string(tok)), Status: func() any {
+		_, _, rev, _ := st.List(context.Background(), "", "", "", 1)
+		return map[string]any{"store": "dir", "dir": c.dir, "storeRevision": rev}
+	}}
+	ln, err := net.Listen("tcp", c.etcd.apiAddress)
+	if err != nil {
+		return "", fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go api.ServeContext(ctx, hs, func() error { return hs.Serve(ln) })
+	log.Info("API serving the resources directory", "api", ln.Addr().String(), "dir", c.dir)
+	return ln.Addr().String(), nil
 }
 
 // defaultMaxConns keeps the connections held below the open-files limit, so that a flood

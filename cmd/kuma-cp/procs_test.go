@@ -48,6 +48,8 @@ type proc struct {
 	logs   *lockedBuffer
 	exited chan struct{}
 	err    error
+	// metrics is the diagnostics endpoint, once read from the ready file (replicas).
+	metrics string
 }
 
 func startProc(t testing.TB, name, bin string, args ...string) *proc {
@@ -111,6 +113,7 @@ type cpEnv struct {
 	resources string
 	address   string // once started
 	metrics   string // the diagnostics endpoint, once started
+	api       string // the API, once started with --admin-token-file
 }
 
 func newCPEnv(t testing.TB) *cpEnv {
@@ -168,9 +171,9 @@ func (e *cpEnv) start(extra ...string) *proc {
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile),
 		"--token-key-file", e.path(certs.TokenKeyFile), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug", "--metrics-address", "127.0.0.1:0"}, extra...)
 	p := startProc(e.t, "kuma-cp", cpBin, args...)
-	var r struct{ Address, Metrics string }
+	var r struct{ Address, Metrics, API string }
 	p.readyJSON(ready, &r)
-	e.address, e.metrics = r.Address, r.Metrics
+	e.address, e.metrics, e.api = r.Address, r.Metrics, r.API
 	return p
 }
 

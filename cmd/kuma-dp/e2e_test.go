@@ -106,8 +106,6 @@ func writeFile(t *testing.T, path, body string) {
 	}
 }
 
-type lockedBuffer = testutil.LockedBuffer
-
 type readyInfo struct {
 	Admin   string   `json:"admin"`
 	DNSUDP  []string `json:"dnsUDP"`
@@ -118,7 +116,7 @@ type readyInfo struct {
 type agentProc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	logs   *lockedBuffer
+	logs   *testutil.LockedBuffer
 	ready  readyInfo
 	exited chan struct{}
 	err    error
@@ -139,7 +137,7 @@ func startAgentEnv(t *testing.T, env []string, dpFile, policies string, extra ..
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
 		"--dns-upstream", testutil.NXDomainUpstream(t), "--envoy=false", "--work-dir", work, "--ready-file", readyFile,
 		"--log-level", "debug"}, extra...)
-	p := &agentProc{t: t, cmd: exec.Command(kumaDP(t), args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &agentProc{t: t, cmd: exec.Command(kumaDP(t), args...), logs: &testutil.LockedBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.WaitDelay = 2 * time.Second // a child (Envoy) holding the log pipe must not hang Wait
@@ -528,7 +526,7 @@ func TestE2EDiesWithGoRun(t *testing.T) {
 	script := fmt.Sprintf("%s run --dataplane-file %s --policies-dir %s --dns-address 127.0.0.1 --dns-proxy-port 0 --admin-address 127.0.0.1:0 --dns-upstream 127.0.0.1:9 --envoy=false --work-dir %s --ready-file %s & wait",
 		kumaDP(t), dpFile, policies, filepath.Join(dir, "work"), ready)
 	parent := exec.Command(goParent, "-c", script)
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	parent.Stdout, parent.Stderr = logs, logs
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -95,5 +97,52 @@ func TestUsageMistakesExplained(t *testing.T) {
 	dispatch([]string{"run", "--help"}, &direct, &errb)
 	if help.String() != direct.String() {
 		t.Error("kuma-dp help run differs from kuma-dp run --help")
+	}
+}
+
+// The top-level dispatch: help, version and unknown commands, each with its exit code and
+// its stream.
+func TestDispatch(t *testing.T) {
+	cases := []struct {
+		args      []string
+		code      int
+		out, errs string
+	}{
+		{nil, exitUsage, "", "Commands:"},
+		{[]string{"help"}, exitOK, "Commands:", ""},
+		{[]string{"help", "vips"}, exitOK, "kuma-dp vips --dataplane-file", ""},
+		{[]string{"help", "nope"}, exitUsage, "", `unknown command "nope"`},
+		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`},
+		{[]string{"--version"}, exitOK, "kuma-dp " + version, ""},
+		{[]string{"version", "extra"}, exitUsage, "", `unexpected argument "extra"`},
+		{[]string{"run", "--dataplane-file", "dp.yaml", "--envoy", "false"}, exitUsage, "", "--envoy=false"},
+	}
+	for _, tc := range cases {
+		var stdout, stderr bytes.Buffer
+		if code := dispatch(tc.args, &stdout, &stderr); code != tc.code {
+			t.Errorf("%v: exit %d, want %d\n%s", tc.args, code, tc.code, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.errs) {
+			t.Errorf("%v: stdout %q, stderr %q; want %q and %q", tc.args, stdout.String(), stderr.String(), tc.out, tc.errs)
+		}
+	}
+}
+
+// run with a dataplane file that does not load: exit 1 after saying what to fix, nothing
+// left serving.
+func TestRunInvalidModelExits(t *testing.T) {
+	dir := t.TempDir()
+	dp := filepath.Join(dir, "dp.yaml")
+	if err := os.WriteFile(dp, []byte("type: Dataplane\nname: web-1\nmesh: default\nnetworking: [1]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := dispatch([]string{"run", "--dataplane-file", dp, "--policies-dir", dir, "--envoy=false", "--dns-proxy-port=0",
+		"--admin-address", "127.0.0.1:0", "--work-dir", filepath.Join(dir, "work"), "--log-level", "debug"}, &stdout, &stderr)
+	if code != exitInvalid || !strings.Contains(stderr.String(), "networking") {
+		t.Fatalf("exit %d, want %d naming the bad field:\n%s", code, exitInvalid, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "work")); !os.IsNotExist(err) {
+		t.Errorf("a failed start left its work dir: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/agent"
+	"github.com/kumadp/kuma-dp/internal/settings"
 )
 
 // processStart approximates the process's start for the startup time logged when ready.
@@ -22,91 +23,77 @@ func init() {
 	register(command{name: "run", summary: "run the dataplane agent (DNS, xDS, Envoy) from files or a control plane", run: runCmd})
 }
 
-// option ties one setting's flag to its environment variable and config file field.
-// Precedence: defaults < --config file < environment < flags.
-type option struct {
-	flag, env, field string
-}
-
-// options lists every setting; flag names follow Kuma's kuma-dp where one exists.
-var options = []option{
-	{"name", "KUMA_DATAPLANE_NAME", "dataplane.name"},
-	{"mesh", "KUMA_DATAPLANE_MESH", "dataplane.mesh"},
-	{"drain-time", "KUMA_DATAPLANE_DRAIN_TIME", "dataplane.drainTime"},
-	{"dataplane-file", "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", "dataplaneRuntime.resourcePath"},
-	{"dataplane-var", "KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS", "dataplaneRuntime.resourceVars"},
-	{"policies-dir", "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", "dataplaneRuntime.policiesDir"},
-	{"watch", "KUMA_DATAPLANE_RUNTIME_WATCH", "dataplaneRuntime.watch"},
-	{"max-file-size-mib", "KUMA_DATAPLANE_RUNTIME_MAX_FILE_SIZE_MIB", "dataplaneRuntime.maxFileSizeMiB"},
-	{"max-total-size-mib", "KUMA_DATAPLANE_RUNTIME_MAX_TOTAL_SIZE_MIB", "dataplaneRuntime.maxTotalSizeMiB"},
-	{"cp-address", "KUMA_CONTROL_PLANE_URL", "controlPlane.url"},
-	{"ca-cert-file", "KUMA_CONTROL_PLANE_CA_CERT_FILE", "controlPlane.caCertFile"},
-	{"dataplane-token-file", "KUMA_DATAPLANE_RUNTIME_TOKEN_PATH", "dataplaneRuntime.tokenPath"},
-	{"cp-retry-backoff", "KUMA_CONTROL_PLANE_RETRY_BACKOFF", "controlPlane.retryBackoff"},
-	{"cp-keepalive-interval", "KUMA_CONTROL_PLANE_KEEPALIVE_INTERVAL", "controlPlane.keepaliveInterval"},
-	{"work-dir", "KUMA_DATAPLANE_RUNTIME_WORK_DIR", "dataplaneRuntime.workDir"},
-	{"envoy", "KUMA_DATAPLANE_RUNTIME_ENVOY", "dataplaneRuntime.envoy"},
-	{"binary-path", "KUMA_DATAPLANE_RUNTIME_BINARY_PATH", "dataplaneRuntime.binaryPath"},
-	{"ready-file", "KUMA_DATAPLANE_RUNTIME_READY_FILE", "dataplaneRuntime.readyFile"},
-	{"dns-address", "KUMA_DNS_ADDRESS", "dns.addresses"},
-	{"dns-proxy-port", "KUMA_DNS_PROXY_PORT", "dns.proxyPort"},
-	{"dns-upstream", "KUMA_DNS_UPSTREAM", "dns.upstreams"},
-	{"dns-ttl", "KUMA_DNS_TTL", "dns.ttl"},
-	{"dns-resolv-conf", "KUMA_DNS_RESOLV_CONF", "dns.resolvConf"},
-	{"dns-corefile-template", "KUMA_DNS_COREFILE_TEMPLATE", "dns.corefileTemplate"},
-	{"admin-address", "KUMA_ADMIN_ADDRESS", "admin.address"},
-	{"readiness-address", "KUMA_READINESS_ADDRESS", "admin.readinessAddress"},
-	{"admin-pprof", "KUMA_ADMIN_PPROF", "admin.pprof"},
-	{"log-level", "KUMA_LOG_LEVEL", "log.level"},
-	{"log-format", "KUMA_LOG_FORMAT", "log.format"},
-	{"transparent-proxy", "KUMA_TRANSPARENT_PROXY", "transparentProxy.enabled"},
-	{"transparent-proxy-uninstall", "KUMA_TRANSPARENT_PROXY_UNINSTALL", "transparentProxy.uninstallOnExit"},
-}
-
-// bindFlags defines every flag on fs, bound to c's fields with c's current values as the
-// defaults; so binding to a config already holding file and environment values makes the
-// command line override them and nothing else.
-func bindFlags(fs *pflag.FlagSet, c *agent.Config) *string {
-	fs.StringVar(&c.Dataplane.Name, "name", c.Dataplane.Name, "dataplane name; when set, must match the dataplane file")
-	fs.StringVar(&c.Dataplane.Mesh, "mesh", c.Dataplane.Mesh, "mesh name; when set, must match the dataplane file")
-	fs.DurationVar((*time.Duration)(&c.Dataplane.DrainTime), "drain-time", time.Duration(c.Dataplane.DrainTime), "how long Envoy drains (readiness 503, DNS answering) after SIGTERM")
-	fs.StringVar(&c.Runtime.DataplaneFile, "dataplane-file", c.Runtime.DataplaneFile, "this dataplane's resource (YAML or JSON); required")
-	fs.StringToStringVar(&c.Runtime.ResourceVars, "dataplane-var", c.Runtime.ResourceVars, "value of a {{ name }} placeholder of the dataplane file, name=value (repeatable), e.g. address=$(POD_IP)")
-	fs.StringVar(&c.Runtime.PoliciesDir, "policies-dir", c.Runtime.PoliciesDir, "directory of policies and other dataplanes, read recursively and watched")
-	fs.StringVar(&c.Runtime.Watch, "watch", c.Runtime.Watch, "how changes are seen: auto (inotify, else polling), inotify or poll")
-	fs.Int64Var(&c.Runtime.MaxFileSizeMiB, "max-file-size-mib", c.Runtime.MaxFileSizeMiB, "refuse a resource file larger than this many MiB (the last good model stays); 0: no limit")
-	fs.Int64Var(&c.Runtime.MaxTotalSizeMiB, "max-total-size-mib", c.Runtime.MaxTotalSizeMiB, "refuse a model whose files are larger than this many MiB in all; 0: no limit")
-	fs.StringVar(&c.ControlPlane.URL, "cp-address", c.ControlPlane.URL, "take the model from this control plane (grpcs://host:port, delta xDS; several replicas comma-separated, tried in turn) instead of --policies-dir; see docs/cplink.md")
-	fs.StringVar(&c.ControlPlane.CACertFile, "ca-cert-file", c.ControlPlane.CACertFile, "CA (PEM) that signed the control plane's certificate (default: the system's roots)")
-	fs.StringVar(&c.Runtime.TokenPath, "dataplane-token-file", c.Runtime.TokenPath, "this dataplane's token for the control plane (kuma-cp token)")
-	fs.DurationVar((*time.Duration)(&c.ControlPlane.RetryBackoff), "cp-retry-backoff", time.Duration(c.ControlPlane.RetryBackoff), "first wait after a failed connection to the control plane; doubles (with jitter) up to 30s")
-	fs.DurationVar((*time.Duration)(&c.ControlPlane.KeepaliveInterval), "cp-keepalive-interval", time.Duration(c.ControlPlane.KeepaliveInterval), "how often the link checks that the control plane answers; no answer: reconnect")
-	fs.StringVar(&c.Runtime.WorkDir, "work-dir", c.Runtime.WorkDir, "directory for the VIP state file, Envoy bootstrap and sockets (default: a directory per dataplane under $TMPDIR)")
-	fs.BoolVar(&c.Runtime.Envoy, "envoy", c.Runtime.Envoy, "run Envoy (found at --binary-path, in PATH or beside kuma-dp); --envoy=false serves DNS alone")
-	fs.StringVar(&c.Runtime.BinaryPath, "binary-path", c.Runtime.BinaryPath, "path of the envoy binary")
-	fs.StringVar(&c.Runtime.ReadyFile, "ready-file", c.Runtime.ReadyFile, "write the bound addresses (admin, DNS) as JSON to this file once ready")
-	fs.StringSliceVar(&c.DNS.Addresses, "dns-address", c.DNS.Addresses, "IPs the resolver listens on (default 127.0.0.1 and ::1 where available)")
-	fs.IntVar(&c.DNS.ProxyPort, "dns-proxy-port", c.DNS.ProxyPort, "resolver port, UDP and TCP (0: any free port)")
-	fs.StringSliceVar(&c.DNS.Upstreams, "dns-upstream", c.DNS.Upstreams, "upstream resolvers IP[:port] (default: those of --dns-resolv-conf)")
-	fs.DurationVar((*time.Duration)(&c.DNS.TTL), "dns-ttl", time.Duration(c.DNS.TTL), "TTL of VIP answers")
-	fs.StringVar(&c.DNS.ResolvConf, "dns-resolv-conf", c.DNS.ResolvConf, "resolv.conf giving upstreams and search domains")
-	fs.StringVar(&c.DNS.CorefileTemplate, "dns-corefile-template", c.DNS.CorefileTemplate, "your own Corefile template for the resolver")
-	fs.StringVar(&c.Admin.Address, "admin-address", c.Admin.Address, "admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), loopback only")
-	fs.BoolVar(&c.Admin.Pprof, "admin-pprof", c.Admin.Pprof, "serve Go's profiles under /debug/pprof/ on the admin endpoint (memory and CPU investigations)")
-	fs.StringVar(&c.Admin.ReadinessAddress, "readiness-address", c.Admin.ReadinessAddress, "also serve GET /ready alone here, e.g. :9901 for a kubelet probe (off by default)")
-	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
-	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json")
-	fs.BoolVar(&c.TransparentProxy.Enabled, "transparent-proxy", c.TransparentProxy.Enabled, "install the transparent proxy (iptables) at start (needs root / NET_ADMIN)")
-	fs.BoolVar(&c.TransparentProxy.UninstallOnExit, "transparent-proxy-uninstall", c.TransparentProxy.UninstallOnExit, "remove the transparent proxy's rules at exit")
-	return fs.String("config", "", "YAML file with any of the settings (see docs/run.md); flags and KUMA_* variables override it")
-}
-
-func newRunFlags(c *agent.Config, stderr io.Writer) (*pflag.FlagSet, *string) {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	config := bindFlags(fs, c)
-	return fs, config
+// runSettings is every setting of run, each named once: its flag (Kuma's kuma-dp name where
+// one exists), environment variable and --config file field. Precedence: defaults < --config
+// file < environment < flags.
+var runSettings = &settings.Table[agent.Config]{
+	ConfigUsage: "YAML file with any of the settings (see docs/run.md); flags and KUMA_* variables override it",
+	Scalars:     agent.ConfigScalars,
+	Types:       agent.ConfigTypes,
+	Settings: []settings.Setting[agent.Config]{
+		{Flag: "name", Env: "KUMA_DATAPLANE_NAME", Field: "dataplane.name",
+			Usage: "dataplane name; when set, must match the dataplane file"},
+		{Flag: "mesh", Env: "KUMA_DATAPLANE_MESH", Field: "dataplane.mesh",
+			Usage: "mesh name; when set, must match the dataplane file"},
+		{Flag: "drain-time", Env: "KUMA_DATAPLANE_DRAIN_TIME", Field: "dataplane.drainTime",
+			Usage: "how long Envoy drains (readiness 503, DNS answering) after SIGTERM"},
+		{Flag: "dataplane-file", Env: "KUMA_DATAPLANE_RUNTIME_RESOURCE_PATH", Field: "dataplaneRuntime.resourcePath",
+			Usage: "this dataplane's resource (YAML or JSON); required"},
+		{Flag: "dataplane-var", Env: "KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS", Field: "dataplaneRuntime.resourceVars",
+			Usage: "value of a {{ name }} placeholder of the dataplane file, name=value (repeatable), e.g. address=$(POD_IP)"},
+		{Flag: "policies-dir", Env: "KUMA_DATAPLANE_RUNTIME_POLICIES_DIR", Field: "dataplaneRuntime.policiesDir",
+			Usage: "directory of policies and other dataplanes, read recursively and watched"},
+		{Flag: "watch", Env: "KUMA_DATAPLANE_RUNTIME_WATCH", Field: "dataplaneRuntime.watch",
+			Usage: "how changes are seen: auto (inotify, else polling), inotify or poll"},
+		{Flag: "max-file-size-mib", Env: "KUMA_DATAPLANE_RUNTIME_MAX_FILE_SIZE_MIB", Field: "dataplaneRuntime.maxFileSizeMiB",
+			Usage: "refuse a resource file larger than this many MiB (the last good model stays); 0: no limit"},
+		{Flag: "max-total-size-mib", Env: "KUMA_DATAPLANE_RUNTIME_MAX_TOTAL_SIZE_MIB", Field: "dataplaneRuntime.maxTotalSizeMiB",
+			Usage: "refuse a model whose files are larger than this many MiB in all; 0: no limit"},
+		{Flag: "cp-address", Env: "KUMA_CONTROL_PLANE_URL", Field: "controlPlane.url",
+			Usage: "take the model from this control plane (grpcs://host:port, delta xDS; several replicas comma-separated, tried in turn) instead of --policies-dir; see docs/cplink.md"},
+		{Flag: "ca-cert-file", Env: "KUMA_CONTROL_PLANE_CA_CERT_FILE", Field: "controlPlane.caCertFile",
+			Usage: "CA (PEM) that signed the control plane's certificate (default: the system's roots)"},
+		{Flag: "dataplane-token-file", Env: "KUMA_DATAPLANE_RUNTIME_TOKEN_PATH", Field: "dataplaneRuntime.tokenPath",
+			Usage: "this dataplane's token for the control plane (kuma-cp token)"},
+		{Flag: "cp-retry-backoff", Env: "KUMA_CONTROL_PLANE_RETRY_BACKOFF", Field: "controlPlane.retryBackoff",
+			Usage: "first wait after a failed connection to the control plane; doubles (with jitter) up to 30s"},
+		{Flag: "cp-keepalive-interval", Env: "KUMA_CONTROL_PLANE_KEEPALIVE_INTERVAL", Field: "controlPlane.keepaliveInterval",
+			Usage: "how often the link checks that the control plane answers; no answer: reconnect"},
+		{Flag: "work-dir", Env: "KUMA_DATAPLANE_RUNTIME_WORK_DIR", Field: "dataplaneRuntime.workDir",
+			Usage: "directory for the VIP state file, Envoy bootstrap and sockets (default: a directory per dataplane under $TMPDIR)"},
+		{Flag: "envoy", Env: "KUMA_DATAPLANE_RUNTIME_ENVOY", Field: "dataplaneRuntime.envoy",
+			Usage: "run Envoy (found at --binary-path, in PATH or beside kuma-dp); --envoy=false serves DNS alone"},
+		{Flag: "binary-path", Env: "KUMA_DATAPLANE_RUNTIME_BINARY_PATH", Field: "dataplaneRuntime.binaryPath",
+			Usage: "path of the envoy binary"},
+		{Flag: "ready-file", Env: "KUMA_DATAPLANE_RUNTIME_READY_FILE", Field: "dataplaneRuntime.readyFile",
+			Usage: "write the bound addresses (admin, DNS) as JSON to this file once ready"},
+		{Flag: "dns-address", Env: "KUMA_DNS_ADDRESS", Field: "dns.addresses",
+			Usage: "IPs the resolver listens on (default 127.0.0.1 and ::1 where available)"},
+		{Flag: "dns-proxy-port", Env: "KUMA_DNS_PROXY_PORT", Field: "dns.proxyPort",
+			Usage: "resolver port, UDP and TCP (0: any free port)"},
+		{Flag: "dns-upstream", Env: "KUMA_DNS_UPSTREAM", Field: "dns.upstreams",
+			Usage: "upstream resolvers IP[:port] (default: those of --dns-resolv-conf)"},
+		{Flag: "dns-ttl", Env: "KUMA_DNS_TTL", Field: "dns.ttl",
+			Usage: "TTL of VIP answers"},
+		{Flag: "dns-resolv-conf", Env: "KUMA_DNS_RESOLV_CONF", Field: "dns.resolvConf",
+			Usage: "resolv.conf giving upstreams and search domains"},
+		{Flag: "dns-corefile-template", Env: "KUMA_DNS_COREFILE_TEMPLATE", Field: "dns.corefileTemplate",
+			Usage: "your own Corefile template for the resolver"},
+		{Flag: "admin-address", Env: "KUMA_ADMIN_ADDRESS", Field: "admin.address",
+			Usage: "admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), loopback only"},
+		{Flag: "readiness-address", Env: "KUMA_READINESS_ADDRESS", Field: "admin.readinessAddress",
+			Usage: "also serve GET /ready alone here, e.g. :9901 for a kubelet probe (off by default)"},
+		{Flag: "admin-pprof", Env: "KUMA_ADMIN_PPROF", Field: "admin.pprof",
+			Usage: "serve Go's profiles under /debug/pprof/ on the admin endpoint (memory and CPU investigations)"},
+		{Flag: "log-level", Env: "KUMA_LOG_LEVEL", Field: "log.level",
+			Usage: "debug, info, warn or error"},
+		{Flag: "log-format", Env: "KUMA_LOG_FORMAT", Field: "log.format",
+			Usage: "text or json"},
+		{Flag: "transparent-proxy", Env: "KUMA_TRANSPARENT_PROXY", Field: "transparentProxy.enabled",
+			Usage: "install the transparent proxy (iptables) at start (needs root / NET_ADMIN)"},
+		{Flag: "transparent-proxy-uninstall", Env: "KUMA_TRANSPARENT_PROXY_UNINSTALL", Field: "transparentProxy.uninstallOnExit",
+			Usage: "remove the transparent proxy's rules at exit"},
+	},
 }
 
 const runExample = `Example (the bundled example mesh, DNS on 127.0.0.1:15053, no Envoy):
@@ -127,17 +114,16 @@ func runUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, "Loads and validates the model, allocates this dataplane's VIPs, serves DNS for them\n")
 	fmt.Fprintf(w, "(and xDS to Envoy when found), reloads on every file change or SIGHUP, drains on SIGTERM.\n\n")
 	fmt.Fprintf(w, "Flags:\n%s\n%s", fs.FlagUsages(), runExample)
-	for _, o := range options {
-		fmt.Fprintf(w, "  --%-28s %-38s %s\n", o.flag, o.env, o.field)
-	}
+	runSettings.WriteSources(w)
 }
 
 // parseRunConfig builds the configuration from defaults, the --config file, KUMA_*
 // variables and flags, in that order of precedence. It returns exitUsage and a message
 // naming the flag, variable or field and the value on any bad input, or exitOK with help.
 func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, stderr io.Writer) (agent.Config, int, bool) {
-	scratch := agent.Defaults()
-	fs, configPath := newRunFlags(&scratch, io.Discard)
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SortFlags = false
+	flags := runSettings.Define(fs, agent.Defaults())
 	cmd := subcommand{name: "run", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) { runUsage(w, fs) }}
 	if rc, done := cmd.parse(args); done {
 		return agent.Config{}, rc, true
@@ -145,27 +131,16 @@ func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, s
 	if fs.NArg() > 0 {
 		return agent.Config{}, cmd.usageErr("unexpected argument %q (every setting is a flag)", fs.Arg(0)), true
 	}
-
-	cfg := agent.Defaults()
-	if *configPath != "" {
-		if err := agent.LoadConfigFile(*configPath, &cfg); err != nil {
-			fmt.Fprintf(stderr, "kuma-dp run: --config %s:\n%s\n", *configPath, indent(err.Error()))
-			return agent.Config{}, exitUsage, true
-		}
-	}
-	envFS, _ := newRunFlags(&cfg, io.Discard)
-	for _, o := range options {
-		v, ok := getenv(o.env)
-		if !ok {
-			continue
-		}
-		if err := envFS.Set(o.flag, v); err != nil {
-			fmt.Fprintf(stderr, "kuma-dp run: %s=%q: invalid value for --%s: %v\n", o.env, v, o.flag, unwrapSetError(err))
-			return agent.Config{}, exitUsage, true
-		}
-	}
-	final, _ := newRunFlags(&cfg, io.Discard)
-	if err := final.Parse(args); err != nil { // parsed once already: cannot fail differently
+	cfg, err := flags.Load(agent.Defaults(), getenv)
+	var fileErr *settings.FileError
+	var valueErr *settings.ValueError
+	switch {
+	case errors.As(err, &fileErr):
+		fmt.Fprintf(stderr, "kuma-dp run: --config %s:\n%s\n", fileErr.Path, indent(fileErr.Err.Error()))
+		return agent.Config{}, exitUsage, true
+	case errors.As(err, &valueErr) && valueErr.Env == "": // a flag's value: a usage error
+		return agent.Config{}, cmd.usageErr("%v", valueErr), true
+	case err != nil:
 		fmt.Fprintf(stderr, "kuma-dp run: %v\n", err)
 		return agent.Config{}, exitUsage, true
 	}
@@ -178,23 +153,14 @@ func parseRunConfig(args []string, getenv func(string) (string, bool), stdout, s
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
-func unwrapSetError(err error) error {
-	if u := errors.Unwrap(err); u != nil {
-		return u
-	}
-	return err
-}
-
 // describeConfigError names the flag, variable and file field of a bad value.
 func describeConfigError(err error) string {
 	var fe *agent.FieldError
 	if !errors.As(err, &fe) {
 		return err.Error()
 	}
-	for _, o := range options {
-		if o.field == fe.Field {
-			return fmt.Sprintf("--%s (%s, %s in --config): %s (value %q)", o.flag, o.env, o.field, fe.Msg, fe.Value)
-		}
+	if o, ok := runSettings.ByField(fe.Field); ok {
+		return fmt.Sprintf("--%s (%s, %s in --config): %s (value %q)", o.Flag, o.Env, o.Field, fe.Msg, fe.Value)
 	}
 	return fe.Error()
 }

@@ -170,26 +170,26 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// Every flag has an environment variable and a config file field, and every field path
-// named exists in the config file format.
+// Every setting has a flag, an environment variable and a config file field that exists in
+// the config file format (Define panics on a field it cannot find), and names are unique.
 func TestRunOptionsTableIsComplete(t *testing.T) {
-	c := agent.Defaults()
-	fs, _ := newRunFlags(&c, &bytes.Buffer{})
-	listed := map[string]bool{}
-	for _, o := range options {
-		listed[o.flag] = true
-		if fs.Lookup(o.flag) == nil {
-			t.Errorf("option %q has no flag", o.flag)
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	runSettings.Define(fs, agent.Defaults())
+	seen := map[string]bool{}
+	for _, o := range runSettings.Settings {
+		if fs.Lookup(o.Flag) == nil {
+			t.Errorf("option %q has no flag", o.Flag)
 		}
-		if !strings.HasPrefix(o.env, "KUMA_") {
-			t.Errorf("option %q: env %q", o.flag, o.env)
+		if !strings.HasPrefix(o.Env, "KUMA_") {
+			t.Errorf("option %q: env %q", o.Flag, o.Env)
+		}
+		for _, name := range []string{o.Flag, o.Env, o.Field} {
+			if seen[name] {
+				t.Errorf("%q named by two settings", name)
+			}
+			seen[name] = true
 		}
 	}
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name != "config" && !listed[f.Name] {
-			t.Errorf("flag --%s has no environment variable / field", f.Name)
-		}
-	})
 	full := agent.Defaults()
 	full.DNS.Addresses, full.DNS.Upstreams = []string{"x"}, []string{"x"}
 	full.Dataplane.Name, full.Dataplane.Mesh, full.Runtime.BinaryPath = "x", "x", "x"
@@ -201,10 +201,10 @@ func TestRunOptionsTableIsComplete(t *testing.T) {
 	if err := json.Unmarshal(b, &tree); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range options {
-		parts := strings.SplitN(o.field, ".", 2)
+	for _, o := range runSettings.Settings {
+		parts := strings.SplitN(o.Field, ".", 2)
 		if _, ok := tree[parts[0]][parts[1]]; !ok {
-			t.Errorf("option --%s: field %q is not in the config file format", o.flag, o.field)
+			t.Errorf("option --%s: field %q is not in the config file format", o.Flag, o.Field)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // TestE2ETransparentProxyInNetns runs `kuma-dp run --transparent-proxy
@@ -51,7 +53,7 @@ func TestE2ETransparentProxyInNetns(t *testing.T) {
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "15053", "--admin-address", "127.0.0.1:0", "--dns-upstream", "127.0.0.1:9",
 		"--envoy=false", "--work-dir", work, "--ready-file", readyFile, "--drain-time", "100ms",
 		"--transparent-proxy", "--transparent-proxy-uninstall")
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/agent"
+	"github.com/kumadp/kuma-dp/internal/settings"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -26,36 +29,51 @@ const vipsExample = `Example:
   kuma-dp vips --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies --explain v1.backend.mesh
 `
 
-type vipsFlags struct {
-	dataplaneFile, policiesDir string
-	output, explain, stateFile string
-	noDefaultVIPs              bool
-	ttl                        time.Duration
-	serviceCIDR, externalCIDR  string
-	ipv6Prefix                 string
+// vipsOptions is what vips is told: the model's files and the resolver's TTL as for run (the
+// same settings), and how to show the result.
+type vipsOptions struct {
+	Run           agent.Config
+	Output        string `json:"output"`
+	Explain       string `json:"explain"`
+	StateFile     string `json:"stateFile"`
+	NoDefaultVIPs bool   `json:"noDefaultVIPs"`
+	ServiceCIDR   string `json:"serviceCIDR"`
+	ExternalCIDR  string `json:"externalCIDR"`
+	IPv6Prefix    string `json:"ipv6Prefix"`
 }
 
-// vipsConfigFlag names the flag behind each vipalloc.Config field, for error messages.
-var vipsConfigFlag = map[string]string{
-	"ServiceCIDR":  "--service-cidr",
-	"ExternalCIDR": "--external-cidr",
-	"IPv6Prefix":   "--ipv6-prefix",
+func vipsRunConfig(o *vipsOptions) *agent.Config { return &o.Run }
+
+// vipsSettings are vips's settings: run's for the files and the TTL, its own for the rest
+// (flags only). The Field of each of its own names the vipalloc.Config field it sets, for
+// errors.
+var vipsSettings = &settings.Table[vipsOptions]{Settings: []settings.Setting[vipsOptions]{
+	settings.Embed(runSettings, "dataplane-file", "the Dataplane this agent runs for (YAML or JSON; required)", vipsRunConfig),
+	settings.Embed(runSettings, "policies-dir", "directory of the mesh's other resources: dataplanes and policies", vipsRunConfig),
+	{Flag: "output", Short: "o", Field: "output", Usage: "output format: table, json or zone (an RFC 1035 zone file)"},
+	{Flag: "explain", Field: "explain", Usage: "explain one hostname: which policy, selector and tuple produced it, what it beat or lost to"},
+	{Flag: "state-file", Field: "stateFile", Usage: "keep VIP assignments in this file across runs (read, then written atomically)"},
+	{Flag: "no-default-vips", Field: "noDefaultVIPs", Usage: "do not give every service the default name <service>.mesh"},
+	{Flag: "service-cidr", Field: "serviceCIDR", Usage: "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)"},
+	{Flag: "external-cidr", Field: "externalCIDR", Usage: "IPv4 pool of MeshExternalService VIPs"},
+	{Flag: "ipv6-prefix", Field: "ipv6Prefix", Usage: "IPv6 prefix (at most /96) of the VIPs' IPv6 twins"},
+	settings.Embed(runSettings, "dns-ttl", "TTL of the records of -o zone: the resolver's TTL, the same setting as kuma-dp run --dns-ttl", vipsRunConfig),
+}}
+
+func vipsDefaults() vipsOptions {
+	def := vipalloc.DefaultConfig()
+	return vipsOptions{Run: agent.Defaults(), Output: "table",
+		ServiceCIDR: def.ServiceCIDR, ExternalCIDR: def.ExternalCIDR, IPv6Prefix: def.IPv6Prefix}
 }
 
 func runVIPs(args []string, stdout, stderr io.Writer) int {
-	var f vipsFlags
+	return runVIPsEnv(args, stdout, stderr, os.LookupEnv)
+}
+
+func runVIPsEnv(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) int {
 	def := vipalloc.DefaultConfig()
 	fs := pflag.NewFlagSet("kuma-dp vips", pflag.ContinueOnError)
-	fs.StringVar(&f.dataplaneFile, "dataplane-file", "", "the Dataplane this agent runs for (YAML or JSON; required)")
-	fs.StringVar(&f.policiesDir, "policies-dir", "", "directory of the mesh's other resources: dataplanes and policies")
-	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or zone (an RFC 1035 zone file)")
-	fs.StringVar(&f.explain, "explain", "", "explain one hostname: which policy, selector and tuple produced it, what it beat or lost to")
-	fs.StringVar(&f.stateFile, "state-file", "", "keep VIP assignments in this file across runs (read, then written atomically)")
-	fs.BoolVar(&f.noDefaultVIPs, "no-default-vips", false, "do not give every service the default name <service>.mesh")
-	fs.StringVar(&f.serviceCIDR, "service-cidr", def.ServiceCIDR, "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)")
-	fs.StringVar(&f.externalCIDR, "external-cidr", def.ExternalCIDR, "IPv4 pool of MeshExternalService VIPs")
-	fs.StringVar(&f.ipv6Prefix, "ipv6-prefix", def.IPv6Prefix, "IPv6 prefix (at most /96) of the VIPs' IPv6 twins")
-	fs.DurationVar(&f.ttl, "dns-ttl", time.Duration(agent.Defaults().DNS.TTL), "TTL of the records of -o zone: the resolver's TTL, the same setting as `kuma-dp run --dns-ttl`")
+	flags := vipsSettings.Define(fs, vipsDefaults())
 	cmd := subcommand{name: "vips", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: kuma-dp vips --dataplane-file FILE [--policies-dir DIR] [flags]\n\n"+
 			"Shows the hostnames, VIPs (IPv4 + IPv6 twin), ports and statuses the dataplane would serve.\n"+
@@ -65,26 +83,34 @@ func runVIPs(args []string, stdout, stderr io.Writer) int {
 		return rc
 	}
 	usageErr := cmd.usageErr
+	f, err := flags.Load(vipsDefaults(), getenv)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	switch {
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
-	case f.dataplaneFile == "":
+	case f.Run.Runtime.DataplaneFile == "":
 		return usageErr("--dataplane-file is required")
-	case f.output != "table" && f.output != "json" && f.output != "zone":
-		return usageErr("--output %q: want table, json or zone", f.output)
+	case f.Output != "table" && f.Output != "json" && f.Output != "zone":
+		return usageErr("--output %q: want table, json or zone", f.Output)
 	}
 
-	cfg := vipalloc.Config{ServiceCIDR: f.serviceCIDR, ExternalCIDR: f.externalCIDR, IPv6Prefix: f.ipv6Prefix,
-		DefaultServiceVIPs: !f.noDefaultVIPs, DefaultPort: def.DefaultPort, StateFile: f.stateFile}
+	cfg := vipalloc.Config{ServiceCIDR: f.ServiceCIDR, ExternalCIDR: f.ExternalCIDR, IPv6Prefix: f.IPv6Prefix,
+		DefaultServiceVIPs: !f.NoDefaultVIPs, DefaultPort: def.DefaultPort, StateFile: f.StateFile}
 	alloc, err := vipalloc.New(cfg)
 	if err != nil {
 		var ce *vipalloc.ConfigError
-		if errors.As(err, &ce) && vipsConfigFlag[ce.Field] != "" {
-			return usageErr("%s %q: %s", vipsConfigFlag[ce.Field], ce.Value, ce.Msg)
+		if errors.As(err, &ce) {
+			for _, s := range vipsSettings.Settings {
+				if strings.EqualFold(s.Field, ce.Field) {
+					return usageErr("--%s %q: %s", s.Flag, ce.Value, ce.Msg)
+				}
+			}
 		}
 		return usageErr("%v", err)
 	}
-	snap, err := mesh.Load(f.dataplaneFile, f.policiesDir)
+	snap, err := mesh.Load(f.Run.Runtime.DataplaneFile, f.Run.Runtime.PoliciesDir)
 	if err != nil {
 		vipsPrintInputErrors(stderr, err)
 		return exitInvalid
@@ -94,18 +120,18 @@ func runVIPs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-dp vips: %v\n", err)
 		return exitInvalid
 	}
-	if f.explain != "" {
-		if !vipsExplain(stdout, table, f.explain) {
-			fmt.Fprintf(stderr, "kuma-dp vips: no policy or service produces hostname %q\n", f.explain)
+	if f.Explain != "" {
+		if !vipsExplain(stdout, table, f.Explain) {
+			fmt.Fprintf(stderr, "kuma-dp vips: no policy or service produces hostname %q\n", f.Explain)
 			return exitInvalid
 		}
 		return exitOK
 	}
-	switch f.output {
+	switch f.Output {
 	case "json":
 		err = vipsWriteJSON(stdout, table)
 	case "zone":
-		err = vipsWriteZone(stdout, table, uint32(f.ttl/time.Second))
+		err = vipsWriteZone(stdout, table, uint32(time.Duration(f.Run.DNS.TTL)/time.Second))
 	default:
 		err = vipsWriteTable(stdout, table)
 	}

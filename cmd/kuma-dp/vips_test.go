@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -17,23 +16,11 @@ import (
 
 	"github.com/kumadp/kuma-dp/agent"
 	"github.com/kumadp/kuma-dp/dnsserver"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // Tests of `kuma-dp vips` on the repository's testdata: in-process through dispatch, and once
 // through the built binary. Golden files: go test ./cmd/kuma-dp -run TestVIPsGolden -update
-
-func init() {
-	// Registered here unless another test file of the package already did (var initializers
-	// run before init functions).
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files")
-	}
-}
-
-func vipsUpdating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 const (
 	testDP       = "../../testdata/mesh/dataplane.yaml"
@@ -327,17 +314,7 @@ func TestVIPsGolden(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			golden := filepath.Join("testdata", "vips."+format+".golden")
-			if vipsUpdating() {
-				writeFile(t, golden, out)
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if out != string(want) {
-				t.Errorf("-o %s differs from %s (run with -update if the change is intended):\n%s", format, golden, out)
-			}
+			testutil.Golden(t, filepath.Join("testdata", "vips."+format+".golden"), []byte(out))
 		})
 	}
 }

@@ -128,13 +128,14 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 		if err != nil {
 			return out, err
 		}
+		doc = withoutZeroTime(doc)
 		name := StoreName(r)
 		a := Applied{Type: typ, Mesh: meshName, Name: name}
 		cur, err := c.Get(ctx, meshName, typ, name)
 		var ae *Error
 		switch {
 		case err == nil:
-			if bytes.Equal(canonJSON(withoutStatus(cur.Spec, r)), canonJSON(withoutStatus(asJSON(doc), r))) {
+			if bytes.Equal(canonJSON(withoutZeroTimeJSON(withoutStatus(cur.Spec, r))), canonJSON(withoutZeroTimeJSON(withoutStatus(asJSON(doc), r)))) {
 				a.Result = "unchanged"
 				break
 			}
@@ -179,6 +180,35 @@ func canonJSON(b []byte) []byte {
 		return b
 	}
 	out, _ := json.Marshal(v)
+	return out
+}
+
+// zeroTime is an unset creationTime as the canonical document writes it.
+const zeroTime = `"0001-01-01T00:00:00Z"`
+
+// withoutZeroTime is a YAML document without its creationTime when that is unset (the
+// canonical encoding writes it anyway): what is stored, in etcd or in a file, has none then,
+// and the store's times stand.
+func withoutZeroTime(doc []byte) []byte {
+	j := withoutZeroTimeJSON(asJSON(doc))
+	out, err := yaml.JSONToYAML(j)
+	if err != nil {
+		return doc
+	}
+	return out
+}
+
+// withoutZeroTimeJSON is a JSON document without its creationTime when that is unset.
+func withoutZeroTimeJSON(j []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(j, &m) != nil || string(m["creationTime"]) != zeroTime {
+		return j
+	}
+	delete(m, "creationTime")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return j
+	}
 	return out
 }
 

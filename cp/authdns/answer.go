@@ -16,6 +16,54 @@ const ednsSize = 1232
 // rotation turns the address sets of every answer: each answer starts one further on.
 var rotation atomic.Uint32
 
+// Holds reports whether name falls in one of the catalog's zones (a nil catalog holds none).
+func (c *Catalog) Holds(name string) bool {
+	if c == nil || len(c.origins) == 0 {
+		return false
+	}
+	return c.find(strings.ToLower(name)) != nil
+}
+
+// Reply is the whole response to a query as it goes on the wire: malformed and unsupported
+// requests get their error (FORMERR, NOTIMP, BADVERS, REFUSED for other classes and for zone
+// transfers, which the Server serves itself), a standard query gets Answer with EDNS when
+// asked, truncated to the client's UDP size unless tcp.
+func (c *Catalog) Reply(req *dns.Msg, tcp bool) *dns.Msg {
+	m := new(dns.Msg)
+	switch {
+	case req.Opcode != dns.OpcodeQuery:
+		m.SetRcode(req, dns.RcodeNotImplemented)
+		return m
+	case len(req.Question) != 1 || countOPT(req) > 1:
+		m.SetRcodeFormatError(req)
+		return m
+	}
+	opt := req.IsEdns0()
+	if opt != nil && opt.Version() != 0 {
+		m.SetReply(req)
+		m.Rcode = dns.RcodeBadVers
+		m.SetEdns0(ednsSize, false)
+		return m
+	}
+	q := req.Question[0]
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
+		m.SetRcode(req, dns.RcodeRefused)
+		return m
+	}
+	resp := c.Answer(req)
+	if opt != nil {
+		resp.SetEdns0(ednsSize, false)
+	}
+	if !tcp {
+		size := dns.MinMsgSize
+		if opt != nil {
+			size = int(min(max(opt.UDPSize(), dns.MinMsgSize), ednsSize))
+		}
+		resp.Truncate(size)
+	}
+	return resp
+}
+
 // Answer returns the authoritative response to a standard query for qname/qtype. It never
 // fails: names outside every zone get REFUSED, names in a zone get NOERROR (with data or
 // NODATA) or NXDOMAIN, each negative answer with the zone's SOA in authority.

@@ -7,8 +7,14 @@
 // negative TTL, AA, CNAME chasing inside the answer, EDNS, truncation) with the A/AAAA set of
 // a shard rotated on every answer; serving them over UDP and TCP with zone transfers
 // (AXFR, and IXFR answered with the whole zone) restricted by an allow list or TSIG, and
-// NOTIFY to secondaries when a zone's serial changes; and writing a zone in RFC 1035
-// master-file form.
+// NOTIFY to secondaries when a zone's serial changes; writing a zone in RFC 1035
+// master-file form and reading it back (ParseZone: how the zones reach the agents, whose
+// resolvers answer with this same engine); and a prepared form of every catalog that answers
+// standard queries straight from the packet, allocation-free (AppendAnswer; the UDP path
+// uses it, reading and writing datagrams in batches).
+//
+// It imports no other package of this project, so the agents import it without the control
+// plane (TestNoControlPlaneDependencies).
 //
 // It never reads the store, schedules routes or decides admission: its caller gives it the
 // routers, their ready replicas and the admitted user names, and swaps in a new catalog when

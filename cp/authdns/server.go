@@ -98,7 +98,7 @@ func (s *Server) listen() error {
 		}
 		h := dns.HandlerFunc(s.serveDNS)
 		s.tcp = &dns.Server{Listener: tl, Handler: h, TsigSecret: secrets, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
-		s.udp = &dns.Server{PacketConn: pc, Handler: h, TsigSecret: secrets, UDPSize: ednsSize}
+		s.udp = &dns.Server{PacketConn: newFastConn(pc.(*net.UDPConn), s), Handler: h, TsigSecret: secrets, UDPSize: ednsSize}
 		s.addrs = []net.Addr{pc.LocalAddr(), tl.Addr()}
 		return nil
 	}
@@ -154,18 +154,19 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
-	resp := s.respond(w, req)
-	if resp == nil {
-		return
+	if req.Response {
+		return // never answer an answer
+	}
+	var resp *dns.Msg
+	if len(req.Question) == 1 && req.Opcode == dns.OpcodeQuery &&
+		(req.Question[0].Qtype == dns.TypeAXFR || req.Question[0].Qtype == dns.TypeIXFR) {
+		if resp = s.transfer(w, req, s.cat.Load()); resp == nil {
+			return // the transfer wrote its own envelopes
+		}
+	} else {
+		resp = s.cat.Load().Reply(req, w.RemoteAddr().Network() == "tcp")
 	}
 	s.Queries[min(resp.Rcode, len(s.Queries)-1)].Add(1)
-	if w.RemoteAddr().Network() == "udp" {
-		size := dns.MinMsgSize
-		if o := req.IsEdns0(); o != nil {
-			size = int(min(max(o.UDPSize(), dns.MinMsgSize), ednsSize))
-		}
-		resp.Truncate(size)
-	}
 	if req.IsTsig() != nil && w.TsigStatus() == nil {
 		t := req.IsTsig()
 		resp.SetTsig(t.Hdr.Name, t.Algorithm, 300, time.Now().Unix())
@@ -173,43 +174,6 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if err := w.WriteMsg(resp); err != nil {
 		s.log.Debug("authdns: write", "remote", w.RemoteAddr().String(), "error", err)
 	}
-}
-
-// respond builds the response to req, or returns nil when it was answered already (zone
-// transfers write their own envelopes).
-func (s *Server) respond(w dns.ResponseWriter, req *dns.Msg) *dns.Msg {
-	m := new(dns.Msg)
-	switch {
-	case req.Response:
-		return nil // never answer an answer
-	case req.Opcode != dns.OpcodeQuery:
-		m.SetRcode(req, dns.RcodeNotImplemented)
-		return m
-	case len(req.Question) != 1 || countOPT(req) > 1:
-		m.SetRcodeFormatError(req)
-		return m
-	}
-	if o := req.IsEdns0(); o != nil && o.Version() != 0 {
-		m.SetReply(req)
-		m.Rcode = dns.RcodeBadVers
-		m.SetEdns0(ednsSize, false)
-		return m
-	}
-	q := req.Question[0]
-	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
-		m.SetRcode(req, dns.RcodeRefused)
-		return m
-	}
-	cat := s.cat.Load()
-	switch q.Qtype {
-	case dns.TypeAXFR, dns.TypeIXFR:
-		return s.transfer(w, req, cat)
-	}
-	resp := cat.Answer(req)
-	if req.IsEdns0() != nil {
-		resp.SetEdns0(ednsSize, false)
-	}
-	return resp
 }
 
 func countOPT(m *dns.Msg) int {

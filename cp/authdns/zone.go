@@ -112,6 +112,7 @@ func (z *Zone) Serial() uint32 { return z.SOA.Serial }
 type Catalog struct {
 	zones   map[string]*Zone
 	origins []string // longest first, for the closest-zone lookup
+	wire    map[string]*wireZone
 }
 
 // Zones returns the zones ordered by origin.
@@ -163,6 +164,7 @@ func Build(in Input, serials *Serials) (*Catalog, []Problem) {
 		z.hash = z.contentHash()
 		z.SOA.Serial = serials.next(z.Origin, z.hash, z.rev)
 	}
+	b.cat.prepare()
 	return b.cat, b.problems
 }
 

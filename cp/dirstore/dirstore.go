@@ -1,6 +1,8 @@
-// Package dirstore is the control plane's directory source: the resources directory read as
+// Package dirstore is the control plane's directory backend: the resources directory read as
 // the agent reads its policies directory, refreshed by polling, served through a
-// fanout.ControlPlane. It never writes (the write API needs the etcd store).
+// fanout.ControlPlane (Dir); and the same directory as a store.Store for the write API
+// (Store): one file per resource written, through a rename, with versions and
+// compare-and-set.
 package dirstore
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +20,17 @@ type Feed struct {
 	st     cpstore.Store
 	cp     *ControlPlane
 	log    *slog.Logger
-	synced atomic.Bool  // the store was listed and its changes followed
-	rev    atomic.Int64 // the store revision served
+	synced atomic.Bool                  // the store was listed and its changes followed
+	rev    atomic.Int64                 // the store revision served
+	lag    lag                          // the store revision seen on the watch, and since when it is not served
+	items  map[cpstore.Key]cpstore.Item // what the store holds, as followed (Run's goroutine only)
+	next   int64                        // the revision of the items, served or not
+	docs   docCache
+
+	mu        sync.Mutex // guards what is served (derived.go)
+	fromStore Served
+	haveStore bool
+	derived   map[string][]Doc
 }
 
 // NewFeed is a Feed of st into cp.
@@ -58,20 +68,28 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	f.items = make(map[cpstore.Key]cpstore.Item, len(items))
+	for _, it := range items {
+		f.items[it.Key] = it
+	}
 	sv := f.served(items)
-	updated, removed := f.cp.Apply(sv)
+	f.docs.keep(f.items)
+	updated, removed := f.applyStore(sv)
+	f.next = rev
 	f.rev.Store(rev)
+	f.lag.served(rev)
 	f.synced.Store(true)
 	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
 	return rev, nil
 }
 
 // follow applies the store's changes from rev on; it returns when the watch ends (ctx,
-// compaction), for a re-list.
+// compaction), for a re-list. Only the resources that changed are decoded again.
 func (f *Feed) follow(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := f.st.Watch(wctx, rev)
+	var lastServed time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -83,25 +101,79 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 				}
 				return
 			}
-			// A burst of writes is applied once: wait briefly for the rest of it.
-			last := e.Revision
-			for drained := false; !drained; {
+			f.lag.seen(e.Revision)
+			f.apply(e)
+			// What is queued already goes with it; a change that follows the last one served
+			// within 10 ms waits for the rest of those 10 ms, so a burst of writes is served
+			// a few times, not once per write, and a lone change at once.
+			take := func(e cpstore.Event, ok bool) bool {
+				if !ok || e.Type == cpstore.Relist {
+					return false
+				}
+				f.lag.seen(e.Revision)
+				f.apply(e)
+				return true
+			}
+			deadline := lastServed.Add(10 * time.Millisecond)
+			for {
+				for queued := true; queued; {
+					select {
+					case e2, ok := <-events:
+						if !take(e2, ok) {
+							return
+						}
+					default:
+						queued = false
+					}
+				}
+				wait := time.Until(deadline)
+				if wait <= 0 {
+					break
+				}
+				t := time.NewTimer(wait)
 				select {
 				case e2, ok := <-events:
-					if !ok || e2.Type == cpstore.Relist {
+					t.Stop()
+					if !take(e2, ok) {
 						return
 					}
-					last = e2.Revision
-				case <-time.After(20 * time.Millisecond):
-					drained = true
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
 				}
 			}
-			if _, err := f.relist(ctx); err != nil {
-				f.log.Warn("store unreachable after a change; will read it again", "revision", last, "error", err)
-				return
-			}
+			f.serve()
+			lastServed = time.Now()
 		}
 	}
+}
+
+// apply records one change of the store.
+func (f *Feed) apply(e cpstore.Event) {
+	switch e.Type {
+	case cpstore.Put:
+		f.items[e.Item.Key] = e.Item
+	case cpstore.Delete:
+		delete(f.items, e.Item.Key)
+	}
+	f.next = max(f.next, e.Revision)
+}
+
+// serve serves the items followed: decoded again only where they changed, and compared with
+// what the agents hold, so only what changed is sent.
+func (f *Feed) serve() {
+	items := make([]cpstore.Item, 0, len(f.items))
+	for _, it := range f.items {
+		items = append(items, it)
+	}
+	slices.SortFunc(items, func(a, b cpstore.Item) int { return compareKeys(a.Key, b.Key) })
+	sv := f.served(items)
+	f.docs.keep(f.items)
+	updated, removed := f.applyStore(sv)
+	f.rev.Store(f.next)
+	f.lag.served(f.next)
+	f.log.Debug("store changes served", "revision", f.next, "resources", sv.Count(), "updated", updated, "removed", removed)
 }
 
 // served turns stored documents into what agents are sent. The store's creation time is
@@ -109,10 +181,10 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 func (f *Feed) served(items []cpstore.Item) Served {
 	sv := NewServed()
 	for _, it := range items {
-		if !slices.Contains(cplink.Kinds, it.Type) {
+		if !slices.Contains(cplink.Kinds, it.Type) || slices.Contains(DerivedKinds, it.Type) {
 			continue // the control plane's own resources (routers, routes): not for agents
 		}
-		rs, err := mesh.Decode(it.Key.String(), it.Doc)
+		rs, err := f.docs.decode(it)
 		if err != nil || len(rs) != 1 {
 			f.log.Error("a stored resource does not decode; not served", "resource", it.Key.String(), "error", err)
 			continue
@@ -122,7 +194,7 @@ func (f *Feed) served(items []cpstore.Item) Served {
 		if m.CreationTime.IsZero() {
 			m.CreationTime = it.Created
 		}
-		body, err := cplink.EncodeResource(r)
+		body, err := f.docs.encode(it, r)
 		if err != nil {
 			f.log.Error("cannot encode", "resource", it.Key.String(), "error", err)
 			continue

@@ -1,13 +1,12 @@
-// Package fanout is the control plane's side of the link to agents: the delta ADS server
-// (go-control-plane, one cache per mesh and kind so an agent only ever sees its mesh), token
-// checks on every stream, the served resources (Served) and the Feed that keeps them in step
-// with the store. It never decodes files or writes the store.
+// Package fanout is the control plane's side of the link to agents: the incremental ADS
+// (delta xDS) server, with what it serves kept per mesh and kind as a versioned table with a
+// change log (table.go) so that one change costs the agents subscribed work in proportion to
+// what changed, token checks on every stream, the served resources (Served) and the Feed
+// that keeps them in step with the store. It never decodes files or writes the store.
 package fanout
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -15,11 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -34,9 +29,8 @@ import (
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
-// ControlPlane serves the store's resources over incremental ADS: one go-control-plane
-// LinearCache per mesh and kind (so an agent only ever sees its mesh), the go-control-plane
-// delta server in front, tokens checked on every stream.
+// ControlPlane serves the store's resources over incremental ADS: one table per mesh and
+// kind (so an agent only ever sees its mesh), tokens checked on every stream.
 type ControlPlane struct {
 	log *slog.Logger
 	key []byte // token key; nil: tokens are not checked
@@ -46,10 +40,14 @@ type ControlPlane struct {
 	pushes, acks atomic.Uint64
 	nacks        sync.Map // kind -> *atomic.Uint64
 
-	mu      sync.Mutex
-	caches  map[string]map[string]*cache.LinearCache // mesh -> kind
+	mu      sync.Mutex                   // tables, current; Apply holds it throughout
+	tables  map[string]map[string]*table // mesh -> kind
 	current Served
+
+	smu     sync.Mutex // streams, agents
+	lastID  int64
 	streams map[int64]*streamState
+	agents  map[token.Identity]int // streams per dataplane (mesh, name), once named
 }
 
 type streamState struct {
@@ -61,20 +59,21 @@ type streamState struct {
 type ctxKey struct{}
 
 func New(key []byte, log *slog.Logger) *ControlPlane {
-	return &ControlPlane{log: log, key: key, caches: map[string]map[string]*cache.LinearCache{},
-		streams: map[int64]*streamState{}}
+	return &ControlPlane{log: log, key: key, tables: map[string]map[string]*table{},
+		streams: map[int64]*streamState{}, agents: map[token.Identity]int{}}
 }
 
-// apply makes the caches serve sv: only changed resources are updated, so the delta server
-// sends each agent only what changed. It returns how many resources were updated and
-// removed over the caches in use (a resource of several meshes counts once per mesh).
+// Apply serves sv: each table in use is compared with it and only the resources that
+// differ are logged as changes, so each agent is sent only what changed. It returns how
+// many resources were updated and removed over the tables in use (a resource of several
+// meshes counts once per mesh).
 func (cp *ControlPlane) Apply(sv Served) (updated, removed int) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.current = sv
-	for meshName, byKind := range cp.caches {
-		for kind, c := range byKind {
-			u, r := syncCache(c, sv.ForMesh(meshName, kind))
+	for meshName, byKind := range cp.tables {
+		for kind, t := range byKind {
+			u, r := t.sync(sv.ForMesh(meshName, kind))
 			updated += u
 			removed += r
 		}
@@ -82,71 +81,28 @@ func (cp *ControlPlane) Apply(sv Served) (updated, removed int) {
 	return updated, removed
 }
 
-// syncCache brings one cache to want, touching only what differs.
-func syncCache(c *cache.LinearCache, want map[string][]byte) (updated, removed int) {
-	have := c.GetResources()
-	update := map[string]types.Resource{}
-	var remove []string
-	for name, body := range want {
-		if old, ok := have[name]; ok && bytes.Equal(envelopeBody(old), body) {
-			continue
-		}
-		update[name] = cplink.Envelope(body)
-	}
-	for name := range have {
-		if _, ok := want[name]; !ok {
-			remove = append(remove, name)
-		}
-	}
-	if len(update) > 0 || len(remove) > 0 {
-		_ = c.UpdateResources(update, remove) // errors only for resources that do not marshal
-	}
-	return len(update), len(remove)
-}
-
-func envelopeBody(r types.Resource) []byte {
-	type bytesValue interface{ GetValue() []byte }
-	if b, ok := r.(bytesValue); ok {
-		return b.GetValue()
-	}
-	return nil
-}
-
-// cacheFor is the cache of one mesh and kind, created (and filled) on first use.
-func (cp *ControlPlane) cacheFor(meshName, kind string) *cache.LinearCache {
+// tableFor is the table of one mesh and kind, created (and filled) on first use.
+func (cp *ControlPlane) tableFor(meshName, kind string) *table {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	byKind := cp.caches[meshName]
+	byKind := cp.tables[meshName]
 	if byKind == nil {
-		byKind = map[string]*cache.LinearCache{}
-		cp.caches[meshName] = byKind
+		byKind = map[string]*table{}
+		cp.tables[meshName] = byKind
 	}
-	c := byKind[kind]
-	if c == nil {
-		c = cache.NewLinearCache(cplink.TypeURL(kind))
-		syncCache(c, cp.current.ForMesh(meshName, kind))
-		byKind[kind] = c
+	t := byKind[kind]
+	if t == nil {
+		t = newTable(kind)
+		t.sync(cp.current.ForMesh(meshName, kind))
+		byKind[kind] = t
 	}
-	return c
+	return t
 }
 
-// CreateWatch refuses state-of-the-world requests: the link is incremental only.
-func (cp *ControlPlane) CreateWatch(*cache.Request, cache.Subscription, chan cache.Response) (func(), error) {
-	return nil, status.Error(codes.Unimplemented, "kuma-cp serves incremental xDS (DeltaAggregatedResources) only")
-}
-
-// CreateDeltaWatch routes the watch to the cache of the node's mesh (node.cluster).
-func (cp *ControlPlane) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
-	kind := cplink.KindOf(req.GetTypeUrl())
-	if kind == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "unknown type URL %q (want %s<Kind>)", req.GetTypeUrl(), cplink.TypeURLPrefix)
-	}
-	return cp.cacheFor(meshOfNode(req.GetNode().GetCluster()), kind).CreateDeltaWatch(req, sub, out)
-}
-
-// Fetch is not Served (REST xDS).
-func (cp *ControlPlane) Fetch(context.Context, *cache.Request) (cache.Response, error) {
-	return nil, errors.New("kuma-cp serves incremental xDS only")
+// Resources is what the agents of a mesh are served of one kind now: name -> the
+// resource's canonical document.
+func (cp *ControlPlane) Resources(meshName, kind string) map[string][]byte {
+	return cp.tableFor(meshName, kind).resources()
 }
 
 func meshOfNode(cluster string) string {
@@ -186,33 +142,27 @@ type identStream struct {
 
 func (s *identStream) Context() context.Context { return s.ctx }
 
-// callbacks log each agent's life on the link and hold its node to its token.
-func (cp *ControlPlane) callbacks() serverv3.CallbackFuncs {
-	return serverv3.CallbackFuncs{
-		DeltaStreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
-			st := &streamState{}
-			st.id, _ = ctx.Value(ctxKey{}).(token.Identity)
-			if p, ok := peer.FromContext(ctx); ok {
-				st.peer = p.Addr.String()
-			}
-			cp.mu.Lock()
-			cp.streams[id] = st
-			cp.mu.Unlock()
-			return nil
-		},
-		DeltaStreamClosedFunc: func(id int64, node *core.Node) {
-			cp.mu.Lock()
-			st := cp.streams[id]
-			delete(cp.streams, id)
-			cp.mu.Unlock()
-			if st != nil && st.node != nil {
-				cp.log.Info("dataplane disconnected", "dataplane", st.node.Name, "mesh", st.node.Mesh, "peer", st.peer)
-			}
-		},
-		StreamDeltaRequestFunc: cp.onRequest,
-		StreamDeltaResponseFunc: func(int64, *discovery.DeltaDiscoveryRequest, *discovery.DeltaDiscoveryResponse) {
-			cp.pushes.Add(1)
-		},
+// open registers a stream; close forgets it.
+func (cp *ControlPlane) open(st *streamState) int64 {
+	cp.smu.Lock()
+	defer cp.smu.Unlock()
+	cp.lastID++
+	cp.streams[cp.lastID] = st
+	return cp.lastID
+}
+
+func (cp *ControlPlane) close(id int64) {
+	cp.smu.Lock()
+	st := cp.streams[id]
+	delete(cp.streams, id)
+	if st != nil && st.node != nil {
+		if cp.agents[*st.node]--; cp.agents[*st.node] <= 0 {
+			delete(cp.agents, *st.node)
+		}
+	}
+	cp.smu.Unlock()
+	if st != nil && st.node != nil {
+		cp.log.Info("dataplane disconnected", "dataplane", st.node.Name, "mesh", st.node.Mesh, "peer", st.peer)
 	}
 }
 
@@ -222,13 +172,8 @@ func (cp *ControlPlane) countNACK(kind string) {
 	v.(*atomic.Uint64).Add(1)
 }
 
-func (cp *ControlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest) error {
-	cp.mu.Lock()
-	st := cp.streams[id]
-	cp.mu.Unlock()
-	if st == nil {
-		return status.Error(codes.Internal, "unknown stream")
-	}
+// onRequest holds the stream's node to its token (first request) and counts ACKs and NACKs.
+func (cp *ControlPlane) onRequest(st *streamState, req *discovery.DeltaDiscoveryRequest) error {
 	if st.node == nil {
 		n := req.GetNode()
 		if n == nil || n.GetId() == "" {
@@ -241,7 +186,10 @@ func (cp *ControlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 			return status.Errorf(codes.PermissionDenied, "the token is for dataplane %q in mesh %q, not %q in mesh %q",
 				st.id.Name, st.id.Mesh, node.Name, node.Mesh)
 		}
+		cp.smu.Lock()
 		st.node = &node
+		cp.agents[node]++
+		cp.smu.Unlock()
 		cp.log.Info("dataplane connected", "dataplane", node.Name, "mesh", node.Mesh, "peer", st.peer,
 			"resumed_resources", len(req.GetInitialResourceVersions()))
 	}
@@ -251,28 +199,26 @@ func (cp *ControlPlane) onRequest(id int64, req *discovery.DeltaDiscoveryRequest
 			"dataplane", st.node.Name, "mesh", st.node.Mesh, "type_url", req.GetTypeUrl(), "nonce", req.GetResponseNonce(), "reason", d.GetMessage())
 	} else if req.GetResponseNonce() != "" {
 		cp.acks.Add(1)
+		if !cp.log.Enabled(context.Background(), slog.LevelDebug) {
+			return nil
+		}
 		cp.log.Debug("ACK", "dataplane", st.node.Name, "mesh", st.node.Mesh, "type_url", req.GetTypeUrl(), "nonce", req.GetResponseNonce())
 	}
 	return nil
 }
 
-// connected counts the streams open now.
 // HasAgent reports whether the agent of dataplane (mesh, name) holds a stream to this
 // replica: what makes a router's gateway dataplane ready for the shard's DNS.
 func (cp *ControlPlane) HasAgent(meshName, name string) bool {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	for _, st := range cp.streams {
-		if st.node != nil && st.node.Name == name && st.node.Mesh == meshName {
-			return true
-		}
-	}
-	return false
+	cp.smu.Lock()
+	defer cp.smu.Unlock()
+	return cp.agents[token.Identity{Name: name, Mesh: meshName}] > 0
 }
 
+// Connected counts the streams open now.
 func (cp *ControlPlane) Connected() int {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
+	cp.smu.Lock()
+	defer cp.smu.Unlock()
 	return len(cp.streams)
 }
 
@@ -294,6 +240,10 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second,
 			MaxConnectionAge: maxAge, MaxConnectionAgeGrace: min(maxAge/10, 10*time.Second)}),
 		grpc.MaxConcurrentStreams(1000),
+		// Memory per connected agent: an idle agent's connection holds no write buffer (it is
+		// taken for a flush and given back), and a smaller read buffer (agents send ACKs).
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(8 << 10),
 	}
 	if creds != nil {
 		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log, fails: cp.HandshakeFails}))
@@ -303,8 +253,7 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 
 // serve registers ADS and health on gs and serves ln until ctx is cancelled.
 func (cp *ControlPlane) Serve(ctx context.Context, gs *grpc.Server, ln net.Listener) error {
-	xds := serverv3.NewServer(ctx, cp, cp.callbacks())
-	discovery.RegisterAggregatedDiscoveryServiceServer(gs, xds)
+	discovery.RegisterAggregatedDiscoveryServiceServer(gs, ads{cp: cp})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(ln) }()

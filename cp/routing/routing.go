@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kumadp/kuma-dp/internal/errtext"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -63,7 +64,7 @@ func FinalDNS(r *mesh.Route, router *mesh.Router) (string, error) {
 	}
 	name := r.Namespace + "-" + r.Host + "." + router.DNS
 	if err := mesh.CheckDNSName(name); err != nil {
-		return "", &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("the final name %q on router %s: %v", mesh.Clip(name, 300), router.Name, err)}
+		return "", &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("the final name %q on router %s: %v", errtext.Clip(name, 300), router.Name, err)}
 	}
 	return name, nil
 }

@@ -1,8 +1,10 @@
-// Package shardzones keeps the control plane's authoritative DNS (package authdns) in step
-// with the store: a zone per Router with the addresses of its gateway dataplanes, and a CNAME
-// per admitted user-domain Route. It owns the translation from resources to authdns.Input and
-// the loop that follows the store; answering DNS is authdns's, scheduling routes is the
-// route scheduler's.
+// Package shardzones keeps the zones of router shards in step with the store: a zone per
+// Router with the addresses of its ready gateway dataplanes, and a CNAME per admitted
+// user-domain Route. It owns the translation from resources to authdns.Input, the loop that
+// follows the store and the replicas' readiness, and handing each catalog built to its sinks:
+// the control plane's authoritative DNS (package authdns) and the DNSZone documents sent to
+// the agents (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route
+// scheduler's, serving agents is fanout's.
 package shardzones
 
 import (
@@ -80,7 +82,7 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 		in.Routers = append(in.Routers, zr)
 	}
 	for _, r := range routes {
-		if r.DNSType != mesh.DNSTypeUser || r.Status == nil || r.Status.Router == "" || !admitted(r) {
+		if r.DNSType != mesh.DNSTypeUser || !r.Admitted() {
 			continue
 		}
 		in.Users = append(in.Users, authdns.UserName{Name: userName(r), Router: r.Status.Router, Revision: routeRev[r]})
@@ -129,45 +131,69 @@ func address(dp *mesh.Dataplane) string {
 	return dp.Networking.Address
 }
 
-// admitted reports whether the route is admitted on the router it is scheduled onto.
-func admitted(r *mesh.Route) bool {
-	for _, ing := range r.Status.Ingress {
-		if ing.Router != r.Status.Router {
-			continue
-		}
-		for _, c := range ing.Conditions {
-			if c.Type == "Admitted" {
-				return c.Status == "True"
-			}
+// Sink receives every catalog built; it must not keep the caller waiting.
+type Sink func(*authdns.Catalog)
+
+// ReadinessPoll is how often Run asks whether the gateway replicas' readiness changed: a
+// replica that goes not-ready leaves the answers within about this (plus a rebuild).
+const ReadinessPoll = 100 * time.Millisecond
+
+// Run keeps the zones in step with st until ctx ends, handing every catalog it builds to
+// sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
+// after every burst of changes (re-listing; on compaction too), and, when readiness is given
+// (it is not in the store), a rebuild of the last list as soon as a gateway replica's
+// readiness differs from the one the zones were built with (asked every ReadinessPoll).
+// Serials come from the store's revisions (authdns.Serials), so replicas give the same
+// serial for the same content.
+func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, log *slog.Logger, sinks ...Sink) {
+	serials := authdns.NewSerials()
+	var items []store.Item
+	// probes: the readiness each replica had when the zones were built.
+	type probe struct {
+		mesh, name string
+		ready      bool
+	}
+	var probes []probe
+	recording := ready
+	if ready != nil {
+		recording = func(meshName, name string) bool {
+			r := ready(meshName, name)
+			probes = append(probes, probe{meshName, name, r})
+			return r
 		}
 	}
-	return false
-}
-
-// Run keeps srv's zones in step with st until ctx ends: a list, then a rebuild after every
-// burst of changes (re-listing; on compaction too), and every second when readiness is
-// given (it is not in the store), so a replica that goes not-ready leaves the answers
-// within a few seconds. Serials come from the store's revisions
-// (authdns.Serials), so replicas give the same serial for the same content.
-func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.Input, ready Ready, log *slog.Logger) {
-	serials := authdns.NewSerials()
-	rebuild := func() (int64, bool) {
-		items, _, rev, err := st.List(ctx, "", "", "", 0)
-		if err != nil {
-			log.Warn("store unreachable; the zones stay as they were", "error", err)
-			return 0, false
-		}
-		in := Input(items, ready, log)
+	build := func() {
+		probes = probes[:0]
+		in := Input(items, recording, log)
 		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
 		cat, problems := authdns.Build(in, serials)
 		for _, p := range problems {
 			log.Warn("not served in DNS", "name", p.Name, "problem", p.Message)
 		}
-		srv.Swap(cat)
+		for _, sink := range sinks {
+			sink(cat)
+		}
+	}
+	readinessChanged := func() bool {
+		for _, p := range probes {
+			if ready(p.mesh, p.name) != p.ready {
+				return true
+			}
+		}
+		return false
+	}
+	relist := func() (int64, bool) {
+		its, _, rev, err := st.List(ctx, "", "", "", 0)
+		if err != nil {
+			log.Warn("store unreachable; the zones stay as they were", "error", err)
+			return 0, false
+		}
+		items = its
+		build()
 		return rev, true
 	}
 	for ctx.Err() == nil {
-		rev, ok := rebuild()
+		rev, ok := relist()
 		if !ok {
 			select {
 			case <-ctx.Done():
@@ -179,7 +205,7 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 		wctx, cancel := context.WithCancel(ctx)
 		events := st.Watch(wctx, rev)
 		var tick <-chan time.Time
-		ticker := time.NewTicker(time.Second)
+		ticker := time.NewTicker(ReadinessPoll)
 		if ready != nil {
 			tick = ticker.C
 		}
@@ -191,8 +217,8 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 				cancel()
 				return
 			case <-tick:
-				if _, ok := rebuild(); !ok {
-					break follow
+				if readinessChanged() {
+					build()
 				}
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {
@@ -208,7 +234,7 @@ func Run(ctx context.Context, st store.Store, srv *authdns.Server, cfg authdns.I
 						quiet = true
 					}
 				}
-				if _, ok := rebuild(); !ok {
+				if _, ok := relist(); !ok {
 					break follow
 				}
 			}

@@ -60,6 +60,9 @@ var (
 	ErrConflict    = errors.New("version conflict: the resource changed since it was read")
 	ErrExists      = errors.New("already exists")
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrInvalid: the store cannot hold the document under that key (a backend's own rule,
+	// beyond the validation every write has already passed).
+	ErrInvalid = errors.New("not storable")
 )
 
 // Store keeps resources.

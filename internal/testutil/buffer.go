@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -34,4 +35,13 @@ func LineWith(logs, s string) string {
 		}
 	}
 	return ""
+}
+
+// HeapAllocated is the heap allocated while f runs (all goroutines: run nothing else).
+func HeapAllocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

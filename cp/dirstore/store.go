@@ -1,0 +1,505 @@
+package dirstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Store is the resources directory as a store.Store, for the write API with --store dir:
+// what the directory holds (every file the agents' rules read, hand-written ones included)
+// is listed and read; a write lands in one file per resource, <dir>/<mesh>/<kind>-<name>.yaml,
+// written to a temporary file and renamed over the old one (never half a file). A resource
+// written by hand in a file of several documents is updated or deleted in that file, its
+// other documents kept byte for byte.
+//
+// A resource's version is a revision of this process: every change seen (written here, or
+// found by a rescan of a file edited by hand) gets the next one. Revisions start at the
+// process's start time in microseconds, so a version read from an earlier run never matches
+// (409, read again). Compare-and-set is exact within a process: writes are serialized, and
+// the directory is rescanned before each.
+type Store struct {
+	dir string
+
+	mu      sync.Mutex
+	rev     int64
+	files   map[string]dirFile
+	index   map[store.Key]*indexed
+	events  []store.Event // the last changes, for Watch
+	changed chan struct{} // closed and replaced at every change
+}
+
+type dirFile struct {
+	size, mtime int64
+	sum         [32]byte
+	keys        []store.Key
+}
+
+type indexed struct {
+	item store.Item
+	path string
+	part int // the document's index among the file's parts
+}
+
+// maxEvents bounds the changes kept for Watch; a watch further behind re-lists.
+const maxEvents = 4096
+
+// NewStore is the directory dir as a store (it must exist).
+func NewStore(dir string) (*Store, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("resources directory %q: not a readable directory", dir)
+	}
+	s := &Store{dir: filepath.Clean(dir), rev: time.Now().UnixMicro(), files: map[string]dirFile{},
+		index: map[store.Key]*indexed{}, changed: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	return s, nil
+}
+
+// refreshLocked reads the files changed since the last look and gives each resource whose
+// document changed the next revision.
+func (s *Store) refreshLocked() {
+	paths, _ := mesh.ResourceFiles(s.dir)
+	seen := map[string]bool{}
+	for _, p := range paths {
+		seen[p] = true
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		old, had := s.files[p]
+		if had && time.Since(fi.ModTime()) > 2*time.Second && old.size == fi.Size() && old.mtime == fi.ModTime().UnixNano() {
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256(data)
+		if had && sum == old.sum {
+			continue
+		}
+		s.indexFileLocked(p, data, fi)
+	}
+	for p, f := range s.files {
+		if !seen[p] {
+			for _, k := range f.keys {
+				s.removeLocked(k, p)
+			}
+			delete(s.files, p)
+		}
+	}
+}
+
+// indexFileLocked (re)reads one file's resources.
+func (s *Store) indexFileLocked(path string, data []byte, fi os.FileInfo) {
+	old := s.files[path]
+	next := dirFile{size: fi.Size(), mtime: fi.ModTime().UnixNano(), sum: sha256.Sum256(data)}
+	mtime := fi.ModTime()
+	parts := splitParts(path, data)
+	found := map[store.Key]bool{}
+	for i, part := range parts.docs {
+		rs, err := mesh.Decode(path, []byte(part))
+		if err != nil || len(rs) != 1 {
+			continue // not a resource (a comment), several (JSON array) or invalid: not listed
+		}
+		r := rs[0]
+		k := store.Key{Mesh: mesh.ResourceMesh(r.GetMeta()), Type: r.Kind(), Name: keyName(r)}
+		if found[k] {
+			continue // defined twice in one file: the first counts, as for the agents
+		}
+		if cur, ok := s.index[k]; ok && cur.path != path {
+			if _, other := s.files[cur.path]; other {
+				continue // defined in another file already: that one counts
+			}
+		}
+		found[k] = true
+		next.keys = append(next.keys, k)
+		cur := s.index[k]
+		if cur != nil && bytes.Equal(cur.item.Doc, []byte(part)) {
+			cur.path, cur.part = path, i
+			continue
+		}
+		s.rev++
+		it := store.Item{Key: k, Doc: []byte(part), Version: s.rev, Created: mtime, Modified: mtime}
+		if cur != nil {
+			it.Created = cur.item.Created
+		}
+		s.index[k] = &indexed{item: it, path: path, part: i}
+		s.logLocked(store.Event{Type: store.Put, Item: it, Revision: s.rev})
+	}
+	for _, k := range old.keys {
+		if !found[k] {
+			s.removeLocked(k, path)
+		}
+	}
+	s.files[path] = next
+}
+
+func (s *Store) removeLocked(k store.Key, path string) {
+	if cur, ok := s.index[k]; ok && cur.path == path {
+		delete(s.index, k)
+		s.rev++
+		s.logLocked(store.Event{Type: store.Delete, Item: store.Item{Key: k, Version: s.rev}, Revision: s.rev})
+	}
+}
+
+func (s *Store) logLocked(e store.Event) {
+	s.events = append(s.events, e)
+	if len(s.events) > maxEvents {
+		s.events = append([]store.Event(nil), s.events[len(s.events)-maxEvents/2:]...)
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// keyName is the resource's name in the store (a Route's and a RouteBinding's carry their
+// namespace, as the API names them).
+func keyName(r mesh.Resource) string {
+	switch r := r.(type) {
+	case *mesh.Route:
+		return mesh.RouteKeyName(r.Namespace, r.Name)
+	case *mesh.RouteBinding:
+		return mesh.RouteKeyName(r.RouteNamespace, r.RouteName)
+	}
+	return r.GetMeta().Name
+}
+
+// Get implements store.Store.
+func (s *Store) Get(_ context.Context, k store.Key) (store.Item, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	if cur, ok := s.index[k]; ok {
+		return cur.item, nil
+	}
+	return store.Item{}, fmt.Errorf("%s: %w", k, store.ErrNotFound)
+}
+
+// List implements store.Store (paging by key, as the etcd store).
+func (s *Store) List(_ context.Context, meshName, typ, after string, limit int) ([]store.Item, string, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	var out []store.Item
+	for k, cur := range s.index {
+		if (meshName == "" || k.Mesh == meshName) && (typ == "" || k.Type == typ) && (after == "" || k.String() > after) {
+			out = append(out, cur.item)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.String() < out[j].Key.String() })
+	next := ""
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].Key.String()
+	}
+	return out, next, s.rev, nil
+}
+
+// check applies a write's expected version to what is there.
+func check(k store.Key, cur *indexed, expect int64) error {
+	switch {
+	case expect == 0 && cur != nil:
+		return fmt.Errorf("%s: %w (version %d, in %s)", k, store.ErrExists, cur.item.Version, cur.path)
+	case expect > 0 && cur == nil:
+		return fmt.Errorf("%s: %w", k, store.ErrNotFound)
+	case expect > 0 && cur.item.Version != expect:
+		return fmt.Errorf("%s: %w (version %d, not %d)", k, store.ErrConflict, cur.item.Version, expect)
+	}
+	return nil
+}
+
+// Put implements store.Store: the resource's own file (new resources), or its document in
+// the file that holds it, rewritten through a rename.
+func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (store.Item, error) {
+	for what, v := range map[string]string{"mesh": k.Mesh, "type": k.Type, "name": k.Name} {
+		if err := store.ValidKeyPart(what, v); err != nil {
+			return store.Item{}, err
+		}
+	}
+	if strings.HasPrefix(k.Mesh, ".") {
+		return store.Item{}, fmt.Errorf("mesh %q: %w: a mesh name does not start with '.'", k.Mesh, store.ErrInvalid)
+	}
+	// In a directory a resource's key is read from its document: refuse, before writing, a
+	// document that would be read back as another key.
+	if rs, err := mesh.Decode(k.String(), doc); err != nil || len(rs) != 1 {
+		return store.Item{}, fmt.Errorf("%s: %w: want one valid resource in the document: %v", k, store.ErrInvalid, err)
+	} else if got := (store.Key{Mesh: mesh.ResourceMesh(rs[0].GetMeta()), Type: rs[0].Kind(), Name: keyName(rs[0])}); got != k {
+		return store.Item{}, fmt.Errorf("%s: %w: the document is %s (a resource without a mesh is of mesh %q in a directory): use that key", k, store.ErrInvalid, got, "default")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	cur := s.index[k]
+	if err := check(k, cur, expect); err != nil {
+		return store.Item{}, err
+	}
+	if len(doc) == 0 || doc[len(doc)-1] != '\n' {
+		doc = append(append([]byte(nil), doc...), '\n')
+	}
+	var path string
+	var data []byte
+	if cur != nil {
+		path = cur.path
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return store.Item{}, fmt.Errorf("%s: read %s: %w", k, path, err)
+		}
+		parts := splitParts(path, old)
+		if parts.json && len(parts.docs) != 1 {
+			return store.Item{}, fmt.Errorf("%s: %w: it is in %s among other resources (a JSON array): edit that file", k, store.ErrInvalid, path)
+		}
+		parts.docs[cur.part] = string(doc)
+		data = parts.join()
+	} else {
+		path = s.newPath(k)
+		data = doc
+	}
+	if err := writeAtomic(path, data); err != nil {
+		return store.Item{}, fmt.Errorf("%s: %w", k, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return store.Item{}, fmt.Errorf("%s: %w", k, err)
+	}
+	s.indexFileLocked(path, data, fi)
+	got, ok := s.index[k]
+	if !ok {
+		return store.Item{}, fmt.Errorf("%s: written to %s, but the document there is not this resource (its mesh, kind or name differ from the URL's)", k, path)
+	}
+	now := time.Now()
+	got.item.Modified = now
+	if cur == nil {
+		got.item.Created = now
+	}
+	return got.item, nil
+}
+
+// newPath is where a new resource goes: <dir>/<mesh>/<kind>-<name>.yaml (another name when a
+// file is there already, holding something else).
+func (s *Store) newPath(k store.Key) string {
+	base := filepath.Join(s.dir, k.Mesh, strings.ToLower(k.Type)+"-"+safeName(k.Name))
+	path := base + ".yaml"
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return path
+		}
+		path = fmt.Sprintf("%s-%d.yaml", base, n)
+	}
+}
+
+// safeName keeps a name's letters, digits, '-', '_' and '.' for a file name (never leading '.').
+func safeName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 0 && b[0] == '.' {
+		b[0] = '_'
+	}
+	return string(b)
+}
+
+// Delete implements store.Store: the resource's file is removed, or its document taken out
+// of the file that holds others.
+func (s *Store) Delete(_ context.Context, k store.Key, expect int64) error {
+	if expect == 0 {
+		return fmt.Errorf("%s: delete needs a version or store.Any", k)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	cur := s.index[k]
+	if cur == nil {
+		return fmt.Errorf("%s: %w", k, store.ErrNotFound)
+	}
+	if err := check(k, cur, expect); err != nil {
+		return err
+	}
+	old, err := os.ReadFile(cur.path)
+	if err != nil {
+		return fmt.Errorf("%s: read %s: %w", k, cur.path, err)
+	}
+	parts := splitParts(cur.path, old)
+	if parts.json && len(parts.docs) != 1 {
+		return fmt.Errorf("%s: %w: it is in %s among other resources (a JSON array): edit that file", k, store.ErrInvalid, cur.path)
+	}
+	parts.remove(cur.part)
+	if parts.empty() {
+		if err := os.Remove(cur.path); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		s.refreshLocked()
+		return nil
+	}
+	data := parts.join()
+	if err := writeAtomic(cur.path, data); err != nil {
+		return fmt.Errorf("%s: %w", k, err)
+	}
+	fi, err := os.Stat(cur.path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", k, err)
+	}
+	s.indexFileLocked(cur.path, data, fi)
+	return nil
+}
+
+// Watch implements store.Store: the changes seen (by this process's writes, and by a rescan
+// of the directory every 200 ms) after revision from; a from older than the changes kept
+// gets Relist.
+func (s *Store) Watch(ctx context.Context, from int64) <-chan store.Event {
+	out := make(chan store.Event, 64)
+	go func() {
+		defer close(out)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			s.mu.Lock()
+			s.refreshLocked()
+			var todo []store.Event
+			relist := len(s.events) > 0 && from < s.events[0].Revision-1 && s.rev > from
+			if !relist {
+				i := sort.Search(len(s.events), func(i int) bool { return s.events[i].Revision > from })
+				todo = append(todo, s.events[i:]...)
+			}
+			changed := s.changed
+			s.mu.Unlock()
+			if relist {
+				select {
+				case out <- store.Event{Type: store.Relist, Revision: from}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			for _, e := range todo {
+				select {
+				case out <- e:
+					from = e.Revision
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-t.C:
+			}
+		}
+	}()
+	return out
+}
+
+// writeAtomic writes data to path through a temporary file in the same directory, synced,
+// then renamed over path.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".kuma-cp-*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// parts is a file split into its YAML documents, with the separator lines between them so
+// that it is written back unchanged but for the document replaced or removed.
+type parts struct {
+	json bool
+	head string   // before the first document's text: nothing, or a leading separator
+	docs []string // each document's text
+	seps []string // seps[i] follows docs[i] (len(docs)-1 of them)
+}
+
+func splitParts(path string, data []byte) parts {
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		return parts{json: true, docs: []string{string(data)}}
+	}
+	var p parts
+	var cur strings.Builder
+	lines := strings.SplitAfter(string(data), "\n")
+	first := true
+	for _, line := range lines {
+		trimmed := strings.TrimRight(line, " \t\r\n")
+		if trimmed == "---" || strings.HasPrefix(trimmed, "--- ") {
+			if first && strings.TrimSpace(cur.String()) == "" {
+				p.head = cur.String() + line
+				cur.Reset()
+				first = false
+				continue
+			}
+			p.docs = append(p.docs, cur.String())
+			p.seps = append(p.seps, line)
+			cur.Reset()
+			first = false
+			continue
+		}
+		cur.WriteString(line)
+	}
+	p.docs = append(p.docs, cur.String())
+	return p
+}
+
+func (p *parts) join() []byte {
+	var b strings.Builder
+	b.WriteString(p.head)
+	for i, d := range p.docs {
+		b.WriteString(d)
+		if i < len(p.seps) {
+			if d != "" && !strings.HasSuffix(d, "\n") {
+				b.WriteString("\n")
+			}
+			b.WriteString(p.seps[i])
+		}
+	}
+	return []byte(b.String())
+}
+
+func (p *parts) remove(i int) {
+	p.docs = append(p.docs[:i:i], p.docs[i+1:]...)
+	switch {
+	case len(p.seps) == 0:
+	case i < len(p.seps):
+		p.seps = append(p.seps[:i:i], p.seps[i+1:]...)
+	default:
+		p.seps = p.seps[:len(p.seps)-1]
+	}
+}
+
+func (p *parts) empty() bool {
+	for _, d := range p.docs {
+		if strings.TrimSpace(d) != "" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,107 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	cpstore "github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+func dataplaneDoc(name, version string) []byte {
+	return fmt.Appendf(nil, "type: Dataplane\nmesh: default\nname: %s\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 8080\n      tags:\n        kuma.io/service: web\n        version: %s\n", name, version)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The feed follows a real etcd: writes and deletes reach what agents are served, each
+// change decoded once; a compaction past what it follows makes it read everything again; the
+// watch lag returns to zero.
+func TestFeedFollowsTheStore(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	st := cpstore.NewEtcd(cl, "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := func(name string) cpstore.Key {
+		return cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name}
+	}
+	for i := range 3 {
+		if _, err := st.Put(ctx, key(fmt.Sprintf("dp-%d", i)), dataplaneDoc(fmt.Sprintf("dp-%d", i), "v0"), cpstore.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(st, cp, slog.New(slog.DiscardHandler))
+	ran := make(chan struct{})
+	go func() { defer close(ran); feed.Run(ctx) }()
+	served := func() map[string][]byte { return cp.Resources("default", mesh.KindDataplane) }
+	waitUntil(t, "the first read", func() bool { return feed.Synced() && len(served()) == 3 })
+
+	if _, err := st.Put(ctx, key("dp-1"), dataplaneDoc("dp-1", "v1"), cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, key("dp-2"), cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the change and the delete", func() bool {
+		s := served()
+		return len(s) == 2 && strings.Contains(string(s["dp-1"]), "version: v1")
+	})
+	waitUntil(t, "the watch lag back to zero", func() bool {
+		n, d := feed.Lag()
+		return n == 0 && d == 0 && feed.SeenRevision() == feed.Revision()
+	})
+	// Only the changed resource was decoded again: the others' cache entries are the same.
+	before := feed.docs.decodes.Load()
+	if _, err := st.Put(ctx, key("dp-0"), dataplaneDoc("dp-0", "v2"), cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "dp-0 changed", func() bool { return strings.Contains(string(served()["dp-0"]), "version: v2") })
+	if n := feed.docs.decodes.Load() - before; n != 1 {
+		t.Fatalf("one change decoded %d documents, want 1", n)
+	}
+
+	// A compaction past the revision followed, while the feed's watch is cut: it re-lists.
+	rev := feed.Revision()
+	cancel()
+	<-ran
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	if _, err := st.Put(ctx2, key("dp-3"), dataplaneDoc("dp-3", "v0"), cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	c.Compact(ctx2, cl)
+	go func() {
+		// follow from the old revision: the store says it was compacted; Run lists again.
+		feed.follow(ctx2, rev)
+		feed.Run(ctx2)
+	}()
+	waitUntil(t, "the re-list after the compaction", func() bool { return served()["dp-3"] != nil && feed.Revision() > rev })
+}
+
+func TestCompareKeysAsStrings(t *testing.T) {
+	keys := []cpstore.Key{{Mesh: "a", Type: "T", Name: "x"}, {Mesh: "a-b", Type: "T", Name: "x"}, {Mesh: "a", Type: "T", Name: "x-1"},
+		{Mesh: "a", Type: "TT", Name: "a"}, {Mesh: "ab", Type: "", Name: ""}, {Mesh: "a", Type: "T", Name: "x"}, {Mesh: "", Type: "a", Name: "b"}}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := compareKeys(a, b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("compareKeys(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}

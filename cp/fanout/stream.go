@@ -1,0 +1,168 @@
+package fanout
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/cplink"
+)
+
+// ads is the link's server side: incremental ADS (DeltaAggregatedResources) only.
+type ads struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+	cp *ControlPlane
+}
+
+// StreamAggregatedResources refuses state-of-the-world requests: the link is incremental only.
+func (a ads) StreamAggregatedResources(discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	return status.Error(codes.Unimplemented, "kuma-cp serves incremental xDS (DeltaAggregatedResources) only")
+}
+
+// DeltaAggregatedResources serves one agent: the first request names the node (its token's
+// dataplane and mesh); each kind subscribed (wildcard: every resource of the kind in the
+// node's mesh) is answered once with what the agent lacks given the versions it holds, then
+// with each change as it comes, one response in flight per kind (changes made while one
+// waits for its ACK go out together in the next).
+func (a ads) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	s := &stream{cp: a.cp, gs: gs, wake: make(chan struct{}, 1), kinds: map[string]*kindSub{}}
+	s.state.id, _ = gs.Context().Value(ctxKey{}).(token.Identity)
+	if p, ok := peer.FromContext(gs.Context()); ok {
+		s.state.peer = p.Addr.String()
+	}
+	id := a.cp.open(&s.state)
+	defer func() {
+		for _, k := range s.kinds {
+			k.t.unsubscribe(k)
+		}
+		a.cp.close(id)
+	}()
+
+	reqs := make(chan *discovery.DeltaDiscoveryRequest)
+	errc := make(chan error, 1)
+	ctx := gs.Context()
+	go func() {
+		for {
+			req, err := gs.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req := <-reqs:
+			if err := s.handle(req); err != nil {
+				return err
+			}
+		case <-s.wake:
+			for _, k := range s.kinds {
+				if k.inflight == "" {
+					if err := s.sendChanges(k); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+}
+
+// stream is one agent's stream: its subscriptions, one per kind.
+type stream struct {
+	cp    *ControlPlane
+	gs    discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
+	state streamState
+	wake  chan struct{}
+	kinds map[string]*kindSub // by type URL; the stream's goroutine only
+	nonce uint64
+}
+
+// wakeUp tells the stream that a table it follows changed; it never blocks.
+func (s *stream) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *stream) handle(req *discovery.DeltaDiscoveryRequest) error {
+	if err := s.cp.onRequest(&s.state, req); err != nil {
+		return err
+	}
+	typeURL := req.GetTypeUrl()
+	kind := cplink.KindOf(typeURL)
+	if kind == "" {
+		return status.Errorf(codes.InvalidArgument, "unknown type URL %q (want %s<Kind>)", typeURL, cplink.TypeURLPrefix)
+	}
+	for _, n := range req.GetResourceNamesSubscribe() {
+		if n != "*" {
+			return status.Errorf(codes.InvalidArgument, "%s: resource_names_subscribe %q: kuma-cp serves wildcard subscriptions only (every resource of the kind, none named)", typeURL, n)
+		}
+	}
+	if len(req.GetResourceNamesUnsubscribe()) > 0 {
+		return status.Errorf(codes.InvalidArgument, "%s: resource_names_unsubscribe %q: kuma-cp serves wildcard subscriptions only", typeURL, req.GetResourceNamesUnsubscribe())
+	}
+	k := s.kinds[typeURL]
+	if k == nil { // a new subscription: what the agent lacks, always answered
+		k = &kindSub{s: s, t: s.cp.tableFor(s.state.node.Mesh, kind)}
+		s.kinds[typeURL] = k
+		res, removed, _ := k.t.subscribe(k, req.GetInitialResourceVersions())
+		return s.send(k, res, removed)
+	}
+	if n := req.GetResponseNonce(); n != "" && n == k.inflight {
+		k.inflight = ""
+		return s.sendChanges(k)
+	}
+	return nil // a stale nonce, or a repeated subscription: nothing to answer
+}
+
+// sendChanges sends what changed in k's table since the stream was last brought up to it,
+// if anything did.
+func (s *stream) sendChanges(k *kindSub) error {
+	from := k.seq.Load()
+	if k.t.head() == from {
+		return nil
+	}
+	res, removed, to, ok := k.t.since(from)
+	if !ok {
+		return status.Errorf(codes.Unavailable, "%s: this stream fell too far behind the changes; reconnect and resume with the versions held", k.t.typeURL)
+	}
+	k.seq.Store(to)
+	if len(res) == 0 && len(removed) == 0 {
+		return nil // changed and changed back
+	}
+	return s.send(k, res, removed)
+}
+
+func (s *stream) send(k *kindSub, res []*discovery.Resource, removed []string) error {
+	s.nonce++
+	nonce := strconv.FormatUint(s.nonce, 10)
+	resp := &discovery.DeltaDiscoveryResponse{TypeUrl: k.t.typeURL, Nonce: nonce, SystemVersionInfo: fmt.Sprint(k.seq.Load()),
+		Resources: res, RemovedResources: removed}
+	if err := s.gs.Send(resp); err != nil {
+		return err
+	}
+	k.inflight = nonce
+	s.cp.pushes.Add(1)
+	return nil
+}

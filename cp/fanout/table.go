@@ -1,0 +1,203 @@
+package fanout
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/kumadp/kuma-dp/cplink"
+)
+
+// table is what one mesh's agents are served of one kind: each resource with the sequence
+// number of its last change, and a log of the changes in order. A stream holds the sequence
+// number it was brought up to; what it is sent next is read from the log after that number
+// (the changed names only), so one change costs the agents subscribed work in proportion to
+// what changed, never to the resources of the kind.
+type table struct {
+	typeURL string
+
+	mu      sync.RWMutex
+	seq     uint64            // the last change's sequence number
+	entries map[string]*entry // the resources served
+	gone    map[string]uint64 // removed names -> the removal's sequence number, while the log holds it
+	log     []change          // in sequence order; complete for every change after floor
+	floor   uint64
+	subs    map[*kindSub]struct{}
+}
+
+// entry is one resource as sent: built once per change, shared by every stream.
+type entry struct {
+	body []byte
+	seq  uint64
+	res  *discovery.Resource
+}
+
+type change struct {
+	seq  uint64
+	name string
+}
+
+func newTable(kind string) *table {
+	return &table{typeURL: cplink.TypeURL(kind), entries: map[string]*entry{}, gone: map[string]uint64{},
+		subs: map[*kindSub]struct{}{}}
+}
+
+// resourceVersion is a resource's version on the link: the SHA-256 (hex) of its envelope's
+// deterministic encoding, so equal content has an equal version on every replica and across
+// restarts (and the same as go-control-plane's caches computed, so agents resume across an
+// upgrade without a resend).
+func resourceVersion(env []byte) string {
+	sum := sha256.Sum256(env)
+	return hex.EncodeToString(sum[:])
+}
+
+func newEntry(typeURL, name string, body []byte, seq uint64) *entry {
+	env := cplink.Envelope(body)
+	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(env) // a BytesValue always marshals
+	return &entry{body: body, seq: seq, res: &discovery.Resource{Name: name, Version: resourceVersion(raw),
+		Resource: &anypb.Any{TypeUrl: typeURL, Value: raw}}}
+}
+
+// sync makes the table serve want, logging only what differs, and wakes the streams
+// subscribed when anything did.
+func (t *table) sync(want map[string][]byte) (updated, removed int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, body := range want {
+		if e, ok := t.entries[name]; ok && bytes.Equal(e.body, body) {
+			continue
+		}
+		t.seq++
+		t.entries[name] = newEntry(t.typeURL, name, body, t.seq)
+		delete(t.gone, name)
+		t.log = append(t.log, change{t.seq, name})
+		updated++
+	}
+	for name := range t.entries {
+		if _, ok := want[name]; !ok {
+			t.seq++
+			delete(t.entries, name)
+			t.gone[name] = t.seq
+			t.log = append(t.log, change{t.seq, name})
+			removed++
+		}
+	}
+	if updated+removed == 0 {
+		return 0, 0
+	}
+	t.compactLocked()
+	for k := range t.subs {
+		k.s.wakeUp()
+	}
+	return updated, removed
+}
+
+// compactLocked drops the log's changes that every stream has (and, when a stream stalls
+// far behind, more: that stream is then told to reconnect and resume with what it holds).
+func (t *table) compactLocked() {
+	live := len(t.entries)
+	if len(t.log) <= 2*live+1024 {
+		return
+	}
+	upTo := t.seq
+	for k := range t.subs {
+		upTo = min(upTo, k.seq.Load())
+	}
+	if len(t.log) > 8*live+65536 { // a stalled stream does not hold the log forever
+		upTo = max(upTo, t.log[len(t.log)/2].seq)
+	}
+	if upTo <= t.floor {
+		return
+	}
+	i := sort.Search(len(t.log), func(i int) bool { return t.log[i].seq > upTo })
+	for _, c := range t.log[:i] {
+		if g, ok := t.gone[c.name]; ok && g == c.seq {
+			delete(t.gone, c.name)
+		}
+	}
+	t.log = append([]change(nil), t.log[i:]...)
+	t.floor = upTo
+}
+
+// head is the table's last sequence number.
+func (t *table) head() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.seq
+}
+
+// since is what changed after sequence number from: the resources to send and the names
+// removed, and the sequence number they bring the stream to; ok is false when the log no
+// longer reaches back to from (the stream must resume afresh).
+func (t *table) since(from uint64) (res []*discovery.Resource, removed []string, to uint64, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if from < t.floor {
+		return nil, nil, t.seq, false
+	}
+	i := sort.Search(len(t.log), func(i int) bool { return t.log[i].seq > from })
+	for _, c := range t.log[i:] {
+		// Only a name's last change counts: its current entry or removal carries that change's number.
+		if e, ok := t.entries[c.name]; ok {
+			if e.seq == c.seq {
+				res = append(res, e.res)
+			}
+		} else if g, ok := t.gone[c.name]; ok && g == c.seq {
+			removed = append(removed, c.name)
+		}
+	}
+	return res, removed, t.seq, true
+}
+
+// subscribe adds s and returns what it lacks given the versions it holds (every resource
+// whose version differs, every name held that is gone) and the sequence number that brings
+// it to: a resumed stream is sent nothing unchanged.
+func (t *table) subscribe(k *kindSub, held map[string]string) (res []*discovery.Resource, removed []string, to uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.subs[k] = struct{}{}
+	for name, e := range t.entries {
+		if held[name] != e.res.Version {
+			res = append(res, e.res)
+		}
+	}
+	for name := range held {
+		if _, ok := t.entries[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	k.seq.Store(t.seq)
+	return res, removed, t.seq
+}
+
+func (t *table) unsubscribe(k *kindSub) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.subs, k)
+}
+
+// resources is the table's content, name -> envelope body (for tests and diagnostics).
+func (t *table) resources() map[string][]byte {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string][]byte, len(t.entries))
+	for n, e := range t.entries {
+		out[n] = e.body
+	}
+	return out
+}
+
+// kindSub is one stream's subscription to one kind.
+type kindSub struct {
+	s        *stream
+	t        *table
+	seq      atomic.Uint64 // what the stream was brought up to
+	inflight string        // the nonce of the response not yet ACKed or NACKed
+}

@@ -1,0 +1,259 @@
+package cplink
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// fakeCP is a delta ADS server on loopback (plain text) standing in for a control plane: it
+// answers each kind's first subscription with the resources it holds, sends what push
+// gives it, and records the ACKs and NACKs it gets.
+type fakeCP struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+	t testing.TB
+
+	mu     sync.Mutex
+	held   map[string][]*discovery.Resource // kind -> resources
+	nacks  []string                         // error details received
+	tokens []string                         // authorization headers seen
+	push   chan *discovery.DeltaDiscoveryResponse
+	nonce  int
+}
+
+func newFakeCP(t testing.TB, rs ...mesh.Resource) (*fakeCP, string) {
+	t.Helper()
+	cp := &fakeCP{t: t, held: map[string][]*discovery.Resource{}, push: make(chan *discovery.DeltaDiscoveryResponse, 4)}
+	for _, r := range rs {
+		cp.held[r.Kind()] = append(cp.held[r.Kind()], cp.resource(r, "1"))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	discovery.RegisterAggregatedDiscoveryServiceServer(srv, cp)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return cp, l.Addr().String()
+}
+
+func (cp *fakeCP) resource(r mesh.Resource, version string) *discovery.Resource {
+	body, err := EncodeResource(r)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	return cp.raw(r.GetMeta().Name, version, body)
+}
+
+func (cp *fakeCP) raw(name, version string, body []byte) *discovery.Resource {
+	a, err := anypb.New(Envelope(body))
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	return &discovery.Resource{Name: name, Version: version, Resource: a}
+}
+
+func (cp *fakeCP) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	if md, ok := metadata.FromIncomingContext(stream.Context()); ok {
+		cp.mu.Lock()
+		cp.tokens = append(cp.tokens, md.Get("authorization")...)
+		cp.mu.Unlock()
+	}
+	reqs := make(chan *discovery.DeltaDiscoveryRequest)
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			reqs <- req
+		}
+	}()
+	for {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				return nil
+			}
+			cp.mu.Lock()
+			if d := req.GetErrorDetail(); d != nil {
+				cp.nacks = append(cp.nacks, d.GetMessage())
+			}
+			var resp *discovery.DeltaDiscoveryResponse
+			if req.GetResponseNonce() == "" { // a subscription: everything of the kind
+				cp.nonce++
+				resp = &discovery.DeltaDiscoveryResponse{TypeUrl: req.GetTypeUrl(), Nonce: string(rune('a' + cp.nonce)),
+					Resources: cp.held[KindOf(req.GetTypeUrl())]}
+			}
+			cp.mu.Unlock()
+			if resp != nil {
+				if err := stream.Send(resp); err != nil {
+					return err
+				}
+			}
+		case resp := <-cp.push:
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (cp *fakeCP) nacked() []string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]string(nil), cp.nacks...)
+}
+
+func testDataplane(name, svc, addr string) *mesh.Dataplane {
+	return &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: name},
+		Networking: mesh.Networking{Address: addr, Inbound: []mesh.Inbound{{Port: 80, Tags: mesh.Tags{mesh.ServiceTag: svc}}}}}
+}
+
+func nextUpdate(t *testing.T, ch <-chan Update) Update {
+	t.Helper()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update in 10s")
+		return Update{}
+	}
+}
+
+// The link against a control plane: the first complete sync is the model, a later change
+// arrives on Run's channel, a resource that does not decode is NACKed naming it while the
+// last good model stays, the token is sent, and the model saved for a restart serves (stale)
+// when the control plane is gone.
+func TestClientSyncUpdateNack(t *testing.T) {
+	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"), testDataplane("backend-1", "backend", "10.0.0.2"))
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("secret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "model.gob")
+	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", TokenFile: token, ModelFile: model,
+		Backoff: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	u := c.Load(ctx)
+	if u.Err != nil || u.Snapshot == nil || u.Snapshot.Self.Name != "web-1" || len(u.Snapshot.Dataplanes) != 2 || u.Stale {
+		t.Fatalf("first sync: %+v", u)
+	}
+	out := make(chan Update, 4)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+
+	cp.push <- &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane), Nonce: "p1",
+		Resources: []*discovery.Resource{cp.resource(testDataplane("redis-1", "redis", "10.0.0.3"), "2")}}
+	if u := nextUpdate(t, out); u.Err != nil || len(u.Snapshot.Dataplanes) != 3 {
+		t.Fatalf("after an added dataplane: %+v", u)
+	}
+	cp.push <- &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane), Nonce: "p2",
+		Resources: []*discovery.Resource{cp.raw("broken-1", "3", []byte("type: Dataplane\nname: broken-1\nmesh: default\nnetworking: [1]\n"))}}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(cp.nacked()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := cp.nacked(); len(n) != 1 || !strings.Contains(n[0], "broken-1") {
+		t.Fatalf("NACKs %q, want one naming broken-1", n)
+	}
+	if c.Stats().Nacks.Load() != 1 || c.Stats().Sessions.Load() < 1 {
+		t.Errorf("stats: %d NACKs, %d sessions", c.Stats().Nacks.Load(), c.Stats().Sessions.Load())
+	}
+	cp.mu.Lock()
+	tokens := cp.tokens
+	cp.mu.Unlock()
+	if len(tokens) == 0 || tokens[0] != "Bearer secret-token" {
+		t.Errorf("authorization sent: %q", tokens)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// A restart with the control plane unreachable: the saved model, marked stale.
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(model); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	again, err := NewClient(ClientConfig{Address: "grpc://" + dead, Name: "web-1", ModelFile: model, StaleAfter: -1,
+		Backoff: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if u := again.Load(ctx2); u.Err != nil || !u.Stale || u.Snapshot == nil || len(u.Snapshot.Dataplanes) != 3 {
+		t.Fatalf("restart without the control plane: %+v", u)
+	}
+	cancel2()
+	_ = again.Run(ctx2, make(chan Update, 1)) // stops the link
+}
+
+// Bad configurations are refused before anything connects, naming the setting.
+func TestNewClientErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  ClientConfig
+		want string
+	}{
+		{ClientConfig{Address: "ftp://cp:5678", Name: "a"}, "scheme must be"},
+		{ClientConfig{Address: "grpc://cp", Name: "a"}, "want host:port"},
+		{ClientConfig{Address: "grpc://cp:1/x", Name: "a"}, "no path expected"},
+		{ClientConfig{Address: ""}, "empty"},
+		{ClientConfig{Address: "grpc://cp:1"}, "the dataplane's name is needed"},
+		{ClientConfig{Address: "grpcs://cp:1", Name: "a", CACertFile: "/nonexistent/ca.pem"}, "ca.pem"},
+	} {
+		if _, err := NewClient(tc.cfg, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// Cache files: written whole or not at all, by this build.
+func TestWriteCacheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.gob")
+	if err := WriteCacheFile(path, ".c-*", map[string]int{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() == 0 {
+		t.Fatalf("cache file: %v %v", fi, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".c-*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	if err := WriteCacheFile(filepath.Join(t.TempDir(), "no", "such", "dir"), ".c-*", 1); err == nil {
+		t.Error("a file in a missing directory was written")
+	}
+	if BuildID() == "" || BuildID() != BuildID() {
+		t.Errorf("build id %q", BuildID())
+	}
+}

@@ -1,0 +1,556 @@
+package dirsource
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// dirLoader loads the model as mesh.Load does (the dataplane file must hold exactly one
+// Dataplane; every *.yaml, *.yml and *.json under the directory, in lexical order), with two
+// differences that matter to a long-running agent:
+//
+//   - each file's decoded resources are kept, keyed by its size, modification time and
+//     inode, so a reload decodes only the files that changed (a policy edit in a mesh of
+//     10,000 dataplanes decodes one small file, not the inventory), and files are decoded
+//     in parallel;
+//   - entries whose name starts with ".." are skipped: a Kubernetes ConfigMap volume keeps
+//     its real files in "..<timestamp>/" and "..data/" and shows them through symlinks, so
+//     reading those directories too would load every resource twice.
+//
+// Decoding and validation are mesh's (mesh.LoadFile, mesh.NewSnapshot).
+type dirLoader struct {
+	mu    sync.Mutex
+	cache map[string]cachedFile
+	// dirty: files were decoded since the cache was last persisted.
+	dirty bool
+	// dpFile is the dataplane file, rendered with vars before it is decoded; it is never
+	// persisted (its variables may differ at the next start, e.g. a new pod IP).
+	dpFile string
+	vars   map[string]string
+	// decodes counts files decoded (not served from the cache), for tests.
+	decodes int
+	// readFile is os.ReadFile; tests make it fail.
+	readFile func(string) ([]byte, error)
+	// maxFile and maxTotal are the size limits of one file and of all (0: none).
+	maxFile, maxTotal int64
+	// ctx cancels a load in progress (setContext); nil is never cancelled.
+	ctx context.Context
+}
+
+// setContext makes the next loads stop early once ctx is cancelled.
+func (l *dirLoader) setContext(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ctx = ctx
+}
+
+// cancelled is the load's cancellation error, or nil.
+func (l *dirLoader) cancelled() error {
+	if l.ctx == nil {
+		return nil
+	}
+	if err := l.ctx.Err(); err != nil {
+		return fmt.Errorf("loading stopped: %w", err)
+	}
+	return nil
+}
+
+type fileStamp struct {
+	size, mtime int64
+	ino         uint64
+}
+
+type cachedFile struct {
+	stamp fileStamp
+	// sum is the SHA-256 of the bytes decoded: a file rewritten with the same content (a
+	// touch, a ConfigMap resync) keeps its decoded resources instead of a second copy of them.
+	sum [32]byte
+	res []mesh.Resource
+	err error
+	// readFailed: the file could not be read (permission denied, an I/O error). That says
+	// nothing of its content and may end without the stamp changing (chmod), so it is never
+	// cached: the next load reads the file again.
+	readFailed bool // (or its decoding was cancelled)
+}
+
+func newDirLoader() *dirLoader {
+	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile}
+}
+
+// forget makes the next load read and decode every file again (SIGHUP). The resources
+// decoded before stay, only for that decode to give back the objects of those that did
+// not change (see reuseUnchanged): a forced reload of an unchanged inventory leaves the
+// model holding the objects it held, not a second copy.
+func (l *dirLoader) forget() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p, c := range l.cache {
+		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
+		l.cache[p] = c
+	}
+}
+
+// Load reads the dataplane file and the directory.
+func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dpFile = dataplaneFile
+	var errs mesh.Errors
+	var paths []string
+	if policiesDir != "" {
+		var walkErrs mesh.Errors
+		paths, walkErrs = mesh.ResourceFiles(policiesDir)
+		errs = append(errs, walkErrs...)
+	}
+	all := append([]string{dataplaneFile}, paths...)
+	if err := l.checkTotal(all); err != nil {
+		return nil, err
+	}
+	results := l.decodeAll(all)
+	if err := l.cancelled(); err != nil {
+		return nil, err
+	}
+
+	self, selfErrs := mesh.SelfDataplane(dataplaneFile, results[0].res, results[0].err)
+	errs = append(selfErrs, errs...)
+	var resources []mesh.Resource
+	for _, r := range results[1:] {
+		resources = append(resources, r.res...)
+		errs = mesh.AppendErrors(errs, r.err)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return mesh.NewSnapshot(self, resources)
+}
+
+// checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
+func (l *dirLoader) checkTotal(paths []string) error {
+	if l.maxTotal <= 0 {
+		return nil
+	}
+	var total int64
+	for _, p := range paths {
+		if st, err := stampOf(p); err == nil {
+			total += st.size
+		}
+	}
+	if total > l.maxTotal {
+		return mesh.Errors{{Source: filepath.Dir(paths[len(paths)-1]), Msg: fmt.Sprintf(
+			"the model's %d files are %s in all, over the limit of %s (--max-total-size-mib): the last good model stays",
+			len(paths), mib(total), mib(l.maxTotal))}}
+	}
+	return nil
+}
+
+func mib(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// decodeAll returns each file's resources, decoding in parallel only those whose stamp
+// changed since the last load; files no longer present are forgotten.
+func (l *dirLoader) decodeAll(paths []string) []cachedFile {
+	out := make([]cachedFile, len(paths))
+	var todo []int
+	seen := make(map[string]bool, len(paths))
+	for i, p := range paths {
+		seen[p] = true
+		st, err := stampOf(p)
+		if err != nil {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
+			continue
+		}
+		if l.maxFile > 0 && st.size > l.maxFile {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
+				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
+				mib(st.size), mib(l.maxFile))}}}
+			continue
+		}
+		if c, ok := l.cache[p]; ok && c.stamp == st {
+			out[i] = c
+			continue
+		}
+		out[i].stamp = st
+		todo = append(todo, i)
+	}
+	l.decodeParallel(paths, todo, out)
+	l.dirty = l.dirty || len(todo) > 0
+	for _, i := range todo {
+		if out[i].readFailed {
+			delete(l.cache, paths[i])
+			continue
+		}
+		l.cache[paths[i]] = out[i]
+	}
+	for p := range l.cache {
+		if !seen[p] {
+			delete(l.cache, p)
+		}
+	}
+	return out
+}
+
+// decodeParallel decodes the files at indexes todo on every core. A large file is cut at
+// its document separators into pieces decoded side by side; the pieces' resources are
+// renumbered to their place in the file ("file#N"). When any piece has a problem, the whole
+// file is decoded again in one piece, so errors read exactly as mesh.LoadFile gives them.
+func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile) {
+	type job struct {
+		file, piece int
+		data        []byte
+	}
+	type result struct {
+		res []mesh.Resource
+		err error
+		// kept[i], when set, is the resource decoded before that res[i] equals but for
+		// its source (renumbered later); res[i] is then nil, so the fresh copy is garbage
+		// as soon as its piece is decoded, not after the whole file (see keptPiece).
+		kept []kept
+	}
+	cores := runtime.GOMAXPROCS(0)
+	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
+	// never delays answers: workers = cores - 1, at least one.
+	workers := max(cores-1, 1)
+	var jobs []job
+	data := make(map[int][]byte, len(todo))
+	results := make(map[int][]result, len(todo))
+	before := make(map[int]map[resourceKey]mesh.Resource) // the previous decode's resources, by file
+	for _, i := range todo {
+		b, err := l.readFile(paths[i])
+		if err != nil {
+			out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
+			out[i].readFailed = true
+			continue
+		}
+		if paths[i] == l.dpFile {
+			if b, err = cplink.RenderVars(b, l.vars); err != nil {
+				out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
+				continue
+			}
+		}
+		sum := sha256.Sum256(b)
+		if prev, ok := l.cache[paths[i]]; ok && prev.sum == sum && !prev.readFailed {
+			out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
+			continue // same content: the resources already decoded (and served) stay
+		}
+		out[i].sum = sum
+		l.decodes++
+		data[i] = b
+		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed && len(prev.res) > 0 {
+			before[i] = indexResources(prev.res)
+		}
+		pieces := splitPieces(b, max(2*cores, len(b)>>20))
+		results[i] = make([]result, len(pieces))
+		for k, piece := range pieces {
+			jobs = append(jobs, job{file: i, piece: k, data: piece})
+		}
+	}
+	next := make(chan job)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				if err := l.cancelled(); err != nil {
+					mu.Lock()
+					results[j.file][j.piece] = result{nil, err, nil}
+					mu.Unlock()
+					continue
+				}
+				res, err := mesh.Decode(paths[j.file], j.data)
+				var k []kept
+				if err == nil {
+					k = keptPiece(before[j.file], res)
+				}
+				mu.Lock()
+				results[j.file][j.piece] = result{res, err, k}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+
+	for i, rs := range results {
+		if len(rs) == 1 && rs[0].err != nil {
+			out[i].res, out[i].err = rs[0].res, rs[0].err
+			out[i].readFailed = l.cancelled() != nil && rs[0].res == nil // a cancelled decode is never cached
+			continue
+		}
+		failed := false
+		for _, r := range rs {
+			failed = failed || r.err != nil
+		}
+		if failed {
+			if err := l.cancelled(); err != nil {
+				out[i].err, out[i].readFailed = err, true // never cached
+				continue
+			}
+			out[i].res, out[i].err = mesh.Decode(paths[i], data[i])
+			continue
+		}
+		// Without problems every document numbered by mesh is one resource, so a piece's
+		// documents come after as many as the pieces before it returned.
+		offset := 0
+		var sources, scratch []byte
+		for _, r := range rs {
+			for x, res := range r.res {
+				if res == nil { // equal to the one decoded before, but for its number
+					k := r.kept[x]
+					scratch = appendRenumbered(scratch[:0], k.source, offset)
+					if string(scratch) != k.old.GetMeta().Source {
+						// Moved in the file: a copy of the old one with its new place
+						// (sharing its maps and strings, which nothing modifies).
+						k.old = withSource(k.old, renumber(k.source, offset, &sources))
+					}
+					r.res[x] = k.old
+					continue
+				}
+				if len(rs) > 1 {
+					m := res.GetMeta()
+					m.Source = renumber(m.Source, offset, &sources)
+				}
+			}
+			offset += len(r.res)
+			if len(rs) == 1 {
+				out[i].res = r.res
+				break
+			}
+			out[i].res = append(out[i].res, r.res...)
+		}
+	}
+	for i := range results {
+		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed {
+			reuseUnchanged(prev.res, out[i].res)
+		}
+	}
+}
+
+// reuseUnchanged replaces each resource of fresh (a file decoded again) that equals the
+// one of the same kind, mesh and name decoded from the file before (prev) by that one, and
+// gives a Dataplane that did change the tag maps of its unchanged inbounds. Editing one
+// dataplane of a large inventory file then leaves the model holding the objects it held:
+// no second copy of every other dataplane (the VIP allocator and the default names keep
+// references to the objects they saw, and compare the next model by pointer), and the
+// fresh copies are garbage at once.
+func reuseUnchanged(prev, fresh []mesh.Resource) {
+	if len(prev) == 0 || len(fresh) == 0 {
+		return
+	}
+	var byKey map[resourceKey]mesh.Resource
+	for i, r := range fresh {
+		k := keyOf(r)
+		var old mesh.Resource
+		if i < len(prev) && keyOf(prev[i]) == k {
+			old = prev[i] // most edits keep the order of the file
+		} else {
+			if byKey == nil {
+				byKey = make(map[resourceKey]mesh.Resource, len(prev))
+				for _, p := range prev {
+					byKey[keyOf(p)] = p
+				}
+			}
+			old = byKey[k]
+		}
+		if old == nil {
+			continue
+		}
+		if reflect.DeepEqual(old, r) {
+			fresh[i] = old
+			continue
+		}
+		a, aok := old.(*mesh.Dataplane)
+		b, bok := r.(*mesh.Dataplane)
+		if !aok || !bok {
+			continue
+		}
+		for j := range min(len(a.Networking.Inbound), len(b.Networking.Inbound)) {
+			if x, y := a.Networking.Inbound[j].Tags, b.Networking.Inbound[j].Tags; maps.Equal(x, y) {
+				b.Networking.Inbound[j].Tags = x
+			}
+		}
+	}
+}
+
+type resourceKey struct{ kind, mesh, name string }
+
+func keyOf(r mesh.Resource) resourceKey {
+	m := r.GetMeta()
+	return resourceKey{r.Kind(), m.Mesh, m.Name}
+}
+
+// kept is a resource decoded before that a fresh one equals but for its source.
+type kept struct {
+	old    mesh.Resource
+	source string // the fresh one's source, numbered within its piece
+}
+
+// indexResources indexes a file's resources by kind, mesh and name.
+func indexResources(rs []mesh.Resource) map[resourceKey]mesh.Resource {
+	m := make(map[resourceKey]mesh.Resource, len(rs))
+	for _, r := range rs {
+		m[keyOf(r)] = r
+	}
+	return m
+}
+
+// keptPiece finds, for each resource of a piece just decoded, the one of the previous
+// decode (prev, by key) it equals but for its source; those are set to nil in res and
+// returned in kept (nil when there is none), so a large file edited in one place never
+// holds a second copy of everything else while the rest of it decodes.
+func keptPiece(prev map[resourceKey]mesh.Resource, res []mesh.Resource) []kept {
+	if len(prev) == 0 {
+		return nil
+	}
+	var out []kept
+	for i, r := range res {
+		old, ok := prev[keyOf(r)]
+		if !ok {
+			continue
+		}
+		m := r.GetMeta()
+		src := m.Source
+		m.Source = old.GetMeta().Source
+		same := reflect.DeepEqual(old, r)
+		m.Source = src
+		if !same {
+			continue
+		}
+		if out == nil {
+			out = make([]kept, len(res))
+		}
+		out[i] = kept{old: old, source: src}
+		res[i] = nil
+	}
+	return out
+}
+
+// withSource returns a shallow copy of r with another source.
+func withSource(r mesh.Resource, source string) mesh.Resource {
+	var c mesh.Resource
+	switch v := r.(type) {
+	case *mesh.Dataplane:
+		x := *v
+		c = &x
+	case *mesh.VirtualOutbound:
+		x := *v
+		c = &x
+	case *mesh.TrafficRoute:
+		x := *v
+		c = &x
+	case *mesh.MeshExternalService:
+		x := *v
+		c = &x
+	case *mesh.HostnameGenerator:
+		x := *v
+		c = &x
+	default: // any other kind: copied through reflection
+		p := reflect.New(reflect.TypeOf(r).Elem())
+		p.Elem().Set(reflect.ValueOf(r).Elem())
+		c = p.Interface().(mesh.Resource)
+	}
+	c.GetMeta().Source = source
+	return c
+}
+
+// appendRenumbered appends "file#(n+offset)" for source "file#n" to b.
+func appendRenumbered(b []byte, source string, offset int) []byte {
+	at := strings.LastIndexByte(source, '#')
+	n, err := strconv.Atoi(source[at+1:])
+	if at < 0 || err != nil {
+		return append(b, source...)
+	}
+	return strconv.AppendInt(append(b, source[:at+1]...), int64(n+offset), 10)
+}
+
+// renumber turns "file#n" into "file#(n+offset)". The new string is appended to *block (a
+// new block of 32 KiB when full): a file's sources share a few blocks instead of costing an
+// object each (offset 0 copies the source there too). Bytes once handed out are never
+// written again.
+func renumber(source string, offset int, block *[]byte) string {
+	at := strings.LastIndexByte(source, '#')
+	if at < 0 {
+		return source
+	}
+	n, err := strconv.Atoi(source[at+1:])
+	if err != nil {
+		return source
+	}
+	if len(*block)+at+21 > cap(*block) {
+		*block = make([]byte, 0, max(32<<10, at+21))
+	}
+	start := len(*block)
+	*block = strconv.AppendInt(append(*block, source[:at+1]...), int64(n+offset), 10)
+	return unsafe.String(&(*block)[start], len(*block)-start)
+}
+
+// separator is mesh's YAML document separator line.
+var separator = regexp.MustCompile(`^---(\s+(#.*)?)?$`)
+
+// pieceSize is the smallest piece worth decoding on its own core.
+const pieceSize = 64 << 10
+
+// splitPieces cuts data into at most n pieces of roughly equal size, each ending just
+// before a document separator line, so that the pieces decode to the same documents as
+// the whole. Small or single-document data is one piece.
+func splitPieces(data []byte, n int) [][]byte {
+	if n < 2 || len(data) < 2*pieceSize {
+		return [][]byte{data}
+	}
+	target := max(len(data)/n, pieceSize)
+	var pieces [][]byte
+	start := 0
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += i
+		}
+		if i-start >= target && separator.Match(bytes.TrimRight(data[i:end], "\r")) {
+			pieces = append(pieces, data[start:i])
+			start = i
+		}
+		i = end + 1
+	}
+	return append(pieces, data[start:])
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path) // follows symlinks: a ConfigMap swap changes the target
+	if err != nil {
+		return fileStamp{}, err
+	}
+	st := fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = sys.Ino
+	}
+	return st, nil
+}
