@@ -84,6 +84,12 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingKept != nil || p.Networking.Inbound[0].InboundKept != nil {
 		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingKept)
 	}
+	if got := plain[0].(*Dataplane).KeptFields(); got != nil {
+		t.Fatalf("KeptFields of a plain dataplane: %v", got)
+	}
+	if got := dp.KeptFields(); len(got) != 5 {
+		t.Fatalf("KeptFields: %v, want metrics, probes, gateway, admin and serviceProbe", got)
+	}
 }
 
 // Decoded strings do not point into the file's text (which would keep it all alive), and
