@@ -83,3 +83,23 @@ func TestApplyUnchangedOnHandWrittenDirectory(t *testing.T) {
 		t.Fatalf("after the change:\n%s", b)
 	}
 }
+
+// get status shows the fields the control plane reports and no others, numbers as integers:
+// a directory store's (no replica, no leader; a revision of 16 digits) and an etcd replica's.
+func TestPrintStatus(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"dir":"/tmp/cp/resources","store":"dir","storeRevision":1795581925615651}`,
+			"store:         dir\ndir:           /tmp/cp/resources\nstoreRevision: 1795581925615651\n"},
+		{`{"replica":"cp-1","leader":"cp-2","isLeader":false,"storeRevision":5,"synced":true}`,
+			"replica:       cp-1\nleader:        cp-2\nisLeader:      false\nstoreRevision: 5\nsynced:        true\n"},
+		{`{"storeRevision":7,"zones":3}`, "storeRevision: 7\nzones:         3\n"},
+	} {
+		var b strings.Builder
+		if err := PrintStatus(&b, strings.NewReader(c.body)); err != nil || b.String() != c.want {
+			t.Errorf("%s:\n%s(%v), want\n%s", c.body, b.String(), err, c.want)
+		}
+	}
+	if err := PrintStatus(&strings.Builder{}, strings.NewReader("<html>")); err == nil || !strings.Contains(err.Error(), "GET /status") {
+		t.Errorf("a body that is not JSON: %v", err)
+	}
+}
