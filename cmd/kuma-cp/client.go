@@ -39,7 +39,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
-		if rc == exitOK {
+		if rc == exitOK && name != "describe" {
 			fmt.Fprint(stdout, clientExample)
 		}
 		return rc
