@@ -168,6 +168,10 @@ func sameDocument(source string, cur, doc []byte, r mesh.Resource) bool {
 	if bytes.Equal(norm(cur), want) {
 		return true
 	}
+	var text string
+	if json.Unmarshal(cur, &text) == nil {
+		cur = []byte(text) // a document that is YAML only (an unquoted {{ name }} template) is served as its text
+	}
 	rs, err := mesh.Decode(source, cur)
 	if err != nil || len(rs) != 1 || rs[0].Kind() != r.Kind() {
 		return false
