@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kumadp/kuma-dp/cp/dirstore"
 )
@@ -112,5 +114,20 @@ func TestPrintStatus(t *testing.T) {
 	}
 	if err := PrintStatus(&strings.Builder{}, strings.NewReader("<html>")); err == nil || !strings.Contains(err.Error(), "GET /status") {
 		t.Errorf("a body that is not JSON: %v", err)
+	}
+}
+
+// get -o yaml shows a document the store serves as its text (YAML only) as written, not as
+// one quoted, escaped string; other documents as YAML, separated by ---.
+func TestPrintYAMLOfTextDocument(t *testing.T) {
+	text := "kind: HostnameGenerator\nmetadata:\n  name: g\nspec:\n  template: {{ name }}.mesh\n"
+	quoted, _ := json.Marshal(text)
+	var b strings.Builder
+	rs := []Resource{{Spec: quoted}, {Spec: json.RawMessage(`{"name":"v","type":"VirtualOutbound"}`)}}
+	if err := Print(&b, "yaml", rs, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if want := text + "---\nname: v\ntype: VirtualOutbound\n"; b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

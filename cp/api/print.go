@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +27,12 @@ func Print(w io.Writer, format string, rs []Resource, now time.Time) error {
 		for i, r := range rs {
 			if i > 0 {
 				fmt.Fprintln(w, "---")
+			}
+			var text string
+			if json.Unmarshal(r.Spec, &text) == nil {
+				// a document that is YAML only, served as its text: shown as written
+				fmt.Fprint(w, strings.TrimSuffix(text, "\n")+"\n")
+				continue
 			}
 			b, err := yaml.JSONToYAML(r.Spec)
 			if err != nil {
