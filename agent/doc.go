@@ -1,7 +1,8 @@
 // Package agent composes kuma-dp's parts into the running dataplane agent and owns their
-// lifecycle: the model source (cplink), the VIP allocator (vipalloc), the resolver
-// (dnsserver) and, when present, the local xDS server and Envoy. It owns readiness, the
-// admin HTTP endpoint (/ready, /vips, /metrics, /config_dump), reloads and signals.
+// lifecycle: the model source (dirsource: files; cplink: a control plane), the VIP
+// allocator (vipalloc), the resolver (dnsserver) and, when present, the local xDS server
+// and Envoy. It owns readiness, the admin HTTP endpoint (/ready, /vips, /metrics,
+// /config_dump), reloads and signals, and agent.Config, the settings of kuma-dp run.
 //
 // It never parses resources, renders hostnames, answers DNS or builds Envoy resources
 // itself: each part does that, and the agent only hands one part's result to the next,

@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // RunWithSignals runs the agent until SIGTERM or SIGINT: the first starts the graceful
-// shutdown (drain), a second stops at once. SIGHUP forces a reload. ctx cancels like a
+// shutdown (drain), a second stops at once (not the repeats of one go run parent's death:
+// parentDeathEcho). SIGHUP forces a reload. ctx cancels like a
 // first signal.
 func (a *Agent) RunWithSignals(ctx context.Context) error {
 	sigs := make(chan os.Signal, 4)
@@ -20,6 +22,7 @@ func (a *Agent) RunWithSignals(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
 	stopping := false
+	var first time.Time
 	for {
 		select {
 		case err := <-done:
@@ -30,9 +33,11 @@ func (a *Agent) RunWithSignals(ctx context.Context) error {
 				a.log.Info("SIGHUP: reloading")
 				a.Reload()
 			case !stopping:
-				stopping = true
+				stopping, first = true, time.Now()
 				a.log.Info("signal received: graceful shutdown", "signal", s.String())
 				cancel()
+			case parentDeathEcho(s, time.Since(first)):
+				a.log.Debug("SIGTERM again from go run's exit: not a second signal")
 			default:
 				a.log.Warn("second signal: stopping now", "signal", s.String())
 				a.Abort()

@@ -1,14 +1,17 @@
 // Package dnsserver is kuma-dp's resolver: CoreDNS embedded as a library (core/dnsserver
-// with the bind, kumavip, cache and forward plugins, never coremain) answering the VIP
-// hostnames of a vipalloc.Table and forwarding every other name to the host's resolvers.
+// with the bind, kumavip, kumaroutes, cache and forward plugins, never coremain) answering
+// the VIP hostnames of a vipalloc.Table and the router shards' names (the zones the control
+// plane builds, answered by package authdns's engine: routezones.go) and forwarding every
+// other name to the host's resolvers.
 //
 // It owns: the generated Corefile (or a user template), the listening sockets (UDP and
 // TCP, bound by this package, not by Caddy), the kumavip plugin and its answers (A, AAAA,
 // PTR, search-domain CNAMEs, NODATA), a UDP fast path that answers VIP queries before
 // CoreDNS's per-query machinery, and the resolver's Prometheus metrics.
 //
-// It never reads anything but the Table handed to Swap: it does not allocate VIPs, watch
-// files or talk to a control plane, and it never answers NXDOMAIN for a name it owns.
+// It never reads anything but the Table handed to Swap and the zones handed to SwapZones:
+// it does not allocate VIPs, watch files or talk to a control plane, and it never answers
+// NXDOMAIN for a name it owns.
 //
 // The kumavip plugin follows CoreDNS's layout: setup.go (registration, the Corefile line),
 // kumavip.go (the handler), README.md (its syntax and examples).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +39,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
-		if rc == exitOK {
+		if rc == exitOK && name != "describe" {
 			fmt.Fprint(stdout, clientExample)
 		}
 		return rc
@@ -101,12 +100,8 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			return rc
 		}
 		if t == "status" {
-			var st map[string]any
-			if err := getStatus(ctx, c, &st); err != nil {
+			if err := getStatus(ctx, c, stdout); err != nil {
 				return fail(err)
-			}
-			for _, k := range []string{"replica", "leader", "isLeader", "storeRevision", "synced"} {
-				fmt.Fprintf(stdout, "%-14s %v\n", k+":", st[k])
 			}
 			return exitOK
 		}
@@ -153,7 +148,7 @@ func typeNames() []string {
 	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings"}
 }
 
-func getStatus(ctx context.Context, c *api.Client, out *map[string]any) error {
+func getStatus(ctx context.Context, c *api.Client, out io.Writer) error {
 	r, err := c.HTTP.Get(c.URL + "/status")
 	if err != nil {
 		return err
@@ -162,7 +157,7 @@ func getStatus(ctx context.Context, c *api.Client, out *map[string]any) error {
 	if r.StatusCode != 200 {
 		return fmt.Errorf("GET /status: %s", r.Status)
 	}
-	return jsonDecode(r.Body, out)
+	return api.PrintStatus(out, r.Body)
 }
 
 // applyPath applies a file, every resource file under a directory, or standard input.
@@ -209,5 +204,3 @@ func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer
 	}
 	return all, nil
 }
-
-func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

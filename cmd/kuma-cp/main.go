@@ -70,6 +70,31 @@ Example (two terminals; see docs/cplink.md):
     --dataplane-token-file /tmp/cp/web-1.token --dataplane-file testdata/mesh/dataplane.yaml --envoy=false
 `
 
+// commandExamples are the examples each command's --help ends with (apply, get and delete
+// share clientExample), each run as written by a test on the bundled files.
+var commandExamples = map[string]string{
+	"certs": `Example:
+  kuma-cp certs --out-dir /tmp/cp
+`,
+	"token": `Example (the token for the bundled dataplane, testdata/mesh/dataplane.yaml):
+  kuma-cp token --token-key-file /tmp/cp/token.key --name web-1 --mesh default > /tmp/cp/web-1.token
+`,
+	"serve": `Examples (a directory, TLS and tokens from kuma-cp certs; then the same on etcd, with the write API):
+  kuma-cp serve --resources-dir testdata/mesh/policies \
+    --tls-cert-file /tmp/cp/tls.crt --tls-key-file /tmp/cp/tls.key --token-key-file /tmp/cp/token.key
+  kuma-cp serve --store etcd --etcd-endpoints http://127.0.0.1:2379 --admin-token-file /tmp/cp/admin.token
+`,
+	"describe": `Examples (the control plane on etcd of kuma-cp get --help; a router shard and a route on it):
+  kuma-cp apply --wait -f testdata/routes/shard-a.yaml --admin-token-file /tmp/cp/admin.token
+  kuma-cp describe route web -n shop
+  kuma-cp describe router shard-a
+`,
+	"zones": `Example (the etcd of kuma-cp serve --store etcd, with testdata/routes/shard-a.yaml applied):
+  kuma-cp zones --etcd-endpoints http://127.0.0.1:2379
+  kuma-cp zones --etcd-endpoints http://127.0.0.1:2379 -o json
+`,
+}
+
 func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
@@ -112,6 +137,9 @@ func parseArgs(name string, fs *pflag.FlagSet, args []string, positional bool, s
 		return exitOK, false
 	case errors.Is(err, pflag.ErrHelp):
 		fmt.Fprintf(stdout, "Usage:\n  kuma-cp %s [flags]\n\nFlags:\n%s", name, fs.FlagUsages())
+		if ex := commandExamples[name]; ex != "" {
+			fmt.Fprint(stdout, "\n"+ex)
+		}
 		return exitOK, true
 	}
 	fmt.Fprintf(stderr, "kuma-cp %s: %v\nRun 'kuma-cp %s --help' for the flags.\n", name, err, name)

@@ -150,3 +150,44 @@ func TestHelpExamplesWork(t *testing.T) {
 	var r struct{ DNSUDP []string }
 	p.readyJSON(ready, &r) // ready: the token named the bundled dataplane, the link synced
 }
+
+// Every command's --help ends with an example of that command, and every kuma-cp line of
+// every help names only flags the command has, with values of the right type (the line is
+// parsed with --help appended: an unknown flag or a value of the wrong type exits 2 before
+// --help is seen). The examples are run on real processes by TestHelpExamplesWork,
+// TestClientHelpExamplesWork and TestRouteHelpExamplesWork.
+func TestEveryHelpHasWorkingExampleFlags(t *testing.T) {
+	cmds := []string{"serve", "apply", "get", "delete", "zones", "describe", "token", "certs"}
+	var root bytes.Buffer
+	dispatch([]string{"--help"}, &root, &root)
+	texts := map[string]string{"": root.String()}
+	for _, c := range cmds {
+		var out, errb bytes.Buffer
+		if rc := dispatch([]string{c, "--help"}, &out, &errb); rc != exitOK {
+			t.Fatalf("%s --help: exit %d: %s", c, rc, errb.String())
+		}
+		texts[c] = out.String()
+		i := strings.Index(out.String(), "Example")
+		own := false
+		if i >= 0 {
+			for _, args := range helpCommands(out.String()[i:], "kuma-cp") {
+				own = own || args[1] == c
+			}
+		}
+		if !own {
+			t.Errorf("kuma-cp %s --help has no example of %s:\n%s", c, c, out.String())
+		}
+	}
+	for name, text := range texts {
+		for _, args := range helpCommands(text, "kuma-cp") {
+			if i := slices.Index(args, ">"); i >= 0 {
+				args = args[:i]
+			}
+			args = slices.DeleteFunc(args, func(a string) bool { return a == "&" })
+			var out, errb bytes.Buffer
+			if rc := dispatch(append(args[1:], "--help"), &out, &errb); rc != exitOK {
+				t.Errorf("kuma-cp %s --help: the example %q: exit %d: %s", name, strings.Join(args, " "), rc, errb.String())
+			}
+		}
+	}
+}

@@ -5,8 +5,9 @@
 // replace (If-Match) and a stale one gets 409; a store without quorum gives 503; an admin
 // token guards writes.
 //
-// It owns the HTTP shape and the status codes; storing is package store's, validating
-// package mesh's.
+// It owns the HTTP shape and the status codes, and the client kuma-cp's apply, get, delete
+// and describe use (client.go; what they print: print.go, routeview.go); storing is package
+// store's (etcd) or package dirstore's (a directory), validating package mesh's.
 package api
 
 import (

@@ -135,7 +135,7 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 		var ae *Error
 		switch {
 		case err == nil:
-			if bytes.Equal(canonJSON(withoutZeroTimeJSON(withoutStatus(cur.Spec, r))), canonJSON(withoutZeroTimeJSON(withoutStatus(asJSON(doc), r)))) {
+			if sameDocument(source, cur.Spec, doc, r) {
 				a.Result = "unchanged"
 				break
 			}
@@ -154,6 +154,33 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// sameDocument says whether the stored document cur holds what the applied document doc
+// (canonical, of the resource r) says. What the store holds may be written by hand (a
+// directory store serves its files as written: the Kubernetes form, a tag value written as a
+// number, a field the canonical form leaves out), so a document that differs as text is
+// decoded and compared in canonical form too: applying the files a directory holds leaves
+// them as they are.
+func sameDocument(source string, cur, doc []byte, r mesh.Resource) bool {
+	norm := func(j []byte) []byte { return canonJSON(withoutZeroTimeJSON(withoutStatus(j, r))) }
+	want := norm(asJSON(doc))
+	if bytes.Equal(norm(cur), want) {
+		return true
+	}
+	var text string
+	if json.Unmarshal(cur, &text) == nil {
+		cur = []byte(text) // a document that is YAML only (an unquoted {{ name }} template) is served as its text
+	}
+	rs, err := mesh.Decode(source, cur)
+	if err != nil || len(rs) != 1 || rs[0].Kind() != r.Kind() {
+		return false
+	}
+	stored, err := cplink.EncodeResource(rs[0])
+	if err != nil {
+		return false
+	}
+	return bytes.Equal(norm(asJSON(withoutZeroTime(stored))), want)
 }
 
 func asError(err error, target **Error) bool {

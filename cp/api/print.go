@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,6 +28,12 @@ func Print(w io.Writer, format string, rs []Resource, now time.Time) error {
 			if i > 0 {
 				fmt.Fprintln(w, "---")
 			}
+			var text string
+			if json.Unmarshal(r.Spec, &text) == nil {
+				// a document that is YAML only, served as its text: shown as written
+				fmt.Fprint(w, strings.TrimSuffix(text, "\n")+"\n")
+				continue
+			}
 			b, err := yaml.JSONToYAML(r.Spec)
 			if err != nil {
 				return err
@@ -41,4 +50,34 @@ func Print(w io.Writer, format string, rs []Resource, now time.Time) error {
 		return tw.Flush()
 	}
 	return fmt.Errorf("-o %q: want table, yaml or json", format)
+}
+
+// statusKeys are GET /status's fields in the order PrintStatus shows them: the store, then
+// (etcd) the replica and its leader, then how far it has read.
+var statusKeys = []string{"store", "dir", "replica", "leader", "isLeader", "storeRevision", "synced"}
+
+// PrintStatus writes GET /status's body (JSON) as "key: value" lines: the fields this
+// control plane reports, and only those (a directory store has no replica or leader), with
+// numbers as written (a revision is an integer, never 1.8e+15).
+func PrintStatus(w io.Writer, body io.Reader) error {
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	var st map[string]any
+	if err := dec.Decode(&st); err != nil {
+		return fmt.Errorf("GET /status: %w", err)
+	}
+	keys := slices.Clone(statusKeys)
+	var rest []string
+	for k := range st {
+		if !slices.Contains(statusKeys, k) {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range append(keys, rest...) {
+		if v, ok := st[k]; ok {
+			fmt.Fprintf(w, "%-14s %v\n", k+":", v)
+		}
+	}
+	return nil
 }
