@@ -2,7 +2,7 @@ GO ?= go
 BIN := bin/kuma-dp
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build test test-deps vet fmt bench bench-system bench-dns run
+.PHONY: build test test-deps vet fmt bench bench-system bench-dns bench-memory run
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
@@ -36,6 +36,11 @@ bench-system:
 
 run: build
 	$(BIN) run --dataplane-file testdata/mesh/dataplane.yaml --policies-dir testdata/mesh/policies
+
+# Resident memory of kuma-dp beside CoreDNS hosts, a bare miekg/dns server, nsd and dnsmasq
+# (when installed) serving the same names, in one run.
+bench-memory:
+	bench/memory.sh
 
 # dnsperf against our resolver, CoreDNS hosts and a bare miekg/dns server, in one run.
 bench-dns:
