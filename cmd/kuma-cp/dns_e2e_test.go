@@ -80,24 +80,13 @@ func TestE2EShardDNSFromTheStore(t *testing.T) {
 	var r struct{ DNS, Address string }
 	p.readyJSON(ready, &r)
 	ask := func(name string, qtype uint16) *dns.Msg {
-		m := new(dns.Msg)
-		m.SetQuestion(dns.Fqdn(name), qtype)
-		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, r.DNS)
+		resp, err := query(r.DNS, name, qtype, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp
 	}
-	addrs := func(m *dns.Msg) []string {
-		var out []string
-		for _, rr := range m.Answer {
-			if a, ok := rr.(*dns.A); ok {
-				out = append(out, a.A.String())
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
+	addrs := answerAddrs
 	waitFor(t, "the shard's zone", 10*time.Second, func() bool {
 		return slices.Equal(addrs(ask("web-acme.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1"})
 	})
@@ -187,10 +176,7 @@ func TestE2EAgentAnswersRouteNamesAsTheControlPlane(t *testing.T) {
 	p.readyJSON(ready, &r)
 	client := startAgent(t, e, r.Address, true, "--name", "client-1")
 	ask := func(server, name string, qtype uint16) *dns.Msg {
-		m := new(dns.Msg)
-		m.SetQuestion(dns.Fqdn(name), qtype)
-		m.SetEdns0(1232, false)
-		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, server)
+		resp, err := query(server, name, qtype, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,16 +199,7 @@ func TestE2EAgentAnswersRouteNamesAsTheControlPlane(t *testing.T) {
 		}
 		return true
 	}
-	addrsOf := func(m *dns.Msg) []string {
-		var out []string
-		for _, rr := range m.Answer {
-			if a, ok := rr.(*dns.A); ok {
-				out = append(out, a.A.String())
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
+	addrsOf := answerAddrs
 	// client-1's own agent is connected, but it is no gateway: no replica is ready, and both
 	// are answered (fail static), by the control plane and the agent alike.
 	waitFor(t, "the agent answering as the control plane", 10*time.Second, func() bool {
@@ -334,14 +311,28 @@ func (sb *shardBench) agent(b *testing.B, name string) *agent {
 
 // addrs asks server for name's A records, sorted (nil on no answer).
 func benchAddrs(server, name string) []string {
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
-	resp, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, server)
+	resp, err := query(server, name, dns.TypeA, false)
 	if err != nil {
 		return nil
 	}
+	return answerAddrs(resp)
+}
+
+// query asks server one question over UDP, with EDNS (1232 bytes) when edns is set.
+func query(server, name string, qtype uint16, edns bool) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	if edns {
+		m.SetEdns0(1232, false)
+	}
+	resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, server)
+	return resp, err
+}
+
+// answerAddrs are the A addresses in m's answer, sorted.
+func answerAddrs(m *dns.Msg) []string {
 	var out []string
-	for _, rr := range resp.Answer {
+	for _, rr := range m.Answer {
 		if a, ok := rr.(*dns.A); ok {
 			out = append(out, a.A.String())
 		}
@@ -666,9 +657,7 @@ func TestE2ERouterShardsDone(t *testing.T) {
 	agents["gw-1a"] = startAgent(t, e, r.Address, true, "--name", "gw-1a", "--envoy=true", "--binary-path", fakeEnvoyBin(t))
 
 	ask := func(server, name string, qtype uint16) *dns.Msg {
-		m := new(dns.Msg)
-		m.SetQuestion(dns.Fqdn(name), qtype)
-		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, server)
+		resp, err := query(server, name, qtype, false)
 		if err != nil {
 			return new(dns.Msg)
 		}
