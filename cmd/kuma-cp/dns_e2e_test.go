@@ -591,24 +591,6 @@ func startNSDSecondary(t *testing.T, port int, primary, zone string) string {
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
-// freeDNSPort is a port free for both UDP and TCP on 127.0.0.1 (nsd cannot take port 0).
-func freeDNSPort(t *testing.T) int {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			pc.Close()
-			return port
-		}
-	}
-	t.Fatal("no port free for UDP and TCP")
-	return 0
-}
-
 // The router shards, done: 2 routers x 2 replicas on etcd, a system and a user route
 // scheduled by the leader. `dig @kuma-cp` gives each shard's set in rotating order, the user
 // CNAME chased to its shard, NODATA and NXDOMAIN with the SOA; a router replica's Envoy lists
@@ -640,7 +622,7 @@ func TestE2ERouterShardsDone(t *testing.T) {
 	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
 		t.Fatal(err)
 	}
-	nsdPort := freeDNSPort(t)
+	nsdPort := testutil.FreeDNSPort(t)
 	cpBin, _ := binaries(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // TestZonesPassNamedCheckzone writes every zone as a master file and has BIND's
@@ -39,24 +41,6 @@ func TestZonesPassNamedCheckzone(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			pc.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port for UDP and TCP")
-	return 0
-}
-
 // TestNSDSecondary runs a real nsd as a secondary of this server (hidden primary): it
 // transfers the zone, and after a change and a NOTIFY it answers the new data.
 func TestNSDSecondary(t *testing.T) {
@@ -72,7 +56,7 @@ func TestNSDSecondary(t *testing.T) {
 	serials := NewSerials()
 	cat, _ := Build(in, serials)
 
-	nsdPort := freePort(t)
+	nsdPort := testutil.FreeDNSPort(t)
 	s := startServer(t, Config{
 		TSIG:          map[string]string{testKey: testSecret},
 		Secondaries:   []string{fmt.Sprintf("127.0.0.1:%d", nsdPort)},
