@@ -39,15 +39,55 @@ type Allocator struct {
 	entrySlab []*Entry
 }
 
-// hostState is one hostname: the candidates proposing it, its VIP and the entries it has now.
+// hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
+// (see entries and avail). It fits in 64 bytes: most hostnames have one entry, held in one.
 type hostState struct {
 	host    string
 	cands   []*candidate
-	entries []*Entry // sorted by key
-	avail   *Entry
+	one     [1]*Entry // the entry of a hostname with exactly one
+	many    *[]*Entry // the entries (sorted by key) of a hostname with several
 	vip     uint32
 	hasVIP  bool
 	touched bool
+}
+
+// entries returns the hostname's entries, sorted by key.
+func (hs *hostState) entries() []*Entry {
+	switch {
+	case hs.many != nil:
+		return *hs.many
+	case hs.one[0] != nil:
+		return hs.one[:]
+	}
+	return nil
+}
+
+// setEntries replaces the hostname's entries (sorted by key).
+func (hs *hostState) setEntries(es []*Entry) {
+	hs.one[0], hs.many = nil, nil
+	switch len(es) {
+	case 0:
+	case 1:
+		hs.one[0] = es[0]
+	default:
+		hs.many = &es
+	}
+}
+
+// avail returns the hostname's available entry (at most one of its entries is), or nil.
+func (hs *hostState) avail() *Entry {
+	if hs.many == nil {
+		if e := hs.one[0]; e != nil && e.Status == Available {
+			return e
+		}
+		return nil
+	}
+	for _, e := range *hs.many {
+		if e.Status == Available {
+			return e
+		}
+	}
+	return nil
 }
 
 // New validates cfg and reads the state file (a corrupt one is logged and ignored).

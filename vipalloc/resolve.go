@@ -64,17 +64,17 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		st := settler{slab: a.entrySlab}
 		for i, hs := range touched {
 			oldAvail := a.settle(&st, hs)
-			repl[i] = hs.entries
+			repl[i] = hs.entries()
 			if full {
 				continue
 			}
-			names[hs.host] = hs.avail
+			names[hs.host] = hs.avail()
 			if e := oldAvail; e != nil && e.IPv4.Is4() {
 				if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService != "" {
 					addrT[v4u(e.IPv4)] = addrKey(e)
 				}
 			}
-			if e := hs.avail; e != nil && e.IPv4.Is4() {
+			if e := hs.avail(); e != nil && e.IPv4.Is4() {
 				addrT[v4u(e.IPv4)] = addrKey(e)
 			}
 		}
@@ -248,17 +248,19 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 		var best *Entry
 		for _, c := range a.mes.byMES[name] {
 			hs := a.host(c.Hostname)
-			if c.Hostname == "" || hs == nil || hs.avail == nil || hs.avail.MeshExternalService != name {
+			if c.Hostname == "" || hs == nil {
 				continue
 			}
-			if best == nil || hs.avail.Hostname < best.Hostname {
-				best = hs.avail
+			if e := hs.avail(); e != nil && e.MeshExternalService == name && (best == nil || e.Hostname < best.Hostname) {
+				best = e
 			}
 		}
 		return best
 	}
-	if hs := a.host(key); hs != nil && hs.avail != nil && v4u(hs.avail.IPv4) == v {
-		return hs.avail
+	if hs := a.host(key); hs != nil {
+		if e := hs.avail(); e != nil && v4u(e.IPv4) == v {
+			return e
+		}
 	}
 	return nil
 }
@@ -292,7 +294,7 @@ func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
 	if hs == nil {
 		return NotAvailable, "no entry"
 	}
-	for _, e := range hs.entries {
+	for _, e := range hs.entries() {
 		if e.Key == c.Key {
 			return e.Status, e.Reason
 		}

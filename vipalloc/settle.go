@@ -32,17 +32,18 @@ func (st *settler) sub(e *Entry) {
 
 // settle replaces the entries of hs and returns its previous available entry.
 func (a *Allocator) settle(st *settler, hs *hostState) *Entry {
-	for _, e := range hs.entries {
+	for _, e := range hs.entries() {
 		st.sub(e)
 	}
-	oldAvail := hs.avail
-	hs.entries, hs.avail = nil, nil
+	oldAvail := hs.avail()
+	hs.setEntries(nil)
 	if len(hs.cands) > 0 {
-		hs.entries, hs.avail = a.entriesFor(hs, &st.slab)
+		es, _ := a.entriesFor(hs, &st.slab)
+		hs.setEntries(es)
 	} else {
 		st.empty = append(st.empty, hs)
 	}
-	for _, e := range hs.entries {
+	for _, e := range hs.entries() {
 		st.add(e)
 	}
 	return oldAvail
@@ -65,7 +66,7 @@ func (a *Allocator) settleParallel(touched []*hostState, repl [][]*Entry) {
 	run := func(st *settler, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a.settle(st, touched[i])
-			repl[i] = touched[i].entries
+			repl[i] = touched[i].entries()
 		}
 	}
 	go func() {
