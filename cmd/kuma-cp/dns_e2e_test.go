@@ -54,31 +54,19 @@ status:
 // holds its gateway dataplanes' addresses, a user route's name is one CNAME chased to them, a
 // new gateway joins the answer after a write, and names outside are refused.
 func TestE2EShardDNSFromTheStore(t *testing.T) {
-	c := etcdtest.Start(t, 3)
-	e := newCPEnv(t)
-	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	env := newShardEnv(t, 3)
+	c, e := env.c, env.e
+	st := env.st
 	ctx := context.Background()
 	for _, d := range []struct{ typ, name, doc string }{
 		{"Router", "shard1", shardRouter},
 		{"Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1")},
 		{"Route", "shop", userRoute},
 	} {
-		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: d.typ, Name: d.name}, []byte(d.doc), 0); err != nil {
-			t.Fatal(err)
-		}
+		env.put(t, d.typ, d.name, d.doc)
 	}
-	tok := e.path("admin.token")
-	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
-		t.Fatal(err)
-	}
-	cpBin, _ := binaries(t)
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
-		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
-		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
 	var r struct{ DNS, Address string }
-	p.readyJSON(ready, &r)
+	r.DNS, r.Address = env.startCP(t, "--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test")
 	ask := func(name string, qtype uint16) *dns.Msg {
 		resp, err := query(r.DNS, name, qtype, false)
 		if err != nil {
@@ -147,33 +135,18 @@ const clientDP = "type: Dataplane\nmesh: default\nname: client-1\nnetworking:\n 
 // An agent's resolver answers the shards' names and the users' CNAMEs as `dig @kuma-cp`
 // does (the zones reach it over the link, readiness included), and follows a change.
 func TestE2EAgentAnswersRouteNamesAsTheControlPlane(t *testing.T) {
-	c := etcdtest.Start(t, 3)
-	e := newCPEnv(t)
-	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	env := newShardEnv(t, 3)
+	e := env.e
+	st := env.st
 	ctx := context.Background()
-	put := func(typ, name, doc string) {
-		t.Helper()
-		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(typ, name, doc string) { t.Helper(); env.put(t, typ, name, doc) }
 	put("Router", "shard1", shardRouter)
 	put("Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1"))
 	put("Dataplane", "gw-2", gatewayDP("gw-2", "10.1.0.2"))
 	put("Dataplane", "client-1", clientDP)
 	put("Route", "shop", userRoute)
-	tok := e.path("admin.token")
-	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
-		t.Fatal(err)
-	}
-	cpBin, _ := binaries(t)
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
-		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
-		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
 	var r struct{ DNS, Address string }
-	p.readyJSON(ready, &r)
+	r.DNS, r.Address = env.startCP(t, "--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test")
 	client := startAgent(t, e, r.Address, true, "--name", "client-1")
 	ask := func(server, name string, qtype uint16) *dns.Msg {
 		resp, err := query(server, name, qtype, true)
@@ -263,32 +236,19 @@ type shardBench struct {
 }
 
 func startShardBench(b *testing.B) *shardBench {
-	c := etcdtest.Start(b, 1)
-	e := newCPEnv(b)
-	sb := &shardBench{st: cpstore.NewEtcd(c.Client(), "/kuma"), e: e}
-	ctx := context.Background()
+	env := newShardEnv(b, 1)
+	e := env.e
+	sb := &shardBench{st: env.st, e: e}
 	for _, d := range []struct{ typ, name, doc string }{
 		{"Router", "shard1", shardRouter},
 		{"Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1")},
 		{"Dataplane", "gw-2", gatewayDP("gw-2", "10.1.0.2")},
 		{"Dataplane", "client-1", clientDP},
 	} {
-		if _, err := sb.st.Put(ctx, cpstore.Key{Mesh: "default", Type: d.typ, Name: d.name}, []byte(d.doc), 0); err != nil {
-			b.Fatal(err)
-		}
+		env.put(b, d.typ, d.name, d.doc)
 	}
-	tok := e.path("admin.token")
-	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
-		b.Fatal(err)
-	}
-	cpBin, _ := binaries(b)
-	ready := filepath.Join(b.TempDir(), "ready.json")
-	p := startProc(b, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
-		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test",
-		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
 	var r struct{ DNS, Address string }
-	p.readyJSON(ready, &r)
+	r.DNS, r.Address = env.startCP(b, "--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test")
 	sb.cpDNS, sb.cpLnk = r.DNS, r.Address
 	sb.agentDNS = sb.agent(b, "client-1").dns
 	return sb
@@ -502,16 +462,11 @@ func routerRoutes(t *testing.T, admin string) (listeners, routes []string) {
 // router listener on its gateway port with exactly the admitted routes; a route deleted from
 // the store leaves it.
 func TestE2ERouterReplicaEnvoyConfig(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	e := newCPEnv(t)
-	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	env := newShardEnv(t, 1)
+	e := env.e
+	st := env.st
 	ctx := context.Background()
-	put := func(typ, name, doc string) {
-		t.Helper()
-		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(typ, name, doc string) { t.Helper(); env.put(t, typ, name, doc) }
 	route := func(name, ns, host, dnsType, svc string) string {
 		return fmt.Sprintf("type: Route\nmesh: default\nname: %s\nnamespace: %s\nhost: %s\ndnsType: %s\nto: {service: %s, port: 8080}\n", name, ns, host, dnsType, svc)
 	}
@@ -520,17 +475,8 @@ func TestE2ERouterReplicaEnvoyConfig(t *testing.T) {
 	put("Dataplane", "web-1", "type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.2.0.1\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: web\n")
 	put("Route", "shop.acme", route("shop", "acme", "www.acme.test", "user", "web"))
 	put("Route", "www.acme", route("www", "acme", "www", "system", "web"))
-	tok := e.path("admin.token")
-	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
-		t.Fatal(err)
-	}
-	cpBin, _ := binaries(t)
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
-		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
-	var r struct{ Address string }
-	p.readyJSON(ready, &r)
+	var r struct{ DNS, Address string }
+	r.DNS, r.Address = env.startCP(t)
 	// the newer claim on www.acme.test, from another namespace, to another service:
 	// HostAlreadyClaimed (were it admitted, it would take the name: it sorts first)
 	time.Sleep(50 * time.Millisecond)
@@ -597,16 +543,9 @@ func startNSDSecondary(t *testing.T, port int, primary, zone string) string {
 // exactly its router's admitted routes; a replica stopped leaves the set, and nsd, a
 // secondary of kuma-cp, answers the same set with the same serial after the change.
 func TestE2ERouterShardsDone(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	e := newCPEnv(t)
-	st := cpstore.NewEtcd(c.Client(), "/kuma")
-	ctx := context.Background()
-	put := func(typ, name, doc string) {
-		t.Helper()
-		if _, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env := newShardEnv(t, 1)
+	e := env.e
+	put := func(typ, name, doc string) { t.Helper(); env.put(t, typ, name, doc) }
 	gw := func(name, ip, svc string) string {
 		return "type: Dataplane\nmesh: default\nname: " + name + "\nnetworking:\n  address: " + ip + "\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: " + svc + "\n"
 	}
@@ -618,20 +557,9 @@ func TestE2ERouterShardsDone(t *testing.T) {
 	put("Dataplane", "web-1", gw("web-1", "10.9.0.1", "web"))
 	put("Route", "www.acme", "type: Route\nmesh: default\nname: www\nnamespace: acme\nhost: www\nlabels: {shard: \"1\"}\nto: {service: web, port: 8080}\n")
 	put("Route", "shop.acme", "type: Route\nmesh: default\nname: shop\nnamespace: acme\nhost: shop.acme.test\ndnsType: user\nlabels: {shard: \"2\"}\nto: {service: web, port: 8080}\n")
-	tok := e.path("admin.token")
-	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
-		t.Fatal(err)
-	}
 	nsdPort := testutil.FreeDNSPort(t)
-	cpBin, _ := binaries(t)
-	ready := filepath.Join(t.TempDir(), "ready.json")
-	p := startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
-		"--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test", "--dns-transfer-from", "127.0.0.1/32",
-		"--dns-secondary", fmt.Sprintf("127.0.0.1:%d", nsdPort),
-		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--ready-file", ready)
 	var r struct{ DNS, Address string }
-	p.readyJSON(ready, &r)
+	r.DNS, r.Address = env.startCP(t, "--dns-address", "127.0.0.1:0", "--dns-user-zone", "acme.test", "--dns-transfer-from", "127.0.0.1/32", "--dns-secondary", fmt.Sprintf("127.0.0.1:%d", nsdPort))
 	agents := map[string]*agent{}
 	for _, n := range []string{"gw-1b", "gw-2a", "gw-2b"} {
 		agents[n] = startAgent(t, e, r.Address, true, "--name", n)
@@ -707,4 +635,44 @@ func TestE2ERouterShardsDone(t *testing.T) {
 			return serialOf(nsd) == after && slices.Equal(benchAddrs(nsd, "acme-www.shard1.apps.test"), []string{"10.1.0.1"})
 		})
 	}
+}
+
+// shardEnv is a real etcd for the router shard tests and the kuma-cp serving it.
+type shardEnv struct {
+	c  *etcdtest.Cluster
+	e  *cpEnv
+	st *cpstore.Etcd
+}
+
+func newShardEnv(tb testing.TB, members int) *shardEnv {
+	c := etcdtest.Start(tb, members)
+	return &shardEnv{c: c, e: newCPEnv(tb), st: cpstore.NewEtcd(c.Client(), "/kuma")}
+}
+
+// put stores doc as the resource typ/name of mesh default.
+func (s *shardEnv) put(tb testing.TB, typ, name, doc string) {
+	tb.Helper()
+	if _, err := s.st.Put(context.Background(), cpstore.Key{Mesh: "default", Type: typ, Name: name}, []byte(doc), 0); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// startCP starts kuma-cp on the store (TLS, an admin token, every listener on a free port)
+// with extra flags, and returns what its ready file reports: its DNS address (with
+// --dns-address among the flags) and its agents' link address.
+func (s *shardEnv) startCP(tb testing.TB, extra ...string) (dnsAddr, linkAddr string) {
+	tb.Helper()
+	tok := s.e.path("admin.token")
+	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
+		tb.Fatal(err)
+	}
+	cpBin, _ := binaries(tb)
+	ready := filepath.Join(tb.TempDir(), "ready.json")
+	args := append([]string{"serve", "--store", "etcd", "--etcd-endpoints", strings.Join(s.c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
+		"--tls-cert-file", s.e.path(certs.TLSCertFile), "--tls-key-file", s.e.path(certs.TLSKeyFile), "--ready-file", ready}, extra...)
+	p := startProc(tb, "kuma-cp", cpBin, args...)
+	var r struct{ DNS, Address string }
+	p.readyJSON(ready, &r)
+	return r.DNS, r.Address
 }
