@@ -86,10 +86,7 @@ func BenchmarkFanout(b *testing.B) {
 	}
 	time.Sleep(200 * time.Millisecond) // let the last connections settle before measuring memory
 	rssAfter := rssKiB(b, cp.pid())
-	var fullBytes int64
-	for _, a := range sims {
-		fullBytes += a.bytes.Load()
-	}
+	fullBytes := sentBytes(sims)
 	cpuBefore := cpuMs(b, cp.pid())
 
 	var lat []time.Duration
@@ -97,21 +94,11 @@ func BenchmarkFanout(b *testing.B) {
 	for n := range b.N {
 		start := time.Now()
 		e.writeDataplane(0, n+1)
-		for i, a := range sims {
-			select {
-			case at := <-a.got:
-				lat = append(lat, at.Sub(start))
-			case <-time.After(30 * time.Second):
-				b.Fatalf("agent %d did not get change %d", i, n)
-			}
-		}
+		lat = awaitChange(b, sims, n, start, 30*time.Second, lat)
 	}
 	b.StopTimer()
 	cpu := cpuMs(b, cp.pid()) - cpuBefore
-	var allBytes int64
-	for _, a := range sims {
-		allBytes += a.bytes.Load()
-	}
+	allBytes := sentBytes(sims)
 	b.ReportMetric(quantile(lat, 0.50), "p50-ms")
 	b.ReportMetric(quantile(lat, 0.99), "p99-ms")
 	b.ReportMetric(float64(allBytes-fullBytes)/float64(agents)/float64(b.N), "delta-B/agent")
@@ -367,4 +354,27 @@ func cpuMs(tb testing.TB, pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) * 1000 / 100 // clock ticks of 1/100 s (USER_HZ on Linux)
+}
+
+// sentBytes is what the simulated agents have received so far, in bytes.
+func sentBytes(sims []*simAgent) int64 {
+	var n int64
+	for _, a := range sims {
+		n += a.bytes.Load()
+	}
+	return n
+}
+
+// awaitChange waits until every simulated agent got change n (written at start) and
+// appends each one's latency to lat.
+func awaitChange(b *testing.B, sims []*simAgent, n int, start time.Time, timeout time.Duration, lat []time.Duration) []time.Duration {
+	for i, a := range sims {
+		select {
+		case at := <-a.got:
+			lat = append(lat, at.Sub(start))
+		case <-time.After(timeout):
+			b.Fatalf("agent %d did not get change %d", i, n)
+		}
+	}
+	return lat
 }

@@ -131,10 +131,7 @@ func BenchmarkFanoutEtcd(b *testing.B) {
 	}
 	time.Sleep(time.Second) // let the last connections settle before measuring memory
 	rssAfter := rss()
-	var fullBytes int64
-	for _, a := range sims {
-		fullBytes += a.bytes.Load()
-	}
+	fullBytes := sentBytes(sims)
 
 	// The background writes.
 	var landed atomic.Int64
@@ -172,24 +169,14 @@ func BenchmarkFanoutEtcd(b *testing.B) {
 			b.Fatal(err)
 		}
 		puts = append(puts, time.Since(start))
-		for i, a := range sims {
-			select {
-			case at := <-a.got:
-				lat = append(lat, at.Sub(start))
-			case <-time.After(60 * time.Second):
-				b.Fatalf("agent %d did not get change %d", i, n)
-			}
-		}
+		lat = awaitChange(b, sims, n, start, 60*time.Second, lat)
 	}
 	b.StopTimer()
 	cpuUsed := cpu() - cpuBefore
 	bgRate := float64(landed.Load()-landedBefore) / time.Since(bgStart).Seconds()
 	wstop()
 	<-wdone
-	var allBytes int64
-	for _, a := range sims {
-		allBytes += a.bytes.Load()
-	}
+	allBytes := sentBytes(sims)
 	b.ReportMetric(quantile(lat, 0.50), "p50-ms")
 	b.ReportMetric(quantile(lat, 0.99), "p99-ms")
 	b.ReportMetric(quantile(puts, 1), "put-max-ms")
