@@ -452,30 +452,12 @@ func keptPiece(prev map[resourceKey]mesh.Resource, res []mesh.Resource) []kept {
 	return out
 }
 
-// withSource returns a shallow copy of r with another source.
+// withSource returns a shallow copy of r with another source (one reflect copy per
+// resource, whatever its kind).
 func withSource(r mesh.Resource, source string) mesh.Resource {
-	var c mesh.Resource
-	switch v := r.(type) {
-	case *mesh.Dataplane:
-		x := *v
-		c = &x
-	case *mesh.VirtualOutbound:
-		x := *v
-		c = &x
-	case *mesh.TrafficRoute:
-		x := *v
-		c = &x
-	case *mesh.MeshExternalService:
-		x := *v
-		c = &x
-	case *mesh.HostnameGenerator:
-		x := *v
-		c = &x
-	default: // any other kind: copied through reflection
-		p := reflect.New(reflect.TypeOf(r).Elem())
-		p.Elem().Set(reflect.ValueOf(r).Elem())
-		c = p.Interface().(mesh.Resource)
-	}
+	p := reflect.New(reflect.TypeOf(r).Elem())
+	p.Elem().Set(reflect.ValueOf(r).Elem())
+	c := p.Interface().(mesh.Resource)
 	c.GetMeta().Source = source
 	return c
 }
