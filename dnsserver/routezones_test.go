@@ -166,19 +166,7 @@ func TestRouteZonesBadZoneLeftOut(t *testing.T) {
 //
 //	go test -run '^$' -bench SwapZones1k -benchmem ./dnsserver
 func BenchmarkSwapZones1k(b *testing.B) {
-	var in authdns.Input
-	for r := range 10 {
-		rt := authdns.Router{Name: fmt.Sprint("shard", r), DNS: fmt.Sprintf("shard%d.apps.example.com", r), Revision: 1}
-		for i := range 3 {
-			rt.Replicas = append(rt.Replicas, authdns.Replica{Name: fmt.Sprint("gw", i),
-				Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(r), 0, byte(i + 1)})}, Ready: true})
-		}
-		in.Routers = append(in.Routers, rt)
-	}
-	in.UserZones = []string{"users.test"}
-	for u := range 1000 {
-		in.Users = append(in.Users, authdns.UserName{Name: fmt.Sprintf("app%d.users.test", u), Router: fmt.Sprint("shard", u%10)})
-	}
+	in := authdns.SyntheticInput(10, 3, 1000)
 	zones := dnsZones(b, buildCatalog(b, in))
 	s := &Server{log: slog.New(slog.DiscardHandler)}
 	var before, after runtime.MemStats

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,28 +18,11 @@ import (
 	"github.com/kumadp/kuma-dp/cp/authdns"
 )
 
-func input() authdns.Input {
-	var in authdns.Input
-	for r := range 10 {
-		rt := authdns.Router{Name: fmt.Sprint("shard", r), DNS: fmt.Sprintf("shard%d.apps.example.com", r), Revision: 1}
-		for i := range 3 {
-			rt.Replicas = append(rt.Replicas, authdns.Replica{Name: fmt.Sprint("gw", i),
-				Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(r), 0, byte(i + 1)})}, Ready: true})
-		}
-		in.Routers = append(in.Routers, rt)
-	}
-	in.UserZones = []string{"users.test"}
-	for u := range 1000 {
-		in.Users = append(in.Users, authdns.UserName{Name: fmt.Sprintf("app%d.users.test", u), Router: fmt.Sprint("shard", u%10)})
-	}
-	return in
-}
-
 func main() {
 	serve := flag.String("serve", "", "address to serve the zones on (UDP and TCP)")
 	write := flag.String("write", "", "directory to write the zones and a dnsperf query file into")
 	flag.Parse()
-	cat, problems := authdns.Build(input(), nil)
+	cat, problems := authdns.Build(authdns.SyntheticInput(10, 3, 1000), nil)
 	if len(problems) > 0 {
 		log.Fatal(problems)
 	}

@@ -1,8 +1,6 @@
 package authdns
 
 import (
-	"fmt"
-	"net/netip"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -10,18 +8,7 @@ import (
 
 // benchCatalog: 10 routers of 3 ready replicas and 1,000 user names over them.
 func benchCatalog(b testing.TB) *Catalog {
-	var in Input
-	for r := range 10 {
-		rt := Router{Name: fmt.Sprint("shard", r), DNS: fmt.Sprintf("shard%d.apps.example.com", r), Revision: 1}
-		for i := range 3 {
-			rt.Replicas = append(rt.Replicas, Replica{Name: fmt.Sprint("gw", i), Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(r), 0, byte(i + 1)})}, Ready: true})
-		}
-		in.Routers = append(in.Routers, rt)
-	}
-	in.UserZones = []string{"users.test"}
-	for u := range 1000 {
-		in.Users = append(in.Users, UserName{Name: fmt.Sprintf("app%d.users.test", u), Router: fmt.Sprint("shard", u%10)})
-	}
+	in := SyntheticInput(10, 3, 1000)
 	cat, problems := Build(in, nil)
 	if len(problems) > 0 {
 		b.Fatal(problems)
