@@ -10,8 +10,11 @@ package shardzones
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/authdns"
@@ -182,15 +185,36 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 		}
 		return false
 	}
+	// byKey is what the store holds, as listed and then followed through the watch's events:
+	// a change costs one rebuild of the zones, not a list of the whole store.
+	byKey := map[store.Key]store.Item{}
 	relist := func() (int64, bool) {
 		its, _, rev, err := st.List(ctx, "", "", "", 0)
 		if err != nil {
 			log.Warn("store unreachable; the zones stay as they were", "error", err)
 			return 0, false
 		}
+		clear(byKey)
+		for _, it := range its {
+			byKey[it.Key] = it
+		}
 		items = its
 		build()
 		return rev, true
+	}
+	apply := func(e store.Event) {
+		switch e.Type {
+		case store.Put:
+			byKey[e.Item.Key] = e.Item
+		case store.Delete:
+			delete(byKey, e.Item.Key)
+		}
+	}
+	rebuild := func() {
+		items = slices.SortedFunc(maps.Values(byKey), func(a, b store.Item) int {
+			return strings.Compare(a.Key.String(), b.Key.String())
+		})
+		build()
 	}
 	for ctx.Err() == nil {
 		rev, ok := relist()
@@ -224,19 +248,19 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 				if !ok || e.Type == store.Relist {
 					break follow
 				}
+				apply(e)
 				for quiet := false; !quiet; { // one rebuild per burst
 					select {
 					case e2, ok := <-events:
 						if !ok || e2.Type == store.Relist {
 							break follow
 						}
+						apply(e2)
 					case <-time.After(20 * time.Millisecond):
 						quiet = true
 					}
 				}
-				if _, ok := relist(); !ok {
-					break follow
-				}
+				rebuild()
 			}
 		}
 		ticker.Stop()
