@@ -64,26 +64,9 @@ func BenchmarkFanout(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sims := make([]*simAgent, agents)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64) // connect 64 at a time
-	for i := range agents {
-		sims[i] = &simAgent{name: dpName(i), token: e.tokenOf(dpName(i)), got: make(chan time.Time, 4), synced: make(chan error, 1)}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			go sims[i].run(ctx, cp.addr, creds)
-			if err := <-sims[i].synced; err != nil {
-				b.Errorf("agent %d: %v", i, err)
-			}
-			<-sem
-		}()
-	}
-	wg.Wait()
-	if b.Failed() {
-		b.FailNow()
-	}
+	sims := connectSims(ctx, b, agents, func(i int) (string, string, credentials.TransportCredentials) {
+		return cp.addr, e.tokenOf(dpName(i)), creds
+	})
 	time.Sleep(200 * time.Millisecond) // let the last connections settle before measuring memory
 	rssAfter := rssKiB(b, cp.pid())
 	fullBytes := sentBytes(sims)
@@ -377,4 +360,31 @@ func awaitChange(b *testing.B, sims []*simAgent, n int, start time.Time, timeout
 		}
 	}
 	return lat
+}
+
+// connectSims connects n simulated agents, 64 at a time, each to the address, with the
+// token and credentials dial(i) gives, and returns once every one has its first sync.
+func connectSims(ctx context.Context, b *testing.B, n int, dial func(i int) (addr, token string, creds credentials.TransportCredentials)) []*simAgent {
+	sims := make([]*simAgent, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		addr, token, creds := dial(i)
+		sims[i] = &simAgent{name: dpName(i), token: token, got: make(chan time.Time, 4), synced: make(chan error, 1)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			go sims[i].run(ctx, addr, creds)
+			if err := <-sims[i].synced; err != nil {
+				b.Errorf("agent %d: %v", i, err)
+			}
+			<-sem
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return sims
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
@@ -109,26 +110,9 @@ func BenchmarkFanoutEtcd(b *testing.B) {
 	time.Sleep(500 * time.Millisecond) // the replicas read the store
 	rssBefore := rss()
 
-	sims := make([]*simAgent, agents)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i := range agents {
-		sims[i] = &simAgent{name: dpName(i), got: make(chan time.Time, 4), synced: make(chan error, 1)}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			go sims[i].run(ctx, cps[i%replicas].addr, insecure.NewCredentials())
-			if err := <-sims[i].synced; err != nil {
-				b.Errorf("agent %d: %v", i, err)
-			}
-			<-sem
-		}()
-	}
-	wg.Wait()
-	if b.Failed() {
-		b.FailNow()
-	}
+	sims := connectSims(ctx, b, agents, func(i int) (string, string, credentials.TransportCredentials) {
+		return cps[i%replicas].addr, "", insecure.NewCredentials()
+	})
 	time.Sleep(time.Second) // let the last connections settle before measuring memory
 	rssAfter := rss()
 	fullBytes := sentBytes(sims)
