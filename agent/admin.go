@@ -165,6 +165,9 @@ func (a *Agent) announceReady() {
 		DNSTCP: addrStrings(tcp), Startup: time.Since(a.start).Round(time.Microsecond).String()}
 	a.log.Info("ready", "admin", info.Admin, "dns_udp", info.DNSUDP, "dns_tcp", info.DNSTCP,
 		"envoy", a.parts.Envoy != nil, "startup", info.Startup)
+	// Starting the resolver and the admin endpoint ran code that serving does not run
+	// again: its binary pages go back too (memory.go).
+	a.memory.release()
 	if a.cfg.Runtime.ReadyFile == "" {
 		return
 	}
