@@ -138,6 +138,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer stopAdmin()
 
+	// What initialising the linked packages touched of the binary goes back before the
+	// first load, so that it does not add to the peak while loading (memory.go).
+	unmapBinaryPages() //nolint:errcheck // advice: nothing to do when refused
 	first := a.parts.Source.Load(ctx)
 	if ctx.Err() != nil {
 		return nil // stopped while waiting for the first model

@@ -20,7 +20,11 @@ import (
 // read-only binary pages may be reclaimed now: pages no other process maps are dropped
 // (they are clean copies of the file: nothing is written to swap), and those the agent
 // still uses come back from the file at their next use. Writable data, the heap and
-// stacks are not touched, nor a binary kept in tmpfs. Before 5.4 the kernel refuses the advice and nothing changes.
+// stacks are not touched, nor a binary kept in tmpfs. Before 5.4 the kernel refuses the
+// advice and nothing changes. Before the first load the pages are only unmapped
+// (MADV_DONTNEED: the file's pages stay cached, so the loader's code comes back without
+// reading the disk), so that what starting up touched does not add to the peak while a
+// large model loads.
 
 // pageoutUnsupported is set when the kernel refused MADV_PAGEOUT once.
 var pageoutUnsupported atomic.Bool
@@ -28,6 +32,17 @@ var pageoutUnsupported atomic.Bool
 // releaseBinaryPages advises the kernel to reclaim the read-only mappings of the running
 // executable, and reports how many bytes of them it advised.
 func releaseBinaryPages() (advised uint64, err error) {
+	return adviseBinaryPages(unix.MADV_PAGEOUT)
+}
+
+// unmapBinaryPages unmaps the read-only mappings of the running executable (their pages
+// stay in the page cache).
+func unmapBinaryPages() (advised uint64, err error) {
+	return adviseBinaryPages(unix.MADV_DONTNEED)
+}
+
+// adviseBinaryPages gives advice on the read-only mappings of the running executable.
+func adviseBinaryPages(advice int) (advised uint64, err error) {
 	if pageoutUnsupported.Load() {
 		return 0, nil
 	}
@@ -46,7 +61,7 @@ func releaseBinaryPages() (advised uint64, err error) {
 		return 0, err
 	}
 	for _, r := range binaryMappings(maps, exe) {
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), unix.MADV_PAGEOUT)
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), uintptr(advice))
 		switch {
 		case errno == unix.EINVAL:
 			pageoutUnsupported.Store(true)
