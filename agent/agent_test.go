@@ -69,7 +69,7 @@ func (serviceAllocator) Allocate(s *mesh.Snapshot) (*vipalloc.Table, error) {
 	seen := map[string]bool{}
 	for _, dp := range s.Dataplanes {
 		for _, in := range dp.Networking.Inbound {
-			svc := in.Tags[mesh.ServiceTag]
+			svc := in.Tags.Value(mesh.ServiceTag)
 			if svc == "" || seen[svc] {
 				continue
 			}
@@ -77,7 +77,7 @@ func (serviceAllocator) Allocate(s *mesh.Snapshot) (*vipalloc.Table, error) {
 			n := len(entries) + 1
 			entries = append(entries, &vipalloc.Entry{Hostname: svc + ".mesh", Ports: []uint32{80},
 				IPv4: netip.AddrFrom4([4]byte{240, 0, 0, byte(n)}), Status: vipalloc.Available,
-				Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: svc}, Tags: mesh.Tags{mesh.ServiceTag: svc}})
+				Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: svc}, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: svc})})
 		}
 	}
 	return vipalloc.NewTable(entries, nil), nil
@@ -122,11 +122,11 @@ func (d *memDNS) lookup(name string) (netip.Addr, bool) {
 func snapshot(t *testing.T, services ...string) *mesh.Snapshot {
 	t.Helper()
 	self := &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: "web-1", Source: "dp.yaml#1"},
-		Networking: mesh.Networking{Address: "10.0.0.1", Inbound: []mesh.Inbound{{Port: 8080, Tags: mesh.Tags{mesh.ServiceTag: "web"}}}}}
+		Networking: mesh.Networking{Address: "10.0.0.1", Inbound: []mesh.Inbound{{Port: 8080, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})}}}}
 	var rs []mesh.Resource
 	for i, s := range services {
 		rs = append(rs, &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: fmt.Sprintf("%s-%d", s, i)},
-			Networking: mesh.Networking{Address: "10.0.1.1", Inbound: []mesh.Inbound{{Port: 80, Tags: mesh.Tags{mesh.ServiceTag: s}}}}})
+			Networking: mesh.Networking{Address: "10.0.1.1", Inbound: []mesh.Inbound{{Port: 80, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: s})}}}})
 	}
 	snap, err := mesh.NewSnapshot(self, rs)
 	if err != nil {

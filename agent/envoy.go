@@ -127,7 +127,7 @@ func (e *envoyPart) Run(ctx context.Context) error {
 	}
 	service := ""
 	if in := self.Networking.Inbound; len(in) > 0 {
-		service = in[0].Tags[mesh.ServiceTag]
+		service = in[0].Tags.Value(mesh.ServiceTag)
 	}
 	if err := bootstrap.Write(e.bootPath, bootstrap.Config{Mesh: meshName, Name: self.Name, Service: service,
 		XDSSocket: e.xdsSocket, AdminSocket: e.adminSock}); err != nil {

@@ -123,7 +123,7 @@ func (cp *fakeCP) nacked() []string {
 
 func testDataplane(name, svc, addr string) *mesh.Dataplane {
 	return &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: name},
-		Networking: mesh.Networking{Address: addr, Inbound: []mesh.Inbound{{Port: 80, Tags: mesh.Tags{mesh.ServiceTag: svc}}}}}
+		Networking: mesh.Networking{Address: addr, Inbound: []mesh.Inbound{{Port: 80, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: svc})}}}}
 }
 
 func nextUpdate(t *testing.T, ch <-chan Update) Update {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -392,7 +391,7 @@ func reuseUnchanged(prev, fresh []mesh.Resource) {
 			continue
 		}
 		for j := range min(len(a.Networking.Inbound), len(b.Networking.Inbound)) {
-			if x, y := a.Networking.Inbound[j].Tags, b.Networking.Inbound[j].Tags; maps.Equal(x, y) {
+			if x, y := a.Networking.Inbound[j].Tags, b.Networking.Inbound[j].Tags; x.Equal(y) {
 				b.Networking.Inbound[j].Tags = x
 			}
 		}

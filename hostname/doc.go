@@ -7,8 +7,10 @@
 // checks a policy's templates when it validates it), allocates addresses or reads resources.
 package hostname
 
+import "github.com/kumadp/kuma-dp/tagset"
+
 // Tags are the tag values a template renders with (a mesh.Tags is one).
-type Tags = map[string]string
+type Tags = tagset.Tags
 
 // VirtualOutboundConf is what CompileVirtualOutbound compiles: a VirtualOutbound's conf
 // (mesh.VirtualOutboundConf.Templates gives it).

@@ -12,6 +12,7 @@ import (
 	"text/template/parse"
 
 	"github.com/kumadp/kuma-dp/internal/errtext"
+	"github.com/kumadp/kuma-dp/tagset"
 )
 
 // This file is the one hostname template engine of the project: Go text/template with a
@@ -290,7 +291,7 @@ func (vt *VOTemplate) exec(t *tmpl, tags Tags, b []byte) ([]byte, error) {
 				b = append(b, s.text...)
 				continue
 			}
-			v, ok := tags[s.text]
+			v, ok := tags.Get(s.text)
 			if !ok {
 				return nil, &MissingTagError{Field: t.field, Key: s.text}
 			}
@@ -301,7 +302,7 @@ func (vt *VOTemplate) exec(t *tmpl, tags Tags, b []byte) ([]byte, error) {
 	// Slow path: bind this render's values to the functions of a clone.
 	field := t.field
 	lookup := func(k string) (string, error) {
-		v, ok := tags[k]
+		v, ok := tags.Get(k)
 		if !ok {
 			return "", &MissingTagError{Field: field, Key: k}
 		}
@@ -310,7 +311,7 @@ func (vt *VOTemplate) exec(t *tmpl, tags Tags, b []byte) ([]byte, error) {
 	funcs := template.FuncMap{"tag": lookup}
 	data := make(map[string]string, len(vt.vars))
 	for name, k := range vt.vars {
-		if v, ok := tags[k]; ok {
+		if v, ok := tags.Get(k); ok {
 			data[name] = v
 		}
 		if IsIdentifier(name) && !voBuiltins[name] {
@@ -484,8 +485,9 @@ var execContext = regexp.MustCompile(`^executing ".*?" at <.*?>: `)
 func (vt *VOTemplate) CheckStandIns() error {
 	host, port := Tags{}, Tags{}
 	for _, k := range vt.tagKeys {
-		host[k], port[k] = "a1", "80"
+		host, port = append(host, tagset.Tag{Key: k, Value: "a1"}), append(port, tagset.Tag{Key: k, Value: "80"})
 	}
+	host, port = tagset.Sorted(host), tagset.Sorted(port)
 	if _, _, err := vt.Render(host); err != nil {
 		var re *RenderError
 		if !errors.As(err, &re) || re.Field != "conf.port" {

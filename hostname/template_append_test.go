@@ -1,6 +1,10 @@
 package hostname
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kumadp/kuma-dp/tagset"
+)
 
 // RenderAppend renders like Render after what dst holds, and leaves dst as it was on error.
 func TestVOTemplateRenderAppend(t *testing.T) {
@@ -15,10 +19,10 @@ func TestVOTemplateRenderAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, tags := range []Tags{
-			{ServiceTag: "Backend", "version": "2", "port": "9090"},
-			{ServiceTag: "backend", "version": "bad host!", "port": "9090"},
-			{ServiceTag: "backend"},
-			{ServiceTag: "backend", "version": "2", "port": "99999"},
+			tagset.FromPairs(ServiceTag, "Backend", "version", "2", "port", "9090"),
+			tagset.FromPairs(ServiceTag, "backend", "version", "bad host!", "port", "9090"),
+			tagset.FromPairs(ServiceTag, "backend"),
+			tagset.FromPairs(ServiceTag, "backend", "version", "2", "port", "99999"),
 		} {
 			host, port, err := vt.Render(tags)
 			prefix := []byte("Key{a=b}")

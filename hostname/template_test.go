@@ -1,6 +1,8 @@
 package hostname
 
 import (
+	"github.com/kumadp/kuma-dp/tagset"
+
 	"errors"
 	"fmt"
 	"reflect"
@@ -13,7 +15,7 @@ import (
 )
 
 func TestVirtualOutboundTemplateSyntaxes(t *testing.T) {
-	tags := Tags{ServiceTag: "Backend", "version": "v1", ZoneTag: "zone-1", "port": "8081"}
+	tags := tagset.Of(map[string]string{ServiceTag: "Backend", "version": "v1", ZoneTag: "zone-1", "port": "8081"})
 	tests := []struct {
 		name     string
 		conf     VirtualOutboundConf
@@ -171,21 +173,21 @@ func TestVirtualOutboundTemplateRenderErrors(t *testing.T) {
 	}{
 		{"missing tag fast", VirtualOutboundConf{Host: "{{version}}.{{service}}", Port: "80",
 			Tags: map[string]string{ServiceTag: "service", "version": "version"}},
-			Tags{ServiceTag: "a"}, `conf.host: tag "version" is missing`},
+			tagset.Of(map[string]string{ServiceTag: "a"}), `conf.host: tag "version" is missing`},
 		{"missing tag slow", VirtualOutboundConf{Host: `{{printf "%s" (tag "version")}}`, Port: "80"},
-			Tags{ServiceTag: "a"}, `conf.host: tag "version" is missing`},
+			tagset.Of(map[string]string{ServiceTag: "a"}), `conf.host: tag "version" is missing`},
 		{"missing port tag", VirtualOutboundConf{Host: "a", Port: "{{.port}}", Parameters: []Parameter{{Name: "port"}}},
 			Tags{}, `conf.port: tag "port" is missing`},
 		{"invalid character", VirtualOutboundConf{Host: "{{tag \"x\"}}.mesh", Port: "80"},
-			Tags{"x": "a b"}, `conf.host: rendered "a b.mesh": character ' ' not allowed in a hostname`},
+			tagset.Of(map[string]string{"x": "a b"}), `conf.host: rendered "a b.mesh": character ' ' not allowed in a hostname`},
 		{"empty label", VirtualOutboundConf{Host: "{{tag \"x\"}}.mesh", Port: "80"},
-			Tags{"x": ""}, `conf.host: rendered ".mesh": empty label`},
+			tagset.Of(map[string]string{"x": ""}), `conf.host: rendered ".mesh": empty label`},
 		{"port not a number", VirtualOutboundConf{Host: "a", Port: `{{tag "p"}}`},
-			Tags{"p": "http"}, `conf.port: rendered "http": not a port 1-65535`},
+			tagset.Of(map[string]string{"p": "http"}), `conf.port: rendered "http": not a port 1-65535`},
 		{"printf width refused", VirtualOutboundConf{Host: `{{printf "%0999999999d" 1}}`, Port: "80"},
 			Tags{}, `conf.host: template: error calling printf: printf: width or precision too large in "%0999999999d"`},
 		{"port too big", VirtualOutboundConf{Host: "a", Port: `{{tag "p"}}`},
-			Tags{"p": "65536"}, `conf.port: rendered "65536": not a port 1-65535`},
+			tagset.Of(map[string]string{"p": "65536"}), `conf.port: rendered "65536": not a port 1-65535`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,7 +338,7 @@ func doubling(fn string, n int) string {
 const maxRenderAlloc = 1 << 20
 
 func TestTemplateRenderIsBounded(t *testing.T) {
-	tags := Tags{ServiceTag: "svc"}
+	tags := tagset.Of(map[string]string{ServiceTag: "svc"})
 	for _, fn := range []string{`printf "%s%s"`, "print", "println", "html", "js", "urlquery", `printf "%s<%s>&"`} {
 		src := doubling(fn, 32)
 		t.Run(fn, func(t *testing.T) {
@@ -381,7 +383,9 @@ func FuzzTemplate(f *testing.F) {
 		if err == nil {
 			var h string
 			var p uint32
-			if a := testutil.HeapAllocated(func() { h, p, err = vt.Render(Tags{ServiceTag: "svc", "version": "v1", "port": "80", "x": "y"}) }); a > maxRenderAlloc {
+			if a := testutil.HeapAllocated(func() {
+				h, p, err = vt.Render(tagset.Of(map[string]string{ServiceTag: "svc", "version": "v1", "port": "80", "x": "y"}))
+			}); a > maxRenderAlloc {
 				t.Fatalf("Render(%q, %q) allocated %d bytes", host, port, a)
 			}
 			if err == nil && (Valid(h) != nil || p == 0 || p > 65535) {
@@ -409,7 +413,7 @@ func BenchmarkVirtualOutboundRender(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tags := Tags{ServiceTag: "backend", "version": "v1", ZoneTag: "zone-1"}
+	tags := tagset.Of(map[string]string{ServiceTag: "backend", "version": "v1", ZoneTag: "zone-1"})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := vt.Render(tags); err != nil {
@@ -427,7 +431,7 @@ func BenchmarkVirtualOutboundRenderTextTemplate(b *testing.B) {
 		b.Fatal(err)
 	}
 	vt.host.fast = false
-	tags := Tags{ServiceTag: "backend", "version": "v1", ZoneTag: "zone-1"}
+	tags := tagset.Of(map[string]string{ServiceTag: "backend", "version": "v1", ZoneTag: "zone-1"})
 	b.ReportAllocs()
 	for b.Loop() {
 		if h, _, err := vt.Render(tags); err != nil || h != "v1.backend.mesh" {
@@ -461,7 +465,7 @@ func TestTemplatesConcurrent(t *testing.T) {
 			svc := "svc" + strconv.Itoa(i)
 			for range 200 {
 				for _, vt := range []*VOTemplate{fast, slow} {
-					if h, _, err := vt.Render(Tags{ServiceTag: svc}); err != nil || h != svc+".mesh" {
+					if h, _, err := vt.Render(tagset.Of(map[string]string{ServiceTag: svc})); err != nil || h != svc+".mesh" {
 						done <- fmt.Errorf("render %q: %v", h, err)
 						return
 					}

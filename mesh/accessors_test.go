@@ -20,7 +20,7 @@ func TestAccessors(t *testing.T) {
 	}
 	var none *Snapshot
 	zoned := &Snapshot{Self: &Dataplane{Networking: Networking{Inbound: []Inbound{
-		{Port: 80, Tags: Tags{ServiceTag: "a"}}, {Port: 81, Tags: Tags{ZoneTag: "eu"}}}}}}
+		{Port: 80, Tags: TagsOf(map[string]string{ServiceTag: "a"})}, {Port: 81, Tags: TagsOf(map[string]string{ZoneTag: "eu"})}}}}}
 	for _, tc := range []struct {
 		s    *Snapshot
 		want string

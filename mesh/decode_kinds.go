@@ -333,28 +333,28 @@ func (d *decoder) finish(r Resource, prefix string) {
 		return
 	}
 	for i := range tr.Sources {
-		d.legacyService(tr.Sources[i].Match, prefix+indexPath("sources", i)+".match")
+		d.legacyService(&tr.Sources[i].Match, prefix+indexPath("sources", i)+".match")
 	}
 	for i := range tr.Destinations {
-		d.legacyService(tr.Destinations[i].Match, prefix+indexPath("destinations", i)+".match")
+		d.legacyService(&tr.Destinations[i].Match, prefix+indexPath("destinations", i)+".match")
 	}
 	for i := range tr.Conf {
-		d.legacyService(tr.Conf[i].Destination, prefix+indexPath("conf", i)+".destination")
+		d.legacyService(&tr.Conf[i].Destination, prefix+indexPath("conf", i)+".destination")
 	}
 }
 
 // legacyService renames TrafficRoute's `service` tag (the L4 TrafficRoute design) to kuma.io/service.
-func (d *decoder) legacyService(t Tags, path string) {
-	v, ok := t["service"]
+func (d *decoder) legacyService(tp *Tags, path string) {
+	t := *tp
+	v, ok := t.Get("service")
 	if !ok {
 		return
 	}
-	if cur, both := t[ServiceTag]; both && cur != v {
+	if cur, both := t.Get(ServiceTag); both && cur != v {
 		d.errorf(path+".service", v, "conflicts with %s %q (service is the legacy name of %s)", ServiceTag, cur, ServiceTag)
 		return
 	}
-	delete(t, "service")
-	t[ServiceTag] = v
+	*tp = t.Without("service").With(ServiceTag, v)
 }
 
 // outboundService moves a Dataplane outbound's legacy `service: x` into its tags.
@@ -471,7 +471,7 @@ func (hg *hostnameGeneratorIn) toHostnameGenerator(d *decoder, specPath string) 
 			d.errorf(specPath+".selector.meshExternalService", "", "required (the only selector supported)")
 			break
 		}
-		out.Spec.TargetRef = TargetRef{Kind: KindMeshExternalService, Tags: s.Selector.MeshExternalService.MatchLabels}
+		out.Spec.TargetRef = TargetRef{Kind: KindMeshExternalService, Tags: TagsOf(s.Selector.MeshExternalService.MatchLabels)}
 	}
 	return out
 }

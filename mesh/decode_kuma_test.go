@@ -71,7 +71,7 @@ func TestDecodeTagValuesNeverAltered(t *testing.T) {
 			t.Errorf("%q: %v", tc.tags, err)
 			continue
 		}
-		for k, v := range rs[0].(*Dataplane).Networking.Inbound[0].Tags {
+		for k, v := range rs[0].(*Dataplane).Networking.Inbound[0].Tags.All() {
 			if k != ServiceTag && v != tc.want {
 				t.Errorf("%q: %s = %q, want %q", tc.tags, k, v, tc.want)
 			}
@@ -79,7 +79,7 @@ func TestDecodeTagValuesNeverAltered(t *testing.T) {
 	}
 	// JSON numbers are kept as written
 	rs, err := Decode("f.json", []byte(`{"type": "Dataplane", "mesh": "default", "name": "a", "networking": {"address": "10.0.0.1", "inbound": [{"port": 80, "tags": {"kuma.io/service": "a", "version": 1.10}}]}}`))
-	if err != nil || rs[0].(*Dataplane).Networking.Inbound[0].Tags["version"] != "1.10" {
+	if err != nil || rs[0].(*Dataplane).Networking.Inbound[0].Tags.Value("version") != "1.10" {
 		t.Fatalf("JSON number tag: %v %v", err, rs)
 	}
 }

@@ -638,7 +638,7 @@ func FuzzDecode(f *testing.F) {
 
 func TestValidateBuiltInCode(t *testing.T) {
 	ok := &Dataplane{Meta: Meta{Mesh: "default", Name: "a"}, Networking: Networking{Address: "10.0.0.1",
-		Inbound: []Inbound{{Port: 80, Tags: Tags{ServiceTag: "a"}}}}}
+		Inbound: []Inbound{{Port: 80, Tags: TagsOf(map[string]string{ServiceTag: "a"})}}}}
 	if err := Validate(ok); err != nil {
 		t.Errorf("valid dataplane: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kumadp/kuma-dp/tagset"
 )
 
 // This file decodes a generic document (what JSON decoding into `any` gives, with
@@ -141,6 +143,10 @@ func (d *decoder) value(v reflect.Value, n any, path string) {
 		d.value(p.Elem(), n, path)
 		v.Set(p)
 	case reflect.Slice:
+		if v.Type() == tagsType {
+			d.tagsValue(v, n, path)
+			return
+		}
 		d.sliceValue(v, n, path)
 	case reflect.Map:
 		d.mapValue(v, n, path)
@@ -260,8 +266,7 @@ func (d *decoder) sliceValue(v reflect.Value, n any, path string) {
 	v.Set(s)
 }
 
-// mapValue decodes a mapping into a map, keys in order; a tag value YAML read as a number or
-// a boolean must be quoted (its text would change).
+// mapValue decodes a mapping into a map, keys in order.
 func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 	m, ok := n.(map[string]any)
 	if !ok {
@@ -269,32 +274,46 @@ func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 		return
 	}
 	out := reflect.MakeMapWithSize(v.Type(), len(m))
-	if d.quick && v.Type() == tagsType {
-		d.quickTags(out.Interface().(Tags), m)
-		v.Set(out)
-		return
-	}
 	for _, k := range d.keys(m) {
 		e := reflect.New(v.Type().Elem()).Elem()
-		if v.Type() == tagsType {
-			switch n := m[k].(type) {
-			case json.Number, bool:
-				if raw, ok := d.exactTag(k, scalarText(n)); !ok {
-					d.errorf(d.keyPath(path, k), raw, "YAML reads this tag value as %s %s, not the text written: quote it (%s: %q)",
-						typeName(n), scalarText(n), k, raw)
-					continue
-				}
-			}
-		}
 		d.value(e, m[k], d.keyPath(path, k))
 		out.SetMapIndex(reflect.ValueOf(d.strs.share(k)).Convert(v.Type().Key()), e)
 	}
 	v.Set(out)
 }
 
-// quickTags fills the common tag map without reflection; a value that needs a word marks
+// tagsValue decodes a mapping into Tags; a tag value YAML read as a number or a boolean must
+// be quoted (its text would change).
+func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
+	m, ok := n.(map[string]any)
+	if !ok {
+		d.errorf(path, scalarText(n), "expected a mapping, got %s", typeName(n))
+		return
+	}
+	out := make(Tags, 0, len(m))
+	if d.quick {
+		v.Set(reflect.ValueOf(d.quickTags(out, m)))
+		return
+	}
+	for _, k := range d.keys(m) {
+		switch n := m[k].(type) {
+		case json.Number, bool:
+			if raw, ok := d.exactTag(k, scalarText(n)); !ok {
+				d.errorf(d.keyPath(path, k), raw, "YAML reads this tag value as %s %s, not the text written: quote it (%s: %q)",
+					typeName(n), scalarText(n), k, raw)
+				continue
+			}
+		}
+		var s string
+		d.value(reflect.ValueOf(&s).Elem(), m[k], d.keyPath(path, k))
+		out = append(out, Tag{Key: d.strs.share(k), Value: s})
+	}
+	v.Set(reflect.ValueOf(tagset.Sorted(out)))
+}
+
+// quickTags fills the common tag set without reflection; a value that needs a word marks
 // the decoding failed (the careful pass explains it).
-func (d *decoder) quickTags(tags Tags, m map[string]any) {
+func (d *decoder) quickTags(tags Tags, m map[string]any) Tags {
 	for k, n := range m {
 		var s string
 		switch n := n.(type) {
@@ -314,8 +333,9 @@ func (d *decoder) quickTags(tags Tags, m map[string]any) {
 		default:
 			d.failed = true
 		}
-		tags[d.strs.share(k)] = d.strs.copy(s)
+		tags = append(tags, Tag{Key: d.strs.share(k), Value: d.strs.copy(s)})
 	}
+	return tagset.Sorted(tags)
 }
 
 func (d *decoder) structValue(v reflect.Value, n any, path string) {

@@ -8,23 +8,6 @@ func (s Selector) Matches(tags Tags) bool {
 	return s.Match.Matches(tags)
 }
 
-// Matches reports whether the selector tags t match tags (see Selector.Matches).
-func (t Tags) Matches(tags Tags) bool {
-	if len(t) == 0 {
-		return false
-	}
-	for k, want := range t {
-		got, ok := tags[k]
-		if !ok {
-			return false
-		}
-		if want != Wildcard && want != got {
-			return false
-		}
-	}
-	return true
-}
-
 // Rank orders matches as the L4 TrafficRoute design decides: more tags beat fewer, then more exact values
 // (an exact value beats "*"), then the newest creation time, then the name (lower first),
 // so that the order is total and deterministic.
@@ -38,8 +21,8 @@ type Rank struct {
 // RankOf is the rank of a selector owned by a resource created at created and named name.
 func RankOf(sel Tags, created time.Time, name string) Rank {
 	r := Rank{Tags: len(sel), Created: created, Name: name}
-	for _, v := range sel {
-		if v != Wildcard {
+	for _, tg := range sel {
+		if tg.Value != Wildcard {
 			r.Exact++
 		}
 	}

@@ -9,16 +9,16 @@ import (
 )
 
 func TestSelectorMatches(t *testing.T) {
-	tags := Tags{ServiceTag: "backend", "version": "v1", ZoneTag: "zone-1"}
+	tags := TagsOf(map[string]string{ServiceTag: "backend", "version": "v1", ZoneTag: "zone-1"})
 	tests := []struct {
 		sel  Tags
 		want bool
 	}{
-		{Tags{ServiceTag: "backend"}, true},
-		{Tags{ServiceTag: "*"}, true},
-		{Tags{ServiceTag: "backend", "version": "*"}, true},
-		{Tags{ServiceTag: "backend", "version": "v2"}, false},
-		{Tags{ServiceTag: "*", "region": "*"}, false}, // "*" still needs the tag
+		{TagsOf(map[string]string{ServiceTag: "backend"}), true},
+		{TagsOf(map[string]string{ServiceTag: "*"}), true},
+		{TagsOf(map[string]string{ServiceTag: "backend", "version": "*"}), true},
+		{TagsOf(map[string]string{ServiceTag: "backend", "version": "v2"}), false},
+		{TagsOf(map[string]string{ServiceTag: "*", "region": "*"}), false}, // "*" still needs the tag
 		{Tags{}, false}, // an empty selector matches nothing
 		{nil, false},
 	}
@@ -38,15 +38,15 @@ func TestRankTrafficRouteDesign(t *testing.T) {
 		better, worse Rank
 	}{
 		{"B: two tags beat one, even if older",
-			RankOf(Tags{ServiceTag: "mobile", "version": "2"}, old, "z"), RankOf(Tags{ServiceTag: "mobile"}, newer, "a")},
+			RankOf(TagsOf(map[string]string{ServiceTag: "mobile", "version": "2"}), old, "z"), RankOf(TagsOf(map[string]string{ServiceTag: "mobile"}), newer, "a")},
 		{"two wildcard tags beat one exact tag",
-			RankOf(Tags{ServiceTag: "*", "version": "*"}, old, "z"), RankOf(Tags{ServiceTag: "mobile"}, newer, "a")},
+			RankOf(TagsOf(map[string]string{ServiceTag: "*", "version": "*"}), old, "z"), RankOf(TagsOf(map[string]string{ServiceTag: "mobile"}), newer, "a")},
 		{"C: exact beats *, even if older",
-			RankOf(Tags{ServiceTag: "mobile"}, old, "z"), RankOf(Tags{ServiceTag: "*"}, newer, "a")},
+			RankOf(TagsOf(map[string]string{ServiceTag: "mobile"}), old, "z"), RankOf(TagsOf(map[string]string{ServiceTag: "*"}), newer, "a")},
 		{"A/D: same shape, the newest wins",
-			RankOf(Tags{ServiceTag: "mobile", "region": "eu"}, newer, "z"), RankOf(Tags{ServiceTag: "mobile", "version": "2"}, old, "a")},
+			RankOf(TagsOf(map[string]string{ServiceTag: "mobile", "region": "eu"}), newer, "z"), RankOf(TagsOf(map[string]string{ServiceTag: "mobile", "version": "2"}), old, "a")},
 		{"all equal: the lower name wins",
-			RankOf(Tags{ServiceTag: "mobile"}, old, "a"), RankOf(Tags{ServiceTag: "mobile"}, old, "b")},
+			RankOf(TagsOf(map[string]string{ServiceTag: "mobile"}), old, "a"), RankOf(TagsOf(map[string]string{ServiceTag: "mobile"}), old, "b")},
 	}
 	for _, tt := range tests {
 		if !tt.better.Better(tt.worse) {
@@ -56,7 +56,7 @@ func TestRankTrafficRouteDesign(t *testing.T) {
 			t.Errorf("%s: %+v should not beat %+v", tt.name, tt.worse, tt.better)
 		}
 	}
-	r := RankOf(Tags{ServiceTag: "a"}, old, "a")
+	r := RankOf(TagsOf(map[string]string{ServiceTag: "a"}), old, "a")
 	if r.Better(r) {
 		t.Error("a rank beats itself: the order is not strict")
 	}
@@ -64,15 +64,15 @@ func TestRankTrafficRouteDesign(t *testing.T) {
 
 func TestBestMatch(t *testing.T) {
 	sels := []Selector{
-		{Match: Tags{ServiceTag: "*"}},
-		{Match: Tags{ServiceTag: "mobile", "version": "*"}},
-		{Match: Tags{ServiceTag: "mobile", "version": "3"}},
+		{Match: TagsOf(map[string]string{ServiceTag: "*"})},
+		{Match: TagsOf(map[string]string{ServiceTag: "mobile", "version": "*"})},
+		{Match: TagsOf(map[string]string{ServiceTag: "mobile", "version": "3"})},
 	}
-	r, ok := BestMatch(sels, Tags{ServiceTag: "mobile", "version": "2"}, time.Time{}, "r")
+	r, ok := BestMatch(sels, TagsOf(map[string]string{ServiceTag: "mobile", "version": "2"}), time.Time{}, "r")
 	if !ok || r.Tags != 2 || r.Exact != 1 {
 		t.Errorf("BestMatch = %+v, %v; want the mobile+version:* selector", r, ok)
 	}
-	if _, ok := BestMatch(sels, Tags{"version": "2"}, time.Time{}, "r"); ok {
+	if _, ok := BestMatch(sels, TagsOf(map[string]string{"version": "2"}), time.Time{}, "r"); ok {
 		t.Error("BestMatch matched tags without kuma.io/service")
 	}
 }
@@ -117,7 +117,7 @@ func bestRoute(s *Snapshot, service string) string {
 	for _, tr := range s.TrafficRoutes {
 		dst := false
 		for _, d := range tr.Destinations {
-			dst = dst || d.Matches(Tags{ServiceTag: service})
+			dst = dst || d.Matches(TagsOf(map[string]string{ServiceTag: service}))
 		}
 		if !dst {
 			continue

@@ -183,7 +183,7 @@ func (s *Snapshot) LocalZone() string {
 		return ""
 	}
 	for _, in := range s.Self.Networking.Inbound {
-		if z := in.Tags[ZoneTag]; z != "" {
+		if z := in.Tags.Value(ZoneTag); z != "" {
 			return z
 		}
 	}

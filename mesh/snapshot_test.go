@@ -14,7 +14,7 @@ func TestSnapshotHashLarge(t *testing.T) {
 		var rs []Resource
 		for i := range 3*hashChunk + 7 {
 			rs = append(rs, &Dataplane{Meta: Meta{Name: "dp-" + strconv.Itoa(100000+i), Mesh: "default"},
-				Networking: Networking{Address: "10.0.0.1", Inbound: []Inbound{{Port: 80, Tags: Tags{ServiceTag: "s" + strconv.Itoa(i)}}}}})
+				Networking: Networking{Address: "10.0.0.1", Inbound: []Inbound{{Port: 80, Tags: TagsOf(map[string]string{ServiceTag: "s" + strconv.Itoa(i)})}}}})
 		}
 		if edit != nil {
 			edit(rs)
@@ -37,8 +37,11 @@ func TestSnapshotHashLarge(t *testing.T) {
 		}
 	}()
 	for name, edit := range map[string]func([]Resource){
-		"a tag in the last chunk": func(rs []Resource) { rs[len(rs)-1].(*Dataplane).Networking.Inbound[0].Tags["version"] = "v2" },
-		"an address in chunk 2":   func(rs []Resource) { rs[hashChunk+3].(*Dataplane).Networking.Address = "10.0.0.2" },
+		"a tag in the last chunk": func(rs []Resource) {
+			in := &rs[len(rs)-1].(*Dataplane).Networking.Inbound[0]
+			in.Tags = in.Tags.With("version", "v2")
+		},
+		"an address in chunk 2": func(rs []Resource) { rs[hashChunk+3].(*Dataplane).Networking.Address = "10.0.0.2" },
 		"two names swapped": func(rs []Resource) {
 			a, b := rs[5].(*Dataplane), rs[hashChunk*2].(*Dataplane)
 			a.Networking.Inbound, b.Networking.Inbound = b.Networking.Inbound, a.Networking.Inbound

@@ -111,7 +111,7 @@ func settleIn(rs []Resource, strs *strArena) {
 		if n.Outbound != nil {
 			n.Outbound = slices.Clone(n.Outbound)
 			for j := range n.Outbound {
-				n.Outbound[j].Tags = maps.Clone(n.Outbound[j].Tags)
+				n.Outbound[j].Tags = n.Outbound[j].Tags.Clone()
 			}
 		}
 		c.Labels = maps.Clone(c.Labels)
@@ -127,27 +127,21 @@ func settleIn(rs []Resource, strs *strArena) {
 	}
 }
 
-// tagSets finds the tag maps already seen by their content (sorted "k=v" pairs).
+// tagSets finds the tag sets already seen by their content.
 type tagSets struct {
 	byText map[string]Tags
 	buf    []byte
-	keys   []string
-	strs   *strArena // when set, a new map's strings are copied there
+	strs   *strArena // when set, a new set's strings are copied there
 }
 
-// share returns the map seen before with t's tags, or a copy of t (kept for the next ones).
+// share returns the set seen before with t's tags, or a copy of t (kept for the next ones).
 func (s *tagSets) share(t Tags) Tags {
 	if len(t) == 0 {
 		return t
 	}
-	s.keys = s.keys[:0]
-	for k := range t {
-		s.keys = append(s.keys, k)
-	}
-	slices.Sort(s.keys)
 	b := s.buf[:0]
-	for _, k := range s.keys {
-		b = append(append(append(append(b, k...), 0), t[k]...), 0)
+	for _, tg := range t { // sorted by key
+		b = append(append(append(append(b, tg.Key...), 0), tg.Value...), 0)
 	}
 	s.buf = b
 	if m, ok := s.byText[string(b)]; ok {
@@ -156,13 +150,12 @@ func (s *tagSets) share(t Tags) Tags {
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
-	var m Tags
-	if s.strs == nil {
-		m = maps.Clone(t)
-	} else {
-		m = make(Tags, len(t))
-		for k, v := range t {
-			m[s.strs.share(k)] = s.strs.copy(v)
+	m := make(Tags, len(t))
+	for i, tg := range t {
+		if s.strs == nil {
+			m[i] = tg
+		} else {
+			m[i] = Tag{Key: s.strs.share(tg.Key), Value: s.strs.copy(tg.Value)}
 		}
 	}
 	s.byText[string(b)] = m

@@ -114,7 +114,7 @@ func TestDecodedStringsLeaveTheText(t *testing.T) {
 		if inText(dp.Name) {
 			t.Errorf("the name %q points into the file's text", dp.Name)
 		}
-		for k := range dp.Networking.Inbound[0].Tags {
+		for k := range dp.Networking.Inbound[0].Tags.Keys() {
 			if k == ServiceTag {
 				keys = append(keys, k)
 			}
@@ -144,7 +144,7 @@ func TestReplicasShareTags(t *testing.T) {
 	if ptr(tags(0)) != ptr(tags(1)) {
 		t.Error("web-1 and web-2 have the same tags but two maps")
 	}
-	if ptr(tags(0)) == ptr(tags(2)) || tags(2)[ServiceTag] != "api" || tags(0)[ServiceTag] != "web" || len(tags(0)) != 2 {
+	if ptr(tags(0)) == ptr(tags(2)) || tags(2).Value(ServiceTag) != "api" || tags(0).Value(ServiceTag) != "web" || len(tags(0)) != 2 {
 		t.Errorf("api-1's tags: %v; web's: %v", tags(2), tags(0))
 	}
 }

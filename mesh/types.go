@@ -8,6 +8,8 @@ package mesh
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/kumadp/kuma-dp/tagset"
 )
 
 // Well-known tag keys.
@@ -17,7 +19,7 @@ const (
 	ProtocolTag = "kuma.io/protocol"
 	MeshLabel   = "kuma.io/mesh"
 	IgnoreLabel = "kuma.io/ignore"
-	Wildcard    = "*"
+	Wildcard    = tagset.Wildcard
 )
 
 // Kind names, as written in `type:` (universal) or `kind:` (Kubernetes-style) fields.
@@ -29,8 +31,15 @@ const (
 	KindHostnameGenerator   = "HostnameGenerator"
 )
 
-// Tags is a set of key/value tags (dataplane inbound tags, selector matches, destinations).
-type Tags map[string]string
+// Tags is a set of key/value tags (dataplane inbound tags, selector matches, destinations),
+// sorted by key: see package tagset.
+type Tags = tagset.Tags
+
+// Tag is one key/value pair of a Tags.
+type Tag = tagset.Tag
+
+// TagsOf returns the tags of m (sorted by key).
+func TagsOf(m map[string]string) Tags { return tagset.Of(m) }
 
 // Meta is what every resource carries: identity plus where it was read from.
 type Meta struct {

@@ -196,8 +196,8 @@ func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
 		return
 	}
 	if tagsNeedReport(t, wildcard) { // sorted keys only when there is something to report
-		for _, k := range sortedTagKeys(t) {
-			val := t[k]
+		for _, tg := range t {
+			k, val := tg.Key, tg.Value
 			switch msg := tagProblem(k, val, wildcard); {
 			case msg == "":
 			case k == "":
@@ -207,7 +207,7 @@ func (v *validator) tags(path string, t Tags, needService, wildcard bool) {
 			}
 		}
 	}
-	if _, ok := t[ServiceTag]; needService && !ok {
+	if needService && !t.Has(ServiceTag) {
 		v.errorf(path, "", "must contain %s", ServiceTag)
 	}
 }
@@ -229,8 +229,8 @@ func tagProblem(k, val string, wildcard bool) string {
 
 // tagsNeedReport reports whether some tag of t is refused by validator.tags.
 func tagsNeedReport(t Tags, wildcard bool) bool {
-	for k, val := range t {
-		if tagProblem(k, val, wildcard) != "" {
+	for _, tg := range t {
+		if tagProblem(tg.Key, tg.Value, wildcard) != "" {
 			return true
 		}
 	}
@@ -276,7 +276,7 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 	if v.kind == kindVirtualHost && len(vo.Selectors) == 1 {
 		// The VirtualHost draft: the host may only use tags present in the tags section.
 		for _, k := range vt.TagKeys() {
-			if _, ok := vo.Selectors[0].Match[k]; !ok {
+			if !vo.Selectors[0].Match.Has(k) {
 				v.errorf("conf.host", vo.Conf.Host, "tag %q is not in tags", k)
 			}
 		}
@@ -304,11 +304,11 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 	for i, s := range tr.Destinations {
 		p := fmt.Sprintf("destinations[%d].match", i)
 		v.tags(p, s.Match, true, true)
-		for _, k := range sortedTagKeys(s.Match) {
-			if k != ServiceTag {
+		for _, tg := range s.Match {
+			if tg.Key != ServiceTag {
 				// The L4 TrafficRoute design: all TCP connections of a service share one destination address, so
 				// nothing but the service can be told apart.
-				v.errorf(keyPath(p, k), s.Match[k], "only %s can be used in destinations", ServiceTag)
+				v.errorf(keyPath(p, tg.Key), tg.Value, "only %s can be used in destinations", ServiceTag)
 			}
 		}
 	}

@@ -74,7 +74,9 @@ func (v *validator) router(r *Router) {
 			v.errorf(indexPath("namespaceSelector", i), ns, "a namespace: %v", err)
 		}
 	}
-	v.labelMap("dataplanes", r.Dataplanes)
+	if r.Dataplanes.Has("") {
+		v.errorf("dataplanes", "", "empty label key")
+	}
 	switch r.RouteAdmission.NamespaceOwnership {
 	case "", NamespaceOwnershipStrict, NamespaceOwnershipAllowed:
 	default:

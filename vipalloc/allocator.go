@@ -210,7 +210,7 @@ func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	if a.defaults == nil || !c.src.explicit || c.published || len(c.Tags) != 1 {
 		return
 	}
-	svc, ok := c.Tags[mesh.ServiceTag]
+	svc, ok := c.Tags.Get(mesh.ServiceTag)
 	if !ok {
 		return
 	}

@@ -15,7 +15,7 @@ func smallMesh() []*mesh.Dataplane {
 		dp("backend-v1-z1", svc("backend", "v1", "zone-1")),
 		dp("backend-v2-z2", svc("backend", "v2", "zone-2")),
 		dp("my-service-1", svc("my-service", "v1", "zone-1")),
-		dp("legacy-1", mesh.Tags{mesh.ServiceTag: "legacy"}), // no version, no zone
+		dp("legacy-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "legacy"})), // no version, no zone
 	}
 }
 
@@ -28,19 +28,19 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 		origin Origin
 		tags   mesh.Tags
 	}{
-		"httpbin.mesh":           {8080, Origin{mesh.KindVirtualOutbound, "my-service"}, mesh.Tags{mesh.ServiceTag: "my-service"}},
-		"v1.backend.mesh":        {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.Tags{mesh.ServiceTag: "backend", "version": "v1"}},
-		"v2.backend.mesh":        {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.Tags{mesh.ServiceTag: "backend", "version": "v2"}},
-		"backend.mesh":           {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.Tags{mesh.ServiceTag: "backend"}},
-		"legacy.mesh":            {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.Tags{mesh.ServiceTag: "legacy"}},
-		"backend.zone-1.mesh":    {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.Tags{mesh.ServiceTag: "backend", mesh.ZoneTag: "zone-1"}},
-		"backend.zone-2.mesh":    {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.Tags{mesh.ServiceTag: "backend", mesh.ZoneTag: "zone-2"}},
-		"web.zone-1.mesh":        {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.Tags{mesh.ServiceTag: "web", mesh.ZoneTag: "zone-1"}},
-		"v1.web.mesh":            {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.Tags{mesh.ServiceTag: "web", "version": "v1"}},
-		"web.mesh":               {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.Tags{mesh.ServiceTag: "web"}},
-		"my-service.mesh":        {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.Tags{mesh.ServiceTag: "my-service"}},
-		"v1.my-service.mesh":     {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.Tags{mesh.ServiceTag: "my-service", "version": "v1"}},
-		"my-service.zone-1.mesh": {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.Tags{mesh.ServiceTag: "my-service", mesh.ZoneTag: "zone-1"}},
+		"httpbin.mesh":           {8080, Origin{mesh.KindVirtualOutbound, "my-service"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "my-service"})},
+		"v1.backend.mesh":        {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend", "version": "v1"})},
+		"v2.backend.mesh":        {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend", "version": "v2"})},
+		"backend.mesh":           {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend"})},
+		"legacy.mesh":            {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "legacy"})},
+		"backend.zone-1.mesh":    {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend", mesh.ZoneTag: "zone-1"})},
+		"backend.zone-2.mesh":    {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend", mesh.ZoneTag: "zone-2"})},
+		"web.zone-1.mesh":        {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web", mesh.ZoneTag: "zone-1"})},
+		"v1.web.mesh":            {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web", "version": "v1"})},
+		"web.mesh":               {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})},
+		"my-service.mesh":        {80, Origin{mesh.KindVirtualOutbound, "default"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "my-service"})},
+		"v1.my-service.mesh":     {8080, Origin{mesh.KindVirtualOutbound, "my-service-by-version"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "my-service", "version": "v1"})},
+		"my-service.zone-1.mesh": {80, Origin{mesh.KindVirtualOutbound, "service-by-zone"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "my-service", mesh.ZoneTag: "zone-1"})},
 	}
 	if tb.Len() != len(want) {
 		t.Errorf("Len = %d, want %d: %v", tb.Len(), len(want), vipsOf(tb))
@@ -103,7 +103,7 @@ func TestKeysAndExplainData(t *testing.T) {
 	if e.Key != "my-service-by-version{kuma.io/service=backend,version=v1}" {
 		t.Errorf("key = %q", e.Key)
 	}
-	if !reflect.DeepEqual(e.Selector, mesh.Tags{mesh.ServiceTag: "*", "version": "*"}) {
+	if !reflect.DeepEqual(e.Selector, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"})) {
 		t.Errorf("selector = %v", e.Selector)
 	}
 	e, _ = tb.Lookup("httpbin.mesh")
@@ -133,14 +133,14 @@ func TestDefaultNamesOnOff(t *testing.T) {
 
 func TestCollisions(t *testing.T) {
 	dps := smallMesh()
-	older := vo("b-older", "shared.mesh", "80", nil, mesh.Tags{mesh.ServiceTag: "web"})
+	older := vo("b-older", "shared.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))
 	older.CreationTime = ts("2024-01-01T00:00:00Z")
-	newer := vo("a-newer", "shared.mesh", "80", nil, mesh.Tags{mesh.ServiceTag: "backend"})
+	newer := vo("a-newer", "shared.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend"}))
 	newer.CreationTime = ts("2025-01-01T00:00:00Z")
-	otherPort := vo("c-port", "shared.mesh", "9090", nil, mesh.Tags{mesh.ServiceTag: "legacy"})
+	otherPort := vo("c-port", "shared.mesh", "9090", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "legacy"}))
 	otherPort.CreationTime = ts("2025-06-01T00:00:00Z")
-	sameAgeA := vo("x-a", "tie.mesh", "80", nil, mesh.Tags{mesh.ServiceTag: "web"})
-	sameAgeB := vo("x-b", "tie.mesh", "80", nil, mesh.Tags{mesh.ServiceTag: "backend"})
+	sameAgeA := vo("x-a", "tie.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))
+	sameAgeB := vo("x-b", "tie.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend"}))
 	tb := allocate(t, newAlloc(t, nil), snap(dps, []*mesh.VirtualOutbound{older, newer, otherPort, sameAgeA, sameAgeB}))
 
 	e, ok := tb.Lookup("shared.mesh")
@@ -150,8 +150,8 @@ func TestCollisions(t *testing.T) {
 	if e.Origin.Name != "b-older" || !reflect.DeepEqual(e.Ports, []uint32{80, 9090}) || len(e.Targets) != 2 {
 		t.Fatalf("shared.mesh = %+v", e)
 	}
-	if e.Targets[1].Origin.Name != "c-port" || e.Targets[1].Tags[mesh.ServiceTag] != "legacy" ||
-		e.Targets[0].Tags[mesh.ServiceTag] != "web" {
+	if e.Targets[1].Origin.Name != "c-port" || e.Targets[1].Tags.Value(mesh.ServiceTag) != "legacy" ||
+		e.Targets[0].Tags.Value(mesh.ServiceTag) != "web" {
 		t.Errorf("targets = %+v", e.Targets)
 	}
 	var obs []Outbound
@@ -160,8 +160,8 @@ func TestCollisions(t *testing.T) {
 			obs = append(obs, ob)
 		}
 	}
-	if len(obs) != 2 || obs[0].Port != 80 || obs[0].Tags[mesh.ServiceTag] != "web" || obs[1].Port != 9090 ||
-		obs[1].Tags[mesh.ServiceTag] != "legacy" || obs[0].IPv4 != obs[1].IPv4 || obs[1].Origin.Name != "c-port" {
+	if len(obs) != 2 || obs[0].Port != 80 || obs[0].Tags.Value(mesh.ServiceTag) != "web" || obs[1].Port != 9090 ||
+		obs[1].Tags.Value(mesh.ServiceTag) != "legacy" || obs[0].IPv4 != obs[1].IPv4 || obs[1].Origin.Name != "c-port" {
 		t.Errorf("per-port outbounds = %+v", obs)
 	}
 	loser := findEntry(tb, "a-newer{kuma.io/service=backend}")
@@ -252,8 +252,8 @@ func TestPoolExhausted(t *testing.T) {
 
 func TestMeshExternalServices(t *testing.T) {
 	dps := smallMesh()
-	gen := hg("k8s-meshext-hostnames", "{{ name }}.svc.meshext.local", mesh.Tags{"my-service.io/access": "true"})
-	byLabel := hg("by-team", `{{ label "team" }}.{{ .Zone }}.ext.local`, mesh.Tags{"my-service.io/access": "true"})
+	gen := hg("k8s-meshext-hostnames", "{{ name }}.svc.meshext.local", mesh.TagsOf(map[string]string{"my-service.io/access": "true"}))
+	byLabel := hg("by-team", `{{ label "team" }}.{{ .Zone }}.ext.local`, mesh.TagsOf(map[string]string{"my-service.io/access": "true"}))
 	mydomain := mes("mydomain", 80, map[string]string{"my-service.io/access": "true", mesh.MeshLabel: "default",
 		mesh.ZoneTag: "east-1", "team": "payments"})
 	noTeam := mes("noteam", 443, map[string]string{"my-service.io/access": "true"})
@@ -309,7 +309,7 @@ func TestMeshExternalServices(t *testing.T) {
 
 func TestMESCollidesWithMeshName(t *testing.T) {
 	dps := smallMesh()
-	clash := vo("clash", "ext.local", "8080", nil, mesh.Tags{mesh.ServiceTag: "web"})
+	clash := vo("clash", "ext.local", "8080", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))
 	gen := hg("gen", "ext.local", nil)
 	tb := allocate(t, newAlloc(t, nil), snap(dps, []*mesh.VirtualOutbound{clash}, gen, mes("m", 80, nil)))
 	e, ok := tb.Lookup("ext.local")
@@ -334,7 +334,7 @@ func TestPolicyChanges(t *testing.T) {
 	// Drop the by-zone policy and change the by-version template.
 	changed := []*mesh.VirtualOutbound{vos[0], vos[2],
 		vo("my-service-by-version", "{{service}}-{{version}}.mesh", "8080",
-			map[string]string{mesh.ServiceTag: "service", "version": "version"}, mesh.Tags{mesh.ServiceTag: "*", "version": "*"})}
+			map[string]string{mesh.ServiceTag: "service", "version": "version"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"}))}
 	tb := allocate(t, a, snap(dps, changed))
 	got := vipsOf(tb)
 	for h := range got {
@@ -393,13 +393,13 @@ func TestUnsortedSnapshot(t *testing.T) {
 }
 
 func TestTemplateSyntaxes(t *testing.T) {
-	kuma := vo("kuma-form", "{{.svc}}-{{.ver}}.mesh", "{{.port}}", nil, mesh.Tags{mesh.ServiceTag: "*", "version": "*"})
+	kuma := vo("kuma-form", "{{.svc}}-{{.ver}}.mesh", "{{.port}}", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"}))
 	kuma.Conf.Parameters = []mesh.Parameter{{Name: "svc", TagKey: mesh.ServiceTag}, {Name: "ver", TagKey: "version"}, {Name: "port"}}
 	vhForm := vo("vh-form", `{{tag "version"}}.{{tag "kuma.io/service"}}.vh.mesh`, "8080", nil,
-		mesh.Tags{mesh.ServiceTag: "*", "version": "*"})
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"}))
 	dps := []*mesh.Dataplane{
-		dp("a", mesh.Tags{mesh.ServiceTag: "backend", "version": "v1", "port": "9000"}),
-		dp("b", mesh.Tags{mesh.ServiceTag: "backend", "version": "v2"}), // no port tag
+		dp("a", mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend", "version": "v1", "port": "9000"})),
+		dp("b", mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend", "version": "v2"})), // no port tag
 	}
 	tb := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }),
 		snap(dps, []*mesh.VirtualOutbound{kuma, vhForm}))

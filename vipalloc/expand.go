@@ -8,6 +8,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/hostname"
 	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/tagset"
 )
 
 // candidate is one (hostname, port) a source proposes, or - with host empty - a tuple that
@@ -247,18 +248,19 @@ func (x *expander) visit(in *inbound) {
 	}
 	c = &candidate{src: x.src, refs: delta}
 	c.Origin, c.Selector = x.src.origin, sel.tags
-	c.Tags = make(mesh.Tags, len(sel.dest))
+	c.Tags = make(mesh.Tags, 0, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
 		switch v, ok := in.get(d.k, d.idx); {
 		case !d.fromInbound:
-			c.Tags[d.k] = d.fixed
+			c.Tags = append(c.Tags, mesh.Tag{Key: d.k, Value: d.fixed})
 		case ok:
-			c.Tags[d.k] = v
+			c.Tags = append(c.Tags, mesh.Tag{Key: d.k, Value: v})
 		default:
 			absent = append(absent, d.k)
 		}
 	}
+	c.Tags = tagset.Sorted(c.Tags)
 	keyLen := len(b)
 	// Rendered with the tags present, as Kuma does: a tag the inbound lacks fails only a
 	// template that needs it (a parameter the template never uses, or one it tolerates the
@@ -332,10 +334,10 @@ func (x *expander) visitDefault(in *inbound) {
 // map when it holds just that (the common one-tag inbound; maps are never modified once
 // decoded), so that the name costs no map of its own.
 func defaultTags(in mesh.Tags, svc string) mesh.Tags {
-	if len(in) == 1 && in[mesh.ServiceTag] == svc {
+	if len(in) == 1 && in[0] == (mesh.Tag{Key: mesh.ServiceTag, Value: svc}) {
 		return in
 	}
-	return mesh.Tags{mesh.ServiceTag: svc}
+	return mesh.Tags{{Key: mesh.ServiceTag, Value: svc}}
 }
 
 // visitBroken keeps one skip for a policy whose templates do not compile, counted by the

@@ -61,11 +61,11 @@ func appendEntry(b []byte, e *Entry) []byte {
 	return b
 }
 
-// tagsHash hashes a tag map independently of iteration order.
+// tagsHash hashes a tag set (a sum: independent of the order, as it was for maps).
 func tagsHash(tags mesh.Tags) uint64 {
 	var x uint64
-	for k, v := range tags {
-		x += maphash.String(hashSeed, k) ^ maphash.String(hashSeed, v)*31
+	for _, tg := range tags {
+		x += maphash.String(hashSeed, tg.Key) ^ maphash.String(hashSeed, tg.Value)*31
 	}
 	return x
 }

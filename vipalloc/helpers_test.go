@@ -22,12 +22,12 @@ func dp(name string, tags ...mesh.Tags) *mesh.Dataplane {
 }
 
 func svc(service, version, zone string) mesh.Tags {
-	t := mesh.Tags{mesh.ServiceTag: service}
+	t := mesh.TagsOf(map[string]string{mesh.ServiceTag: service})
 	if version != "" {
-		t["version"] = version
+		t = t.With("version", version)
 	}
 	if zone != "" {
-		t[mesh.ZoneTag] = zone
+		t = t.With(mesh.ZoneTag, zone)
 	}
 	return t
 }
@@ -44,14 +44,14 @@ func vo(name, host, port string, tags map[string]string, sels ...mesh.Tags) *mes
 // designVOs is the four VirtualOutbounds of the VirtualOutbound design.
 func designVOs() []*mesh.VirtualOutbound {
 	return []*mesh.VirtualOutbound{
-		vo("my-service", "httpbin.mesh", "8080", nil, mesh.Tags{mesh.ServiceTag: "my-service"}),
+		vo("my-service", "httpbin.mesh", "8080", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "my-service"})),
 		vo("my-service-by-version", "{{version}}.{{service}}.mesh", "8080",
 			map[string]string{mesh.ServiceTag: "service", "version": "version"},
-			mesh.Tags{mesh.ServiceTag: "*", "version": "*"}),
+			mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"})),
 		vo("default", "{{service}}.mesh", "80", map[string]string{mesh.ServiceTag: "service"},
-			mesh.Tags{mesh.ServiceTag: "*"}),
+			mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"})),
 		vo("service-by-zone", "{{service}}.{{zone}}.mesh", "80",
-			map[string]string{mesh.ServiceTag: "service", mesh.ZoneTag: "zone"}, mesh.Tags{mesh.ServiceTag: "*"}),
+			map[string]string{mesh.ServiceTag: "service", mesh.ZoneTag: "zone"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"})),
 	}
 }
 

@@ -28,8 +28,8 @@ func incrementalRun(t *testing.T, seed uint64) {
 	vos := map[string]*mesh.VirtualOutbound{}
 	var extra []mesh.Resource
 	allVOs := append(designVOs(),
-		vo("clash", "{{service}}.mesh", "8080", map[string]string{mesh.ServiceTag: "service"}, mesh.Tags{mesh.ServiceTag: "*", "version": "v2"}),
-		vo("fixed", "shared.mesh", "80", nil, mesh.Tags{mesh.ServiceTag: "s3"}))
+		vo("clash", "{{service}}.mesh", "8080", map[string]string{mesh.ServiceTag: "service"}, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "v2"})),
+		vo("fixed", "shared.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "s3"})))
 	newDP := func(i int) *mesh.Dataplane {
 		return dp(fmt.Sprintf("dp-%03d", i), svc(fmt.Sprintf("s%d", rng.IntN(8)), fmt.Sprintf("v%d", rng.IntN(3)),
 			[]string{"", "zone-1", "zone-2"}[rng.IntN(3)]))

@@ -19,16 +19,16 @@ func kumaVO(name, host, port string, params []mesh.Parameter, sels ...mesh.Tags)
 // dataplane only when the template needs the value.
 func TestKumaRendersWithTheTagsPresent(t *testing.T) {
 	params := []mesh.Parameter{{Name: "service", TagKey: mesh.ServiceTag}, {Name: "port", TagKey: "port"}}
-	dps := []*mesh.Dataplane{dp("web-1", svc("web", "v1", "")), dp("db-1", mesh.Tags{mesh.ServiceTag: "db", "port": "5432"})}
+	dps := []*mesh.Dataplane{dp("web-1", svc("web", "v1", "")), dp("db-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "db", "port": "5432"}))}
 	vos := []*mesh.VirtualOutbound{
 		// never uses port: a name for both
-		kumaVO("unused", "{{.service}}.svc", "80", params, mesh.Tags{mesh.ServiceTag: "*"}),
+		kumaVO("unused", "{{.service}}.svc", "80", params, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"})),
 		// tolerates its absence
-		kumaVO("tolerant", "{{.service}}.tolerant", "{{if .port}}{{.port}}{{else}}8080{{end}}", params, mesh.Tags{mesh.ServiceTag: "*"}),
+		kumaVO("tolerant", "{{.service}}.tolerant", "{{if .port}}{{.port}}{{else}}8080{{end}}", params, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"})),
 		// needs it: web-1 is skipped
-		kumaVO("needs", "{{.service}}.needs", "{{.port}}", params, mesh.Tags{mesh.ServiceTag: "*"}),
+		kumaVO("needs", "{{.service}}.needs", "{{.port}}", params, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"})),
 		// a literal host with an unused parameter
-		kumaVO("literal", "foo.mesh", "80", params, mesh.Tags{mesh.ServiceTag: "web"}),
+		kumaVO("literal", "foo.mesh", "80", params, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})),
 	}
 	tb := allocate(t, newAlloc(t, nil), snap(dps, vos))
 	want := map[string][]uint32{
@@ -65,11 +65,11 @@ func TestKumaRendersWithTheTagsPresent(t *testing.T) {
 func TestKumaSelectorAcrossServices(t *testing.T) {
 	params := []mesh.Parameter{{Name: "service", TagKey: mesh.ServiceTag}}
 	dps := []*mesh.Dataplane{
-		dp("web-eu", mesh.Tags{mesh.ServiceTag: "web", "region": "eu"}),
-		dp("db-eu", mesh.Tags{mesh.ServiceTag: "db", "region": "eu"}),
-		dp("db-us", mesh.Tags{mesh.ServiceTag: "db", "region": "us"}),
+		dp("web-eu", mesh.TagsOf(map[string]string{mesh.ServiceTag: "web", "region": "eu"})),
+		dp("db-eu", mesh.TagsOf(map[string]string{mesh.ServiceTag: "db", "region": "eu"})),
+		dp("db-us", mesh.TagsOf(map[string]string{mesh.ServiceTag: "db", "region": "us"})),
 	}
-	vos := []*mesh.VirtualOutbound{kumaVO("eu", "{{.service}}.eu.mesh", "80", params, mesh.Tags{"region": "eu"})}
+	vos := []*mesh.VirtualOutbound{kumaVO("eu", "{{.service}}.eu.mesh", "80", params, mesh.TagsOf(map[string]string{"region": "eu"}))}
 	if err := mesh.Validate(vos[0]); err != nil {
 		t.Fatalf("Kuma-valid selector {region: eu} refused: %v", err)
 	}
@@ -86,10 +86,10 @@ func TestKumaSelectorAcrossServices(t *testing.T) {
 func TestKumaOneHostTwoPorts(t *testing.T) {
 	params := []mesh.Parameter{{Name: "service", TagKey: mesh.ServiceTag}, {Name: "port", TagKey: "port"}}
 	dps := []*mesh.Dataplane{
-		dp("api-1", mesh.Tags{mesh.ServiceTag: "api", "port": "8080"}),
-		dp("api-2", mesh.Tags{mesh.ServiceTag: "api", "port": "9090"}),
+		dp("api-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "api", "port": "8080"})),
+		dp("api-2", mesh.TagsOf(map[string]string{mesh.ServiceTag: "api", "port": "9090"})),
 	}
-	vos := []*mesh.VirtualOutbound{kumaVO("by-port", "{{.service}}.ports.mesh", "{{.port}}", params, mesh.Tags{mesh.ServiceTag: "*"})}
+	vos := []*mesh.VirtualOutbound{kumaVO("by-port", "{{.service}}.ports.mesh", "{{.port}}", params, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))}
 	tb := allocate(t, newAlloc(t, nil), snap(dps, vos))
 	e, ok := tb.Lookup("api.ports.mesh.")
 	if !ok {
@@ -105,10 +105,10 @@ func TestKumaOneHostTwoPorts(t *testing.T) {
 
 // Kuma gives no names to an inbound in state Ignored, nor to one on a reserved port.
 func TestKumaIgnoredAndReservedInbounds(t *testing.T) {
-	web := dp("web-1", mesh.Tags{mesh.ServiceTag: "web"})
-	ignored := dp("side-1", mesh.Tags{mesh.ServiceTag: "sidecar-only"})
+	web := dp("web-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))
+	ignored := dp("side-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "sidecar-only"}))
 	ignored.Networking.Inbound[0].State = mesh.InboundIgnored
-	reserved := dp("infra-1", mesh.Tags{mesh.ServiceTag: "infra"})
+	reserved := dp("infra-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "infra"}))
 	reserved.Networking.Inbound[0].Port = mesh.FirstReservedPort
 	doc := "type: Dataplane\nmesh: default\nname: side-1\nnetworking:\n  address: 10.0.0.9\n  inbound:\n  - port: 8080\n    state: Ignored\n    health: {ready: false}\n    tags:\n      kuma.io/service: sidecar-only\n"
 	if _, err := mesh.Decode("dp.yaml", []byte(doc)); err != nil {
@@ -132,7 +132,7 @@ func TestKumaIgnoredAndReservedInbounds(t *testing.T) {
 // {{ .Zone }} falls back to the local zone for a resource with no zone label.
 func TestKumaHostnameGeneratorNamespaceAndZone(t *testing.T) {
 	self := dp("web-1", svc("web", "v1", "zone-1")) // the local zone: zone-1
-	gen := hg("ns", "{{ .DisplayName }}.{{ .Namespace }}.{{ .Zone }}.ext", mesh.Tags{"access": "yes"})
+	gen := hg("ns", "{{ .DisplayName }}.{{ .Namespace }}.{{ .Zone }}.ext", mesh.TagsOf(map[string]string{"access": "yes"}))
 	local := mes("local", 80, map[string]string{"access": "yes", mesh.NamespaceLabel: "payments"})
 	remote := mes("remote", 80, map[string]string{"access": "yes", mesh.NamespaceLabel: "shop", mesh.ZoneTag: "zone-2"})
 	if err := mesh.Validate(gen); err != nil {

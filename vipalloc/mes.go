@@ -37,9 +37,9 @@ func selects(ref mesh.TargetRef, labels map[string]string) bool {
 	if ref.Kind != "" && ref.Kind != mesh.KindMeshExternalService {
 		return false
 	}
-	for k, want := range ref.Tags {
-		got, ok := labels[k]
-		if !ok || want != mesh.Wildcard && want != got {
+	for _, tg := range ref.Tags {
+		got, ok := labels[tg.Key]
+		if !ok || tg.Value != mesh.Wildcard && tg.Value != got {
 			return false
 		}
 	}

@@ -1,7 +1,6 @@
 package vipalloc
 
 import (
-	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -281,7 +280,7 @@ func inbounds(changes []change, idx map[string]int, shared bool) []inbound {
 				if vectors {
 					in.vals = vals[j*len(keys) : (j+1)*len(keys) : (j+1)*len(keys)]
 					for x, k := range keys {
-						if v, ok := in.tags[k]; ok {
+						if v, ok := in.tags.Get(k); ok {
 							in.vals[x] = v
 							in.mask |= 1 << uint(x)
 						}
@@ -358,7 +357,7 @@ func sameInbounds(a, b *mesh.Dataplane) bool {
 	}
 	for i := range a.Networking.Inbound {
 		x, y := &a.Networking.Inbound[i], &b.Networking.Inbound[i]
-		if x.Named() != y.Named() || !maps.Equal(x.Tags, y.Tags) {
+		if x.Named() != y.Named() || !x.Tags.Equal(y.Tags) {
 			return false
 		}
 	}
@@ -382,8 +381,7 @@ func (in *inbound) get(k string, idx int) (string, bool) {
 		}
 		return in.vals[idx], true
 	}
-	v, ok := in.tags[k]
-	return v, ok
+	return in.tags.Get(k)
 }
 
 // presize sizes the candidate map and event list of an empty expander about to visit n
@@ -462,21 +460,16 @@ func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	need := tpl.TagKeys()
 	for _, s := range vo.Selectors {
 		cs := compiledSel{tags: s.Match}
-		keys := make([]string, 0, len(s.Match))
-		for k := range s.Match {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		ds := map[string]dest{}
-		for _, k := range keys {
-			v := s.Match[k]
+		for _, tg := range s.Match { // sorted by key
+			k, v := tg.Key, tg.Value
 			cs.match = append(cs.match, kv{k: k, v: v, wild: v == mesh.Wildcard})
 			if v != mesh.Wildcard {
 				cs.nExact++
 				ds[k] = dest{k: k, fixed: v}
 			}
 		}
-		cs.nTags = len(keys)
+		cs.nTags = len(s.Match)
 		for _, k := range need {
 			if _, ok := ds[k]; !ok {
 				ds[k] = dest{k: k, fromInbound: true}

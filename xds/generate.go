@@ -80,7 +80,7 @@ func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
 				continue // Ignored, NotReady or not healthy: no endpoint, as in Kuma
 			}
 			tags := normalizeTags(in.Tags)
-			svc := tags[mesh.ServiceTag]
+			svc := tags.Value(mesh.ServiceTag)
 			if svc == "" {
 				continue
 			}
@@ -219,21 +219,11 @@ func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
 // normalizeTags maps the L4 TrafficRoute design's short `service` key to kuma.io/service (when the long one is
 // absent), so that `service: backend` and `kuma.io/service: backend` select the same thing.
 func normalizeTags(t mesh.Tags) mesh.Tags {
-	v, ok := t["service"]
-	if !ok {
+	v, ok := t.Get("service")
+	if !ok || t.Has(mesh.ServiceTag) {
 		return t
 	}
-	if _, long := t[mesh.ServiceTag]; long {
-		return t
-	}
-	out := make(mesh.Tags, len(t))
-	for k, val := range t {
-		if k != "service" {
-			out[k] = val
-		}
-	}
-	out[mesh.ServiceTag] = v
-	return out
+	return t.Without("service").With(mesh.ServiceTag, v)
 }
 
 // inbounds: one listener per inbound of this dataplane, forwarding to the local application
@@ -275,7 +265,7 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 			})
 		}
 		name := listenerName("inbound", ip, in.Port)
-		stat := normalizeTags(in.Tags)[mesh.ServiceTag]
+		stat := normalizeTags(in.Tags).Value(mesh.ServiceTag)
 		if stat == "" {
 			stat = name
 		}

@@ -91,7 +91,7 @@ func newState(g *generator, r *Resources, routeProblems int) *genState {
 	outs := g.t.Outbounds()
 	for i := range outs {
 		if outs[i].MeshExternalService == "" {
-			svc := normalizeTags(outs[i].Tags)[mesh.ServiceTag]
+			svc := normalizeTags(outs[i].Tags).Value(mesh.ServiceTag)
 			st.obs[svc] = append(st.obs[svc], obRef{vip: &outs[i], self: -1})
 		}
 	}
@@ -100,7 +100,7 @@ func newState(g *generator, r *Resources, routeProblems int) *genState {
 	}
 	for i, ob := range g.s.Self.Networking.Outbound {
 		if ob.BackendRef == nil {
-			svc := normalizeTags(ob.Tags)[mesh.ServiceTag]
+			svc := normalizeTags(ob.Tags).Value(mesh.ServiceTag)
 			st.obs[svc] = append(st.obs[svc], obRef{self: i})
 		}
 	}
@@ -120,7 +120,7 @@ func newTracking() *genState {
 func dpServices(dp *mesh.Dataplane) []string {
 	var out []string
 	for _, in := range dp.Networking.Inbound {
-		if svc := normalizeTags(in.Tags)[mesh.ServiceTag]; svc != "" && !slices.Contains(out, svc) {
+		if svc := normalizeTags(in.Tags).Value(mesh.ServiceTag); svc != "" && !slices.Contains(out, svc) {
 			out = append(out, svc)
 		}
 	}
@@ -196,7 +196,7 @@ func (st *genState) changesTo(s *mesh.Snapshot) (changes, bool) {
 			}
 			for _, d := range tr.Destinations {
 				m := normalizeTags(d.Match)
-				svc := m[mesh.ServiceTag]
+				svc := m.Value(mesh.ServiceTag)
 				if len(m) != 1 || svc == "" || svc == mesh.Wildcard {
 					generic = true
 				}
@@ -248,7 +248,7 @@ func (st *genState) reindexDestinations(dirtyDest map[string]bool) {
 					continue
 				}
 				tags := normalizeTags(in.Tags)
-				if tags[mesh.ServiceTag] == d {
+				if tags.Value(mesh.ServiceTag) == d {
 					refs = append(refs, inboundRef{tags: tags, addr: inboundAddress(dp, in), port: in.Port})
 				}
 			}
@@ -473,7 +473,7 @@ func dpEqual(a, b *mesh.Dataplane) bool {
 	}
 	for i, x := range a.Networking.Inbound {
 		y := b.Networking.Inbound[i]
-		if x.Port != y.Port || x.Address != y.Address || x.Serving() != y.Serving() || !maps.Equal(x.Tags, y.Tags) {
+		if x.Port != y.Port || x.Address != y.Address || x.Serving() != y.Serving() || !x.Tags.Equal(y.Tags) {
 			return false
 		}
 	}

@@ -40,7 +40,7 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 	randomRoute := func(name string) *mesh.TrafficRoute {
 		src := tags(mesh.ServiceTag, "me")
 		if rng.IntN(2) == 0 {
-			src["version"] = "1"
+			src = src.With("version", "1")
 		}
 		if rng.IntN(4) == 0 {
 			src = tags(mesh.ServiceTag, "other") // does not match this dataplane

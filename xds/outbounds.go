@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +42,7 @@ func (g *generator) vipOutbound(ob vipalloc.Outbound) {
 		if spec, ok = g.serviceProxy(ob.Hostname, tags); !ok {
 			return
 		}
-		g.track(tags[mesh.ServiceTag], spec)
+		g.track(tags.Value(mesh.ServiceTag), spec)
 	}
 	g.addProxyListeners(spec, false, ob.Port, ob.IPv4, ob.IPv6)
 }
@@ -104,14 +103,14 @@ func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
 		tags := normalizeTags(ob.Tags)
 		stat := ob.Hostname
 		if stat == "" {
-			stat = tags[mesh.ServiceTag]
+			stat = tags.Value(mesh.ServiceTag)
 		}
 		var ok bool
 		if spec, ok = g.serviceProxy(stat, tags); !ok {
 			g.problem(mesh.KindDataplane, dp.Name, field+".tags", "no kuma.io/service tag")
 			return
 		}
-		g.track(tags[mesh.ServiceTag], spec)
+		g.track(tags.Value(mesh.ServiceTag), spec)
 	}
 	g.addProxyListeners(spec, true, ob.Port, ip)
 }
@@ -128,7 +127,7 @@ func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
 // serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
 // TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the tags.
 func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
-	svc := tags[mesh.ServiceTag]
+	svc := tags.Value(mesh.ServiceTag)
 	if svc == "" {
 		return proxySpec{}, false
 	}
@@ -152,7 +151,7 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 	}
 	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name) })
 	if g.st != nil {
-		svc := tags[mesh.ServiceTag]
+		svc := tags.Value(mesh.ServiceTag)
 		g.st.dest[name] = svc
 		if !slices.Contains(g.st.destClusters[svc], name) {
 			g.st.destClusters[svc] = append(g.st.destClusters[svc], name)
@@ -160,7 +159,7 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 	}
 	var members []inboundRef
 	var sig strings.Builder
-	for _, in := range g.byService[tags[mesh.ServiceTag]] {
+	for _, in := range g.byService[tags.Value(mesh.ServiceTag)] {
 		if len(tags) == 1 || tags.Matches(in.tags) {
 			members = append(members, in)
 			if g.next != nil { // only a Generator's memory compares signatures
@@ -184,27 +183,25 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 // clusterName: "backend" for {service: backend}; "backend{region=us,version=2}" for more
 // tags. The service name leads so that metrics can be aggregated per service.
 func clusterName(tags mesh.Tags) string {
-	svc := tags[mesh.ServiceTag]
+	svc := tags.Value(mesh.ServiceTag)
 	if len(tags) == 1 {
 		return svc
 	}
-	keys := make([]string, 0, len(tags)-1)
-	for k := range tags {
-		if k != mesh.ServiceTag {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
 	var b strings.Builder
 	b.WriteString(svc)
 	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
+	first := true
+	for _, tg := range tags { // sorted by key
+		if tg.Key == mesh.ServiceTag {
+			continue
+		}
+		if !first {
 			b.WriteByte(',')
 		}
-		b.WriteString(k)
+		first = false
+		b.WriteString(tg.Key)
 		b.WriteByte('=')
-		b.WriteString(tags[k])
+		b.WriteString(tg.Value)
 	}
 	b.WriteByte('}')
 	return b.String()

@@ -71,7 +71,7 @@ func newRouteIndexCached(s *mesh.Snapshot, problem func(kind, name, field, msg s
 		}
 		generic := false
 		for _, d := range r.dsts {
-			svc := d[mesh.ServiceTag]
+			svc := d.Value(mesh.ServiceTag)
 			if len(d) != 1 || svc == "" || svc == mesh.Wildcard {
 				generic = true
 			}
@@ -81,10 +81,10 @@ func newRouteIndexCached(s *mesh.Snapshot, problem func(kind, name, field, msg s
 			continue
 		}
 		for i, d := range r.dsts {
-			svc := d[mesh.ServiceTag]
+			svc := d.Value(mesh.ServiceTag)
 			dup := false
 			for _, prev := range r.dsts[:i] {
-				dup = dup || prev[mesh.ServiceTag] == svc
+				dup = dup || prev.Value(mesh.ServiceTag) == svc
 			}
 			if !dup {
 				ix.byService[svc] = append(ix.byService[svc], r)
@@ -138,12 +138,12 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 	index := map[string]int{}
 	for i, c := range tr.Conf {
 		tags := normalizeTags(c.Destination)
-		svc := tags[mesh.ServiceTag]
+		svc := tags.Value(mesh.ServiceTag)
 		if svc == "" || svc == mesh.Wildcard {
 			return nil, &routeError{fmt.Sprintf("conf[%d].destination", i), "needs a concrete kuma.io/service (or service) tag"}
 		}
-		for k, v := range tags {
-			if v == mesh.Wildcard || v == "" {
+		for _, tg := range tags {
+			if k, v := tg.Key, tg.Value; v == mesh.Wildcard || v == "" {
 				return nil, &routeError{fmt.Sprintf("conf[%d].destination.%s", i, k), fmt.Sprintf("destination tags need exact values (value %q)", v)}
 			}
 		}
@@ -173,7 +173,7 @@ func (ix *routeIndex) best(svc string) *route {
 	if r, ok := ix.cache[svc]; ok {
 		return r
 	}
-	target := mesh.Tags{mesh.ServiceTag: svc}
+	target := mesh.Tags{{Key: mesh.ServiceTag, Value: svc}}
 	var best, tied *route
 	var bestRank mesh.Rank
 	consider := func(r *route) {

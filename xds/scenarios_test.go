@@ -10,6 +10,7 @@ import (
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
 	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/tagset"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
@@ -18,11 +19,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func tags(kv ...string) mesh.Tags {
-	t := mesh.Tags{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		t[kv[i]] = kv[i+1]
-	}
-	return t
+	return tagset.FromPairs(kv...)
 }
 
 func dataplane(name, addr string, inbounds ...mesh.Inbound) *mesh.Dataplane {
@@ -56,7 +53,7 @@ func to(weight uint32, t mesh.Tags) mesh.WeightedDestination {
 
 func serviceEntry(host, v4, v6 string, port uint32, t mesh.Tags) *vipalloc.Entry {
 	return &vipalloc.Entry{Hostname: host, IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
-		Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: t[mesh.ServiceTag]}, Key: host, Tags: t, Status: vipalloc.Available}
+		Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: t.Value(mesh.ServiceTag)}, Key: host, Tags: t, Status: vipalloc.Available}
 }
 
 func mesEntry(name, v4, v6 string, port uint32) *vipalloc.Entry {

@@ -225,12 +225,7 @@ func vipsExplainOrigin(w io.Writer, indent string, o vipalloc.Origin, sel, tags 
 }
 
 func vipsTagText(t mesh.Tags) string {
-	keys := vipsSortedKeys(t)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + t[k]
-	}
-	return "{" + strings.Join(parts, ",") + "}"
+	return t.String()
 }
 
 func vipsPortsText(ps []uint32) string {

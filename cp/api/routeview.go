@@ -41,8 +41,8 @@ func replicas(rt *mesh.Router, dps []*mesh.Dataplane) (names []string, ready []b
 		match, ok := false, true
 		for _, in := range dp.Networking.Inbound {
 			all := true
-			for k, v := range rt.Dataplanes {
-				if in.Tags[k] != v && v != mesh.Wildcard {
+			for _, tg := range rt.Dataplanes {
+				if in.Tags.Value(tg.Key) != tg.Value && tg.Value != mesh.Wildcard {
 					all = false
 				}
 			}
@@ -181,7 +181,7 @@ func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource)
 	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
 		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
 	names, ready := replicas(rt, decodeAs[*mesh.Dataplane](dataplanes))
-	fmt.Fprintf(w, "Replicas:         %s (%d)\n", selector(rt.Dataplanes), len(names))
+	fmt.Fprintf(w, "Replicas:         %s (%d)\n", selector(rt.Dataplanes.Map()), len(names))
 	for i, n := range names {
 		st := "ready"
 		if !ready[i] {
