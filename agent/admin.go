@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kumadp/kuma-dp/internal/memprof"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
@@ -73,6 +74,7 @@ func (a *Agent) adminMux() *http.ServeMux {
 	})
 	mux.Handle("GET /metrics", a.metrics.handler(a.parts.DNS.MetricsHandler()))
 	if a.cfg.Admin.Pprof {
+		memprof.Enable() // off from the start otherwise (the model is loaded after this)
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)

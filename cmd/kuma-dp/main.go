@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	// Heap profiling off from the first allocation: only --admin-pprof turns it on.
+	_ "github.com/kumadp/kuma-dp/internal/memprof"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
