@@ -93,20 +93,20 @@ func (m *metrics) observeTable(t *vipalloc.Table) {
 	for _, e := range t.Entries() {
 		if e.Status != vipalloc.Available {
 			notAvail++
-			if isExhaustion(e.Reason) {
+			if isExhaustion(e.Reason()) {
 				exhausted++
 			}
 			continue
 		}
 		avail++
-		if e.MeshExternalService != "" {
+		if e.MeshExternalService() != "" {
 			external++
 		} else {
 			service++
 		}
 	}
-	m.entries.WithLabelValues(string(vipalloc.Available)).Set(avail)
-	m.entries.WithLabelValues(string(vipalloc.NotAvailable)).Set(notAvail)
+	m.entries.WithLabelValues(vipalloc.Available.String()).Set(avail)
+	m.entries.WithLabelValues(vipalloc.NotAvailable.String()).Set(notAvail)
 	m.poolUsed.WithLabelValues("service").Set(service)
 	m.poolUsed.WithLabelValues("external").Set(external)
 	m.exhausted.Set(exhausted)

@@ -49,7 +49,8 @@ func entry(host, v4, v6 string, key string) *vipalloc.Entry {
 // search domain.
 func testTable() *vipalloc.Table {
 	down := entry("down.mesh", "", "", "d")
-	down.Status, down.Reason = vipalloc.NotAvailable, "test"
+	down = vipalloc.NewEntry(*down, vipalloc.EntryDetail{Reason: "test"})
+	down.Status = vipalloc.NotAvailable
 	return vipalloc.NewTable([]*vipalloc.Entry{
 		entry("backend.mesh", "240.0.0.1", "fd00:fd01::1", "a"),
 		entry("web.mesh", "240.0.0.2", "", "b"),

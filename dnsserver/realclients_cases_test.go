@@ -217,7 +217,7 @@ func (w *world) queries() []string {
 		// every hostname of the example mesh, short, as an application writes it: with
 		// ndots:5 the client tries it under each search domain first
 		qs = append(qs, "0:"+e.Hostname)
-		if e.MeshExternalService != "" || strings.HasPrefix(e.IPv4.String(), "242.") {
+		if e.MeshExternalService() != "" || strings.HasPrefix(e.IPv4.String(), "242.") {
 			mes = e
 		} else if plain == nil && strings.HasSuffix(e.Hostname, ".mesh") && strings.Count(e.Hostname, ".") == 1 {
 			plain = e

@@ -66,8 +66,8 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 	for _, e := range tb.Entries() {
 		if e.Origin.Kind == OriginService {
 			lost++
-			if e.Status != NotAvailable || !strings.Contains(e.Reason, `VirtualOutbound "default"`) {
-				t.Errorf("default name %s: status %s reason %q", e.Hostname, e.Status, e.Reason)
+			if e.Status != NotAvailable || !strings.Contains(e.Reason(), `VirtualOutbound "default"`) {
+				t.Errorf("default name %s: status %s reason %q", e.Hostname, e.Status, e.Reason())
 			}
 		}
 	}
@@ -103,8 +103,8 @@ func TestKeysAndExplainData(t *testing.T) {
 	if e.Key != "my-service-by-version{kuma.io/service=backend,version=v1}" {
 		t.Errorf("key = %q", e.Key)
 	}
-	if !reflect.DeepEqual(e.Selector, mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"})) {
-		t.Errorf("selector = %v", e.Selector)
+	if !reflect.DeepEqual(e.Selector(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"})) {
+		t.Errorf("selector = %v", e.Selector())
 	}
 	e, _ = tb.Lookup("httpbin.mesh")
 	if e.Key != "my-service{kuma.io/service=my-service}" {
@@ -147,12 +147,12 @@ func TestCollisions(t *testing.T) {
 	if !ok {
 		t.Fatal("shared.mesh missing")
 	}
-	if e.Origin.Name != "b-older" || !reflect.DeepEqual(e.Ports, []uint32{80, 9090}) || len(e.Targets) != 2 {
+	if e.Origin.Name != "b-older" || !reflect.DeepEqual(e.Ports, []uint32{80, 9090}) || len(e.Targets()) != 2 {
 		t.Fatalf("shared.mesh = %+v", e)
 	}
-	if e.Targets[1].Origin.Name != "c-port" || e.Targets[1].Tags.Value(mesh.ServiceTag) != "legacy" ||
-		e.Targets[0].Tags.Value(mesh.ServiceTag) != "web" {
-		t.Errorf("targets = %+v", e.Targets)
+	if e.Targets()[1].Origin.Name != "c-port" || e.Targets()[1].Tags.Value(mesh.ServiceTag) != "legacy" ||
+		e.Targets()[0].Tags.Value(mesh.ServiceTag) != "web" {
+		t.Errorf("targets = %+v", e.Targets())
 	}
 	var obs []Outbound
 	for _, ob := range tb.Outbounds() {
@@ -165,15 +165,15 @@ func TestCollisions(t *testing.T) {
 		t.Errorf("per-port outbounds = %+v", obs)
 	}
 	loser := findEntry(tb, "a-newer{kuma.io/service=backend}")
-	if loser == nil || loser.Status != NotAvailable || !strings.Contains(loser.Reason, `VirtualOutbound "b-older"`) ||
-		!strings.Contains(loser.Reason, "older") {
+	if loser == nil || loser.Status != NotAvailable || !strings.Contains(loser.Reason(), `VirtualOutbound "b-older"`) ||
+		!strings.Contains(loser.Reason(), "older") {
 		t.Errorf("loser = %+v", loser)
 	}
 	tie, _ := tb.Lookup("tie.mesh")
 	if tie == nil || tie.Origin.Name != "x-a" {
 		t.Errorf("tie.mesh = %+v, want x-a by name", tie)
 	}
-	if l := findEntry(tb, "x-b{kuma.io/service=backend}"); l == nil || !strings.Contains(l.Reason, `"x-a"`) {
+	if l := findEntry(tb, "x-b{kuma.io/service=backend}"); l == nil || !strings.Contains(l.Reason(), `"x-a"`) {
 		t.Errorf("tie loser = %+v", l)
 	}
 }
@@ -240,7 +240,7 @@ func TestPoolExhausted(t *testing.T) {
 			full = append(full, e)
 		}
 	}
-	if len(full) != 1 || !strings.Contains(full[0].Reason, "240.0.0.0/30 is exhausted") {
+	if len(full) != 1 || !strings.Contains(full[0].Reason(), "240.0.0.0/30 is exhausted") {
 		t.Fatalf("exhausted entries = %+v", full)
 	}
 	// Freeing an address gives the waiting name a VIP on the next allocation.
@@ -262,7 +262,7 @@ func TestMeshExternalServices(t *testing.T) {
 	tb := allocate(t, newAlloc(t, nil), snap(dps, nil, gen, byLabel, mydomain, noTeam, ignored, other))
 
 	e, ok := tb.Lookup("mydomain.svc.meshext.local")
-	if !ok || e.MeshExternalService != "mydomain" || e.Ports[0] != 80 ||
+	if !ok || e.MeshExternalService() != "mydomain" || e.Ports[0] != 80 ||
 		!netip.MustParsePrefix("242.0.0.0/8").Contains(e.IPv4) {
 		t.Fatalf("mydomain = %+v", e)
 	}
@@ -317,7 +317,7 @@ func TestMESCollidesWithMeshName(t *testing.T) {
 		t.Fatalf("ext.local = %+v (HostnameGenerator sorts before VirtualOutbound at equal age)", e)
 	}
 	l := findEntry(tb, "clash{kuma.io/service=web}")
-	if l == nil || l.Status != NotAvailable || !strings.Contains(l.Reason, "cannot share a VIP") {
+	if l == nil || l.Status != NotAvailable || !strings.Contains(l.Reason(), "cannot share a VIP") {
 		t.Errorf("loser = %+v", l)
 	}
 	st, _ := tb.MeshExternalServiceStatus("m")
@@ -358,7 +358,7 @@ func TestPolicyChanges(t *testing.T) {
 func keysOf(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, e.Hostname+" "+e.Key+" "+string(e.Status))
+		out = append(out, e.Hostname+" "+e.Key+" "+e.Status.String())
 	}
 	return out
 }

@@ -76,8 +76,8 @@ func compareCandidates(a, b *candidate) int {
 // vipKey is the key a candidate's VIP is allocated under: its hostname, or the
 // MeshExternalService (one VIP per MeshExternalService, shared by its hostnames).
 func (c *candidate) vipKey() string {
-	if c.MeshExternalService != "" {
-		return mesKeyPrefix + c.MeshExternalService
+	if mes := c.MeshExternalService(); mes != "" {
+		return mesKeyPrefix + mes
 	}
 	return c.Hostname
 }
@@ -168,6 +168,7 @@ const defaultKeyName = "Service"
 
 type compiledSel struct {
 	tags          mesh.Tags
+	detail        *EntryDetail // {Selector: tags}, shared by the selector's candidates
 	match         []kv
 	nTags, nExact int
 	dest          []dest // sorted by key
@@ -247,7 +248,7 @@ func (x *expander) visit(in *inbound) {
 		return
 	}
 	c = &candidate{src: x.src, refs: delta}
-	c.Origin, c.Selector = x.src.origin, sel.tags
+	c.Origin, c.detail = x.src.origin, sel.detail
 	c.Tags = make(mesh.Tags, 0, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
@@ -270,10 +271,10 @@ func (x *expander) visit(in *inbound) {
 	switch {
 	case err != nil && missing:
 		c.Key = string(b)
-		c.Reason = fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent))
+		c.setReason(fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent)))
 	case err != nil:
 		c.Key = string(b)
-		c.Reason = err.Error()
+		c.setReason(err.Error())
 	default:
 		x.buf = out
 		kh := string(out)
@@ -321,7 +322,7 @@ func (x *expander) visitDefault(in *inbound) {
 	host := kh[keyLen:]
 	c.Key = kh[:keyLen]
 	if err := hostname.Valid(host); err != nil {
-		c.Reason = fmt.Sprintf("default name %q: %v", host, err)
+		c.setReason(fmt.Sprintf("default name %q: %v", host, err))
 	} else {
 		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
 	}
@@ -361,7 +362,8 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 		return
 	}
 	c := &candidate{src: x.src, refs: delta}
-	c.Key, c.Origin, c.Reason = string(key), x.src.origin, x.broken
+	c.Key, c.Origin = string(key), x.src.origin
+	c.setReason(x.broken)
 	x.cands.put(h, c)
 	x.emit(c, true)
 }

@@ -21,7 +21,7 @@ func entrySum(e *Entry, withTags bool) [2]uint64 {
 	x := maphash.Bytes(hashSeed, b)
 	if withTags {
 		x ^= tagsHash(e.Tags)
-		for _, tg := range e.Targets {
+		for _, tg := range e.Targets() {
 			x = x*31 ^ tagsHash(tg.Tags)
 		}
 	}
@@ -49,10 +49,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 	b = append(append(b, 0), e.Origin.Kind...)
 	b = append(append(b, 0), e.Origin.Name...)
 	b = append(append(b, 0), e.Key...)
-	b = append(append(b, 0), e.Status...)
-	b = append(append(b, 0), e.Reason...)
-	b = append(append(b, 0), e.MeshExternalService...)
-	for _, tg := range e.Targets {
+	b = append(append(b, 0), e.Status.String()...)
+	b = append(append(b, 0), e.Reason()...)
+	b = append(append(b, 0), e.MeshExternalService()...)
+	for _, tg := range e.Targets() {
 		b = append(b, 1, byte(tg.Port>>8), byte(tg.Port))
 		b = append(append(b, 0), tg.Origin.Kind...)
 		b = append(append(b, 0), tg.Origin.Name...)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -158,3 +159,6 @@ func ts(s string) time.Time {
 	}
 	return t
 }
+
+func sizeofEntry() uintptr     { return unsafe.Sizeof(Entry{}) }
+func sizeofCandidate() uintptr { return unsafe.Sizeof(candidate{}) }

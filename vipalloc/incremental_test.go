@@ -81,7 +81,7 @@ func incrementalRun(t *testing.T, seed uint64) {
 		now := map[string][2]string{}
 		for h, v := range vipsOf(got) {
 			e, _ := got.Lookup(h)
-			now[h] = [2]string{v, e.MeshExternalService} // a VIP stays with its owner
+			now[h] = [2]string{v, e.MeshExternalService()} // a VIP stays with its owner
 		}
 		seen := map[string]string{}
 		for h, vo := range now {
@@ -101,14 +101,14 @@ func incrementalRun(t *testing.T, seed uint64) {
 func sameMES(tb *Table, a, b string) bool {
 	ea, _ := tb.Lookup(a)
 	eb, _ := tb.Lookup(b)
-	return ea.MeshExternalService != "" && ea.MeshExternalService == eb.MeshExternalService
+	return ea.MeshExternalService() != "" && ea.MeshExternalService() == eb.MeshExternalService()
 }
 
 // shape is a table without its VIPs (which legitimately depend on history).
 func shape(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, fmt.Sprintf("%s %v %s %s %v %s", e.Hostname, e.Ports, e.Key, e.Status, e.Targets, e.MeshExternalService))
+		out = append(out, fmt.Sprintf("%s %v %s %s %v %s", e.Hostname, e.Ports, e.Key, e.Status, e.Targets(), e.MeshExternalService()))
 	}
 	for _, s := range tb.Skipped() {
 		out = append(out, "skip "+s.Key+" "+s.Reason)

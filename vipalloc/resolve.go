@@ -42,7 +42,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		if len(hs.cands) > 1 {
 			slices.SortFunc(hs.cands, compareCandidates)
 		}
-		if hs.cands[0].MeshExternalService != "" {
+		if hs.cands[0].MeshExternalService() != "" {
 			a.releaseHost(hs)
 		} else if !hs.hasVIP {
 			need = append(need, hs)
@@ -70,7 +70,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			}
 			names[hs.host] = hs.avail()
 			if e := oldAvail; e != nil && e.IPv4.Is4() {
-				if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService != "" {
+				if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService() != "" {
 					addrT[v4u(e.IPv4)] = addrKey(e)
 				}
 			}
@@ -90,8 +90,8 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	if r.skipsChanged {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.Origin, Key: c.Key, Selector: c.Selector, Tags: c.Tags,
-				MeshExternalService: c.MeshExternalService, Reason: c.Reason})
+			a.skipped = append(a.skipped, Skip{Origin: c.Origin, Key: c.Key, Selector: c.Selector(), Tags: c.Tags,
+				MeshExternalService: c.MeshExternalService(), Reason: c.Reason()})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
 			if a.skipped[i].Key != a.skipped[j].Key {
@@ -144,7 +144,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		out = append(out, publish(c, netip.Addr{}, netip.Addr{}, NotAvailable, lossReason(h, c, w)))
 	}
 	v, hasVIP := hs.vip, hs.hasVIP
-	if owner.MeshExternalService != "" {
+	if owner.MeshExternalService() != "" {
 		v, hasVIP = a.mesVIPs[ownerKey]
 	}
 	var v4, v6 netip.Addr
@@ -159,13 +159,14 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		e = publish(owner, v4, v6, status, reason)
 	} else {
 		sort.Slice(winners, func(i, j int) bool { return winners[i].port() < winners[j].port() })
-		e = &Entry{Hostname: h, Ports: make([]uint32, len(winners)), Origin: owner.Origin, Key: owner.Key,
-			Tags: owner.Tags, Selector: owner.Selector, MeshExternalService: owner.MeshExternalService,
-			IPv4: v4, IPv6: v6, Status: status, Reason: reason, Targets: make([]Target, len(winners))}
+		ports, targets := make([]uint32, len(winners)), make([]Target, len(winners))
 		for i, w := range winners {
-			e.Ports[i] = w.port()
-			e.Targets[i] = Target{Port: w.port(), Origin: w.Origin, Key: w.Key, Tags: w.Tags, Selector: w.Selector}
+			ports[i] = w.port()
+			targets[i] = Target{Port: w.port(), Origin: w.Origin, Key: w.Key, Tags: w.Tags, Selector: w.Selector()}
 		}
+		e = NewEntry(Entry{Hostname: h, Ports: ports, Origin: owner.Origin, Key: owner.Key, Tags: owner.Tags,
+			IPv4: v4, IPv6: v6, Status: status},
+			EntryDetail{Selector: owner.Selector(), MeshExternalService: owner.MeshExternalService(), Reason: reason, Targets: targets})
 	}
 	var avail *Entry
 	if status == Available {
@@ -187,14 +188,16 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 func publish(c *candidate, v4, v6 netip.Addr, status Status, reason string) *Entry {
 	if !c.published {
 		c.published = true
-		c.IPv4, c.IPv6, c.Status, c.Reason = v4, v6, status, reason
+		c.IPv4, c.IPv6, c.Status = v4, v6, status
+		c.setReason(reason)
 		return &c.Entry
 	}
-	if c.IPv4 == v4 && c.IPv6 == v6 && c.Status == status && c.Reason == reason {
+	if c.IPv4 == v4 && c.IPv6 == v6 && c.Status == status && c.Reason() == reason {
 		return &c.Entry
 	}
 	e := c.Entry
-	e.IPv4, e.IPv6, e.Status, e.Reason = v4, v6, status, reason
+	e.IPv4, e.IPv6, e.Status = v4, v6, status
+	e.setReason(reason)
 	return &e
 }
 
@@ -222,7 +225,7 @@ func lossReason(h string, c, w *candidate) string {
 	winner := w.Origin.Kind + " " + strconv.Quote(w.Origin.Name) + " (" + w.Key + "), which wins (" + why + ")"
 	if c.vipKey() != w.vipKey() {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
-		if c.MeshExternalService != "" && w.MeshExternalService != "" {
+		if c.MeshExternalService() != "" && w.MeshExternalService() != "" {
 			what = "each MeshExternalService has its own VIP"
 		}
 		return "hostname " + strconv.Quote(h) + " is taken by " + winner + "; " + what
@@ -232,8 +235,8 @@ func lossReason(h string, c, w *candidate) string {
 
 // addrKey is the key whose VIP an available entry shows.
 func addrKey(e *Entry) string {
-	if e.MeshExternalService != "" {
-		return mesKeyPrefix + e.MeshExternalService
+	if e.MeshExternalService() != "" {
+		return mesKeyPrefix + e.MeshExternalService()
 	}
 	return e.Hostname
 }
@@ -251,7 +254,7 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 			if c.Hostname == "" || hs == nil {
 				continue
 			}
-			if e := hs.avail(); e != nil && e.MeshExternalService == name && (best == nil || e.Hostname < best.Hostname) {
+			if e := hs.avail(); e != nil && e.MeshExternalService() == name && (best == nil || e.Hostname < best.Hostname) {
 				best = e
 			}
 		}
@@ -277,7 +280,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {
-			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin, Reason: c.Reason}
+			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin, Reason: c.Reason()}
 			if c.Hostname != "" {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}
@@ -296,11 +299,11 @@ func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
 	}
 	for _, e := range hs.entries() {
 		if e.Key == c.Key {
-			return e.Status, e.Reason
+			return e.Status, e.Reason()
 		}
-		for _, tg := range e.Targets {
+		for _, tg := range e.Targets() {
 			if tg.Key == c.Key {
-				return e.Status, e.Reason
+				return e.Status, e.Reason()
 			}
 		}
 	}

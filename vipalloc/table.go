@@ -1,6 +1,8 @@
 package vipalloc
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
@@ -9,13 +11,38 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// Status of an entry, as the MeshExternalService design's status block spells it.
-type Status string
+// Status of an entry, as the MeshExternalService design's status block spells it (its text
+// is what JSON and the CLI show). One byte: a mesh holds an entry per hostname.
+type Status uint8
 
 const (
-	Available    Status = "Available"
-	NotAvailable Status = "NotAvailable"
+	Available Status = iota + 1
+	NotAvailable
 )
+
+var statusText = [...]string{"", "Available", "NotAvailable"}
+
+// String is the status as the MeshExternalService design spells it ("" for the zero value).
+func (s Status) String() string {
+	if int(s) < len(statusText) {
+		return statusText[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// MarshalText writes the status as its text.
+func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a status from its text.
+func (s *Status) UnmarshalText(b []byte) error {
+	for i, t := range statusText {
+		if string(b) == t {
+			*s = Status(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("status %q: not Available or NotAvailable", b)
+}
 
 // Origin is what produced a hostname: {kind, name} of a policy, or {"Service", svc} for the
 // default `<service>.mesh` names.
@@ -28,29 +55,148 @@ type Origin struct {
 const OriginService = "Service"
 
 // Entry is one hostname of the table. Entries are shared between tables and never mutated.
+//
+// What few entries have (a reason, a MeshExternalService, a selector, several ports'
+// targets) is behind one pointer, read with the methods of the same names: a mesh holds an
+// entry per hostname, and most are a default name or a policy's tuple with none of them.
+// Build one with those fields through NewEntry or WithDetail.
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
-	Hostname string `json:"hostname"`
+	Hostname string
 	// IPv4 and IPv6 are zero (invalid) when Status is NotAvailable.
-	IPv4  netip.Addr `json:"ipv4"`
-	IPv6  netip.Addr `json:"ipv6"`
-	Ports []uint32   `json:"ports"`
+	IPv4  netip.Addr
+	IPv6  netip.Addr
+	Ports []uint32
 	// Origin is the winning origin; Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft).
-	Origin Origin `json:"origin"`
-	Key    string `json:"key"`
+	Origin Origin
+	Key    string
 	// Tags are the destination tags the hostname routes to (the tuple).
-	Tags   mesh.Tags `json:"tags"`
-	Status Status    `json:"status"`
-	Reason string    `json:"reason,omitempty"`
+	Tags   mesh.Tags
+	Status Status
+	detail *EntryDetail
+}
+
+// EntryDetail holds what few entries have.
+type EntryDetail struct {
+	// Reason says why the entry is NotAvailable.
+	Reason string
 	// MeshExternalService names the resource for MeshExternalService hostnames (VIPs from
 	// the external pool); empty otherwise.
-	MeshExternalService string `json:"meshExternalService,omitempty"`
+	MeshExternalService string
 	// Selector is the selector of the policy that produced the entry (for --explain); nil
 	// for default service names and MeshExternalService hostnames.
-	Selector mesh.Tags `json:"selector,omitempty"`
+	Selector mesh.Tags
 	// Targets says, for a hostname served on several ports, what each port routes to (sorted
 	// by port). Nil when the entry has a single port: Origin, Key and Tags then apply.
-	Targets []Target `json:"targets,omitempty"`
+	Targets []Target
+}
+
+// NewEntry returns e with detail d (nil when d has nothing).
+func NewEntry(e Entry, d EntryDetail) *Entry {
+	e.setDetail(d)
+	return &e
+}
+
+func (d *EntryDetail) empty() bool {
+	return d.Reason == "" && d.MeshExternalService == "" && d.Selector == nil && d.Targets == nil
+}
+
+// setDetail sets e's detail to d (none when d has nothing). Only for an entry being built.
+func (e *Entry) setDetail(d EntryDetail) {
+	if d.empty() {
+		e.detail = nil
+		return
+	}
+	e.detail = &d
+}
+
+// setReason sets the reason of an entry being built, keeping the rest of its detail (a
+// shared detail is copied, never written).
+func (e *Entry) setReason(r string) {
+	if r == e.Reason() {
+		return
+	}
+	d := e.Detail()
+	d.Reason = r
+	e.setDetail(d)
+}
+
+// Detail returns a copy of the entry's detail (zero when it has none).
+func (e *Entry) Detail() EntryDetail {
+	if e.detail == nil {
+		return EntryDetail{}
+	}
+	return *e.detail
+}
+
+// Reason says why the entry is NotAvailable ("" when it is available).
+func (e *Entry) Reason() string {
+	if e.detail == nil {
+		return ""
+	}
+	return e.detail.Reason
+}
+
+// MeshExternalService names the resource of a MeshExternalService hostname ("" otherwise).
+func (e *Entry) MeshExternalService() string {
+	if e.detail == nil {
+		return ""
+	}
+	return e.detail.MeshExternalService
+}
+
+// Selector is the selector of the policy that produced the entry (for --explain); nil for
+// default service names and MeshExternalService hostnames.
+func (e *Entry) Selector() mesh.Tags {
+	if e.detail == nil {
+		return nil
+	}
+	return e.detail.Selector
+}
+
+// Targets says, for a hostname served on several ports, what each port routes to (sorted by
+// port); nil when the entry has a single port.
+func (e *Entry) Targets() []Target {
+	if e.detail == nil {
+		return nil
+	}
+	return e.detail.Targets
+}
+
+// entryJSON is an Entry's JSON (the /vips and /config_dump shape).
+type entryJSON struct {
+	Hostname            string     `json:"hostname"`
+	IPv4                netip.Addr `json:"ipv4"`
+	IPv6                netip.Addr `json:"ipv6"`
+	Ports               []uint32   `json:"ports"`
+	Origin              Origin     `json:"origin"`
+	Key                 string     `json:"key"`
+	Tags                mesh.Tags  `json:"tags"`
+	Status              Status     `json:"status"`
+	Reason              string     `json:"reason,omitempty"`
+	MeshExternalService string     `json:"meshExternalService,omitempty"`
+	Selector            mesh.Tags  `json:"selector,omitempty"`
+	Targets             []Target   `json:"targets,omitempty"`
+}
+
+// MarshalJSON writes the entry with its detail's fields beside the others.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	d := e.Detail()
+	return json.Marshal(entryJSON{Hostname: e.Hostname, IPv4: e.IPv4, IPv6: e.IPv6, Ports: e.Ports, Origin: e.Origin,
+		Key: e.Key, Tags: e.Tags, Status: e.Status, Reason: d.Reason, MeshExternalService: d.MeshExternalService,
+		Selector: d.Selector, Targets: d.Targets})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var j entryJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Entry{Hostname: j.Hostname, IPv4: j.IPv4, IPv6: j.IPv6, Ports: j.Ports, Origin: j.Origin, Key: j.Key,
+		Tags: j.Tags, Status: j.Status}
+	e.setDetail(EntryDetail{Reason: j.Reason, MeshExternalService: j.MeshExternalService, Selector: j.Selector, Targets: j.Targets})
+	return nil
 }
 
 // Target is one port of a multi-port entry and what it routes to.
@@ -253,16 +399,16 @@ func buildOutbounds(all []*Entry) []Outbound {
 		if e.Status != Available {
 			continue
 		}
-		if len(e.Targets) > 0 {
-			for _, tg := range e.Targets {
+		if len(e.Targets()) > 0 {
+			for _, tg := range e.Targets() {
 				out = append(out, Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: tg.Port, Hostname: e.Hostname,
-					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService})
+					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService()})
 			}
 			continue
 		}
 		for _, p := range e.Ports {
 			out = append(out, Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: p, Hostname: e.Hostname, Tags: e.Tags,
-				Origin: e.Origin, MeshExternalService: e.MeshExternalService})
+				Origin: e.Origin, MeshExternalService: e.MeshExternalService()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

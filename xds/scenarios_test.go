@@ -57,8 +57,9 @@ func serviceEntry(host, v4, v6 string, port uint32, t mesh.Tags) *vipalloc.Entry
 }
 
 func mesEntry(name, v4, v6 string, port uint32) *vipalloc.Entry {
-	return &vipalloc.Entry{Hostname: name + ".svc.meshext.local", IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
-		Origin: vipalloc.Origin{Kind: mesh.KindHostnameGenerator, Name: "meshext"}, Key: name, Status: vipalloc.Available, MeshExternalService: name}
+	return vipalloc.NewEntry(vipalloc.Entry{Hostname: name + ".svc.meshext.local", IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
+		Origin: vipalloc.Origin{Kind: mesh.KindHostnameGenerator, Name: "meshext"}, Key: name, Status: vipalloc.Available},
+		vipalloc.EntryDetail{MeshExternalService: name})
 }
 
 func defaultTable(extra ...*vipalloc.Entry) *vipalloc.Table {

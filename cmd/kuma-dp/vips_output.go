@@ -61,8 +61,8 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 			tags = mesh.Tags{}
 		}
 		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname, IPv4: v4, IPv6: v6, Ports: e.Ports,
-			Origin: e.Origin, Key: e.Key, Tags: tags, Status: e.Status, Reason: e.Reason,
-			MeshExternalService: e.MeshExternalService, Targets: e.Targets, Selector: e.Selector})
+			Origin: e.Origin, Key: e.Key, Tags: tags, Status: e.Status, Reason: e.Reason(),
+			MeshExternalService: e.MeshExternalService(), Targets: e.Targets(), Selector: e.Selector()})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -79,7 +79,7 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		}
 		detail := vipsTagText(e.Tags)
 		if e.Status != vipalloc.Available {
-			detail = e.Reason
+			detail = e.Reason()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname, v4, v6, vipsPortsText(e.Ports),
 			e.Origin.Kind, e.Origin.Name, e.Status, detail)
@@ -185,13 +185,13 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 	win, ok := t.Lookup(host)
 	if ok {
 		fmt.Fprintf(w, "%s: Available, VIP %s and %s, ports %s\n", host, win.IPv4, win.IPv6, vipsPortsText(win.Ports))
-		if len(win.Targets) > 0 {
-			for _, tg := range win.Targets {
+		if len(win.Targets()) > 0 {
+			for _, tg := range win.Targets() {
 				fmt.Fprintf(w, "  port %d:\n", tg.Port)
 				vipsExplainOrigin(w, "    ", tg.Origin, tg.Selector, tg.Tags, tg.Key)
 			}
 		} else {
-			vipsExplainOrigin(w, "  ", win.Origin, win.Selector, win.Tags, win.Key)
+			vipsExplainOrigin(w, "  ", win.Origin, win.Selector(), win.Tags, win.Key)
 		}
 	} else {
 		fmt.Fprintf(w, "%s: NotAvailable\n", host)
@@ -205,8 +205,8 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 		} else {
 			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin.Kind, e.Origin.Name, e.Key, vipsPortsText(e.Ports))
 		}
-		vipsExplainOrigin(w, "    ", e.Origin, e.Selector, e.Tags, e.Key)
-		fmt.Fprintf(w, "    NotAvailable: %s\n", e.Reason)
+		vipsExplainOrigin(w, "    ", e.Origin, e.Selector(), e.Tags, e.Key)
+		fmt.Fprintf(w, "    NotAvailable: %s\n", e.Reason())
 	}
 	return true
 }
