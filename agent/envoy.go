@@ -91,7 +91,7 @@ func (e *envoyPart) Update(snap *mesh.Snapshot, table *vipalloc.Table) (any, err
 	}
 	e.mu.Unlock()
 	opts := xds.Options{TransparentProxy: e.tproxy, CABundle: e.caBundle}
-	if tp := snap.Self.Networking.TransparentProxying; tp != nil {
+	if tp := snap.Self.Networking.TransparentProxying(); tp != nil {
 		opts.TransparentProxy = true
 		opts.OutboundPort, opts.InboundPort = tp.RedirectPortOutbound, tp.RedirectPortInbound
 	}

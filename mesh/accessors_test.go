@@ -10,7 +10,7 @@ func TestAccessors(t *testing.T) {
 		ignored, named bool
 	}{
 		{Inbound{Port: 80}, false, true},
-		{Inbound{Port: 80, State: InboundIgnored}, true, false},
+		{Inbound{Port: 80, InboundExtra: &InboundExtra{State: InboundIgnored}}, true, false},
 		{Inbound{Port: FirstReservedPort}, false, false},
 	}
 	for _, tc := range inbounds {

@@ -108,8 +108,9 @@ func (d *decoder) document(n any) (Resource, Errors) {
 	meta.Mesh = d.strs.share(meta.Mesh)
 	if dp, ok := r.(*Dataplane); ok {
 		for i := range dp.Networking.Inbound {
-			in := &dp.Networking.Inbound[i]
-			in.State = d.strs.share(in.State)
+			if x := dp.Networking.Inbound[i].InboundExtra; x != nil {
+				x.State = d.strs.share(x.State)
+			}
 		}
 	}
 	v := &validator{source: source, kind: f.kind, name: meta.Name, path: f.path}

@@ -366,7 +366,7 @@ func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra m
 }
 
 // fieldOf is v.FieldByIndex(idx), allocating the embedded structs behind nil pointers on
-// the way (DataplaneKept, NetworkingKept).
+// the way (DataplaneKept, NetworkingExtra, InboundExtra).
 func fieldOf(v reflect.Value, idx []int) reflect.Value {
 	for i, x := range idx {
 		if i > 0 && v.Kind() == reflect.Pointer {

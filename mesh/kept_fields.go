@@ -16,11 +16,11 @@ func (d *Dataplane) KeptFields() []string {
 		add(len(k.Probes) > 0, "probes")
 	}
 	n := &d.Networking
-	if k := n.NetworkingKept; k != nil {
+	if k := n.NetworkingExtra; k != nil {
 		add(len(k.Gateway) > 0, "networking.gateway")
 		add(len(k.Admin) > 0, "networking.admin")
 	}
-	if tp := n.TransparentProxying; tp != nil {
+	if tp := n.TransparentProxying(); tp != nil {
 		add(tp.RedirectPortInboundV6 != 0, "networking.transparentProxying.redirectPortInboundV6")
 		add(len(tp.DirectAccessServices) > 0, "networking.transparentProxying.directAccessServices")
 		add(len(tp.ReachableServices) > 0, "networking.transparentProxying.reachableServices")
@@ -28,7 +28,7 @@ func (d *Dataplane) KeptFields() []string {
 	}
 	probe := false
 	for _, in := range n.Inbound {
-		probe = probe || in.InboundKept != nil && len(in.ServiceProbe) > 0
+		probe = probe || in.InboundExtra != nil && len(in.ServiceProbe) > 0
 	}
 	add(probe, "networking.inbound[].serviceProbe")
 	return out

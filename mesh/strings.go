@@ -93,25 +93,21 @@ func settleIn(rs []Resource, strs *strArena) {
 		n := &c.Networking
 		if strs != nil {
 			c.Mesh, c.Name, c.Source = strs.share(c.Mesh), strs.copy(c.Name), strs.copy(c.Source)
-			n.Address, n.AdvertisedAddress = strs.copy(n.Address), strs.copy(n.AdvertisedAddress)
+			n.Address = strs.copy(n.Address)
 		}
 		n.Inbound = slices.Clone(n.Inbound)
 		for j := range n.Inbound {
 			in := &n.Inbound[j]
 			if strs != nil {
-				in.ServiceAddress, in.Address = strs.copy(in.ServiceAddress), strs.copy(in.Address)
-				in.State = strs.share(in.State)
+				in.Address = strs.copy(in.Address)
 			}
 			in.Tags = sets.share(in.Tags)
-			if in.InboundKept != nil {
-				k := *in.InboundKept
-				in.InboundKept = &k
-			}
-		}
-		if n.Outbound != nil {
-			n.Outbound = slices.Clone(n.Outbound)
-			for j := range n.Outbound {
-				n.Outbound[j].Tags = n.Outbound[j].Tags.Clone()
+			if in.InboundExtra != nil {
+				x := *in.InboundExtra
+				if strs != nil {
+					x.ServiceAddress, x.State = strs.copy(x.ServiceAddress), strs.share(x.State)
+				}
+				in.InboundExtra = &x
 			}
 		}
 		c.Labels = maps.Clone(c.Labels)
@@ -119,9 +115,18 @@ func settleIn(rs []Resource, strs *strArena) {
 			k := *c.DataplaneKept
 			c.DataplaneKept = &k
 		}
-		if n.NetworkingKept != nil {
-			k := *n.NetworkingKept
-			n.NetworkingKept = &k
+		if n.NetworkingExtra != nil {
+			x := *n.NetworkingExtra
+			if strs != nil {
+				x.AdvertisedAddress = strs.copy(x.AdvertisedAddress)
+			}
+			if x.Outbound != nil {
+				x.Outbound = slices.Clone(x.Outbound)
+				for j := range x.Outbound {
+					x.Outbound[j].Tags = x.Outbound[j].Tags.Clone()
+				}
+			}
+			n.NetworkingExtra = &x
 		}
 		rs[i] = &c
 	}

@@ -43,7 +43,7 @@ func TestDataplaneKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := rs[0].(*Dataplane)
-	if dp.DataplaneKept == nil || dp.Networking.NetworkingKept == nil || dp.Networking.Inbound[0].InboundKept == nil {
+	if dp.DataplaneKept == nil || dp.Networking.NetworkingExtra == nil || dp.Networking.Inbound[0].InboundExtra == nil {
 		t.Fatalf("kept fields dropped: %+v", dp)
 	}
 	if string(dp.Metrics) != `{"type":"prometheus"}` || string(dp.Probes) != `{"port":9000}` ||
@@ -81,8 +81,8 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingKept != nil || p.Networking.Inbound[0].InboundKept != nil {
-		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingKept)
+	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingExtra != nil || p.Networking.Inbound[0].InboundExtra != nil {
+		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingExtra)
 	}
 	if got := plain[0].(*Dataplane).KeptFields(); got != nil {
 		t.Fatalf("KeptFields of a plain dataplane: %v", got)

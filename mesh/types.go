@@ -75,47 +75,115 @@ type DataplaneKept struct {
 	ModificationTime string          `json:"modificationTime,omitempty"`
 }
 
-// Networking is Dataplane.networking.
+// Networking is Dataplane.networking. What most dataplanes of a mesh do not have (an
+// advertised address, outbounds, transparent proxying, a gateway, an admin port) is in
+// NetworkingExtra, nil when the document has none of it: a mesh holds many dataplanes.
+// Read those fields through the methods of the same names (nil-safe).
 type Networking struct {
-	Address             string               `json:"address"`
+	Address string    `json:"address"`
+	Inbound []Inbound `json:"inbound,omitempty"`
+	*NetworkingExtra
+}
+
+// NetworkingExtra holds the fields of networking that few dataplanes have. Its fields read
+// as Networking's own in JSON. Kuma's networking.gateway (a gateway dataplane) and
+// networking.admin (Envoy's admin port) are accepted and kept as written; the agent does
+// not act on them.
+type NetworkingExtra struct {
 	AdvertisedAddress   string               `json:"advertisedAddress,omitempty"`
-	Inbound             []Inbound            `json:"inbound,omitempty"`
 	Outbound            []Outbound           `json:"outbound,omitempty"`
 	TransparentProxying *TransparentProxying `json:"transparentProxying,omitempty"`
-	// NetworkingKept holds gateway and admin (nil when the document has neither).
-	*NetworkingKept
+	Gateway             json.RawMessage      `json:"gateway,omitempty"`
+	Admin               json.RawMessage      `json:"admin,omitempty"`
 }
 
-// NetworkingKept holds Kuma's networking.gateway (a gateway dataplane) and networking.admin
-// (Envoy's admin port): accepted and kept as written, the agent does not act on them. Its
-// fields read as Networking's own in JSON.
-type NetworkingKept struct {
-	Gateway json.RawMessage `json:"gateway,omitempty"`
-	Admin   json.RawMessage `json:"admin,omitempty"`
+// AdvertisedAddress is networking.advertisedAddress ("" when not set).
+func (n *Networking) AdvertisedAddress() string {
+	if n.NetworkingExtra == nil {
+		return ""
+	}
+	return n.NetworkingExtra.AdvertisedAddress
 }
 
-// Inbound is one entry of networking.inbound. Fields of Kuma's universal format that the
-// agent does not act on (health, serviceProbe, name) are accepted and kept.
+// Outbound is networking.outbound (nil when not set).
+func (n *Networking) Outbound() []Outbound {
+	if n.NetworkingExtra == nil {
+		return nil
+	}
+	return n.NetworkingExtra.Outbound
+}
+
+// TransparentProxying is networking.transparentProxying (nil when not set).
+func (n *Networking) TransparentProxying() *TransparentProxying {
+	if n.NetworkingExtra == nil {
+		return nil
+	}
+	return n.NetworkingExtra.TransparentProxying
+}
+
+// Extra returns n's NetworkingExtra, allocating it when nil (for code building a Dataplane).
+func (n *Networking) Extra() *NetworkingExtra {
+	if n.NetworkingExtra == nil {
+		n.NetworkingExtra = &NetworkingExtra{}
+	}
+	return n.NetworkingExtra
+}
+
+// Inbound is one entry of networking.inbound. What most inbounds do not have (a service
+// address, a state, health, a name, a service probe) is in InboundExtra, nil when the
+// inbound has none of it; read state, health and service address through the methods of
+// the same names (nil-safe).
 type Inbound struct {
-	Port           uint32 `json:"port"`
-	ServicePort    uint32 `json:"servicePort,omitempty"`
+	Port        uint32 `json:"port"`
+	ServicePort uint32 `json:"servicePort,omitempty"`
+	Address     string `json:"address,omitempty"` // defaults to networking.address
+	Tags        Tags   `json:"tags"`
+	*InboundExtra
+}
+
+// InboundExtra holds the fields of an inbound that few inbounds have. Its fields read as
+// Inbound's own in JSON. Kuma's name and serviceProbe are accepted and kept as written; the
+// agent does not act on them.
+type InboundExtra struct {
 	ServiceAddress string `json:"serviceAddress,omitempty"`
-	Address        string `json:"address,omitempty"` // defaults to networking.address
-	Tags           Tags   `json:"tags"`
 	// State is Kuma's inbound state: Ready (default), NotReady or Ignored. An Ignored
 	// inbound gets no hostname and is no endpoint.
-	State  string         `json:"state,omitempty"`
-	Health *InboundHealth `json:"health,omitempty"`
-	// InboundKept holds name and serviceProbe (nil when the inbound has neither).
-	*InboundKept
-}
-
-// InboundKept holds Kuma's inbound name and serviceProbe: accepted and kept as written,
-// the agent does not act on them. Its fields read as Inbound's own in JSON; check
-// Inbound.InboundKept for nil before reading them in Go.
-type InboundKept struct {
+	State        string          `json:"state,omitempty"`
+	Health       *InboundHealth  `json:"health,omitempty"`
 	Name         string          `json:"name,omitempty"`
 	ServiceProbe json.RawMessage `json:"serviceProbe,omitempty"`
+}
+
+// ServiceAddress is the inbound's serviceAddress ("" when not set).
+func (in *Inbound) ServiceAddress() string {
+	if in.InboundExtra == nil {
+		return ""
+	}
+	return in.InboundExtra.ServiceAddress
+}
+
+// State is the inbound's state as written ("" when not set: Ready).
+func (in *Inbound) State() string {
+	if in.InboundExtra == nil {
+		return ""
+	}
+	return in.InboundExtra.State
+}
+
+// Health is the inbound's health (nil when not set).
+func (in *Inbound) Health() *InboundHealth {
+	if in.InboundExtra == nil {
+		return nil
+	}
+	return in.InboundExtra.Health
+}
+
+// Extra returns in's InboundExtra, allocating it when nil (for code building an Inbound).
+func (in *Inbound) Extra() *InboundExtra {
+	if in.InboundExtra == nil {
+		in.InboundExtra = &InboundExtra{}
+	}
+	return in.InboundExtra
 }
 
 // InboundHealth is Kuma's inbound.health.
@@ -135,7 +203,7 @@ const (
 const FirstReservedPort = 49151
 
 // Ignored reports whether the inbound is left out of everything (state Ignored).
-func (in *Inbound) Ignored() bool { return in.State == InboundIgnored }
+func (in *Inbound) Ignored() bool { return in.State() == InboundIgnored }
 
 // Named reports whether the inbound's tags give hostnames: not Ignored, not on a reserved port.
 func (in *Inbound) Named() bool { return !in.Ignored() && in.Port < FirstReservedPort }
@@ -144,7 +212,8 @@ func (in *Inbound) Named() bool { return !in.Ignored() && in.Port < FirstReserve
 // NotReady, and not health.ready: false. Other dataplanes' Envoys get it as an endpoint only
 // then; its service keeps its names and VIPs either way.
 func (in *Inbound) Serving() bool {
-	return !in.Ignored() && in.State != InboundNotReady && (in.Health == nil || in.Health.Ready)
+	h := in.Health()
+	return !in.Ignored() && in.State() != InboundNotReady && (h == nil || h.Ready)
 }
 
 // Outbound is one entry of networking.outbound: port + tags, or port + backendRef.

@@ -100,7 +100,7 @@ func checkName(s string) error {
 func (v *validator) dataplane(dp *Dataplane) {
 	n := dp.Networking
 	v.ip("networking.address", n.Address, true)
-	v.ip("networking.advertisedAddress", n.AdvertisedAddress, false)
+	v.ip("networking.advertisedAddress", n.AdvertisedAddress(), false)
 	if len(n.Inbound) == 0 {
 		v.errorf("networking.inbound", "", "at least one inbound is required")
 	}
@@ -109,16 +109,16 @@ func (v *validator) dataplane(dp *Dataplane) {
 		v.port(p+".port", in.Port, true)
 		v.port(p+".servicePort", in.ServicePort, false)
 		v.ip(p+".address", in.Address, false)
-		v.ip(p+".serviceAddress", in.ServiceAddress, false)
+		v.ip(p+".serviceAddress", in.ServiceAddress(), false)
 		v.tags(p+".tags", in.Tags, true, false)
-		switch in.State {
+		switch in.State() {
 		case "", InboundReady, InboundNotReady, InboundIgnored:
 		default:
-			v.errorf(p+".state", in.State, "must be %s, %s or %s", InboundReady, InboundNotReady, InboundIgnored)
+			v.errorf(p+".state", in.State(), "must be %s, %s or %s", InboundReady, InboundNotReady, InboundIgnored)
 		}
 	}
 	seen := map[string]int{}
-	for i, out := range n.Outbound {
+	for i, out := range n.Outbound() {
 		p := "networking.outbound[" + strconv.Itoa(i) + "]"
 		v.port(p+".port", out.Port, true)
 		v.ip(p+".address", out.Address, false)
@@ -152,7 +152,7 @@ func (v *validator) dataplane(dp *Dataplane) {
 			v.errorf(p+".hostname", out.Hostname, "set by the agent from VirtualOutbounds; leave it out")
 		}
 	}
-	if tp := n.TransparentProxying; tp != nil {
+	if tp := n.TransparentProxying(); tp != nil {
 		v.port("networking.transparentProxying.redirectPortInbound", tp.RedirectPortInbound, false)
 		v.port("networking.transparentProxying.redirectPortOutbound", tp.RedirectPortOutbound, false)
 		switch strings.ToLower(tp.IPFamilyMode) {

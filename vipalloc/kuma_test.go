@@ -107,7 +107,7 @@ func TestKumaOneHostTwoPorts(t *testing.T) {
 func TestKumaIgnoredAndReservedInbounds(t *testing.T) {
 	web := dp("web-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))
 	ignored := dp("side-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "sidecar-only"}))
-	ignored.Networking.Inbound[0].State = mesh.InboundIgnored
+	ignored.Networking.Inbound[0].Extra().State = mesh.InboundIgnored
 	reserved := dp("infra-1", mesh.TagsOf(map[string]string{mesh.ServiceTag: "infra"}))
 	reserved.Networking.Inbound[0].Port = mesh.FirstReservedPort
 	doc := "type: Dataplane\nmesh: default\nname: side-1\nnetworking:\n  address: 10.0.0.9\n  inbound:\n  - port: 8080\n    state: Ignored\n    health: {ready: false}\n    tags:\n      kuma.io/service: sidecar-only\n"

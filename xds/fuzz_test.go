@@ -19,7 +19,7 @@ func FuzzMeshExternalServiceEndpoint(f *testing.F) {
 		for _, tl := range []*mesh.MESTLS{nil, tls} {
 			m := mesExample("fuzz", tl, mesh.MESEndpoint{Address: addr, Port: port})
 			self := dataplane("me", "10.0.0.1", inbound(8080, tags(mesh.ServiceTag, "me")))
-			self.Networking.Outbound = []mesh.Outbound{{Port: 9000, BackendRef: &mesh.BackendRef{Kind: mesh.KindMeshExternalService, Name: "fuzz"}}}
+			self.Networking.Extra().Outbound = []mesh.Outbound{{Port: 9000, BackendRef: &mesh.BackendRef{Kind: mesh.KindMeshExternalService, Name: "fuzz"}}}
 			s, err := mesh.NewSnapshot(self, []mesh.Resource{m})
 			if err != nil {
 				t.Fatal(err)

@@ -210,8 +210,8 @@ func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
 	if in.Address != "" {
 		return in.Address
 	}
-	if dp.Networking.AdvertisedAddress != "" {
-		return dp.Networking.AdvertisedAddress
+	if dp.Networking.AdvertisedAddress() != "" {
+		return dp.Networking.AdvertisedAddress()
 	}
 	return dp.Networking.Address
 }
@@ -243,7 +243,7 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 			g.problem(mesh.KindDataplane, dp.Name, fmt.Sprintf("networking.inbound[%d].address", i), fmt.Sprintf("not an IP address (value %q)", addr))
 			continue
 		}
-		svcAddr, svcPort := in.ServiceAddress, in.ServicePort
+		svcAddr, svcPort := in.ServiceAddress(), in.ServicePort
 		if svcAddr == "" {
 			svcAddr = "127.0.0.1"
 		}

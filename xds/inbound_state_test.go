@@ -21,10 +21,13 @@ func TestNotServingInboundsAreNoEndpoint(t *testing.T) {
 	}
 	res := []mesh.Resource{
 		withState("plain", "10.0.0.1", func(*mesh.Inbound) {}),
-		withState("ready", "10.0.0.2", func(in *mesh.Inbound) { in.State = mesh.InboundReady; in.Health = &mesh.InboundHealth{Ready: true} }),
-		withState("not-ready", "10.0.0.3", func(in *mesh.Inbound) { in.State = mesh.InboundNotReady }),
-		withState("unhealthy", "10.0.0.4", func(in *mesh.Inbound) { in.Health = &mesh.InboundHealth{Ready: false} }),
-		withState("ignored", "10.0.0.5", func(in *mesh.Inbound) { in.State = mesh.InboundIgnored }),
+		withState("ready", "10.0.0.2", func(in *mesh.Inbound) {
+			in.Extra().State = mesh.InboundReady
+			in.Extra().Health = &mesh.InboundHealth{Ready: true}
+		}),
+		withState("not-ready", "10.0.0.3", func(in *mesh.Inbound) { in.Extra().State = mesh.InboundNotReady }),
+		withState("unhealthy", "10.0.0.4", func(in *mesh.Inbound) { in.Extra().Health = &mesh.InboundHealth{Ready: false} }),
+		withState("ignored", "10.0.0.5", func(in *mesh.Inbound) { in.Extra().State = mesh.InboundIgnored }),
 	}
 	s, err := mesh.NewSnapshot(self, res)
 	if err != nil {

@@ -98,7 +98,7 @@ func newState(g *generator, r *Resources, routeProblems int) *genState {
 	if !g.o.TransparentProxy {
 		st.obs = map[string][]obRef{} // no VIP listeners were generated
 	}
-	for i, ob := range g.s.Self.Networking.Outbound {
+	for i, ob := range g.s.Self.Networking.Outbound() {
 		if ob.BackendRef == nil {
 			svc := normalizeTags(ob.Tags).Value(mesh.ServiceTag)
 			st.obs[svc] = append(st.obs[svc], obRef{self: i})
@@ -319,7 +319,7 @@ func (st *genState) regenerateOutbounds(g *generator, dirtyOut map[string]bool, 
 			if ob.vip != nil {
 				g.vipOutbound(*ob.vip)
 			} else {
-				g.selfOutbound(ob.self, self.Networking.Outbound[ob.self])
+				g.selfOutbound(ob.self, self.Networking.Outbound()[ob.self])
 			}
 		}
 	}
@@ -383,7 +383,7 @@ func obListenerNames(ob obRef, self *mesh.Dataplane) []string {
 		}
 		return out
 	}
-	o := self.Networking.Outbound[ob.self]
+	o := self.Networking.Outbound()[ob.self]
 	ip, ok := selfOutboundIP(o)
 	if !ok {
 		return nil
@@ -468,7 +468,7 @@ func sameList[T comparable](a, b []T, equal func(a, b T) bool) bool {
 // dpEqual compares what the resources of this dataplane depend on in another dataplane.
 func dpEqual(a, b *mesh.Dataplane) bool {
 	if a.Name != b.Name || a.Networking.Address != b.Networking.Address ||
-		a.Networking.AdvertisedAddress != b.Networking.AdvertisedAddress || len(a.Networking.Inbound) != len(b.Networking.Inbound) {
+		a.Networking.AdvertisedAddress() != b.Networking.AdvertisedAddress() || len(a.Networking.Inbound) != len(b.Networking.Inbound) {
 		return false
 	}
 	for i, x := range a.Networking.Inbound {

@@ -20,7 +20,7 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 	}
 	tab := vipalloc.NewTable(entries, nil)
 	self := dataplane("me", "10.9.9.9", inbound(8080, tags(mesh.ServiceTag, "me", "version", "1")))
-	self.Networking.Outbound = []mesh.Outbound{{Port: 9001, Tags: tags(mesh.ServiceTag, "b")}}
+	self.Networking.Extra().Outbound = []mesh.Outbound{{Port: 9001, Tags: tags(mesh.ServiceTag, "b")}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	dps := map[string]*mesh.Dataplane{}
 	routes := map[string]*mesh.TrafficRoute{}
@@ -29,11 +29,11 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 			inbound(8080, tags(mesh.ServiceTag, services[rng.IntN(len(services))], "version", fmt.Sprint(rng.IntN(2)+1))))
 		switch rng.IntN(8) { // now and then an inbound that takes no traffic (Kuma's states)
 		case 0:
-			d.Networking.Inbound[0].State = mesh.InboundNotReady
+			d.Networking.Inbound[0].Extra().State = mesh.InboundNotReady
 		case 1:
-			d.Networking.Inbound[0].Health = &mesh.InboundHealth{Ready: false}
+			d.Networking.Inbound[0].Extra().Health = &mesh.InboundHealth{Ready: false}
 		case 2:
-			d.Networking.Inbound[0].State = mesh.InboundIgnored
+			d.Networking.Inbound[0].Extra().State = mesh.InboundIgnored
 		}
 		return d
 	}

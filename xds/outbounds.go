@@ -72,7 +72,7 @@ func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ip
 // selfOutbounds: the dataplane's explicit outbounds (universal without the transparent proxy)
 // are real listeners on their address (127.0.0.1 by default) and port.
 func (g *generator) selfOutbounds() {
-	for i, ob := range g.s.Self.Networking.Outbound {
+	for i, ob := range g.s.Self.Networking.Outbound() {
 		g.selfOutbound(i, ob)
 	}
 }

@@ -100,7 +100,7 @@ func scenarios() []scenario {
 		{name: "outbounds-no-tproxy", self: func() *mesh.Dataplane {
 			d := mobile(tags("service", "mobile"))
 			d.Networking.Inbound[0].ServicePort = 9090
-			d.Networking.Outbound = []mesh.Outbound{
+			d.Networking.Extra().Outbound = []mesh.Outbound{
 				{Port: 10001, Tags: tags("kuma.io/service", "backend")},
 				{Port: 10002, BackendRef: &mesh.BackendRef{Kind: mesh.KindMeshExternalService, Name: "httpbin"}},
 				{Port: 10003, BackendRef: &mesh.BackendRef{Kind: mesh.KindMeshExternalService, Name: "missing"}},

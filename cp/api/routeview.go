@@ -48,7 +48,7 @@ func replicas(rt *mesh.Router, dps []*mesh.Dataplane) (names []string, ready []b
 			}
 			if all {
 				match = true
-				if in.State == mesh.InboundNotReady || (in.Health != nil && !in.Health.Ready) {
+				if in.State() == mesh.InboundNotReady || (in.Health() != nil && !in.Health().Ready) {
 					ok = false
 				}
 			}

@@ -128,8 +128,8 @@ func servesRouter(dp *mesh.Dataplane, rt *mesh.Router) bool {
 }
 
 func address(dp *mesh.Dataplane) string {
-	if dp.Networking.AdvertisedAddress != "" {
-		return dp.Networking.AdvertisedAddress
+	if dp.Networking.AdvertisedAddress() != "" {
+		return dp.Networking.AdvertisedAddress()
 	}
 	return dp.Networking.Address
 }
