@@ -506,7 +506,7 @@ func TestDirLoaderEditKeepsUnchangedResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSource := map[string]string{}
+	wantSource := map[string]mesh.Source{}
 	for _, r := range want {
 		wantSource[r.GetMeta().Name] = r.GetMeta().Source
 	}
