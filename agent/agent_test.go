@@ -121,7 +121,7 @@ func (d *memDNS) lookup(name string) (netip.Addr, bool) {
 
 func snapshot(t *testing.T, services ...string) *mesh.Snapshot {
 	t.Helper()
-	self := &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: "web-1", Source: "dp.yaml#1"},
+	self := &mesh.Dataplane{Meta: mesh.Meta{Mesh: "default", Name: "web-1", Source: mesh.NewSource("dp.yaml", 1)},
 		Networking: mesh.Networking{Address: "10.0.0.1", Inbound: []mesh.Inbound{{Port: 8080, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})}}}}
 	var rs []mesh.Resource
 	for i, s := range services {

@@ -152,11 +152,11 @@ func (a *Agent) checkIdentity(snap *mesh.Snapshot) error {
 		return errors.New("the model has no dataplane")
 	}
 	if n := a.cfg.Dataplane.Name; n != "" && snap.Self.Name != n {
-		return &mesh.FieldError{Source: snap.Self.Source, Kind: mesh.KindDataplane, Name: snap.Self.Name,
+		return &mesh.FieldError{Source: snap.Self.Source.String(), Kind: mesh.KindDataplane, Name: snap.Self.Name,
 			Path: "name", Value: snap.Self.Name, Msg: fmt.Sprintf("does not match --name %q", n)}
 	}
 	if m := a.cfg.Dataplane.Mesh; m != "" && snap.Mesh != m {
-		return &mesh.FieldError{Source: snap.Self.Source, Kind: mesh.KindDataplane, Name: snap.Self.Name,
+		return &mesh.FieldError{Source: snap.Self.Source.String(), Kind: mesh.KindDataplane, Name: snap.Self.Name,
 			Path: "mesh", Value: snap.Mesh, Msg: fmt.Sprintf("does not match --mesh %q", m)}
 	}
 	return nil

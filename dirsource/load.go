@@ -10,11 +10,8 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -318,23 +315,21 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		// Without problems every document numbered by mesh is one resource, so a piece's
 		// documents come after as many as the pieces before it returned.
 		offset := 0
-		var sources, scratch []byte
 		for _, r := range rs {
 			for x, res := range r.res {
 				if res == nil { // equal to the one decoded before, but for its number
 					k := r.kept[x]
-					scratch = appendRenumbered(scratch[:0], k.source, offset)
-					if string(scratch) != k.old.GetMeta().Source {
+					if src := renumber(k.source, offset); src != k.old.GetMeta().Source {
 						// Moved in the file: a copy of the old one with its new place
 						// (sharing its maps and strings, which nothing modifies).
-						k.old = withSource(k.old, renumber(k.source, offset, &sources))
+						k.old = withSource(k.old, src)
 					}
 					r.res[x] = k.old
 					continue
 				}
 				if len(rs) > 1 {
 					m := res.GetMeta()
-					m.Source = renumber(m.Source, offset, &sources)
+					m.Source = renumber(m.Source, offset)
 				}
 			}
 			offset += len(r.res)
@@ -408,7 +403,7 @@ func keyOf(r mesh.Resource) resourceKey {
 // kept is a resource decoded before that a fresh one equals but for its source.
 type kept struct {
 	old    mesh.Resource
-	source string // the fresh one's source, numbered within its piece
+	source mesh.Source // the fresh one's source, numbered within its piece
 }
 
 // indexResources indexes a file's resources by kind, mesh and name.
@@ -453,7 +448,7 @@ func keptPiece(prev map[resourceKey]mesh.Resource, res []mesh.Resource) []kept {
 
 // withSource returns a shallow copy of r with another source (one reflect copy per
 // resource, whatever its kind).
-func withSource(r mesh.Resource, source string) mesh.Resource {
+func withSource(r mesh.Resource, source mesh.Source) mesh.Resource {
 	p := reflect.New(reflect.TypeOf(r).Elem())
 	p.Elem().Set(reflect.ValueOf(r).Elem())
 	c := p.Interface().(mesh.Resource)
@@ -461,35 +456,13 @@ func withSource(r mesh.Resource, source string) mesh.Resource {
 	return c
 }
 
-// appendRenumbered appends "file#(n+offset)" for source "file#n" to b.
-func appendRenumbered(b []byte, source string, offset int) []byte {
-	at := strings.LastIndexByte(source, '#')
-	n, err := strconv.Atoi(source[at+1:])
-	if at < 0 || err != nil {
-		return append(b, source...)
-	}
-	return strconv.AppendInt(append(b, source[:at+1]...), int64(n+offset), 10)
-}
-
-// renumber turns "file#n" into "file#(n+offset)". The new string is appended to *block (a
-// new block of 32 KiB when full): a file's sources share a few blocks instead of costing an
-// object each (offset 0 copies the source there too). Bytes once handed out are never
-// written again.
-func renumber(source string, offset int, block *[]byte) string {
-	at := strings.LastIndexByte(source, '#')
-	if at < 0 {
+// renumber turns document n of a piece of a file into document n+offset of the file (a
+// source with no document stays as it is).
+func renumber(source mesh.Source, offset int) mesh.Source {
+	if source.Doc() == 0 {
 		return source
 	}
-	n, err := strconv.Atoi(source[at+1:])
-	if err != nil {
-		return source
-	}
-	if len(*block)+at+21 > cap(*block) {
-		*block = make([]byte, 0, max(32<<10, at+21))
-	}
-	start := len(*block)
-	*block = strconv.AppendInt(append(*block, source[:at+1]...), int64(n+offset), 10)
-	return unsafe.String(&(*block)[start], len(*block)-start)
+	return source.WithDoc(source.Doc() + offset)
 }
 
 // separator is mesh's YAML document separator line.

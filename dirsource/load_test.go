@@ -1,6 +1,7 @@
 package dirsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -220,6 +221,35 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 	got = newDirLoader().decodeAll([]string{big})[0]
 	if wantErr == nil || got.err == nil || got.err.Error() != wantErr.Error() {
 		t.Fatalf("errors differ:\n got: %v\nwant: %v", got.err, wantErr)
+	}
+}
+
+// A problem found once a large file's pieces are put together (a duplicate name, between
+// two pieces) names each document by its number in the whole file, as mesh.Load does.
+func TestDirLoaderLargeFileInPiecesDuplicateNamesDocuments(t *testing.T) {
+	dir := t.TempDir()
+	var sb strings.Builder
+	for i := 0; i < 3000; i++ {
+		if i%7 == 0 {
+			sb.WriteString("# a comment document\n---\n") // blank documents are not numbered
+		}
+		name := fmt.Sprintf("svc%d", i)
+		if i == 2500 {
+			name = "svc10" // document 2501, in the last piece; svc10 is document 11, in the first
+		}
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", name))
+	}
+	big := filepath.Join(dir, "inventory.yaml")
+	must(t, os.WriteFile(big, []byte(sb.String()), 0o644))
+	pieces := splitPieces([]byte(sb.String()), 4)
+	if len(pieces) < 2 || bytes.Contains(pieces[0], []byte("svc2499")) || !bytes.Contains(pieces[0], []byte("svc10\n")) {
+		t.Fatalf("the test file is not cut as the test needs (%d pieces)", len(pieces))
+	}
+	_, wantErr := mesh.Load(exampleDataplane, dir)
+	_, err := newDirLoader().Load(exampleDataplane, dir)
+	want := big + "#2501: name: duplicate Dataplane name, also defined in " + big + "#11 (value \"svc10\")"
+	if wantErr == nil || err == nil || err.Error() != wantErr.Error() || !strings.Contains(err.Error(), want) {
+		t.Fatalf("errors differ:\n got: %v\nwant: %v\n(mesh.Load: %v)", err, want, wantErr)
 	}
 }
 
@@ -506,7 +536,7 @@ func TestDirLoaderEditKeepsUnchangedResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSource := map[string]string{}
+	wantSource := map[string]mesh.Source{}
 	for _, r := range want {
 		wantSource[r.GetMeta().Name] = r.GetMeta().Source
 	}

@@ -16,7 +16,8 @@ import (
 // Decode reads every resource of one file: multi-document YAML (documents separated by
 // `---` lines, numbered from 1, empty ones skipped) or JSON (an object, or an array of
 // objects numbered from 1). Each resource is decoded and validated. source names the file in
-// errors ("source#doc").
+// errors ("source#doc") and in each resource's Meta.Source (a name the process keeps: see
+// Source).
 //
 // The resources that decoded and validated are returned even when others did not; err is
 // then an Errors listing every problem of every document.
@@ -24,25 +25,26 @@ func Decode(source string, data []byte) ([]Resource, error) {
 	var out []Resource
 	var errs Errors
 	num := 0
+	file := NewSource(source, 0)
 	strs := newStrArena()
 	for _, doc := range splitDocuments(data) {
 		nodes, err := parseDocument(doc.text)
 		if err != nil {
 			num++
-			errs = append(errs, &FieldError{Source: docSource(source, num),
+			errs = append(errs, &FieldError{Source: file.WithDoc(num).String(),
 				Msg: "invalid YAML/JSON: " + shiftLines(err.Error(), doc.line-1)})
 			continue
 		}
 		for i, n := range nodes {
 			num++
-			r, derrs, redo := decodeQuickIn(strs, docSource(source, num), n, doc.text)
+			r, derrs, redo := decodeQuickIn(strs, file.WithDoc(num), n, doc.text)
 			if redo {
 				// A problem: decode the document again, reporting every problem in order
 				// with its path (from a fresh parse: the quick pass may have changed it).
 				if again, err := parseDocument(doc.text); err == nil && i < len(again) {
 					n = again[i] // always: parsing is deterministic
 				}
-				r, derrs = decodeDocumentIn(strs, docSource(source, num), n, doc.text)
+				r, derrs = decodeDocumentIn(strs, file.WithDoc(num), n, doc.text)
 			}
 			errs = append(errs, derrs...)
 			if r != nil && len(derrs) == 0 {

@@ -33,14 +33,14 @@ var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindM
 
 const kindVirtualHost = "VirtualHost"
 
-// decodeDocument decodes and validates one document.
+// decodeDocument decodes and validates one document; source is "file#doc".
 func decodeDocument(source string, n any, raw ...[]byte) (Resource, Errors) {
-	return decodeDocumentIn(nil, source, n, raw...)
+	return decodeDocumentIn(nil, ParseSource(source), n, raw...)
 }
 
 // decodeDocumentIn is decodeDocument with the resource's strings copied into strs (nil:
 // the resource keeps slices of the document).
-func decodeDocumentIn(strs *strArena, source string, n any, raw ...[]byte) (Resource, Errors) {
+func decodeDocumentIn(strs *strArena, source Source, n any, raw ...[]byte) (Resource, Errors) {
 	r, errs, _ := decodeWith(&decoder{source: source, raw: firstRaw(raw), strs: strs}, n)
 	return r, errs
 }
@@ -57,11 +57,11 @@ func firstRaw(raw [][]byte) []byte {
 // document has a problem to report: decode a fresh parse of it with decodeDocument. The
 // quick pass may have changed n.
 func decodeQuick(source string, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
-	return decodeQuickIn(nil, source, n, raw...)
+	return decodeQuickIn(nil, ParseSource(source), n, raw...)
 }
 
 // decodeQuickIn is decodeQuick with the resource's strings copied into strs.
-func decodeQuickIn(strs *strArena, source string, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
+func decodeQuickIn(strs *strArena, source Source, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
 	return decodeWith(&decoder{source: source, quick: true, raw: firstRaw(raw), strs: strs}, n)
 }
 

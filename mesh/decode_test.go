@@ -244,7 +244,7 @@ spec:
 			if rs[0].Kind() != tt.kind {
 				t.Errorf("kind %s, want %s", rs[0].Kind(), tt.kind)
 			}
-			if src := rs[0].GetMeta().Source; src != "f.yaml#1" {
+			if src := rs[0].GetMeta().Source.String(); src != "f.yaml#1" {
 				t.Errorf("source %q, want f.yaml#1", src)
 			}
 			var want any
@@ -579,7 +579,7 @@ func TestDecodeKeepsGoodDocuments(t *testing.T) {
 	if !errors.As(err, &es) || len(es) != 2 || es[0].Source != "list.json#2" || es[0].Path != "networking.address" || es[0].Value != "x" {
 		t.Fatalf("errors = %#v", err)
 	}
-	if len(rs) != 2 || rs[0].GetMeta().Name != "a" || rs[1].GetMeta().Name != "c" || rs[1].GetMeta().Source != "list.json#3" {
+	if len(rs) != 2 || rs[0].GetMeta().Name != "a" || rs[1].GetMeta().Name != "c" || rs[1].GetMeta().Source.String() != "list.json#3" {
 		t.Fatalf("resources = %v", rs)
 	}
 }
@@ -642,7 +642,7 @@ func TestValidateBuiltInCode(t *testing.T) {
 	if err := Validate(ok); err != nil {
 		t.Errorf("valid dataplane: %v", err)
 	}
-	bad := &HostnameGenerator{Meta: Meta{Name: "h", Source: "code"}, Spec: HostnameGeneratorSpec{
+	bad := &HostnameGenerator{Meta: Meta{Name: "h", Source: NewSource("code", 0)}, Spec: HostnameGeneratorSpec{
 		TargetRef: TargetRef{Kind: KindMeshExternalService}, Template: "{{ nope }}"}}
 	err := Validate(bad)
 	want := `code: hostnamegenerator "h": spec.template: template: function "nope" not defined (value "{{ nope }}")`

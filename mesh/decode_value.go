@@ -25,8 +25,9 @@ import (
 
 // decoder collects the errors of one document.
 type decoder struct {
-	source, kind, name string
-	errs               Errors
+	source     Source
+	kind, name string
+	errs       Errors
 	// quick: the first pass over a document, which builds no paths and sorts no keys, and
 	// only notes that something failed (failed); the document is then decoded again from a
 	// fresh parse without quick, reporting every problem in order with its path. Nothing
@@ -46,7 +47,7 @@ func (d *decoder) errorf(path, value, format string, args ...any) {
 		d.failed = true
 		return
 	}
-	d.errs = append(d.errs, &FieldError{Source: d.source, Kind: d.kind, Name: d.name,
+	d.errs = append(d.errs, &FieldError{Source: d.source.String(), Kind: d.kind, Name: d.name,
 		Path: path, Value: redact(path, value), Msg: fmt.Sprintf(format, args...)})
 }
 

@@ -45,7 +45,7 @@ func TestDecodeValueKinds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var x target
-		d := &decoder{source: "t.yaml"}
+		d := &decoder{source: NewSource("t.yaml", 0)}
 		f := reflect.ValueOf(&x).Elem().FieldByName(tc.field)
 		d.value(f, tc.in, "spec."+strings.ToLower(tc.field))
 		if tc.err != "" {

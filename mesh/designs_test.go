@@ -20,7 +20,7 @@ func TestDesignExamplesVerbatim(t *testing.T) {
 		}
 		rs, err := Decode(design, data)
 		for _, r := range rs {
-			ok[r.GetMeta().Source] = true
+			ok[r.GetMeta().Source.String()] = true
 			fmt.Fprintf(&report, "ok    %s %s %q\n", r.GetMeta().Source, r.Kind(), r.GetMeta().Name)
 		}
 		var es Errors

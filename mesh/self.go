@@ -16,7 +16,7 @@ func SelfDataplane(path string, rs []Resource, err error) (*Dataplane, Errors) {
 			return dp, errs
 		}
 		m := rs[0].GetMeta()
-		errs = append(errs, &FieldError{Source: m.Source, Kind: rs[0].Kind(), Name: m.Name,
+		errs = append(errs, &FieldError{Source: m.Source.String(), Kind: rs[0].Kind(), Name: m.Name,
 			Msg: "the dataplane file must hold a Dataplane"})
 	case len(rs) > 1:
 		errs = append(errs, &FieldError{Source: path,

@@ -37,8 +37,8 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 			if r.Kind() == KindDataplane && prev == &self.Meta {
 				continue // the dataplane file wins over its copy in the directory
 			}
-			errs = append(errs, &FieldError{Source: m.Source, Path: "name", Value: m.Name,
-				Msg: fmt.Sprintf("duplicate %s name, also defined in %s", r.Kind(), prev.Source)})
+			errs = append(errs, &FieldError{Source: m.Source.String(), Path: "name", Value: m.Name,
+				Msg: fmt.Sprintf("duplicate %s name, also defined in %s", r.Kind(), prev.Source.String())})
 			continue
 		}
 		seen[key] = m

@@ -8,9 +8,8 @@ import (
 
 // strArena holds the strings of the resources decoded from one file. A parsed document's
 // keys and values are slices of the document's text, so a resource that kept them would
-// keep the whole text alive (a Dataplane of ~150 bytes of YAML keeps all of it, plus its
-// "file#N" source); the decoder copies each string it stores into large shared blocks
-// instead, and stores one copy of the strings that repeat (tag keys, mesh names, states):
+// keep the whole text alive (a Dataplane of ~150 bytes of YAML keeps all of it); the
+// decoder copies each string it stores into large shared blocks instead, and stores one copy of the strings that repeat (tag keys, mesh names, states):
 // 100,000 decoded Dataplanes then hold their names, addresses and tags in a few MiB.
 //
 // Strings handed out are never written again (blocks only grow at their end), so they are
@@ -92,7 +91,7 @@ func settleIn(rs []Resource, strs *strArena) {
 		c := *dp
 		n := &c.Networking
 		if strs != nil {
-			c.Mesh, c.Name, c.Source = strs.share(c.Mesh), strs.copy(c.Name), strs.copy(c.Source)
+			c.Mesh, c.Name = strs.share(c.Mesh), strs.copy(c.Name)
 			n.Address = strs.copy(n.Address)
 		}
 		n.Inbound = slices.Clone(n.Inbound)

@@ -47,8 +47,9 @@ type Meta struct {
 	Name         string            `json:"name"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	CreationTime time.Time         `json:"creationTime,omitempty"`
-	// Source is "file#doc" (e.g. "policies/vo.yaml#2") for error messages; empty if unknown.
-	Source string `json:"-"`
+	// Source is where the resource was read from, printed "file#doc" (e.g.
+	// "policies/vo.yaml#2") in error messages; the zero Source if unknown.
+	Source Source `json:"-"`
 }
 
 // Resource is implemented by every resource type of this package.

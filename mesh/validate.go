@@ -26,13 +26,14 @@ func Validate(r Resource) error {
 
 // validator collects the problems of one resource.
 type validator struct {
-	source, kind, name string
-	path               func(string) string // universal path -> path in the document
-	errs               Errors
+	source     Source
+	kind, name string
+	path       func(string) string // universal path -> path in the document
+	errs       Errors
 }
 
 func (v *validator) errorf(path, value, format string, args ...any) {
-	v.errs = append(v.errs, &FieldError{Source: v.source, Kind: v.kind, Name: v.name,
+	v.errs = append(v.errs, &FieldError{Source: v.source.String(), Kind: v.kind, Name: v.name,
 		Path: v.path(path), Value: redact(v.path(path), value), Msg: fmt.Sprintf(format, args...)})
 }
 

@@ -112,8 +112,9 @@ func (s *Dir) readFile(path string, data []byte) (docs []fanout.Doc, ok bool) {
 			return nil, false
 		}
 		m := r.GetMeta()
-		docs = append(docs, fanout.Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body, Source: m.Source})
-		good[m.Source] = true
+		source := m.Source.String()
+		docs = append(docs, fanout.Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body, Source: source})
+		good[source] = true
 	}
 	if derr == nil {
 		return docs, true
