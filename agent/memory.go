@@ -35,6 +35,23 @@ import (
 // gcPercent is the agent's GOGC (see above).
 const gcPercent = 50
 
+// allocationGCPercent is the GOGC while a model's VIPs are allocated: allocating builds
+// the allocator's state for every hostname within a few hundred milliseconds, faster than
+// a GC cycle paced at 50% keeps up with, so that the heap peaked at 1.5 times the model
+// (100,000 dataplanes: a VmHWM of 121-135 MiB against 86 steady). A GOGC in the
+// environment is left as set.
+const allocationGCPercent = 20
+
+// allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
+// undoes it.
+func allocationGC() (restore func()) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return func() {}
+	}
+	prev := debug.SetGCPercent(allocationGCPercent)
+	return func() { debug.SetGCPercent(prev) }
+}
+
 // tuneGC sets the agent's GOGC unless the environment sets one, and returns what undoes it
 // (the memory limit set by releases included).
 func tuneGC() (restore func()) {

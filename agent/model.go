@@ -70,7 +70,9 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		a.refuse(u, err)
 		return nil, err
 	}
+	restoreGC := allocationGC()
 	table, err := a.parts.Allocator.Allocate(snap)
+	restoreGC()
 	if err != nil {
 		err = fmt.Errorf("allocating VIPs: %w", err)
 		a.refuse(u, err)

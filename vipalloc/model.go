@@ -116,6 +116,9 @@ func (r *round) apply(jobs []job) {
 		return
 	}
 	var touched [hostShards][]*hostState
+	for s := range touched {
+		touched[s] = make([]*hostState, 0, n/hostShards+n/8) // a shard's share, with room
+	}
 	var slabs [hostShards][]*candidate
 	var bufs [hostShards][]byte
 	place := func(s int) {
@@ -394,6 +397,11 @@ func (x *expander) presize(n int) {
 	}
 	guess := n * min(x.weight(), 4) / 4
 	x.cands = newCandMap(guess)
+	if x.isDefault {
+		// At most one event per inbound, and the list is dropped once applied: reserving n
+		// costs less than growing a list of n by a quarter at a time (every step garbage).
+		guess = n
+	}
 	x.events = make([]event, 0, guess)
 }
 
