@@ -47,6 +47,9 @@ type dirLoader struct {
 	maxFile, maxTotal int64
 	// ctx cancels a load in progress (setContext); nil is never cancelled.
 	ctx context.Context
+	// reachKey is the Reach (mesh.Reach.Key) the cached files' resources were filtered
+	// with: the dataplane's reachable services ("" for every service).
+	reachKey string
 }
 
 // setContext makes the next loads stop early once ctx is cancelled.
@@ -96,6 +99,10 @@ func newDirLoader() *dirLoader {
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forgetLocked()
+}
+
+func (l *dirLoader) forgetLocked() {
 	for p, c := range l.cache {
 		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
 		l.cache[p] = c
@@ -118,6 +125,13 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
 	}
+	// The dataplane's reachable services decide which dataplanes are kept: the files were
+	// filtered for another list, they are decoded again.
+	reach, known := l.selfReach(dataplaneFile)
+	if k := reach.Key(); known && k != l.reachKey {
+		l.forgetLocked()
+		l.reachKey = k
+	}
 	results := l.decodeAll(all)
 	if err := l.cancelled(); err != nil {
 		return nil, err
@@ -126,7 +140,16 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	self, selfErrs := mesh.SelfDataplane(dataplaneFile, results[0].res, results[0].err)
 	errs = append(selfErrs, errs...)
 	var resources []mesh.Resource
-	for _, r := range results[1:] {
+	for i, r := range results[1:] {
+		if kept := reach.Filter(r.res); known && len(kept) != len(r.res) {
+			// Only the dataplanes of reachable services are kept, in the cache too: the
+			// others are garbage once their file is decoded.
+			r.res = kept
+			if c, ok := l.cache[all[i+1]]; ok {
+				c.res = kept
+				l.cache[all[i+1]] = c
+			}
+		}
 		resources = append(resources, r.res...)
 		errs = mesh.AppendErrors(errs, r.err)
 	}
@@ -134,6 +157,28 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		return nil, errs
 	}
 	return mesh.NewSnapshot(self, resources)
+}
+
+// selfReach is the reachable services of the dataplane file, decoded on its own (it is
+// small) before the directory; known is false when the file cannot be read or decoded (the
+// load then reports why, and the cached files keep their filter).
+func (l *dirLoader) selfReach(dataplaneFile string) (reach *mesh.Reach, known bool) {
+	b, err := l.readFile(dataplaneFile)
+	if err != nil {
+		return nil, false
+	}
+	if b, err = cplink.RenderVars(b, l.vars); err != nil {
+		return nil, false
+	}
+	rs, err := mesh.Decode(dataplaneFile, b)
+	if err != nil {
+		return nil, false
+	}
+	self, errs := mesh.SelfDataplane(dataplaneFile, rs, nil)
+	if len(errs) > 0 {
+		return nil, false
+	}
+	return mesh.ReachOf(self), true
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.

@@ -27,6 +27,8 @@ import (
 type cacheHeader struct {
 	Build string
 	Count int // files that follow
+	// Reach is the filter the files' dataplanes were kept with (dirLoader.reachKey).
+	Reach string
 }
 
 type cachedFileHead struct {
@@ -61,6 +63,9 @@ func (l *dirLoader) restore(path string) (int, error) {
 	if h.Build == "" || h.Build != cplink.BuildID() {
 		return 0, nil
 	}
+	if len(l.cache) > 0 && h.Reach != l.reachKey {
+		return 0, nil // filtered for other reachable services than what is held
+	}
 	files := make(map[string]cachedFile, h.Count)
 	for range h.Count {
 		var fh cachedFileHead
@@ -82,6 +87,7 @@ func (l *dirLoader) restore(path string) (int, error) {
 		files[fh.Path] = cachedFile{stamp: fileStamp{size: fh.Size, mtime: fh.MTime, ino: fh.Ino}, res: res}
 	}
 	maps.Copy(l.cache, files)
+	l.reachKey = h.Reach
 	return len(files), nil
 }
 
@@ -105,10 +111,11 @@ func (l *dirLoader) persist(path string) (wrote bool, err error) {
 		}
 	}
 	l.dirty = false
+	reach := l.reachKey
 	l.mu.Unlock()
 
 	err = cplink.WriteCacheStream(path, ".decode-cache-*", func(enc *gob.Encoder) error {
-		if err := enc.Encode(cacheHeader{Build: cplink.BuildID(), Count: len(files)}); err != nil {
+		if err := enc.Encode(cacheHeader{Build: cplink.BuildID(), Count: len(files), Reach: reach}); err != nil {
 			return err
 		}
 		for _, f := range files {

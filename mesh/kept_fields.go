@@ -23,7 +23,6 @@ func (d *Dataplane) KeptFields() []string {
 	if tp := n.TransparentProxying(); tp != nil {
 		add(tp.RedirectPortInboundV6 != 0, "networking.transparentProxying.redirectPortInboundV6")
 		add(len(tp.DirectAccessServices) > 0, "networking.transparentProxying.directAccessServices")
-		add(len(tp.ReachableServices) > 0, "networking.transparentProxying.reachableServices")
 		add(len(tp.ReachableBackends) > 0, "networking.transparentProxying.reachableBackends")
 	}
 	probe := false

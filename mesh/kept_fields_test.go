@@ -16,8 +16,7 @@ func TestKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rs[0].(*Dataplane).KeptFields()
-	want := []string{"metrics", "networking.admin", "networking.transparentProxying.reachableServices",
-		"networking.inbound[].serviceProbe"}
+	want := []string{"metrics", "networking.admin", "networking.inbound[].serviceProbe"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("KeptFields = %q, want %q", got, want)
 	}

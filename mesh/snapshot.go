@@ -27,10 +27,14 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	var errs Errors
 	s.Dataplanes = append(s.Dataplanes, self)
 	seen[KindDataplane+"/"+self.Name] = &self.Meta
+	reach := ReachOf(self)
 	for _, r := range resources {
 		m := r.GetMeta()
 		if ResourceMesh(m) != meshName && !Meshless(r) {
 			continue
+		}
+		if dp, ok := r.(*Dataplane); ok && dp.Name != self.Name && !reach.Keeps(dp) {
+			continue // a service self does not reach (transparentProxying.reachableServices)
 		}
 		key := r.Kind() + "/" + m.Name
 		if prev, dup := seen[key]; dup {

@@ -239,11 +239,13 @@ type TransparentProxying struct {
 	RedirectPortInbound  uint32 `json:"redirectPortInbound,omitempty"`
 	RedirectPortOutbound uint32 `json:"redirectPortOutbound,omitempty"`
 	IPFamilyMode         string `json:"ipFamilyMode,omitempty"`
-	// Kuma's, accepted and kept; the agent does not act on them (every service of the
-	// mesh gets its names): see docs/kuma-compatibility.md.
+	// ReachableServices, when not empty, lists the only services this dataplane reaches
+	// (Kuma's): the agent keeps only their dataplanes (see Reach).
+	ReachableServices []string `json:"reachableServices,omitempty"`
+	// Kuma's, accepted and kept; the agent does not act on them: see
+	// docs/kuma-compatibility.md.
 	RedirectPortInboundV6 uint32          `json:"redirectPortInboundV6,omitempty"`
 	DirectAccessServices  json.RawMessage `json:"directAccessServices,omitempty"`
-	ReachableServices     json.RawMessage `json:"reachableServices,omitempty"`
 	ReachableBackends     json.RawMessage `json:"reachableBackends,omitempty"`
 }
 

@@ -161,6 +161,17 @@ func (v *validator) dataplane(dp *Dataplane) {
 		default:
 			v.errorf("networking.transparentProxying.ipFamilyMode", tp.IPFamilyMode, "must be dualstack, ipv4 or ipv6")
 		}
+		for i, svc := range tp.ReachableServices {
+			p := indexPath("networking.transparentProxying.reachableServices", i)
+			switch {
+			case svc == "":
+				v.errorf(p, svc, "empty service name")
+			case svc == Wildcard:
+				v.errorf(p, svc, `a service name, not "*" (leave reachableServices out to reach every service)`)
+			case strings.ContainsAny(svc, " \t\n"):
+				v.errorf(p, svc, "service names cannot contain whitespace")
+			}
+		}
 	}
 }
 

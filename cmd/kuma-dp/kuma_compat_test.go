@@ -44,7 +44,7 @@ networking:
     redirectPortInbound: 15006
     redirectPortOutbound: 15001
     directAccessServices: ["*"]
-    reachableServices: ["db"]
+    reachableServices: ["db", "api", "sidecar-only", "infra"]
     ipFamilyMode: DualStack
     reachableBackends:
       refs:
@@ -272,6 +272,44 @@ func TestKumaFormThroughVIPs(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("served: %v", served)
+	}
+}
+
+// Kuma's reachableServices: only the listed services (and the dataplane's own) get names
+// and VIPs; the other services' dataplanes are not kept at all.
+func TestKumaReachableServices(t *testing.T) {
+	dir := t.TempDir()
+	dpFile := filepath.Join(dir, "dataplane.yaml")
+	policies := filepath.Join(dir, "policies")
+	writeFile(t, dpFile, strings.Replace(kumaSelf, `reachableServices: ["db", "api", "sidecar-only", "infra"]`, `reachableServices: ["db"]`, 1))
+	writeFile(t, filepath.Join(policies, "mesh.yaml"), kumaMesh)
+	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	var v vipsJSON
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, e := range v.Entries {
+		served[e.Hostname] = true
+	}
+	for _, host := range []string{"db.mesh", "db.svc", "db.needs", "db.eu.mesh", "web.mesh", "web.svc"} {
+		if !served[host] {
+			t.Errorf("%s not served: db is reachable, web is the dataplane's own service", host)
+		}
+	}
+	for _, host := range []string{"api.mesh", "api.svc", "api.needs"} {
+		if served[host] {
+			t.Errorf("%s served: api is not in reachableServices", host)
+		}
+	}
+
+	writeFile(t, dpFile, strings.Replace(kumaSelf, `reachableServices: ["db", "api", "sidecar-only", "infra"]`, `reachableServices: ["db", ""]`, 1))
+	code, _, errOut = vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies)
+	if code != exitInvalid || !strings.Contains(errOut, "networking.transparentProxying.reachableServices[1]: empty service name") {
+		t.Errorf("an empty reachable service: exit %d, %s", code, errOut)
 	}
 }
 

@@ -1,0 +1,115 @@
+package dirsource
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// reachMesh writes a dataplane file reaching the services listed (none: every service)
+// and an inventory of dataplanes of services a, b and c (two each).
+func reachMesh(t *testing.T, dir string, reachable ...string) (dpFile, policies string) {
+	t.Helper()
+	dpFile, policies = filepath.Join(dir, "dp.yaml"), filepath.Join(dir, "policies")
+	must(t, os.MkdirAll(policies, 0o755))
+	writeReach(t, dpFile, reachable...)
+	var b strings.Builder
+	for _, svc := range []string{"a", "b", "c"} {
+		for i := 1; i <= 2; i++ {
+			fmt.Fprintf(&b, "type: Dataplane\nmesh: default\nname: %s-%d\nnetworking:\n  address: 10.0.0.%d\n  inbound:\n  - port: 80\n    tags:\n      kuma.io/service: %s\n---\n",
+				svc, i, i, svc)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(policies, "dataplanes.yaml"), []byte(b.String()), 0o644))
+	return dpFile, policies
+}
+
+func writeReach(t *testing.T, dpFile string, reachable ...string) {
+	t.Helper()
+	doc := "type: Dataplane\nmesh: default\nname: me\nnetworking:\n  address: 10.0.1.1\n  inbound:\n  - port: 80\n    tags:\n      kuma.io/service: me\n"
+	if len(reachable) > 0 {
+		doc += "  transparentProxying:\n    reachableServices: [" + strings.Join(reachable, ", ") + "]\n"
+	}
+	must(t, os.WriteFile(dpFile, []byte(doc), 0o644))
+}
+
+func names(s *mesh.Snapshot) []string {
+	var out []string
+	for _, dp := range s.Dataplanes {
+		out = append(out, dp.Name)
+	}
+	return out
+}
+
+// Only the dataplanes of reachable services are kept, in the snapshot and in the cache; a
+// new list decodes the files again, for the new list.
+func TestDirLoaderKeepsReachableDataplanes(t *testing.T) {
+	dpFile, policies := reachMesh(t, t.TempDir(), "a")
+	l := newDirLoader()
+	s, err := l.Load(dpFile, policies)
+	must(t, err)
+	if got, want := names(s), []string{"a-1", "a-2", "me"}; !slices.Equal(got, want) {
+		t.Fatalf("dataplanes %q, want %q", got, want)
+	}
+	inv := filepath.Join(policies, "dataplanes.yaml")
+	if got := len(l.cache[inv].res); got != 2 {
+		t.Errorf("the cache holds %d resources of the inventory, want the 2 reachable", got)
+	}
+	decodes := l.decodes
+
+	writeReach(t, dpFile, "b", "c")
+	s, err = l.Load(dpFile, policies)
+	must(t, err)
+	if got, want := names(s), []string{"b-1", "b-2", "c-1", "c-2", "me"}; !slices.Equal(got, want) {
+		t.Fatalf("after the list changed: dataplanes %q, want %q", got, want)
+	}
+	if l.decodes != decodes+2 {
+		t.Errorf("after the list changed: %d files decoded, want both again", l.decodes-decodes)
+	}
+
+	writeReach(t, dpFile) // no list: every service
+	s, err = l.Load(dpFile, policies)
+	must(t, err)
+	if got := len(s.Dataplanes); got != 7 {
+		t.Fatalf("without reachableServices: %d dataplanes, want 7 (%q)", got, names(s))
+	}
+}
+
+// A cache written for one list is not used for another: the files are decoded again.
+func TestDecodeCacheOfAnotherReachIgnored(t *testing.T) {
+	dir := t.TempDir()
+	dpFile, policies := reachMesh(t, dir, "a")
+	cache := filepath.Join(dir, "model-cache.gob")
+	l := newDirLoader()
+	_, err := l.Load(dpFile, policies)
+	must(t, err)
+	if wrote, err := l.persist(cache); !wrote || err != nil {
+		t.Fatalf("persist: %v %v", wrote, err)
+	}
+
+	same := newDirLoader()
+	if n, err := same.restore(cache); n != 1 || err != nil {
+		t.Fatalf("restore: %d files, %v", n, err)
+	}
+	s, err := same.Load(dpFile, policies)
+	must(t, err)
+	if same.decodes != 1 || len(s.Dataplanes) != 3 {
+		t.Errorf("same list: %d decodes (want the dataplane file only), %d dataplanes", same.decodes, len(s.Dataplanes))
+	}
+
+	writeReach(t, dpFile, "c")
+	other := newDirLoader()
+	if _, err := other.restore(cache); err != nil {
+		t.Fatal(err)
+	}
+	s, err = other.Load(dpFile, policies)
+	must(t, err)
+	if got, want := names(s), []string{"c-1", "c-2", "me"}; !slices.Equal(got, want) {
+		t.Fatalf("another list from a restored cache: dataplanes %q, want %q", got, want)
+	}
+}
