@@ -46,3 +46,4 @@ bench-memory:
 
 # dnsperf against our resolver, CoreDNS hosts and a bare miekg/dns server, in one run.
 bench-dns:
+	bench/dns.sh
