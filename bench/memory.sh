@@ -11,6 +11,9 @@
 #   nsd             nsd from the zone file, one server process (when nsd is installed)
 #   dnsmasq         dnsmasq with the hosts file (when dnsmasq is installed)
 #   kuma-dp-baseline  with BASELINE=/path/to/another/kuma-dp: that build, run as kuma-dp
+#   kuma-dp-reach   kuma-dp on the same mesh, its dataplane listing REACH (10) services
+#                   (svc-0 ...) in transparentProxying.reachableServices: it keeps only
+#                   their dataplanes (no dnsperf run: the other names are not its own)
 # and SIZES may hold "example": kuma-dp alone with the bundled example mesh (testdata/mesh).
 #
 # Servers run one after another, each pinned to SERVER_CPU (a Go server then runs with
@@ -24,7 +27,7 @@
 # for start times on a busy node.
 #
 # Knobs: SIZES SETTLE DURATION CLIENTS SERVER_CPU LOADGEN_CPU PORT_BASE BENCH SERVERS BUSY
-#   BASELINE
+#   BASELINE REACH
 # Example: SIZES="100000 10000 example" bench/memory.sh
 # Needs: go, dig, taskset, ss; dnsperf (apt-get install dnsperf) for the query runs.
 set -euo pipefail
@@ -39,8 +42,9 @@ SERVER_CPU=${SERVER_CPU:-1}
 LOADGEN_CPU=${LOADGEN_CPU:-0}
 PORT_BASE=${PORT_BASE:-25400}
 BUSY=${BUSY:-0}
-SERVERS=${SERVERS:-"kuma-dp coredns-hosts miekg nsd dnsmasq"}
+SERVERS=${SERVERS:-"kuma-dp kuma-dp-reach coredns-hosts miekg nsd dnsmasq"}
 BASELINE=${BASELINE:-}
+REACH=${REACH:-10}
 [[ -n $BASELINE ]] && SERVERS="kuma-dp-baseline $SERVERS"
 COREDNS_VERSION=v1.15.0
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
@@ -79,9 +83,15 @@ for s in $SERVERS; do PORT[$s]=$((PORT_BASE + i)); i=$((i + 1)); done
 server_cmd() {
   local name=$1 size=$2 dir=$3 p=${PORT[$1]} d=$BENCH/data/$2
   case $name in
-  kuma-dp|kuma-dp-baseline)
+  kuma-dp|kuma-dp-baseline|kuma-dp-reach)
     local dp=$d/mesh/dp.yaml pol=$d/mesh/policies bin=$BENCH/bin/kuma-dp
     [[ $size == example ]] && dp=$dir/mesh/dataplane.yaml pol=$dir/mesh/policies
+    if [[ $name == kuma-dp-reach ]]; then
+      dp=$dir/dp-reach.yaml
+      { printf 'type: Dataplane\nmesh: default\nname: bench-client\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: 7000\n    tags:\n      kuma.io/service: bench-client\n  transparentProxying:\n    reachableServices: ['
+        for ((r = 0; r < REACH; r++)); do printf '%ssvc-%d' "$([[ $r -gt 0 ]] && echo ', ')" "$r"; done
+        printf ']\n'; } > "$dp"
+    fi
     [[ $name == kuma-dp-baseline ]] && bin=$BASELINE
     echo "$bin run --dataplane-file $dp --policies-dir $pol --envoy=false --dns-address 127.0.0.1 \
 --dns-proxy-port $p --dns-upstream 127.0.0.1:9 --admin-address 127.0.0.1:0 --work-dir $dir/work \
@@ -124,6 +134,7 @@ for size in $SIZES; do
   [[ $size == example ]] || gen "$size"
   for s in $SERVERS; do
     [[ $size == example && $s != kuma-dp* ]] && continue
+    [[ $size == example && $s == kuma-dp-reach ]] && continue
     case $s in nsd|dnsmasq) command -v "$s" >/dev/null || { log "$s is not installed: skipped"; continue; } ;; esac
     if [[ -n $(ss -Hlun "sport = :${PORT[$s]}") ]]; then
       echo "bench-memory: port ${PORT[$s]} is in use (set PORT_BASE)" >&2; exit 1
@@ -153,18 +164,18 @@ for size in $SIZES; do
     sleep "$SETTLE"
     load=$(rss_kib "$PID") anon=$(anon_kib "$PID")
     after=""
-    if [[ -n $HAVE_DNSPERF && $size != example ]]; then
+    if [[ -n $HAVE_DNSPERF && $size != example && $s != kuma-dp-reach ]]; then
       taskset -c "$LOADGEN_CPU" dnsperf -s 127.0.0.1 -p "${PORT[$s]}" -d "$BENCH/data/$size/queries.txt" \
         -c "$CLIENTS" -l "$DURATION" -Q 1000000 > "$dir/dnsperf.txt" 2>&1 || true
-      after=$(mib "$(rss_kib "$PID")")
+      after="$(mib "$(rss_kib "$PID")") ($(mib "$(anon_kib "$PID")"))"
       qps=$(awk '/Queries per second/ {printf "%.0f", $4}' "$dir/dnsperf.txt")
-      after="$after ($qps qps)"
+      after="$after, $qps qps"
     fi
     touched=""
     if [[ $s == kuma-dp* ]]; then
       if [[ $size == example ]]; then touch "$dir"/mesh/policies/*; else touch "$BENCH/data/$size/mesh/policies/dataplanes.yaml"; fi
       sleep "$SETTLE"
-      touched=$(mib "$(rss_kib "$PID")")
+      touched="$(mib "$(rss_kib "$PID")") ($(mib "$(anon_kib "$PID")"))"
     fi
     hwm=$(hwm_kib "$PID")
     printf '%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$anon")" "$(mib "$hwm")" "${after:--}" "${touched:--}" >> "$ROWS"
@@ -176,6 +187,6 @@ done
 echo
 echo "one run, $(date -u +%F), $(nproc) CPUs, servers on CPU $SERVER_CPU$([[ $BUSY == 1 ]] && echo ", the other core busy while starting"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | RSS MiB after ${DURATION}s of queries | RSS MiB after a touch |"
+echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | RSS MiB after ${DURATION}s of queries (anonymous) | RSS MiB after a touch (anonymous) |"
 echo "|---|---|---:|---:|---:|---:|---:|"
 awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$ROWS"
