@@ -227,20 +227,26 @@ spec:
       serverName: api.example.com
 `
 
-func TestKumaFormThroughVIPs(t *testing.T) {
+// kumaVIPs writes self and kumaMesh and returns `kuma-dp vips -o json` of them, with the
+// files' paths.
+func kumaVIPs(t *testing.T, self string) (v vipsJSON, dpFile, policies string) {
+	t.Helper()
 	dir := t.TempDir()
-	dpFile := filepath.Join(dir, "dataplane.yaml")
-	policies := filepath.Join(dir, "policies")
-	writeFile(t, dpFile, kumaSelf)
+	dpFile, policies = filepath.Join(dir, "dataplane.yaml"), filepath.Join(dir, "policies")
+	writeFile(t, dpFile, self)
 	writeFile(t, filepath.Join(policies, "mesh.yaml"), kumaMesh)
 	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies, "-o", "json")
 	if code != exitOK {
 		t.Fatalf("Kuma-form files refused (exit %d):\n%s", code, errOut)
 	}
-	var v vipsJSON
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatal(err)
 	}
+	return v, dpFile, policies
+}
+
+func TestKumaFormThroughVIPs(t *testing.T) {
+	v, _, _ := kumaVIPs(t, kumaSelf)
 	served := map[string][]uint32{}
 	for _, e := range v.Entries {
 		if e.Status == "Available" && e.IPv4 != "" {
@@ -278,19 +284,7 @@ func TestKumaFormThroughVIPs(t *testing.T) {
 // Kuma's reachableServices: only the listed services (and the dataplane's own) get names
 // and VIPs; the other services' dataplanes are not kept at all.
 func TestKumaReachableServices(t *testing.T) {
-	dir := t.TempDir()
-	dpFile := filepath.Join(dir, "dataplane.yaml")
-	policies := filepath.Join(dir, "policies")
-	writeFile(t, dpFile, strings.Replace(kumaSelf, `reachableServices: ["db", "api", "sidecar-only", "infra"]`, `reachableServices: ["db"]`, 1))
-	writeFile(t, filepath.Join(policies, "mesh.yaml"), kumaMesh)
-	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies, "-o", "json")
-	if code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, errOut)
-	}
-	var v vipsJSON
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatal(err)
-	}
+	v, dpFile, policies := kumaVIPs(t, strings.Replace(kumaSelf, `reachableServices: ["db", "api", "sidecar-only", "infra"]`, `reachableServices: ["db"]`, 1))
 	served := map[string]bool{}
 	for _, e := range v.Entries {
 		served[e.Hostname] = true
@@ -307,7 +301,7 @@ func TestKumaReachableServices(t *testing.T) {
 	}
 
 	writeFile(t, dpFile, strings.Replace(kumaSelf, `reachableServices: ["db", "api", "sidecar-only", "infra"]`, `reachableServices: ["db", ""]`, 1))
-	code, _, errOut = vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies)
+	code, _, errOut := vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies)
 	if code != exitInvalid || !strings.Contains(errOut, "networking.transparentProxying.reachableServices[1]: empty service name") {
 		t.Errorf("an empty reachable service: exit %d, %s", code, errOut)
 	}
