@@ -107,14 +107,26 @@ type Client struct {
 	lastResources []mesh.Resource
 	sent          bool // the first complete model went out
 	noSelf        bool // logged: our Dataplane is not at the control plane
+	// reachKey is the dataplane's reachable services (mesh.Reach.Key) the held dataplanes
+	// were kept with: the others are held as their version only (res nil), so that a
+	// resumed stream does not send them again. resync asks the session to end after its
+	// ACK, and cancelSession ends the one running: a new list needs the dataplanes dropped
+	// for the old one, and a new stream without their versions brings them.
+	reachKey      string
+	resync        bool
+	cancelSession context.CancelCauseFunc
 
 	stats ClientStats
 }
 
 type heldResource struct {
 	version string
-	res     mesh.Resource
+	res     mesh.Resource // nil: a dataplane of a service this one does not reach
 }
+
+// errResync ends a session so that the next one fetches the dataplanes dropped for
+// another list of reachable services.
+var errResync = errors.New("reachable services changed: fetching the dataplanes they add")
 
 // ClientStats counts what the link received, for benchmarks and metrics.
 type ClientStats struct {
@@ -378,6 +390,10 @@ func (c *Client) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errResync) {
+			c.log.Info("reachable services changed: reconnecting for the dataplanes they add")
+			continue // at once, to the same control plane
+		}
 		if got {
 			failures = 0
 		}
@@ -469,6 +485,9 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	defer conn.Close()
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	c.mu.Lock()
+	c.cancelSession, c.resync = cancel, false
+	c.mu.Unlock()
 	if token != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+token)
 	}
@@ -504,6 +523,12 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 		ack := c.handle(sctx, resp)
 		if err := stream.Send(ack); err != nil {
 			return got, causeOf(sctx, err)
+		}
+		c.mu.Lock()
+		resync := c.resync
+		c.mu.Unlock()
+		if resync {
+			return got, errResync
 		}
 	}
 }
@@ -610,6 +635,10 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 	if len(errs) > 0 {
 		return c.nack(ack, errs)
 	}
+	prevKey := c.reachKey
+	if kind == mesh.KindDataplane {
+		c.keepReachableLocked(next)
+	}
 	c.held[kind] = next
 	c.received[kind] = true
 	if len(c.received) < len(Kinds) {
@@ -620,7 +649,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 		return ack // the model is fine; this dataplane is not in it yet
 	}
 	if err != nil {
-		c.held[kind] = prev
+		c.held[kind], c.reachKey = prev, prevKey
 		return c.nack(ack, err)
 	}
 	c.emitLocked(ctx, snap, "cp", start)
@@ -636,6 +665,40 @@ func (c *Client) nack(ack *discovery.DeltaDiscoveryRequest, err error) *discover
 }
 
 var errNoSelf = errors.New("this dataplane is not at the control plane")
+
+// keepReachableLocked drops from dps (the held dataplanes, modified in place) those of
+// services this dataplane does not reach (Kuma's transparentProxying.reachableServices),
+// keeping their versions. When the list changed since the held dataplanes were kept, those
+// dropped for the old list are forgotten and a resync is asked for: a new stream, without
+// their versions, brings the ones the new list reaches.
+func (c *Client) keepReachableLocked(dps map[string]heldResource) {
+	self := c.self
+	if self == nil {
+		h, ok := dps[c.cfg.Name]
+		if !ok || h.res == nil {
+			return // the list is not known yet: everything is kept
+		}
+		self = h.res.(*mesh.Dataplane)
+	}
+	reach := mesh.ReachOf(self)
+	if key := reach.Key(); key != c.reachKey {
+		for name, h := range dps {
+			if h.res == nil {
+				delete(dps, name)
+				c.resync = true
+			}
+		}
+		c.reachKey = key
+	}
+	if reach == nil {
+		return
+	}
+	for name, h := range dps {
+		if h.res != nil && name != self.Name && !reach.Keeps(h.res.(*mesh.Dataplane)) {
+			dps[name] = heldResource{version: h.version}
+		}
+	}
+}
 
 // buildLocked builds the model from what the link holds, with mesh.NewSnapshot's rules.
 func (c *Client) buildLocked() (*mesh.Snapshot, error) {
@@ -660,7 +723,9 @@ func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 	rs := make([]mesh.Resource, 0, n)
 	for _, kind := range Kinds {
 		for _, h := range c.held[kind] {
-			rs = append(rs, h.res)
+			if h.res != nil {
+				rs = append(rs, h.res)
+			}
 		}
 	}
 	snap, err := mesh.NewSnapshot(self, rs)
@@ -709,6 +774,12 @@ func (c *Client) rebuild(ctx context.Context) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if dps := c.held[mesh.KindDataplane]; dps != nil {
+		c.keepReachableLocked(dps) // the dataplane file may list other reachable services now
+		if c.resync && c.cancelSession != nil {
+			c.cancelSession(errResync)
+		}
+	}
 	snap, err := c.buildLocked()
 	if errors.Is(err, errNoSelf) {
 		return

@@ -29,8 +29,10 @@ type fakeCP struct {
 	held   map[string][]*discovery.Resource // kind -> resources
 	nacks  []string                         // error details received
 	tokens []string                         // authorization headers seen
-	push   chan *discovery.DeltaDiscoveryResponse
-	nonce  int
+	// initial holds, per stream, the Dataplane versions the client said it held.
+	initial []map[string]string
+	push    chan *discovery.DeltaDiscoveryResponse
+	nonce   int
 }
 
 func newFakeCP(t testing.TB, rs ...mesh.Resource) (*fakeCP, string) {
@@ -94,6 +96,9 @@ func (cp *fakeCP) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryS
 				cp.nacks = append(cp.nacks, d.GetMessage())
 			}
 			var resp *discovery.DeltaDiscoveryResponse
+			if req.GetResponseNonce() == "" && KindOf(req.GetTypeUrl()) == mesh.KindDataplane {
+				cp.initial = append(cp.initial, req.GetInitialResourceVersions())
+			}
 			if req.GetResponseNonce() == "" { // a subscription: everything of the kind
 				cp.nonce++
 				resp = &discovery.DeltaDiscoveryResponse{TypeUrl: req.GetTypeUrl(), Nonce: string(rune('a' + cp.nonce)),
@@ -255,5 +260,75 @@ func TestWriteCacheFile(t *testing.T) {
 	}
 	if BuildID() == "" || BuildID() != BuildID() {
 		t.Errorf("build id %q", BuildID())
+	}
+}
+
+// A dataplane listing reachable services holds only their dataplanes (the others as their
+// version, so that a resumed stream does not send them); when its list changes, the link
+// reconnects without the versions of those it dropped, and gets the ones the new list adds.
+func TestClientKeepsReachableDataplanes(t *testing.T) {
+	web := func(version string, reachable ...string) *discovery.Resource {
+		dp := testDataplane("web-1", "web", "10.0.0.1")
+		dp.Networking.Extra().TransparentProxying = &mesh.TransparentProxying{ReachableServices: reachable}
+		return (&fakeCP{t: t}).resource(dp, version)
+	}
+	cp, addr := newFakeCP(t, testDataplane("backend-1", "backend", "10.0.0.2"), testDataplane("redis-1", "redis", "10.0.0.3"))
+	cp.held[mesh.KindDataplane] = append(cp.held[mesh.KindDataplane], web("1", "backend"))
+	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", Backoff: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := func(s *mesh.Snapshot) string {
+		var out []string
+		for _, dp := range s.Dataplanes {
+			out = append(out, dp.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	u := c.Load(ctx)
+	if u.Err != nil || names(u.Snapshot) != "backend-1,web-1" {
+		t.Fatalf("first sync: %v, dataplanes %s", u.Err, names(u.Snapshot))
+	}
+	c.mu.Lock()
+	redis, held := c.held[mesh.KindDataplane]["redis-1"]
+	c.mu.Unlock()
+	if !held || redis.res != nil || redis.version != "1" {
+		t.Fatalf("redis-1 held as %+v (held %v), want its version only", redis, held)
+	}
+	out := make(chan Update, 4)
+	go func() { _ = c.Run(ctx, out) }()
+
+	// The list changes at the control plane: redis instead of backend.
+	cp.mu.Lock()
+	cp.held[mesh.KindDataplane][2] = web("2", "redis")
+	cp.mu.Unlock()
+	cp.push <- &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane), Nonce: "p1",
+		Resources: []*discovery.Resource{web("2", "redis")}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u := nextUpdate(t, out)
+		if u.Err != nil {
+			t.Fatal(u.Err)
+		}
+		if names(u.Snapshot) == "redis-1,web-1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the list changed: dataplanes %s, want redis-1,web-1", names(u.Snapshot))
+		}
+	}
+	cp.mu.Lock()
+	initial := cp.initial
+	cp.mu.Unlock()
+	if len(initial) < 2 {
+		t.Fatalf("%d streams, want a second one after the list changed", len(initial))
+	}
+	if _, sent := initial[len(initial)-1]["redis-1"]; sent {
+		t.Errorf("the new stream announced redis-1 (dropped for the old list) as held: %v", initial[len(initial)-1])
+	}
+	if v := initial[len(initial)-1]["backend-1"]; v != "1" {
+		t.Errorf("the new stream did not announce backend-1 as held: %v", initial[len(initial)-1])
 	}
 }
