@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"bytes"
-	"encoding/gob"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -104,14 +103,7 @@ func TestSourceEncoding(t *testing.T) {
 	}
 	for _, src := range []Source{{}, NewSource("inv.yaml", 42), NewSource("control plane Dataplane/a", 0)} {
 		dp.Source = src
-		var buf bytes.Buffer
-		if err := gob.NewEncoder(&buf).Encode(dp); err != nil {
-			t.Fatal(err)
-		}
-		var back Dataplane
-		if err := gob.NewDecoder(&buf).Decode(&back); err != nil {
-			t.Fatal(err)
-		}
+		back := gobRoundTrip(t, dp)
 		if back.Source != src || back.Name != "a" {
 			t.Errorf("gob: %q %q, want %q a", back.Source, back.Name, src)
 		}

@@ -64,14 +64,7 @@ func TestDataplaneKeptFields(t *testing.T) {
 			t.Errorf("JSON lacks %s: %s", want, j)
 		}
 	}
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(dp); err != nil {
-		t.Fatal(err)
-	}
-	var back Dataplane
-	if err := gob.NewDecoder(&buf).Decode(&back); err != nil {
-		t.Fatal(err)
-	}
+	back := gobRoundTrip(t, dp)
 	if string(back.Metrics) != string(dp.Metrics) || string(back.Networking.Gateway) != string(dp.Networking.Gateway) ||
 		back.Networking.Inbound[0].Name != "http" {
 		t.Fatalf("gob round trip: %+v", back)
@@ -147,4 +140,18 @@ func TestReplicasShareTags(t *testing.T) {
 	if ptr(tags(0)) == ptr(tags(2)) || tags(2).Value(ServiceTag) != "api" || tags(0).Value(ServiceTag) != "web" || len(tags(0)) != 2 {
 		t.Errorf("api-1's tags: %v; web's: %v", tags(2), tags(0))
 	}
+}
+
+// gobRoundTrip is dp encoded with gob (as the decode cache does) and decoded again.
+func gobRoundTrip(t *testing.T, dp *Dataplane) Dataplane {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(dp); err != nil {
+		t.Fatal(err)
+	}
+	var back Dataplane
+	if err := gob.NewDecoder(&buf).Decode(&back); err != nil {
+		t.Fatal(err)
+	}
+	return back
 }
