@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,5 +118,60 @@ func TestResumeSendsNothingUnchanged(t *testing.T) {
 	}
 	if got := c.Stats().Resources.Load(); got != 5 {
 		t.Errorf("resources received in all: %d, want 5", got)
+	}
+}
+
+// An agent whose dataplane lists reachable services against a real control plane: it holds
+// only their dataplanes; when its list changes at the control plane, it reconnects without
+// the versions of those it dropped and is sent exactly the ones the new list adds.
+func TestReachableServicesOverTheLink(t *testing.T) {
+	e := newCPEnv(t)
+	dp := func(name, svc, addr, reach string) string {
+		s := fmt.Sprintf("type: Dataplane\nmesh: default\nname: %s\nnetworking:\n  address: %s\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: %s\n", name, addr, svc)
+		if reach != "" {
+			s += "  transparentProxying:\n    reachableServices: [" + reach + "]\n"
+		}
+		return s
+	}
+	e.write("web.yaml", dp("web-1", "web", "10.0.0.1", "db"))
+	e.write("db.yaml", dp("db-1", "db", "10.0.0.2", ""))
+	e.write("redis.yaml", dp("redis-1", "redis", "10.0.0.3", ""))
+	cp := startInProcessCP(t, e.resources, "127.0.0.1:0")
+	c, updates := startClient(t, cp.addr, "web-1")
+	names := func(u cplink.Update) string {
+		if u.Err != nil || u.Snapshot == nil {
+			t.Fatalf("update: %+v", u)
+		}
+		var out []string
+		for _, d := range u.Snapshot.Dataplanes {
+			out = append(out, d.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(<-updates); got != "db-1,web-1" {
+		t.Fatalf("first model: dataplanes %s, want db-1,web-1", got)
+	}
+	if got := c.Stats().Resources.Load(); got != 3 {
+		t.Fatalf("first sync received %d resources, want 3", got)
+	}
+
+	e.write("web.yaml", dp("web-1", "web", "10.0.0.1", "redis"))
+	cp.rescan()
+	deadline := time.After(10 * time.Second)
+	for got := ""; got != "redis-1,web-1"; {
+		select {
+		case u := <-updates:
+			got = names(u)
+		case <-deadline:
+			t.Fatalf("after the list changed: dataplanes %s, want redis-1,web-1", got)
+		}
+	}
+	// web-1 changed, then the new stream sent redis-1 alone: db-1 (kept as its version) and
+	// the other kinds were not sent again.
+	if got := c.Stats().Resources.Load(); got != 5 {
+		t.Errorf("resources received in all: %d, want 5 (3, web-1, redis-1)", got)
+	}
+	if got := c.Stats().Sessions.Load(); got != 2 {
+		t.Errorf("sessions: %d, want 2", got)
 	}
 }
