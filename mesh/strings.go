@@ -106,13 +106,14 @@ func settleIn(rs []Resource, strs *strArena) {
 				if strs != nil {
 					x.ServiceAddress, x.State = strs.copy(x.ServiceAddress), strs.share(x.State)
 				}
-				in.InboundExtra = &x
+				x.Health = sharedHealth(x.Health)
+				in.InboundExtra = sharedInboundExtra(&x)
 			}
 		}
 		c.Labels = maps.Clone(c.Labels)
 		if c.DataplaneKept != nil {
 			k := *c.DataplaneKept
-			c.DataplaneKept = &k
+			c.DataplaneKept = sharedKept(&k)
 		}
 		if n.NetworkingExtra != nil {
 			x := *n.NetworkingExtra
@@ -125,7 +126,7 @@ func settleIn(rs []Resource, strs *strArena) {
 					x.Outbound[j].Tags = x.Outbound[j].Tags.Clone()
 				}
 			}
-			n.NetworkingExtra = &x
+			n.NetworkingExtra = sharedNetworkingExtra(&x)
 		}
 		rs[i] = &c
 	}

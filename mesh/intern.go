@@ -1,0 +1,117 @@
+package mesh
+
+import (
+	"strings"
+	"sync"
+)
+
+// The parts of a Dataplane that most dataplanes of a mesh have with the same content - an
+// inbound's state and health, the transparent proxying settings, the admin port, the
+// probes: Kuma writes all of them on every Dataplane of a Kubernetes mesh - are shared
+// between the dataplanes that have them equal, once decoded (settle): one object each
+// instead of one per dataplane. Shared parts are never modified (nothing in the agent
+// writes a decoded resource). The tables only grow, so each is capped: past maxInterned
+// distinct values, a value is kept as decoded, not shared.
+const maxInterned = 1024
+
+type internTable[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]*V
+}
+
+// get returns the shared value for k, making it a copy of v the first time; v itself when
+// the table is full.
+func (t *internTable[K, V]) get(k K, v *V) *V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.m[k]; ok {
+		return s
+	}
+	if len(t.m) >= maxInterned {
+		return v
+	}
+	if t.m == nil {
+		t.m = make(map[K]*V)
+	}
+	c := *v
+	t.m[k] = &c
+	return &c
+}
+
+type inboundExtraKey struct {
+	state  string
+	health int8 // 0: none, 1: ready, 2: not ready
+}
+
+type tpKey struct {
+	in, out, inV6              uint32
+	ipFamily                   string
+	direct, reachable, backend string
+}
+
+type networkingKey struct {
+	tp             *TransparentProxying // shared already
+	advertised     string
+	gateway, admin string
+}
+
+type keptKey struct {
+	metrics, probes, modified string
+}
+
+var (
+	sharedReady    = &InboundHealth{Ready: true}
+	sharedNotReady = &InboundHealth{Ready: false}
+
+	inboundExtras internTable[inboundExtraKey, InboundExtra]
+	tps           internTable[tpKey, TransparentProxying]
+	networkings   internTable[networkingKey, NetworkingExtra]
+	kepts         internTable[keptKey, DataplaneKept]
+)
+
+// sharedHealth is the shared InboundHealth equal to h (nil for nil).
+func sharedHealth(h *InboundHealth) *InboundHealth {
+	switch {
+	case h == nil:
+		return nil
+	case h.Ready:
+		return sharedReady
+	}
+	return sharedNotReady
+}
+
+// sharedInboundExtra is x shared with the inbounds that have the same state and health,
+// when x holds nothing else (otherwise x).
+func sharedInboundExtra(x *InboundExtra) *InboundExtra {
+	if x.ServiceAddress != "" || x.Name != "" || len(x.ServiceProbe) > 0 {
+		return x
+	}
+	k := inboundExtraKey{state: x.State}
+	if x.Health != nil {
+		k.health = 2
+		if x.Health.Ready {
+			k.health = 1
+		}
+	}
+	return inboundExtras.get(k, x)
+}
+
+// sharedNetworkingExtra is x shared with the dataplanes whose networking extras are equal,
+// when x has no outbounds (each dataplane's own); its transparent proxying is shared first.
+func sharedNetworkingExtra(x *NetworkingExtra) *NetworkingExtra {
+	if len(x.Outbound) > 0 {
+		return x
+	}
+	if tp := x.TransparentProxying; tp != nil {
+		x.TransparentProxying = tps.get(tpKey{in: tp.RedirectPortInbound, out: tp.RedirectPortOutbound,
+			inV6: tp.RedirectPortInboundV6, ipFamily: tp.IPFamilyMode, direct: string(tp.DirectAccessServices),
+			reachable: strings.Join(tp.ReachableServices, "\x00"), backend: string(tp.ReachableBackends)}, tp)
+	}
+	return networkings.get(networkingKey{tp: x.TransparentProxying, advertised: x.AdvertisedAddress,
+		gateway: string(x.Gateway), admin: string(x.Admin)}, x)
+}
+
+// sharedKept is k shared with the dataplanes whose kept fields are equal.
+func sharedKept(k *DataplaneKept) *DataplaneKept {
+	return kepts.get(keptKey{metrics: string(k.Metrics), probes: string(k.Probes), modified: k.ModificationTime}, k)
+}

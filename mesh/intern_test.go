@@ -1,0 +1,79 @@
+package mesh
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const kubeDP = `type: Dataplane
+mesh: default
+name: NAME
+networking:
+  address: 10.42.0.12
+  admin:
+    port: 9901
+  inbound:
+  - port: 8080
+    health:
+      ready: true
+    tags:
+      kuma.io/service: NAME
+  transparentProxying:
+    redirectPortInbound: 15006
+    redirectPortOutbound: 15001
+    ipFamilyMode: DualStack
+probes:
+  port: 9000
+`
+
+// Dataplanes with the same state, health, transparent proxying, admin port and probes
+// share one object of each; one that differs keeps its own, and each reads as written.
+func TestEqualPartsShared(t *testing.T) {
+	doc := strings.ReplaceAll(kubeDP, "NAME", "a") + "---\n" + strings.ReplaceAll(kubeDP, "NAME", "b") + "---\n" +
+		strings.ReplaceAll(strings.ReplaceAll(kubeDP, "NAME", "c"), "15006", "16006")
+	rs, err := Decode("kube.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := rs[0].(*Dataplane), rs[1].(*Dataplane), rs[2].(*Dataplane)
+	if a.Networking.NetworkingExtra != b.Networking.NetworkingExtra || a.Networking.TransparentProxying() != b.Networking.TransparentProxying() {
+		t.Error("equal networking extras are not shared")
+	}
+	if a.Networking.Inbound[0].InboundExtra != b.Networking.Inbound[0].InboundExtra || a.DataplaneKept != b.DataplaneKept {
+		t.Error("equal inbound extras or kept fields are not shared")
+	}
+	if c.Networking.TransparentProxying() == a.Networking.TransparentProxying() || c.Networking.NetworkingExtra == a.Networking.NetworkingExtra {
+		t.Error("a different redirectPortInbound shares the others' transparent proxying")
+	}
+	if c.Networking.TransparentProxying().RedirectPortInbound != 16006 || a.Networking.TransparentProxying().RedirectPortInbound != 15006 {
+		t.Errorf("ports read back %d, %d", c.Networking.TransparentProxying().RedirectPortInbound, a.Networking.TransparentProxying().RedirectPortInbound)
+	}
+	j, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"b"`, `"admin":{"port":9901}`, `"health":{"ready":true}`, `"redirectPortInbound":15006`, `"probes":{"port":9000}`} {
+		if !strings.Contains(string(j), want) {
+			t.Errorf("JSON lacks %s: %s", want, j)
+		}
+	}
+}
+
+// A table shares at most maxInterned values; past that, values are kept as given.
+func TestInternTableCapped(t *testing.T) {
+	var tb internTable[int, DataplaneKept]
+	for i := range maxInterned + 5 {
+		v := &DataplaneKept{ModificationTime: "t"}
+		got := tb.get(i, v)
+		if i < maxInterned && (got == v || got.ModificationTime != "t") {
+			t.Fatalf("value %d not copied into the table", i)
+		}
+		if i >= maxInterned && got != v {
+			t.Fatalf("value %d shared past the cap", i)
+		}
+	}
+	if again := tb.get(3, &DataplaneKept{}); again.ModificationTime != "t" {
+		t.Error("a key seen before did not give its shared value")
+	}
+}
