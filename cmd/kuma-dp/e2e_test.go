@@ -620,3 +620,34 @@ func TestE2ERunHelpExampleWorks(t *testing.T) {
 		t.Fatalf("the example's agent does not answer httpbin.mesh: %v", a)
 	}
 }
+
+// A dataplane listing Kuma's reachableServices: its agent answers the reachable services'
+// names only; when its dataplane file lists another service, the names follow at the next
+// load (the directory decoded again for the new list).
+func TestE2EReachableServices(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(e2eHTTPBin))
+	reaching := func(svc string) string {
+		return e2eDataplane + "  transparentProxying:\n    reachableServices: [" + svc + "]\n"
+	}
+	writeFile(t, dpFile, reaching("httpbin"))
+	p := startAgent(t, dpFile, policies)
+	for _, name := range []string{"httpbin.mesh", "v1.httpbin.mesh", "web.mesh"} {
+		if a, rcode := p.query(name, dns.TypeA); len(a) != 1 || rcode != dns.RcodeSuccess {
+			t.Errorf("%s: %v rcode %d, want an answer (reachable, or the dataplane's own)", name, a, rcode)
+		}
+	}
+	if a, rcode := p.query("backend.mesh", dns.TypeA); len(a) != 0 || rcode != dns.RcodeNameError {
+		t.Errorf("backend.mesh: %v rcode %d, want NXDOMAIN (not reachable)", a, rcode)
+	}
+
+	writeFile(t, dpFile, reaching("backend"))
+	waitFor(t, "backend.mesh answering after the list changed", 5*time.Second, func() bool {
+		a, _ := p.query("backend.mesh", dns.TypeA)
+		return len(a) == 1
+	})
+	if a, rcode := p.query("httpbin.mesh", dns.TypeA); len(a) != 0 || rcode != dns.RcodeNameError {
+		t.Errorf("httpbin.mesh after the list changed: %v rcode %d, want NXDOMAIN", a, rcode)
+	}
+}
