@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -279,6 +280,15 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	results := make(map[int][]result, len(todo))
 	before := make(map[int]map[resourceKey]mesh.Resource) // the previous decode's resources, by file
 	for _, i := range todo {
+		// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
+		// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
+		// not read into memory (15 MB) beside the model it already gave.
+		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed && prev.sum != ([32]byte{}) && paths[i] != l.dpFile {
+			if sum, err := fileSum(paths[i]); err == nil && sum == prev.sum {
+				out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
+				continue
+			}
+		}
 		b, err := l.readFile(paths[i])
 		if err != nil {
 			out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
@@ -390,6 +400,22 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			reuseUnchanged(prev.res, out[i].res)
 		}
 	}
+}
+
+// fileSum is the SHA-256 of the file at path, read 64 KiB at a time.
+func fileSum(path string) ([32]byte, error) {
+	var sum [32]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, f, make([]byte, 64<<10)); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 // reuseUnchanged replaces each resource of fresh (a file decoded again) that equals the

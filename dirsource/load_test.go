@@ -620,3 +620,39 @@ func BenchmarkReuseUnchanged10k(b *testing.B) {
 		}
 	}
 }
+
+// A file rewritten with the same bytes is recognised by its hash without being read into
+// memory whole (readFile is not called for it); a changed file is read and decoded.
+func TestDirLoaderSameContentNotReadWhole(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	reads := map[string]int{}
+	l.readFile = func(p string) ([]byte, error) {
+		reads[filepath.Base(p)]++
+		return os.ReadFile(p)
+	}
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(dir, "redis.yaml")
+	b, err := os.ReadFile(victim)
+	must(t, err)
+	later := time.Now().Add(time.Minute)
+	must(t, os.Chtimes(victim, later, later)) // a touch: the stamp changes, the bytes do not
+	decodes := l.decodes
+	clear(reads)
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	if reads["redis.yaml"] != 0 || l.decodes != decodes {
+		t.Errorf("a touched file: read whole %d times, %d decodes, want 0 and 0", reads["redis.yaml"], l.decodes-decodes)
+	}
+	must(t, os.WriteFile(victim, append(b, []byte("\n# edited\n")...), 0o644))
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	if reads["redis.yaml"] != 1 || l.decodes != decodes+1 {
+		t.Errorf("an edited file: read whole %d times, %d decodes, want 1 and 1", reads["redis.yaml"], l.decodes-decodes)
+	}
+}
