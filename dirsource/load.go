@@ -48,8 +48,9 @@ type dirLoader struct {
 	maxFile, maxTotal int64
 	// ctx cancels a load in progress (setContext); nil is never cancelled.
 	ctx context.Context
-	// reachKey is the Reach (mesh.Reach.Key) the cached files' resources were filtered
-	// with: the dataplane's reachable services ("" for every service).
+	// reach is the dataplane's reachable services (nil: every service), and reachKey its
+	// Key: the cached files keep only the dataplanes reach keeps.
+	reach    *mesh.Reach
 	reachKey string
 }
 
@@ -126,31 +127,27 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
 	}
-	// The dataplane's reachable services decide which dataplanes are kept: the files were
-	// filtered for another list, they are decoded again.
-	reach, known := l.selfReach(dataplaneFile)
-	if k := reach.Key(); known && k != l.reachKey {
-		l.forgetLocked()
-		l.reachKey = k
+	// The dataplane file first: its reachable services decide which dataplanes the
+	// directory's files keep (files kept for another list are decoded again). A dataplane
+	// file that does not decode leaves the list as it was; the load reports why.
+	first := l.decodeAll(all[:1])
+	self, selfErrs := mesh.SelfDataplane(dataplaneFile, first[0].res, first[0].err)
+	if self != nil {
+		l.reach = mesh.ReachOf(self)
+		if k := l.reach.Key(); k != l.reachKey {
+			l.forgetLocked()
+			l.reachKey = k
+		}
 	}
-	results := l.decodeAll(all)
+	results := l.decodeAll(paths)
+	l.forgetAllBut(all)
 	if err := l.cancelled(); err != nil {
 		return nil, err
 	}
 
-	self, selfErrs := mesh.SelfDataplane(dataplaneFile, results[0].res, results[0].err)
 	errs = append(selfErrs, errs...)
 	var resources []mesh.Resource
-	for i, r := range results[1:] {
-		if kept := reach.Filter(r.res); known && len(kept) != len(r.res) {
-			// Only the dataplanes of reachable services are kept, in the cache too: the
-			// others are garbage once their file is decoded.
-			r.res = kept
-			if c, ok := l.cache[all[i+1]]; ok {
-				c.res = kept
-				l.cache[all[i+1]] = c
-			}
-		}
+	for _, r := range results {
 		resources = append(resources, r.res...)
 		errs = mesh.AppendErrors(errs, r.err)
 	}
@@ -158,28 +155,6 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		return nil, errs
 	}
 	return mesh.NewSnapshot(self, resources)
-}
-
-// selfReach is the reachable services of the dataplane file, decoded on its own (it is
-// small) before the directory; known is false when the file cannot be read or decoded (the
-// load then reports why, and the cached files keep their filter).
-func (l *dirLoader) selfReach(dataplaneFile string) (reach *mesh.Reach, known bool) {
-	b, err := l.readFile(dataplaneFile)
-	if err != nil {
-		return nil, false
-	}
-	if b, err = cplink.RenderVars(b, l.vars); err != nil {
-		return nil, false
-	}
-	rs, err := mesh.Decode(dataplaneFile, b)
-	if err != nil {
-		return nil, false
-	}
-	self, errs := mesh.SelfDataplane(dataplaneFile, rs, nil)
-	if len(errs) > 0 {
-		return nil, false
-	}
-	return mesh.ReachOf(self), true
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
@@ -212,13 +187,12 @@ func mib(n int64) string {
 }
 
 // decodeAll returns each file's resources, decoding in parallel only those whose stamp
-// changed since the last load; files no longer present are forgotten.
+// changed since the last load. A file decoded now keeps only the dataplanes l.reach keeps
+// (the dataplane file all of its own).
 func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	out := make([]cachedFile, len(paths))
 	var todo []int
-	seen := make(map[string]bool, len(paths))
 	for i, p := range paths {
-		seen[p] = true
 		st, err := stampOf(p)
 		if err != nil {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
@@ -244,14 +218,26 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 			delete(l.cache, paths[i])
 			continue
 		}
+		if paths[i] != l.dpFile {
+			// The others are garbage once their file is decoded, and never cached.
+			out[i].res = l.reach.Filter(out[i].res)
+		}
 		l.cache[paths[i]] = out[i]
+	}
+	return out
+}
+
+// forgetAllBut drops the cached files that are not in paths (gone since the last load).
+func (l *dirLoader) forgetAllBut(paths []string) {
+	seen := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		seen[p] = true
 	}
 	for p := range l.cache {
 		if !seen[p] {
 			delete(l.cache, p)
 		}
 	}
-	return out
 }
 
 // decodeParallel decodes the files at indexes todo on every core. A large file is cut at
