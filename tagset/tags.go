@@ -18,6 +18,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/kumadp/kuma-dp/internal/jsontext"
 )
 
 // Tag is one key/value pair.
@@ -232,23 +234,11 @@ func (t Tags) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, tg.Key)
+		b = jsontext.AppendString(b, tg.Key)
 		b = append(b, ':')
-		b = appendJSONString(b, tg.Value)
+		b = jsontext.AppendString(b, tg.Value)
 	}
 	return append(b, '}'), nil
-}
-
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // escapes exactly as for a map's keys and values
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // UnmarshalJSON reads a JSON object of string values (null gives nil).

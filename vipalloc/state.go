@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+
+	"github.com/kumadp/kuma-dp/internal/jsontext"
 )
 
 // stateVersion is the state file's format version; files of another version are ignored.
@@ -71,7 +73,7 @@ func (s *settings) writeState(each func(add func(key string, v uint32))) error {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendJSONString(b, k)
+		b = jsontext.AppendString(b, k)
 		b = append(b, ':', '"')
 		b = u4(v).AppendTo(b)
 		b = append(b, '"')
@@ -104,18 +106,4 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-// appendJSONString appends s as a JSON string: as is when it needs no escaping (hostnames
-// never do), else through encoding/json.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
