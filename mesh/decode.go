@@ -109,8 +109,6 @@ func isResourceFile(path string) bool {
 	return false
 }
 
-func docSource(source string, n int) string { return source + "#" + strconv.Itoa(n) }
-
 type document struct {
 	text []byte
 	line int // first line of the document in its file, from 1

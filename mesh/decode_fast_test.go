@@ -203,7 +203,7 @@ func BenchmarkDecode10k(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, errs := decodeDocument(docSource("inventory.yaml", i+1), nodes[0]); len(errs) > 0 {
+				if _, errs := decodeDocumentIn(nil, NewSource("inventory.yaml", i+1), nodes[0]); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			}
@@ -232,8 +232,8 @@ func TestDecodeQuickSameAsFull(t *testing.T) {
 			return
 		}
 		for i := range n1 {
-			r1, e1, again := decodeQuick("f#1", n1[i])
-			r2, e2 := decodeDocument("f#1", n2[i])
+			r1, e1, again := decodeQuickIn(nil, NewSource("f", 1), n1[i])
+			r2, e2 := decodeDocumentIn(nil, NewSource("f", 1), n2[i])
 			if again {
 				redo++
 				if len(e2) == 0 {

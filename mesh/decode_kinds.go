@@ -33,13 +33,8 @@ var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindM
 
 const kindVirtualHost = "VirtualHost"
 
-// decodeDocument decodes and validates one document; source is "file#doc".
-func decodeDocument(source string, n any, raw ...[]byte) (Resource, Errors) {
-	return decodeDocumentIn(nil, ParseSource(source), n, raw...)
-}
-
-// decodeDocumentIn is decodeDocument with the resource's strings copied into strs (nil:
-// the resource keeps slices of the document).
+// decodeDocumentIn decodes and validates one document (source: its file and number), the
+// resource's strings copied into strs (nil: the resource keeps slices of the document).
 func decodeDocumentIn(strs *strArena, source Source, n any, raw ...[]byte) (Resource, Errors) {
 	r, errs, _ := decodeWith(&decoder{source: source, raw: firstRaw(raw), strs: strs}, n)
 	return r, errs
@@ -53,14 +48,9 @@ func firstRaw(raw [][]byte) []byte {
 	return nil
 }
 
-// decodeQuick is decodeDocument in a quick pass (see decoder.quick); redo reports that the
-// document has a problem to report: decode a fresh parse of it with decodeDocument. The
-// quick pass may have changed n.
-func decodeQuick(source string, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
-	return decodeQuickIn(nil, ParseSource(source), n, raw...)
-}
-
-// decodeQuickIn is decodeQuick with the resource's strings copied into strs.
+// decodeQuickIn is decodeDocumentIn in a quick pass (see decoder.quick); redo reports that
+// the document has a problem to report: decode a fresh parse of it with decodeDocumentIn.
+// The quick pass may have changed n.
 func decodeQuickIn(strs *strArena, source Source, n any, raw ...[]byte) (r Resource, errs Errors, redo bool) {
 	return decodeWith(&decoder{source: source, quick: true, raw: firstRaw(raw), strs: strs}, n)
 }

@@ -71,8 +71,8 @@ func TestDecodeTagValuesNeverAltered(t *testing.T) {
 			t.Errorf("%q: %v", tc.tags, err)
 			continue
 		}
-		for k, v := range rs[0].(*Dataplane).Networking.Inbound[0].Tags.All() {
-			if k != ServiceTag && v != tc.want {
+		for _, tg := range rs[0].(*Dataplane).Networking.Inbound[0].Tags {
+			if k, v := tg.Key, tg.Value; k != ServiceTag && v != tc.want {
 				t.Errorf("%q: %s = %q, want %q", tc.tags, k, v, tc.want)
 			}
 		}

@@ -28,14 +28,6 @@ func ReachOf(self *Dataplane) *Reach {
 	return &Reach{services: slices.Compact(s)}
 }
 
-// Services lists the reachable services, sorted (nil for every service).
-func (r *Reach) Services() []string {
-	if r == nil {
-		return nil
-	}
-	return r.services
-}
-
 // Key is r as text, equal for equal sets ("" for every service).
 func (r *Reach) Key() string {
 	if r == nil {

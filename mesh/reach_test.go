@@ -20,8 +20,8 @@ func TestReach(t *testing.T) {
 	}
 	self.Networking.Extra().TransparentProxying = &TransparentProxying{ReachableServices: []string{"db", "api", "db"}}
 	r := ReachOf(self)
-	if got := r.Services(); !slices.Equal(got, []string{"api", "db"}) || r.Key() != "api\ndb" {
-		t.Fatalf("Services %q, Key %q", got, r.Key())
+	if r.Key() != "api\ndb" { // sorted, each once
+		t.Fatalf("Key %q", r.Key())
 	}
 	for _, tc := range []struct {
 		dp   *Dataplane

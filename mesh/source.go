@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"strings"
 	"unique"
 )
 
@@ -31,21 +30,6 @@ func NewSource(file string, doc int) Source {
 		s.file = unique.Make(file)
 	}
 	return s.WithDoc(doc)
-}
-
-// ParseSource is the Source that prints s: "file#doc" when s ends in '#' and a document
-// number as NewSource prints it, otherwise s as a file name with no document.
-func ParseSource(s string) Source {
-	if s == "" {
-		return Source{}
-	}
-	if at := strings.LastIndexByte(s, '#'); at >= 0 {
-		num := s[at+1:]
-		if n, err := strconv.ParseUint(num, 10, 32); err == nil && n > 0 && num[0] != '0' && num[0] != '+' {
-			return NewSource(s[:at], int(n))
-		}
-	}
-	return NewSource(s, 0)
 }
 
 // File is the name of the source's file ("" for the zero Source).

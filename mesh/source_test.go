@@ -41,33 +41,6 @@ func TestSourceString(t *testing.T) {
 	}
 }
 
-// ParseSource gives back the Source that prints the text it was given, whatever it is.
-func TestParseSource(t *testing.T) {
-	for _, tt := range []struct {
-		in, file string
-		doc      int
-	}{
-		{"", "", 0},
-		{"f.yaml#1", "f.yaml", 1},
-		{"dir/list.json#123", "dir/list.json", 123},
-		{"code", "code", 0},
-		{"a#b#2", "a#b", 2},
-		{"f.yaml#0", "f.yaml#0", 0},
-		{"f.yaml#01", "f.yaml#01", 0},
-		{"f.yaml#", "f.yaml#", 0},
-		{"f.yaml#-1", "f.yaml#-1", 0},
-		{"f.yaml#99999999999", "f.yaml#99999999999", 0},
-	} {
-		s := ParseSource(tt.in)
-		if s.String() != tt.in || s.File() != tt.file || s.Doc() != tt.doc {
-			t.Errorf("ParseSource(%q) = %q (file %q, doc %d), want file %q doc %d", tt.in, s, s.File(), s.Doc(), tt.file, tt.doc)
-		}
-		if tt.in != "" && s != NewSource(tt.file, tt.doc) {
-			t.Errorf("ParseSource(%q) is not NewSource(%q, %d)", tt.in, tt.file, tt.doc)
-		}
-	}
-}
-
 // Goroutines making Sources of the same file at once get equal Sources.
 func TestSourceConcurrentRegistration(t *testing.T) {
 	const workers, files = 8, 50

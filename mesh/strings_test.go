@@ -107,9 +107,9 @@ func TestDecodedStringsLeaveTheText(t *testing.T) {
 		if inText(dp.Name) {
 			t.Errorf("the name %q points into the file's text", dp.Name)
 		}
-		for k := range dp.Networking.Inbound[0].Tags.Keys() {
-			if k == ServiceTag {
-				keys = append(keys, k)
+		for _, tg := range dp.Networking.Inbound[0].Tags {
+			if tg.Key == ServiceTag {
+				keys = append(keys, tg.Key)
 			}
 		}
 	}

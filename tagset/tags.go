@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -143,28 +142,6 @@ func (t Tags) Without(k string) Tags {
 // Equal reports whether t and o hold the same tags (nil and empty are equal, as for maps).
 func (t Tags) Equal(o Tags) bool {
 	return slices.Equal(t, o)
-}
-
-// Keys yields the keys in order.
-func (t Tags) Keys() iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for _, tg := range t {
-			if !yield(tg.Key) {
-				return
-			}
-		}
-	}
-}
-
-// All yields the key/value pairs in key order.
-func (t Tags) All() iter.Seq2[string, string] {
-	return func(yield func(string, string) bool) {
-		for _, tg := range t {
-			if !yield(tg.Key, tg.Value) {
-				return
-			}
-		}
-	}
 }
 
 // Map returns the tags as a new map (nil for nil).

@@ -77,7 +77,7 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		if v4 == "" {
 			v4, v6 = "-", "-"
 		}
-		detail := vipsTagText(e.Tags)
+		detail := e.Tags.String()
 		if e.Status != vipalloc.Available {
 			detail = e.Reason()
 		}
@@ -219,13 +219,9 @@ func vipsExplainOrigin(w io.Writer, indent string, o vipalloc.Origin, sel, tags 
 		fmt.Fprintf(w, "%sproduced by %s %q\n", indent, o.Kind, o.Name)
 	}
 	if sel != nil {
-		fmt.Fprintf(w, "%sselector: %s\n", indent, vipsTagText(sel))
+		fmt.Fprintf(w, "%sselector: %s\n", indent, sel.String())
 	}
-	fmt.Fprintf(w, "%stuple:    %s\n%skey:      %s\n", indent, vipsTagText(tags), indent, key)
-}
-
-func vipsTagText(t mesh.Tags) string {
-	return t.String()
+	fmt.Fprintf(w, "%stuple:    %s\n%skey:      %s\n", indent, tags.String(), indent, key)
 }
 
 func vipsPortsText(ps []uint32) string {
