@@ -410,48 +410,25 @@ func mustReadDir(t *testing.T, dir string) []string {
 // garbage): go test -run '^$' -bench BytesPerDataplane ./dirsource
 // services=10000: 10,000 dataplanes of one inbound, each its own service (as bench/memory.sh);
 // services=1000,replicas=10: the same 10,000 dataplanes as 10 replicas of 1,000 services.
-// kubeDataplane is a Dataplane as Kuma writes one for a Kubernetes pod: labels as tags,
-// health, transparent proxying, the admin port and probes on every one.
-const kubeDataplane = `type: Dataplane
-mesh: default
-name: NAME-7d9f8c5b4-x2x9z.kuma-demo
-networking:
-  address: 10.42.0.12
-  admin:
-    port: 9901
-  inbound:
-    - port: 8080
-      health:
-        ready: true
-      tags:
-        app: NAME
-        k8s.kuma.io/namespace: kuma-demo
-        k8s.kuma.io/service-name: NAME
-        k8s.kuma.io/service-port: "8080"
-        kuma.io/protocol: http
-        kuma.io/service: NAME_kuma-demo_svc_8080
-        kuma.io/zone: zone-1
-        pod-template-hash: 7d9f8c5b4
-  transparentProxying:
-    redirectPortInbound: 15006
-    redirectPortOutbound: 15001
-    ipFamilyMode: DualStack
-probes:
-  port: 9000
-`
+// kubeDataplane is a Dataplane as Kuma writes one for a Kubernetes pod (NAME replaced).
+const kubeDataplane = "../testdata/kuma/kubernetes-dataplane.yaml"
 
 func BenchmarkBytesPerDataplane(b *testing.B) {
 	const n = 10000
+	kube, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		replicas int
 		doc      string
-	}{{1, extraDataplane}, {10, extraDataplane}, {1, kubeDataplane}} {
+	}{{1, extraDataplane}, {10, extraDataplane}, {1, string(kube)}} {
 		replicas := c.replicas
 		name := fmt.Sprintf("services=%d", n)
 		if replicas > 1 {
 			name = fmt.Sprintf("services=%d,replicas=%d", n/replicas, replicas)
 		}
-		if c.doc == kubeDataplane {
+		if c.doc == string(kube) {
 			name += ",kubernetes"
 		}
 		b.Run(name, func(b *testing.B) {

@@ -2,34 +2,19 @@ package mesh
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
 
-const kubeDP = `type: Dataplane
-mesh: default
-name: NAME
-networking:
-  address: 10.42.0.12
-  admin:
-    port: 9901
-  inbound:
-  - port: 8080
-    health:
-      ready: true
-    tags:
-      kuma.io/service: NAME
-  transparentProxying:
-    redirectPortInbound: 15006
-    redirectPortOutbound: 15001
-    ipFamilyMode: DualStack
-probes:
-  port: 9000
-`
-
 // Dataplanes with the same state, health, transparent proxying, admin port and probes
 // share one object of each; one that differs keeps its own, and each reads as written.
 func TestEqualPartsShared(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/kuma/kubernetes-dataplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeDP := string(raw)
 	doc := strings.ReplaceAll(kubeDP, "NAME", "a") + "---\n" + strings.ReplaceAll(kubeDP, "NAME", "b") + "---\n" +
 		strings.ReplaceAll(strings.ReplaceAll(kubeDP, "NAME", "c"), "15006", "16006")
 	rs, err := Decode("kube.yaml", []byte(doc))
