@@ -20,3 +20,14 @@ func TestOffFromInitOnWithEnable(t *testing.T) {
 		t.Errorf("Enable changed a rate set by hand to %d", runtime.MemProfileRate)
 	}
 }
+
+func TestRateSetByGODEBUG(t *testing.T) {
+	for godebug, want := range map[string]bool{
+		"": false, "memprofilerate=4096": true, "gctrace=1,memprofilerate=1": true,
+		"gctrace=1": false, "xmemprofilerate=1": false, " memprofilerate=0": true,
+	} {
+		if got := rateSet(godebug); got != want {
+			t.Errorf("rateSet(%q) = %v, want %v", godebug, got, want)
+		}
+	}
+}
