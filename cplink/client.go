@@ -109,11 +109,10 @@ type Client struct {
 	noSelf        bool // logged: our Dataplane is not at the control plane
 	// reachKey is the dataplane's reachable services (mesh.Reach.Key) the held dataplanes
 	// were kept with: the others are held as their version only (res nil), so that a
-	// resumed stream does not send them again. resync asks the session to end after its
-	// ACK, and cancelSession ends the one running: a new list needs the dataplanes dropped
-	// for the old one, and a new stream without their versions brings them.
+	// resumed stream does not send them again. cancelSession ends the session running (with
+	// errResync): a new list needs the dataplanes dropped for the old one, and a new
+	// stream without their versions brings them.
 	reachKey      string
-	resync        bool
 	cancelSession context.CancelCauseFunc
 
 	stats ClientStats
@@ -486,7 +485,7 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c.mu.Lock()
-	c.cancelSession, c.resync = cancel, false
+	c.cancelSession = cancel
 	c.mu.Unlock()
 	if token != "" {
 		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+token)
@@ -523,12 +522,6 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 		ack := c.handle(sctx, resp)
 		if err := stream.Send(ack); err != nil {
 			return got, causeOf(sctx, err)
-		}
-		c.mu.Lock()
-		resync := c.resync
-		c.mu.Unlock()
-		if resync {
-			return got, errResync
 		}
 	}
 }
@@ -669,7 +662,7 @@ var errNoSelf = errors.New("this dataplane is not at the control plane")
 // keepReachableLocked drops from dps (the held dataplanes, modified in place) those of
 // services this dataplane does not reach (Kuma's transparentProxying.reachableServices),
 // keeping their versions. When the list changed since the held dataplanes were kept, those
-// dropped for the old list are forgotten and a resync is asked for: a new stream, without
+// dropped for the old list are forgotten and the session ends: the next stream, without
 // their versions, brings the ones the new list reaches.
 func (c *Client) keepReachableLocked(dps map[string]heldResource) {
 	self := c.self
@@ -682,11 +675,15 @@ func (c *Client) keepReachableLocked(dps map[string]heldResource) {
 	}
 	reach := mesh.ReachOf(self)
 	if key := reach.Key(); key != c.reachKey {
+		dropped := false
 		for name, h := range dps {
 			if h.res == nil {
 				delete(dps, name)
-				c.resync = true
+				dropped = true
 			}
+		}
+		if dropped && c.cancelSession != nil {
+			c.cancelSession(errResync)
 		}
 		c.reachKey = key
 	}
@@ -776,9 +773,6 @@ func (c *Client) rebuild(ctx context.Context) {
 	defer c.mu.Unlock()
 	if dps := c.held[mesh.KindDataplane]; dps != nil {
 		c.keepReachableLocked(dps) // the dataplane file may list other reachable services now
-		if c.resync && c.cancelSession != nil {
-			c.cancelSession(errResync)
-		}
 	}
 	snap, err := c.buildLocked()
 	if errors.Is(err, errNoSelf) {
