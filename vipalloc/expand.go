@@ -167,8 +167,7 @@ func (x *expander) ports(p uint32) []uint32 {
 const defaultKeyName = "Service"
 
 type compiledSel struct {
-	tags          mesh.Tags
-	detail        *EntryDetail // {Selector: tags}, shared by the selector's candidates
+	detail        *EntryDetail // {Selector: the selector's tags}, shared by its candidates
 	match         []kv
 	nTags, nExact int
 	dest          []dest // sorted by key

@@ -467,7 +467,7 @@ func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	x.tpl = tpl
 	need := tpl.TagKeys()
 	for _, s := range vo.Selectors {
-		cs := compiledSel{tags: s.Match, detail: &EntryDetail{Selector: s.Match}}
+		cs := compiledSel{detail: &EntryDetail{Selector: s.Match}}
 		ds := map[string]dest{}
 		for _, tg := range s.Match { // sorted by key
 			k, v := tg.Key, tg.Value
