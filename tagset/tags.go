@@ -46,8 +46,7 @@ func Of(m map[string]string) Tags {
 	for k, v := range m {
 		t = append(t, Tag{k, v})
 	}
-	slices.SortFunc(t, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) })
-	return t
+	return Sorted(t)
 }
 
 // FromPairs returns the tags k1=v1, k2=v2, ... given as FromPairs(k1, v1, k2, v2, ...); a
@@ -59,9 +58,9 @@ func FromPairs(kv ...string) Tags {
 	}
 	t := make(Tags, 0, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
-		t = t.set(kv[i], kv[i+1])
+		t = append(t, Tag{kv[i], kv[i+1]})
 	}
-	return t
+	return Sorted(t)
 }
 
 // Sorted returns t sorted by key with each key once (the last value of a key wins), in

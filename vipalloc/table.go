@@ -59,7 +59,7 @@ const OriginService = "Service"
 // What few entries have (a reason, a MeshExternalService, a selector, several ports'
 // targets) is behind one pointer, read with the methods of the same names: a mesh holds an
 // entry per hostname, and most are a default name or a policy's tuple with none of them.
-// Build one with those fields through NewEntry or WithDetail.
+// Build one with those fields through NewEntry.
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
