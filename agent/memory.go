@@ -44,11 +44,14 @@ const allocationGCPercent = 20
 
 // allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
 // undoes it.
-func allocationGC() (restore func()) {
+func allocationGC() (restore func()) { return setGCPercent(allocationGCPercent) }
+
+// setGCPercent sets GOGC to p unless the environment sets GOGC, and returns what undoes it.
+func setGCPercent(p int) (restore func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return func() {}
 	}
-	prev := debug.SetGCPercent(allocationGCPercent)
+	prev := debug.SetGCPercent(p)
 	return func() { debug.SetGCPercent(prev) }
 }
 
@@ -56,12 +59,9 @@ func allocationGC() (restore func()) {
 // (the memory limit set by releases included).
 func tuneGC() (restore func()) {
 	prevLimit := debug.SetMemoryLimit(-1)
-	if _, set := os.LookupEnv("GOGC"); set {
-		return func() { debug.SetMemoryLimit(prevLimit) }
-	}
-	prev := debug.SetGCPercent(gcPercent)
+	restoreGC := setGCPercent(gcPercent)
 	return func() {
-		debug.SetGCPercent(prev)
+		restoreGC()
 		debug.SetMemoryLimit(prevLimit)
 	}
 }

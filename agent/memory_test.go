@@ -51,28 +51,36 @@ func TestReleaserCoalesces(t *testing.T) {
 	}
 }
 
-// The agent's GOGC applies unless the environment sets one, and is undone after.
+// The agent's GOGC, and the lower one while a model is allocated, apply unless the
+// environment sets one, and are undone after.
 func TestTuneGC(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(prev)
-	if v, ok := os.LookupEnv("GOGC"); ok {
+	for _, tc := range []struct {
+		name string
+		set  func() func()
+		want int
+	}{{"tuneGC", tuneGC, gcPercent}, {"allocationGC", allocationGC, allocationGCPercent}} {
+		prev := debug.SetGCPercent(100)
+		if v, ok := os.LookupEnv("GOGC"); ok {
+			os.Unsetenv("GOGC")
+			defer os.Setenv("GOGC", v)
+		}
+		restore := tc.set()
+		if got := debug.SetGCPercent(tc.want); got != tc.want {
+			t.Fatalf("%s: GOGC %d while set, want %d", tc.name, got, tc.want)
+		}
+		restore()
+		if got := debug.SetGCPercent(100); got != 100 {
+			t.Fatalf("%s: GOGC %d after, want 100 back", tc.name, got)
+		}
+		t.Setenv("GOGC", "200")
+		restore = tc.set()
+		if got := debug.SetGCPercent(100); got != 100 {
+			t.Fatalf("%s: GOGC %d with GOGC=200 in the environment: the agent must leave it", tc.name, got)
+		}
+		restore()
 		os.Unsetenv("GOGC")
-		defer os.Setenv("GOGC", v)
+		debug.SetGCPercent(prev)
 	}
-	restore := tuneGC()
-	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
-		t.Fatalf("GOGC %d while running, want %d", got, gcPercent)
-	}
-	restore()
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Fatalf("GOGC %d after, want 100 back", got)
-	}
-	t.Setenv("GOGC", "200")
-	restore = tuneGC()
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Fatalf("GOGC %d with GOGC=200 in the environment: the agent must leave it", got)
-	}
-	restore()
 }
 
 // After a release the runtime's soft limit is 1.5x what the process holds plus 32 MiB;
