@@ -37,8 +37,8 @@ const gcPercent = 50
 
 // allocationGCPercent is the GOGC while a model's VIPs are allocated: allocating builds
 // the allocator's state for every hostname within a few hundred milliseconds, faster than
-// a GC cycle paced at 50% keeps up with, so that the heap peaked at 1.5 times the model
-// (100,000 dataplanes: a VmHWM of 121-135 MiB against 86 steady). A GOGC in the
+// a GC cycle paced at 50% keeps up with (100,000 dataplanes, bench/memory.sh against the
+// build before, touch included: a VmHWM of 117-124 MiB instead of 128-143, 81 MiB steady). A GOGC in the
 // environment is left as set.
 const allocationGCPercent = 20
 

@@ -45,7 +45,7 @@ BUSY=${BUSY:-0}
 SERVERS=${SERVERS:-"kuma-dp kuma-dp-reach coredns-hosts miekg nsd dnsmasq"}
 BASELINE=${BASELINE:-}
 REACH=${REACH:-10}
-[[ -n $BASELINE ]] && SERVERS="kuma-dp-baseline $SERVERS"
+[[ -n $BASELINE && " $SERVERS " != *" kuma-dp-baseline "* ]] && SERVERS="kuma-dp-baseline $SERVERS"
 COREDNS_VERSION=v1.15.0
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
