@@ -182,20 +182,27 @@ func BenchmarkDirLoaderReloadOneFile(b *testing.B) {
 	}
 }
 
-// A large file is decoded in pieces on every core; the result is exactly mesh.LoadFile's:
-// the same resources with the same "file#N" sources, and on a problem the same errors.
-func TestDirLoaderLargeFileInPieces(t *testing.T) {
-	dir := t.TempDir()
+// largeInventory is 3,000 one-inbound dataplanes (named by name(i)) with a comment
+// document before every seventh: a file decoded in pieces.
+func largeInventory(name func(i int) string) string {
 	var sb strings.Builder
 	for i := 0; i < 3000; i++ {
 		if i%7 == 0 {
 			sb.WriteString("# a comment document\n---\n") // blank documents are not numbered
 		}
-		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", name(i)))
 	}
+	return sb.String()
+}
+
+// A large file is decoded in pieces on every core; the result is exactly mesh.LoadFile's:
+// the same resources with the same "file#N" sources, and on a problem the same errors.
+func TestDirLoaderLargeFileInPieces(t *testing.T) {
+	dir := t.TempDir()
+	inv := largeInventory(func(i int) string { return fmt.Sprintf("svc%d", i) })
 	big := filepath.Join(dir, "inventory.yaml")
-	must(t, os.WriteFile(big, []byte(sb.String()), 0o644))
-	if n := len(splitPieces([]byte(sb.String()), 4)); n < 2 {
+	must(t, os.WriteFile(big, []byte(inv), 0o644))
+	if n := len(splitPieces([]byte(inv), 4)); n < 2 {
 		t.Fatalf("the test file is not cut (%d piece)", n)
 	}
 	want, err := mesh.LoadFile(big)
@@ -214,7 +221,7 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 	}
 
 	// A problem deep inside: the errors are mesh.LoadFile's, document number and line included.
-	broken := strings.Replace(sb.String(), "name: svc2500\n", "name: svc2500\nnetwork: {}\n", 1)
+	broken := strings.Replace(inv, "name: svc2500\n", "name: svc2500\nnetwork: {}\n", 1)
 	broken = strings.Replace(broken, "name: svc1200\n", "name: svc1200\n  bad: [\n", 1)
 	must(t, os.WriteFile(big, []byte(broken), 0o644))
 	_, wantErr := mesh.LoadFile(big)
@@ -228,20 +235,15 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 // two pieces) names each document by its number in the whole file, as mesh.Load does.
 func TestDirLoaderLargeFileInPiecesDuplicateNamesDocuments(t *testing.T) {
 	dir := t.TempDir()
-	var sb strings.Builder
-	for i := 0; i < 3000; i++ {
-		if i%7 == 0 {
-			sb.WriteString("# a comment document\n---\n") // blank documents are not numbered
-		}
-		name := fmt.Sprintf("svc%d", i)
+	inv := largeInventory(func(i int) string {
 		if i == 2500 {
-			name = "svc10" // document 2501, in the last piece; svc10 is document 11, in the first
+			return "svc10" // document 2501, in the last piece; svc10 is document 11, in the first
 		}
-		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", name))
-	}
+		return fmt.Sprintf("svc%d", i)
+	})
 	big := filepath.Join(dir, "inventory.yaml")
-	must(t, os.WriteFile(big, []byte(sb.String()), 0o644))
-	pieces := splitPieces([]byte(sb.String()), 4)
+	must(t, os.WriteFile(big, []byte(inv), 0o644))
+	pieces := splitPieces([]byte(inv), 4)
 	if len(pieces) < 2 || bytes.Contains(pieces[0], []byte("svc2499")) || !bytes.Contains(pieces[0], []byte("svc10\n")) {
 		t.Fatalf("the test file is not cut as the test needs (%d pieces)", len(pieces))
 	}
