@@ -691,7 +691,7 @@ func (c *Client) keepReachableLocked(dps map[string]heldResource) {
 		return
 	}
 	for name, h := range dps {
-		if h.res != nil && name != self.Name && !reach.Keeps(h.res.(*mesh.Dataplane)) {
+		if h.res != nil && !reach.Keeps(h.res.(*mesh.Dataplane)) {
 			dps[name] = heldResource{version: h.version}
 		}
 	}

@@ -187,8 +187,7 @@ func mib(n int64) string {
 }
 
 // decodeAll returns each file's resources, decoding in parallel only those whose stamp
-// changed since the last load. A file decoded now keeps only the dataplanes l.reach keeps
-// (the dataplane file all of its own).
+// changed since the last load. A file decoded now keeps only the dataplanes l.reach keeps.
 func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	out := make([]cachedFile, len(paths))
 	var todo []int
@@ -218,10 +217,8 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 			delete(l.cache, paths[i])
 			continue
 		}
-		if paths[i] != l.dpFile {
-			// The others are garbage once their file is decoded, and never cached.
-			out[i].res = l.reach.Filter(out[i].res)
-		}
+		// The others are garbage once their file is decoded, and never cached.
+		out[i].res = l.reach.Filter(out[i].res)
 		l.cache[paths[i]] = out[i]
 	}
 	return out

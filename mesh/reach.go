@@ -11,6 +11,7 @@ import (
 // take follow what the dataplane reaches, not the size of the mesh. A nil Reach (no list,
 // or an empty one) reaches every service.
 type Reach struct {
+	self     string   // the dataplane's name: it always keeps itself
 	services []string // sorted, each once
 }
 
@@ -25,7 +26,7 @@ func ReachOf(self *Dataplane) *Reach {
 	}
 	s := slices.Clone(tp.ReachableServices)
 	slices.Sort(s)
-	return &Reach{services: slices.Compact(s)}
+	return &Reach{self: self.Name, services: slices.Compact(s)}
 }
 
 // Key is r as text, equal for equal sets ("" for every service).
@@ -36,10 +37,10 @@ func (r *Reach) Key() string {
 	return strings.Join(r.services, "\n")
 }
 
-// Keeps reports whether dp is kept: every dataplane when r is nil, otherwise one with an
-// inbound of a reachable service (its kuma.io/service).
+// Keeps reports whether dp is kept: every dataplane when r is nil, otherwise the dataplane
+// itself and those with an inbound of a reachable service (its kuma.io/service).
 func (r *Reach) Keeps(dp *Dataplane) bool {
-	if r == nil {
+	if r == nil || dp.Name == r.self {
 		return true
 	}
 	for i := range dp.Networking.Inbound {

@@ -23,6 +23,9 @@ func TestReach(t *testing.T) {
 	if r.Key() != "api\ndb" { // sorted, each once
 		t.Fatalf("Key %q", r.Key())
 	}
+	if !r.Keeps(self) {
+		t.Error("the dataplane does not keep itself (its service me is not listed)")
+	}
 	for _, tc := range []struct {
 		dp   *Dataplane
 		want bool

@@ -33,7 +33,7 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 		if ResourceMesh(m) != meshName && !Meshless(r) {
 			continue
 		}
-		if dp, ok := r.(*Dataplane); ok && dp.Name != self.Name && !reach.Keeps(dp) {
+		if dp, ok := r.(*Dataplane); ok && !reach.Keeps(dp) {
 			continue // a service self does not reach (transparentProxying.reachableServices)
 		}
 		key := r.Kind() + "/" + m.Name
