@@ -16,23 +16,41 @@ import (
 // linked in (Envoy's protobuf descriptors, CoreDNS, gRPC...), and the kernel maps each page
 // it touches, 64 KiB at a time: 20-24 MiB of the binary stay in the process's RSS for
 // good although serving DNS and xDS needs 3-5 MiB of it. After each model is applied the
-// agent advises the kernel (madvise MADV_PAGEOUT, Linux 5.4 and later) that its
-// read-only binary pages may be reclaimed now: pages no other process maps are dropped
-// (they are clean copies of the file: nothing is written to swap), and those the agent
-// still uses come back from the file at their next use. Writable data, the heap and
-// stacks are not touched, nor a binary kept in tmpfs. Before 5.4 the kernel refuses the
-// advice and nothing changes. Before the first load the pages are only unmapped
-// (MADV_DONTNEED: the file's pages stay cached, so the loader's code comes back without
-// reading the disk), so that what starting up touched does not add to the peak while a
-// large model loads.
+// agent advises the kernel that its read-only binary pages may go:
+//
+//   - MADV_PAGEOUT (Linux 5.4 and later) reclaims the pages no other process maps (clean
+//     copies of the file: nothing is written to swap). The kernel takes this advice for a
+//     file's pages only from a process that owns the file or may write it (Linux 6.4 and
+//     later, and stable kernels since): an agent running as a user of its own (the image's
+//     UID 5678) under a binary owned by root gets nothing from it.
+//   - MADV_DONTNEED then unmaps what is left: the pages stay in the page cache, shared with
+//     any other process running the binary, and come back at their next use without
+//     reading the disk. Any user may give this advice on its own mappings.
+//
+// Only mappings holding no private copy of a page are advised (the relocated read-only
+// data of a position-independent build is one: unmapping it would bring back the file's
+// unrelocated bytes); writable data, the heap and stacks are never touched, nor a binary
+// kept in tmpfs (whose pages are memory themselves). Before the first load the pages are
+// only unmapped, so the loader's code comes back from the page cache.
 
-// pageoutUnsupported is set when the kernel refused MADV_PAGEOUT once.
+// binaryInMemory is set when the binary is in tmpfs: nothing is advised then.
+var binaryInMemory atomic.Bool
+
+// pageoutUnsupported is set when the kernel refused MADV_PAGEOUT once (before Linux 5.4).
 var pageoutUnsupported atomic.Bool
 
 // releaseBinaryPages advises the kernel to reclaim the read-only mappings of the running
-// executable, and reports how many bytes of them it advised.
+// executable, then unmaps what it did not reclaim, and reports how many bytes of mappings
+// it advised.
 func releaseBinaryPages() (advised uint64, err error) {
-	return adviseBinaryPages(unix.MADV_PAGEOUT)
+	if !pageoutUnsupported.Load() {
+		if _, err := adviseBinaryPages(unix.MADV_PAGEOUT); errors.Is(err, unix.EINVAL) {
+			pageoutUnsupported.Store(true)
+		} else if err != nil {
+			return 0, err
+		}
+	}
+	return adviseBinaryPages(unix.MADV_DONTNEED)
 }
 
 // unmapBinaryPages unmaps the read-only mappings of the running executable (their pages
@@ -41,9 +59,10 @@ func unmapBinaryPages() (advised uint64, err error) {
 	return adviseBinaryPages(unix.MADV_DONTNEED)
 }
 
-// adviseBinaryPages gives advice on the read-only mappings of the running executable.
+// adviseBinaryPages gives advice on the read-only mappings of the running executable that
+// hold no private page.
 func adviseBinaryPages(advice int) (advised uint64, err error) {
-	if pageoutUnsupported.Load() {
+	if binaryInMemory.Load() {
 		return 0, nil
 	}
 	exe, err := os.Readlink("/proc/self/exe")
@@ -52,21 +71,16 @@ func adviseBinaryPages(advice int) (advised uint64, err error) {
 	}
 	var fs unix.Statfs_t
 	if unix.Statfs("/proc/self/exe", &fs) == nil && fs.Type == unix.TMPFS_MAGIC {
-		// A binary in tmpfs is memory itself: reclaiming its pages would mean swapping.
-		pageoutUnsupported.Store(true)
+		binaryInMemory.Store(true)
 		return 0, nil
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
+	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return 0, err
 	}
-	for _, r := range binaryMappings(maps, exe) {
+	for _, r := range binaryMappings(smaps, exe) {
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), uintptr(advice))
-		switch {
-		case errno == unix.EINVAL:
-			pageoutUnsupported.Store(true)
-			return advised, nil
-		case errno != 0:
+		if errno != 0 {
 			return advised, errno
 		}
 		advised += r[1] - r[0]
@@ -74,14 +88,35 @@ func adviseBinaryPages(advice int) (advised uint64, err error) {
 	return advised, nil
 }
 
-// binaryMappings returns the [start, end) ranges of the read-only mappings of file exe in
-// a /proc/<pid>/maps text (a replaced binary shows as "exe (deleted)").
-func binaryMappings(maps []byte, exe string) [][2]uint64 {
+// binaryMappings returns the [start, end) ranges of the read-only mappings of file exe
+// that hold no private (anonymous) page, from a /proc/<pid>/smaps text (a replaced binary
+// shows as "exe (deleted)").
+func binaryMappings(smaps []byte, exe string) [][2]uint64 {
 	var out [][2]uint64
-	sc := bufio.NewScanner(bytes.NewReader(maps))
+	var cur [2]uint64
+	in := false // cur is a read-only mapping of exe, not yet known to hold a private page
+	flush := func() {
+		if in {
+			out = append(out, cur)
+		}
+		in = false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(smaps))
 	for sc.Scan() {
-		// address perms offset dev inode path
-		f := strings.Fields(sc.Text())
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Anonymous:"); ok {
+			if in && strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")) != "0" {
+				in = false
+			}
+			continue
+		}
+		// A mapping's first line: address perms offset dev inode path. Its fields' lines
+		// ("Rss: 4 kB") have a key ending in ':' first.
+		f := strings.Fields(line)
+		if len(f) < 5 || strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		flush()
 		if len(f) < 6 || len(f[1]) < 4 || f[1][0] != 'r' || f[1][1] != '-' {
 			continue
 		}
@@ -98,7 +133,8 @@ func binaryMappings(maps []byte, exe string) [][2]uint64 {
 		if err := errors.Join(err1, err2); err != nil || b <= a {
 			continue
 		}
-		out = append(out, [2]uint64{a, b})
+		cur, in = [2]uint64{a, b}, true
 	}
+	flush()
 	return out
 }
