@@ -16,18 +16,25 @@
 #                   their dataplanes (no dnsperf run: the other names are not its own)
 # and SIZES may hold "example": kuma-dp alone with the bundled example mesh (testdata/mesh).
 #
+# The Go servers are built as their releases ship (CGO_ENABLED=0, -trimpath, -ldflags
+# "-s -w": static binaries, as the kuma-dp image and CoreDNS's releases are). Run as root,
+# the kuma-dp servers run as AGENT_USER (nobody), a user that does not own the binary, as
+# the image runs kuma-dp (UID 5678, the binary root's): the kernel then treats the
+# binary's pages as it does in a pod (docs/run.md, Memory).
+#
 # Servers run one after another, each pinned to SERVER_CPU (a Go server then runs with
 # GOMAXPROCS=1). Per server: the time from start to the first answer, then after SETTLE
 # seconds VmRSS summed over its processes ("load"; in brackets RssAnon, the part that is
 # not the pages of its own binary, which every process running that binary shares), its
-# peak VmHWM, then dnsperf on
+# peak VmHWM and, sampled every millisecond from its start to that reading (bench/rsspeak),
+# its largest RSS and largest anonymous part while starting and loading, then dnsperf on
 # LOADGEN_CPU for DURATION seconds over existing names and VmRSS again ("after queries");
 # for kuma-dp also after a touch of the (unchanged) inventory and SETTLE seconds.
 # BUSY=1 keeps the other core busy (a shell loop on LOADGEN_CPU) while each server starts,
 # for start times on a busy node.
 #
 # Knobs: SIZES SETTLE DURATION CLIENTS SERVER_CPU LOADGEN_CPU PORT_BASE BENCH SERVERS BUSY
-#   BASELINE REACH
+#   BASELINE REACH AGENT_USER
 # Example: SIZES="100000 10000 example" bench/memory.sh
 # Needs: go, dig, taskset, ss; dnsperf (apt-get install dnsperf) for the query runs.
 set -euo pipefail
@@ -45,8 +52,11 @@ BUSY=${BUSY:-0}
 SERVERS=${SERVERS:-"kuma-dp kuma-dp-reach coredns-hosts miekg nsd dnsmasq"}
 BASELINE=${BASELINE:-}
 REACH=${REACH:-10}
+# Run as root, the kuma-dp servers run as this user (the binary must be readable by it).
+AGENT_USER=${AGENT_USER-$([[ $(id -u) == 0 ]] && echo nobody)}
 [[ -n $BASELINE && " $SERVERS " != *" kuma-dp-baseline "* ]] && SERVERS="kuma-dp-baseline $SERVERS"
 COREDNS_VERSION=v1.15.0
+GO_BUILD_FLAGS=(-trimpath -ldflags "-s -w")
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -55,11 +65,13 @@ HAVE_DNSPERF=$(command -v dnsperf || true)
 [[ -n $HAVE_DNSPERF ]] || log "no dnsperf: the 'after queries' column stays empty (apt-get install dnsperf)"
 
 mkdir -p "$BENCH/bin" "$BENCH/run"
-log "building kuma-dp, vipdns (data) and miekgdns"
-(cd "$ROOT" && go build -o "$BENCH/bin/" ./cmd/kuma-dp ./bench/vipdns ./bench/miekgdns)
-if [[ $SERVERS == *coredns-hosts* && ! -x $BENCH/bin/coredns ]]; then
+log "building kuma-dp, vipdns (data), miekgdns and rsspeak"
+(cd "$ROOT" && CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -o "$BENCH/bin/" ./cmd/kuma-dp ./bench/vipdns ./bench/miekgdns ./bench/rsspeak)
+COREDNS_STAMP="$COREDNS_VERSION CGO_ENABLED=0 ${GO_BUILD_FLAGS[*]}"
+if [[ $SERVERS == *coredns-hosts* && $(cat "$BENCH/bin/coredns.build" 2>/dev/null) != "$COREDNS_STAMP" ]]; then
   log "building CoreDNS $COREDNS_VERSION from the Go module proxy"
-  GOBIN=$BENCH/bin go install "github.com/coredns/coredns@$COREDNS_VERSION"
+  CGO_ENABLED=0 GOBIN=$BENCH/bin go install "${GO_BUILD_FLAGS[@]}" "github.com/coredns/coredns@$COREDNS_VERSION"
+  echo "$COREDNS_STAMP" > "$BENCH/bin/coredns.build"
 fi
 
 # gen N: hosts + queries (vipdns --gen), a zone file, and the kuma-dp mesh of N dataplanes.
@@ -93,7 +105,7 @@ server_cmd() {
         printf ']\n'; } > "$dp"
     fi
     [[ $name == kuma-dp-baseline ]] && bin=$BASELINE
-    echo "$bin run --dataplane-file $dp --policies-dir $pol --envoy=false --dns-address 127.0.0.1 \
+    echo "${AGENT_USER:+setpriv --reuid=$(id -u "$AGENT_USER") --regid=$(id -g "$AGENT_USER") --clear-groups }$bin run --dataplane-file $dp --policies-dir $pol --envoy=false --dns-address 127.0.0.1 \
 --dns-proxy-port $p --dns-upstream 127.0.0.1:9 --admin-address 127.0.0.1:0 --work-dir $dir/work \
 --ready-file $dir/ready.json --drain-time 0s --log-level warn" ;;
   coredns-hosts)
@@ -118,8 +130,9 @@ anon_kib() { local s=0 p v; for p in $(tree "$1"); do v=$(awk '/^RssAnon:/ {prin
 hwm_kib() { local s=0 p v; for p in $(tree "$1"); do v=$(awk '/^VmHWM:/ {print $2}' "/proc/$p/status" 2>/dev/null); s=$((s + ${v:-0})); done; echo $s; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
-PID=""; BUSYPID=""
+PID=""; BUSYPID=""; SAMPLERPID=""
 stop() {
+  [[ -n $SAMPLERPID ]] && { kill "$SAMPLERPID" 2>/dev/null || true; wait "$SAMPLERPID" 2>/dev/null || true; SAMPLERPID=""; }
   [[ -n $BUSYPID ]] && { kill "$BUSYPID" 2>/dev/null || true; wait "$BUSYPID" 2>/dev/null || true; BUSYPID=""; }
   [[ -n $PID ]] || return 0
   kill "$PID" 2>/dev/null || true
@@ -142,6 +155,7 @@ for size in $SIZES; do
     dir=$BENCH/run/$size/$s
     rm -rf "$dir"; mkdir -p "$dir/work"
     [[ $size == example ]] && cp -r "$ROOT/testdata/mesh" "$dir/mesh"
+    [[ $s == kuma-dp* && -n $AGENT_USER ]] && chown -R "$AGENT_USER" "$dir"
     cmd=$(server_cmd "$s" "$size" "$dir")
     if [[ $BUSY == 1 ]]; then
       taskset -c "$LOADGEN_CPU" bash -c 'while :; do :; done' & BUSYPID=$!
@@ -150,6 +164,8 @@ for size in $SIZES; do
     # shellcheck disable=SC2086  # the command line is split on purpose
     taskset -c "$SERVER_CPU" $cmd > "$dir/log" 2>&1 &
     PID=$!
+    taskset -c "$LOADGEN_CPU" "$BENCH/bin/rsspeak" --pid "$PID" > "$dir/peak.txt" 2>&1 &
+    SAMPLERPID=$!
     ok=""
     for _ in $(seq 12000); do   # up to 120 s
       if dig +tries=1 +time=1 +short @127.0.0.1 -p "${PORT[$s]}" svc-0.mesh A 2>/dev/null | grep -q '^[0-9]'; then ok=1; break; fi
@@ -163,6 +179,8 @@ for size in $SIZES; do
     start_ms=$(( (t1 - t0) / 1000000 ))
     sleep "$SETTLE"
     load=$(rss_kib "$PID") anon=$(anon_kib "$PID")
+    kill "$SAMPLERPID" 2>/dev/null || true; wait "$SAMPLERPID" 2>/dev/null || true; SAMPLERPID=""
+    read -r peak_rss peak_anon _ < "$dir/peak.txt" || true
     after=""
     if [[ -n $HAVE_DNSPERF && $size != example && $s != kuma-dp-reach ]]; then
       taskset -c "$LOADGEN_CPU" dnsperf -s 127.0.0.1 -p "${PORT[$s]}" -d "$BENCH/data/$size/queries.txt" \
@@ -178,8 +196,9 @@ for size in $SIZES; do
       touched="$(mib "$(rss_kib "$PID")") ($(mib "$(anon_kib "$PID")"))"
     fi
     hwm=$(hwm_kib "$PID")
-    printf '%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$anon")" "$(mib "$hwm")" "${after:--}" "${touched:--}" >> "$ROWS"
-    log "N=$size $s: first answer after ${start_ms} ms, RSS $(mib "$load") MiB (anonymous $(mib "$anon"), peak $(mib "$hwm")), after queries ${after:--}, after a touch ${touched:--}"
+    sampled="$(mib "${peak_rss:-0}") ($(mib "${peak_anon:-0}"))"
+    printf '%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$anon")" "$(mib "$hwm")" "$sampled" "${after:--}" "${touched:--}" >> "$ROWS"
+    log "N=$size $s: first answer after ${start_ms} ms, RSS $(mib "$load") MiB (anonymous $(mib "$anon"), peak $(mib "$hwm"), sampled while loading $sampled), after queries ${after:--}, after a touch ${touched:--}"
     stop
   done
 done
@@ -187,6 +206,6 @@ done
 echo
 echo "one run, $(date -u +%F), $(nproc) CPUs, servers on CPU $SERVER_CPU$([[ $BUSY == 1 ]] && echo ", the other core busy while starting"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | RSS MiB after ${DURATION}s of queries (anonymous) | RSS MiB after a touch (anonymous) |"
-echo "|---|---|---:|---:|---:|---:|---:|"
-awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$ROWS"
+echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | peak sampled while loading MiB (anonymous) | RSS MiB after ${DURATION}s of queries (anonymous) | RSS MiB after a touch (anonymous) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$ROWS"
