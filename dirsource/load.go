@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -52,6 +53,34 @@ type dirLoader struct {
 	// Key: the cached files keep only the dataplanes reach keeps.
 	reach    *mesh.Reach
 	reachKey string
+	// last is the last snapshot built, and lastFrom what it was built from: a load whose
+	// files all give back the resources they gave then returns it again (see Load).
+	last     *mesh.Snapshot
+	lastFrom []loadPart
+}
+
+// loadPart is one file of a load as its snapshot was built from it: its path and the
+// resources it gave (the first one's address and their count: a file decoded again gives
+// new ones; the pointer keeps them from being freed, so an address is never reused).
+type loadPart struct {
+	path  string
+	first *mesh.Resource
+	n     int
+}
+
+// loadParts describes a load's files (paths[i] gave files[i]).
+func loadParts(paths []string, files ...[]cachedFile) []loadPart {
+	parts := make([]loadPart, 0, len(paths))
+	for _, fs := range files {
+		for _, f := range fs {
+			p := loadPart{path: paths[len(parts)], n: len(f.res)}
+			if len(f.res) > 0 {
+				p.first = &f.res[0]
+			}
+			parts = append(parts, p)
+		}
+	}
+	return parts
 }
 
 // setContext makes the next loads stop early once ctx is cancelled.
@@ -146,15 +175,31 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	}
 
 	errs = append(selfErrs, errs...)
-	var resources []mesh.Resource
+	n := 0
 	for _, r := range results {
-		resources = append(resources, r.res...)
+		n += len(r.res)
 		errs = mesh.AppendErrors(errs, r.err)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return mesh.NewSnapshot(self, resources)
+	// Every file giving back the resources it gave for the last snapshot (nothing changed,
+	// or only stamps: a touch, a ConfigMap resync, a poll) gives back that snapshot: built
+	// again, it would be the same model at the cost of a model's worth of garbage.
+	from := loadParts(all, first, results)
+	if l.last != nil && slices.Equal(from, l.lastFrom) {
+		return l.last, nil
+	}
+	resources := make([]mesh.Resource, 0, n)
+	for _, r := range results {
+		resources = append(resources, r.res...)
+	}
+	snap, err := mesh.NewSnapshot(self, resources)
+	if err != nil {
+		return nil, err
+	}
+	l.last, l.lastFrom = snap, from
+	return snap, nil
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.

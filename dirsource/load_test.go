@@ -391,6 +391,60 @@ func TestDirLoaderSameContentKeepsResources(t *testing.T) {
 	}
 }
 
+// A load that finds every file as the last snapshot had it - touched, or not touched at
+// all - gives back that snapshot, not a copy built at the cost of a model's garbage; an
+// edit, a file added or removed, or the dataplane's own file edited gives a new one.
+func TestDirLoaderUnchangedLoadGivesBackSnapshot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	dpFile := filepath.Join(t.TempDir(), "dataplane.yaml")
+	dpText, err := os.ReadFile(exampleDataplane)
+	must(t, err)
+	must(t, os.WriteFile(dpFile, dpText, 0o644))
+	l := newDirLoader()
+	load := func() *mesh.Snapshot {
+		t.Helper()
+		snap, err := l.Load(dpFile, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	first := load()
+	if again := load(); again != first {
+		t.Fatal("a load with nothing changed built a new snapshot")
+	}
+	later := time.Now().Add(time.Minute)
+	for _, e := range mustReadDir(t, dir) {
+		must(t, os.Chtimes(filepath.Join(dir, e), later, later))
+	}
+	must(t, os.Chtimes(dpFile, later, later))
+	if touched := load(); touched != first {
+		t.Fatal("a load after a touch of every file built a new snapshot")
+	}
+
+	extra := filepath.Join(dir, "zz-extra.yaml")
+	extraText := strings.ReplaceAll(extraDataplane, "NAME", "extra")
+	must(t, os.WriteFile(extra, []byte(extraText), 0o644))
+	added := load()
+	if added == first || len(added.Dataplanes) != len(first.Dataplanes)+1 {
+		t.Fatalf("a file added: same snapshot %v, %d dataplanes (was %d)", added == first, len(added.Dataplanes), len(first.Dataplanes))
+	}
+	must(t, os.WriteFile(extra, []byte(strings.Replace(extraText, "10.9.9.9", "10.9.9.8", 1)), 0o644))
+	edited := load()
+	if edited == added {
+		t.Fatal("an edited file gave back the last snapshot")
+	}
+	must(t, os.Remove(extra))
+	if removed := load(); removed == edited || len(removed.Dataplanes) != len(first.Dataplanes) {
+		t.Fatalf("a file removed: %d dataplanes, want %d", len(removed.Dataplanes), len(first.Dataplanes))
+	}
+	must(t, os.WriteFile(dpFile, append(dpText, []byte("\n# edited\n")...), 0o644))
+	if self := load(); self == first || self.Self == nil {
+		t.Fatal("an edit of the dataplane's own file gave back the last snapshot")
+	}
+}
+
 func mustReadDir(t *testing.T, dir string) []string {
 	t.Helper()
 	es, err := os.ReadDir(dir)
