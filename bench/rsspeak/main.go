@@ -72,11 +72,15 @@ func sample(pid int, buf []byte) (rss, anon uint64, ok bool) {
 		return 0, 0, false
 	}
 	rss, anon = field(status, "VmRSS:"), field(status, "RssAnon:")
-	children, _ := readInto(buf[:0], "/proc/"+strconv.Itoa(pid)+"/task/"+strconv.Itoa(pid)+"/children")
-	for _, c := range bytes.Fields(children) {
-		if cpid, err := strconv.Atoi(string(c)); err == nil {
-			r, a, _ := sample(cpid, nil)
-			rss, anon = rss+r, anon+a
+	// Each thread lists the children it started.
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, task := range tasks {
+		children, _ := readInto(buf[:0], "/proc/"+strconv.Itoa(pid)+"/task/"+task.Name()+"/children")
+		for _, c := range bytes.Fields(children) {
+			if cpid, err := strconv.Atoi(string(c)); err == nil {
+				r, a, _ := sample(cpid, nil)
+				rss, anon = rss+r, anon+a
+			}
 		}
 	}
 	return rss, anon, true
