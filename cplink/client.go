@@ -105,8 +105,10 @@ type Client struct {
 	lastHash string
 	// lastResources are those of the model built last, saved once it is delivered.
 	lastResources []mesh.Resource
-	sent          bool // the first complete model went out
-	noSelf        bool // logged: our Dataplane is not at the control plane
+	// builder hashes again only what changed since the last model built.
+	builder mesh.SnapshotBuilder
+	sent    bool // the first complete model went out
+	noSelf  bool // logged: our Dataplane is not at the control plane
 	// reachKey is the dataplane's reachable services (mesh.Reach.Key) the held dataplanes
 	// were kept with: the others are held as their version only (res nil), so that a
 	// resumed stream does not send them again. cancelSession ends the session running (with
@@ -725,7 +727,7 @@ func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 			}
 		}
 	}
-	snap, err := mesh.NewSnapshot(self, rs)
+	snap, err := c.builder.Build(self, rs)
 	if err == nil {
 		c.lastResources = rs
 	}

@@ -57,6 +57,8 @@ type dirLoader struct {
 	// files all give back the resources they gave then returns it again (see Load).
 	last     *mesh.Snapshot
 	lastFrom []loadPart
+	// builder hashes again only what changed since the last snapshot.
+	builder mesh.SnapshotBuilder
 }
 
 // loadPart is one file of a load as its snapshot was built from it: its path and the
@@ -194,7 +196,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	for _, r := range results {
 		resources = append(resources, r.res...)
 	}
-	snap, err := mesh.NewSnapshot(self, resources)
+	snap, err := l.builder.Build(self, resources)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -15,6 +16,31 @@ import (
 // of other meshes are left out. self replaces any Dataplane of the same name in resources.
 // Duplicate names within one kind are an error naming both sources.
 func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
+	return new(SnapshotBuilder).Build(self, resources)
+}
+
+// SnapshotBuilder builds the snapshots of one source one after another (NewSnapshot's
+// rules). It keeps the digests of the stretches of resources it hashed for the last
+// snapshot, by their resources' pointers: resources are never written once decoded, and a
+// source hands the same objects again for what did not change, so the next snapshot hashes
+// only the stretches that did (one dataplane changed among 100,000: one stretch of ~256,
+// not all). The zero value is ready; safe for concurrent use (builds are serialized).
+type SnapshotBuilder struct {
+	mu   sync.Mutex
+	last map[Resource]stretchSum // the last snapshot's stretches, by their first resource
+	// hashed counts the stretches the last build hashed (tests).
+	hashed int
+}
+
+// stretchSum is a hashed stretch: its resources (a []T of the snapshot it was cut from,
+// which keeps them alive, so a pointer seen again is the same object) and their digest.
+type stretchSum struct {
+	rs  any
+	sum [sha256.Size]byte
+}
+
+// Build is NewSnapshot, hashing again only what changed since the builder's last snapshot.
+func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapshot, error) {
 	if self == nil {
 		return nil, fmt.Errorf("snapshot: no dataplane given")
 	}
@@ -23,31 +49,20 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 		meshName = "default"
 	}
 	s := &Snapshot{Mesh: meshName, Self: self}
-	seen := map[string]*Meta{}
-	var errs Errors
 	s.Dataplanes = append(s.Dataplanes, self)
-	seen[KindDataplane+"/"+self.Name] = &self.Meta
 	reach := ReachOf(self)
 	for _, r := range resources {
 		m := r.GetMeta()
 		if ResourceMesh(m) != meshName && !Meshless(r) {
 			continue
 		}
-		if dp, ok := r.(*Dataplane); ok && !reach.Keeps(dp) {
-			continue // a service self does not reach (transparentProxying.reachableServices)
-		}
-		key := r.Kind() + "/" + m.Name
-		if prev, dup := seen[key]; dup {
-			if r.Kind() == KindDataplane && prev == &self.Meta {
-				continue // the dataplane file wins over its copy in the directory
-			}
-			errs = append(errs, &FieldError{Source: m.Source.String(), Path: "name", Value: m.Name,
-				Msg: fmt.Sprintf("duplicate %s name, also defined in %s", r.Kind(), prev.Source.String())})
-			continue
-		}
-		seen[key] = m
 		switch v := r.(type) {
 		case *Dataplane:
+			if v.Name == self.Name || !reach.Keeps(v) {
+				// the dataplane file wins over its copy in the directory; the others are
+				// services self does not reach (transparentProxying.reachableServices)
+				continue
+			}
 			s.Dataplanes = append(s.Dataplanes, v)
 		case *VirtualOutbound:
 			s.VirtualOutbounds = append(s.VirtualOutbounds, v)
@@ -65,18 +80,21 @@ func NewSnapshot(self *Dataplane, resources []Resource) (*Snapshot, error) {
 			s.DNSZones = append(s.DNSZones, v)
 		}
 	}
+	// Sorted by name (stably: equal names stay in the order given), a kind's duplicates
+	// are neighbours.
+	var errs Errors
+	errs = sortByName(errs, s.Dataplanes)
+	errs = sortByName(errs, s.VirtualOutbounds)
+	errs = sortByName(errs, s.TrafficRoutes)
+	errs = sortByName(errs, s.MeshExternalServices)
+	errs = sortByName(errs, s.HostnameGenerators)
+	errs = sortByName(errs, s.Routers)
+	errs = sortByName(errs, s.Routes)
+	errs = sortByName(errs, s.DNSZones)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	sortByName(s.Dataplanes)
-	sortByName(s.VirtualOutbounds)
-	sortByName(s.TrafficRoutes)
-	sortByName(s.MeshExternalServices)
-	sortByName(s.HostnameGenerators)
-	sortByName(s.Routers)
-	sortByName(s.Routes)
-	sortByName(s.DNSZones)
-	s.ModelHash = hashSnapshot(s)
+	s.ModelHash = b.hash(s)
 	s.Hash = s.ModelHash
 	if len(s.DNSZones) > 0 {
 		h := sha256.New()
@@ -110,35 +128,71 @@ func Meshless(r Resource) bool {
 	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }
 
-func sortByName[T Resource](rs []T) {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].GetMeta().Name < rs[j].GetMeta().Name })
+// sortByName sorts rs by name, keeping the order given among equal names, and appends to
+// errs an error for each name given more than once, naming the first one's source.
+func sortByName[T Resource](errs Errors, rs []T) Errors {
+	slices.SortStableFunc(rs, func(a, b T) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
+	first := 0
+	for i := 1; i < len(rs); i++ {
+		m := rs[i].GetMeta()
+		if m.Name != rs[first].GetMeta().Name {
+			first = i
+			continue
+		}
+		errs = append(errs, &FieldError{Source: m.Source.String(), Path: "name", Value: m.Name,
+			Msg: fmt.Sprintf("duplicate %s name, also defined in %s", rs[i].Kind(), rs[first].GetMeta().Source.String())})
+	}
+	return errs
 }
 
-// hashChunk is how many resources of one kind are hashed together; fixed, so the hash does
-// not depend on the machine.
-const hashChunk = 1024
+// A kind's resources, sorted by name, are hashed in stretches. A stretch ends after a
+// resource whose name hashes to 0 modulo stretchMean, or at stretchMax resources: where
+// stretches end depends on the names alone, so adding or removing a resource changes the
+// stretch it is in and (practically) no other, and the hash does not depend on the machine.
+const (
+	stretchMean = 256
+	stretchMax  = 4096
+)
 
-// hashSnapshot is a content hash of the snapshot: the JSON of its resources (encoding/json
-// sorts map keys: stable), in chunks of hashChunk resources hashed on every core, then the
-// chunks' digests in order.
-func hashSnapshot(s *Snapshot) string {
-	var chunks []any
-	chunks = appendChunks(chunks, s.Dataplanes)
-	chunks = appendChunks(chunks, s.VirtualOutbounds)
-	chunks = appendChunks(chunks, s.TrafficRoutes)
-	chunks = appendChunks(chunks, s.MeshExternalServices)
-	chunks = appendChunks(chunks, s.HostnameGenerators)
-	chunks = appendChunks(chunks, s.Routers)
-	chunks = appendChunks(chunks, s.Routes)
-	sums := make([][sha256.Size]byte, len(chunks))
+// stretch is one stretch of a snapshot: its resources as a []T of the snapshot's, the first
+// of them, and (once known) their digest.
+type stretch struct {
+	rs    any
+	first Resource
+	sum   [sha256.Size]byte
+	known bool
+}
+
+// hash is the snapshot's content hash: the digests of its stretches (the JSON of their
+// resources; encoding/json sorts map keys, so it is stable) in order, with the mesh, self's
+// name and the count of each kind. Stretches the last snapshot had (the same resources, by
+// pointer) keep their digest; the others are hashed on every core.
+func (b *SnapshotBuilder) hash(s *Snapshot) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var parts []stretch
+	parts = cut(parts, s.Dataplanes, b.last)
+	parts = cut(parts, s.VirtualOutbounds, b.last)
+	parts = cut(parts, s.TrafficRoutes, b.last)
+	parts = cut(parts, s.MeshExternalServices, b.last)
+	parts = cut(parts, s.HostnameGenerators, b.last)
+	parts = cut(parts, s.Routers, b.last)
+	parts = cut(parts, s.Routes, b.last)
+	var todo []int
+	for i := range parts {
+		if !parts[i].known {
+			todo = append(todo, i)
+		}
+	}
+	b.hashed = len(todo)
 	hashOne := func(i int) {
 		h := sha256.New()
-		_ = json.NewEncoder(h).Encode(chunks[i])
-		h.Sum(sums[i][:0])
+		_ = json.NewEncoder(h).Encode(parts[i].rs)
+		h.Sum(parts[i].sum[:0])
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(chunks))
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
 	if workers <= 1 {
-		for i := range chunks {
+		for _, i := range todo {
 			hashOne(i)
 		}
 	} else {
@@ -148,35 +202,66 @@ func hashSnapshot(s *Snapshot) string {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := int(next.Add(1)) - 1; i < len(chunks); i = int(next.Add(1)) - 1 {
-					hashOne(i)
+				for j := int(next.Add(1)) - 1; j < len(todo); j = int(next.Add(1)) - 1 {
+					hashOne(todo[j])
 				}
 			}()
 		}
 		wg.Wait()
 	}
+	b.last = make(map[Resource]stretchSum, len(parts))
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(s.Mesh)
 	_ = enc.Encode(s.Self.Name)
 	_ = enc.Encode([]int{len(s.Dataplanes), len(s.VirtualOutbounds), len(s.TrafficRoutes),
 		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes)})
-	for i := range sums {
-		h.Write(sums[i][:])
+	for _, p := range parts {
+		h.Write(p.sum[:])
+		b.last[p.first] = stretchSum{rs: p.rs, sum: p.sum}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// appendChunks appends rs cut in pieces of hashChunk (one empty piece for no resources, so
-// every kind takes a place).
-func appendChunks[T Resource](chunks []any, rs []T) []any {
-	if len(rs) == 0 {
-		return append(chunks, rs)
+// cut appends rs's stretches to parts, with the digest of those last holds unchanged.
+func cut[T Resource](parts []stretch, rs []T, last map[Resource]stretchSum) []stretch {
+	for start := 0; start < len(rs); {
+		end := start + 1
+		for end < len(rs) && end-start < stretchMax && !stretchEnds(rs[end-1].GetMeta().Name) {
+			end++
+		}
+		p := stretch{rs: rs[start:end], first: rs[start]}
+		if prev, ok := last[p.first]; ok {
+			if prs, ok := prev.rs.([]T); ok && samePointers(prs, rs[start:end]) {
+				p.sum, p.known = prev.sum, true
+			}
+		}
+		parts = append(parts, p)
+		start = end
 	}
-	for i := 0; i < len(rs); i += hashChunk {
-		chunks = append(chunks, rs[i:min(i+hashChunk, len(rs))])
+	return parts
+}
+
+// samePointers reports whether a and b hold the same objects in the same order.
+func samePointers[T Resource](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	return chunks
+	for i := range a {
+		if Resource(a[i]) != Resource(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// stretchEnds reports whether a stretch ends after the resource named name (FNV-1a).
+func stretchEnds(name string) bool {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * 1099511628211
+	}
+	return h%stretchMean == 0
 }
 
 // LocalZone is the zone this dataplane runs in: the kuma.io/zone tag of its first inbound
