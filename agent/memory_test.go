@@ -106,3 +106,61 @@ func TestReleaseSetsMemoryLimit(t *testing.T) {
 		t.Fatalf("limit changed to %d with GOMEMLIMIT set", got)
 	}
 }
+
+// After a small change the release waits for the changes to stop, and one release follows
+// a burst; a change that allocated releaseAllocated or more is released at once.
+func TestReleaserSettles(t *testing.T) {
+	var calls atomic.Int32
+	var allocated atomic.Uint64
+	r := &releaser{
+		free:      func() { calls.Add(1) },
+		allocated: allocated.Load,
+		quiet:     50 * time.Millisecond,
+	}
+	waitCalls := func(want int32, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for calls.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d releases after %v, want %d", calls.Load(), within, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// a burst of small changes, each well within the quiet time of the one before
+	for range 5 {
+		allocated.Add(1 << 20)
+		r.settle()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d releases during a burst of small changes, want none until it stops", n)
+	}
+	waitCalls(1, 2*time.Second)
+	time.Sleep(150 * time.Millisecond)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d releases for one burst, want 1", n)
+	}
+
+	// a large change: released at once, not after the quiet time
+	r.quiet = time.Hour
+	allocated.Add(releaseAllocated)
+	r.settle()
+	waitCalls(2, 2*time.Second)
+	// small changes after it add up from that release on
+	allocated.Add(releaseAllocated / 2)
+	r.settle()
+	time.Sleep(50 * time.Millisecond)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d releases: a change of half the threshold after a release was released at once", n)
+	}
+	allocated.Add(releaseAllocated / 2)
+	r.settle()
+	waitCalls(3, 2*time.Second)
+	r.mu.Lock()
+	pending := r.timer != nil && r.timer.Stop()
+	r.mu.Unlock()
+	if pending {
+		t.Fatal("a quiet release stayed armed after a release collected its garbage")
+	}
+}

@@ -50,7 +50,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
-		a.memory.release() // the fresh decode just dropped
+		a.memory.settle() // what checking the sources allocated
 		a.log.Debug("model unchanged", "trigger", u.Trigger, "hash", snap.Hash)
 		return nil, nil
 	}
@@ -89,10 +89,11 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	a.metrics.reloads.WithLabelValues("applied").Inc()
 	a.metrics.reloadSeconds.Observe(took.Seconds())
 	a.metrics.observeTable(table)
-	// Loading leaves garbage (decoded text, the previous table) several times the live
-	// model; the agent runs in every pod, so it is returned to the OS now rather than kept
-	// as heap headroom until the next GC cycle that may never come.
-	a.memory.release()
+	// Loading leaves garbage (decoded text, the previous table), up to several times the
+	// live model; the agent runs in every pod, so it is returned to the OS (now when it is
+	// large, once the changes stop when small) rather than kept as heap headroom until the
+	// next GC cycle that may never come.
+	a.memory.settle()
 	a.log.Info("model applied", "trigger", u.Trigger, "hash", snap.Hash, "dataplanes", len(snap.Dataplanes),
 		"hostnames", table.Len(), "load", u.Took.Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	if f := snap.Self.KeptFields(); len(f) > 0 {
