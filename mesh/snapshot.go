@@ -80,19 +80,18 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 			s.DNSZones = append(s.DNSZones, v)
 		}
 	}
-	// Sorted by name (stably: equal names stay in the order given), a kind's duplicates
-	// are neighbours.
-	var errs Errors
-	errs = sortByName(errs, s.Dataplanes)
-	errs = sortByName(errs, s.VirtualOutbounds)
-	errs = sortByName(errs, s.TrafficRoutes)
-	errs = sortByName(errs, s.MeshExternalServices)
-	errs = sortByName(errs, s.HostnameGenerators)
-	errs = sortByName(errs, s.Routers)
-	errs = sortByName(errs, s.Routes)
-	errs = sortByName(errs, s.DNSZones)
-	if len(errs) > 0 {
-		return nil, errs
+	// Sorted by name, a kind's duplicates are neighbours.
+	var dups [][]Resource
+	dups = sortByName(dups, s.Dataplanes)
+	dups = sortByName(dups, s.VirtualOutbounds)
+	dups = sortByName(dups, s.TrafficRoutes)
+	dups = sortByName(dups, s.MeshExternalServices)
+	dups = sortByName(dups, s.HostnameGenerators)
+	dups = sortByName(dups, s.Routers)
+	dups = sortByName(dups, s.Routes)
+	dups = sortByName(dups, s.DNSZones)
+	if len(dups) > 0 {
+		return nil, duplicateErrors(dups, resources)
 	}
 	s.ModelHash = b.hash(s)
 	s.Hash = s.ModelHash
@@ -128,19 +127,49 @@ func Meshless(r Resource) bool {
 	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }
 
-// sortByName sorts rs by name, keeping the order given among equal names, and appends to
-// errs an error for each name given more than once, naming the first one's source.
-func sortByName[T Resource](errs Errors, rs []T) Errors {
-	slices.SortStableFunc(rs, func(a, b T) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
-	first := 0
-	for i := 1; i < len(rs); i++ {
-		m := rs[i].GetMeta()
-		if m.Name != rs[first].GetMeta().Name {
-			first = i
-			continue
+// sortByName sorts rs by name and appends to dups each run of resources of the same name.
+func sortByName[T Resource](dups [][]Resource, rs []T) [][]Resource {
+	slices.SortFunc(rs, func(a, b T) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
+	for i := 0; i < len(rs); {
+		j := i + 1
+		for j < len(rs) && rs[j].GetMeta().Name == rs[i].GetMeta().Name {
+			j++
 		}
-		errs = append(errs, &FieldError{Source: m.Source.String(), Path: "name", Value: m.Name,
-			Msg: fmt.Sprintf("duplicate %s name, also defined in %s", rs[i].Kind(), rs[first].GetMeta().Source.String())})
+		if j-i > 1 {
+			run := make([]Resource, 0, j-i)
+			for _, r := range rs[i:j] {
+				run = append(run, r)
+			}
+			dups = append(dups, run)
+		}
+		i = j
+	}
+	return dups
+}
+
+// duplicateErrors says, for each resource of a duplicated name but the first given in
+// resources, where that first one is defined.
+func duplicateErrors(dups [][]Resource, resources []Resource) Errors {
+	at := map[Resource]int{}
+	for _, run := range dups {
+		for _, r := range run {
+			at[r] = -1
+		}
+	}
+	for i, r := range resources {
+		if _, ok := at[r]; ok {
+			at[r] = i
+		}
+	}
+	var errs Errors
+	for _, run := range dups {
+		slices.SortFunc(run, func(a, b Resource) int { return at[a] - at[b] })
+		first := run[0].GetMeta()
+		for _, r := range run[1:] {
+			m := r.GetMeta()
+			errs = append(errs, &FieldError{Source: m.Source.String(), Path: "name", Value: m.Name,
+				Msg: fmt.Sprintf("duplicate %s name, also defined in %s", r.Kind(), first.Source.String())})
+		}
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
@@ -119,15 +120,21 @@ func TestSnapshotBuilderHashesWhatChanged(t *testing.T) {
 // mesh of 100,000: with a builder (what the sources use) and without (every resource hashed).
 func BenchmarkSnapshotOneChange100k(b *testing.B) {
 	self := &Dataplane{Meta: Meta{Name: "self", Mesh: "default"}}
-	rs := largeMesh(100000)
-	var builder SnapshotBuilder
+	ordered := largeMesh(100000)
+	// the control-plane link hands its resources in no order (a map's)
+	shuffled := slices.Clone(ordered)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	var builder, shuffledBuilder SnapshotBuilder
 	for _, c := range []struct {
 		name  string
+		rs    []Resource
 		build func([]Resource) (*Snapshot, error)
 	}{
-		{"builder", func(rs []Resource) (*Snapshot, error) { return builder.Build(self, rs) }},
-		{"fresh", func(rs []Resource) (*Snapshot, error) { return NewSnapshot(self, rs) }},
+		{"builder", ordered, func(rs []Resource) (*Snapshot, error) { return builder.Build(self, rs) }},
+		{"builder,unordered", shuffled, func(rs []Resource) (*Snapshot, error) { return shuffledBuilder.Build(self, rs) }},
+		{"fresh", ordered, func(rs []Resource) (*Snapshot, error) { return NewSnapshot(self, rs) }},
 	} {
+		rs := c.rs
 		b.Run(c.name, func(b *testing.B) {
 			if _, err := c.build(rs); err != nil {
 				b.Fatal(err)
@@ -135,7 +142,9 @@ func BenchmarkSnapshotOneChange100k(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				rs[50000] = benchDataplane(50000, "10.1.0."+strconv.Itoa(i%250))
+				d := *rs[50000].(*Dataplane) // a new object, the same name
+				d.Networking.Address = "10.1.0." + strconv.Itoa(i%250)
+				rs[50000] = &d
 				if _, err := c.build(rs); err != nil {
 					b.Fatal(err)
 				}
