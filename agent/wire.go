@@ -19,9 +19,12 @@ import (
 
 // Files the agent keeps in its work dir.
 const (
-	StateFileName       = "vips.json"       // the allocator's sticky VIPs
-	DecodeCacheFileName = "model-cache.gob" // decoded files, to skip decoding on restart
-	ModelFileName       = "cp-model.gob"    // the control plane's last model, for a start without it
+	StateFileName = "vips.json" // the allocator's sticky VIPs
+	// DecodeCacheDirName holds the decoded files, one entry per file, to skip decoding on
+	// restart; the single file of the cache's previous format (DecodeCacheDirName + ".gob")
+	// is removed by the first write.
+	DecodeCacheDirName = "model-cache"
+	ModelFileName      = "cp-model.gob" // the control plane's last model, for a start without it
 )
 
 // Build makes the real parts from the configuration: the directory source, the allocator
@@ -116,7 +119,7 @@ func newSource(cfg Config, workDir string, log *slog.Logger) (cplink.Source, err
 		DataplaneVars: cfg.Runtime.ResourceVars,
 		PoliciesDir:   cfg.Runtime.PoliciesDir,
 		Watch:         cfg.Runtime.Watch,
-		CacheFile:     filepath.Join(workDir, DecodeCacheFileName),
+		CacheFile:     filepath.Join(workDir, DecodeCacheDirName),
 		MaxFileBytes:  sizeLimit(cfg.Runtime.MaxFileSizeMiB),
 		MaxTotalBytes: sizeLimit(cfg.Runtime.MaxTotalSizeMiB),
 	}, log)

@@ -40,8 +40,10 @@ type FilesConfig struct {
 	// DataplaneVars fill the dataplane file's `{{ name }}` placeholders (Kuma's
 	// --dataplane-var), e.g. the pod IP; a placeholder without a value is an error.
 	DataplaneVars map[string]string
-	// CacheFile, when set, keeps decoded files across restarts (see persist.go); only
-	// used by the default loader. The agent puts it in its work dir.
+	// CacheFile, when set, is a directory that keeps decoded files across restarts, one
+	// entry per file (see persist.go); only used by the default loader. The agent puts it
+	// in its work dir. The previous format's single file, CacheFile + ".gob", is never
+	// read and is removed at the first write.
 	CacheFile string
 	// MaxFileBytes refuses a file larger than this (default DefaultMaxFileBytes) and
 	// MaxTotalBytes a model whose files are larger than this in all (default
@@ -115,9 +117,11 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 		f.loader.maxFile, f.loader.maxTotal = limit(cfg.MaxFileBytes, DefaultMaxFileBytes), limit(cfg.MaxTotalBytes, DefaultMaxTotalBytes)
 		cfg.Load = f.loader.Load
 		if cfg.CacheFile != "" {
-			if n, err := f.loader.restore(cfg.CacheFile); err != nil {
-				f.log.Warn("decode cache unusable; decoding every file", "error", err)
-			} else if n > 0 {
+			n, err := f.loader.restore(cfg.CacheFile)
+			if err != nil {
+				f.log.Warn("decode cache: entries unusable, their files are decoded", "error", err)
+			}
+			if n > 0 {
 				f.log.Debug("decode cache restored", "files", n)
 			}
 		}
@@ -269,19 +273,29 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Up
 	}
 }
 
+// freeAfterResources is how many resources a write of the decode cache holds before the
+// memory it used is given back to the OS at once.
+const freeAfterResources = 1000
+
 // persist saves the decode cache, off the path of a change to the answers (the update
 // was delivered first).
 func (f *Files) persist() {
 	if f.loader == nil || f.cfg.CacheFile == "" {
 		return
 	}
-	wrote, err := f.loader.persist(f.cfg.CacheFile)
+	start := time.Now()
+	w, err := f.loader.writeCache(f.cfg.CacheFile)
 	if err != nil {
 		f.log.Warn("cannot save the decode cache", "path", f.cfg.CacheFile, "error", err)
 	}
-	if wrote {
-		// Encoding the inventory leaves garbage the size of the model; the agent runs in
-		// every pod, so it goes back to the OS now, not at some later GC.
+	if w.changed() {
+		f.log.Debug("decode cache written", "entries", w.entries, "resources", w.resources, "bytes", w.bytes,
+			"removed", w.removed, "took", time.Since(start))
+	}
+	if w.resources > freeAfterResources {
+		// Encoding a large file leaves garbage the size of its part of the model; the agent
+		// runs in every pod, so it goes back to the OS now, not at some later GC. A small
+		// write (a policy, a few dataplanes) leaves little: no forced GC for it.
 		debug.FreeOSMemory()
 	}
 }

@@ -2,123 +2,254 @@ package dirsource
 
 import (
 	"bufio"
+	"cmp"
+	"crypto/sha256"
 	"encoding/gob"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // The decode cache survives restarts in the work dir: on start, a file whose size,
-// modification time and inode are those recorded is not decoded again. Decoding YAML is
-// most of a start with a large inventory (about 470 ms for 10,000 dataplanes, against 25 ms
-// to read them back from this cache). Only files that decoded without a problem are kept,
-// and the whole cache is dropped when the kuma-dp binary changes (a new version may decode
-// or validate differently).
-
-// The cache file is a gob stream written and read one piece at a time, so that neither
-// side holds an encoding of the whole inventory in memory: a cacheHeader, then for each
-// file a cachedFileHead followed by its resources in chunks of at most cplink.CacheChunk.
-type cacheHeader struct {
+// modification time and inode are those recorded, or whose content has the SHA-256
+// recorded, is not decoded again. Decoding YAML is most of a start with a large inventory
+// (about 470 ms for 10,000 dataplanes, against 25 ms to read them back from this cache).
+// Only files that decoded without a problem are kept, and the cache is dropped when the
+// kuma-dp binary changes (a new version may decode or validate differently).
+//
+// The cache is a directory with one entry per source file, so that what a change costs is
+// what it changed: a write adds the entries of the files decoded to new resources since
+// the last write and removes those of the files gone (or now failing); an inventory file
+// that did not change is never written again. An entry's name is a hash of its file's path
+// and a hash of what its resources depend on (the build, the reachable services' key and
+// the file's content), so the directory's listing says which entries are current without
+// reading them. An entry is a gob stream read and written one piece at a time, so that
+// neither side holds an encoding of a whole inventory file in memory: a cacheEntry, then
+// the file's resources in chunks of at most cplink.CacheChunk.
+//
+// A file whose stamp changed but whose content did not (a touch, a Kubernetes ConfigMap
+// update, which gives every file of the volume a new inode) keeps its entry and the stamp
+// recorded in it: the next start hashes that file instead of decoding it.
+type cacheEntry struct {
 	Build string
-	Count int // files that follow
-	// Reach is the filter the files' dataplanes were kept with (dirLoader.reachKey).
-	Reach string
-}
-
-type cachedFileHead struct {
+	// Reach is the filter the file's dataplanes were kept with (dirLoader.reachKey).
+	Reach       string
 	Path        string
 	Size, MTime int64
 	Ino         uint64
-	Resources   int
+	Sum         [32]byte // SHA-256 of the file's content (cachedFile.sum)
+	Resources   int      // in the chunks that follow
 }
 
-// restore fills the in-memory cache from path; a missing, unreadable or stale file is
-// ignored (everything is decoded as usual).
-func (l *dirLoader) restore(path string) (int, error) {
-	// Temporary files of a write cut short (the agent killed mid-write) go first.
-	if stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".decode-cache-*")); len(stale) > 0 {
-		for _, f := range stale {
-			os.Remove(f)
-		}
+// cacheTemp names the temporary files of a write in progress; a start removes them.
+const cacheTemp = ".decode-cache-*"
+
+// legacyCacheFile is the previous format's single file (the whole cache in one stream)
+// for the cache directory dir: it is never read, and removed at the first write.
+func legacyCacheFile(dir string) string { return filepath.Clean(dir) + ".gob" }
+
+// entryName is the name of the entry for path holding resources decoded by build, kept
+// for reach, from content with SHA-256 sum.
+func entryName(path, build, reach string, sum [32]byte) string {
+	p := sha256.Sum256([]byte(path))
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s%d:%s", len(build), build, len(reach), reach)
+	h.Write(sum[:])
+	return hex.EncodeToString(p[:8]) + "-" + hex.EncodeToString(h.Sum(nil)[:8]) + ".gob"
+}
+
+// isEntryName reports whether name is shaped as entryName makes them.
+func isEntryName(name string) bool {
+	hexes, ok := strings.CutSuffix(name, ".gob")
+	if !ok || len(hexes) != 33 || hexes[16] != '-' {
+		return false
 	}
-	f, err := os.Open(path)
+	_, err1 := hex.DecodeString(hexes[:16])
+	_, err2 := hex.DecodeString(hexes[17:])
+	return err1 == nil && err2 == nil
+}
+
+// restore fills the in-memory cache from the entries in dir and returns how many it
+// restored. An entry of another build is removed; one that cannot be read or is corrupt is
+// removed too, and named in err: its file is decoded as usual (and written again). The
+// newest entries say which reachable services the cache is for (a write cut short after
+// the list changed leaves older entries for the old list: they are removed).
+func (l *dirLoader) restore(dir string) (n int, err error) {
+	des, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("decode cache %s: %w", dir, err)
 	}
-	defer f.Close()
-	dec := gob.NewDecoder(bufio.NewReaderSize(f, 64<<10))
-	var h cacheHeader
-	if err := dec.Decode(&h); err != nil {
-		return 0, fmt.Errorf("decode cache %s: %w", path, err)
+	type entry struct {
+		name  string
+		mtime time.Time
 	}
-	if h.Build == "" || h.Build != cplink.BuildID() {
-		return 0, nil
-	}
-	if len(l.cache) > 0 && h.Reach != l.reachKey {
-		return 0, nil // filtered for other reachable services than what is held
-	}
-	files := make(map[string]cachedFile, h.Count)
-	for range h.Count {
-		var fh cachedFileHead
-		if err := dec.Decode(&fh); err != nil {
-			return 0, fmt.Errorf("decode cache %s: %w", path, err)
+	var entries []entry
+	for _, de := range des {
+		if ok, _ := filepath.Match(cacheTemp, de.Name()); ok {
+			os.Remove(filepath.Join(dir, de.Name())) // a write cut short (the agent killed mid-write)
+			continue
 		}
-		res := make([]mesh.Resource, 0, fh.Resources)
-		for len(res) < fh.Resources {
+		if !isEntryName(de.Name()) || !de.Type().IsRegular() {
+			continue
+		}
+		e := entry{name: de.Name()}
+		if fi, err := de.Info(); err == nil {
+			e.mtime = fi.ModTime()
+		}
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b entry) int { // newest first
+		return cmp.Or(b.mtime.Compare(a.mtime), strings.Compare(a.name, b.name))
+	})
+
+	l.mu.Lock()
+	reach, reachSet := l.reachKey, len(l.cache) > 0
+	l.mu.Unlock()
+	build := cplink.BuildID()
+	files := make(map[string]cachedFile, len(entries))
+	var errs []error
+	// read restores the entry named name, or says whether it is to be removed.
+	read := func(name string) (remove bool, err error) {
+		path := filepath.Join(dir, name)
+		f, err := os.Open(path)
+		if err != nil {
+			return true, fmt.Errorf("decode cache entry %s: %w", path, err)
+		}
+		defer f.Close()
+		dec := gob.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+		var h cacheEntry
+		if err := dec.Decode(&h); err != nil {
+			return true, fmt.Errorf("decode cache entry %s: %w", path, err)
+		}
+		if h.Build == "" || h.Build != build {
+			return true, nil // another build's
+		}
+		if entryName(h.Path, build, h.Reach, h.Sum) != name || h.Resources < 0 {
+			return true, fmt.Errorf("decode cache entry %s: its header does not match its name", path)
+		}
+		if !reachSet {
+			reach, reachSet = h.Reach, true
+		}
+		if h.Reach != reach {
+			return true, nil // kept for other reachable services
+		}
+		if _, dup := files[h.Path]; dup {
+			return false, nil // an older entry of a file restored already: the next write removes it
+		}
+		res := make([]mesh.Resource, 0, h.Resources)
+		for len(res) < h.Resources {
 			var chunk []mesh.Resource
 			if err := dec.Decode(&chunk); err != nil {
-				return 0, fmt.Errorf("decode cache %s: %w", path, err)
+				return true, fmt.Errorf("decode cache entry %s (%s): %w", path, h.Path, err)
 			}
-			if len(chunk) == 0 || len(res)+len(chunk) > fh.Resources {
-				return 0, fmt.Errorf("decode cache %s: %s holds more resources than announced", path, fh.Path)
+			if len(chunk) == 0 || len(res)+len(chunk) > h.Resources {
+				return true, fmt.Errorf("decode cache entry %s: %s holds more resources than announced", path, h.Path)
 			}
 			res = append(res, chunk...)
 		}
 		mesh.Settle(res) // gob allocated them between its own garbage; replicas share tag maps
-		files[fh.Path] = cachedFile{stamp: fileStamp{size: fh.Size, mtime: fh.MTime, ino: fh.Ino}, res: res}
-	}
-	maps.Copy(l.cache, files)
-	l.reachKey = h.Reach
-	return len(files), nil
-}
-
-// persist writes the files that decoded cleanly to path (atomically, owner-only), when
-// something was decoded since the last write; wrote says whether it did.
-func (l *dirLoader) persist(path string) (wrote bool, err error) {
-	l.mu.Lock()
-	if !l.dirty {
-		l.mu.Unlock()
+		files[h.Path] = cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Sum, res: res}
 		return false, nil
 	}
+	for _, e := range entries {
+		remove, err := read(e.name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if remove {
+			// Gone, its file is decoded and written again (a broken entry would otherwise
+			// stand for its file's content forever: the next write sees its name there).
+			os.Remove(filepath.Join(dir, e.name))
+		}
+	}
+	if len(files) > 0 {
+		l.mu.Lock()
+		maps.Copy(l.cache, files)
+		l.reachKey = reach
+		l.mu.Unlock()
+	}
+	return len(files), errors.Join(errs...)
+}
+
+// cacheWrite is what a write of the decode cache did.
+type cacheWrite struct {
+	entries   int   // entries written
+	resources int   // the resources they hold
+	bytes     int64 // their size
+	removed   int   // entries removed (their file gone, failing, or decoded anew)
+}
+
+func (w cacheWrite) changed() bool { return w.entries+w.removed > 0 }
+
+// persist writes the decode cache to dir (see writeCache); wrote says whether anything
+// changed there.
+func (l *dirLoader) persist(dir string) (wrote bool, err error) {
+	w, err := l.writeCache(dir)
+	return w.changed(), err
+}
+
+// writeCache brings the entries in dir up to the files held: each file that decoded
+// cleanly and has no current entry gets one (written atomically, owner-only), and the
+// entries of files no longer held, or held with other resources, are removed. A write that
+// fails leaves that file without an entry (it is decoded at the next start); the others
+// are still written.
+func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 	type file struct {
-		head cachedFileHead
+		name string
+		head cacheEntry
 		res  []mesh.Resource
 	}
-	var files []file
-	for name, c := range l.cache {
-		if c.err == nil && name != l.dpFile {
-			files = append(files, file{cachedFileHead{Path: name, Size: c.stamp.size, MTime: c.stamp.mtime,
-				Ino: c.stamp.ino, Resources: len(c.res)}, c.res})
+	build := cplink.BuildID()
+	if build == "" {
+		return w, nil // a build that cannot name itself could not read the cache back
+	}
+	l.mu.Lock()
+	want := make(map[string]file, len(l.cache))
+	for path, c := range l.cache {
+		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == ([32]byte{}) {
+			continue // failed, or not known to hold what its file holds (forget)
 		}
+		name := entryName(path, build, l.reachKey, c.sum)
+		want[name] = file{name, cacheEntry{Build: build, Reach: l.reachKey, Path: path, Size: c.stamp.size,
+			MTime: c.stamp.mtime, Ino: c.stamp.ino, Sum: c.sum, Resources: len(c.res)}, c.res}
 	}
 	l.dirty = false
-	reach := l.reachKey
 	l.mu.Unlock()
 
-	err = cplink.WriteCacheStream(path, ".decode-cache-*", func(enc *gob.Encoder) error {
-		if err := enc.Encode(cacheHeader{Build: cplink.BuildID(), Count: len(files), Reach: reach}); err != nil {
-			return err
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		return w, fmt.Errorf("decode cache: %w", err)
+	}
+	have := make(map[string]bool, len(des))
+	for _, de := range des {
+		if isEntryName(de.Name()) {
+			have[de.Name()] = true
 		}
-		for _, f := range files {
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if have[name] {
+			continue
+		}
+		f := want[name]
+		path := filepath.Join(dir, name)
+		err := cplink.WriteCacheStream(path, cacheTemp, func(enc *gob.Encoder) error {
 			if err := enc.Encode(f.head); err != nil {
 				return err
 			}
@@ -127,11 +258,35 @@ func (l *dirLoader) persist(path string) (wrote bool, err error) {
 					return err
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.head.Path, err))
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return true, fmt.Errorf("decode cache: %w", err)
+		w.entries++
+		w.resources += len(f.res)
+		if fi, err := os.Stat(path); err == nil {
+			w.bytes += fi.Size()
+		}
 	}
-	return true, nil
+	for name := range have {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		w.removed++
+	}
+	if w.changed() {
+		if err := os.Remove(legacyCacheFile(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return w, fmt.Errorf("decode cache: %w", err)
+	}
+	return w, nil
 }

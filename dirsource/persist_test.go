@@ -4,28 +4,83 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/mesh"
 )
+
+// inventory writes n dataplanes named prefix-0... to path.
+func inventory(t testing.TB, path, prefix string, n int) {
+	t.Helper()
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("%s%d", prefix, i)))
+	}
+	must(t, os.WriteFile(path, []byte(sb.String()), 0o644))
+}
+
+// entryStat is what tells an entry written again from one left alone.
+type entryStat struct {
+	ino   uint64
+	mtime time.Time
+	size  int64
+}
+
+// cacheEntries reads the header of every entry in dir, by entry name, with its stat.
+func cacheEntries(t *testing.T, dir string) (map[string]cacheEntry, map[string]entryStat) {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	must(t, err)
+	heads, stats := map[string]cacheEntry{}, map[string]entryStat{}
+	for _, de := range des {
+		if !isEntryName(de.Name()) {
+			t.Errorf("%s in the cache directory", de.Name())
+			continue
+		}
+		fi, err := de.Info()
+		must(t, err)
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("entry %s is %v, want owner-only", de.Name(), fi.Mode())
+		}
+		stats[de.Name()] = entryStat{fi.Sys().(*syscall.Stat_t).Ino, fi.ModTime(), fi.Size()}
+		f, err := os.Open(filepath.Join(dir, de.Name()))
+		must(t, err)
+		var h cacheEntry
+		must(t, gob.NewDecoder(f).Decode(&h))
+		f.Close()
+		heads[de.Name()] = h
+	}
+	return heads, stats
+}
+
+// entryOf is the name of the entry for the file at path ("" if none).
+func entryOf(heads map[string]cacheEntry, path string) string {
+	for name, h := range heads {
+		if h.Path == path {
+			return name
+		}
+	}
+	return ""
+}
 
 // A restart reads decoded files back from the cache: nothing is decoded again and the model
 // is the same (same content hash) as a cold load's.
 func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, examplePolicies, dir)
-	var sb strings.Builder
-	for i := 0; i < 2000; i++ {
-		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
-	}
-	must(t, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
-	cache := filepath.Join(t.TempDir(), "model-cache.gob")
+	inventory(t, filepath.Join(dir, "inventory.yaml"), "svc", 2000)
+	cache := filepath.Join(t.TempDir(), "model-cache")
 
 	cold := newDirLoader()
 	want, err := cold.Load(exampleDataplane, dir)
@@ -35,10 +90,16 @@ func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	if _, err := cold.persist(cache); err != nil {
 		t.Fatal(err)
 	}
+	heads, _ := cacheEntries(t, cache)
+	files, err := resourceFiles(dir)
+	must(t, err)
+	if len(heads) != len(files) || entryOf(heads, exampleDataplane) != "" {
+		t.Fatalf("%d entries for %d files (the dataplane file is never one)", len(heads), len(files))
+	}
 
 	warm := newDirLoader()
 	n, err := warm.restore(cache)
-	if err != nil || n == 0 {
+	if err != nil || n != len(files) {
 		t.Fatalf("restore: %d files, %v", n, err)
 	}
 	got, err := warm.Load(exampleDataplane, dir)
@@ -50,6 +111,9 @@ func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	}
 	if got.Hash != want.Hash || len(got.Dataplanes) != len(want.Dataplanes) {
 		t.Fatalf("warm model differs: hash %s want %s", got.Hash, want.Hash)
+	}
+	if w, err := warm.writeCache(cache); w.changed() || err != nil {
+		t.Errorf("a restart with nothing changed wrote the cache: %+v, %v", w, err)
 	}
 
 	// A file changed while the agent was down is decoded again.
@@ -65,33 +129,167 @@ func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	}
 }
 
+// The point of the entries: a change to one small file beside a large inventory writes that
+// file's entry and removes its old one; the inventory's entry (and every other) is left
+// as it is, not even rewritten in place.
+func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	inv, small := filepath.Join(dir, "inventory.yaml"), filepath.Join(dir, "small.yaml")
+	inventory(t, inv, "svc", 3000)
+	inventory(t, small, "extra", 1)
+	cache := filepath.Join(t.TempDir(), "model-cache")
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	first, err := l.writeCache(cache)
+	must(t, err)
+	heads, stats := cacheEntries(t, cache)
+	if first.entries != len(heads) || first.resources < 3001 || first.removed != 0 {
+		t.Fatalf("first write: %+v, %d entries there", first, len(heads))
+	}
+
+	inventory(t, small, "extra", 2) // one dataplane more
+	_, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	w, err := l.writeCache(cache)
+	must(t, err)
+	if w.entries != 1 || w.resources != 2 || w.removed != 1 || w.bytes <= 0 || w.bytes > first.bytes/100 {
+		t.Fatalf("after a change to the small file: %+v (the first write: %d bytes)", w, first.bytes)
+	}
+	heads2, stats2 := cacheEntries(t, cache)
+	if len(heads2) != len(heads) {
+		t.Fatalf("%d entries, want %d", len(heads2), len(heads))
+	}
+	oldSmall, newSmall := entryOf(heads, small), entryOf(heads2, small)
+	if oldSmall == newSmall || heads2[newSmall].Resources != 2 {
+		t.Fatalf("the small file's entry: %s then %s (%d resources)", oldSmall, newSmall, heads2[newSmall].Resources)
+	}
+	for name, st := range stats {
+		if name == oldSmall {
+			continue
+		}
+		if stats2[name] != st {
+			t.Errorf("entry of %s touched: %+v, then %+v", heads[name].Path, st, stats2[name])
+		}
+	}
+	if name := entryOf(heads2, inv); name != entryOf(heads, inv) || heads2[name].Resources != 3000 {
+		t.Errorf("the inventory's entry: %s, then %s", entryOf(heads, inv), name)
+	}
+
+	// A touch (a ConfigMap update gives every file a new inode) writes nothing: the next
+	// start hashes the file instead of decoding it.
+	future := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(inv, future, future))
+	_, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	if w, err := l.writeCache(cache); w.changed() || err != nil {
+		t.Fatalf("a touch wrote the cache: %+v, %v", w, err)
+	}
+	warm := newDirLoader()
+	if _, err := warm.restore(cache); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warm.Load(exampleDataplane, dir); err != nil || warm.decodes != 1 {
+		t.Fatalf("a restart after a touch: %d decodes (want the dataplane file only), %v", warm.decodes, err)
+	}
+}
+
+// A file gone from the directory, or no longer decoding, loses its entry.
+func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	gone, bad := filepath.Join(dir, "gone.yaml"), filepath.Join(dir, "bad.yaml")
+	inventory(t, gone, "gone", 3)
+	inventory(t, bad, "bad", 3)
+	cache := filepath.Join(t.TempDir(), "model-cache")
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = l.persist(cache)
+	must(t, err)
+	heads, _ := cacheEntries(t, cache)
+	if entryOf(heads, gone) == "" || entryOf(heads, bad) == "" {
+		t.Fatal("no entries for the files")
+	}
+
+	must(t, os.Remove(gone))
+	_, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	w, err := l.writeCache(cache)
+	must(t, err)
+	heads2, _ := cacheEntries(t, cache)
+	if w.removed != 1 || w.entries != 0 || entryOf(heads2, gone) != "" || len(heads2) != len(heads)-1 {
+		t.Fatalf("after a file was removed: %+v, %d entries (had %d)", w, len(heads2), len(heads))
+	}
+
+	must(t, os.WriteFile(bad, []byte("type: Dataplane\nname: [\n"), 0o644))
+	if _, err := l.Load(exampleDataplane, dir); err == nil {
+		t.Fatal("a broken file loaded")
+	}
+	w, err = l.writeCache(cache)
+	must(t, err)
+	heads3, _ := cacheEntries(t, cache)
+	if w.removed != 1 || w.entries != 0 || entryOf(heads3, bad) != "" {
+		t.Fatalf("after a file stopped decoding: %+v", w)
+	}
+}
+
+// Entries of another build are removed; a broken one is reported and removed, and only its
+// file is decoded again (and written again); a write cut short is cleaned up.
 func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	dir := t.TempDir()
-	stale := filepath.Join(dir, "stale.gob")
-	f, err := os.Create(stale)
-	must(t, err)
-	must(t, gob.NewEncoder(f).Encode(cacheHeader{Build: "another kuma-dp", Count: 1}))
-	f.Close()
-	l := newDirLoader()
-	if n, err := l.restore(stale); n != 0 || err != nil {
-		t.Errorf("stale cache: %d files, %v", n, err)
-	}
-	leftover := filepath.Join(dir, ".decode-cache-123")
-	must(t, os.WriteFile(leftover, []byte("half"), 0o600))
-	broken := filepath.Join(dir, "broken.gob")
-	must(t, os.WriteFile(broken, []byte("not gob"), 0o600))
-	if n, err := l.restore(broken); n != 0 || err == nil {
-		t.Errorf("broken cache: %d files, %v", n, err)
-	}
-	if n, err := l.restore(filepath.Join(dir, "missing.gob")); n != 0 || err != nil {
+	copyDir(t, examplePolicies, dir)
+	inv := filepath.Join(dir, "inventory.yaml")
+	inventory(t, inv, "svc", 2000)
+	cache := filepath.Join(t.TempDir(), "model-cache")
+	if n, err := newDirLoader().restore(cache); n != 0 || err != nil {
 		t.Errorf("missing cache: %d files, %v", n, err)
 	}
-	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
-		t.Errorf("a write cut short was left behind: %v", err)
+	cold := newDirLoader()
+	_, err := cold.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = cold.persist(cache)
+	must(t, err)
+	heads, _ := cacheEntries(t, cache)
+
+	// The inventory's entry cut short (a full disk), another's header garbled, a write
+	// cut short left behind, and an entry of another build.
+	cut := filepath.Join(cache, entryOf(heads, inv))
+	b, err := os.ReadFile(cut)
+	must(t, err)
+	must(t, os.WriteFile(cut, b[:len(b)*2/3], 0o600))
+	garbled := filepath.Join(cache, entryOf(heads, filepath.Join(dir, "redis.yaml")))
+	must(t, os.WriteFile(garbled, []byte("not gob"), 0o600))
+	leftover := filepath.Join(cache, ".decode-cache-123")
+	must(t, os.WriteFile(leftover, []byte("half"), 0o600))
+	var sum [32]byte
+	staleName := entryName(filepath.Join(dir, "x.yaml"), "another kuma-dp", "", sum)
+	must(t, cplink.WriteCacheFile(filepath.Join(cache, staleName), ".decode-cache-*",
+		cacheEntry{Build: "another kuma-dp", Path: filepath.Join(dir, "x.yaml")}))
+
+	l := newDirLoader()
+	n, err := l.restore(cache)
+	if err == nil || !strings.Contains(err.Error(), entryOf(heads, inv)) || !strings.Contains(err.Error(), filepath.Base(garbled)) {
+		t.Errorf("broken entries not reported: %v", err)
 	}
-	// Loading still works from the files.
-	if _, err := l.Load(exampleDataplane, examplePolicies); err != nil {
+	if n != len(heads)-2 {
+		t.Errorf("restored %d files, want %d (all but the broken two)", n, len(heads)-2)
+	}
+	for _, p := range []string{cut, garbled, leftover, filepath.Join(cache, staleName)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", filepath.Base(p), err)
+		}
+	}
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
 		t.Fatal(err)
+	}
+	if l.decodes != 3 { // the dataplane file, the inventory and redis.yaml
+		t.Errorf("%d files decoded, want 3", l.decodes)
+	}
+	w, err := l.writeCache(cache)
+	if err != nil || w.entries != 2 || w.removed != 0 {
+		t.Errorf("rewriting the broken entries: %+v, %v", w, err)
 	}
 }
 
@@ -99,7 +297,9 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 func TestFilesPersistsTheCache(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, examplePolicies, dir)
-	cache := filepath.Join(t.TempDir(), "model-cache.gob")
+	files, err := resourceFiles(dir)
+	must(t, err)
+	cache := filepath.Join(t.TempDir(), "model-cache")
 	src, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheFile: cache,
 		Debounce: 10 * time.Millisecond}, nil)
 	must(t, err)
@@ -111,7 +311,7 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	fx.cancel = cancel
 	go func() { fx.done <- src.Run(ctx, fx.out) }()
 	t.Cleanup(fx.stop)
-	waitFile(t, cache)
+	waitEntries(t, cache, len(files))
 	restarted, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheFile: cache}, nil)
 	must(t, err)
 	if u := restarted.Load(context.Background()); u.Err != nil || restarted.loader.decodes != 1 {
@@ -119,43 +319,106 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	}
 }
 
-func waitFile(t *testing.T, path string) {
+// waitEntries waits for dir to hold n cache entries.
+func waitEntries(t *testing.T, dir string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
+		des, _ := os.ReadDir(dir)
+		if len(slices.DeleteFunc(des, func(de fs.DirEntry) bool { return !isEntryName(de.Name()) })) == n {
 			return
 		}
 	}
-	t.Fatalf("%s not written", path)
+	t.Fatalf("%s: %d entries not written", dir, n)
 }
 
-// The cache is a stream of pieces: one cut short (a full disk) restores nothing.
-func TestDecodeCacheCutShort(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "policies")
-	copyDir(t, examplePolicies, dir)
-	var sb strings.Builder
-	for i := range 2000 {
-		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
-	}
-	must(t, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
-	cache := filepath.Join(t.TempDir(), "model-cache.gob")
+// The previous format's single file is never read, and removed at the first write.
+func TestDecodeCacheRemovesTheOldFile(t *testing.T) {
+	work := t.TempDir()
+	cache := filepath.Join(work, "model-cache")
+	old := filepath.Join(work, "model-cache.gob")
+	must(t, os.WriteFile(old, []byte("the whole cache, as before"), 0o600))
 	l := newDirLoader()
-	if _, err := l.Load(exampleDataplane, dir); err != nil {
-		t.Fatal(err)
+	if n, err := l.restore(cache); n != 0 || err != nil {
+		t.Fatalf("restore beside the old file: %d, %v", n, err)
 	}
-	if wrote, err := l.persist(cache); !wrote || err != nil {
-		t.Fatalf("persist: wrote %v, %v", wrote, err)
-	}
-	if wrote, err := l.persist(cache); wrote || err != nil {
-		t.Fatalf("a second persist with nothing decoded: wrote %v, %v", wrote, err)
-	}
-	b, err := os.ReadFile(cache)
+	_, err := l.Load(exampleDataplane, examplePolicies)
 	must(t, err)
-	must(t, os.WriteFile(cache, b[:len(b)*2/3], 0o600))
-	cut := newDirLoader()
-	if n, err := cut.restore(cache); n != 0 || err == nil || len(cut.cache) != 0 {
-		t.Fatalf("a cache cut short: %d files, %d cached, err %v", n, len(cut.cache), err)
+	if wrote, err := l.persist(cache); !wrote || err != nil {
+		t.Fatalf("persist: %v, %v", wrote, err)
 	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the old cache file is still there: %v", err)
+	}
+}
+
+// An agent killed between writing a file's new entry and removing its old one, and after
+// the reachable services changed (entries for two lists): the newest entries win, and the
+// next write removes what is left.
+func TestDecodeCacheAfterAWriteCutShort(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	small := filepath.Join(dir, "small.yaml")
+	inventory(t, small, "extra", 1)
+	cache := filepath.Join(t.TempDir(), "model-cache")
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = l.persist(cache)
+	must(t, err)
+	heads, _ := cacheEntries(t, cache)
+	oldName := entryOf(heads, small)
+	saved, err := os.ReadFile(filepath.Join(cache, oldName))
+	must(t, err)
+
+	inventory(t, small, "extra", 2)
+	_, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = l.persist(cache)
+	must(t, err)
+	// The old entry back, older than the new one; and an entry for another list.
+	past := time.Now().Add(-time.Hour)
+	must(t, os.WriteFile(filepath.Join(cache, oldName), saved, 0o600))
+	must(t, os.Chtimes(filepath.Join(cache, oldName), past, past))
+	other := entryName(filepath.Join(dir, "other.yaml"), cplink.BuildID(), "another list", [32]byte{1})
+	must(t, cplink.WriteCacheFile(filepath.Join(cache, other), ".decode-cache-*",
+		cacheEntry{Build: cplink.BuildID(), Reach: "another list", Path: filepath.Join(dir, "other.yaml"), Sum: [32]byte{1}}))
+	must(t, os.Chtimes(filepath.Join(cache, other), past, past))
+
+	warm := newDirLoader()
+	n, err := warm.restore(cache)
+	if err != nil || n != len(heads) {
+		t.Fatalf("restore: %d files (want %d), %v", n, len(heads), err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, other)); !os.IsNotExist(err) {
+		t.Errorf("the entry for another list was kept: %v", err)
+	}
+	s, err := warm.Load(exampleDataplane, dir)
+	must(t, err)
+	if warm.decodes != 1 || s.Hash != mustLoad(t, dir).Hash {
+		t.Fatalf("after a write cut short: %d decodes, hash %s", warm.decodes, s.Hash)
+	}
+	if w, err := warm.writeCache(cache); err != nil || w.removed != 1 || w.entries != 0 {
+		t.Fatalf("the next write: %+v, %v", w, err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, oldName)); !os.IsNotExist(err) {
+		t.Errorf("the old entry is still there: %v", err)
+	}
+}
+
+func mustLoad(t *testing.T, dir string) *mesh.Snapshot {
+	t.Helper()
+	s, err := newDirLoader().Load(exampleDataplane, dir)
+	must(t, err)
+	return s
+}
+
+// resourceFiles lists the files a load of dir reads.
+func resourceFiles(dir string) ([]string, error) {
+	files, errs := mesh.ResourceFiles(dir)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return files, nil
 }
 
 // Resources read back from the cache are settled as decoded ones are: replicas share one
@@ -169,7 +432,7 @@ func TestDecodeCacheRestoresSettled(t *testing.T) {
 		sb.WriteString(strings.Replace(doc, "name: web", fmt.Sprintf("name: rep-%d", i), 1) + "---\n")
 	}
 	must(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(sb.String()), 0o644))
-	cache := filepath.Join(t.TempDir(), "model-cache.gob")
+	cache := filepath.Join(t.TempDir(), "model-cache")
 	cold := newDirLoader()
 	if _, err := cold.Load(exampleDataplane, dir); err != nil {
 		t.Fatal(err)
@@ -204,4 +467,87 @@ func TestDecodeCacheRestoresSettled(t *testing.T) {
 			t.Errorf("replica %d has a mesh name of its own after a restore", i)
 		}
 	}
+}
+
+// BenchmarkPersistOneChange measures the decode cache's write after one dataplane is added
+// to a small file beside an inventory of 100,000 dataplanes: the loads between writes run
+// inside the timed loop (a write is too quick to make b.N iterations of a load affordable),
+// so the write's own cost is reported as persist-ms/op, persist-alloc-MB/op and
+// written-MB/op (bytes of the cache files the write created or replaced). Run it
+// with -benchtime=10x.
+func BenchmarkPersistOneChange(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "policies")
+	must(b, os.MkdirAll(dir, 0o755))
+	var sb strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&sb, "type: Dataplane\nmesh: default\nname: dp-%d\nnetworking:\n  address: 10.%d.%d.%d\n"+
+			"  inbound:\n    - port: 8080\n      tags:\n        kuma.io/service: svc-%d\n        kuma.io/zone: zone-1\n        version: v1\n---\n",
+			i, i>>16&255, i>>8&255, i&255, i%5000)
+	}
+	must(b, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
+	small := filepath.Join(dir, "small.yaml")
+	must(b, os.WriteFile(small, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	cache := filepath.Join(b.TempDir(), "model-cache")
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := l.persist(cache); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("inventory %.1f MB", float64(sb.Len())/1e6)
+	var took time.Duration
+	var alloc, wrote uint64
+	var ms runtime.MemStats
+	b.ResetTimer()
+	for i := range b.N {
+		var doc strings.Builder
+		for k := range i + 2 {
+			doc.WriteString(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("extra-%d", k)) + "---\n")
+		}
+		must(b, os.WriteFile(small, []byte(doc.String()), 0o644))
+		if _, err := l.Load(exampleDataplane, dir); err != nil {
+			b.Fatal(err)
+		}
+		files := cacheFiles(b, cache)
+		runtime.ReadMemStats(&ms)
+		before, start := ms.TotalAlloc, time.Now()
+		if wrote, err := l.persist(cache); !wrote || err != nil {
+			b.Fatalf("persist: wrote %v, %v", wrote, err)
+		}
+		took += time.Since(start)
+		runtime.ReadMemStats(&ms)
+		alloc += ms.TotalAlloc - before
+		wrote += written(files, cacheFiles(b, cache))
+	}
+	b.ReportMetric(float64(took.Microseconds())/1e3/float64(b.N), "persist-ms/op")
+	b.ReportMetric(float64(alloc)/1e6/float64(b.N), "persist-alloc-MB/op")
+	b.ReportMetric(float64(wrote)/1e6/float64(b.N), "written-MB/op")
+}
+
+// cacheFiles stats the files at or under path, by path.
+func cacheFiles(b *testing.B, path string) map[string]entryStat {
+	out := map[string]entryStat{}
+	must(b, filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			out[p] = entryStat{fi.Sys().(*syscall.Stat_t).Ino, fi.ModTime(), fi.Size()}
+		}
+		return err
+	}))
+	return out
+}
+
+// written is the size of the files in after that are not in before as they were then.
+func written(before, after map[string]entryStat) uint64 {
+	var n uint64
+	for p, st := range after {
+		if before[p] != st {
+			n += uint64(st.size)
+		}
+	}
+	return n
 }
