@@ -119,7 +119,7 @@ func newSource(cfg Config, workDir string, log *slog.Logger) (cplink.Source, err
 		DataplaneVars: cfg.Runtime.ResourceVars,
 		PoliciesDir:   cfg.Runtime.PoliciesDir,
 		Watch:         cfg.Runtime.Watch,
-		CacheFile:     filepath.Join(workDir, DecodeCacheDirName),
+		CacheDir:      filepath.Join(workDir, DecodeCacheDirName),
 		MaxFileBytes:  sizeLimit(cfg.Runtime.MaxFileSizeMiB),
 		MaxTotalBytes: sizeLimit(cfg.Runtime.MaxTotalSizeMiB),
 	}, log)

@@ -40,11 +40,11 @@ type FilesConfig struct {
 	// DataplaneVars fill the dataplane file's `{{ name }}` placeholders (Kuma's
 	// --dataplane-var), e.g. the pod IP; a placeholder without a value is an error.
 	DataplaneVars map[string]string
-	// CacheFile, when set, is a directory that keeps decoded files across restarts, one
+	// CacheDir, when set, is a directory that keeps decoded files across restarts, one
 	// entry per file (see persist.go); only used by the default loader. The agent puts it
-	// in its work dir. The previous format's single file, CacheFile + ".gob", is never
+	// in its work dir. The previous format's single file, CacheDir + ".gob", is never
 	// read and is removed at the first write.
-	CacheFile string
+	CacheDir string
 	// MaxFileBytes refuses a file larger than this (default DefaultMaxFileBytes) and
 	// MaxTotalBytes a model whose files are larger than this in all (default
 	// DefaultMaxTotalBytes), before reading them; a negative value sets no limit. Only used
@@ -116,8 +116,8 @@ func NewFiles(cfg FilesConfig, log *slog.Logger) (*Files, error) {
 		f.loader.vars = cfg.DataplaneVars
 		f.loader.maxFile, f.loader.maxTotal = limit(cfg.MaxFileBytes, DefaultMaxFileBytes), limit(cfg.MaxTotalBytes, DefaultMaxTotalBytes)
 		cfg.Load = f.loader.Load
-		if cfg.CacheFile != "" {
-			n, err := f.loader.restore(cfg.CacheFile)
+		if cfg.CacheDir != "" {
+			n, err := f.loader.restore(cfg.CacheDir)
 			if err != nil {
 				f.log.Warn("decode cache: entries unusable, their files are decoded", "error", err)
 			}
@@ -280,13 +280,13 @@ const freeAfterResources = 1000
 // persist saves the decode cache, off the path of a change to the answers (the update
 // was delivered first).
 func (f *Files) persist() {
-	if f.loader == nil || f.cfg.CacheFile == "" {
+	if f.loader == nil || f.cfg.CacheDir == "" {
 		return
 	}
 	start := time.Now()
-	w, err := f.loader.writeCache(f.cfg.CacheFile)
+	w, err := f.loader.writeCache(f.cfg.CacheDir)
 	if err != nil {
-		f.log.Warn("cannot save the decode cache", "path", f.cfg.CacheFile, "error", err)
+		f.log.Warn("cannot save the decode cache", "path", f.cfg.CacheDir, "error", err)
 	}
 	if w.changed() {
 		f.log.Debug("decode cache written", "entries", w.entries, "resources", w.resources, "bytes", w.bytes,

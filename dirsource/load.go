@@ -35,8 +35,6 @@ import (
 type dirLoader struct {
 	mu    sync.Mutex
 	cache map[string]cachedFile
-	// dirty: files were decoded since the cache was last persisted.
-	dirty bool
 	// dpFile is the dataplane file, rendered with vars before it is decoded; it is never
 	// persisted (its variables may differ at the next start, e.g. a new pod IP).
 	dpFile string
@@ -53,6 +51,9 @@ type dirLoader struct {
 	// Key: the cached files keep only the dataplanes reach keeps.
 	reach    *mesh.Reach
 	reachKey string
+	// reachKnown: reach was taken from a decoded dataplane file (a restored cache sets
+	// reachKey before any is decoded).
+	reachKnown bool
 	// last is the last snapshot built, and lastFrom what it was built from: a load whose
 	// files all give back the resources they gave then returns it again (see Load).
 	last     *mesh.Snapshot
@@ -164,7 +165,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	first := l.decodeAll(all[:1])
 	self, selfErrs := mesh.SelfDataplane(dataplaneFile, first[0].res, first[0].err)
 	if self != nil {
-		l.reach = mesh.ReachOf(self)
+		l.reach, l.reachKnown = mesh.ReachOf(self), true
 		if k := l.reach.Key(); k != l.reachKey {
 			l.forgetLocked()
 			l.reachKey = k
@@ -258,7 +259,6 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		todo = append(todo, i)
 	}
 	l.decodeParallel(paths, todo, out)
-	l.dirty = l.dirty || len(todo) > 0
 	for _, i := range todo {
 		if out[i].readFailed {
 			delete(l.cache, paths[i])
@@ -266,6 +266,12 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		}
 		// The others are garbage once their file is decoded, and never cached.
 		out[i].res = l.reach.Filter(out[i].res)
+		if !l.reachKnown && l.reachKey != "" {
+			// Restored files were kept for a list of reachable services no dataplane file
+			// has given yet (it failed to decode): this decode, unfiltered, serves this
+			// load's errors only, and is done again once the list is known.
+			continue
+		}
 		l.cache[paths[i]] = out[i]
 	}
 	return out

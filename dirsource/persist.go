@@ -226,7 +226,6 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		want[name] = file{name, cacheEntry{Build: build, Reach: l.reachKey, Path: path, Size: c.stamp.size,
 			MTime: c.stamp.mtime, Ino: c.stamp.ino, Sum: c.sum, Resources: len(c.res)}, c.res}
 	}
-	l.dirty = false
 	l.mu.Unlock()
 
 	des, err := os.ReadDir(dir)

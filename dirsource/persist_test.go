@@ -300,7 +300,7 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	files, err := resourceFiles(dir)
 	must(t, err)
 	cache := filepath.Join(t.TempDir(), "model-cache")
-	src, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheFile: cache,
+	src, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheDir: cache,
 		Debounce: 10 * time.Millisecond}, nil)
 	must(t, err)
 	if u := src.Load(context.Background()); u.Err != nil {
@@ -312,7 +312,7 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	go func() { fx.done <- src.Run(ctx, fx.out) }()
 	t.Cleanup(fx.stop)
 	waitEntries(t, cache, len(files))
-	restarted, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheFile: cache}, nil)
+	restarted, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheDir: cache}, nil)
 	must(t, err)
 	if u := restarted.Load(context.Background()); u.Err != nil || restarted.loader.decodes != 1 {
 		t.Fatalf("restart: err %v, decodes %d", u.Err, restarted.loader.decodes)

@@ -84,7 +84,7 @@ func TestDirLoaderKeepsReachableDataplanes(t *testing.T) {
 func TestDecodeCacheOfAnotherReachIgnored(t *testing.T) {
 	dir := t.TempDir()
 	dpFile, policies := reachMesh(t, dir, "a")
-	cache := filepath.Join(dir, "model-cache.gob")
+	cache := filepath.Join(dir, "model-cache")
 	l := newDirLoader()
 	_, err := l.Load(dpFile, policies)
 	must(t, err)
@@ -111,5 +111,48 @@ func TestDecodeCacheOfAnotherReachIgnored(t *testing.T) {
 	must(t, err)
 	if got, want := names(s), []string{"c-1", "c-2", "me"}; !slices.Equal(got, want) {
 		t.Fatalf("another list from a restored cache: dataplanes %q, want %q", got, want)
+	}
+}
+
+// After a restart from a cache kept for a list of reachable services, a file changed while
+// the agent was down and decoded before the dataplane file decodes (it is broken) is not
+// cached whole under that list: once the dataplane file is fixed, the cache holds only the
+// reachable dataplanes of it.
+func TestRestoredReachNotGivenToUnfilteredFiles(t *testing.T) {
+	dir := t.TempDir()
+	dpFile, policies := reachMesh(t, dir, "a")
+	cache := filepath.Join(dir, "model-cache")
+	l := newDirLoader()
+	_, err := l.Load(dpFile, policies)
+	must(t, err)
+	if wrote, err := l.persist(cache); !wrote || err != nil {
+		t.Fatalf("persist: %v %v", wrote, err)
+	}
+	inv := filepath.Join(policies, "dataplanes.yaml")
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteString("type: Dataplane\nmesh: default\nname: c-3\nnetworking:\n  address: 10.0.0.3\n  inbound:\n  - port: 80\n    tags:\n      kuma.io/service: c\n")
+	must(t, err)
+	must(t, f.Close())
+	must(t, os.WriteFile(dpFile, []byte("type: Dataplane\nname: [broken\n"), 0o644))
+
+	restarted := newDirLoader()
+	if n, err := restarted.restore(cache); n != 1 || err != nil {
+		t.Fatalf("restore: %d files, %v", n, err)
+	}
+	if _, err := restarted.Load(dpFile, policies); err == nil {
+		t.Fatal("a broken dataplane file loaded")
+	}
+	if c, ok := restarted.cache[inv]; ok && len(c.res) != 2 {
+		t.Fatalf("with the dataplane file broken, the changed inventory is cached with %d resources, want none or the 2 reachable", len(c.res))
+	}
+	writeReach(t, dpFile, "a")
+	s, err := restarted.Load(dpFile, policies)
+	must(t, err)
+	if got, want := names(s), []string{"a-1", "a-2", "me"}; !slices.Equal(got, want) {
+		t.Fatalf("dataplanes %q, want %q", got, want)
+	}
+	if got := len(restarted.cache[inv].res); got != 2 {
+		t.Fatalf("the cache holds %d resources of the inventory, want the 2 reachable", got)
 	}
 }

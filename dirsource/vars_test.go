@@ -14,15 +14,30 @@ func TestFilesDataplaneVars(t *testing.T) {
 	dir := t.TempDir()
 	dp := filepath.Join(dir, "dp.yaml")
 	must(t, os.WriteFile(dp, []byte(strings.Replace(strings.ReplaceAll(extraDataplane, "NAME", "{{ name }}"), "10.9.9.9", "{{ address }}", 1)), 0o644))
-	cache := filepath.Join(dir, "cache.gob")
-	src, err := NewFiles(FilesConfig{DataplaneFile: dp, CacheFile: cache, DataplaneVars: map[string]string{"name": "web-7", "address": "10.1.2.3"}}, nil)
+	// a policies directory beside it, so the cache has an entry to look into
+	pol := filepath.Join(dir, "policies")
+	must(t, os.Mkdir(pol, 0o755))
+	must(t, os.WriteFile(filepath.Join(pol, "other.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "other")), 0o644))
+	cache := filepath.Join(dir, "model-cache")
+	src, err := NewFiles(FilesConfig{DataplaneFile: dp, PoliciesDir: pol, CacheDir: cache, DataplaneVars: map[string]string{"name": "web-7", "address": "10.1.2.3"}}, nil)
 	must(t, err)
 	u := src.Load(context.Background())
 	if u.Err != nil || u.Snapshot.Self.Name != "web-7" || u.Snapshot.Self.Networking.Address != "10.1.2.3" {
 		t.Fatalf("rendered: %+v %v", u.Snapshot, u.Err)
 	}
 	src.persist()
-	if b, _ := os.ReadFile(cache); strings.Contains(string(b), "10.1.2.3") {
+	entries, err := os.ReadDir(cache)
+	must(t, err)
+	var cached strings.Builder
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(cache, e.Name()))
+		must(t, err)
+		cached.Write(b)
+	}
+	if !strings.Contains(cached.String(), "10.9.9.9") {
+		t.Fatalf("the cache (%d entries) does not hold the policies directory's dataplane", len(entries))
+	}
+	if strings.Contains(cached.String(), "10.1.2.3") {
 		t.Error("the rendered dataplane file was persisted")
 	}
 	bad, err := NewFiles(FilesConfig{DataplaneFile: dp, DataplaneVars: map[string]string{"name": "web-7"}}, nil)
