@@ -118,6 +118,7 @@ type Client struct {
 	cancelSession context.CancelCauseFunc
 
 	stats ClientStats
+	saves atomic.Int64 // model files written (tests)
 }
 
 type heldResource struct {

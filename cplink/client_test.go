@@ -2,6 +2,7 @@ package cplink
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -330,5 +331,54 @@ func TestClientKeepsReachableDataplanes(t *testing.T) {
 	}
 	if v := initial[len(initial)-1]["backend-1"]; v != "1" {
 		t.Errorf("the new stream did not announce backend-1 as held: %v", initial[len(initial)-1])
+	}
+}
+
+// A burst of changes writes the model file once at the first sync and once more, with the
+// newest model, when the link stops - not once per change.
+func TestClientSavesBurstOnce(t *testing.T) {
+	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"))
+	model := filepath.Join(t.TempDir(), "model.gob")
+	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", ModelFile: model, Backoff: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if u := c.Load(ctx); u.Err != nil {
+		t.Fatalf("first sync: %v", u.Err)
+	}
+	out := make(chan Update, 8)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.saves.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 2; i <= 5; i++ {
+		name := fmt.Sprintf("svc-%d", i)
+		cp.push <- &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane), Nonce: name,
+			Resources: []*discovery.Resource{cp.resource(testDataplane(name, name, fmt.Sprintf("10.0.0.%d", i)), "2")}}
+		if u := nextUpdate(t, out); u.Err != nil || len(u.Snapshot.Dataplanes) != i {
+			t.Fatalf("change %d: %+v", i, u)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := c.saves.Load(); n != 1 {
+		t.Fatalf("%d model files written during the burst, want 1 (the first sync's)", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := c.saves.Load(); n != 2 {
+		t.Fatalf("%d model files written, want 2 (the newest written when the link stopped)", n)
+	}
+	again, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "web-1", ModelFile: model}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := again.loadSaved()
+	if err != nil || len(snap.Dataplanes) != 5 {
+		t.Fatalf("the saved model: %v, %v", snap, err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// The control-plane link saves every model it accepted to ClientConfig.ModelFile (in the
+// The control-plane link saves the models it accepted to ClientConfig.ModelFile (in the
 // work dir), so that an agent restarted while its control plane is unreachable serves DNS
 // (and Envoy) from its last good model at once, marked stale, instead of answering
 // nothing until the control plane is back. The first complete sync replaces it.
@@ -31,16 +31,44 @@ type savedHeader struct {
 	Count int // resources that follow
 }
 
-// saveLoop writes the newest model handed to c.saveq until ctx ends; a model superseded
-// before its turn is never written.
+// saveInterval is the least time between two writes of the model file. Each write encodes
+// the whole model (100,000 dataplanes: ~80 ms of CPU and ~20 MB written), so a burst of
+// changes (a rolling deployment) writes the first and then the newest every saveInterval,
+// not one file per change; the newest is written when the link stops too.
+const saveInterval = 10 * time.Second
+
+// saveLoop writes the newest model handed to c.saveq until ctx ends, then the one still
+// waiting, if any; a model superseded before its turn is never written.
 func (c *Client) saveLoop(ctx context.Context) {
+	var pending []mesh.Resource
+	var last time.Time
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
+	save := func() {
+		if err := c.saveModel(pending); err != nil {
+			c.log.Warn("cannot save the model for a restart without the control plane", "path", c.cfg.ModelFile, "error", err)
+		}
+		c.saves.Add(1)
+		pending, last = nil, time.Now()
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			if pending != nil {
+				save()
+			}
 			return
 		case rs := <-c.saveq:
-			if err := c.saveModel(rs); err != nil {
-				c.log.Warn("cannot save the model for a restart without the control plane", "path", c.cfg.ModelFile, "error", err)
+			pending = rs
+			if d := time.Until(last.Add(saveInterval)); d > 0 {
+				wait.Reset(d)
+				continue
+			}
+			save()
+		case <-wait.C:
+			if pending != nil {
+				save()
 			}
 		}
 	}
