@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,10 +105,13 @@ type Client struct {
 	lastHash string
 	// lastResources are those of the model built last, saved once it is delivered.
 	lastResources []mesh.Resource
-	// builder hashes again only what changed since the last model built.
-	builder mesh.SnapshotBuilder
-	sent    bool // the first complete model went out
-	noSelf  bool // logged: our Dataplane is not at the control plane
+	// builder hashes again only what changed since the last model built; lastSnap is that
+	// model and changed the held resources changed since (kind -> names).
+	builder  mesh.SnapshotBuilder
+	lastSnap *mesh.Snapshot
+	changed  map[string]map[string]struct{}
+	sent     bool // the first complete model went out
+	noSelf   bool // logged: our Dataplane is not at the control plane
 	// reachKey is the dataplane's reachable services (mesh.Reach.Key) the held dataplanes
 	// were kept with: the others are held as their version only (res nil), so that a
 	// resumed stream does not send them again. cancelSession ends the session running (with
@@ -603,15 +606,14 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 	if kind == "" {
 		return c.nack(ack, fmt.Errorf("type URL %q is not one of the link's", resp.GetTypeUrl()))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	prev := c.held[kind]
-	next := maps.Clone(prev)
-	if next == nil {
-		next = map[string]heldResource{}
+	type change struct {
+		name string
+		h    heldResource
+		gone bool
 	}
+	changes := make([]change, 0, len(resp.GetRemovedResources())+len(resp.GetResources()))
 	for _, name := range resp.GetRemovedResources() {
-		delete(next, name)
+		changes = append(changes, change{name: name, gone: true})
 	}
 	var errs mesh.Errors
 	for _, r := range resp.GetResources() {
@@ -626,16 +628,41 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 			errs = mesh.AppendErrors(errs, err)
 			continue
 		}
-		next[r.GetName()] = heldResource{version: r.GetVersion(), res: res}
+		changes = append(changes, change{name: r.GetName(), h: heldResource{version: r.GetVersion(), res: res}})
 	}
 	if len(errs) > 0 {
 		return c.nack(ack, errs)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The response is applied to what the link holds in place (a mesh's worth of
+	// dataplanes is not copied for each change), noting what it replaced, so that a model
+	// that does not build is undone.
+	held := c.held[kind]
+	if held == nil {
+		held = map[string]heldResource{}
+		c.held[kind] = held
+	}
+	var undo []heldChange
+	set := func(name string, h heldResource, gone bool) {
+		old, had := held[name]
+		undo = append(undo, heldChange{name: name, h: old, had: had})
+		if gone {
+			delete(held, name)
+		} else {
+			held[name] = h
+		}
+		c.changedLocked(kind, name)
+	}
+	names := make([]string, 0, len(changes))
+	for _, ch := range changes {
+		set(ch.name, ch.h, ch.gone)
+		names = append(names, ch.name)
+	}
 	prevKey := c.reachKey
 	if kind == mesh.KindDataplane {
-		c.keepReachableLocked(next)
+		c.keepReachableLocked(held, names, set)
 	}
-	c.held[kind] = next
 	c.received[kind] = true
 	if len(c.received) < len(Kinds) {
 		return ack // not yet a complete model
@@ -645,7 +672,14 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 		return ack // the model is fine; this dataplane is not in it yet
 	}
 	if err != nil {
-		c.held[kind], c.reachKey = prev, prevKey
+		for i := len(undo) - 1; i >= 0; i-- {
+			if u := undo[i]; u.had {
+				held[u.name] = u.h
+			} else {
+				delete(held, u.name)
+			}
+		}
+		c.reachKey = prevKey
 		return c.nack(ack, err)
 	}
 	c.emitLocked(ctx, snap, "cp", start)
@@ -662,12 +696,14 @@ func (c *Client) nack(ack *discovery.DeltaDiscoveryRequest, err error) *discover
 
 var errNoSelf = errors.New("this dataplane is not at the control plane")
 
-// keepReachableLocked drops from dps (the held dataplanes, modified in place) those of
-// services this dataplane does not reach (Kuma's transparentProxying.reachableServices),
-// keeping their versions. When the list changed since the held dataplanes were kept, those
-// dropped for the old list are forgotten and the session ends: the next stream, without
-// their versions, brings the ones the new list reaches.
-func (c *Client) keepReachableLocked(dps map[string]heldResource) {
+// keepReachableLocked drops from dps (the held dataplanes) those of services this
+// dataplane does not reach (Kuma's transparentProxying.reachableServices), keeping their
+// versions: among names, those just changed, or among all when the list changed (names
+// nil: all). Each change goes through set (which notes it), deletions included. When the
+// list changed since the held dataplanes were kept, those dropped for the old list are
+// forgotten and the session ends: the next stream, without their versions, brings the ones
+// the new list reaches.
+func (c *Client) keepReachableLocked(dps map[string]heldResource, names []string, set func(name string, h heldResource, gone bool)) {
 	self := c.self
 	if self == nil {
 		h, ok := dps[c.cfg.Name]
@@ -681,7 +717,7 @@ func (c *Client) keepReachableLocked(dps map[string]heldResource) {
 		dropped := false
 		for name, h := range dps {
 			if h.res == nil {
-				delete(dps, name)
+				set(name, h, true)
 				dropped = true
 			}
 		}
@@ -689,18 +725,52 @@ func (c *Client) keepReachableLocked(dps map[string]heldResource) {
 			c.cancelSession(errResync)
 		}
 		c.reachKey = key
+		names = nil
 	}
 	if reach == nil {
 		return
 	}
-	for name, h := range dps {
+	keep := func(name string, h heldResource) {
 		if h.res != nil && !reach.Keeps(h.res.(*mesh.Dataplane)) {
-			dps[name] = heldResource{version: h.version}
+			set(name, heldResource{version: h.version}, false)
+		}
+	}
+	if names == nil {
+		for name, h := range dps {
+			keep(name, h)
+		}
+		return
+	}
+	for _, name := range names {
+		if h, ok := dps[name]; ok {
+			keep(name, h)
 		}
 	}
 }
 
+// heldChange is what a held resource was before a response changed it (had: there was one).
+type heldChange struct {
+	name string
+	h    heldResource
+	had  bool
+}
+
+// changedLocked notes that kind/name changed since the last model built.
+func (c *Client) changedLocked(kind, name string) {
+	if c.changed == nil {
+		c.changed = map[string]map[string]struct{}{}
+	}
+	m := c.changed[kind]
+	if m == nil {
+		m = map[string]struct{}{}
+		c.changed[kind] = m
+	}
+	m[name] = struct{}{}
+}
+
 // buildLocked builds the model from what the link holds, with mesh.NewSnapshot's rules.
+// The resources go to the builder in the last model's order, the changed ones after them,
+// so its sort has next to nothing to do (a map's order cost a full sort of every name).
 func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 	self := c.self
 	if self == nil {
@@ -721,16 +791,50 @@ func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 		n += len(c.held[kind])
 	}
 	rs := make([]mesh.Resource, 0, n)
-	for _, kind := range Kinds {
-		for _, h := range c.held[kind] {
-			if h.res != nil {
-				rs = append(rs, h.res)
+	if last := c.lastSnap; last != nil && last.Self == self {
+		// Unchanged resources are the last model's (held as they were: every change to
+		// what the link holds is noted in c.changed), merged in name order with the
+		// changed ones; the last model left out what its self's mesh and reachable
+		// services leave out, and self is the same.
+		for _, kind := range Kinds {
+			changed := make([]string, 0, len(c.changed[kind]))
+			for name := range c.changed[kind] {
+				changed = append(changed, name)
+			}
+			slices.Sort(changed)
+			var news []mesh.Resource // the changed ones still held, in name order
+			for _, name := range changed {
+				if h, ok := c.held[kind][name]; ok && h.res != nil {
+					news = append(news, h.res)
+				}
+			}
+			for r := range last.Resources(kind) {
+				name := r.GetMeta().Name
+				for len(news) > 0 && news[0].GetMeta().Name < name {
+					rs, news = append(rs, news[0]), news[1:]
+				}
+				for len(changed) > 0 && changed[0] < name {
+					changed = changed[1:]
+				}
+				if len(changed) > 0 && changed[0] == name {
+					continue // held anew (in news) or gone
+				}
+				rs = append(rs, r)
+			}
+			rs = append(rs, news...)
+		}
+	} else {
+		for _, kind := range Kinds {
+			for _, h := range c.held[kind] {
+				if h.res != nil {
+					rs = append(rs, h.res)
+				}
 			}
 		}
 	}
 	snap, err := c.builder.Build(self, rs)
 	if err == nil {
-		c.lastResources = rs
+		c.lastResources, c.lastSnap, c.changed = rs, snap, nil
 	}
 	return snap, err
 }
@@ -775,7 +879,15 @@ func (c *Client) rebuild(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if dps := c.held[mesh.KindDataplane]; dps != nil {
-		c.keepReachableLocked(dps) // the dataplane file may list other reachable services now
+		// the dataplane file may list other reachable services now
+		c.keepReachableLocked(dps, nil, func(name string, h heldResource, gone bool) {
+			if gone {
+				delete(dps, name)
+			} else {
+				dps[name] = h
+			}
+			c.changedLocked(mesh.KindDataplane, name)
+		})
 	}
 	snap, err := c.buildLocked()
 	if errors.Is(err, errNoSelf) {

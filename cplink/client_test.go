@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -381,4 +382,136 @@ func TestClientSavesBurstOnce(t *testing.T) {
 	if err != nil || len(snap.Dataplanes) != 5 {
 		t.Fatalf("the saved model: %v, %v", snap, err)
 	}
+}
+
+// BenchmarkClientOneChange100k is the link's cost of one changed dataplane in a mesh of
+// 100,000: the response applied to what it holds and the model built (the agent's part,
+// allocation on, is not in it).
+func BenchmarkClientOneChange100k(b *testing.B) {
+	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "dp-0", Mesh: "default"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-c.updates:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	cp := &fakeCP{t: b}
+	var all []*discovery.Resource
+	for i := range 100000 {
+		name := fmt.Sprintf("dp-%d", i)
+		all = append(all, cp.resource(testDataplane(name, name, "10.0.0.1"), "1"))
+	}
+	for _, kind := range Kinds {
+		resp := &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(kind), Nonce: "0"}
+		if kind == mesh.KindDataplane {
+			resp.Resources = all
+		}
+		if ack := c.handle(ctx, resp); ack.GetErrorDetail() != nil {
+			b.Fatal(ack.GetErrorDetail().GetMessage())
+		}
+	}
+	if !c.sent {
+		b.Fatal("no model after the first responses")
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		r := cp.resource(testDataplane("dp-50000", "dp-50000", fmt.Sprintf("10.1.%d.%d", i/250%250, i%250)), strconv.Itoa(i+1))
+		ack := c.handle(ctx, &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane), Nonce: strconv.Itoa(i),
+			Resources: []*discovery.Resource{r}})
+		if ack.GetErrorDetail() != nil {
+			b.Fatal(ack.GetErrorDetail().GetMessage())
+		}
+	}
+}
+
+// The model built from the last one and the changes since is the model built from
+// everything held, through additions, edits, removals, and a change of the dataplane's
+// reachable services.
+func TestClientIncrementalModelMatchesFull(t *testing.T) {
+	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "me", Mesh: "default"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-c.updates:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	cp := &fakeCP{t: t}
+	send := func(kind string, rs []mesh.Resource, removed ...string) {
+		t.Helper()
+		resp := &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(kind), Nonce: "n", RemovedResources: removed}
+		for _, r := range rs {
+			resp.Resources = append(resp.Resources, cp.resource(r, "v"))
+		}
+		if ack := c.handle(ctx, resp); ack.GetErrorDetail() != nil {
+			t.Fatal(ack.GetErrorDetail().GetMessage())
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var all []mesh.Resource
+		for _, kind := range Kinds {
+			for _, h := range c.held[kind] {
+				if h.res != nil {
+					all = append(all, h.res)
+				}
+			}
+		}
+		self := c.held[mesh.KindDataplane]["me"].res.(*mesh.Dataplane)
+		want, err := mesh.NewSnapshot(self, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.lastSnap
+		if got == nil || got.Hash != want.Hash || len(got.Dataplanes) != len(want.Dataplanes) {
+			t.Fatalf("%s: the model built from the changes differs from the one built from everything held (%d and %d dataplanes)",
+				what, len(got.Dataplanes), len(want.Dataplanes))
+		}
+	}
+	me := func(reach ...string) *mesh.Dataplane {
+		dp := testDataplane("me", "me", "10.9.0.1")
+		if len(reach) > 0 {
+			dp.Networking.Extra().TransparentProxying = &mesh.TransparentProxying{ReachableServices: reach}
+		}
+		return dp
+	}
+	var dps []mesh.Resource
+	for i := range 600 {
+		dps = append(dps, testDataplane(fmt.Sprintf("dp-%03d", i), fmt.Sprintf("svc-%d", i%50), "10.0.0.1"))
+	}
+	send(mesh.KindDataplane, append(dps, me()))
+	for _, kind := range Kinds[1:] {
+		send(kind, nil)
+	}
+	check("first sync")
+	send(mesh.KindDataplane, []mesh.Resource{testDataplane("dp-000a", "svc-new", "10.0.0.2")})
+	check("one added")
+	send(mesh.KindDataplane, []mesh.Resource{testDataplane("dp-300", "svc-0", "10.0.0.3"), testDataplane("zz-last", "svc-1", "10.0.0.4")})
+	check("one edited, one added last")
+	send(mesh.KindDataplane, nil, "dp-000", "dp-599", "dp-250")
+	check("three removed")
+	send(mesh.KindDataplane, []mesh.Resource{me("svc-1", "svc-2")})
+	check("reachable services listed")
+	send(mesh.KindDataplane, []mesh.Resource{testDataplane("dp-777", "svc-2", "10.0.0.5"), testDataplane("dp-778", "svc-3", "10.0.0.6")})
+	check("one reachable and one unreachable added")
+	send(mesh.KindDataplane, []mesh.Resource{me()})
+	check("reachable services no longer listed")
 }

@@ -2,9 +2,11 @@ package mesh
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"runtime"
 	"slices"
 	"strings"
@@ -49,7 +51,14 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 		meshName = "default"
 	}
 	s := &Snapshot{Mesh: meshName, Self: self}
-	s.Dataplanes = append(s.Dataplanes, self)
+	dataplanes := 1
+	for _, r := range resources {
+		if _, ok := r.(*Dataplane); ok {
+			dataplanes++
+		}
+	}
+	s.Dataplanes = make([]*Dataplane, 1, dataplanes)
+	s.Dataplanes[0] = self
 	reach := ReachOf(self)
 	for _, r := range resources {
 		m := r.GetMeta()
@@ -129,6 +138,18 @@ func Meshless(r Resource) bool {
 
 // sortByName sorts rs by name and appends to dups each run of resources of the same name.
 func sortByName[T Resource](dups [][]Resource, rs []T) [][]Resource {
+	// Sources hand most resources in order already (a file's, the last model's): one pass
+	// finds them sorted without duplicates, instead of a sort and a pass for duplicates.
+	// (IsSortedFunc calls cmp(rs[i], rs[i-1]) and fails on a negative result: an equal name
+	// counts as out of order, so duplicates go through the sort and the pass after it.)
+	if slices.IsSortedFunc(rs, func(a, b T) int {
+		if a.GetMeta().Name <= b.GetMeta().Name {
+			return -1
+		}
+		return 1
+	}) {
+		return dups
+	}
 	slices.SortFunc(rs, func(a, b T) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
 	for i := 0; i < len(rs); {
 		j := i + 1
@@ -284,12 +305,21 @@ func samePointers[T Resource](a, b []T) bool {
 	return true
 }
 
-// stretchEnds reports whether a stretch ends after the resource named name (FNV-1a).
+// stretchEnds reports whether a stretch ends after the resource named name: a hash of the
+// whole name, eight bytes at a time, the same on every machine.
 func stretchEnds(name string) bool {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint64(name[i])) * 1099511628211
+	h := uint64(len(name)) * 0x9e3779b97f4a7c15
+	for len(name) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64([]byte(name[:8]))) * 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+		name = name[8:]
 	}
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * 0x94d049bb133111eb
+	}
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 32
 	return h%stretchMean == 0
 }
 
@@ -306,4 +336,37 @@ func (s *Snapshot) LocalZone() string {
 		}
 	}
 	return ""
+}
+
+// Resources yields the snapshot's resources of kind, sorted by name (self among the
+// dataplanes); nothing for a kind it does not hold.
+func (s *Snapshot) Resources(kind string) iter.Seq[Resource] {
+	return func(yield func(Resource) bool) {
+		switch kind {
+		case KindDataplane:
+			each(s.Dataplanes, yield)
+		case KindVirtualOutbound:
+			each(s.VirtualOutbounds, yield)
+		case KindTrafficRoute:
+			each(s.TrafficRoutes, yield)
+		case KindMeshExternalService:
+			each(s.MeshExternalServices, yield)
+		case KindHostnameGenerator:
+			each(s.HostnameGenerators, yield)
+		case KindRouter:
+			each(s.Routers, yield)
+		case KindRoute:
+			each(s.Routes, yield)
+		case KindDNSZone:
+			each(s.DNSZones, yield)
+		}
+	}
+}
+
+func each[T Resource](rs []T, yield func(Resource) bool) {
+	for _, r := range rs {
+		if !yield(r) {
+			return
+		}
+	}
 }
