@@ -306,6 +306,9 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		// its source (renumbered later); res[i] is then nil, so the fresh copy is garbage
 		// as soon as its piece is decoded, not after the whole file (see keptPiece).
 		kept []kept
+		// docs is how many documents the piece held (res may hold fewer: the dataplanes
+		// of services l.reach does not keep are dropped as soon as the piece is decoded).
+		docs int
 	}
 	cores := runtime.GOMAXPROCS(0)
 	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
@@ -354,6 +357,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			jobs = append(jobs, job{file: i, piece: k, data: piece})
 		}
 	}
+	reach := l.reach
 	next := make(chan job)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -364,17 +368,19 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			for j := range next {
 				if err := l.cancelled(); err != nil {
 					mu.Lock()
-					results[j.file][j.piece] = result{nil, err, nil}
+					results[j.file][j.piece] = result{err: err}
 					mu.Unlock()
 					continue
 				}
 				res, err := mesh.Decode(paths[j.file], j.data)
+				docs := len(res)
 				var k []kept
 				if err == nil {
 					k = keptPiece(before[j.file], res)
+					res, k = keepReachable(reach, res, k)
 				}
 				mu.Lock()
-				results[j.file][j.piece] = result{res, err, k}
+				results[j.file][j.piece] = result{res: res, err: err, kept: k, docs: docs}
 				mu.Unlock()
 			}
 		}()
@@ -423,7 +429,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 					m.Source = renumber(m.Source, offset)
 				}
 			}
-			offset += len(r.res)
+			offset += r.docs
 			if len(rs) == 1 {
 				out[i].res = r.res
 				break
@@ -508,6 +514,35 @@ func keyOf(r mesh.Resource) resourceKey {
 }
 
 // kept is a resource decoded before that a fresh one equals but for its source.
+// keepReachable drops from a decoded piece the dataplanes reach does not keep (a nil res[x]
+// stands for kept[x].old), so that an inventory is not held whole while it decodes for an
+// agent that keeps a few of its services.
+func keepReachable(reach *mesh.Reach, res []mesh.Resource, k []kept) ([]mesh.Resource, []kept) {
+	if reach == nil {
+		return res, k
+	}
+	n := 0
+	for x, r := range res {
+		if r == nil {
+			r = k[x].old
+		}
+		if dp, ok := r.(*mesh.Dataplane); ok && !reach.Keeps(dp) {
+			continue
+		}
+		res[n] = res[x]
+		if k != nil {
+			k[n] = k[x]
+		}
+		n++
+	}
+	clear(res[n:])
+	if k != nil {
+		clear(k[n:])
+		k = k[:n]
+	}
+	return res[:n], k
+}
+
 type kept struct {
 	old    mesh.Resource
 	source mesh.Source // the fresh one's source, numbered within its piece

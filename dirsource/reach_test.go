@@ -2,6 +2,7 @@ package dirsource
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,5 +155,49 @@ func TestRestoredReachNotGivenToUnfilteredFiles(t *testing.T) {
 	}
 	if got := len(restarted.cache[inv].res); got != 2 {
 		t.Fatalf("the cache holds %d resources of the inventory, want the 2 reachable", got)
+	}
+}
+
+// A large file decoded in pieces for a dataplane reaching a few services keeps exactly
+// the reachable dataplanes mesh.LoadFile gives, with the same "file#N" sources: each piece
+// drops the others as soon as it is decoded, and the numbering still counts them.
+func TestLargeFileInPiecesKeepsReachable(t *testing.T) {
+	dir := t.TempDir()
+	policies := filepath.Join(dir, "policies")
+	must(t, os.MkdirAll(policies, 0o755))
+	inv := largeInventory(func(i int) string { return fmt.Sprintf("svc%d", i%300) + fmt.Sprintf("-r%d", i/300) })
+	// each dataplane's service is its name (extraDataplane): listing two names keeps two
+	big := filepath.Join(policies, "inventory.yaml")
+	must(t, os.WriteFile(big, []byte(inv), 0o644))
+	if n := len(splitPieces([]byte(inv), 4)); n < 2 {
+		t.Fatalf("the test file is not cut (%d piece)", n)
+	}
+	dpFile := filepath.Join(dir, "dp.yaml")
+	writeReach(t, dpFile, "svc7-r3", "svc299-r9")
+	all, err := mesh.LoadFile(big)
+	must(t, err)
+	want := map[string]string{}
+	for _, r := range all {
+		if dp, ok := r.(*mesh.Dataplane); ok && (dp.Name == "svc7-r3" || dp.Name == "svc299-r9") {
+			want[dp.Name] = dp.Source.String()
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("the inventory holds %d of the listed dataplanes, want 2", len(want))
+	}
+	l := newDirLoader()
+	s, err := l.Load(dpFile, policies)
+	must(t, err)
+	got := map[string]string{}
+	for _, dp := range s.Dataplanes {
+		if dp.Name != "me" {
+			got[dp.Name] = dp.Source.String()
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("kept %v, want %v (name: source)", got, want)
+	}
+	if n := len(l.cache[big].res); n != 2 {
+		t.Fatalf("the cache holds %d resources of the inventory, want the 2 reachable", n)
 	}
 }
