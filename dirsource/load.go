@@ -1,6 +1,7 @@
 package dirsource
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -294,6 +295,8 @@ func (l *dirLoader) forgetAllBut(paths []string) {
 // its document separators into pieces decoded side by side; the pieces' resources are
 // renumbered to their place in the file ("file#N"). When any piece has a problem, the whole
 // file is decoded again in one piece, so errors read exactly as mesh.LoadFile gives them.
+// A file of streamMin bytes or more is read a piece at a time while the first pieces
+// decode, so that its text is never in memory whole beside the resources it gives.
 func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile) {
 	type job struct {
 		file, piece int
@@ -314,19 +317,73 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
 	// never delays answers: workers = cores - 1, at least one.
 	workers := max(cores-1, 1)
-	var jobs []job
-	data := make(map[int][]byte, len(todo))
-	results := make(map[int][]result, len(todo))
+	var mu sync.Mutex                                     // guards results, data and out's fields the producer sets
+	data := make(map[int][]byte)                          // a file read whole, for a decode again in one piece
+	results := make(map[int][]result)                     // by file, by piece
 	before := make(map[int]map[resourceKey]mesh.Resource) // the previous decode's resources, by file
+	reach := l.reach
+	next := make(chan job, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				var r result
+				if err := l.cancelled(); err != nil {
+					r.err = err
+				} else {
+					r.res, r.err = mesh.Decode(paths[j.file], j.data)
+					r.docs = len(r.res)
+					if r.err == nil {
+						r.kept = keptPiece(before[j.file], r.res)
+						r.res, r.kept = keepReachable(reach, r.res, r.kept)
+					}
+				}
+				mu.Lock()
+				results[j.file][j.piece] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	// addPiece makes room for file i's next piece and returns its number.
+	addPiece := func(i int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		results[i] = append(results[i], result{})
+		return len(results[i]) - 1
+	}
 	for _, i := range todo {
 		// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
 		// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 		// not read into memory (15 MB) beside the model it already gave.
-		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed && prev.sum != ([32]byte{}) && paths[i] != l.dpFile {
+		prev, hadPrev := l.cache[paths[i]]
+		if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && paths[i] != l.dpFile {
 			if sum, err := fileSum(paths[i]); err == nil && sum == prev.sum {
 				out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
 				continue
 			}
+		}
+		if hadPrev && !prev.readFailed && len(prev.res) > 0 {
+			before[i] = indexResources(prev.res)
+		}
+		if st := out[i].stamp; st.size >= streamMin && paths[i] != l.dpFile {
+			l.decodes++
+			sum, err := streamPieces(paths[i], st.size, cores, func(piece []byte) error {
+				if err := l.cancelled(); err != nil {
+					return err
+				}
+				next <- job{file: i, piece: addPiece(i), data: piece}
+				return nil
+			})
+			mu.Lock()
+			if err != nil {
+				out[i].err, out[i].readFailed = mesh.Errors{{Source: paths[i], Msg: err.Error()}}, true
+				// what was sent decodes for nothing: the merge below skips the file
+			}
+			out[i].sum = sum
+			mu.Unlock()
+			continue
 		}
 		b, err := l.readFile(paths[i])
 		if err != nil {
@@ -341,57 +398,26 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			}
 		}
 		sum := sha256.Sum256(b)
-		if prev, ok := l.cache[paths[i]]; ok && prev.sum == sum && !prev.readFailed {
+		if hadPrev && prev.sum == sum && !prev.readFailed {
 			out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
 			continue // same content: the resources already decoded (and served) stay
 		}
 		out[i].sum = sum
 		l.decodes++
+		mu.Lock()
 		data[i] = b
-		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed && len(prev.res) > 0 {
-			before[i] = indexResources(prev.res)
+		mu.Unlock()
+		for _, piece := range splitPieces(b, max(2*cores, len(b)>>20)) {
+			next <- job{file: i, piece: addPiece(i), data: piece}
 		}
-		pieces := splitPieces(b, max(2*cores, len(b)>>20))
-		results[i] = make([]result, len(pieces))
-		for k, piece := range pieces {
-			jobs = append(jobs, job{file: i, piece: k, data: piece})
-		}
-	}
-	reach := l.reach
-	next := make(chan job)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for w := 0; w < min(workers, len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				if err := l.cancelled(); err != nil {
-					mu.Lock()
-					results[j.file][j.piece] = result{err: err}
-					mu.Unlock()
-					continue
-				}
-				res, err := mesh.Decode(paths[j.file], j.data)
-				docs := len(res)
-				var k []kept
-				if err == nil {
-					k = keptPiece(before[j.file], res)
-					res, k = keepReachable(reach, res, k)
-				}
-				mu.Lock()
-				results[j.file][j.piece] = result{res: res, err: err, kept: k, docs: docs}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		next <- j
 	}
 	close(next)
 	wg.Wait()
 
 	for i, rs := range results {
+		if out[i].readFailed {
+			continue // a streamed file could not be read to its end
+		}
 		if len(rs) == 1 && rs[0].err != nil {
 			out[i].res, out[i].err = rs[0].res, rs[0].err
 			out[i].readFailed = l.cancelled() != nil && rs[0].res == nil // a cancelled decode is never cached
@@ -406,7 +432,16 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 				out[i].err, out[i].readFailed = err, true // never cached
 				continue
 			}
-			out[i].res, out[i].err = mesh.Decode(paths[i], data[i])
+			b, ok := data[i]
+			if !ok { // streamed: read whole this once, for the errors as they read alone
+				var err error
+				if b, err = l.readFile(paths[i]); err != nil {
+					out[i].err, out[i].readFailed = mesh.Errors{{Source: paths[i], Msg: err.Error()}}, true
+					continue
+				}
+				out[i].sum = sha256.Sum256(b)
+			}
+			out[i].res, out[i].err = mesh.Decode(paths[i], b)
 			continue
 		}
 		// Without problems every document numbered by mesh is one resource, so a piece's
@@ -637,6 +672,58 @@ func splitPieces(data []byte, n int) [][]byte {
 		i = end + 1
 	}
 	return append(pieces, data[start:])
+}
+
+// streamMin is the size from which a file is read a piece at a time (see decodeParallel).
+const streamMin = 4 << 20
+
+// streamPieces reads the file at path (size bytes, as stat'ed) a piece at a time, cut as
+// splitPieces cuts a file read whole (a separator line starts the next piece), hands each
+// piece to send (a buffer of its own, the caller's from then on), and returns the SHA-256
+// of every byte read. An error of send stops it.
+func streamPieces(path string, size int64, cores int, send func([]byte) error) (sum [32]byte, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	n := max(2*cores, int(size>>20))
+	target := max(int(size)/n, pieceSize)
+	h := sha256.New()
+	r := bufio.NewReaderSize(f, 64<<10)
+	piece := make([]byte, 0, target+target/4)
+	lineStart := true // line begins a line of the file (a long line comes in several reads)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull { // a line longer than the buffer: the rest follows
+			err = nil
+		}
+		if len(line) > 0 {
+			h.Write(line)
+			whole := lineStart && (line[len(line)-1] == '\n' || err == io.EOF)
+			lineStart = line[len(line)-1] == '\n'
+			if whole && len(piece) >= target && separator.Match(bytes.TrimRight(bytes.TrimRight(line, "\n"), "\r")) {
+				if serr := send(piece); serr != nil {
+					return sum, serr
+				}
+				piece = make([]byte, 0, target+target/4)
+			}
+			piece = append(piece, line...)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return sum, err
+		}
+	}
+	if len(piece) > 0 || size == 0 {
+		if err := send(piece); err != nil {
+			return sum, err
+		}
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 func stampOf(path string) (fileStamp, error) {

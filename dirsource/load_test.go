@@ -3,6 +3,7 @@ package dirsource
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -687,5 +688,66 @@ func TestDirLoaderSameContentNotReadWhole(t *testing.T) {
 	}
 	if reads["redis.yaml"] != 1 || l.decodes != decodes+1 {
 		t.Errorf("an edited file: read whole %d times, %d decodes, want 1 and 1", reads["redis.yaml"], l.decodes-decodes)
+	}
+}
+
+// A file of streamMin bytes or more is read a piece at a time: the result is still exactly
+// mesh.LoadFile's (resources, "file#N" sources, and on a problem the errors), its hash is
+// the file's, and the pieces are those splitPieces cuts from the file read whole - a line
+// longer than the read buffer included.
+func TestDirLoaderStreamsLargeFile(t *testing.T) {
+	var sb strings.Builder
+	for i := 0; sb.Len() < streamMin+streamMin/4; i++ {
+		if i == 1000 {
+			sb.WriteString("# " + strings.Repeat("x", 200<<10) + "\n---\n") // a 200 KiB line
+		}
+		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
+	}
+	inv := sb.String()
+	big := filepath.Join(t.TempDir(), "inventory.yaml")
+	must(t, os.WriteFile(big, []byte(inv), 0o644))
+
+	var pieces [][]byte
+	sum, err := streamPieces(big, int64(len(inv)), 4, func(p []byte) error { pieces = append(pieces, p); return nil })
+	must(t, err)
+	if sum != sha256.Sum256([]byte(inv)) {
+		t.Fatal("the streamed hash is not the file's")
+	}
+	whole := splitPieces([]byte(inv), max(2*4, len(inv)>>20))
+	if len(pieces) < 2 || len(pieces) != len(whole) {
+		t.Fatalf("%d pieces streamed, %d cut from the file read whole", len(pieces), len(whole))
+	}
+	for k := range whole {
+		if !bytes.Equal(pieces[k], whole[k]) {
+			t.Fatalf("piece %d differs from the one cut from the file read whole", k)
+		}
+	}
+
+	want, err := mesh.LoadFile(big)
+	must(t, err)
+	l := newDirLoader()
+	l.readFile = func(p string) ([]byte, error) { t.Errorf("%s read whole", p); return os.ReadFile(p) }
+	got := l.decodeAll([]string{big})[0]
+	if got.err != nil || len(got.res) != len(want) {
+		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
+	}
+	for i := range want {
+		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
+			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
+				want[i].GetMeta().Source, want[i].GetMeta().Name)
+		}
+	}
+	if got.sum != sha256.Sum256([]byte(inv)) {
+		t.Fatal("the cached hash is not the file's")
+	}
+
+	// A problem deep inside: the file is read whole once, and the errors are mesh.LoadFile's.
+	broken := strings.Replace(inv, "name: svc20000\n", "name: svc20000\nnetwork: {}\n", 1)
+	must(t, os.WriteFile(big, []byte(broken), 0o644))
+	_, wantErr := mesh.LoadFile(big)
+	l = newDirLoader()
+	got = l.decodeAll([]string{big})[0]
+	if wantErr == nil || got.err == nil || got.err.Error() != wantErr.Error() {
+		t.Fatalf("errors differ:\n got: %v\nwant: %v", got.err, wantErr)
 	}
 }
