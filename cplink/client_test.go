@@ -384,16 +384,15 @@ func TestClientSavesBurstOnce(t *testing.T) {
 	}
 }
 
-// BenchmarkClientOneChange100k is the link's cost of one changed dataplane in a mesh of
-// 100,000: the response applied to what it holds and the model built (the agent's part,
-// allocation on, is not in it).
-func BenchmarkClientOneChange100k(b *testing.B) {
-	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "dp-0", Mesh: "default"}, nil)
+// unconnectedClient is a link for dataplane name that is handed responses directly
+// (handle), its models drained, until the test ends.
+func unconnectedClient(tb testing.TB, name string) (*Client, context.Context) {
+	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: name, Mesh: "default"}, nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	tb.Cleanup(cancel)
 	go func() {
 		for {
 			select {
@@ -403,6 +402,14 @@ func BenchmarkClientOneChange100k(b *testing.B) {
 			}
 		}
 	}()
+	return c, ctx
+}
+
+// BenchmarkClientOneChange100k is the link's cost of one changed dataplane in a mesh of
+// 100,000: the response applied to what it holds and the model built (the agent's part,
+// allocation on, is not in it).
+func BenchmarkClientOneChange100k(b *testing.B) {
+	c, ctx := unconnectedClient(b, "dp-0")
 	cp := &fakeCP{t: b}
 	var all []*discovery.Resource
 	for i := range 100000 {
@@ -437,21 +444,7 @@ func BenchmarkClientOneChange100k(b *testing.B) {
 // everything held, through additions, edits, removals, and a change of the dataplane's
 // reachable services.
 func TestClientIncrementalModelMatchesFull(t *testing.T) {
-	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "me", Mesh: "default"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for {
-			select {
-			case <-c.updates:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	c, ctx := unconnectedClient(t, "me")
 	cp := &fakeCP{t: t}
 	send := func(kind string, rs []mesh.Resource, removed ...string) {
 		t.Helper()

@@ -211,15 +211,7 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := newDirLoader().decodeAll([]string{big})[0]
-	if got.err != nil || len(got.res) != len(want) {
-		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
-	}
-	for i := range want {
-		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
-			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
-				want[i].GetMeta().Source, want[i].GetMeta().Name)
-		}
-	}
+	sameResources(t, got, want)
 
 	// A problem deep inside: the errors are mesh.LoadFile's, document number and line included.
 	broken := strings.Replace(inv, "name: svc2500\n", "name: svc2500\nnetwork: {}\n", 1)
@@ -229,6 +221,21 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 	got = newDirLoader().decodeAll([]string{big})[0]
 	if wantErr == nil || got.err == nil || got.err.Error() != wantErr.Error() {
 		t.Fatalf("errors differ:\n got: %v\nwant: %v", got.err, wantErr)
+	}
+}
+
+// sameResources fails unless got decoded without a problem to want's resources, with the
+// same names and "file#N" sources.
+func sameResources(t *testing.T, got cachedFile, want []mesh.Resource) {
+	t.Helper()
+	if got.err != nil || len(got.res) != len(want) {
+		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
+	}
+	for i := range want {
+		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
+			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
+				want[i].GetMeta().Source, want[i].GetMeta().Name)
+		}
 	}
 }
 
@@ -728,15 +735,7 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	l := newDirLoader()
 	l.readFile = func(p string) ([]byte, error) { t.Errorf("%s read whole", p); return os.ReadFile(p) }
 	got := l.decodeAll([]string{big})[0]
-	if got.err != nil || len(got.res) != len(want) {
-		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
-	}
-	for i := range want {
-		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
-			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
-				want[i].GetMeta().Source, want[i].GetMeta().Name)
-		}
-	}
+	sameResources(t, got, want)
 	if got.sum != sha256.Sum256([]byte(inv)) {
 		t.Fatal("the cached hash is not the file's")
 	}

@@ -81,17 +81,25 @@ func TestDirLoaderKeepsReachableDataplanes(t *testing.T) {
 	}
 }
 
-// A cache written for one list is not used for another: the files are decoded again.
-func TestDecodeCacheOfAnotherReachIgnored(t *testing.T) {
+// persistedReachMesh is reachMesh in a temporary directory, loaded and its decode cache
+// written.
+func persistedReachMesh(t *testing.T, reachable ...string) (dpFile, policies, cache string) {
+	t.Helper()
 	dir := t.TempDir()
-	dpFile, policies := reachMesh(t, dir, "a")
-	cache := filepath.Join(dir, "model-cache")
+	dpFile, policies = reachMesh(t, dir, reachable...)
+	cache = filepath.Join(dir, "model-cache")
 	l := newDirLoader()
 	_, err := l.Load(dpFile, policies)
 	must(t, err)
 	if wrote, err := l.persist(cache); !wrote || err != nil {
 		t.Fatalf("persist: %v %v", wrote, err)
 	}
+	return dpFile, policies, cache
+}
+
+// A cache written for one list is not used for another: the files are decoded again.
+func TestDecodeCacheOfAnotherReachIgnored(t *testing.T) {
+	dpFile, policies, cache := persistedReachMesh(t, "a")
 
 	same := newDirLoader()
 	if n, err := same.restore(cache); n != 1 || err != nil {
@@ -120,15 +128,7 @@ func TestDecodeCacheOfAnotherReachIgnored(t *testing.T) {
 // cached whole under that list: once the dataplane file is fixed, the cache holds only the
 // reachable dataplanes of it.
 func TestRestoredReachNotGivenToUnfilteredFiles(t *testing.T) {
-	dir := t.TempDir()
-	dpFile, policies := reachMesh(t, dir, "a")
-	cache := filepath.Join(dir, "model-cache")
-	l := newDirLoader()
-	_, err := l.Load(dpFile, policies)
-	must(t, err)
-	if wrote, err := l.persist(cache); !wrote || err != nil {
-		t.Fatalf("persist: %v %v", wrote, err)
-	}
+	dpFile, policies, cache := persistedReachMesh(t, "a")
 	inv := filepath.Join(policies, "dataplanes.yaml")
 	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
