@@ -139,7 +139,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopAdmin()
 
 	// What initialising the linked packages touched of the binary goes back before the
-	// first load, so that it does not add to the peak while loading (memory.go).
+	// first load, and what decoding touched before the allocation, and what allocating
+	// touched before the resolver starts, so that none adds to the peak of the next step
+	// (memory.go; each step's own code and the GC's reads come back as they are used).
 	unmapBinaryPages() //nolint:errcheck // advice: nothing to do when refused
 	first := a.parts.Source.Load(ctx)
 	if ctx.Err() != nil {
@@ -150,10 +152,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.metrics.reloads.WithLabelValues("refused").Inc()
 		return &InvalidModelError{Err: first.Err}
 	}
+	unmapBinaryPages() //nolint:errcheck
 	table, err := a.applyTable(first)
 	if err != nil {
 		return &InvalidModelError{Err: err}
 	}
+	unmapBinaryPages() //nolint:errcheck
 
 	uninstall, err := a.installTransparentProxy(ctx)
 	if err != nil {

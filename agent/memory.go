@@ -40,10 +40,12 @@ const gcPercent = 50
 
 // allocationGCPercent is the GOGC while a model's VIPs are allocated: allocating builds
 // the allocator's state for every hostname within a few hundred milliseconds, faster than
-// a GC cycle paced at 50% keeps up with (100,000 dataplanes, bench/memory.sh against the
-// build before, touch included: a VmHWM of 117-124 MiB instead of 128-143, 81 MiB steady). A GOGC in the
-// environment is left as set.
-const allocationGCPercent = 20
+// a GC cycle paced at 50% keeps up with. At 20 (bench/memory.sh against the build before,
+// touch included) a 100,000-dataplane load peaked at 117-124 MiB instead of 128-143; once
+// the allocator's state was compacted (56 MiB steady), 10 took the peak from 87-88 to
+// 82-84 MiB together with the binary's pages unmapped around the allocation (Run), for
+// ~50 ms more of a 1.2 s start. A GOGC in the environment is left as set.
+const allocationGCPercent = 10
 
 // allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
 // undoes it.
