@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -31,12 +32,15 @@ type Allocator struct {
 	skips   map[string]*candidate
 	skipped []Skip
 
-	table     *Table
-	sum       [2]uint64
-	dirty     bool // assignments changed since the state file was written
-	candSlab  []*candidate
-	keyBuf    []byte
-	entrySlab []*Entry
+	table *Table
+	sum   [2]uint64
+	dirty bool // assignments changed since the state file was written
+	// stateWritten: the state file was written once; later writes wait for stateTimer.
+	stateWritten bool
+	stateTimer   *time.Timer
+	candSlab     []*candidate
+	keyBuf       []byte
+	entrySlab    []*Entry
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
@@ -249,13 +253,40 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	}
 	t := a.resolve(r, mesAdded)
 	if a.dirty && a.s.stateFile != "" {
-		if err := a.s.writeState(a.eachAssignment); err != nil {
-			a.s.log.Warn("vipalloc: could not write the state file", "err", err)
-		} else {
-			a.dirty = false
+		if !a.stateWritten {
+			a.writeStateLocked() // the first table's VIPs are kept before it is served
+		} else if a.stateTimer == nil {
+			a.stateTimer = time.AfterFunc(stateDelay, a.Flush)
 		}
 	}
 	return t, nil
+}
+
+// stateDelay is how long after a change the state file is written: off the path of the
+// change, since writing it goes over every assignment (100,000 names: ~50 ms), and once
+// for a burst of changes. Flush writes it at once (the agent stops).
+const stateDelay = time.Second
+
+// Flush writes the state file now if assignments changed since it was last written.
+func (a *Allocator) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stateTimer != nil {
+		a.stateTimer.Stop()
+		a.stateTimer = nil
+	}
+	if a.dirty && a.s.stateFile != "" {
+		a.writeStateLocked()
+	}
+}
+
+func (a *Allocator) writeStateLocked() {
+	a.stateWritten = true
+	if err := a.s.writeState(a.eachAssignment); err != nil {
+		a.s.log.Warn("vipalloc: could not write the state file", "err", err)
+		return
+	}
+	a.dirty = false
 }
 
 // resetModel forgets the expanded model (not the VIPs, which become sticky preferences).

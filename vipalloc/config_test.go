@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -187,5 +188,45 @@ func TestStateFileRoundTrip(t *testing.T) {
 	}
 	if got := s.loadState(); !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip: %v, want %v", got, want)
+	}
+}
+
+// The first table's VIPs are in the state file when Allocate returns; a later change's are
+// written off its path, within stateDelay, and at once by Flush (the agent stops).
+func TestStateFileWrittenAfterChanges(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "vips.json")
+	a := newAlloc(t, func(c *Config) { c.StateFile = state })
+	has := func(name string) bool {
+		b, err := os.ReadFile(state)
+		return err == nil && bytes.Contains(b, []byte(`"`+name+`"`))
+	}
+	dps := smallMesh()
+	allocate(t, a, snap(dps, nil))
+	if !has("web.mesh") {
+		t.Fatal("the first table's VIPs are not in the state file when Allocate returns")
+	}
+	dps = append(dps, dp("cache-1", svc("cache", "", "")))
+	allocate(t, a, snap(dps, nil))
+	if has("cache.mesh") {
+		t.Fatal("the state file was written on the change's path")
+	}
+	deadline := time.Now().Add(stateDelay + 5*time.Second)
+	for !has("cache.mesh") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a new hostname's VIP not in the state file %v after the change", stateDelay+5*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dps = append(dps, dp("queue-1", svc("queue", "", "")))
+	allocate(t, a, snap(dps, nil))
+	a.Flush()
+	if !has("queue.mesh") {
+		t.Fatal("Flush did not write the state file")
+	}
+	a.mu.Lock()
+	pending := a.stateTimer != nil
+	a.mu.Unlock()
+	if pending {
+		t.Fatal("a write stayed scheduled after Flush wrote the state file")
 	}
 }
