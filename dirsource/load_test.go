@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,9 +226,11 @@ func TestDirLoaderLargeFileInPieces(t *testing.T) {
 }
 
 // sameResources fails unless got decoded without a problem to want's resources, with the
-// same names and "file#N" sources.
+// same names and "file#N" sources (a decoded file is kept in name order).
 func sameResources(t *testing.T, got cachedFile, want []mesh.Resource) {
 	t.Helper()
+	want = slices.Clone(want)
+	slices.SortStableFunc(want, func(a, b mesh.Resource) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
 	if got.err != nil || len(got.res) != len(want) {
 		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
 	}
