@@ -7,6 +7,7 @@
 #   kuma-dp-swapping  the same, swapping a whole N-name table every SWAP_EVERY under load
 #   coredns-hosts     CoreDNS v1.15.0 (from the Go module proxy) with the hosts plugin
 #   miekg             bench/miekgdns: a bare github.com/miekg/dns map server
+# The Go servers are built static (CGO_ENABLED=0, -trimpath, -s -w), as they ship.
 # Each server is pinned to SERVER_CPU with taskset (so a Go server runs with GOMAXPROCS=1),
 # dnsperf to LOADGEN_CPU. Per run: dnsperf -c CLIENTS -l DURATION (unthrottled) over a
 # query file of existing names (7:2 A:AAAA); the server's CPU time (utime+stime from
@@ -46,11 +47,15 @@ for t in dnsperf dig taskset ss; do
 done
 
 mkdir -p "$BENCH/bin" "$BENCH/data/$N" "$BENCH/run"
+# Built as the releases ship (static; bench/memory.sh builds the same way).
+GO_BUILD_FLAGS=(-trimpath -ldflags "-s -w")
 log "building vipdns and miekgdns"
-(cd "$ROOT" && go build -o "$BENCH/bin/" ./bench/vipdns ./bench/miekgdns)
-if [[ ! -x $BENCH/bin/coredns ]]; then
+(cd "$ROOT" && CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -o "$BENCH/bin/" ./bench/vipdns ./bench/miekgdns)
+COREDNS_STAMP="$COREDNS_VERSION CGO_ENABLED=0 ${GO_BUILD_FLAGS[*]}"
+if [[ $(cat "$BENCH/bin/coredns.build" 2>/dev/null) != "$COREDNS_STAMP" ]]; then
   log "building CoreDNS $COREDNS_VERSION from the Go module proxy"
-  GOBIN=$BENCH/bin go install "github.com/coredns/coredns@$COREDNS_VERSION"
+  CGO_ENABLED=0 GOBIN=$BENCH/bin go install "${GO_BUILD_FLAGS[@]}" "github.com/coredns/coredns@$COREDNS_VERSION"
+  echo "$COREDNS_STAMP" > "$BENCH/bin/coredns.build"
 fi
 DATA=$BENCH/data/$N
 [[ -s $DATA/queries.txt ]] || "$BENCH/bin/vipdns" --gen "$N" --out "$DATA"
