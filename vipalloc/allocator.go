@@ -148,7 +148,7 @@ func (r *round) touchHost(h string) {
 
 func (r *round) add(c *candidate) {
 	if c.Hostname == "" {
-		r.a.skips[c.Origin.Kind+"/"+c.Key] = c
+		r.a.skips[c.Origin().Kind+"/"+c.Key] = c
 		r.skipsChanged = true
 		return
 	}
@@ -158,7 +158,7 @@ func (r *round) add(c *candidate) {
 
 func (r *round) remove(c *candidate) {
 	if c.Hostname == "" {
-		delete(r.a.skips, c.Origin.Kind+"/"+c.Key)
+		delete(r.a.skips, c.Origin().Kind+"/"+c.Key)
 		r.skipsChanged = true
 		return
 	}

@@ -67,10 +67,10 @@ func (b *baseIndex) buildAddrs(size int) {
 	b.addrs = make([]uint64, size)
 	mask := size - 1
 	for pos, e := range b.all {
-		if e.Status != Available || !e.IPv4.Is4() {
+		if e.Status != Available || e.flags&hasV4 == 0 {
 			continue
 		}
-		v := v4u(e.IPv4)
+		v := e.v4
 		for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
 			s := b.addrs[i]
 			if s == 0 {

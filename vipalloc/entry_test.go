@@ -13,11 +13,11 @@ import (
 // names the /vips endpoint has always had, and reads back to an equal entry.
 func TestEntryJSON(t *testing.T) {
 	sel := tagset.FromPairs("kuma.io/service", "*")
-	e := NewEntry(Entry{Hostname: "web.mesh", IPv4: netip.MustParseAddr("240.0.0.1"), IPv6: netip.MustParseAddr("fd00::1"),
+	e := NewEntry(EntryData{Hostname: "web.mesh", IPv4: netip.MustParseAddr("240.0.0.1"), IPv6: netip.MustParseAddr("fd00::1"),
 		Ports: []uint32{80, 8080}, Origin: Origin{Kind: "VirtualOutbound", Name: "vo"}, Key: "vo{kuma.io/service=web}",
-		Tags: tagset.FromPairs("kuma.io/service", "web"), Status: NotAvailable},
-		EntryDetail{Reason: "pool full", MeshExternalService: "ext", Selector: sel,
-			Targets: []Target{{Port: 80, Origin: Origin{Kind: "VirtualOutbound", Name: "vo"}, Key: "k"}}})
+		Tags: tagset.FromPairs("kuma.io/service", "web"), Status: NotAvailable,
+		Reason: "pool full", MeshExternalService: "ext", Selector: sel,
+		Targets: []Target{{Port: 80, Origin: Origin{Kind: "VirtualOutbound", Name: "vo"}, Key: "k"}}})
 	b, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestEntryJSON(t *testing.T) {
 	}
 	if back.Reason() != "pool full" || back.MeshExternalService() != "ext" || !back.Selector().Equal(sel) ||
 		len(back.Targets()) != 1 || back.Status != NotAvailable || back.Hostname != e.Hostname {
-		t.Errorf("read back %+v detail %+v", back, back.Detail())
+		t.Errorf("read back %+v", back.Data())
 	}
 
 	plain := Entry{Hostname: "a.mesh", Status: Available}
@@ -51,15 +51,17 @@ func TestEntryJSON(t *testing.T) {
 // Setting a reason on an entry whose detail is shared (a selector's candidates share one)
 // copies the detail: the others keep theirs.
 func TestSetReasonNeverWritesASharedDetail(t *testing.T) {
-	shared := &EntryDetail{Selector: tagset.FromPairs("kuma.io/service", "*")}
+	vo := Origin{Kind: "VirtualOutbound", Name: "vo"}
+	shared := &entryDetail{origin: vo, selector: tagset.FromPairs("kuma.io/service", "*")}
 	a, b := Entry{detail: shared}, Entry{detail: shared}
 	a.setReason("lost")
-	if a.Reason() != "lost" || b.Reason() != "" || shared.Reason != "" || !a.Selector().Equal(shared.Selector) {
-		t.Errorf("a %+v, b %+v, shared %+v", a.Detail(), b.Detail(), *shared)
+	if a.Reason() != "lost" || b.Reason() != "" || shared.reason != "" || !a.Selector().Equal(shared.selector) ||
+		a.Origin() != vo {
+		t.Errorf("a %+v, b %+v, shared %+v", a.Data(), b.Data(), *shared)
 	}
 	a.setReason("")
-	if a.detail == nil || a.Reason() != "" {
-		t.Errorf("clearing the reason lost the selector: %+v", a.Detail())
+	if a.detail == nil || a.Reason() != "" || a.Origin() != vo {
+		t.Errorf("clearing the reason lost the selector or the origin: %+v", a.Data())
 	}
 }
 
@@ -77,12 +79,39 @@ func TestStatusText(t *testing.T) {
 	}
 }
 
-// The entry of a hostname fits the 176-byte size class and its candidate the 192-byte one.
+// The entry of a hostname fits the 80-byte size class and its candidate the 96-byte one
+// (they were 176 and 192 with the addresses, ports and origin spelled out in every entry).
 func TestEntrySizes(t *testing.T) {
-	if got := sizeofEntry(); got > 176 {
-		t.Errorf("Entry is %d bytes, want <= 176", got)
+	if got := sizeofEntry(); got > 80 {
+		t.Errorf("Entry is %d bytes, want <= 80", got)
 	}
-	if got := sizeofCandidate(); got > 192 {
-		t.Errorf("candidate is %d bytes, want <= 192", got)
+	if got := sizeofCandidate(); got > 96 {
+		t.Errorf("candidate is %d bytes, want <= 96", got)
+	}
+}
+
+// An allocator's entry keeps its IPv6 VIP as the twin prefix its entries share, a single
+// port inline and a default name's origin as its tags: all read back as they were built.
+func TestEntryCompactFields(t *testing.T) {
+	v6 := netip.MustParsePrefix("fd00:fd00::/64")
+	e := Entry{Hostname: "web.mesh", Tags: tagset.FromPairs("kuma.io/service", "web"), flags: svcOrigin}
+	e.setPort(8080)
+	e.setVIP(0xf0000001, true, &v6)
+	if e.IPv4() != netip.MustParseAddr("240.0.0.1") || e.IPv6() != netip.MustParseAddr("fd00:fd00::f000:1") ||
+		len(e.Ports()) != 1 || e.Ports()[0] != 8080 || e.Origin() != (Origin{Kind: OriginService, Name: "web"}) || e.detail != nil {
+		t.Errorf("got %+v", e.Data())
+	}
+	if !e.sameVIP(0xf0000001, true, &v6) || e.sameVIP(0xf0000002, true, &v6) || e.sameVIP(0, false, nil) {
+		t.Error("sameVIP")
+	}
+	e.setVIP(0, false, &v6)
+	if e.IPv4().IsValid() || e.IPv6().IsValid() {
+		t.Errorf("no VIP shows %s and %s", e.IPv4(), e.IPv6())
+	}
+	// A port past 65535 (or several) and an origin that is not the tags' are kept in the detail.
+	big := NewEntry(EntryData{Hostname: "x.mesh", Ports: []uint32{70000}, Origin: Origin{Kind: OriginService, Name: "other"},
+		Tags: tagset.FromPairs("kuma.io/service", "web")})
+	if big.Ports()[0] != 70000 || big.Origin().Name != "other" {
+		t.Errorf("got %+v", big.Data())
 	}
 }

@@ -15,8 +15,8 @@ import (
 // produced no hostname (a skip, with reason). Candidates are counted: refs is how many
 // inbounds of the mesh support them, so a dataplane coming or going adjusts counts only.
 type candidate struct {
-	// Entry is the proposal: Hostname, Ports (one), Origin, Key, Tags, Selector and
-	// MeshExternalService (Reason for skips). The first time the candidate is published it
+	// Entry is the proposal: Hostname, port (one), origin, Key, Tags, selector and
+	// MeshExternalService (reason for skips). The first time the candidate is published it
 	// is published as is (&c.Entry, with its VIP and status filled in), so most hostnames
 	// cost one object; after that it is never changed, only copied.
 	Entry
@@ -26,10 +26,10 @@ type candidate struct {
 }
 
 func (c *candidate) port() uint32 {
-	if len(c.Ports) == 0 {
+	if c.numPorts() == 0 {
 		return 0
 	}
-	return c.Ports[0]
+	return c.portAt(0)
 }
 
 // defaultSource is the source of every default name (their origins are in their entries).
@@ -54,11 +54,11 @@ func better(a, b *candidate) bool {
 	if !a.src.created.Equal(b.src.created) {
 		return a.src.created.Before(b.src.created)
 	}
-	if a.Origin.Kind != b.Origin.Kind {
-		return a.Origin.Kind < b.Origin.Kind
-	}
-	if a.Origin.Name != b.Origin.Name {
-		return a.Origin.Name < b.Origin.Name
+	if ao, bo := a.Origin(), b.Origin(); ao != bo {
+		if ao.Kind != bo.Kind {
+			return ao.Kind < bo.Kind
+		}
+		return ao.Name < bo.Name
 	}
 	return a.Key < b.Key
 }
@@ -98,7 +98,6 @@ type expander struct {
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
-	slab   []uint32 // see ports
 	// last is a two-entry cache of the latest candidates: dataplanes come sorted by name,
 	// and neighbours usually share a tuple, so most visits skip the map.
 	last  [2]*candidate
@@ -153,21 +152,11 @@ func (x *expander) forget(c *candidate) {
 	}
 }
 
-// ports returns a one-port slice from the expander's slab (expanders run concurrently, so
-// each has its own).
-func (x *expander) ports(p uint32) []uint32 {
-	if len(x.slab) == cap(x.slab) {
-		x.slab = make([]uint32, 0, 1024)
-	}
-	x.slab = append(x.slab, p)
-	return x.slab[len(x.slab)-1 : len(x.slab) : len(x.slab)]
-}
-
 // defaultKeyName prefixes the keys of default `<service>.mesh` candidates.
 const defaultKeyName = "Service"
 
 type compiledSel struct {
-	detail        *EntryDetail // {Selector: the selector's tags}, shared by its candidates
+	detail        *entryDetail // {origin: the policy's, selector: the selector's tags}, shared by its candidates
 	match         []kv
 	nTags, nExact int
 	dest          []dest // sorted by key
@@ -247,7 +236,7 @@ func (x *expander) visit(in *inbound) {
 		return
 	}
 	c = &candidate{src: x.src, refs: delta}
-	c.Origin, c.detail = x.src.origin, sel.detail
+	c.detail = sel.detail
 	c.Tags = make(mesh.Tags, 0, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
@@ -277,7 +266,8 @@ func (x *expander) visit(in *inbound) {
 	default:
 		x.buf = out
 		kh := string(out)
-		c.Key, c.Hostname, c.Ports = kh[:keyLen], kh[keyLen:], x.ports(port)
+		c.Key, c.Hostname = kh[:keyLen], kh[keyLen:]
+		c.setPort(port)
 	}
 	x.cands.put(h, c)
 	x.remember(c)
@@ -312,7 +302,7 @@ func (x *expander) visitDefault(in *inbound) {
 		return
 	}
 	c = &candidate{src: defaultSource, refs: delta}
-	c.Origin, c.Tags = Origin{Kind: OriginService, Name: svc}, defaultTags(in.tags, svc)
+	c.Tags, c.flags = defaultTags(in.tags, svc), svcOrigin // the origin {"Service", svc}
 	// The key and the hostname in one string.
 	keyLen := len(b)
 	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
@@ -323,7 +313,8 @@ func (x *expander) visitDefault(in *inbound) {
 	if err := hostname.Valid(host); err != nil {
 		c.setReason(fmt.Sprintf("default name %q: %v", host, err))
 	} else {
-		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
+		c.Hostname = host
+		c.setPort(x.defaultPort)
 	}
 	x.cands.put(h, c)
 	x.remember(c)
@@ -361,8 +352,8 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 		return
 	}
 	c := &candidate{src: x.src, refs: delta}
-	c.Key, c.Origin = string(key), x.src.origin
-	c.setReason(x.broken)
+	c.Key = string(key)
+	c.setDetail(entryDetail{origin: x.src.origin, reason: x.broken})
 	x.cands.put(h, c)
 	x.emit(c, true)
 }

@@ -95,14 +95,15 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 			}
 			c := &candidate{src: &source{origin: Origin{Kind: mesh.KindHostnameGenerator, Name: g.hg.Name},
 				explicit: true, created: created}, refs: 1}
-			c.Key, c.Origin = g.hg.Name+"{meshexternalservice="+es.Name+"}", c.src.origin
-			d := EntryDetail{MeshExternalService: es.Name}
+			c.Key = g.hg.Name + "{meshexternalservice=" + es.Name + "}"
+			d := entryDetail{origin: c.src.origin, meshExternalService: es.Name}
 			if g.err != nil {
-				d.Reason = g.err.Error()
+				d.reason = g.err.Error()
 			} else if host, err := g.tpl.Render(data); err != nil {
-				d.Reason = err.Error()
+				d.reason = err.Error()
 			} else {
-				c.Hostname, c.Ports = host, []uint32{es.Spec.Match.Port}
+				c.Hostname = host
+				c.setPorts(&d, []uint32{es.Spec.Match.Port})
 			}
 			c.setDetail(d)
 			if old := m.cands[c.Key]; old != nil && sameMESCandidate(old, c) {
@@ -139,7 +140,7 @@ func (m *mesSource) has(name string) bool {
 func sameMESCandidate(a, b *candidate) bool {
 	// A published candidate's Reason is its status; compare reasons of skips only.
 	return a.Hostname == b.Hostname && a.port() == b.port() && (a.Hostname != "" || a.Reason() == b.Reason()) &&
-		a.MeshExternalService() == b.MeshExternalService() && a.src.created.Equal(b.src.created) && a.Origin == b.Origin
+		a.MeshExternalService() == b.MeshExternalService() && a.src.created.Equal(b.src.created) && a.Origin() == b.Origin()
 }
 
 // diffSorted returns what is in b but not a, and in a but not b (both sorted).

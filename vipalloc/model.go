@@ -467,7 +467,7 @@ func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	x.tpl = tpl
 	need := tpl.TagKeys()
 	for _, s := range vo.Selectors {
-		cs := compiledSel{detail: &EntryDetail{Selector: s.Match}}
+		cs := compiledSel{detail: &entryDetail{origin: x.src.origin, selector: s.Match}}
 		ds := map[string]dest{}
 		for _, tg := range s.Match { // sorted by key
 			k, v := tg.Key, tg.Value

@@ -69,13 +69,13 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 				continue
 			}
 			names[hs.host] = hs.avail()
-			if e := oldAvail; e != nil && e.IPv4.Is4() {
-				if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService() != "" {
-					addrT[v4u(e.IPv4)] = addrKey(e)
+			if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
+				if _, seen := addrT[e.v4]; !seen || e.MeshExternalService() != "" {
+					addrT[e.v4] = addrKey(e)
 				}
 			}
-			if e := hs.avail(); e != nil && e.IPv4.Is4() {
-				addrT[v4u(e.IPv4)] = addrKey(e)
+			if e := hs.avail(); e != nil && e.flags&hasV4 != 0 {
+				addrT[e.v4] = addrKey(e)
 			}
 		}
 		a.entrySlab = st.slab
@@ -90,7 +90,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	if r.skipsChanged {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.Origin, Key: c.Key, Selector: c.Selector(), Tags: c.Tags,
+			a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key, Selector: c.Selector(), Tags: c.Tags,
 				MeshExternalService: c.MeshExternalService(), Reason: c.Reason()})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
@@ -141,32 +141,32 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			winners = append(winners, c)
 			continue
 		}
-		out = append(out, publish(c, netip.Addr{}, netip.Addr{}, NotAvailable, lossReason(h, c, w)))
+		out = append(out, publish(c, 0, false, nil, NotAvailable, lossReason(h, c, w)))
 	}
 	v, hasVIP := hs.vip, hs.hasVIP
 	if owner.MeshExternalService() != "" {
 		v, hasVIP = a.mesVIPs[ownerKey]
 	}
-	var v4, v6 netip.Addr
 	status, reason := Available, ""
-	if hasVIP {
-		v4, v6 = u4(v), twin(a.s.v6, v)
-	} else {
+	if !hasVIP {
 		status, reason = NotAvailable, a.poolOf(ownerKey).exhausted()
 	}
 	var e *Entry
 	if len(winners) == 1 {
-		e = publish(owner, v4, v6, status, reason)
+		e = publish(owner, v, hasVIP, &a.s.v6, status, reason)
 	} else {
 		sort.Slice(winners, func(i, j int) bool { return winners[i].port() < winners[j].port() })
 		ports, targets := make([]uint32, len(winners)), make([]Target, len(winners))
 		for i, w := range winners {
 			ports[i] = w.port()
-			targets[i] = Target{Port: w.port(), Origin: w.Origin, Key: w.Key, Tags: w.Tags, Selector: w.Selector()}
+			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key, Tags: w.Tags, Selector: w.Selector()}
 		}
-		e = NewEntry(Entry{Hostname: h, Ports: ports, Origin: owner.Origin, Key: owner.Key, Tags: owner.Tags,
-			IPv4: v4, IPv6: v6, Status: status},
-			EntryDetail{Selector: owner.Selector(), MeshExternalService: owner.MeshExternalService(), Reason: reason, Targets: targets})
+		e = &Entry{Hostname: h, Key: owner.Key, Tags: owner.Tags, Status: status}
+		e.setVIP(v, hasVIP, &a.s.v6)
+		d := entryDetail{origin: owner.Origin(), selector: owner.Selector(),
+			meshExternalService: owner.MeshExternalService(), reason: reason, targets: targets}
+		e.setPorts(&d, ports)
+		e.setDetail(d)
 	}
 	var avail *Entry
 	if status == Available {
@@ -182,21 +182,23 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 	return out, avail
 }
 
-// publish returns the entry that shows candidate c with these VIPs and status: the
-// candidate's own proposal the first time (filled in now) or when it already shows exactly
-// that, else a copy. A published entry is never changed.
-func publish(c *candidate, v4, v6 netip.Addr, status Status, reason string) *Entry {
+// publish returns the entry that shows candidate c with VIP v (if hasVIP; its twin in v6)
+// and this status: the candidate's own proposal the first time (filled in now) or when it
+// already shows exactly that, else a copy. A published entry is never changed.
+func publish(c *candidate, v uint32, hasVIP bool, v6 *netip.Prefix, status Status, reason string) *Entry {
 	if !c.published {
 		c.published = true
-		c.IPv4, c.IPv6, c.Status = v4, v6, status
+		c.setVIP(v, hasVIP, v6)
+		c.Status = status
 		c.setReason(reason)
 		return &c.Entry
 	}
-	if c.IPv4 == v4 && c.IPv6 == v6 && c.Status == status && c.Reason() == reason {
+	if c.sameVIP(v, hasVIP, v6) && c.Status == status && c.Reason() == reason {
 		return &c.Entry
 	}
 	e := c.Entry
-	e.IPv4, e.IPv6, e.Status = v4, v6, status
+	e.setVIP(v, hasVIP, v6)
+	e.Status = status
 	e.setReason(reason)
 	return &e
 }
@@ -222,7 +224,8 @@ func lossReason(h string, c, w *candidate) string {
 	default:
 		why = "same age: the lower kind/name/key wins"
 	}
-	winner := w.Origin.Kind + " " + strconv.Quote(w.Origin.Name) + " (" + w.Key + "), which wins (" + why + ")"
+	wo := w.Origin()
+	winner := wo.Kind + " " + strconv.Quote(wo.Name) + " (" + w.Key + "), which wins (" + why + ")"
 	if c.vipKey() != w.vipKey() {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
 		if c.MeshExternalService() != "" && w.MeshExternalService() != "" {
@@ -261,7 +264,7 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 		return best
 	}
 	if hs := a.host(key); hs != nil {
-		if e := hs.avail(); e != nil && v4u(e.IPv4) == v {
+		if e := hs.avail(); e != nil && e.flags&hasV4 != 0 && e.v4 == v {
 			return e
 		}
 	}
@@ -280,7 +283,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {
-			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin, Reason: c.Reason()}
+			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin(), Reason: c.Reason()}
 			if c.Hostname != "" {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}

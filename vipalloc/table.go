@@ -56,54 +56,223 @@ const OriginService = "Service"
 
 // Entry is one hostname of the table. Entries are shared between tables and never mutated.
 //
-// What few entries have (a reason, a MeshExternalService, a selector, several ports'
-// targets) is behind one pointer, read with the methods of the same names: a mesh holds an
-// entry per hostname, and most are a default name or a policy's tuple with none of them.
-// Build one with those fields through NewEntry.
+// A mesh holds an entry per hostname (and the allocator a candidate embedding one), so an
+// entry is kept small (80 bytes): its addresses, ports and origin are read with methods of
+// those names. The IPv4 VIP is a uint32 and the IPv6 one its twin, derived from the twin
+// prefix the allocator's entries share; a single port is held inline; a default name's
+// origin {"Service", svc} is derived from its tags. What few entries have (a reason, a
+// MeshExternalService, a selector, several ports' targets) and a policy's origin are
+// behind one pointer, shared by the entries of one selector. Build an entry by hand with
+// NewEntry.
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
-	// IPv4 and IPv6 are zero (invalid) when Status is NotAvailable.
-	IPv4  netip.Addr
-	IPv6  netip.Addr
-	Ports []uint32
-	// Origin is the winning origin; Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft).
-	Origin Origin
-	Key    string
+	// Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft).
+	Key string
 	// Tags are the destination tags the hostname routes to (the tuple).
 	Tags   mesh.Tags
+	detail *entryDetail // nil: no detail, and the origin is the default name's (see flags)
+	// v6 is the twin prefix (the IPv6 VIP is it with v4 in the low 32 bits) or, with
+	// ownV6, the IPv6 address itself (hand-built entries); nil for no IPv6.
+	v6     *netip.Prefix
+	v4     uint32
+	port   uint16 // the port, with onePort; several ports (or one above 65535) are in detail
 	Status Status
-	detail *EntryDetail
+	flags  entryFlags
 }
 
-// EntryDetail holds what few entries have.
-type EntryDetail struct {
+type entryFlags uint8
+
+const (
+	hasV4     entryFlags = 1 << iota // v4 is the IPv4 VIP
+	ownV6                            // v6 holds the IPv6 address, not a twin prefix
+	onePort                          // port is the only port
+	svcOrigin                        // the origin is {"Service", the kuma.io/service tag}
+)
+
+// entryDetail holds what few entries have, and a policy's origin.
+type entryDetail struct {
+	origin              Origin
+	reason              string
+	meshExternalService string
+	selector            mesh.Tags
+	targets             []Target
+	ports               []uint32 // when not a single port that fits the entry
+}
+
+// EntryData is an entry spelled out: what NewEntry builds one from, what Data returns, and
+// its JSON (the /vips and /config_dump shape). IPv4 and IPv6 are zero (invalid) when Status
+// is NotAvailable.
+type EntryData struct {
+	Hostname string     `json:"hostname"`
+	IPv4     netip.Addr `json:"ipv4"`
+	IPv6     netip.Addr `json:"ipv6"`
+	Ports    []uint32   `json:"ports"`
+	// Origin is the winning origin.
+	Origin Origin    `json:"origin"`
+	Key    string    `json:"key"`
+	Tags   mesh.Tags `json:"tags"`
+	Status Status    `json:"status"`
 	// Reason says why the entry is NotAvailable.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// MeshExternalService names the resource for MeshExternalService hostnames (VIPs from
 	// the external pool); empty otherwise.
-	MeshExternalService string
+	MeshExternalService string `json:"meshExternalService,omitempty"`
 	// Selector is the selector of the policy that produced the entry (for --explain); nil
 	// for default service names and MeshExternalService hostnames.
-	Selector mesh.Tags
+	Selector mesh.Tags `json:"selector,omitempty"`
 	// Targets says, for a hostname served on several ports, what each port routes to (sorted
 	// by port). Nil when the entry has a single port: Origin, Key and Tags then apply.
-	Targets []Target
+	Targets []Target `json:"targets,omitempty"`
 }
 
-// NewEntry returns e with detail d (nil when d has nothing).
-func NewEntry(e Entry, d EntryDetail) *Entry {
+// NewEntry builds the entry d spells out. IPv4 is an IPv4 address or invalid.
+func NewEntry(d EntryData) *Entry {
+	e := &Entry{Hostname: d.Hostname, Key: d.Key, Tags: d.Tags, Status: d.Status}
+	if d.IPv4.IsValid() {
+		e.v4, e.flags = v4u(d.IPv4), hasV4
+	}
+	if d.IPv6.IsValid() {
+		p := netip.PrefixFrom(d.IPv6, d.IPv6.BitLen())
+		e.v6, e.flags = &p, e.flags|ownV6
+	}
+	det := entryDetail{origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService,
+		selector: d.Selector, targets: d.Targets}
+	e.setPorts(&det, d.Ports)
+	e.setDetail(det)
+	return e
+}
+
+// Data spells the entry out.
+func (e *Entry) Data() EntryData {
+	d := e.detailCopy()
+	return EntryData{Hostname: e.Hostname, IPv4: e.IPv4(), IPv6: e.IPv6(), Ports: e.Ports(), Origin: d.origin,
+		Key: e.Key, Tags: e.Tags, Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService,
+		Selector: d.selector, Targets: d.targets}
+}
+
+// setPorts sets the ports of an entry being built whose detail will be d.
+func (e *Entry) setPorts(d *entryDetail, ports []uint32) {
+	e.flags &^= onePort
+	e.port, d.ports = 0, nil
+	if len(ports) == 1 && ports[0] <= 0xffff {
+		e.port, e.flags = uint16(ports[0]), e.flags|onePort
+		return
+	}
+	d.ports = ports
+}
+
+// setPort sets the single port of an entry being built.
+func (e *Entry) setPort(p uint32) {
+	if p <= 0xffff {
+		e.port, e.flags = uint16(p), e.flags|onePort
+		return
+	}
+	d := e.detailCopy()
+	e.setPorts(&d, []uint32{p})
 	e.setDetail(d)
-	return &e
 }
 
-func (d *EntryDetail) empty() bool {
-	return d.Reason == "" && d.MeshExternalService == "" && d.Selector == nil && d.Targets == nil
+// setVIP sets the addresses of an entry being built: VIP v (and its twin in v6, when
+// valid), or none.
+func (e *Entry) setVIP(v uint32, hasVIP bool, v6 *netip.Prefix) {
+	e.v4, e.v6 = 0, nil
+	e.flags &^= hasV4 | ownV6
+	if !hasVIP {
+		return
+	}
+	e.v4, e.flags = v, e.flags|hasV4
+	if v6.IsValid() {
+		e.v6 = v6
+	}
 }
 
-// setDetail sets e's detail to d (none when d has nothing). Only for an entry being built.
-func (e *Entry) setDetail(d EntryDetail) {
-	if d.empty() {
+// sameVIP reports whether the entry shows VIP v (with its twin in v6), or none.
+func (e *Entry) sameVIP(v uint32, hasVIP bool, v6 *netip.Prefix) bool {
+	var f Entry
+	f.setVIP(v, hasVIP, v6)
+	return e.v4 == f.v4 && e.v6 == f.v6 && e.flags&(hasV4|ownV6) == f.flags&(hasV4|ownV6)
+}
+
+// IPv4 is the IPv4 VIP (invalid when the entry has none).
+func (e *Entry) IPv4() netip.Addr {
+	if e.flags&hasV4 == 0 {
+		return netip.Addr{}
+	}
+	return u4(e.v4)
+}
+
+// IPv6 is the IPv6 VIP, the twin of the IPv4 one in the allocator's entries (invalid when
+// the entry has none).
+func (e *Entry) IPv6() netip.Addr {
+	switch {
+	case e.v6 == nil:
+		return netip.Addr{}
+	case e.flags&ownV6 != 0:
+		return e.v6.Addr()
+	}
+	return twin(*e.v6, e.v4)
+}
+
+// Ports are the ports the hostname is served on (a new slice: do not keep it where many
+// entries would).
+func (e *Entry) Ports() []uint32 {
+	if e.flags&onePort != 0 {
+		return []uint32{uint32(e.port)}
+	}
+	if e.detail == nil {
+		return nil
+	}
+	return e.detail.ports
+}
+
+// numPorts and portAt read the ports without building a slice.
+func (e *Entry) numPorts() int {
+	if e.flags&onePort != 0 {
+		return 1
+	}
+	if e.detail == nil {
+		return 0
+	}
+	return len(e.detail.ports)
+}
+
+func (e *Entry) portAt(i int) uint32 {
+	if e.flags&onePort != 0 {
+		return uint32(e.port)
+	}
+	return e.detail.ports[i]
+}
+
+// Origin is the winning origin.
+func (e *Entry) Origin() Origin {
+	if e.flags&svcOrigin != 0 {
+		svc, _ := e.Tags.Get(mesh.ServiceTag)
+		return Origin{Kind: OriginService, Name: svc}
+	}
+	if e.detail == nil {
+		return Origin{}
+	}
+	return e.detail.origin
+}
+
+// setOriginOf makes an entry being built whose detail will be d show origin o: a default
+// name's origin is derived from its tags, any other is kept in the detail.
+func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
+	e.flags &^= svcOrigin
+	d.origin = o
+	if svc, ok := e.Tags.Get(mesh.ServiceTag); ok && o == (Origin{Kind: OriginService, Name: svc}) {
+		e.flags |= svcOrigin
+		d.origin = Origin{}
+	}
+}
+
+// setDetail sets e's detail (its origin included) to d: none when d has nothing to keep.
+// Only for an entry being built.
+func (e *Entry) setDetail(d entryDetail) {
+	e.setOriginOf(&d, d.origin)
+	if d.origin == (Origin{}) && d.reason == "" && d.meshExternalService == "" && d.selector == nil &&
+		d.targets == nil && d.ports == nil {
 		e.detail = nil
 		return
 	}
@@ -116,17 +285,19 @@ func (e *Entry) setReason(r string) {
 	if r == e.Reason() {
 		return
 	}
-	d := e.Detail()
-	d.Reason = r
+	d := e.detailCopy()
+	d.reason = r
 	e.setDetail(d)
 }
 
-// Detail returns a copy of the entry's detail (zero when it has none).
-func (e *Entry) Detail() EntryDetail {
+// detailCopy returns a copy of the entry's detail, with its origin (zero when it has none).
+func (e *Entry) detailCopy() entryDetail {
 	if e.detail == nil {
-		return EntryDetail{}
+		return entryDetail{origin: e.Origin()}
 	}
-	return *e.detail
+	d := *e.detail
+	d.origin = e.Origin()
+	return d
 }
 
 // Reason says why the entry is NotAvailable ("" when it is available).
@@ -134,7 +305,7 @@ func (e *Entry) Reason() string {
 	if e.detail == nil {
 		return ""
 	}
-	return e.detail.Reason
+	return e.detail.reason
 }
 
 // MeshExternalService names the resource of a MeshExternalService hostname ("" otherwise).
@@ -142,7 +313,7 @@ func (e *Entry) MeshExternalService() string {
 	if e.detail == nil {
 		return ""
 	}
-	return e.detail.MeshExternalService
+	return e.detail.meshExternalService
 }
 
 // Selector is the selector of the policy that produced the entry (for --explain); nil for
@@ -151,7 +322,7 @@ func (e *Entry) Selector() mesh.Tags {
 	if e.detail == nil {
 		return nil
 	}
-	return e.detail.Selector
+	return e.detail.selector
 }
 
 // Targets says, for a hostname served on several ports, what each port routes to (sorted by
@@ -160,42 +331,21 @@ func (e *Entry) Targets() []Target {
 	if e.detail == nil {
 		return nil
 	}
-	return e.detail.Targets
+	return e.detail.targets
 }
 
-// entryJSON is an Entry's JSON (the /vips and /config_dump shape).
-type entryJSON struct {
-	Hostname            string     `json:"hostname"`
-	IPv4                netip.Addr `json:"ipv4"`
-	IPv6                netip.Addr `json:"ipv6"`
-	Ports               []uint32   `json:"ports"`
-	Origin              Origin     `json:"origin"`
-	Key                 string     `json:"key"`
-	Tags                mesh.Tags  `json:"tags"`
-	Status              Status     `json:"status"`
-	Reason              string     `json:"reason,omitempty"`
-	MeshExternalService string     `json:"meshExternalService,omitempty"`
-	Selector            mesh.Tags  `json:"selector,omitempty"`
-	Targets             []Target   `json:"targets,omitempty"`
-}
-
-// MarshalJSON writes the entry with its detail's fields beside the others.
+// MarshalJSON writes the entry spelled out (EntryData).
 func (e Entry) MarshalJSON() ([]byte, error) {
-	d := e.Detail()
-	return json.Marshal(entryJSON{Hostname: e.Hostname, IPv4: e.IPv4, IPv6: e.IPv6, Ports: e.Ports, Origin: e.Origin,
-		Key: e.Key, Tags: e.Tags, Status: e.Status, Reason: d.Reason, MeshExternalService: d.MeshExternalService,
-		Selector: d.Selector, Targets: d.Targets})
+	return json.Marshal(e.Data())
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (e *Entry) UnmarshalJSON(b []byte) error {
-	var j entryJSON
-	if err := json.Unmarshal(b, &j); err != nil {
+	var d EntryData
+	if err := json.Unmarshal(b, &d); err != nil {
 		return err
 	}
-	*e = Entry{Hostname: j.Hostname, IPv4: j.IPv4, IPv6: j.IPv6, Ports: j.Ports, Origin: j.Origin, Key: j.Key,
-		Tags: j.Tags, Status: j.Status}
-	e.setDetail(EntryDetail{Reason: j.Reason, MeshExternalService: j.MeshExternalService, Selector: j.Selector, Targets: j.Targets})
+	*e = *NewEntry(d)
 	return nil
 }
 
@@ -323,7 +473,7 @@ func (t *Table) LookupAddr(ip netip.Addr) (*Entry, bool) {
 		return t.lookupV4(v4u(ip))
 	}
 	if v4, ok := twinOf(t.v6, ip); ok {
-		if e, ok := t.lookupV4(v4); ok && e.IPv6 == ip {
+		if e, ok := t.lookupV4(v4); ok && e.IPv6() == ip {
 			return e, true
 		}
 	}
@@ -391,7 +541,7 @@ func buildOutbounds(all []*Entry) []Outbound {
 	n := 0
 	for _, e := range all {
 		if e.Status == Available {
-			n += len(e.Ports)
+			n += e.numPorts()
 		}
 	}
 	out := make([]Outbound, 0, n)
@@ -399,16 +549,17 @@ func buildOutbounds(all []*Entry) []Outbound {
 		if e.Status != Available {
 			continue
 		}
+		v4, v6 := e.IPv4(), e.IPv6()
 		if len(e.Targets()) > 0 {
 			for _, tg := range e.Targets() {
-				out = append(out, Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: tg.Port, Hostname: e.Hostname,
+				out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: tg.Port, Hostname: e.Hostname,
 					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService()})
 			}
 			continue
 		}
-		for _, p := range e.Ports {
-			out = append(out, Outbound{IPv4: e.IPv4, IPv6: e.IPv6, Port: p, Hostname: e.Hostname, Tags: e.Tags,
-				Origin: e.Origin, MeshExternalService: e.MeshExternalService()})
+		for i := range e.numPorts() {
+			out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: e.portAt(i), Hostname: e.Hostname, Tags: e.Tags,
+				Origin: e.Origin(), MeshExternalService: e.MeshExternalService()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -497,14 +648,15 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 	// The allocator's tables (valid v6) hold twins only; hand-built ones index every IPv6.
 	if !v6.IsValid() {
 		for _, e := range all {
-			if e.Status != Available || !e.IPv6.IsValid() {
+			ip := e.IPv6()
+			if e.Status != Available || !ip.IsValid() {
 				continue
 			}
 			if b.other6 == nil {
 				b.other6 = map[netip.Addr]*Entry{}
 			}
-			if _, dup := b.other6[e.IPv6]; !dup {
-				b.other6[e.IPv6] = e
+			if _, dup := b.other6[ip]; !dup {
+				b.other6[ip] = e
 			}
 		}
 	}
