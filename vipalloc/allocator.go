@@ -34,55 +34,101 @@ type Allocator struct {
 	table     *Table
 	sum       [2]uint64
 	dirty     bool // assignments changed since the state file was written
-	candSlab  []*candidate
 	keyBuf    []byte
 	entrySlab []*Entry
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
-// (see entries and avail). It fits in 64 bytes: most hostnames have one entry, held in one.
+// (see cands, entries and avail). It fits in 48 bytes: most hostnames have one candidate and
+// one entry, held in the state itself; the lists of a hostname that ever had several of
+// either are behind many.
 type hostState struct {
 	host    string
-	cands   []*candidate
-	one     [1]*Entry // the entry of a hostname with exactly one
-	many    *[]*Entry // the entries (sorted by key) of a hostname with several
+	cand    [1]*candidate // the candidate of a hostname with one (many == nil)
+	entry   [1]*Entry     // the entry of a hostname with one (many == nil)
+	many    *hostLists
 	vip     uint32
 	hasVIP  bool
 	touched bool
+}
+
+// hostLists holds the candidates and the entries (sorted by key) of a hostname that has had
+// several of either.
+type hostLists struct {
+	cands   []*candidate
+	entries []*Entry
+}
+
+// cands returns the candidates proposing the hostname (the caller may reorder them).
+func (hs *hostState) cands() []*candidate {
+	switch {
+	case hs.many != nil:
+		return hs.many.cands
+	case hs.cand[0] != nil:
+		return hs.cand[:]
+	}
+	return nil
+}
+
+// lists moves the hostname's candidate and entry to hs.many (if not there yet) and returns it.
+func (hs *hostState) lists() *hostLists {
+	if hs.many == nil {
+		hs.many = &hostLists{cands: slices.Clone(hs.cands()), entries: slices.Clone(hs.entries())}
+		hs.cand[0], hs.entry[0] = nil, nil
+	}
+	return hs.many
+}
+
+func (hs *hostState) addCand(c *candidate) {
+	if hs.many == nil && hs.cand[0] == nil {
+		hs.cand[0] = c
+		return
+	}
+	l := hs.lists()
+	l.cands = append(l.cands, c)
+}
+
+func (hs *hostState) removeCand(c *candidate) {
+	if hs.many == nil {
+		if hs.cand[0] == c {
+			hs.cand[0] = nil
+		}
+		return
+	}
+	if i := slices.Index(hs.many.cands, c); i >= 0 {
+		hs.many.cands = slices.Delete(hs.many.cands, i, i+1)
+	}
 }
 
 // entries returns the hostname's entries, sorted by key.
 func (hs *hostState) entries() []*Entry {
 	switch {
 	case hs.many != nil:
-		return *hs.many
-	case hs.one[0] != nil:
-		return hs.one[:]
+		return hs.many.entries
+	case hs.entry[0] != nil:
+		return hs.entry[:]
 	}
 	return nil
 }
 
 // setEntries replaces the hostname's entries (sorted by key).
 func (hs *hostState) setEntries(es []*Entry) {
-	hs.one[0], hs.many = nil, nil
-	switch len(es) {
-	case 0:
-	case 1:
-		hs.one[0] = es[0]
+	switch {
+	case hs.many != nil:
+		hs.many.entries = es
+	case len(es) <= 1:
+		hs.entry[0] = nil
+		if len(es) == 1 {
+			hs.entry[0] = es[0]
+		}
 	default:
-		hs.many = &es
+		hs.lists().entries = es
 	}
 }
 
 // avail returns the hostname's available entry (at most one of its entries is), or nil.
 func (hs *hostState) avail() *Entry {
-	if hs.many == nil {
-		if e := hs.one[0]; e != nil && e.Status == Available {
-			return e
-		}
-		return nil
-	}
-	for _, e := range *hs.many {
+	for _, e := range hs.entries() {
 		if e.Status == Available {
 			return e
 		}
@@ -153,7 +199,7 @@ func (r *round) add(c *candidate) {
 		return
 	}
 	x := hostHash(c.Hostname)
-	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c, &r.a.candSlab, &r.a.keyBuf))
+	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c, &r.a.keyBuf))
 }
 
 func (r *round) remove(c *candidate) {
@@ -170,24 +216,14 @@ func (r *round) remove(c *candidate) {
 
 // place adds c to its hostname (hashing to h) in hosts (its shard) and returns the
 // hostname's state.
-func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate, slab *[]*candidate, buf *[]byte) *hostState {
+func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate, buf *[]byte) *hostState {
 	a.shareTags(c, buf)
 	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
 		hs = &hostState{host: c.Hostname}
 		hosts.put(h, hs)
 	}
-	if hs.cands == nil {
-		// One-element slices from a slab: most hostnames have a single candidate.
-		if len(*slab) == cap(*slab) {
-			*slab = make([]*candidate, 0, 1024)
-		}
-		l := len(*slab)
-		*slab = append(*slab, c)
-		hs.cands = (*slab)[l : l+1 : l+1]
-	} else {
-		hs.cands = append(hs.cands, c)
-	}
+	hs.addCand(c)
 	return hs
 }
 
@@ -198,9 +234,7 @@ func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
 	if hs == nil {
 		return nil
 	}
-	if i := slices.Index(hs.cands, c); i >= 0 {
-		hs.cands = slices.Delete(hs.cands, i, i+1)
-	}
+	hs.removeCand(c)
 	return hs
 }
 

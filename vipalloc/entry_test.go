@@ -88,6 +88,10 @@ func TestEntrySizes(t *testing.T) {
 	if got := sizeofCandidate(); got > 96 {
 		t.Errorf("candidate is %d bytes, want <= 96", got)
 	}
+	// A hostname's state fits the 48-byte class (it was 64, plus its candidate list's 8).
+	if got := sizeofHostState(); got > 48 {
+		t.Errorf("hostState is %d bytes, want <= 48", got)
+	}
 }
 
 // An allocator's entry keeps its IPv6 VIP as the twin prefix its entries share, a single
@@ -113,5 +117,42 @@ func TestEntryCompactFields(t *testing.T) {
 		Tags: tagset.FromPairs("kuma.io/service", "web")})
 	if big.Ports()[0] != 70000 || big.Origin().Name != "other" {
 		t.Errorf("got %+v", big.Data())
+	}
+}
+
+// A hostname's state holds one candidate and one entry in itself, and moves both to its
+// lists when a second one comes; either way it reads the same.
+func TestHostStateLists(t *testing.T) {
+	c1, c2 := &candidate{}, &candidate{}
+	e1, e2 := &Entry{Key: "a"}, &Entry{Key: "b", Status: Available}
+	var hs hostState
+	hs.addCand(c1)
+	hs.setEntries([]*Entry{e1})
+	if hs.many != nil || len(hs.cands()) != 1 || hs.cands()[0] != c1 || len(hs.entries()) != 1 || hs.avail() != nil {
+		t.Fatalf("one candidate: %+v", hs)
+	}
+	hs.addCand(c2)
+	if hs.many == nil || len(hs.cands()) != 2 || hs.cands()[1] != c2 || len(hs.entries()) != 1 || hs.entries()[0] != e1 {
+		t.Fatalf("two candidates: %+v", hs)
+	}
+	hs.setEntries([]*Entry{e1, e2})
+	hs.removeCand(c1)
+	if len(hs.cands()) != 1 || hs.cands()[0] != c2 || hs.avail() != e2 {
+		t.Fatalf("after a removal: %+v", hs)
+	}
+	hs.removeCand(c2)
+	hs.setEntries(nil)
+	if len(hs.cands()) != 0 || len(hs.entries()) != 0 {
+		t.Fatalf("empty: %+v", hs)
+	}
+	var one hostState
+	one.addCand(c1)
+	one.setEntries([]*Entry{e1, e2})
+	if one.cands()[0] != c1 || len(one.entries()) != 2 || one.avail() != e2 {
+		t.Fatalf("one candidate, two entries: %+v", one)
+	}
+	one.removeCand(c1)
+	if len(one.cands()) != 0 {
+		t.Fatalf("removed: %+v", one)
 	}
 }

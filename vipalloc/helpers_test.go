@@ -162,3 +162,4 @@ func ts(s string) time.Time {
 
 func sizeofEntry() uintptr     { return unsafe.Sizeof(Entry{}) }
 func sizeofCandidate() uintptr { return unsafe.Sizeof(candidate{}) }
+func sizeofHostState() uintptr { return unsafe.Sizeof(hostState{}) }

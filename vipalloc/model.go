@@ -119,7 +119,6 @@ func (r *round) apply(jobs []job) {
 	for s := range touched {
 		touched[s] = make([]*hostState, 0, n/hostShards+n/8) // a shard's share, with room
 	}
-	var slabs [hostShards][]*candidate
 	var bufs [hostShards][]byte
 	place := func(s int) {
 		hosts := &r.a.hosts[s]
@@ -130,7 +129,7 @@ func (r *round) apply(jobs []job) {
 				}
 				var hs *hostState
 				if ev.add {
-					hs = r.a.place(hosts, ev.h, ev.c, &slabs[s], &bufs[s])
+					hs = r.a.place(hosts, ev.h, ev.c, &bufs[s])
 				} else {
 					hs = unplace(hosts, ev.h, ev.c)
 				}

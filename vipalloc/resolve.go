@@ -35,14 +35,15 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	need := make([]*hostState, 0, len(touched))
 	for _, hs := range touched {
 		hs.touched = false
-		if len(hs.cands) == 0 {
+		cands := hs.cands()
+		if len(cands) == 0 {
 			a.releaseHost(hs)
 			continue
 		}
-		if len(hs.cands) > 1 {
-			slices.SortFunc(hs.cands, compareCandidates)
+		if len(cands) > 1 {
+			slices.SortFunc(cands, compareCandidates)
 		}
-		if hs.cands[0].MeshExternalService() != "" {
+		if cands[0].MeshExternalService() != "" {
 			a.releaseHost(hs)
 		} else if !hs.hasVIP {
 			need = append(need, hs)
@@ -118,14 +119,15 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 // VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
 func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry) {
 	h := hs.host
-	owner := hs.cands[0]
+	cands := hs.cands()
+	owner := cands[0]
 	ownerKey := owner.vipKey()
 	var winners []*candidate
 	var out []*Entry
-	if len(hs.cands) == 1 {
-		winners = hs.cands
+	if len(cands) == 1 {
+		winners = cands
 	}
-	for _, c := range hs.cands[len(winners):] {
+	for _, c := range cands[len(winners):] {
 		var w *candidate
 		if c.vipKey() != ownerKey {
 			w = owner

@@ -37,7 +37,7 @@ func (a *Allocator) settle(st *settler, hs *hostState) *Entry {
 	}
 	oldAvail := hs.avail()
 	hs.setEntries(nil)
-	if len(hs.cands) > 0 {
+	if len(hs.cands()) > 0 {
 		es, _ := a.entriesFor(hs, &st.slab)
 		hs.setEntries(es)
 	} else {
