@@ -3,6 +3,7 @@ package vipalloc
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"sort"
 	"strings"
@@ -638,7 +639,7 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 	}
 	// The two indexes are built concurrently when large.
 	size, shift := slotsFor(avail)
-	b.shift = shift
+	b.shift, b.posBits = shift, uint(bits.Len(uint(len(all))))
 	if avail >= parallelWork {
 		both(func() { b.buildNames(size) }, func() { b.buildAddrs(size) })
 	} else {
