@@ -39,24 +39,40 @@ type Allocator struct {
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
-// (see cands, entries and avail). It fits in 48 bytes: most hostnames have one candidate and
-// one entry, held in the state itself; the lists of a hostname that ever had several of
-// either are behind many.
+// (see cands, entries and avail). It fits in 32 bytes: most hostnames have one candidate and
+// one entry, held in the state itself, and the name is the candidate's; the lists (and the
+// name) of a hostname that ever had several candidates or entries are behind many.
 type hostState struct {
-	host    string
-	cand    [1]*candidate // the candidate of a hostname with one (many == nil)
-	entry   [1]*Entry     // the entry of a hostname with one (many == nil)
+	// cand is the candidate of a hostname with one (many == nil). It stays after its removal
+	// (hasCand false), to name the hostname until its state is dropped or another comes.
+	cand    [1]*candidate
+	entry   [1]*Entry // the entry of a hostname with one (many == nil)
 	many    *hostLists
 	vip     uint32
 	hasVIP  bool
+	hasCand bool
 	touched bool
 }
 
-// hostLists holds the candidates and the entries (sorted by key) of a hostname that has had
-// several of either.
+// hostLists holds the name, the candidates and the entries (sorted by key) of a hostname
+// that has had several candidates or entries.
 type hostLists struct {
+	name    string
 	cands   []*candidate
 	entries []*Entry
+}
+
+// newHostState is the state of the hostname c proposes, with c.
+func newHostState(c *candidate) *hostState {
+	return &hostState{cand: [1]*candidate{c}, hasCand: true}
+}
+
+// name is the hostname.
+func (hs *hostState) name() string {
+	if hs.many != nil {
+		return hs.many.name
+	}
+	return hs.cand[0].Hostname
 }
 
 // cands returns the candidates proposing the hostname (the caller may reorder them).
@@ -64,24 +80,25 @@ func (hs *hostState) cands() []*candidate {
 	switch {
 	case hs.many != nil:
 		return hs.many.cands
-	case hs.cand[0] != nil:
+	case hs.hasCand:
 		return hs.cand[:]
 	}
 	return nil
 }
 
-// lists moves the hostname's candidate and entry to hs.many (if not there yet) and returns it.
+// lists moves the hostname's name, candidate and entry to hs.many (if not there yet) and
+// returns it.
 func (hs *hostState) lists() *hostLists {
 	if hs.many == nil {
-		hs.many = &hostLists{cands: slices.Clone(hs.cands()), entries: slices.Clone(hs.entries())}
-		hs.cand[0], hs.entry[0] = nil, nil
+		hs.many = &hostLists{name: hs.name(), cands: slices.Clone(hs.cands()), entries: slices.Clone(hs.entries())}
+		hs.cand[0], hs.entry[0], hs.hasCand = nil, nil, false
 	}
 	return hs.many
 }
 
 func (hs *hostState) addCand(c *candidate) {
-	if hs.many == nil && hs.cand[0] == nil {
-		hs.cand[0] = c
+	if hs.many == nil && !hs.hasCand {
+		hs.cand[0], hs.hasCand = c, true
 		return
 	}
 	l := hs.lists()
@@ -90,8 +107,8 @@ func (hs *hostState) addCand(c *candidate) {
 
 func (hs *hostState) removeCand(c *candidate) {
 	if hs.many == nil {
-		if hs.cand[0] == c {
-			hs.cand[0] = nil
+		if hs.hasCand && hs.cand[0] == c {
+			hs.hasCand = false
 		}
 		return
 	}
@@ -220,8 +237,9 @@ func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate, buf *[]byte) *
 	a.shareTags(c, buf)
 	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
-		hs = &hostState{host: c.Hostname}
+		hs = newHostState(c)
 		hosts.put(h, hs)
+		return hs
 	}
 	hs.addCand(c)
 	return hs

@@ -26,7 +26,7 @@ func newCandMap(n int) candMap { return candMap{byHash: make(map[uint64]*candida
 func newHostMap(n int) hostMap { return hostMap{byHash: make(map[uint64]*hostState, n)} }
 
 func (c *candidate) mapKey() string  { return c.Key }
-func (hs *hostState) mapKey() string { return hs.host }
+func (hs *hostState) mapKey() string { return hs.name() }
 
 // keyHash and hostHash are the same hash (maphash hashes bytes and strings alike).
 func keyHash(b []byte) uint64  { return maphash.Bytes(hashSeed, b) }

@@ -35,15 +35,15 @@ func TestCandMapCollision(t *testing.T) {
 // TestHostMapCollision does the same for hostnames.
 func TestHostMapCollision(t *testing.T) {
 	m := newHostMap(0)
-	a, b := &hostState{host: "a.mesh"}, &hostState{host: "b.mesh"}
-	h := hostHash(a.host)
+	a, b := newHostState(&candidate{Entry: Entry{Hostname: "a.mesh"}}), newHostState(&candidate{Entry: Entry{Hostname: "b.mesh"}})
+	h := hostHash(a.name())
 	m.put(h, a)
 	m.put(h, b) // as if b.mesh hashed to h too
-	if m.get(h, a.host) != a || m.get(h, b.host) != b || m.len() != 2 {
+	if m.get(h, a.name()) != a || m.get(h, b.name()) != b || m.len() != 2 {
 		t.Fatalf("after two puts on one hash: len %d", m.len())
 	}
 	m.del(a)
-	if m.get(h, b.host) != b || m.get(h, a.host) != nil || m.len() != 1 {
+	if m.get(h, b.name()) != b || m.get(h, a.name()) != nil || m.len() != 1 {
 		t.Errorf("after removing a.mesh: b.mesh lost or a.mesh still there (len %d)", m.len())
 	}
 	m.del(b)

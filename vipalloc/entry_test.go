@@ -88,9 +88,9 @@ func TestEntrySizes(t *testing.T) {
 	if got := sizeofCandidate(); got > 96 {
 		t.Errorf("candidate is %d bytes, want <= 96", got)
 	}
-	// A hostname's state fits the 48-byte class (it was 64, plus its candidate list's 8).
-	if got := sizeofHostState(); got > 48 {
-		t.Errorf("hostState is %d bytes, want <= 48", got)
+	// A hostname's state fits the 32-byte class (it was 64, plus its candidate list's 8).
+	if got := sizeofHostState(); got > 32 {
+		t.Errorf("hostState is %d bytes, want <= 32", got)
 	}
 }
 
@@ -123,16 +123,15 @@ func TestEntryCompactFields(t *testing.T) {
 // A hostname's state holds one candidate and one entry in itself, and moves both to its
 // lists when a second one comes; either way it reads the same.
 func TestHostStateLists(t *testing.T) {
-	c1, c2 := &candidate{}, &candidate{}
+	c1, c2 := &candidate{Entry: Entry{Hostname: "h.mesh"}}, &candidate{Entry: Entry{Hostname: "h.mesh"}}
 	e1, e2 := &Entry{Key: "a"}, &Entry{Key: "b", Status: Available}
-	var hs hostState
-	hs.addCand(c1)
+	hs := newHostState(c1)
 	hs.setEntries([]*Entry{e1})
-	if hs.many != nil || len(hs.cands()) != 1 || hs.cands()[0] != c1 || len(hs.entries()) != 1 || hs.avail() != nil {
+	if hs.many != nil || hs.name() != "h.mesh" || len(hs.cands()) != 1 || hs.cands()[0] != c1 || len(hs.entries()) != 1 || hs.avail() != nil {
 		t.Fatalf("one candidate: %+v", hs)
 	}
 	hs.addCand(c2)
-	if hs.many == nil || len(hs.cands()) != 2 || hs.cands()[1] != c2 || len(hs.entries()) != 1 || hs.entries()[0] != e1 {
+	if hs.many == nil || hs.name() != "h.mesh" || len(hs.cands()) != 2 || hs.cands()[1] != c2 || len(hs.entries()) != 1 || hs.entries()[0] != e1 {
 		t.Fatalf("two candidates: %+v", hs)
 	}
 	hs.setEntries([]*Entry{e1, e2})
@@ -142,17 +141,25 @@ func TestHostStateLists(t *testing.T) {
 	}
 	hs.removeCand(c2)
 	hs.setEntries(nil)
-	if len(hs.cands()) != 0 || len(hs.entries()) != 0 {
+	if len(hs.cands()) != 0 || len(hs.entries()) != 0 || hs.name() != "h.mesh" {
 		t.Fatalf("empty: %+v", hs)
 	}
-	var one hostState
-	one.addCand(c1)
+	one := newHostState(c1)
 	one.setEntries([]*Entry{e1, e2})
 	if one.cands()[0] != c1 || len(one.entries()) != 2 || one.avail() != e2 {
 		t.Fatalf("one candidate, two entries: %+v", one)
 	}
 	one.removeCand(c1)
-	if len(one.cands()) != 0 {
+	if len(one.cands()) != 0 || one.name() != "h.mesh" {
 		t.Fatalf("removed: %+v", one)
+	}
+	single := newHostState(c1)
+	single.removeCand(c1)
+	if len(single.cands()) != 0 || single.name() != "h.mesh" {
+		t.Fatalf("its only candidate removed: %+v", single)
+	}
+	single.addCand(c2)
+	if len(single.cands()) != 1 || single.cands()[0] != c2 || single.many != nil {
+		t.Fatalf("another candidate: %+v", single)
 	}
 }

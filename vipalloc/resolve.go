@@ -69,7 +69,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			if full {
 				continue
 			}
-			names[hs.host] = hs.avail()
+			names[hs.name()] = hs.avail()
 			if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
 				if _, seen := addrT[e.v4]; !seen || e.MeshExternalService() != "" {
 					addrT[e.v4] = addrKey(e)
@@ -118,7 +118,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 // the owner (best candidate) decides the VIP; per port the best candidate with the owner's
 // VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
 func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry) {
-	h := hs.host
+	h := hs.name()
 	cands := hs.cands()
 	owner := cands[0]
 	ownerKey := owner.vipKey()
