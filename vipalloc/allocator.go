@@ -211,7 +211,7 @@ func (r *round) touchHost(h string) {
 
 func (r *round) add(c *candidate) {
 	if c.Hostname == "" {
-		r.a.skips[c.Origin().Kind+"/"+c.Key] = c
+		r.a.skips[c.Origin().Kind+"/"+c.Key()] = c
 		r.skipsChanged = true
 		return
 	}
@@ -221,7 +221,7 @@ func (r *round) add(c *candidate) {
 
 func (r *round) remove(c *candidate) {
 	if c.Hostname == "" {
-		delete(r.a.skips, c.Origin().Kind+"/"+c.Key)
+		delete(r.a.skips, c.Origin().Kind+"/"+c.Key())
 		r.skipsChanged = true
 		return
 	}
@@ -266,7 +266,7 @@ func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	if !ok {
 		return
 	}
-	b := append(append((*buf)[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...), svc...)
+	b := append(append((*buf)[:0], defaultKeyPrefix...), svc...)
 	b = append(b, '}')
 	*buf = b
 	if d := a.defaults.cands.get(keyHash(b), b); d != nil {

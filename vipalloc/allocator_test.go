@@ -100,15 +100,15 @@ func TestKeysAndExplainData(t *testing.T) {
 	a := newAlloc(t, nil)
 	tb := allocate(t, a, snap(smallMesh(), designVOs()))
 	e, _ := tb.Lookup("v1.backend.mesh")
-	if e.Key != "my-service-by-version{kuma.io/service=backend,version=v1}" {
-		t.Errorf("key = %q", e.Key)
+	if e.Key() != "my-service-by-version{kuma.io/service=backend,version=v1}" {
+		t.Errorf("key = %q", e.Key())
 	}
 	if !reflect.DeepEqual(e.Selector(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"})) {
 		t.Errorf("selector = %v", e.Selector())
 	}
 	e, _ = tb.Lookup("httpbin.mesh")
-	if e.Key != "my-service{kuma.io/service=my-service}" {
-		t.Errorf("key = %q", e.Key)
+	if e.Key() != "my-service{kuma.io/service=my-service}" {
+		t.Errorf("key = %q", e.Key())
 	}
 }
 
@@ -180,7 +180,7 @@ func TestCollisions(t *testing.T) {
 
 func findEntry(tb *Table, key string) *Entry {
 	for _, e := range tb.Entries() {
-		if e.Key == key {
+		if e.Key() == key {
 			return e
 		}
 	}
@@ -358,7 +358,7 @@ func TestPolicyChanges(t *testing.T) {
 func keysOf(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, e.Hostname+" "+e.Key+" "+e.Status.String())
+		out = append(out, e.Hostname+" "+e.Key()+" "+e.Status.String())
 	}
 	return out
 }
@@ -408,8 +408,8 @@ func TestTemplateSyntaxes(t *testing.T) {
 			t.Errorf("%s = %+v, want port %d", host, e, port)
 		}
 	}
-	if e, ok := tb.Lookup("v1.backend.vh.mesh"); ok && e.Key != "vh-form{kuma.io/service=backend,version=v1}" {
-		t.Errorf("key = %q", e.Key)
+	if e, ok := tb.Lookup("v1.backend.vh.mesh"); ok && e.Key() != "vh-form{kuma.io/service=backend,version=v1}" {
+		t.Errorf("key = %q", e.Key())
 	}
 	// The tuple without the port tag is skipped with a reason, not an error.
 	if sk := tb.Skipped(); len(sk) != 1 || sk[0].Origin.Name != "kuma-form" || !strings.Contains(sk[0].Reason, `"port"`) {

@@ -19,7 +19,7 @@ func TestBaseIndexMisses(t *testing.T) {
 		for _, name := range []string{fmt.Sprintf("svc-%05d.mesh", 1500+i), fmt.Sprintf("v9.svc-%05d.mesh", i),
 			fmt.Sprintf("svc-%05d.zone-3.mesh", i)} {
 			if e, ok := tb.Lookup(name); ok {
-				t.Fatalf("Lookup(%s) = %s, want none", name, e.Key)
+				t.Fatalf("Lookup(%s) = %s, want none", name, e.Key())
 			}
 		}
 	}

@@ -112,6 +112,14 @@ func TestEntryCompactFields(t *testing.T) {
 	if e.IPv4().IsValid() || e.IPv6().IsValid() {
 		t.Errorf("no VIP shows %s and %s", e.IPv4(), e.IPv6())
 	}
+	// A default name's key is derived from its tags, and compared without being built.
+	e.flags |= svcKey
+	if e.Key() != "Service{kuma.io/service=web}" || string(e.appendKey([]byte("x"))) != "xService{kuma.io/service=web}" ||
+		!keyIs(&e, "Service{kuma.io/service=web}") || !keyIs(&e, []byte("Service{kuma.io/service=web}")) ||
+		keyIs(&e, "Service{kuma.io/service=web2}") || keyIs(&e, "Service{kuma.io/service=we}") ||
+		keyIs(&e, "Service{kuma.io/service=web]") || keyIs(&e, "Servicf{kuma.io/service=web}") {
+		t.Errorf("derived key %q", e.Key())
+	}
 	// A port past 65535 (or several) and an origin that is not the tags' are kept in the detail.
 	big := NewEntry(EntryData{Hostname: "x.mesh", Ports: []uint32{70000}, Origin: Origin{Kind: OriginService, Name: "other"},
 		Tags: tagset.FromPairs("kuma.io/service", "web")})
@@ -124,7 +132,7 @@ func TestEntryCompactFields(t *testing.T) {
 // lists when a second one comes; either way it reads the same.
 func TestHostStateLists(t *testing.T) {
 	c1, c2 := &candidate{Entry: Entry{Hostname: "h.mesh"}}, &candidate{Entry: Entry{Hostname: "h.mesh"}}
-	e1, e2 := &Entry{Key: "a"}, &Entry{Key: "b", Status: Available}
+	e1, e2 := &Entry{key: "a"}, &Entry{key: "b", Status: Available}
 	hs := newHostState(c1)
 	hs.setEntries([]*Entry{e1})
 	if hs.many != nil || hs.name() != "h.mesh" || len(hs.cands()) != 1 || hs.cands()[0] != c1 || len(hs.entries()) != 1 || hs.avail() != nil {
@@ -161,5 +169,20 @@ func TestHostStateLists(t *testing.T) {
 	single.addCand(c2)
 	if len(single.cands()) != 1 || single.cands()[0] != c2 || single.many != nil {
 		t.Fatalf("another candidate: %+v", single)
+	}
+}
+
+// Keys sort the same built or derived.
+func TestKeyLess(t *testing.T) {
+	svc := func(s string) *Entry {
+		return &Entry{Tags: tagset.FromPairs("kuma.io/service", s), flags: svcKey}
+	}
+	keys := []*Entry{{key: "A{}"}, svc("a"), svc("b"), {key: "Service{kuma.io/service=a,version=v1}"}, {key: "vo{}"}}
+	for i, a := range keys {
+		for j, b := range keys {
+			if got, want := keyLess(a, b), a.Key() < b.Key(); got != want {
+				t.Errorf("keyLess(%s, %s) = %v, want %v (%d, %d)", a.Key(), b.Key(), got, want, i, j)
+			}
+		}
 	}
 }

@@ -60,7 +60,7 @@ func better(a, b *candidate) bool {
 		}
 		return ao.Name < bo.Name
 	}
-	return a.Key < b.Key
+	return keyLess(&a.Entry, &b.Entry)
 }
 
 func compareCandidates(a, b *candidate) int {
@@ -127,7 +127,7 @@ func (x *expander) emit(c *candidate, add bool) {
 // lookup finds the candidate of key b; h is keyHash(b) when c is nil (for cands.put).
 func (x *expander) lookup(b []byte) (c *candidate, h uint64) {
 	for _, c := range x.last {
-		if c != nil && c.Key == string(b) {
+		if c != nil && keyIs(&c.Entry, b) {
 			return c, 0
 		}
 	}
@@ -258,15 +258,15 @@ func (x *expander) visit(in *inbound) {
 	out, port, err := x.tpl.RenderAppend(b, c.Tags)
 	switch {
 	case err != nil && missing:
-		c.Key = string(b)
+		c.key = string(b)
 		c.setReason(fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent)))
 	case err != nil:
-		c.Key = string(b)
+		c.key = string(b)
 		c.setReason(err.Error())
 	default:
 		x.buf = out
 		kh := string(out)
-		c.Key, c.Hostname = kh[:keyLen], kh[keyLen:]
+		c.key, c.Hostname = kh[:keyLen], kh[keyLen:]
 		c.setPort(port)
 	}
 	x.cands.put(h, c)
@@ -292,7 +292,7 @@ func (x *expander) visitDefault(in *inbound) {
 	if !ok || svc == "" {
 		return
 	}
-	b := append(x.buf[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...)
+	b := append(x.buf[:0], defaultKeyPrefix...)
 	b = append(b, svc...)
 	b = append(b, '}')
 	x.buf = b
@@ -302,14 +302,13 @@ func (x *expander) visitDefault(in *inbound) {
 		return
 	}
 	c = &candidate{src: defaultSource, refs: delta}
-	c.Tags, c.flags = defaultTags(in.tags, svc), svcOrigin // the origin {"Service", svc}
-	// The key and the hostname in one string.
+	// The origin {"Service", svc} and the key (b) are derived from the tags: a name costs
+	// the string of its hostname only.
+	c.Tags, c.flags = defaultTags(in.tags, svc), svcOrigin|svcKey
 	keyLen := len(b)
 	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
 	x.buf = b
-	kh := string(b)
-	host := kh[keyLen:]
-	c.Key = kh[:keyLen]
+	host := string(b[keyLen:])
 	if err := hostname.Valid(host); err != nil {
 		c.setReason(fmt.Sprintf("default name %q: %v", host, err))
 	} else {
@@ -352,7 +351,7 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 		return
 	}
 	c := &candidate{src: x.src, refs: delta}
-	c.Key = string(key)
+	c.key = string(key)
 	c.setDetail(entryDetail{origin: x.src.origin, reason: x.broken})
 	x.cands.put(h, c)
 	x.emit(c, true)

@@ -50,7 +50,7 @@ func appendEntry(b []byte, e *Entry) []byte {
 	o := e.Origin()
 	b = append(append(b, 0), o.Kind...)
 	b = append(append(b, 0), o.Name...)
-	b = append(append(b, 0), e.Key...)
+	b = e.appendKey(append(b, 0))
 	b = append(append(b, 0), e.Status.String()...)
 	b = append(append(b, 0), e.Reason()...)
 	b = append(append(b, 0), e.MeshExternalService()...)

@@ -115,11 +115,11 @@ func checkTable(t testing.TB, tb *Table) {
 	seen := map[string]bool{}
 	for i, e := range tb.Entries() {
 		if i > 0 && entryLess(e, tb.Entries()[i-1]) {
-			t.Fatalf("entries not sorted at %d: %s after %s", i, e.Key, tb.Entries()[i-1].Key)
+			t.Fatalf("entries not sorted at %d: %s after %s", i, e.Key(), tb.Entries()[i-1].Key())
 		}
 		if e.Status != Available {
 			if e.IPv4().IsValid() {
-				t.Errorf("NotAvailable entry %s has a VIP", e.Key)
+				t.Errorf("NotAvailable entry %s has a VIP", e.Key())
 			}
 			continue
 		}

@@ -95,7 +95,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 			}
 			c := &candidate{src: &source{origin: Origin{Kind: mesh.KindHostnameGenerator, Name: g.hg.Name},
 				explicit: true, created: created}, refs: 1}
-			c.Key = g.hg.Name + "{meshexternalservice=" + es.Name + "}"
+			c.key = g.hg.Name + "{meshexternalservice=" + es.Name + "}"
 			d := entryDetail{origin: c.src.origin, meshExternalService: es.Name}
 			if g.err != nil {
 				d.reason = g.err.Error()
@@ -106,10 +106,10 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 				c.setPorts(&d, []uint32{es.Spec.Match.Port})
 			}
 			c.setDetail(d)
-			if old := m.cands[c.Key]; old != nil && sameMESCandidate(old, c) {
+			if old := m.cands[c.key]; old != nil && sameMESCandidate(old, c) {
 				c = old
 			}
-			next[c.Key] = c
+			next[c.key] = c
 			byMES[es.Name] = append(byMES[es.Name], c)
 		}
 	}
@@ -125,7 +125,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 	}
 	sort.Strings(names)
 	for _, cs := range byMES {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].Key < cs[j].Key })
+		sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
 	}
 	added, removed = diffSorted(m.names, names)
 	m.cands, m.byMES, m.names = next, byMES, names

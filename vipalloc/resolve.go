@@ -91,7 +91,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	if r.skipsChanged {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key, Selector: c.Selector(), Tags: c.Tags,
+			a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags,
 				MeshExternalService: c.MeshExternalService(), Reason: c.Reason()})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
@@ -161,9 +161,10 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		ports, targets := make([]uint32, len(winners)), make([]Target, len(winners))
 		for i, w := range winners {
 			ports[i] = w.port()
-			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key, Tags: w.Tags, Selector: w.Selector()}
+			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags, Selector: w.Selector()}
 		}
-		e = &Entry{Hostname: h, Key: owner.Key, Tags: owner.Tags, Status: status}
+		// The owner's key, as the owner holds it (same tags: a default name's stays derived).
+		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & svcKey}
 		e.setVIP(v, hasVIP, &a.s.v6)
 		d := entryDetail{origin: owner.Origin(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), reason: reason, targets: targets}
@@ -179,7 +180,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 	}
 	out = append(out, e)
 	if len(out) > 1 {
-		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+		sort.Slice(out, func(i, j int) bool { return keyLess(out[i], out[j]) })
 	}
 	return out, avail
 }
@@ -227,7 +228,7 @@ func lossReason(h string, c, w *candidate) string {
 		why = "same age: the lower kind/name/key wins"
 	}
 	wo := w.Origin()
-	winner := wo.Kind + " " + strconv.Quote(wo.Name) + " (" + w.Key + "), which wins (" + why + ")"
+	winner := wo.Kind + " " + strconv.Quote(wo.Name) + " (" + w.Key() + "), which wins (" + why + ")"
 	if c.vipKey() != w.vipKey() {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
 		if c.MeshExternalService() != "" && w.MeshExternalService() != "" {
@@ -302,12 +303,13 @@ func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
 	if hs == nil {
 		return NotAvailable, "no entry"
 	}
+	key := c.Key()
 	for _, e := range hs.entries() {
-		if e.Key == c.Key {
+		if keyIs(e, key) {
 			return e.Status, e.Reason()
 		}
 		for _, tg := range e.Targets() {
-			if tg.Key == c.Key {
+			if tg.Key == key {
 				return e.Status, e.Reason()
 			}
 		}

@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/bits"
@@ -58,18 +59,17 @@ const OriginService = "Service"
 // Entry is one hostname of the table. Entries are shared between tables and never mutated.
 //
 // A mesh holds an entry per hostname (and the allocator a candidate embedding one), so an
-// entry is kept small (80 bytes): its addresses, ports and origin are read with methods of
-// those names. The IPv4 VIP is a uint32 and the IPv6 one its twin, derived from the twin
+// entry is kept small (80 bytes): its addresses, ports, origin and key are read with methods
+// of those names. The IPv4 VIP is a uint32 and the IPv6 one its twin, derived from the twin
 // prefix the allocator's entries share; a single port is held inline; a default name's
-// origin {"Service", svc} is derived from its tags. What few entries have (a reason, a
+// origin {"Service", svc} and key `Service{kuma.io/service=svc}` are derived from its tags. What few entries have (a reason, a
 // MeshExternalService, a selector, several ports' targets) and a policy's origin are
 // behind one pointer, shared by the entries of one selector. Build an entry by hand with
 // NewEntry.
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
-	// Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft).
-	Key string
+	key      string // see Key; "" with svcKey
 	// Tags are the destination tags the hostname routes to (the tuple).
 	Tags   mesh.Tags
 	detail *entryDetail // nil: no detail, and the origin is the default name's (see flags)
@@ -89,6 +89,7 @@ const (
 	ownV6                            // v6 holds the IPv6 address, not a twin prefix
 	onePort                          // port is the only port
 	svcOrigin                        // the origin is {"Service", the kuma.io/service tag}
+	svcKey                           // the key is defaultKey(the kuma.io/service tag)
 )
 
 // entryDetail holds what few entries have, and a policy's origin.
@@ -129,7 +130,7 @@ type EntryData struct {
 
 // NewEntry builds the entry d spells out. IPv4 is an IPv4 address or invalid.
 func NewEntry(d EntryData) *Entry {
-	e := &Entry{Hostname: d.Hostname, Key: d.Key, Tags: d.Tags, Status: d.Status}
+	e := &Entry{Hostname: d.Hostname, key: d.Key, Tags: d.Tags, Status: d.Status}
 	if d.IPv4.IsValid() {
 		e.v4, e.flags = v4u(d.IPv4), hasV4
 	}
@@ -148,7 +149,7 @@ func NewEntry(d EntryData) *Entry {
 func (e *Entry) Data() EntryData {
 	d := e.detailCopy()
 	return EntryData{Hostname: e.Hostname, IPv4: e.IPv4(), IPv6: e.IPv6(), Ports: e.Ports(), Origin: d.origin,
-		Key: e.Key, Tags: e.Tags, Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService,
+		Key: e.Key(), Tags: e.Tags, Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService,
 		Selector: d.selector, Targets: d.targets}
 }
 
@@ -243,6 +244,54 @@ func (e *Entry) portAt(i int) uint32 {
 		return uint32(e.port)
 	}
 	return e.detail.ports[i]
+}
+
+// Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft). A default name's is built on each
+// call: compare with keyIs, write with appendKey.
+func (e *Entry) Key() string {
+	if e.flags&svcKey != 0 {
+		return defaultKey(e.service())
+	}
+	return e.key
+}
+
+// service is the entry's kuma.io/service tag ("" without one).
+func (e *Entry) service() string {
+	svc, _ := e.Tags.Get(mesh.ServiceTag)
+	return svc
+}
+
+// defaultKeyPrefix and defaultKey spell the key of the default name of service svc.
+const defaultKeyPrefix = defaultKeyName + "{" + mesh.ServiceTag + "="
+
+func defaultKey(svc string) string { return defaultKeyPrefix + svc + "}" }
+
+// appendKey appends the entry's key to b.
+func (e *Entry) appendKey(b []byte) []byte {
+	if e.flags&svcKey != 0 {
+		return append(append(append(b, defaultKeyPrefix...), e.service()...), '}')
+	}
+	return append(b, e.key...)
+}
+
+// keyLess reports whether a's key sorts before b's, without building default names' keys
+// on the heap (hostnames proposed by a default name and a policy sort their entries by key).
+func keyLess(a, b *Entry) bool {
+	if (a.flags|b.flags)&svcKey == 0 {
+		return a.key < b.key
+	}
+	var ba, bb [64]byte
+	return bytes.Compare(a.appendKey(ba[:0]), b.appendKey(bb[:0])) < 0
+}
+
+// keyIs reports whether e's key is k, without building a default name's.
+func keyIs[K string | []byte](e *Entry, k K) bool {
+	if e.flags&svcKey == 0 {
+		return e.key == string(k)
+	}
+	svc, n := e.service(), len(defaultKeyPrefix)
+	return len(k) == n+len(svc)+1 && string(k[:n]) == defaultKeyPrefix && string(k[n:len(k)-1]) == svc &&
+		k[len(k)-1] == '}'
 }
 
 // Origin is the winning origin.
@@ -721,5 +770,5 @@ func entryLess(a, b *Entry) bool {
 	if a.Hostname != b.Hostname {
 		return a.Hostname < b.Hostname
 	}
-	return a.Key < b.Key
+	return keyLess(a, b)
 }

@@ -61,7 +61,7 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 			tags = mesh.Tags{}
 		}
 		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname, IPv4: v4, IPv6: v6, Ports: e.Ports(),
-			Origin: e.Origin(), Key: e.Key, Tags: tags, Status: e.Status, Reason: e.Reason(),
+			Origin: e.Origin(), Key: e.Key(), Tags: tags, Status: e.Status, Reason: e.Reason(),
 			MeshExternalService: e.MeshExternalService(), Targets: e.Targets(), Selector: e.Selector()})
 	}
 	enc := json.NewEncoder(w)
@@ -191,7 +191,7 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 				vipsExplainOrigin(w, "    ", tg.Origin, tg.Selector, tg.Tags, tg.Key)
 			}
 		} else {
-			vipsExplainOrigin(w, "  ", win.Origin(), win.Selector(), win.Tags, win.Key)
+			vipsExplainOrigin(w, "  ", win.Origin(), win.Selector(), win.Tags, win.Key())
 		}
 	} else {
 		fmt.Fprintf(w, "%s: NotAvailable\n", host)
@@ -201,11 +201,11 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 			continue
 		}
 		if ok {
-			fmt.Fprintf(w, "  beat %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key, vipsPortsText(e.Ports()))
+			fmt.Fprintf(w, "  beat %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), vipsPortsText(e.Ports()))
 		} else {
-			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key, vipsPortsText(e.Ports()))
+			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), vipsPortsText(e.Ports()))
 		}
-		vipsExplainOrigin(w, "    ", e.Origin(), e.Selector(), e.Tags, e.Key)
+		vipsExplainOrigin(w, "    ", e.Origin(), e.Selector(), e.Tags, e.Key())
 		fmt.Fprintf(w, "    NotAvailable: %s\n", e.Reason())
 	}
 	return true
