@@ -159,11 +159,11 @@ func New(cfg Config) (*Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(),
+	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(&s.v6),
 		hosts: [hostShards]hostMap{newHostMap(0), newHostMap(0)}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
-		a.defaults = newDefaultExpander(s.defaultPort)
+		a.defaults = newDefaultExpander(s.defaultPort, &s.v6)
 	}
 	return a, nil
 }
@@ -259,7 +259,7 @@ func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
 // shareTags makes a policy candidate whose tags are just {kuma.io/service: X} share the map
 // of the default name of X (the common "{{service}}.mesh" policies): fewer maps to keep.
 func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
-	if a.defaults == nil || !c.src.explicit || c.published || len(c.Tags) != 1 {
+	if a.defaults == nil || !c.source().explicit || c.published || len(c.Tags) != 1 {
 		return
 	}
 	svc, ok := c.Tags.Get(mesh.ServiceTag)

@@ -79,14 +79,15 @@ func TestStatusText(t *testing.T) {
 	}
 }
 
-// The entry of a hostname fits the 80-byte size class and its candidate the 96-byte one
-// (they were 176 and 192 with the addresses, ports and origin spelled out in every entry).
+// The entry of a hostname is 72 bytes (in the 80-byte size class) and its candidate fits
+// the 80-byte one (they were 176 and 192 with the addresses, ports, origin and source spelled
+// out in every one).
 func TestEntrySizes(t *testing.T) {
-	if got := sizeofEntry(); got > 80 {
-		t.Errorf("Entry is %d bytes, want <= 80", got)
+	if got := sizeofEntry(); got > 72 {
+		t.Errorf("Entry is %d bytes, want <= 72", got)
 	}
-	if got := sizeofCandidate(); got > 96 {
-		t.Errorf("candidate is %d bytes, want <= 96", got)
+	if got := sizeofCandidate(); got > 80 {
+		t.Errorf("candidate is %d bytes, want <= 80", got)
 	}
 	// A hostname's state fits the 32-byte class (it was 64, plus its candidate list's 8).
 	if got := sizeofHostState(); got > 32 {
@@ -94,21 +95,30 @@ func TestEntrySizes(t *testing.T) {
 	}
 }
 
-// An allocator's entry keeps its IPv6 VIP as the twin prefix its entries share, a single
-// port inline and a default name's origin as its tags: all read back as they were built.
+// An allocator's entry keeps its IPv6 VIP as the twin prefix in the detail its entries
+// share, a single port inline and a default name's origin as its tags: all read back as they
+// were built.
 func TestEntryCompactFields(t *testing.T) {
 	v6 := netip.MustParsePrefix("fd00:fd00::/64")
-	e := Entry{Hostname: "web.mesh", Tags: tagset.FromPairs("kuma.io/service", "web"), flags: svcOrigin}
+	shared := &entryDetail{twin: &v6}
+	e := Entry{Hostname: "web.mesh", Tags: tagset.FromPairs("kuma.io/service", "web"), flags: svcOrigin, detail: shared}
 	e.setPort(8080)
-	e.setVIP(0xf0000001, true, &v6)
+	e.setVIP(0xf0000001, true)
 	if e.IPv4() != netip.MustParseAddr("240.0.0.1") || e.IPv6() != netip.MustParseAddr("fd00:fd00::f000:1") ||
-		len(e.Ports()) != 1 || e.Ports()[0] != 8080 || e.Origin() != (Origin{Kind: OriginService, Name: "web"}) || e.detail != nil {
+		len(e.Ports()) != 1 || e.Ports()[0] != 8080 || e.Origin() != (Origin{Kind: OriginService, Name: "web"}) ||
+		e.detail != shared {
 		t.Errorf("got %+v", e.Data())
 	}
-	if !e.sameVIP(0xf0000001, true, &v6) || e.sameVIP(0xf0000002, true, &v6) || e.sameVIP(0, false, nil) {
+	if !e.sameVIP(0xf0000001, true) || e.sameVIP(0xf0000002, true) || e.sameVIP(0, false) {
 		t.Error("sameVIP")
 	}
-	e.setVIP(0, false, &v6)
+	// A reason copies the shared detail, twin included.
+	e.setReason("lost")
+	if e.detail == shared || e.IPv6() != netip.MustParseAddr("fd00:fd00::f000:1") || shared.reason != "" ||
+		e.Origin() != (Origin{Kind: OriginService, Name: "web"}) {
+		t.Errorf("with a reason: %+v", e.Data())
+	}
+	e.setVIP(0, false)
 	if e.IPv4().IsValid() || e.IPv6().IsValid() {
 		t.Errorf("no VIP shows %s and %s", e.IPv4(), e.IPv6())
 	}

@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"time"
@@ -16,13 +17,21 @@ import (
 // inbounds of the mesh support them, so a dataplane coming or going adjusts counts only.
 type candidate struct {
 	// Entry is the proposal: Hostname, port (one), origin, Key, Tags, selector and
-	// MeshExternalService (reason for skips). The first time the candidate is published it
-	// is published as is (&c.Entry, with its VIP and status filled in), so most hostnames
-	// cost one object; after that it is never changed, only copied.
+	// MeshExternalService (reason for skips); its detail names the source. The first time
+	// the candidate is published it is published as is (&c.Entry, with its VIP and status
+	// filled in), so most hostnames cost one object; after that it is never changed, only
+	// copied.
 	Entry
-	src       *source
 	refs      int32
 	published bool
+}
+
+// source is what proposed the candidate: its policy's, or defaultSource.
+func (c *candidate) source() *source {
+	if c.detail == nil || c.detail.src == nil {
+		return defaultSource
+	}
+	return c.detail.src
 }
 
 func (c *candidate) port() uint32 {
@@ -48,11 +57,12 @@ type source struct {
 // takes a name that is already served), then origin kind, origin name and key, so the order
 // is total and deterministic.
 func better(a, b *candidate) bool {
-	if a.src.explicit != b.src.explicit {
-		return a.src.explicit
+	as, bs := a.source(), b.source()
+	if as.explicit != bs.explicit {
+		return as.explicit
 	}
-	if !a.src.created.Equal(b.src.created) {
-		return a.src.created.Before(b.src.created)
+	if !as.created.Equal(bs.created) {
+		return as.created.Before(bs.created)
 	}
 	if ao, bo := a.Origin(), b.Origin(); ao != bo {
 		if ao.Kind != bo.Kind {
@@ -87,8 +97,11 @@ const mesKeyPrefix = "mes/"
 // expander turns inbound tags into candidates for one source: a VirtualOutbound, or the
 // default service names.
 type expander struct {
-	name   string // the key prefix: policy name, or defaultKeyName
-	src    *source
+	name string // the key prefix: policy name, or defaultKeyName
+	src  *source
+	twin *netip.Prefix // the allocator's twin prefix, in its candidates' details
+	// detail is the detail of every default name (the twin prefix only).
+	detail *entryDetail
 	vo     *mesh.VirtualOutbound
 	tpl    *hostname.VOTemplate
 	sels   []compiledSel
@@ -235,7 +248,7 @@ func (x *expander) visit(in *inbound) {
 		x.count(c, delta)
 		return
 	}
-	c = &candidate{src: x.src, refs: delta}
+	c = &candidate{refs: delta}
 	c.detail = sel.detail
 	c.Tags = make(mesh.Tags, 0, len(sel.dest))
 	var absent []string
@@ -301,7 +314,8 @@ func (x *expander) visitDefault(in *inbound) {
 		x.count(c, delta)
 		return
 	}
-	c = &candidate{src: defaultSource, refs: delta}
+	c = &candidate{refs: delta}
+	c.detail = x.detail
 	// The origin {"Service", svc} and the key (b) are derived from the tags: a name costs
 	// the string of its hostname only.
 	c.Tags, c.flags = defaultTags(in.tags, svc), svcOrigin|svcKey
@@ -350,9 +364,9 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{src: x.src, refs: delta}
+	c := &candidate{refs: delta}
 	c.key = string(key)
-	c.setDetail(entryDetail{origin: x.src.origin, reason: x.broken})
+	c.setDetail(entryDetail{twin: x.twin, src: x.src, origin: x.src.origin, reason: x.broken})
 	x.cands.put(h, c)
 	x.emit(c, true)
 }

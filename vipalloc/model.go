@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"net/netip"
 	"runtime"
 	"slices"
 	"sort"
@@ -24,7 +25,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 			next[vo.Name] = x
 			continue
 		}
-		x := newVOExpander(vo)
+		x := newVOExpander(vo, &a.s.v6)
 		next[vo.Name] = x
 		fresh = append(fresh, x)
 	}
@@ -450,13 +451,13 @@ func (x *expander) bind(idx map[string]int) {
 	x.svcIdx = idx[mesh.ServiceTag]
 }
 
-func newDefaultExpander(port uint32) *expander {
-	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port,
-		cands: newCandMap(0)}
+func newDefaultExpander(port uint32, twin *netip.Prefix) *expander {
+	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port, twin: twin,
+		detail: &entryDetail{twin: twin}, cands: newCandMap(0)}
 }
 
-func newVOExpander(vo *mesh.VirtualOutbound) *expander {
-	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0),
+func newVOExpander(vo *mesh.VirtualOutbound, twin *netip.Prefix) *expander {
+	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0), twin: twin,
 		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
 	tpl, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	if err != nil {
@@ -466,7 +467,7 @@ func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	x.tpl = tpl
 	need := tpl.TagKeys()
 	for _, s := range vo.Selectors {
-		cs := compiledSel{detail: &entryDetail{origin: x.src.origin, selector: s.Match}}
+		cs := compiledSel{detail: &entryDetail{twin: twin, src: x.src, origin: x.src.origin, selector: s.Match}}
 		ds := map[string]dest{}
 		for _, tg := range s.Match { // sorted by key
 			k, v := tg.Key, tg.Value

@@ -1,7 +1,6 @@
 package vipalloc
 
 import (
-	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -143,7 +142,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			winners = append(winners, c)
 			continue
 		}
-		out = append(out, publish(c, 0, false, nil, NotAvailable, lossReason(h, c, w)))
+		out = append(out, publish(c, 0, false, NotAvailable, lossReason(h, c, w)))
 	}
 	v, hasVIP := hs.vip, hs.hasVIP
 	if owner.MeshExternalService() != "" {
@@ -155,7 +154,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 	}
 	var e *Entry
 	if len(winners) == 1 {
-		e = publish(owner, v, hasVIP, &a.s.v6, status, reason)
+		e = publish(owner, v, hasVIP, status, reason)
 	} else {
 		sort.Slice(winners, func(i, j int) bool { return winners[i].port() < winners[j].port() })
 		ports, targets := make([]uint32, len(winners)), make([]Target, len(winners))
@@ -165,8 +164,8 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		}
 		// The owner's key, as the owner holds it (same tags: a default name's stays derived).
 		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & svcKey}
-		e.setVIP(v, hasVIP, &a.s.v6)
-		d := entryDetail{origin: owner.Origin(), selector: owner.Selector(),
+		e.setVIP(v, hasVIP)
+		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), reason: reason, targets: targets}
 		e.setPorts(&d, ports)
 		e.setDetail(d)
@@ -185,22 +184,22 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 	return out, avail
 }
 
-// publish returns the entry that shows candidate c with VIP v (if hasVIP; its twin in v6)
-// and this status: the candidate's own proposal the first time (filled in now) or when it
-// already shows exactly that, else a copy. A published entry is never changed.
-func publish(c *candidate, v uint32, hasVIP bool, v6 *netip.Prefix, status Status, reason string) *Entry {
+// publish returns the entry that shows candidate c with VIP v (if hasVIP) and this status:
+// the candidate's own proposal the first time (filled in now) or when it already shows
+// exactly that, else a copy. A published entry is never changed.
+func publish(c *candidate, v uint32, hasVIP bool, status Status, reason string) *Entry {
 	if !c.published {
 		c.published = true
-		c.setVIP(v, hasVIP, v6)
+		c.setVIP(v, hasVIP)
 		c.Status = status
 		c.setReason(reason)
 		return &c.Entry
 	}
-	if c.sameVIP(v, hasVIP, v6) && c.Status == status && c.Reason() == reason {
+	if c.sameVIP(v, hasVIP) && c.Status == status && c.Reason() == reason {
 		return &c.Entry
 	}
 	e := c.Entry
-	e.setVIP(v, hasVIP, v6)
+	e.setVIP(v, hasVIP)
 	e.Status = status
 	e.setReason(reason)
 	return &e
@@ -220,9 +219,9 @@ func single(slab *[]*Entry, e *Entry) []*Entry {
 func lossReason(h string, c, w *candidate) string {
 	var why string
 	switch {
-	case w.src.explicit != c.src.explicit:
+	case w.source().explicit != c.source().explicit:
 		why = "a policy beats a default name"
-	case !w.src.created.Equal(c.src.created):
+	case !w.source().created.Equal(c.source().created):
 		why = "it is older"
 	default:
 		why = "same age: the lower kind/name/key wins"

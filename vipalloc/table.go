@@ -59,23 +59,21 @@ const OriginService = "Service"
 // Entry is one hostname of the table. Entries are shared between tables and never mutated.
 //
 // A mesh holds an entry per hostname (and the allocator a candidate embedding one), so an
-// entry is kept small (80 bytes): its addresses, ports, origin and key are read with methods
-// of those names. The IPv4 VIP is a uint32 and the IPv6 one its twin, derived from the twin
-// prefix the allocator's entries share; a single port is held inline; a default name's
-// origin {"Service", svc} and key `Service{kuma.io/service=svc}` are derived from its tags. What few entries have (a reason, a
-// MeshExternalService, a selector, several ports' targets) and a policy's origin are
-// behind one pointer, shared by the entries of one selector. Build an entry by hand with
-// NewEntry.
+// entry is kept small (72 bytes): its addresses, ports, origin and key are read with methods
+// of those names. The IPv4 VIP is a uint32 and the IPv6 one its twin in the allocator's twin
+// prefix; a single port is held inline; a default name's origin {"Service", svc} and key
+// `Service{kuma.io/service=svc}` are derived from its tags. The rest is behind one pointer
+// to a detail shared by many entries: the twin prefix, a policy's origin, and what few
+// entries have (a reason, a MeshExternalService, a selector, several ports' targets). All
+// the default names of an allocator share one detail, a policy's tuples their selector's.
+// Build an entry by hand with NewEntry.
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
 	key      string // see Key; "" with svcKey
 	// Tags are the destination tags the hostname routes to (the tuple).
 	Tags   mesh.Tags
-	detail *entryDetail // nil: no detail, and the origin is the default name's (see flags)
-	// v6 is the twin prefix (the IPv6 VIP is it with v4 in the low 32 bits) or, with
-	// ownV6, the IPv6 address itself (hand-built entries); nil for no IPv6.
-	v6     *netip.Prefix
+	detail *entryDetail // nil: no detail (no IPv6; the origin is zero or, see flags, derived)
 	v4     uint32
 	port   uint16 // the port, with onePort; several ports (or one above 65535) are in detail
 	Status Status
@@ -86,14 +84,22 @@ type entryFlags uint8
 
 const (
 	hasV4     entryFlags = 1 << iota // v4 is the IPv4 VIP
-	ownV6                            // v6 holds the IPv6 address, not a twin prefix
 	onePort                          // port is the only port
 	svcOrigin                        // the origin is {"Service", the kuma.io/service tag}
 	svcKey                           // the key is defaultKey(the kuma.io/service tag)
 )
 
-// entryDetail holds what few entries have, and a policy's origin.
+// entryDetail is the part of entries many share: an allocator's default names all of it,
+// a policy's tuples their selector's. A copy is made for what one entry has alone (a
+// reason, a multi-port entry's targets, a hand-built entry's IPv6).
 type entryDetail struct {
+	// twin is the twin prefix: the IPv6 VIP of an entry with an IPv4 one is it with the
+	// IPv4 VIP in the low 32 bits. Nil (no twin) for hand-built entries, which have ip6.
+	twin *netip.Prefix
+	ip6  netip.Addr
+	// src is the source of the candidate that proposed the entry (nil for the default
+	// names' defaultSource); entries themselves never read it.
+	src                 *source
 	origin              Origin
 	reason              string
 	meshExternalService string
@@ -134,11 +140,7 @@ func NewEntry(d EntryData) *Entry {
 	if d.IPv4.IsValid() {
 		e.v4, e.flags = v4u(d.IPv4), hasV4
 	}
-	if d.IPv6.IsValid() {
-		p := netip.PrefixFrom(d.IPv6, d.IPv6.BitLen())
-		e.v6, e.flags = &p, e.flags|ownV6
-	}
-	det := entryDetail{origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService,
+	det := entryDetail{ip6: d.IPv6, origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService,
 		selector: d.Selector, targets: d.Targets}
 	e.setPorts(&det, d.Ports)
 	e.setDetail(det)
@@ -175,25 +177,21 @@ func (e *Entry) setPort(p uint32) {
 	e.setDetail(d)
 }
 
-// setVIP sets the addresses of an entry being built: VIP v (and its twin in v6, when
-// valid), or none.
-func (e *Entry) setVIP(v uint32, hasVIP bool, v6 *netip.Prefix) {
-	e.v4, e.v6 = 0, nil
-	e.flags &^= hasV4 | ownV6
-	if !hasVIP {
-		return
-	}
-	e.v4, e.flags = v, e.flags|hasV4
-	if v6.IsValid() {
-		e.v6 = v6
+// setVIP sets the VIP of an entry being built (its twin comes with its detail): v, or none.
+func (e *Entry) setVIP(v uint32, hasVIP bool) {
+	e.v4 = 0
+	e.flags &^= hasV4
+	if hasVIP {
+		e.v4, e.flags = v, e.flags|hasV4
 	}
 }
 
-// sameVIP reports whether the entry shows VIP v (with its twin in v6), or none.
-func (e *Entry) sameVIP(v uint32, hasVIP bool, v6 *netip.Prefix) bool {
-	var f Entry
-	f.setVIP(v, hasVIP, v6)
-	return e.v4 == f.v4 && e.v6 == f.v6 && e.flags&(hasV4|ownV6) == f.flags&(hasV4|ownV6)
+// sameVIP reports whether the entry shows VIP v, or none.
+func (e *Entry) sameVIP(v uint32, hasVIP bool) bool {
+	if !hasVIP {
+		return e.flags&hasV4 == 0
+	}
+	return e.flags&hasV4 != 0 && e.v4 == v
 }
 
 // IPv4 is the IPv4 VIP (invalid when the entry has none).
@@ -208,12 +206,14 @@ func (e *Entry) IPv4() netip.Addr {
 // the entry has none).
 func (e *Entry) IPv6() netip.Addr {
 	switch {
-	case e.v6 == nil:
+	case e.detail == nil:
 		return netip.Addr{}
-	case e.flags&ownV6 != 0:
-		return e.v6.Addr()
+	case e.detail.ip6.IsValid():
+		return e.detail.ip6
+	case e.flags&hasV4 != 0 && e.detail.twin != nil && e.detail.twin.IsValid():
+		return twin(*e.detail.twin, e.v4)
 	}
-	return twin(*e.v6, e.v4)
+	return netip.Addr{}
 }
 
 // Ports are the ports the hostname is served on (a new slice: do not keep it where many
@@ -321,8 +321,8 @@ func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
 // Only for an entry being built.
 func (e *Entry) setDetail(d entryDetail) {
 	e.setOriginOf(&d, d.origin)
-	if d.origin == (Origin{}) && d.reason == "" && d.meshExternalService == "" && d.selector == nil &&
-		d.targets == nil && d.ports == nil {
+	if d.twin == nil && !d.ip6.IsValid() && d.src == nil && d.origin == (Origin{}) && d.reason == "" &&
+		d.meshExternalService == "" && d.selector == nil && d.targets == nil && d.ports == nil {
 		e.detail = nil
 		return
 	}
