@@ -164,6 +164,7 @@ func New(cfg Config) (*Allocator, error) {
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
 		a.defaults = newDefaultExpander(s.defaultPort, &s.v6)
+		a.defaults.hosts = &a.hosts
 	}
 	return a, nil
 }
@@ -216,7 +217,7 @@ func (r *round) add(c *candidate) {
 		return
 	}
 	x := hostHash(c.Hostname)
-	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c, &r.a.keyBuf))
+	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c))
 }
 
 func (r *round) remove(c *candidate) {
@@ -233,8 +234,7 @@ func (r *round) remove(c *candidate) {
 
 // place adds c to its hostname (hashing to h) in hosts (its shard) and returns the
 // hostname's state.
-func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate, buf *[]byte) *hostState {
-	a.shareTags(c, buf)
+func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate) *hostState {
 	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
 		hs = newHostState(c)
@@ -258,6 +258,8 @@ func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
 
 // shareTags makes a policy candidate whose tags are just {kuma.io/service: X} share the map
 // of the default name of X (the common "{{service}}.mesh" policies): fewer maps to keep.
+// Called before the round's candidates are placed (the default names are found through the
+// hostname states, which placing writes).
 func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	if a.defaults == nil || !c.source().explicit || c.published || len(c.Tags) != 1 {
 		return
@@ -269,7 +271,7 @@ func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	b := append(append((*buf)[:0], defaultKeyPrefix...), svc...)
 	b = append(b, '}')
 	*buf = b
-	if d := a.defaults.cands.get(keyHash(b), b); d != nil {
+	if d := a.defaults.find(keyHash(b), b); d != nil {
 		c.Tags = d.Tags
 	}
 }

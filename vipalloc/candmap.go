@@ -82,3 +82,12 @@ func (m *hashMap[V, K]) each(f func(V)) {
 		f(v)
 	}
 }
+
+// hostByName is hosts.get for a hostname held in a []byte (compared and looked up without
+// a copy).
+func hostByName(hosts *hostMap, h uint64, name []byte) *hostState {
+	if hs := hosts.byHash[h]; hs != nil && hs.name() == string(name) {
+		return hs
+	}
+	return hosts.more[string(name)]
+}

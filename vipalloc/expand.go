@@ -106,8 +106,15 @@ type expander struct {
 	tpl    *hostname.VOTemplate
 	sels   []compiledSel
 	broken string // compile error: the policy yields a single skip
-	cands  candMap
-	buf    []byte
+	// cands holds the expander's candidates by key, but for the default names only those
+	// without a hostname (skips): a default name with one is found through the allocator's
+	// hostname states (hosts; nothing writes them while expanders run) or, until placed,
+	// in fresh. That saves a map entry per hostname of the mesh.
+	cands candMap
+	fresh candMap
+	hosts *[hostShards]hostMap
+	buf   []byte
+	hbuf  []byte // a default name's hostname, being looked up
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
@@ -145,11 +152,62 @@ func (x *expander) lookup(b []byte) (c *candidate, h uint64) {
 		}
 	}
 	h = keyHash(b)
-	c = x.cands.get(h, b)
+	c = x.find(h, b)
 	if c != nil {
 		x.remember(c)
 	}
 	return c, h
+}
+
+// find returns the live candidate of key b (hashing to h), or nil.
+func (x *expander) find(h uint64, b []byte) *candidate {
+	if c := x.cands.get(h, b); c != nil || !x.isDefault {
+		return c
+	}
+	if c := x.fresh.get(h, b); c != nil {
+		return c
+	}
+	return x.placedDefault(b)
+}
+
+func isASCII(b []byte) bool {
+	for _, ch := range b {
+		if ch >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// placedDefault returns the placed, live default name candidate of key b
+// (`Service{kuma.io/service=svc}`), found through the state of its hostname, or nil.
+func (x *expander) placedDefault(b []byte) *candidate {
+	svc := b[len(defaultKeyPrefix) : len(b)-1]
+	// The hostname as visitDefault spells it: strings.ToLower, done in place for ASCII.
+	hb := x.hbuf[:0]
+	if isASCII(svc) {
+		for _, ch := range svc {
+			if 'A' <= ch && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			hb = append(hb, ch)
+		}
+	} else {
+		hb = append(hb, strings.ToLower(string(svc))...)
+	}
+	hb = append(hb, ".mesh"...)
+	x.hbuf = hb
+	hh := keyHash(hb)
+	hs := hostByName(&x.hosts[hh%hostShards], hh, hb)
+	if hs == nil {
+		return nil
+	}
+	for _, c := range hs.cands() {
+		if c.refs > 0 && c.source() == defaultSource && keyIs(&c.Entry, b) {
+			return c
+		}
+	}
+	return nil
 }
 
 func (x *expander) remember(c *candidate) {
@@ -293,7 +351,14 @@ func (x *expander) count(c *candidate, delta int32) {
 	}
 	c.refs += delta
 	if c.refs <= 0 {
-		x.cands.del(c)
+		if x.isDefault && c.Hostname != "" {
+			// A placed one leaves its hostname's state when its removal is applied.
+			if x.fresh.len() > 0 {
+				x.fresh.del(c)
+			}
+		} else {
+			x.cands.del(c)
+		}
 		x.forget(c)
 		x.emit(c, false)
 	}
@@ -325,11 +390,15 @@ func (x *expander) visitDefault(in *inbound) {
 	host := string(b[keyLen:])
 	if err := hostname.Valid(host); err != nil {
 		c.setReason(fmt.Sprintf("default name %q: %v", host, err))
+		x.cands.put(h, c)
 	} else {
 		c.Hostname = host
 		c.setPort(x.defaultPort)
+		if x.fresh.byHash == nil {
+			x.fresh = newCandMap(0)
+		}
+		x.fresh.put(h, c)
 	}
-	x.cands.put(h, c)
 	x.remember(c)
 	x.emit(c, true)
 }
@@ -371,11 +440,29 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 	x.emit(c, true)
 }
 
-// removeAll drops every candidate of the expander (the policy went away or changed).
+// removeAll drops every candidate of the expander (the policy went away or changed, or for
+// the default names, the mesh did).
 func (x *expander) removeAll(r *round) {
 	x.cands.each(r.remove)
 	x.cands = newCandMap(0)
 	x.last = [2]*candidate{}
+	if !x.isDefault {
+		return
+	}
+	var placed []*candidate
+	for i := range x.hosts {
+		x.hosts[i].each(func(hs *hostState) {
+			for _, c := range hs.cands() {
+				if c.source() == defaultSource {
+					placed = append(placed, c)
+				}
+			}
+		})
+	}
+	for _, c := range placed {
+		r.remove(c)
+	}
+	x.fresh = candMap{}
 }
 
 func quoteList(ks []string) string {
