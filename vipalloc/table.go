@@ -216,8 +216,7 @@ func (e *Entry) IPv6() netip.Addr {
 	return netip.Addr{}
 }
 
-// Ports are the ports the hostname is served on (a new slice: do not keep it where many
-// entries would).
+// Ports are the ports the hostname is served on (a single port is returned in a new slice).
 func (e *Entry) Ports() []uint32 {
 	if e.flags&onePort != 0 {
 		return []uint32{uint32(e.port)}
@@ -297,8 +296,7 @@ func keyIs[K string | []byte](e *Entry, k K) bool {
 // Origin is the winning origin.
 func (e *Entry) Origin() Origin {
 	if e.flags&svcOrigin != 0 {
-		svc, _ := e.Tags.Get(mesh.ServiceTag)
-		return Origin{Kind: OriginService, Name: svc}
+		return Origin{Kind: OriginService, Name: e.service()}
 	}
 	if e.detail == nil {
 		return Origin{}
