@@ -91,12 +91,13 @@ const (
 
 // entryDetail is the part of entries many share: an allocator's default names all of it,
 // a policy's tuples their selector's. A copy is made for what one entry has alone (a
-// reason, a multi-port entry's targets, a hand-built entry's IPv6).
+// reason - every candidate that loses its hostname has one -, a multi-port entry's targets,
+// a hand-built entry's IPv6), so what fewer still have is behind rare.
 type entryDetail struct {
 	// twin is the twin prefix: the IPv6 VIP of an entry with an IPv4 one is it with the
-	// IPv4 VIP in the low 32 bits. Nil (no twin) for hand-built entries, which have ip6.
+	// IPv4 VIP in the low 32 bits. Nil (no twin) for hand-built entries, which have an ip6.
 	twin *netip.Prefix
-	ip6  netip.Addr
+	rare *entryRare
 	// src is the source of the candidate that proposed the entry (nil for the default
 	// names' defaultSource); entries themselves never read it.
 	src                 *source
@@ -105,7 +106,34 @@ type entryDetail struct {
 	meshExternalService string
 	selector            mesh.Tags
 	targets             []Target
-	ports               []uint32 // when not a single port that fits the entry
+}
+
+// entryRare holds what only hand-built and multi-port entries have. Never written once set:
+// withRare makes a new one.
+type entryRare struct {
+	ip6   netip.Addr // a hand-built entry's IPv6 (the allocator's have twins)
+	ports []uint32   // when not a single port that fits the entry
+}
+
+// withRare sets d's rare part to a copy of it that f changed (none when empty).
+func (d *entryDetail) withRare(f func(r *entryRare)) {
+	var r entryRare
+	if d.rare != nil {
+		r = *d.rare
+	}
+	f(&r)
+	d.rare = nil
+	if r.ip6.IsValid() || r.ports != nil {
+		d.rare = &r
+	}
+}
+
+// ports returns the ports kept in d (nil when the entry's single port is in the entry).
+func (d *entryDetail) ports() []uint32 {
+	if d.rare == nil {
+		return nil
+	}
+	return d.rare.ports
 }
 
 // EntryData is an entry spelled out: what NewEntry builds one from, what Data returns, and
@@ -140,8 +168,9 @@ func NewEntry(d EntryData) *Entry {
 	if d.IPv4.IsValid() {
 		e.v4, e.flags = v4u(d.IPv4), hasV4
 	}
-	det := entryDetail{ip6: d.IPv6, origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService,
+	det := entryDetail{origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService,
 		selector: d.Selector, targets: d.Targets}
+	det.withRare(func(r *entryRare) { r.ip6 = d.IPv6 })
 	e.setPorts(&det, d.Ports)
 	e.setDetail(det)
 	return e
@@ -158,12 +187,20 @@ func (e *Entry) Data() EntryData {
 // setPorts sets the ports of an entry being built whose detail will be d.
 func (e *Entry) setPorts(d *entryDetail, ports []uint32) {
 	e.flags &^= onePort
-	e.port, d.ports = 0, nil
-	if len(ports) == 1 && ports[0] <= 0xffff {
+	e.port = 0
+	one := len(ports) == 1 && ports[0] <= 0xffff
+	if one {
 		e.port, e.flags = uint16(ports[0]), e.flags|onePort
+	}
+	if one && d.ports() == nil {
 		return
 	}
-	d.ports = ports
+	d.withRare(func(r *entryRare) {
+		r.ports = ports
+		if one {
+			r.ports = nil
+		}
+	})
 }
 
 // setPort sets the single port of an entry being built.
@@ -208,8 +245,8 @@ func (e *Entry) IPv6() netip.Addr {
 	switch {
 	case e.detail == nil:
 		return netip.Addr{}
-	case e.detail.ip6.IsValid():
-		return e.detail.ip6
+	case e.detail.rare != nil && e.detail.rare.ip6.IsValid():
+		return e.detail.rare.ip6
 	case e.flags&hasV4 != 0 && e.detail.twin != nil && e.detail.twin.IsValid():
 		return twin(*e.detail.twin, e.v4)
 	}
@@ -224,7 +261,7 @@ func (e *Entry) Ports() []uint32 {
 	if e.detail == nil {
 		return nil
 	}
-	return e.detail.ports
+	return e.detail.ports()
 }
 
 // numPorts and portAt read the ports without building a slice.
@@ -235,14 +272,14 @@ func (e *Entry) numPorts() int {
 	if e.detail == nil {
 		return 0
 	}
-	return len(e.detail.ports)
+	return len(e.detail.ports())
 }
 
 func (e *Entry) portAt(i int) uint32 {
 	if e.flags&onePort != 0 {
 		return uint32(e.port)
 	}
-	return e.detail.ports[i]
+	return e.detail.ports()[i]
 }
 
 // Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft). A default name's is built on each
@@ -319,8 +356,8 @@ func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
 // Only for an entry being built.
 func (e *Entry) setDetail(d entryDetail) {
 	e.setOriginOf(&d, d.origin)
-	if d.twin == nil && !d.ip6.IsValid() && d.src == nil && d.origin == (Origin{}) && d.reason == "" &&
-		d.meshExternalService == "" && d.selector == nil && d.targets == nil && d.ports == nil {
+	if d.twin == nil && d.rare == nil && d.src == nil && d.origin == (Origin{}) && d.reason == "" &&
+		d.meshExternalService == "" && d.selector == nil && d.targets == nil {
 		e.detail = nil
 		return
 	}
