@@ -196,3 +196,18 @@ func TestKeyLess(t *testing.T) {
 		}
 	}
 }
+
+// A policy tuple's key that spells its tags is derived from them and the origin's name.
+func TestPolicyKeyDerived(t *testing.T) {
+	d := &entryDetail{origin: Origin{Kind: "VirtualOutbound", Name: "vo"}}
+	e := &Entry{Tags: tagset.FromPairs("kuma.io/service", "web", "version", "v1"), detail: d, flags: policyKey}
+	const want = "vo{kuma.io/service=web,version=v1}"
+	if e.Key() != want || !keyIs(e, want) || !keyIs(e, []byte(want)) || keyIs(e, want[:len(want)-1]) ||
+		keyIs(e, "vo{kuma.io/service=web,version=v2}") {
+		t.Errorf("key %q", e.Key())
+	}
+	stored := &Entry{key: "vo{kuma.io/service=web,version=v0}"}
+	if !keyLess(stored, e) || keyLess(e, stored) {
+		t.Error("keyLess between a stored and a derived key")
+	}
+}

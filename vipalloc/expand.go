@@ -115,6 +115,7 @@ type expander struct {
 	hosts *[hostShards]hostMap
 	buf   []byte
 	hbuf  []byte // a default name's hostname, being looked up
+	kbuf  []byte // a policy tuple's key as its tags spell it
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
@@ -327,6 +328,11 @@ func (x *expander) visit(in *inbound) {
 	// absence of with {{if}}, skips nothing). The hostname is rendered after the key in the
 	// same buffer: one string holds both.
 	out, port, err := x.tpl.RenderAppend(b, c.Tags)
+	derived := false
+	if err == nil && !missing {
+		x.kbuf = appendTagsKey(x.kbuf[:0], x.name, c.Tags)
+		derived = string(x.kbuf) == string(out[:keyLen])
+	}
 	switch {
 	case err != nil && missing:
 		c.key = string(b)
@@ -334,6 +340,11 @@ func (x *expander) visit(in *inbound) {
 	case err != nil:
 		c.key = string(b)
 		c.setReason(err.Error())
+	case derived:
+		// The key spells the tags (it does unless one is missing): derived, not stored.
+		x.buf = out
+		c.Hostname, c.flags = string(out[keyLen:]), c.flags|policyKey
+		c.setPort(port)
 	default:
 		x.buf = out
 		kh := string(out)

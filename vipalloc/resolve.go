@@ -162,8 +162,8 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			ports[i] = w.port()
 			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags, Selector: w.Selector()}
 		}
-		// The owner's key, as the owner holds it (same tags: a default name's stays derived).
-		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & svcKey}
+		// The owner's key, as the owner holds it (same tags and origin: a derived one stays so).
+		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
 		e.setVIP(v, hasVIP)
 		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), reason: reason, targets: targets}
@@ -226,16 +226,27 @@ func lossReason(h string, c, w *candidate) string {
 	default:
 		why = "same age: the lower kind/name/key wins"
 	}
+	// One buffer, one string: every losing candidate has its reason.
+	var buf [256]byte
+	b := buf[:0]
+	sameVIP := c.vipKey() == w.vipKey()
+	if sameVIP {
+		b = strconv.AppendUint(append(append(b, h...), ':'), uint64(c.port()), 10)
+	} else {
+		b = strconv.AppendQuote(append(b, "hostname "...), h)
+	}
 	wo := w.Origin()
-	winner := wo.Kind + " " + strconv.Quote(wo.Name) + " (" + w.Key() + "), which wins (" + why + ")"
-	if c.vipKey() != w.vipKey() {
+	b = append(append(append(b, " is taken by "...), wo.Kind...), ' ')
+	b = append(w.appendKey(append(strconv.AppendQuote(b, wo.Name), " ("...)), "), which wins ("...)
+	b = append(append(b, why...), ')')
+	if !sameVIP {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
 		if c.MeshExternalService() != "" && w.MeshExternalService() != "" {
 			what = "each MeshExternalService has its own VIP"
 		}
-		return "hostname " + strconv.Quote(h) + " is taken by " + winner + "; " + what
+		b = append(append(b, "; "...), what...)
 	}
-	return h + ":" + strconv.FormatUint(uint64(c.port()), 10) + " is taken by " + winner
+	return string(b)
 }
 
 // addrKey is the key whose VIP an available entry shows.

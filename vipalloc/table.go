@@ -62,7 +62,8 @@ const OriginService = "Service"
 // entry is kept small (72 bytes): its addresses, ports, origin and key are read with methods
 // of those names. The IPv4 VIP is a uint32 and the IPv6 one its twin in the allocator's twin
 // prefix; a single port is held inline; a default name's origin {"Service", svc} and key
-// `Service{kuma.io/service=svc}` are derived from its tags. The rest is behind one pointer
+// `Service{kuma.io/service=svc}` are derived from its tags, and so is a policy tuple's key
+// `<policy>{k1=v1,...}` when it spells exactly the tuple's tags. The rest is behind one pointer
 // to a detail shared by many entries: the twin prefix, a policy's origin, and what few
 // entries have (a reason, a MeshExternalService, a selector, several ports' targets). All
 // the default names of an allocator share one detail, a policy's tuples their selector's.
@@ -70,7 +71,7 @@ const OriginService = "Service"
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
-	key      string // see Key; "" with svcKey
+	key      string // see Key; "" with svcKey or policyKey
 	// Tags are the destination tags the hostname routes to (the tuple).
 	Tags   mesh.Tags
 	detail *entryDetail // nil: no detail (no IPv6; the origin is zero or, see flags, derived)
@@ -87,6 +88,7 @@ const (
 	onePort                          // port is the only port
 	svcOrigin                        // the origin is {"Service", the kuma.io/service tag}
 	svcKey                           // the key is defaultKey(the kuma.io/service tag)
+	policyKey                        // the key is tagsKey(the origin's name, the tags)
 )
 
 // entryDetail is the part of entries many share: an allocator's default names all of it,
@@ -282,13 +284,33 @@ func (e *Entry) portAt(i int) uint32 {
 	return e.detail.ports()[i]
 }
 
-// Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft). A default name's is built on each
-// call: compare with keyIs, write with appendKey.
+// Key is `<policy>{k1=v1,k2=v2}` (the VirtualHost draft). A derived one (a default name's,
+// most policy tuples') is built on each call: compare with keyIs, write with appendKey.
 func (e *Entry) Key() string {
-	if e.flags&svcKey != 0 {
+	switch {
+	case e.flags&svcKey != 0:
 		return defaultKey(e.service())
+	case e.flags&policyKey != 0:
+		var buf [128]byte
+		return string(e.appendKey(buf[:0]))
 	}
 	return e.key
+}
+
+// derivedKey is set in flags when the key is not stored.
+const derivedKey = svcKey | policyKey
+
+// appendTagsKey appends `<name>{k1=v1,...}` for tags (a policy tuple's key when none of its
+// tags is missing).
+func appendTagsKey(b []byte, name string, tags mesh.Tags) []byte {
+	b = append(append(b, name...), '{')
+	for i, tg := range tags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, tg.Key...), '='), tg.Value...)
+	}
+	return append(b, '}')
 }
 
 // service is the entry's kuma.io/service tag ("" without one).
@@ -304,26 +326,33 @@ func defaultKey(svc string) string { return defaultKeyPrefix + svc + "}" }
 
 // appendKey appends the entry's key to b.
 func (e *Entry) appendKey(b []byte) []byte {
-	if e.flags&svcKey != 0 {
+	switch {
+	case e.flags&svcKey != 0:
 		return append(append(append(b, defaultKeyPrefix...), e.service()...), '}')
+	case e.flags&policyKey != 0:
+		return appendTagsKey(b, e.detail.origin.Name, e.Tags)
 	}
 	return append(b, e.key...)
 }
 
-// keyLess reports whether a's key sorts before b's, without building default names' keys
-// on the heap (hostnames proposed by a default name and a policy sort their entries by key).
+// keyLess reports whether a's key sorts before b's, without building derived keys on the
+// heap (hostnames proposed by a default name and a policy sort their entries by key).
 func keyLess(a, b *Entry) bool {
-	if (a.flags|b.flags)&svcKey == 0 {
+	if (a.flags|b.flags)&derivedKey == 0 {
 		return a.key < b.key
 	}
-	var ba, bb [64]byte
+	var ba, bb [128]byte
 	return bytes.Compare(a.appendKey(ba[:0]), b.appendKey(bb[:0])) < 0
 }
 
-// keyIs reports whether e's key is k, without building a default name's.
+// keyIs reports whether e's key is k, without building a derived one on the heap.
 func keyIs[K string | []byte](e *Entry, k K) bool {
-	if e.flags&svcKey == 0 {
+	switch {
+	case e.flags&derivedKey == 0:
 		return e.key == string(k)
+	case e.flags&policyKey != 0:
+		var buf [128]byte
+		return string(e.appendKey(buf[:0])) == string(k)
 	}
 	svc, n := e.service(), len(defaultKeyPrefix)
 	return len(k) == n+len(svc)+1 && string(k[:n]) == defaultKeyPrefix && string(k[n:len(k)-1]) == svc &&
