@@ -71,14 +71,15 @@ const OriginService = "Service"
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
-	key      string // see Key; "" with svcKey or policyKey
-	// Tags are the destination tags the hostname routes to (the tuple).
-	Tags   mesh.Tags
-	detail *entryDetail // nil: no detail (no IPv6; the origin is zero or, see flags, derived)
+	// What an A answer reads comes next to the hostname, in its cache line.
 	v4     uint32
 	port   uint16 // the port, with onePort; several ports (or one above 65535) are in detail
 	Status Status
 	flags  entryFlags
+	key    string // see Key; "" with svcKey or policyKey
+	// Tags are the destination tags the hostname routes to (the tuple).
+	Tags   mesh.Tags
+	detail *entryDetail // nil: no detail (no IPv6; the origin is zero or, see flags, derived)
 }
 
 type entryFlags uint8
