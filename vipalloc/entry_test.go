@@ -211,3 +211,31 @@ func TestPolicyKeyDerived(t *testing.T) {
 		t.Error("keyLess between a stored and a derived key")
 	}
 }
+
+// hasUpper agrees with a byte-by-byte test on every byte value at every position.
+func TestHasUpper(t *testing.T) {
+	naive := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 'A' && s[i] <= 'Z' {
+				return true
+			}
+		}
+		return false
+	}
+	for n := 0; n <= 19; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := []byte(strings.Repeat("a", n))
+				b[pos] = byte(c)
+				if got, want := hasUpper(string(b)), naive(string(b)); got != want {
+					t.Fatalf("hasUpper(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+	for _, s := range []string{"", "svc-4242.mesh.svc.cluster.local", "\xff\xff\xff\xff\xff\xff\xff\xff", "@[`{@[`{"} {
+		if hasUpper(s) {
+			t.Errorf("hasUpper(%q)", s)
+		}
+	}
+}

@@ -561,12 +561,34 @@ func (t *Table) Lookup(name string) (*Entry, bool) {
 	if e, ok := t.lookupName(name); ok {
 		return e, true
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c >= 'A' && c <= 'Z' {
-			return t.lookupName(strings.ToLower(name))
-		}
+	if hasUpper(name) {
+		return t.lookupName(strings.ToLower(name))
 	}
 	return nil, false
+}
+
+// hasUpper reports whether s has an ASCII capital letter. Every miss asks (a resolver's
+// search domains make most queries miss), so it tests 8 bytes at a time: with each byte's
+// top bit cleared first (no carry crosses bytes), adding 0x80-'A' sets the top bit of the
+// bytes >= 'A' and adding 0x80-('Z'+1) that of the bytes > 'Z'; bytes that had their top
+// bit set are no letters.
+func hasUpper(s string) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 8 {
+		x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		low := x &^ tops
+		if (low+(0x80-'A')*ones)&^(low+(0x80-'Z'-1)*ones)&^x&tops != 0 {
+			return true
+		}
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Table) lookupName(name string) (*Entry, bool) {
