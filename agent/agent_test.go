@@ -75,9 +75,9 @@ func (serviceAllocator) Allocate(s *mesh.Snapshot) (*vipalloc.Table, error) {
 			}
 			seen[svc] = true
 			n := len(entries) + 1
-			entries = append(entries, &vipalloc.Entry{Hostname: svc + ".mesh", Ports: []uint32{80},
+			entries = append(entries, vipalloc.NewEntry(vipalloc.EntryData{Hostname: svc + ".mesh", Ports: []uint32{80},
 				IPv4: netip.AddrFrom4([4]byte{240, 0, 0, byte(n)}), Status: vipalloc.Available,
-				Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: svc}, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: svc})})
+				Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: svc}, Tags: mesh.TagsOf(map[string]string{mesh.ServiceTag: svc})}))
 		}
 	}
 	return vipalloc.NewTable(entries, nil), nil
@@ -116,7 +116,7 @@ func (d *memDNS) lookup(name string) (netip.Addr, bool) {
 	if !ok {
 		return netip.Addr{}, false
 	}
-	return e.IPv4, true
+	return e.IPv4(), true
 }
 
 func snapshot(t *testing.T, services ...string) *mesh.Snapshot {

@@ -207,17 +207,22 @@ func canonical(h string) string { return strings.TrimSuffix(strings.ToLower(h), 
 // addresses appends the A and/or AAAA records of e that qtype asks for.
 func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) ([]byte, uint16) {
 	var n uint16
-	if (qtype == dns.TypeA || qtype == dns.TypeANY) && e.IPv4.IsValid() {
-		a := e.IPv4.As4()
-		b = r.rrHead(b, owner, dns.TypeA)
-		b = append(append(b, 0, 4), a[:]...)
-		n++
+	// Each address is worked out (IPv6: from the twin prefix) only when asked for.
+	if qtype == dns.TypeA || qtype == dns.TypeANY {
+		if v4 := e.IPv4(); v4.IsValid() {
+			a := v4.As4()
+			b = r.rrHead(b, owner, dns.TypeA)
+			b = append(append(b, 0, 4), a[:]...)
+			n++
+		}
 	}
-	if (qtype == dns.TypeAAAA || qtype == dns.TypeANY) && e.IPv6.IsValid() {
-		a := e.IPv6.As16()
-		b = r.rrHead(b, owner, dns.TypeAAAA)
-		b = append(append(b, 0, 16), a[:]...)
-		n++
+	if qtype == dns.TypeAAAA || qtype == dns.TypeANY {
+		if v6 := e.IPv6(); v6.IsValid() {
+			a := v6.As16()
+			b = r.rrHead(b, owner, dns.TypeAAAA)
+			b = append(append(b, 0, 16), a[:]...)
+			n++
+		}
 	}
 	return b, n
 }

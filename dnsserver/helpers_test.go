@@ -34,23 +34,27 @@ func TestMain(m *testing.M) {
 var searchDomains = []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local"}
 
 func entry(host, v4, v6 string, key string) *vipalloc.Entry {
-	e := &vipalloc.Entry{Hostname: host, Key: key, Status: vipalloc.Available, Ports: []uint32{80}}
+	return vipalloc.NewEntry(entryData(host, v4, v6, key))
+}
+
+func entryData(host, v4, v6 string, key string) vipalloc.EntryData {
+	d := vipalloc.EntryData{Hostname: host, Key: key, Status: vipalloc.Available, Ports: []uint32{80}}
 	if v4 != "" {
-		e.IPv4 = netip.MustParseAddr(v4)
+		d.IPv4 = netip.MustParseAddr(v4)
 	}
 	if v6 != "" {
-		e.IPv6 = netip.MustParseAddr(v6)
+		d.IPv6 = netip.MustParseAddr(v6)
 	}
-	return e
+	return d
 }
 
 // testTable: both families, one family only, a hostname shared by two entries (same
 // VIPs), a NotAvailable entry, and a name long enough to overflow 512 bytes through a
 // search domain.
 func testTable() *vipalloc.Table {
-	down := entry("down.mesh", "", "", "d")
-	down = vipalloc.NewEntry(*down, vipalloc.EntryDetail{Reason: "test"})
-	down.Status = vipalloc.NotAvailable
+	d := entryData("down.mesh", "", "", "d")
+	d.Reason, d.Status = "test", vipalloc.NotAvailable
+	down := vipalloc.NewEntry(d)
 	return vipalloc.NewTable([]*vipalloc.Entry{
 		entry("backend.mesh", "240.0.0.1", "fd00:fd01::1", "a"),
 		entry("web.mesh", "240.0.0.2", "", "b"),

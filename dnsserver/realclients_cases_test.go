@@ -195,7 +195,7 @@ func newWorld(t *testing.T, extras bool) *world {
 		long:   entry(longName, "255.0.0.5", "fd00:fd00::ff00:5", "long"),
 	}
 	for _, e := range []*vipalloc.Entry{w.v4only, w.v6only, w.long} {
-		for _, a := range []netip.Addr{e.IPv4, e.IPv6} {
+		for _, a := range []netip.Addr{e.IPv4(), e.IPv6()} {
 			if other, ok := tbl.LookupAddr(a); a.IsValid() && ok {
 				t.Fatalf("test VIP %s of %s is taken by %s in the example mesh", a, e.Hostname, other.Hostname)
 			}
@@ -217,7 +217,7 @@ func (w *world) queries() []string {
 		// every hostname of the example mesh, short, as an application writes it: with
 		// ndots:5 the client tries it under each search domain first
 		qs = append(qs, "0:"+e.Hostname)
-		if e.MeshExternalService() != "" || strings.HasPrefix(e.IPv4.String(), "242.") {
+		if e.MeshExternalService() != "" || strings.HasPrefix(e.IPv4().String(), "242.") {
 			mes = e
 		} else if plain == nil && strings.HasSuffix(e.Hostname, ".mesh") && strings.Count(e.Hostname, ".") == 1 {
 			plain = e
@@ -229,11 +229,11 @@ func (w *world) queries() []string {
 		}
 		h := e.Hostname
 		qs = append(qs, "4:"+h, "6:"+h, "0:"+strings.ToUpper(h), "0:"+h+".", "0:"+h+"."+searchDomains[1],
-			"p:"+e.IPv4.String(), "p:"+e.IPv6.String())
+			"p:"+e.IPv4().String(), "p:"+e.IPv6().String())
 	}
 	if _, ok := w.table.Lookup(w.v4only.Hostname); ok {
 		qs = append(qs, "0:"+w.v4only.Hostname, "6:"+w.v4only.Hostname, "4:"+w.v6only.Hostname, "0:"+w.v6only.Hostname,
-			"0:"+w.long.Hostname, "6:"+w.long.Hostname, "p:"+w.v6only.IPv6.String())
+			"0:"+w.long.Hostname, "6:"+w.long.Hostname, "p:"+w.v6only.IPv6().String())
 	}
 	qs = append(qs,
 		"0:example.org", "4:example.org", "6:example.org",
@@ -296,11 +296,11 @@ func (w *world) owner(fqdn string) (v4, v6 []string, ok bool) {
 	}
 	for _, n := range names {
 		if e, found := w.table.Lookup(n); found && e.Status == vipalloc.Available {
-			if e.IPv4.IsValid() {
-				v4 = []string{e.IPv4.String()}
+			if e.IPv4().IsValid() {
+				v4 = []string{e.IPv4().String()}
 			}
-			if e.IPv6.IsValid() {
-				v6 = []string{e.IPv6.String()}
+			if e.IPv6().IsValid() {
+				v6 = []string{e.IPv6().String()}
 			}
 			return v4, v6, true
 		}

@@ -21,8 +21,8 @@ func bigTable(n int, gen byte) *vipalloc.Table {
 	for i := range n {
 		v4 := netip.AddrFrom4([4]byte{240 + gen, byte(i >> 16), byte(i >> 8), byte(i)})
 		v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, gen, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)})
-		entries[i] = &vipalloc.Entry{Hostname: fmt.Sprintf("svc-%d.mesh", i), IPv4: v4, IPv6: v6,
-			Status: vipalloc.Available, Key: fmt.Sprint(i), Ports: []uint32{80}}
+		entries[i] = vipalloc.NewEntry(vipalloc.EntryData{Hostname: fmt.Sprintf("svc-%d.mesh", i), IPv4: v4, IPv6: v6,
+			Status: vipalloc.Available, Key: fmt.Sprint(i), Ports: []uint32{80}})
 	}
 	return vipalloc.NewTable(entries, nil)
 }

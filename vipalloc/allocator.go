@@ -38,55 +38,118 @@ type Allocator struct {
 	// stateWritten: the state file was written once; later writes wait for stateTimer.
 	stateWritten bool
 	stateTimer   *time.Timer
-	candSlab     []*candidate
 	keyBuf       []byte
 	entrySlab    []*Entry
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
-// (see entries and avail). It fits in 64 bytes: most hostnames have one entry, held in one.
+// (see cands, entries and avail). It fits in 32 bytes: most hostnames have one candidate and
+// one entry, held in the state itself, and the name is the candidate's; the lists (and the
+// name) of a hostname that ever had several candidates or entries are behind many.
 type hostState struct {
-	host    string
-	cands   []*candidate
-	one     [1]*Entry // the entry of a hostname with exactly one
-	many    *[]*Entry // the entries (sorted by key) of a hostname with several
+	// cand is the candidate of a hostname with one (many == nil). It stays after its removal
+	// (hasCand false), to name the hostname until its state is dropped or another comes.
+	cand    [1]*candidate
+	entry   [1]*Entry // the entry of a hostname with one (many == nil)
+	many    *hostLists
 	vip     uint32
 	hasVIP  bool
+	hasCand bool
 	touched bool
+}
+
+// hostLists holds the name, the candidates and the entries (sorted by key) of a hostname
+// that has had several candidates or entries.
+type hostLists struct {
+	name    string
+	cands   []*candidate
+	entries []*Entry
+}
+
+// newHostState is the state of the hostname c proposes, with c.
+func newHostState(c *candidate) *hostState {
+	return &hostState{cand: [1]*candidate{c}, hasCand: true}
+}
+
+// name is the hostname.
+func (hs *hostState) name() string {
+	if hs.many != nil {
+		return hs.many.name
+	}
+	return hs.cand[0].Hostname
+}
+
+// cands returns the candidates proposing the hostname (the caller may reorder them).
+func (hs *hostState) cands() []*candidate {
+	switch {
+	case hs.many != nil:
+		return hs.many.cands
+	case hs.hasCand:
+		return hs.cand[:]
+	}
+	return nil
+}
+
+// lists moves the hostname's name, candidate and entry to hs.many (if not there yet) and
+// returns it.
+func (hs *hostState) lists() *hostLists {
+	if hs.many == nil {
+		hs.many = &hostLists{name: hs.name(), cands: slices.Clone(hs.cands()), entries: slices.Clone(hs.entries())}
+		hs.cand[0], hs.entry[0], hs.hasCand = nil, nil, false
+	}
+	return hs.many
+}
+
+func (hs *hostState) addCand(c *candidate) {
+	if hs.many == nil && !hs.hasCand {
+		hs.cand[0], hs.hasCand = c, true
+		return
+	}
+	l := hs.lists()
+	l.cands = append(l.cands, c)
+}
+
+func (hs *hostState) removeCand(c *candidate) {
+	if hs.many == nil {
+		if hs.hasCand && hs.cand[0] == c {
+			hs.hasCand = false
+		}
+		return
+	}
+	if i := slices.Index(hs.many.cands, c); i >= 0 {
+		hs.many.cands = slices.Delete(hs.many.cands, i, i+1)
+	}
 }
 
 // entries returns the hostname's entries, sorted by key.
 func (hs *hostState) entries() []*Entry {
 	switch {
 	case hs.many != nil:
-		return *hs.many
-	case hs.one[0] != nil:
-		return hs.one[:]
+		return hs.many.entries
+	case hs.entry[0] != nil:
+		return hs.entry[:]
 	}
 	return nil
 }
 
 // setEntries replaces the hostname's entries (sorted by key).
 func (hs *hostState) setEntries(es []*Entry) {
-	hs.one[0], hs.many = nil, nil
-	switch len(es) {
-	case 0:
-	case 1:
-		hs.one[0] = es[0]
+	switch {
+	case hs.many != nil:
+		hs.many.entries = es
+	case len(es) <= 1:
+		hs.entry[0] = nil
+		if len(es) == 1 {
+			hs.entry[0] = es[0]
+		}
 	default:
-		hs.many = &es
+		hs.lists().entries = es
 	}
 }
 
 // avail returns the hostname's available entry (at most one of its entries is), or nil.
 func (hs *hostState) avail() *Entry {
-	if hs.many == nil {
-		if e := hs.one[0]; e != nil && e.Status == Available {
-			return e
-		}
-		return nil
-	}
-	for _, e := range *hs.many {
+	for _, e := range hs.entries() {
 		if e.Status == Available {
 			return e
 		}
@@ -100,11 +163,12 @@ func New(cfg Config) (*Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(),
+	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(&s.v6),
 		hosts: [hostShards]hostMap{newHostMap(0), newHostMap(0)}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
-		a.defaults = newDefaultExpander(s.defaultPort)
+		a.defaults = newDefaultExpander(s.defaultPort, &s.v6)
+		a.defaults.hosts = &a.hosts
 	}
 	return a, nil
 }
@@ -152,17 +216,17 @@ func (r *round) touchHost(h string) {
 
 func (r *round) add(c *candidate) {
 	if c.Hostname == "" {
-		r.a.skips[c.Origin.Kind+"/"+c.Key] = c
+		r.a.skips[c.Origin().Kind+"/"+c.Key()] = c
 		r.skipsChanged = true
 		return
 	}
 	x := hostHash(c.Hostname)
-	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c, &r.a.candSlab, &r.a.keyBuf))
+	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c))
 }
 
 func (r *round) remove(c *candidate) {
 	if c.Hostname == "" {
-		delete(r.a.skips, c.Origin.Kind+"/"+c.Key)
+		delete(r.a.skips, c.Origin().Kind+"/"+c.Key())
 		r.skipsChanged = true
 		return
 	}
@@ -174,24 +238,14 @@ func (r *round) remove(c *candidate) {
 
 // place adds c to its hostname (hashing to h) in hosts (its shard) and returns the
 // hostname's state.
-func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate, slab *[]*candidate, buf *[]byte) *hostState {
-	a.shareTags(c, buf)
+func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate) *hostState {
 	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
-		hs = &hostState{host: c.Hostname}
+		hs = newHostState(c)
 		hosts.put(h, hs)
+		return hs
 	}
-	if hs.cands == nil {
-		// One-element slices from a slab: most hostnames have a single candidate.
-		if len(*slab) == cap(*slab) {
-			*slab = make([]*candidate, 0, 1024)
-		}
-		l := len(*slab)
-		*slab = append(*slab, c)
-		hs.cands = (*slab)[l : l+1 : l+1]
-	} else {
-		hs.cands = append(hs.cands, c)
-	}
+	hs.addCand(c)
 	return hs
 }
 
@@ -202,26 +256,26 @@ func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
 	if hs == nil {
 		return nil
 	}
-	if i := slices.Index(hs.cands, c); i >= 0 {
-		hs.cands = slices.Delete(hs.cands, i, i+1)
-	}
+	hs.removeCand(c)
 	return hs
 }
 
 // shareTags makes a policy candidate whose tags are just {kuma.io/service: X} share the map
 // of the default name of X (the common "{{service}}.mesh" policies): fewer maps to keep.
+// Called before the round's candidates are placed (the default names are found through the
+// hostname states, which placing writes).
 func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
-	if a.defaults == nil || !c.src.explicit || c.published || len(c.Tags) != 1 {
+	if a.defaults == nil || !c.source().explicit || c.published || len(c.Tags) != 1 {
 		return
 	}
 	svc, ok := c.Tags.Get(mesh.ServiceTag)
 	if !ok {
 		return
 	}
-	b := append(append((*buf)[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...), svc...)
+	b := append(append((*buf)[:0], defaultKeyPrefix...), svc...)
 	b = append(b, '}')
 	*buf = b
-	if d := a.defaults.cands.get(keyHash(b), b); d != nil {
+	if d := a.defaults.find(keyHash(b), b); d != nil {
 		c.Tags = d.Tags
 	}
 }

@@ -54,17 +54,17 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 			t.Errorf("%s: missing", host)
 			continue
 		}
-		if !reflect.DeepEqual(e.Ports, []uint32{w.port}) || e.Origin != w.origin || !reflect.DeepEqual(e.Tags, w.tags) {
-			t.Errorf("%s: ports %v origin %v tags %v; want %d %v %v", host, e.Ports, e.Origin, e.Tags, w.port, w.origin, w.tags)
+		if !reflect.DeepEqual(e.Ports(), []uint32{w.port}) || e.Origin() != w.origin || !reflect.DeepEqual(e.Tags, w.tags) {
+			t.Errorf("%s: ports %v origin %v tags %v; want %d %v %v", host, e.Ports(), e.Origin(), e.Tags, w.port, w.origin, w.tags)
 		}
-		if !svcPool.Contains(e.IPv4) || extPool.Contains(e.IPv4) || !v6.Contains(e.IPv6) || e.IPv6.As16()[12] != e.IPv4.As4()[0] {
-			t.Errorf("%s: VIPs %s %s outside the pools or not twins", host, e.IPv4, e.IPv6)
+		if !svcPool.Contains(e.IPv4()) || extPool.Contains(e.IPv4()) || !v6.Contains(e.IPv6()) || e.IPv6().As16()[12] != e.IPv4().As4()[0] {
+			t.Errorf("%s: VIPs %s %s outside the pools or not twins", host, e.IPv4(), e.IPv6())
 		}
 	}
 	// The default <service>.mesh names lose to the explicit "default" VirtualOutbound.
 	var lost int
 	for _, e := range tb.Entries() {
-		if e.Origin.Kind == OriginService {
+		if e.Origin().Kind == OriginService {
 			lost++
 			if e.Status != NotAvailable || !strings.Contains(e.Reason(), `VirtualOutbound "default"`) {
 				t.Errorf("default name %s: status %s reason %q", e.Hostname, e.Status, e.Reason())
@@ -90,7 +90,7 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 	}
 	for _, ob := range obs {
 		e, _ := tb.Lookup(ob.Hostname)
-		if e == nil || e.IPv4 != ob.IPv4 || e.IPv6 != ob.IPv6 || ob.Port != e.Ports[0] {
+		if e == nil || e.IPv4() != ob.IPv4 || e.IPv6() != ob.IPv6 || ob.Port != e.Ports()[0] {
 			t.Errorf("outbound %+v does not match its entry", ob)
 		}
 	}
@@ -100,15 +100,15 @@ func TestKeysAndExplainData(t *testing.T) {
 	a := newAlloc(t, nil)
 	tb := allocate(t, a, snap(smallMesh(), designVOs()))
 	e, _ := tb.Lookup("v1.backend.mesh")
-	if e.Key != "my-service-by-version{kuma.io/service=backend,version=v1}" {
-		t.Errorf("key = %q", e.Key)
+	if e.Key() != "my-service-by-version{kuma.io/service=backend,version=v1}" {
+		t.Errorf("key = %q", e.Key())
 	}
 	if !reflect.DeepEqual(e.Selector(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "*", "version": "*"})) {
 		t.Errorf("selector = %v", e.Selector())
 	}
 	e, _ = tb.Lookup("httpbin.mesh")
-	if e.Key != "my-service{kuma.io/service=my-service}" {
-		t.Errorf("key = %q", e.Key)
+	if e.Key() != "my-service{kuma.io/service=my-service}" {
+		t.Errorf("key = %q", e.Key())
 	}
 }
 
@@ -118,7 +118,7 @@ func TestDefaultNamesOnOff(t *testing.T) {
 	if _, ok := on.Lookup("backend.mesh"); !ok {
 		t.Fatal("backend.mesh missing with default names on")
 	}
-	if e, _ := on.Lookup("backend.mesh"); e.Origin != (Origin{OriginService, "backend"}) || e.Ports[0] != 80 {
+	if e, _ := on.Lookup("backend.mesh"); e.Origin() != (Origin{OriginService, "backend"}) || e.Ports()[0] != 80 {
 		t.Errorf("backend.mesh = %+v", e)
 	}
 	off := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }), snap(dps, nil))
@@ -126,7 +126,7 @@ func TestDefaultNamesOnOff(t *testing.T) {
 		t.Errorf("default names off: %d names", off.Len())
 	}
 	port := allocate(t, newAlloc(t, func(c *Config) { c.DefaultPort = 8000 }), snap(dps, nil))
-	if e, _ := port.Lookup("web.mesh"); e == nil || e.Ports[0] != 8000 {
+	if e, _ := port.Lookup("web.mesh"); e == nil || e.Ports()[0] != 8000 {
 		t.Errorf("DefaultPort 8000: %+v", e)
 	}
 }
@@ -147,7 +147,7 @@ func TestCollisions(t *testing.T) {
 	if !ok {
 		t.Fatal("shared.mesh missing")
 	}
-	if e.Origin.Name != "b-older" || !reflect.DeepEqual(e.Ports, []uint32{80, 9090}) || len(e.Targets()) != 2 {
+	if e.Origin().Name != "b-older" || !reflect.DeepEqual(e.Ports(), []uint32{80, 9090}) || len(e.Targets()) != 2 {
 		t.Fatalf("shared.mesh = %+v", e)
 	}
 	if e.Targets()[1].Origin.Name != "c-port" || e.Targets()[1].Tags.Value(mesh.ServiceTag) != "legacy" ||
@@ -170,7 +170,7 @@ func TestCollisions(t *testing.T) {
 		t.Errorf("loser = %+v", loser)
 	}
 	tie, _ := tb.Lookup("tie.mesh")
-	if tie == nil || tie.Origin.Name != "x-a" {
+	if tie == nil || tie.Origin().Name != "x-a" {
 		t.Errorf("tie.mesh = %+v, want x-a by name", tie)
 	}
 	if l := findEntry(tb, "x-b{kuma.io/service=backend}"); l == nil || !strings.Contains(l.Reason(), `"x-a"`) {
@@ -180,7 +180,7 @@ func TestCollisions(t *testing.T) {
 
 func findEntry(tb *Table, key string) *Entry {
 	for _, e := range tb.Entries() {
-		if e.Key == key {
+		if e.Key() == key {
 			return e
 		}
 	}
@@ -233,8 +233,8 @@ func TestPoolExhausted(t *testing.T) {
 	var full []*Entry
 	for _, e := range tb.Entries() {
 		if e.Status == Available {
-			if v := e.IPv4.As4()[3]; v != 1 && v != 2 {
-				t.Errorf("%s got %s", e.Hostname, e.IPv4)
+			if v := e.IPv4().As4()[3]; v != 1 && v != 2 {
+				t.Errorf("%s got %s", e.Hostname, e.IPv4())
 			}
 		} else {
 			full = append(full, e)
@@ -262,21 +262,21 @@ func TestMeshExternalServices(t *testing.T) {
 	tb := allocate(t, newAlloc(t, nil), snap(dps, nil, gen, byLabel, mydomain, noTeam, ignored, other))
 
 	e, ok := tb.Lookup("mydomain.svc.meshext.local")
-	if !ok || e.MeshExternalService() != "mydomain" || e.Ports[0] != 80 ||
-		!netip.MustParsePrefix("242.0.0.0/8").Contains(e.IPv4) {
+	if !ok || e.MeshExternalService() != "mydomain" || e.Ports()[0] != 80 ||
+		!netip.MustParsePrefix("242.0.0.0/8").Contains(e.IPv4()) {
 		t.Fatalf("mydomain = %+v", e)
 	}
 	e2, ok := tb.Lookup("payments.east-1.ext.local")
-	if !ok || e2.IPv4 != e.IPv4 {
-		t.Errorf("second hostname of mydomain = %+v; want the same VIP %s", e2, e.IPv4)
+	if !ok || e2.IPv4() != e.IPv4() {
+		t.Errorf("second hostname of mydomain = %+v; want the same VIP %s", e2, e.IPv4())
 	}
-	if ptr, _ := tb.LookupAddr(e.IPv4); ptr == nil || ptr.Hostname != "mydomain.svc.meshext.local" {
+	if ptr, _ := tb.LookupAddr(e.IPv4()); ptr == nil || ptr.Hostname != "mydomain.svc.meshext.local" {
 		t.Errorf("PTR of a MES VIP = %+v", ptr)
 	}
 	// One outbound per VIP and port: the two hostnames of mydomain share one listener.
 	var obs []Outbound
 	for _, ob := range tb.Outbounds() {
-		if ob.IPv4 == e.IPv4 {
+		if ob.IPv4 == e.IPv4() {
 			obs = append(obs, ob)
 		}
 	}
@@ -284,7 +284,7 @@ func TestMeshExternalServices(t *testing.T) {
 		t.Errorf("outbounds of mydomain's VIP = %+v", obs)
 	}
 	st, ok := tb.MeshExternalServiceStatus("mydomain")
-	want := MESStatus{VIP: MESVIP{Value: e.IPv4.String(), Type: "Kuma"}, Addresses: []MESAddress{
+	want := MESStatus{VIP: MESVIP{Value: e.IPv4().String(), Type: "Kuma"}, Addresses: []MESAddress{
 		{Hostname: "payments.east-1.ext.local", Status: Available, Origin: Origin{mesh.KindHostnameGenerator, "by-team"}},
 		{Hostname: "mydomain.svc.meshext.local", Status: Available, Origin: Origin{mesh.KindHostnameGenerator, "k8s-meshext-hostnames"}},
 	}}
@@ -313,7 +313,7 @@ func TestMESCollidesWithMeshName(t *testing.T) {
 	gen := hg("gen", "ext.local", nil)
 	tb := allocate(t, newAlloc(t, nil), snap(dps, []*mesh.VirtualOutbound{clash}, gen, mes("m", 80, nil)))
 	e, ok := tb.Lookup("ext.local")
-	if !ok || e.Origin.Kind != mesh.KindHostnameGenerator || len(e.Ports) != 1 {
+	if !ok || e.Origin().Kind != mesh.KindHostnameGenerator || len(e.Ports()) != 1 {
 		t.Fatalf("ext.local = %+v (HostnameGenerator sorts before VirtualOutbound at equal age)", e)
 	}
 	l := findEntry(tb, "clash{kuma.io/service=web}")
@@ -358,7 +358,7 @@ func TestPolicyChanges(t *testing.T) {
 func keysOf(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, e.Hostname+" "+e.Key+" "+e.Status.String())
+		out = append(out, e.Hostname+" "+e.Key()+" "+e.Status.String())
 	}
 	return out
 }
@@ -404,12 +404,12 @@ func TestTemplateSyntaxes(t *testing.T) {
 	tb := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }),
 		snap(dps, []*mesh.VirtualOutbound{kuma, vhForm}))
 	for host, port := range map[string]uint32{"backend-v1.mesh": 9000, "v1.backend.vh.mesh": 8080, "v2.backend.vh.mesh": 8080} {
-		if e, ok := tb.Lookup(host); !ok || e.Ports[0] != port {
+		if e, ok := tb.Lookup(host); !ok || e.Ports()[0] != port {
 			t.Errorf("%s = %+v, want port %d", host, e, port)
 		}
 	}
-	if e, ok := tb.Lookup("v1.backend.vh.mesh"); ok && e.Key != "vh-form{kuma.io/service=backend,version=v1}" {
-		t.Errorf("key = %q", e.Key)
+	if e, ok := tb.Lookup("v1.backend.vh.mesh"); ok && e.Key() != "vh-form{kuma.io/service=backend,version=v1}" {
+		t.Errorf("key = %q", e.Key())
 	}
 	// The tuple without the port tag is skipped with a reason, not an error.
 	if sk := tb.Skipped(); len(sk) != 1 || sk[0].Origin.Name != "kuma-form" || !strings.Contains(sk[0].Reason, `"port"`) {

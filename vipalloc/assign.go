@@ -28,7 +28,7 @@ func (a *Allocator) eachAssignment(add func(key string, v uint32)) {
 	for i := range a.hosts {
 		a.hosts[i].each(func(hs *hostState) {
 			if hs.hasVIP {
-				add(hs.host, hs.vip)
+				add(hs.name(), hs.vip)
 			}
 		})
 	}
@@ -46,7 +46,7 @@ func (a *Allocator) releaseMES(key string) {
 
 // releaseHost frees the VIP of a hostname.
 func (a *Allocator) releaseHost(hs *hostState) {
-	delete(a.pending, hs.host)
+	delete(a.pending, hs.name())
 	if hs.hasVIP {
 		hs.hasVIP = false
 		a.s.service.release(hs.vip)
@@ -91,10 +91,10 @@ func (a *Allocator) allocateHosts(hss []*hostState) {
 			if hs.hasVIP {
 				continue
 			}
-			if _, sticky := a.sticky[hs.host]; (pass == 0) != sticky {
+			if _, sticky := a.sticky[hs.name()]; (pass == 0) != sticky {
 				continue
 			}
-			hs.vip, hs.hasVIP = a.take(a.s.service, hs.host)
+			hs.vip, hs.hasVIP = a.take(a.s.service, hs.name())
 		}
 	}
 }

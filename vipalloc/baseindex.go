@@ -7,18 +7,41 @@ import (
 
 // baseIndex is the full index of a table: its available entries by hostname and by IPv4
 // VIP, as positions in the entry list it was built from. Both are open-addressing tables
-// with linear probing in pointer-free []uint64 slices at most half full: building one costs
+// with linear probing in pointer-free []uint32 slices at most half full: building one costs
 // a hash and a probe per entry, and the garbage collector never scans them.
+//
+// A slot holds position+1 in its low posBits bits (0: empty) and, in the bits above, a tag:
+// bits of the key's hash the slot's place does not already tell. A probe compares tags, so
+// it reads an entry (and compares a name) practically only for the key it looks for; four
+// bytes a slot rather than eight (the hash or VIP in full) halves what a table costs.
 type baseIndex struct {
-	all []*Entry
-	// names slots: the low 32 bits of the hostname's hash << 32 | position+1 (0: empty).
-	names []uint64
-	// addrs slots: VIP << 32 | position+1 (0: empty).
-	addrs []uint64
-	shift uint // both tables have the same size: slotsFor(available entries)
-	count int  // available entries (indexed names)
+	all     []*Entry
+	names   []uint32
+	addrs   []uint32
+	shift   uint // both tables have the same size: slotsFor(available entries)
+	posBits uint // bits.Len(len(all)): the bits of a slot that hold position+1
+	count   int  // available entries (indexed names)
 	// other6 holds the IPv6 addresses of hand-built tables (no twin prefix).
 	other6 map[netip.Addr]*Entry
+}
+
+// slot is the slot of position pos for a key whose hash has low 32 bits h.
+func (b *baseIndex) slot(h uint32, pos int) uint32 { return b.tagOf(h) | uint32(pos+1) }
+
+// tagOf is the tag part of a slot for a key whose hash has low 32 bits h.
+func (b *baseIndex) tagOf(h uint32) uint32 { return h << b.posBits }
+
+// pos is the position a (non-empty) slot holds.
+func (b *baseIndex) pos(s uint32) int { return int(s&(1<<b.posBits-1)) - 1 }
+
+// tag is the tag part of a slot.
+func (b *baseIndex) tag(s uint32) uint32 { return s &^ (1<<b.posBits - 1) }
+
+// addrTagHash is the hash a VIP's tag is taken from (both halves of the product addrHome
+// takes its top bits from).
+func addrTagHash(v uint32) uint32 {
+	p := uint64(v) * 0x9e3779b97f4a7c15
+	return uint32(p ^ p>>32)
 }
 
 // slotsFor returns a power-of-two slot count at least twice n, and the shift that takes a
@@ -36,16 +59,16 @@ func slotsFor(n int) (int, uint) {
 func addrHome(v uint32, shift uint) int { return int((uint64(v) * 0x9e3779b97f4a7c15) >> shift) }
 
 // buildNames indexes the available entries of all by hostname (each hostname once) in
-// size slots (b.shift set).
+// size slots (b.shift and b.posBits set).
 func (b *baseIndex) buildNames(size int) {
-	b.names = make([]uint64, size)
+	b.names = make([]uint32, size)
 	mask := size - 1
 	for pos, e := range b.all {
 		if e.Status != Available {
 			continue
 		}
 		h := hostHash(e.Hostname)
-		slot := h<<32 | uint64(pos+1)
+		slot := b.slot(uint32(h), pos)
 		for i := int(h >> b.shift); ; i = (i + 1) & mask {
 			s := b.names[i]
 			if s == 0 {
@@ -53,7 +76,7 @@ func (b *baseIndex) buildNames(size int) {
 				b.count++
 				break
 			}
-			if uint32(s>>32) == uint32(h) && b.all[uint32(s)-1].Hostname == e.Hostname {
+			if b.tag(s) == b.tagOf(uint32(h)) && b.all[b.pos(s)].Hostname == e.Hostname {
 				b.names[i] = slot // the last one wins, like a map assignment
 				break
 			}
@@ -64,20 +87,21 @@ func (b *baseIndex) buildNames(size int) {
 // buildAddrs indexes the available entries of all by IPv4 VIP; a VIP shared by several
 // hostnames answers with the first of them.
 func (b *baseIndex) buildAddrs(size int) {
-	b.addrs = make([]uint64, size)
+	b.addrs = make([]uint32, size)
 	mask := size - 1
 	for pos, e := range b.all {
-		if e.Status != Available || !e.IPv4.Is4() {
+		if e.Status != Available || e.flags&hasV4 == 0 {
 			continue
 		}
-		v := v4u(e.IPv4)
+		v := e.v4
+		tag := b.tagOf(addrTagHash(v))
 		for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
 			s := b.addrs[i]
 			if s == 0 {
-				b.addrs[i] = uint64(v)<<32 | uint64(pos+1)
+				b.addrs[i] = tag | uint32(pos+1)
 				break
 			}
-			if uint32(s>>32) == v {
+			if b.tag(s) == tag && b.all[b.pos(s)].v4 == v {
 				break
 			}
 		}
@@ -89,14 +113,15 @@ func (b *baseIndex) name(name string) (*Entry, bool) {
 		return nil, false
 	}
 	h := hostHash(name)
+	tag := b.tagOf(uint32(h))
 	mask := len(b.names) - 1
 	for i := int(h >> b.shift); ; i = (i + 1) & mask {
 		s := b.names[i]
 		if s == 0 {
 			return nil, false
 		}
-		if uint32(s>>32) == uint32(h) {
-			if e := b.all[uint32(s)-1]; e.Hostname == name {
+		if b.tag(s) == tag {
+			if e := b.all[b.pos(s)]; e.Hostname == name {
 				return e, true
 			}
 		}
@@ -107,14 +132,17 @@ func (b *baseIndex) addr(v uint32) (*Entry, bool) {
 	if len(b.addrs) == 0 {
 		return nil, false
 	}
+	tag := b.tagOf(addrTagHash(v))
 	mask := len(b.addrs) - 1
 	for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
 		s := b.addrs[i]
 		if s == 0 {
 			return nil, false
 		}
-		if uint32(s>>32) == v {
-			return b.all[uint32(s)-1], true
+		if b.tag(s) == tag {
+			if e := b.all[b.pos(s)]; e.v4 == v && e.flags&hasV4 != 0 {
+				return e, true
+			}
 		}
 	}
 }

@@ -13,13 +13,13 @@ func TestBaseIndexMisses(t *testing.T) {
 	tb := allocate(t, newAlloc(t, nil), snap(bigMesh(1500), designVOs()))
 	held := map[uint32]bool{}
 	for _, e := range tb.Available() {
-		held[v4u(e.IPv4)] = true
+		held[v4u(e.IPv4())] = true
 	}
 	for i := 0; i < 5000; i++ {
 		for _, name := range []string{fmt.Sprintf("svc-%05d.mesh", 1500+i), fmt.Sprintf("v9.svc-%05d.mesh", i),
 			fmt.Sprintf("svc-%05d.zone-3.mesh", i)} {
 			if e, ok := tb.Lookup(name); ok {
-				t.Fatalf("Lookup(%s) = %s, want none", name, e.Key)
+				t.Fatalf("Lookup(%s) = %s, want none", name, e.Key())
 			}
 		}
 	}
@@ -38,8 +38,8 @@ func TestBaseIndexMisses(t *testing.T) {
 
 	shared := netip.MustParseAddr("241.0.0.9")
 	hand := NewTable([]*Entry{
-		{Hostname: "b.ext", IPv4: shared, Ports: []uint32{80}, Key: "b", Status: Available},
-		{Hostname: "a.ext", IPv4: shared, Ports: []uint32{80}, Key: "a", Status: Available},
+		NewEntry(EntryData{Hostname: "b.ext", IPv4: shared, Ports: []uint32{80}, Key: "b", Status: Available}),
+		NewEntry(EntryData{Hostname: "a.ext", IPv4: shared, Ports: []uint32{80}, Key: "a", Status: Available}),
 	}, nil)
 	if e, ok := hand.LookupAddr(shared); !ok || e.Hostname != "a.ext" {
 		t.Errorf("LookupAddr(%s) = %v, %v; want a.ext", shared, e, ok)

@@ -9,7 +9,8 @@ import "hash/maphash"
 // build theirs in a []byte, compared and looked up without a copy.
 type hashMap[V interface {
 	comparable
-	mapKey() string
+	mapKey() string  // the key (built, for a default name's candidate: see Entry.Key)
+	mapKeyIs(K) bool // whether the key is k, built or not
 }, K string | []byte] struct {
 	byHash map[uint64]V
 	more   map[string]V // hash collisions
@@ -25,8 +26,11 @@ func newCandMap(n int) candMap { return candMap{byHash: make(map[uint64]*candida
 
 func newHostMap(n int) hostMap { return hostMap{byHash: make(map[uint64]*hostState, n)} }
 
-func (c *candidate) mapKey() string  { return c.Key }
-func (hs *hostState) mapKey() string { return hs.host }
+func (c *candidate) mapKey() string  { return c.Key() }
+func (hs *hostState) mapKey() string { return hs.name() }
+
+func (c *candidate) mapKeyIs(k []byte) bool  { return keyIs(&c.Entry, k) }
+func (hs *hostState) mapKeyIs(k string) bool { return hs.name() == k }
 
 // keyHash and hostHash are the same hash (maphash hashes bytes and strings alike).
 func keyHash(b []byte) uint64  { return maphash.Bytes(hashSeed, b) }
@@ -37,7 +41,7 @@ func (m *hashMap[V, K]) len() int { return len(m.byHash) + len(m.more) }
 // get returns the value of key k (hashing to h), or the zero V.
 func (m *hashMap[V, K]) get(h uint64, k K) V {
 	var none V
-	if v := m.byHash[h]; v != none && v.mapKey() == string(k) {
+	if v := m.byHash[h]; v != none && v.mapKeyIs(k) {
 		return v
 	}
 	if m.more != nil {
@@ -77,4 +81,13 @@ func (m *hashMap[V, K]) each(f func(V)) {
 	for _, v := range m.more {
 		f(v)
 	}
+}
+
+// hostByName is hosts.get for a hostname held in a []byte (compared and looked up without
+// a copy).
+func hostByName(hosts *hostMap, h uint64, name []byte) *hostState {
+	if hs := hosts.byHash[h]; hs != nil && hs.name() == string(name) {
+		return hs
+	}
+	return hosts.more[string(name)]
 }

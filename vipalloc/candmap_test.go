@@ -8,21 +8,21 @@ func TestCandMapCollision(t *testing.T) {
 	for _, first := range []int{0, 1} {
 		m := newCandMap(0)
 		a, b := &candidate{}, &candidate{}
-		a.Key, b.Key = "p{k=a}", "p{k=b}"
-		h := keyHash([]byte(a.Key))
+		a.key, b.key = "p{k=a}", "p{k=b}"
+		h := keyHash([]byte(a.key))
 		m.put(h, a)
 		m.put(h, b) // as if b's key hashed to h too
-		if m.get(h, []byte(a.Key)) != a || m.get(h, []byte(b.Key)) != b || m.len() != 2 {
-			t.Fatalf("after two puts on one hash: get a = %p, get b = %p, len %d", m.get(h, []byte(a.Key)),
-				m.get(h, []byte(b.Key)), m.len())
+		if m.get(h, []byte(a.key)) != a || m.get(h, []byte(b.key)) != b || m.len() != 2 {
+			t.Fatalf("after two puts on one hash: get a = %p, get b = %p, len %d", m.get(h, []byte(a.key)),
+				m.get(h, []byte(b.key)), m.len())
 		}
 		gone, kept := a, b
 		if first == 1 {
 			gone, kept = b, a
 		}
 		m.del(gone)
-		if m.get(h, []byte(kept.Key)) != kept || m.get(h, []byte(gone.Key)) != nil || m.len() != 1 {
-			t.Errorf("removing %s: kept %s lost or removed still there (len %d)", gone.Key, kept.Key, m.len())
+		if m.get(h, []byte(kept.key)) != kept || m.get(h, []byte(gone.key)) != nil || m.len() != 1 {
+			t.Errorf("removing %s: kept %s lost or removed still there (len %d)", gone.key, kept.key, m.len())
 		}
 		n := 0
 		m.each(func(*candidate) { n++ })
@@ -35,15 +35,15 @@ func TestCandMapCollision(t *testing.T) {
 // TestHostMapCollision does the same for hostnames.
 func TestHostMapCollision(t *testing.T) {
 	m := newHostMap(0)
-	a, b := &hostState{host: "a.mesh"}, &hostState{host: "b.mesh"}
-	h := hostHash(a.host)
+	a, b := newHostState(&candidate{Entry: Entry{Hostname: "a.mesh"}}), newHostState(&candidate{Entry: Entry{Hostname: "b.mesh"}})
+	h := hostHash(a.name())
 	m.put(h, a)
 	m.put(h, b) // as if b.mesh hashed to h too
-	if m.get(h, a.host) != a || m.get(h, b.host) != b || m.len() != 2 {
+	if m.get(h, a.name()) != a || m.get(h, b.name()) != b || m.len() != 2 {
 		t.Fatalf("after two puts on one hash: len %d", m.len())
 	}
 	m.del(a)
-	if m.get(h, b.host) != b || m.get(h, a.host) != nil || m.len() != 1 {
+	if m.get(h, b.name()) != b || m.get(h, a.name()) != nil || m.len() != 1 {
 		t.Errorf("after removing a.mesh: b.mesh lost or a.mesh still there (len %d)", m.len())
 	}
 	m.del(b)

@@ -82,8 +82,8 @@ func TestPools(t *testing.T) {
 	a := newAlloc(t, func(c *Config) { c.IPv6Prefix = "fd12:3456:789a::/96" })
 	tb := allocate(t, a, snap(smallMesh(), nil))
 	for _, e := range tb.Available() {
-		if !netip.MustParsePrefix("fd12:3456:789a::/96").Contains(e.IPv6) {
-			t.Errorf("%s twin %s outside /96", e.Hostname, e.IPv6)
+		if !netip.MustParsePrefix("fd12:3456:789a::/96").Contains(e.IPv6()) {
+			t.Errorf("%s twin %s outside /96", e.Hostname, e.IPv6())
 		}
 	}
 }
@@ -131,7 +131,7 @@ func TestStateFile(t *testing.T) {
 	// A remembered address outside the pool is not used.
 	os.WriteFile(state, []byte(`{"version":1,"vips":{"web.mesh":"10.0.0.1"}}`), 0o600)
 	tb := allocate(t, newAlloc(t, withState), snap(smallMesh(), nil))
-	if e, _ := tb.Lookup("web.mesh"); e == nil || e.IPv4.String() == "10.0.0.1" {
+	if e, _ := tb.Lookup("web.mesh"); e == nil || e.IPv4().String() == "10.0.0.1" {
 		t.Errorf("web.mesh = %+v", e)
 	}
 	// An unwritable state file is logged, not fatal.
@@ -168,10 +168,10 @@ func FuzzStateFile(f *testing.F) {
 		checkTable(t, tb)
 		seen := map[netip.Addr]string{}
 		for _, e := range tb.Available() {
-			if prev, dup := seen[e.IPv4]; dup {
-				t.Fatalf("%s and %s share %s", prev, e.Hostname, e.IPv4)
+			if prev, dup := seen[e.IPv4()]; dup {
+				t.Fatalf("%s and %s share %s", prev, e.Hostname, e.IPv4())
 			}
-			seen[e.IPv4] = e.Hostname
+			seen[e.IPv4()] = e.Hostname
 		}
 	})
 }

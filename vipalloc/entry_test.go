@@ -13,11 +13,11 @@ import (
 // names the /vips endpoint has always had, and reads back to an equal entry.
 func TestEntryJSON(t *testing.T) {
 	sel := tagset.FromPairs("kuma.io/service", "*")
-	e := NewEntry(Entry{Hostname: "web.mesh", IPv4: netip.MustParseAddr("240.0.0.1"), IPv6: netip.MustParseAddr("fd00::1"),
+	e := NewEntry(EntryData{Hostname: "web.mesh", IPv4: netip.MustParseAddr("240.0.0.1"), IPv6: netip.MustParseAddr("fd00::1"),
 		Ports: []uint32{80, 8080}, Origin: Origin{Kind: "VirtualOutbound", Name: "vo"}, Key: "vo{kuma.io/service=web}",
-		Tags: tagset.FromPairs("kuma.io/service", "web"), Status: NotAvailable},
-		EntryDetail{Reason: "pool full", MeshExternalService: "ext", Selector: sel,
-			Targets: []Target{{Port: 80, Origin: Origin{Kind: "VirtualOutbound", Name: "vo"}, Key: "k"}}})
+		Tags: tagset.FromPairs("kuma.io/service", "web"), Status: NotAvailable,
+		Reason: "pool full", MeshExternalService: "ext", Selector: sel,
+		Targets: []Target{{Port: 80, Origin: Origin{Kind: "VirtualOutbound", Name: "vo"}, Key: "k"}}})
 	b, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestEntryJSON(t *testing.T) {
 	}
 	if back.Reason() != "pool full" || back.MeshExternalService() != "ext" || !back.Selector().Equal(sel) ||
 		len(back.Targets()) != 1 || back.Status != NotAvailable || back.Hostname != e.Hostname {
-		t.Errorf("read back %+v detail %+v", back, back.Detail())
+		t.Errorf("read back %+v", back.Data())
 	}
 
 	plain := Entry{Hostname: "a.mesh", Status: Available}
@@ -51,15 +51,17 @@ func TestEntryJSON(t *testing.T) {
 // Setting a reason on an entry whose detail is shared (a selector's candidates share one)
 // copies the detail: the others keep theirs.
 func TestSetReasonNeverWritesASharedDetail(t *testing.T) {
-	shared := &EntryDetail{Selector: tagset.FromPairs("kuma.io/service", "*")}
+	vo := Origin{Kind: "VirtualOutbound", Name: "vo"}
+	shared := &entryDetail{origin: vo, selector: tagset.FromPairs("kuma.io/service", "*")}
 	a, b := Entry{detail: shared}, Entry{detail: shared}
 	a.setReason("lost")
-	if a.Reason() != "lost" || b.Reason() != "" || shared.Reason != "" || !a.Selector().Equal(shared.Selector) {
-		t.Errorf("a %+v, b %+v, shared %+v", a.Detail(), b.Detail(), *shared)
+	if a.Reason() != "lost" || b.Reason() != "" || shared.reason != "" || !a.Selector().Equal(shared.selector) ||
+		a.Origin() != vo {
+		t.Errorf("a %+v, b %+v, shared %+v", a.Data(), b.Data(), *shared)
 	}
 	a.setReason("")
-	if a.detail == nil || a.Reason() != "" {
-		t.Errorf("clearing the reason lost the selector: %+v", a.Detail())
+	if a.detail == nil || a.Reason() != "" || a.Origin() != vo {
+		t.Errorf("clearing the reason lost the selector or the origin: %+v", a.Data())
 	}
 }
 
@@ -77,12 +79,163 @@ func TestStatusText(t *testing.T) {
 	}
 }
 
-// The entry of a hostname fits the 176-byte size class and its candidate the 192-byte one.
+// The entry of a hostname is 72 bytes (in the 80-byte size class) and its candidate fits
+// the 80-byte one (they were 176 and 192 with the addresses, ports, origin and source spelled
+// out in every one).
 func TestEntrySizes(t *testing.T) {
-	if got := sizeofEntry(); got > 176 {
-		t.Errorf("Entry is %d bytes, want <= 176", got)
+	if got := sizeofEntry(); got > 72 {
+		t.Errorf("Entry is %d bytes, want <= 72", got)
 	}
-	if got := sizeofCandidate(); got > 192 {
-		t.Errorf("candidate is %d bytes, want <= 192", got)
+	if got := sizeofCandidate(); got > 80 {
+		t.Errorf("candidate is %d bytes, want <= 80", got)
+	}
+	// A hostname's state fits the 32-byte class (it was 64, plus its candidate list's 8).
+	if got := sizeofHostState(); got > 32 {
+		t.Errorf("hostState is %d bytes, want <= 32", got)
+	}
+}
+
+// An allocator's entry keeps its IPv6 VIP as the twin prefix in the detail its entries
+// share, a single port inline and a default name's origin as its tags: all read back as they
+// were built.
+func TestEntryCompactFields(t *testing.T) {
+	v6 := netip.MustParsePrefix("fd00:fd00::/64")
+	shared := &entryDetail{twin: &v6}
+	e := Entry{Hostname: "web.mesh", Tags: tagset.FromPairs("kuma.io/service", "web"), flags: svcOrigin, detail: shared}
+	e.setPort(8080)
+	e.setVIP(0xf0000001, true)
+	if e.IPv4() != netip.MustParseAddr("240.0.0.1") || e.IPv6() != netip.MustParseAddr("fd00:fd00::f000:1") ||
+		len(e.Ports()) != 1 || e.Ports()[0] != 8080 || e.Origin() != (Origin{Kind: OriginService, Name: "web"}) ||
+		e.detail != shared {
+		t.Errorf("got %+v", e.Data())
+	}
+	if !e.sameVIP(0xf0000001, true) || e.sameVIP(0xf0000002, true) || e.sameVIP(0, false) {
+		t.Error("sameVIP")
+	}
+	// A reason copies the shared detail, twin included.
+	e.setReason("lost")
+	if e.detail == shared || e.IPv6() != netip.MustParseAddr("fd00:fd00::f000:1") || shared.reason != "" ||
+		e.Origin() != (Origin{Kind: OriginService, Name: "web"}) {
+		t.Errorf("with a reason: %+v", e.Data())
+	}
+	e.setVIP(0, false)
+	if e.IPv4().IsValid() || e.IPv6().IsValid() {
+		t.Errorf("no VIP shows %s and %s", e.IPv4(), e.IPv6())
+	}
+	// A default name's key is derived from its tags, and compared without being built.
+	e.flags |= svcKey
+	if e.Key() != "Service{kuma.io/service=web}" || string(e.appendKey([]byte("x"))) != "xService{kuma.io/service=web}" ||
+		!keyIs(&e, "Service{kuma.io/service=web}") || !keyIs(&e, []byte("Service{kuma.io/service=web}")) ||
+		keyIs(&e, "Service{kuma.io/service=web2}") || keyIs(&e, "Service{kuma.io/service=we}") ||
+		keyIs(&e, "Service{kuma.io/service=web]") || keyIs(&e, "Servicf{kuma.io/service=web}") {
+		t.Errorf("derived key %q", e.Key())
+	}
+	// A port past 65535 (or several) and an origin that is not the tags' are kept in the detail.
+	big := NewEntry(EntryData{Hostname: "x.mesh", Ports: []uint32{70000}, Origin: Origin{Kind: OriginService, Name: "other"},
+		Tags: tagset.FromPairs("kuma.io/service", "web")})
+	if big.Ports()[0] != 70000 || big.Origin().Name != "other" {
+		t.Errorf("got %+v", big.Data())
+	}
+}
+
+// A hostname's state holds one candidate and one entry in itself, and moves both to its
+// lists when a second one comes; either way it reads the same.
+func TestHostStateLists(t *testing.T) {
+	c1, c2 := &candidate{Entry: Entry{Hostname: "h.mesh"}}, &candidate{Entry: Entry{Hostname: "h.mesh"}}
+	e1, e2 := &Entry{key: "a"}, &Entry{key: "b", Status: Available}
+	hs := newHostState(c1)
+	hs.setEntries([]*Entry{e1})
+	if hs.many != nil || hs.name() != "h.mesh" || len(hs.cands()) != 1 || hs.cands()[0] != c1 || len(hs.entries()) != 1 || hs.avail() != nil {
+		t.Fatalf("one candidate: %+v", hs)
+	}
+	hs.addCand(c2)
+	if hs.many == nil || hs.name() != "h.mesh" || len(hs.cands()) != 2 || hs.cands()[1] != c2 || len(hs.entries()) != 1 || hs.entries()[0] != e1 {
+		t.Fatalf("two candidates: %+v", hs)
+	}
+	hs.setEntries([]*Entry{e1, e2})
+	hs.removeCand(c1)
+	if len(hs.cands()) != 1 || hs.cands()[0] != c2 || hs.avail() != e2 {
+		t.Fatalf("after a removal: %+v", hs)
+	}
+	hs.removeCand(c2)
+	hs.setEntries(nil)
+	if len(hs.cands()) != 0 || len(hs.entries()) != 0 || hs.name() != "h.mesh" {
+		t.Fatalf("empty: %+v", hs)
+	}
+	one := newHostState(c1)
+	one.setEntries([]*Entry{e1, e2})
+	if one.cands()[0] != c1 || len(one.entries()) != 2 || one.avail() != e2 {
+		t.Fatalf("one candidate, two entries: %+v", one)
+	}
+	one.removeCand(c1)
+	if len(one.cands()) != 0 || one.name() != "h.mesh" {
+		t.Fatalf("removed: %+v", one)
+	}
+	single := newHostState(c1)
+	single.removeCand(c1)
+	if len(single.cands()) != 0 || single.name() != "h.mesh" {
+		t.Fatalf("its only candidate removed: %+v", single)
+	}
+	single.addCand(c2)
+	if len(single.cands()) != 1 || single.cands()[0] != c2 || single.many != nil {
+		t.Fatalf("another candidate: %+v", single)
+	}
+}
+
+// Keys sort the same built or derived.
+func TestKeyLess(t *testing.T) {
+	svc := func(s string) *Entry {
+		return &Entry{Tags: tagset.FromPairs("kuma.io/service", s), flags: svcKey}
+	}
+	keys := []*Entry{{key: "A{}"}, svc("a"), svc("b"), {key: "Service{kuma.io/service=a,version=v1}"}, {key: "vo{}"}}
+	for i, a := range keys {
+		for j, b := range keys {
+			if got, want := keyLess(a, b), a.Key() < b.Key(); got != want {
+				t.Errorf("keyLess(%s, %s) = %v, want %v (%d, %d)", a.Key(), b.Key(), got, want, i, j)
+			}
+		}
+	}
+}
+
+// A policy tuple's key that spells its tags is derived from them and the origin's name.
+func TestPolicyKeyDerived(t *testing.T) {
+	d := &entryDetail{origin: Origin{Kind: "VirtualOutbound", Name: "vo"}}
+	e := &Entry{Tags: tagset.FromPairs("kuma.io/service", "web", "version", "v1"), detail: d, flags: policyKey}
+	const want = "vo{kuma.io/service=web,version=v1}"
+	if e.Key() != want || !keyIs(e, want) || !keyIs(e, []byte(want)) || keyIs(e, want[:len(want)-1]) ||
+		keyIs(e, "vo{kuma.io/service=web,version=v2}") {
+		t.Errorf("key %q", e.Key())
+	}
+	stored := &Entry{key: "vo{kuma.io/service=web,version=v0}"}
+	if !keyLess(stored, e) || keyLess(e, stored) {
+		t.Error("keyLess between a stored and a derived key")
+	}
+}
+
+// hasUpper agrees with a byte-by-byte test on every byte value at every position.
+func TestHasUpper(t *testing.T) {
+	naive := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 'A' && s[i] <= 'Z' {
+				return true
+			}
+		}
+		return false
+	}
+	for n := 0; n <= 19; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := []byte(strings.Repeat("a", n))
+				b[pos] = byte(c)
+				if got, want := hasUpper(string(b)), naive(string(b)); got != want {
+					t.Fatalf("hasUpper(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+	for _, s := range []string{"", "svc-4242.mesh.svc.cluster.local", "\xff\xff\xff\xff\xff\xff\xff\xff", "@[`{@[`{"} {
+		if hasUpper(s) {
+			t.Errorf("hasUpper(%q)", s)
+		}
 	}
 }

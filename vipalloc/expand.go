@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"time"
@@ -15,21 +16,29 @@ import (
 // produced no hostname (a skip, with reason). Candidates are counted: refs is how many
 // inbounds of the mesh support them, so a dataplane coming or going adjusts counts only.
 type candidate struct {
-	// Entry is the proposal: Hostname, Ports (one), Origin, Key, Tags, Selector and
-	// MeshExternalService (Reason for skips). The first time the candidate is published it
-	// is published as is (&c.Entry, with its VIP and status filled in), so most hostnames
-	// cost one object; after that it is never changed, only copied.
+	// Entry is the proposal: Hostname, port (one), origin, Key, Tags, selector and
+	// MeshExternalService (reason for skips); its detail names the source. The first time
+	// the candidate is published it is published as is (&c.Entry, with its VIP and status
+	// filled in), so most hostnames cost one object; after that it is never changed, only
+	// copied.
 	Entry
-	src       *source
 	refs      int32
 	published bool
 }
 
+// source is what proposed the candidate: its policy's, or defaultSource.
+func (c *candidate) source() *source {
+	if c.detail == nil || c.detail.src == nil {
+		return defaultSource
+	}
+	return c.detail.src
+}
+
 func (c *candidate) port() uint32 {
-	if len(c.Ports) == 0 {
+	if c.numPorts() == 0 {
 		return 0
 	}
-	return c.Ports[0]
+	return c.portAt(0)
 }
 
 // defaultSource is the source of every default name (their origins are in their entries).
@@ -48,19 +57,20 @@ type source struct {
 // takes a name that is already served), then origin kind, origin name and key, so the order
 // is total and deterministic.
 func better(a, b *candidate) bool {
-	if a.src.explicit != b.src.explicit {
-		return a.src.explicit
+	as, bs := a.source(), b.source()
+	if as.explicit != bs.explicit {
+		return as.explicit
 	}
-	if !a.src.created.Equal(b.src.created) {
-		return a.src.created.Before(b.src.created)
+	if !as.created.Equal(bs.created) {
+		return as.created.Before(bs.created)
 	}
-	if a.Origin.Kind != b.Origin.Kind {
-		return a.Origin.Kind < b.Origin.Kind
+	if ao, bo := a.Origin(), b.Origin(); ao != bo {
+		if ao.Kind != bo.Kind {
+			return ao.Kind < bo.Kind
+		}
+		return ao.Name < bo.Name
 	}
-	if a.Origin.Name != b.Origin.Name {
-		return a.Origin.Name < b.Origin.Name
-	}
-	return a.Key < b.Key
+	return keyLess(&a.Entry, &b.Entry)
 }
 
 func compareCandidates(a, b *candidate) int {
@@ -87,18 +97,28 @@ const mesKeyPrefix = "mes/"
 // expander turns inbound tags into candidates for one source: a VirtualOutbound, or the
 // default service names.
 type expander struct {
-	name   string // the key prefix: policy name, or defaultKeyName
-	src    *source
+	name string // the key prefix: policy name, or defaultKeyName
+	src  *source
+	twin *netip.Prefix // the allocator's twin prefix, in its candidates' details
+	// detail is the detail of every default name (the twin prefix only).
+	detail *entryDetail
 	vo     *mesh.VirtualOutbound
 	tpl    *hostname.VOTemplate
 	sels   []compiledSel
 	broken string // compile error: the policy yields a single skip
-	cands  candMap
-	buf    []byte
+	// cands holds the expander's candidates by key, but for the default names only those
+	// without a hostname (skips): a default name with one is found through the allocator's
+	// hostname states (hosts; nothing writes them while expanders run) or, until placed,
+	// in fresh. That saves a map entry per hostname of the mesh.
+	cands candMap
+	fresh candMap
+	hosts *[hostShards]hostMap
+	buf   []byte
+	hbuf  []byte // a default name's hostname, being looked up
+	kbuf  []byte // a policy tuple's key as its tags spell it
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
-	slab   []uint32 // see ports
 	// last is a two-entry cache of the latest candidates: dataplanes come sorted by name,
 	// and neighbours usually share a tuple, so most visits skip the map.
 	last  [2]*candidate
@@ -128,16 +148,67 @@ func (x *expander) emit(c *candidate, add bool) {
 // lookup finds the candidate of key b; h is keyHash(b) when c is nil (for cands.put).
 func (x *expander) lookup(b []byte) (c *candidate, h uint64) {
 	for _, c := range x.last {
-		if c != nil && c.Key == string(b) {
+		if c != nil && keyIs(&c.Entry, b) {
 			return c, 0
 		}
 	}
 	h = keyHash(b)
-	c = x.cands.get(h, b)
+	c = x.find(h, b)
 	if c != nil {
 		x.remember(c)
 	}
 	return c, h
+}
+
+// find returns the live candidate of key b (hashing to h), or nil.
+func (x *expander) find(h uint64, b []byte) *candidate {
+	if c := x.cands.get(h, b); c != nil || !x.isDefault {
+		return c
+	}
+	if c := x.fresh.get(h, b); c != nil {
+		return c
+	}
+	return x.placedDefault(b)
+}
+
+func isASCII(b []byte) bool {
+	for _, ch := range b {
+		if ch >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// placedDefault returns the placed, live default name candidate of key b
+// (`Service{kuma.io/service=svc}`), found through the state of its hostname, or nil.
+func (x *expander) placedDefault(b []byte) *candidate {
+	svc := b[len(defaultKeyPrefix) : len(b)-1]
+	// The hostname as visitDefault spells it: strings.ToLower, done in place for ASCII.
+	hb := x.hbuf[:0]
+	if isASCII(svc) {
+		for _, ch := range svc {
+			if 'A' <= ch && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			hb = append(hb, ch)
+		}
+	} else {
+		hb = append(hb, strings.ToLower(string(svc))...)
+	}
+	hb = append(hb, ".mesh"...)
+	x.hbuf = hb
+	hh := keyHash(hb)
+	hs := hostByName(&x.hosts[hh%hostShards], hh, hb)
+	if hs == nil {
+		return nil
+	}
+	for _, c := range hs.cands() {
+		if c.refs > 0 && c.source() == defaultSource && keyIs(&c.Entry, b) {
+			return c
+		}
+	}
+	return nil
 }
 
 func (x *expander) remember(c *candidate) {
@@ -153,21 +224,11 @@ func (x *expander) forget(c *candidate) {
 	}
 }
 
-// ports returns a one-port slice from the expander's slab (expanders run concurrently, so
-// each has its own).
-func (x *expander) ports(p uint32) []uint32 {
-	if len(x.slab) == cap(x.slab) {
-		x.slab = make([]uint32, 0, 1024)
-	}
-	x.slab = append(x.slab, p)
-	return x.slab[len(x.slab)-1 : len(x.slab) : len(x.slab)]
-}
-
 // defaultKeyName prefixes the keys of default `<service>.mesh` candidates.
 const defaultKeyName = "Service"
 
 type compiledSel struct {
-	detail        *EntryDetail // {Selector: the selector's tags}, shared by its candidates
+	detail        *entryDetail // {origin: the policy's, selector: the selector's tags}, shared by its candidates
 	match         []kv
 	nTags, nExact int
 	dest          []dest // sorted by key
@@ -246,8 +307,8 @@ func (x *expander) visit(in *inbound) {
 		x.count(c, delta)
 		return
 	}
-	c = &candidate{src: x.src, refs: delta}
-	c.Origin, c.detail = x.src.origin, sel.detail
+	c = &candidate{refs: delta}
+	c.detail = sel.detail
 	c.Tags = make(mesh.Tags, 0, len(sel.dest))
 	var absent []string
 	for _, d := range sel.dest {
@@ -267,17 +328,28 @@ func (x *expander) visit(in *inbound) {
 	// absence of with {{if}}, skips nothing). The hostname is rendered after the key in the
 	// same buffer: one string holds both.
 	out, port, err := x.tpl.RenderAppend(b, c.Tags)
+	derived := false
+	if err == nil && !missing {
+		x.kbuf = appendTagsKey(x.kbuf[:0], x.name, c.Tags)
+		derived = string(x.kbuf) == string(out[:keyLen])
+	}
 	switch {
 	case err != nil && missing:
-		c.Key = string(b)
+		c.key = string(b)
 		c.setReason(fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent)))
 	case err != nil:
-		c.Key = string(b)
+		c.key = string(b)
 		c.setReason(err.Error())
+	case derived:
+		// The key spells the tags (it does unless one is missing): derived, not stored.
+		x.buf = out
+		c.Hostname, c.flags = string(out[keyLen:]), c.flags|policyKey
+		c.setPort(port)
 	default:
 		x.buf = out
 		kh := string(out)
-		c.Key, c.Hostname, c.Ports = kh[:keyLen], kh[keyLen:], x.ports(port)
+		c.key, c.Hostname = kh[:keyLen], kh[keyLen:]
+		c.setPort(port)
 	}
 	x.cands.put(h, c)
 	x.remember(c)
@@ -290,7 +362,14 @@ func (x *expander) count(c *candidate, delta int32) {
 	}
 	c.refs += delta
 	if c.refs <= 0 {
-		x.cands.del(c)
+		if x.isDefault && c.Hostname != "" {
+			// A placed one leaves its hostname's state when its removal is applied.
+			if x.fresh.len() > 0 {
+				x.fresh.del(c)
+			}
+		} else {
+			x.cands.del(c)
+		}
 		x.forget(c)
 		x.emit(c, false)
 	}
@@ -302,7 +381,7 @@ func (x *expander) visitDefault(in *inbound) {
 	if !ok || svc == "" {
 		return
 	}
-	b := append(x.buf[:0], defaultKeyName+"{"+mesh.ServiceTag+"="...)
+	b := append(x.buf[:0], defaultKeyPrefix...)
 	b = append(b, svc...)
 	b = append(b, '}')
 	x.buf = b
@@ -311,21 +390,26 @@ func (x *expander) visitDefault(in *inbound) {
 		x.count(c, delta)
 		return
 	}
-	c = &candidate{src: defaultSource, refs: delta}
-	c.Origin, c.Tags = Origin{Kind: OriginService, Name: svc}, defaultTags(in.tags, svc)
-	// The key and the hostname in one string.
+	c = &candidate{refs: delta}
+	c.detail = x.detail
+	// The origin {"Service", svc} and the key (b) are derived from the tags: a name costs
+	// the string of its hostname only.
+	c.Tags, c.flags = defaultTags(in.tags, svc), svcOrigin|svcKey
 	keyLen := len(b)
 	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
 	x.buf = b
-	kh := string(b)
-	host := kh[keyLen:]
-	c.Key = kh[:keyLen]
+	host := string(b[keyLen:])
 	if err := hostname.Valid(host); err != nil {
 		c.setReason(fmt.Sprintf("default name %q: %v", host, err))
+		x.cands.put(h, c)
 	} else {
-		c.Hostname, c.Ports = host, x.ports(x.defaultPort)
+		c.Hostname = host
+		c.setPort(x.defaultPort)
+		if x.fresh.byHash == nil {
+			x.fresh = newCandMap(0)
+		}
+		x.fresh.put(h, c)
 	}
-	x.cands.put(h, c)
 	x.remember(c)
 	x.emit(c, true)
 }
@@ -360,18 +444,36 @@ func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
 		x.count(c, delta)
 		return
 	}
-	c := &candidate{src: x.src, refs: delta}
-	c.Key, c.Origin = string(key), x.src.origin
-	c.setReason(x.broken)
+	c := &candidate{refs: delta}
+	c.key = string(key)
+	c.setDetail(entryDetail{twin: x.twin, src: x.src, origin: x.src.origin, reason: x.broken})
 	x.cands.put(h, c)
 	x.emit(c, true)
 }
 
-// removeAll drops every candidate of the expander (the policy went away or changed).
+// removeAll drops every candidate of the expander (the policy went away or changed, or for
+// the default names, the mesh did).
 func (x *expander) removeAll(r *round) {
 	x.cands.each(r.remove)
 	x.cands = newCandMap(0)
 	x.last = [2]*candidate{}
+	if !x.isDefault {
+		return
+	}
+	var placed []*candidate
+	for i := range x.hosts {
+		x.hosts[i].each(func(hs *hostState) {
+			for _, c := range hs.cands() {
+				if c.source() == defaultSource {
+					placed = append(placed, c)
+				}
+			}
+		})
+	}
+	for _, c := range placed {
+		r.remove(c)
+	}
+	x.fresh = candMap{}
 }
 
 func quoteList(ks []string) string {

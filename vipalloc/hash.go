@@ -33,22 +33,24 @@ func entrySum(e *Entry, withTags bool) [2]uint64 {
 // appendEntry appends the fields that identify an entry's answers, 0-separated.
 func appendEntry(b []byte, e *Entry) []byte {
 	b = append(append(b, e.Hostname...), 0)
-	if e.IPv4.IsValid() {
-		a := e.IPv4.As16()
+	if ip := e.IPv4(); ip.IsValid() {
+		a := ip.As16()
 		b = append(b, a[:]...)
 	}
 	b = append(b, 0)
-	if e.IPv6.IsValid() {
-		a := e.IPv6.As16()
+	if ip := e.IPv6(); ip.IsValid() {
+		a := ip.As16()
 		b = append(b, a[:]...)
 	}
 	b = append(b, 0)
-	for _, p := range e.Ports {
+	for i := range e.numPorts() {
+		p := e.portAt(i)
 		b = append(b, byte(p>>8), byte(p))
 	}
-	b = append(append(b, 0), e.Origin.Kind...)
-	b = append(append(b, 0), e.Origin.Name...)
-	b = append(append(b, 0), e.Key...)
+	o := e.Origin()
+	b = append(append(b, 0), o.Kind...)
+	b = append(append(b, 0), o.Name...)
+	b = e.appendKey(append(b, 0))
 	b = append(append(b, 0), e.Status.String()...)
 	b = append(append(b, 0), e.Reason()...)
 	b = append(append(b, 0), e.MeshExternalService()...)

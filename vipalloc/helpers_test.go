@@ -115,11 +115,11 @@ func checkTable(t testing.TB, tb *Table) {
 	seen := map[string]bool{}
 	for i, e := range tb.Entries() {
 		if i > 0 && entryLess(e, tb.Entries()[i-1]) {
-			t.Fatalf("entries not sorted at %d: %s after %s", i, e.Key, tb.Entries()[i-1].Key)
+			t.Fatalf("entries not sorted at %d: %s after %s", i, e.Key(), tb.Entries()[i-1].Key())
 		}
 		if e.Status != Available {
-			if e.IPv4.IsValid() {
-				t.Errorf("NotAvailable entry %s has a VIP", e.Key)
+			if e.IPv4().IsValid() {
+				t.Errorf("NotAvailable entry %s has a VIP", e.Key())
 			}
 			continue
 		}
@@ -131,10 +131,10 @@ func checkTable(t testing.TB, tb *Table) {
 		if got, ok := tb.Lookup(e.Hostname); !ok || got != e {
 			t.Errorf("Lookup(%s) = %v, %v", e.Hostname, got, ok)
 		}
-		for _, ip := range []netip.Addr{e.IPv4, e.IPv6} {
+		for _, ip := range []netip.Addr{e.IPv4(), e.IPv6()} {
 			got, ok := tb.LookupAddr(ip)
-			if !ok || got.IPv4 != e.IPv4 {
-				t.Errorf("LookupAddr(%s) = %v, %v; want the owner of %s", ip, got, ok, e.IPv4)
+			if !ok || got.IPv4() != e.IPv4() {
+				t.Errorf("LookupAddr(%s) = %v, %v; want the owner of %s", ip, got, ok, e.IPv4())
 			}
 		}
 	}
@@ -147,7 +147,7 @@ func checkTable(t testing.TB, tb *Table) {
 func vipsOf(tb *Table) map[string]string {
 	m := map[string]string{}
 	for _, e := range tb.Available() {
-		m[e.Hostname] = fmt.Sprintf("%s %s", e.IPv4, e.IPv6)
+		m[e.Hostname] = fmt.Sprintf("%s %s", e.IPv4(), e.IPv6())
 	}
 	return m
 }
@@ -162,3 +162,4 @@ func ts(s string) time.Time {
 
 func sizeofEntry() uintptr     { return unsafe.Sizeof(Entry{}) }
 func sizeofCandidate() uintptr { return unsafe.Sizeof(candidate{}) }
+func sizeofHostState() uintptr { return unsafe.Sizeof(hostState{}) }

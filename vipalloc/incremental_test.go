@@ -108,7 +108,7 @@ func sameMES(tb *Table, a, b string) bool {
 func shape(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, fmt.Sprintf("%s %v %s %s %v %s", e.Hostname, e.Ports, e.Key, e.Status, e.Targets(), e.MeshExternalService()))
+		out = append(out, fmt.Sprintf("%s %v %s %s %v %s", e.Hostname, e.Ports(), e.Key(), e.Status, e.Targets(), e.MeshExternalService()))
 	}
 	for _, s := range tb.Skipped() {
 		out = append(out, "skip "+s.Key+" "+s.Reason)
@@ -144,5 +144,53 @@ func TestLargeMeshParallelPaths(t *testing.T) {
 	}
 	if t3.Len() != 9003 {
 		t.Errorf("Len = %d, want 9003", t3.Len())
+	}
+}
+
+// TestIncrementalDefaultNames does the same for default names, which are found through
+// their hostname states rather than a map of their own: services that differ in case only
+// (one hostname, two candidates), invalid names (skips), a non-ASCII service whose lower case
+// is an ASCII hostname, a dataplane replaced by another of the same service in one round, and
+// a change of mesh (every default name dropped and made again).
+func TestIncrementalDefaultNames(t *testing.T) {
+	services := []string{"web", "Web", "WEB", "api", "bad name", "\u212aube", "kube", "Ω"}
+	for seed := uint64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		dps := map[string]*mesh.Dataplane{}
+		a := newAlloc(t, nil)
+		meshName := "default"
+		for step := 0; step < 120; step++ {
+			switch op := rng.IntN(12); {
+			case op < 6:
+				i := rng.IntN(20)
+				name := fmt.Sprintf("dp-%03d", i)
+				dps[name] = dp(name, svc(services[rng.IntN(len(services))], "", ""))
+			case op < 10:
+				for k := range dps {
+					delete(dps, k)
+					break
+				}
+			case op < 11: // two dataplanes of one service swap places in one round
+				s := services[rng.IntN(len(services))]
+				delete(dps, "dp-100")
+				dps["dp-101"] = dp("dp-101", svc(s, "", ""))
+			default:
+				meshName = map[string]string{"default": "other", "other": "default"}[meshName]
+			}
+			if len(dps) == 0 {
+				dps["dp-000"] = dp("dp-000", svc("api", "", ""))
+			}
+			var dl []*mesh.Dataplane
+			for _, d := range dps {
+				dl = append(dl, d)
+			}
+			s := snap(dl, nil)
+			s.Mesh = meshName
+			got := allocate(t, a, s)
+			fresh := allocate(t, newAlloc(t, nil), s)
+			if !reflect.DeepEqual(shape(got), shape(fresh)) {
+				t.Fatalf("seed %d step %d: incremental and fresh differ:\n%v\n%v", seed, step, shape(got), shape(fresh))
+			}
+		}
 	}
 }

@@ -43,8 +43,8 @@ func TestKumaRendersWithTheTagsPresent(t *testing.T) {
 			t.Errorf("%s: missing", host)
 			continue
 		}
-		if !reflect.DeepEqual(e.Ports, ports) {
-			t.Errorf("%s: ports %v, want %v", host, e.Ports, ports)
+		if !reflect.DeepEqual(e.Ports(), ports) {
+			t.Errorf("%s: ports %v, want %v", host, e.Ports(), ports)
 		}
 	}
 	if _, ok := tb.Lookup("web.needs."); ok {
@@ -95,8 +95,8 @@ func TestKumaOneHostTwoPorts(t *testing.T) {
 	if !ok {
 		t.Fatal("api.ports.mesh missing")
 	}
-	if !reflect.DeepEqual(e.Ports, []uint32{8080, 9090}) {
-		t.Fatalf("ports %v, want both [8080 9090]", e.Ports)
+	if !reflect.DeepEqual(e.Ports(), []uint32{8080, 9090}) {
+		t.Fatalf("ports %v, want both [8080 9090]", e.Ports())
 	}
 	for _, s := range tb.Skipped() {
 		t.Errorf("skipped: %+v", s)

@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"net/netip"
 	"slices"
 	"sort"
 
@@ -16,6 +17,7 @@ type mesSource struct {
 	byMES map[string][]*candidate // per MeshExternalService, sorted by key
 	names []string                // MeshExternalServices in the model (not ignored), sorted
 	gens  map[string]*compiledGen
+	twin  *netip.Prefix // the allocator's twin prefix, in its candidates' details
 }
 
 type compiledGen struct {
@@ -26,8 +28,9 @@ type compiledGen struct {
 
 const displayNameLabel = "kuma.io/display-name"
 
-func newMESSource() *mesSource {
-	return &mesSource{cands: map[string]*candidate{}, byMES: map[string][]*candidate{}, gens: map[string]*compiledGen{}}
+func newMESSource(twin *netip.Prefix) *mesSource {
+	return &mesSource{cands: map[string]*candidate{}, byMES: map[string][]*candidate{}, gens: map[string]*compiledGen{},
+		twin: twin}
 }
 
 // selects reports whether a generator's targetRef picks a MeshExternalService: kind
@@ -93,22 +96,24 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 			if es.CreationTime.After(created) {
 				created = es.CreationTime
 			}
-			c := &candidate{src: &source{origin: Origin{Kind: mesh.KindHostnameGenerator, Name: g.hg.Name},
-				explicit: true, created: created}, refs: 1}
-			c.Key, c.Origin = g.hg.Name+"{meshexternalservice="+es.Name+"}", c.src.origin
-			d := EntryDetail{MeshExternalService: es.Name}
+			src := &source{origin: Origin{Kind: mesh.KindHostnameGenerator, Name: g.hg.Name}, explicit: true,
+				created: created}
+			c := &candidate{refs: 1}
+			c.key = g.hg.Name + "{meshexternalservice=" + es.Name + "}"
+			d := entryDetail{twin: m.twin, src: src, origin: src.origin, meshExternalService: es.Name}
 			if g.err != nil {
-				d.Reason = g.err.Error()
+				d.reason = g.err.Error()
 			} else if host, err := g.tpl.Render(data); err != nil {
-				d.Reason = err.Error()
+				d.reason = err.Error()
 			} else {
-				c.Hostname, c.Ports = host, []uint32{es.Spec.Match.Port}
+				c.Hostname = host
+				c.setPorts(&d, []uint32{es.Spec.Match.Port})
 			}
 			c.setDetail(d)
-			if old := m.cands[c.Key]; old != nil && sameMESCandidate(old, c) {
+			if old := m.cands[c.key]; old != nil && sameMESCandidate(old, c) {
 				c = old
 			}
-			next[c.Key] = c
+			next[c.key] = c
 			byMES[es.Name] = append(byMES[es.Name], c)
 		}
 	}
@@ -124,7 +129,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 	}
 	sort.Strings(names)
 	for _, cs := range byMES {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].Key < cs[j].Key })
+		sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
 	}
 	added, removed = diffSorted(m.names, names)
 	m.cands, m.byMES, m.names = next, byMES, names
@@ -139,7 +144,7 @@ func (m *mesSource) has(name string) bool {
 func sameMESCandidate(a, b *candidate) bool {
 	// A published candidate's Reason is its status; compare reasons of skips only.
 	return a.Hostname == b.Hostname && a.port() == b.port() && (a.Hostname != "" || a.Reason() == b.Reason()) &&
-		a.MeshExternalService() == b.MeshExternalService() && a.src.created.Equal(b.src.created) && a.Origin == b.Origin
+		a.MeshExternalService() == b.MeshExternalService() && a.source().created.Equal(b.source().created) && a.Origin() == b.Origin()
 }
 
 // diffSorted returns what is in b but not a, and in a but not b (both sorted).

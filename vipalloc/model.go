@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"net/netip"
 	"runtime"
 	"slices"
 	"sort"
@@ -24,7 +25,7 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 			next[vo.Name] = x
 			continue
 		}
-		x := newVOExpander(vo)
+		x := newVOExpander(vo, &a.s.v6)
 		next[vo.Name] = x
 		fresh = append(fresh, x)
 	}
@@ -98,6 +99,18 @@ func (a *Allocator) updatePolicies(r *round, s *mesh.Snapshot) {
 // apply places the jobs' events (new and dropped candidates) in job order; many of them are
 // placed by one goroutine per hostname shard.
 func (r *round) apply(jobs []job) {
+	if d := r.a.defaults; d != nil {
+		for _, jb := range jobs {
+			for _, ev := range jb.x.events {
+				if ev.add {
+					r.a.shareTags(ev.c, &r.a.keyBuf)
+				}
+			}
+		}
+		// The default names added this round are found through their hostname states from
+		// now on.
+		defer func() { d.fresh = candMap{} }()
+	}
 	n := 0
 	for _, jb := range jobs {
 		n += len(jb.x.events)
@@ -119,8 +132,6 @@ func (r *round) apply(jobs []job) {
 	for s := range touched {
 		touched[s] = make([]*hostState, 0, n/hostShards+n/8) // a shard's share, with room
 	}
-	var slabs [hostShards][]*candidate
-	var bufs [hostShards][]byte
 	place := func(s int) {
 		hosts := &r.a.hosts[s]
 		for _, jb := range jobs {
@@ -130,7 +141,7 @@ func (r *round) apply(jobs []job) {
 				}
 				var hs *hostState
 				if ev.add {
-					hs = r.a.place(hosts, ev.h, ev.c, &slabs[s], &bufs[s])
+					hs = r.a.place(hosts, ev.h, ev.c)
 				} else {
 					hs = unplace(hosts, ev.h, ev.c)
 				}
@@ -387,22 +398,40 @@ func (in *inbound) get(k string, idx int) (string, bool) {
 	return in.tags.Get(k)
 }
 
-// presize sizes the candidate map and event list of an empty expander about to visit n
-// inbounds, when n is large: a guess of n/4 tuples per tag taken from inbounds (up to
-// four), so that the map rarely grows (each growth rehashes every key) without reserving n
-// slots per policy.
+// presize sizes the candidate map (the default names': of this round's) and event list of an
+// empty expander about to visit n inbounds, when n is large: a guess of n/4 tuples per tag
+// taken from inbounds (up to four), so that the map rarely grows (each growth rehashes every
+// key) without reserving n slots per policy.
 func (x *expander) presize(n int) {
-	if x.cands.len() > 0 || n <= 1024 {
+	if n <= 1024 || !x.empty() {
 		return
 	}
 	guess := n * min(x.weight(), 4) / 4
-	x.cands = newCandMap(guess)
-	if x.isDefault {
+	if !x.isDefault {
+		x.cands = newCandMap(guess)
+	} else {
+		x.fresh = newCandMap(guess)
 		// At most one event per inbound, and the list is dropped once applied: reserving n
 		// costs less than growing a list of n by a quarter at a time (every step garbage).
 		guess = n
 	}
 	x.events = make([]event, 0, guess)
+}
+
+// empty reports whether the expander has no candidate (the default names': none placed
+// either, which the mesh's hostname states tell).
+func (x *expander) empty() bool {
+	if x.cands.len() > 0 || x.fresh.len() > 0 {
+		return false
+	}
+	if x.isDefault {
+		for i := range x.hosts {
+			if x.hosts[i].len() > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // weight estimates the expander's work per inbound: the tags its tuples take from inbounds.
@@ -451,13 +480,13 @@ func (x *expander) bind(idx map[string]int) {
 	x.svcIdx = idx[mesh.ServiceTag]
 }
 
-func newDefaultExpander(port uint32) *expander {
-	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port,
-		cands: newCandMap(0)}
+func newDefaultExpander(port uint32, twin *netip.Prefix) *expander {
+	return &expander{name: defaultKeyName, isDefault: true, defaultPort: port, twin: twin,
+		detail: &entryDetail{twin: twin}, cands: newCandMap(0)}
 }
 
-func newVOExpander(vo *mesh.VirtualOutbound) *expander {
-	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0),
+func newVOExpander(vo *mesh.VirtualOutbound, twin *netip.Prefix) *expander {
+	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0), twin: twin,
 		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
 	tpl, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	if err != nil {
@@ -467,7 +496,7 @@ func newVOExpander(vo *mesh.VirtualOutbound) *expander {
 	x.tpl = tpl
 	need := tpl.TagKeys()
 	for _, s := range vo.Selectors {
-		cs := compiledSel{detail: &EntryDetail{Selector: s.Match}}
+		cs := compiledSel{detail: &entryDetail{twin: twin, src: x.src, origin: x.src.origin, selector: s.Match}}
 		ds := map[string]dest{}
 		for _, tg := range s.Match { // sorted by key
 			k, v := tg.Key, tg.Value

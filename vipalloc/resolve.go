@@ -1,7 +1,6 @@
 package vipalloc
 
 import (
-	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -35,14 +34,15 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	need := make([]*hostState, 0, len(touched))
 	for _, hs := range touched {
 		hs.touched = false
-		if len(hs.cands) == 0 {
+		cands := hs.cands()
+		if len(cands) == 0 {
 			a.releaseHost(hs)
 			continue
 		}
-		if len(hs.cands) > 1 {
-			slices.SortFunc(hs.cands, compareCandidates)
+		if len(cands) > 1 {
+			slices.SortFunc(cands, compareCandidates)
 		}
-		if hs.cands[0].MeshExternalService() != "" {
+		if cands[0].MeshExternalService() != "" {
 			a.releaseHost(hs)
 		} else if !hs.hasVIP {
 			need = append(need, hs)
@@ -68,14 +68,14 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			if full {
 				continue
 			}
-			names[hs.host] = hs.avail()
-			if e := oldAvail; e != nil && e.IPv4.Is4() {
-				if _, seen := addrT[v4u(e.IPv4)]; !seen || e.MeshExternalService() != "" {
-					addrT[v4u(e.IPv4)] = addrKey(e)
+			names[hs.name()] = hs.avail()
+			if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
+				if _, seen := addrT[e.v4]; !seen || e.MeshExternalService() != "" {
+					addrT[e.v4] = addrKey(e)
 				}
 			}
-			if e := hs.avail(); e != nil && e.IPv4.Is4() {
-				addrT[v4u(e.IPv4)] = addrKey(e)
+			if e := hs.avail(); e != nil && e.flags&hasV4 != 0 {
+				addrT[e.v4] = addrKey(e)
 			}
 		}
 		a.entrySlab = st.slab
@@ -90,7 +90,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	if r.skipsChanged {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.Origin, Key: c.Key, Selector: c.Selector(), Tags: c.Tags,
+			a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags,
 				MeshExternalService: c.MeshExternalService(), Reason: c.Reason()})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
@@ -117,15 +117,16 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 // the owner (best candidate) decides the VIP; per port the best candidate with the owner's
 // VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
 func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry) {
-	h := hs.host
-	owner := hs.cands[0]
+	h := hs.name()
+	cands := hs.cands()
+	owner := cands[0]
 	ownerKey := owner.vipKey()
 	var winners []*candidate
 	var out []*Entry
-	if len(hs.cands) == 1 {
-		winners = hs.cands
+	if len(cands) == 1 {
+		winners = cands
 	}
-	for _, c := range hs.cands[len(winners):] {
+	for _, c := range cands[len(winners):] {
 		var w *candidate
 		if c.vipKey() != ownerKey {
 			w = owner
@@ -141,32 +142,33 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			winners = append(winners, c)
 			continue
 		}
-		out = append(out, publish(c, netip.Addr{}, netip.Addr{}, NotAvailable, lossReason(h, c, w)))
+		out = append(out, publish(c, 0, false, NotAvailable, lossReason(h, c, w)))
 	}
 	v, hasVIP := hs.vip, hs.hasVIP
 	if owner.MeshExternalService() != "" {
 		v, hasVIP = a.mesVIPs[ownerKey]
 	}
-	var v4, v6 netip.Addr
 	status, reason := Available, ""
-	if hasVIP {
-		v4, v6 = u4(v), twin(a.s.v6, v)
-	} else {
+	if !hasVIP {
 		status, reason = NotAvailable, a.poolOf(ownerKey).exhausted()
 	}
 	var e *Entry
 	if len(winners) == 1 {
-		e = publish(owner, v4, v6, status, reason)
+		e = publish(owner, v, hasVIP, status, reason)
 	} else {
 		sort.Slice(winners, func(i, j int) bool { return winners[i].port() < winners[j].port() })
 		ports, targets := make([]uint32, len(winners)), make([]Target, len(winners))
 		for i, w := range winners {
 			ports[i] = w.port()
-			targets[i] = Target{Port: w.port(), Origin: w.Origin, Key: w.Key, Tags: w.Tags, Selector: w.Selector()}
+			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags, Selector: w.Selector()}
 		}
-		e = NewEntry(Entry{Hostname: h, Ports: ports, Origin: owner.Origin, Key: owner.Key, Tags: owner.Tags,
-			IPv4: v4, IPv6: v6, Status: status},
-			EntryDetail{Selector: owner.Selector(), MeshExternalService: owner.MeshExternalService(), Reason: reason, Targets: targets})
+		// The owner's key, as the owner holds it (same tags and origin: a derived one stays so).
+		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
+		e.setVIP(v, hasVIP)
+		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), selector: owner.Selector(),
+			meshExternalService: owner.MeshExternalService(), reason: reason, targets: targets}
+		e.setPorts(&d, ports)
+		e.setDetail(d)
 	}
 	var avail *Entry
 	if status == Available {
@@ -177,26 +179,28 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 	}
 	out = append(out, e)
 	if len(out) > 1 {
-		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+		sort.Slice(out, func(i, j int) bool { return keyLess(out[i], out[j]) })
 	}
 	return out, avail
 }
 
-// publish returns the entry that shows candidate c with these VIPs and status: the
-// candidate's own proposal the first time (filled in now) or when it already shows exactly
-// that, else a copy. A published entry is never changed.
-func publish(c *candidate, v4, v6 netip.Addr, status Status, reason string) *Entry {
+// publish returns the entry that shows candidate c with VIP v (if hasVIP) and this status:
+// the candidate's own proposal the first time (filled in now) or when it already shows
+// exactly that, else a copy. A published entry is never changed.
+func publish(c *candidate, v uint32, hasVIP bool, status Status, reason string) *Entry {
 	if !c.published {
 		c.published = true
-		c.IPv4, c.IPv6, c.Status = v4, v6, status
+		c.setVIP(v, hasVIP)
+		c.Status = status
 		c.setReason(reason)
 		return &c.Entry
 	}
-	if c.IPv4 == v4 && c.IPv6 == v6 && c.Status == status && c.Reason() == reason {
+	if c.sameVIP(v, hasVIP) && c.Status == status && c.Reason() == reason {
 		return &c.Entry
 	}
 	e := c.Entry
-	e.IPv4, e.IPv6, e.Status = v4, v6, status
+	e.setVIP(v, hasVIP)
+	e.Status = status
 	e.setReason(reason)
 	return &e
 }
@@ -215,22 +219,34 @@ func single(slab *[]*Entry, e *Entry) []*Entry {
 func lossReason(h string, c, w *candidate) string {
 	var why string
 	switch {
-	case w.src.explicit != c.src.explicit:
+	case w.source().explicit != c.source().explicit:
 		why = "a policy beats a default name"
-	case !w.src.created.Equal(c.src.created):
+	case !w.source().created.Equal(c.source().created):
 		why = "it is older"
 	default:
 		why = "same age: the lower kind/name/key wins"
 	}
-	winner := w.Origin.Kind + " " + strconv.Quote(w.Origin.Name) + " (" + w.Key + "), which wins (" + why + ")"
-	if c.vipKey() != w.vipKey() {
+	// One buffer, one string: every losing candidate has its reason.
+	var buf [256]byte
+	b := buf[:0]
+	sameVIP := c.vipKey() == w.vipKey()
+	if sameVIP {
+		b = strconv.AppendUint(append(append(b, h...), ':'), uint64(c.port()), 10)
+	} else {
+		b = strconv.AppendQuote(append(b, "hostname "...), h)
+	}
+	wo := w.Origin()
+	b = append(append(append(b, " is taken by "...), wo.Kind...), ' ')
+	b = append(w.appendKey(append(strconv.AppendQuote(b, wo.Name), " ("...)), "), which wins ("...)
+	b = append(append(b, why...), ')')
+	if !sameVIP {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
 		if c.MeshExternalService() != "" && w.MeshExternalService() != "" {
 			what = "each MeshExternalService has its own VIP"
 		}
-		return "hostname " + strconv.Quote(h) + " is taken by " + winner + "; " + what
+		b = append(append(b, "; "...), what...)
 	}
-	return h + ":" + strconv.FormatUint(uint64(c.port()), 10) + " is taken by " + winner
+	return string(b)
 }
 
 // addrKey is the key whose VIP an available entry shows.
@@ -261,7 +277,7 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 		return best
 	}
 	if hs := a.host(key); hs != nil {
-		if e := hs.avail(); e != nil && v4u(e.IPv4) == v {
+		if e := hs.avail(); e != nil && e.flags&hasV4 != 0 && e.v4 == v {
 			return e
 		}
 	}
@@ -280,7 +296,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {
-			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin, Reason: c.Reason()}
+			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin(), Reason: c.Reason()}
 			if c.Hostname != "" {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}
@@ -297,12 +313,13 @@ func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
 	if hs == nil {
 		return NotAvailable, "no entry"
 	}
+	key := c.Key()
 	for _, e := range hs.entries() {
-		if e.Key == c.Key {
+		if keyIs(e, key) {
 			return e.Status, e.Reason()
 		}
 		for _, tg := range e.Targets() {
-			if tg.Key == c.Key {
+			if tg.Key == key {
 				return e.Status, e.Reason()
 			}
 		}

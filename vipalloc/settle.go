@@ -37,7 +37,7 @@ func (a *Allocator) settle(st *settler, hs *hostState) *Entry {
 	}
 	oldAvail := hs.avail()
 	hs.setEntries(nil)
-	if len(hs.cands) > 0 {
+	if len(hs.cands()) > 0 {
 		es, _ := a.entriesFor(hs, &st.slab)
 		hs.setEntries(es)
 	} else {
@@ -53,7 +53,7 @@ func (a *Allocator) finishSettle(st *settler) {
 	a.sum[0] += st.sum[0]
 	a.sum[1] += st.sum[1]
 	for _, hs := range st.empty {
-		a.hosts[shardOf(hs.host)].del(hs)
+		a.hosts[shardOf(hs.name())].del(hs)
 	}
 }
 
@@ -89,7 +89,7 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry
 	out := make([]*Entry, 0, n)
 	i := 0
 	for k, hs := range touched {
-		h := hs.host
+		h := hs.name()
 		j := i + sort.Search(len(prev)-i, func(x int) bool { return prev[i+x].Hostname >= h })
 		out = append(out, prev[i:j]...)
 		for j < len(prev) && prev[j].Hostname == h {
@@ -107,12 +107,12 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry
 // equal prefixes fall back to comparing the names.
 func sortHosts(hs []*hostState) {
 	if len(hs) < 1024 {
-		slices.SortFunc(hs, func(x, y *hostState) int { return strings.Compare(x.host, y.host) })
+		slices.SortFunc(hs, func(x, y *hostState) int { return strings.Compare(x.name(), y.name()) })
 		return
 	}
 	recs := make([]hostRec, len(hs))
 	for i, h := range hs {
-		recs[i] = hostRec{k0: prefix8(h.host, 0), k1: prefix8(h.host, 8), i: int32(i)}
+		recs[i] = hostRec{k0: prefix8(h.name(), 0), k1: prefix8(h.name(), 8), i: int32(i)}
 	}
 	byName := func(x, y hostRec) int {
 		switch {
@@ -121,7 +121,7 @@ func sortHosts(hs []*hostState) {
 		case x.k1 != y.k1:
 			return cmp.Compare(x.k1, y.k1)
 		}
-		return strings.Compare(hs[x.i].host, hs[y.i].host)
+		return strings.Compare(hs[x.i].name(), hs[y.i].name())
 	}
 	if len(hs) < parallelWork {
 		slices.SortFunc(recs, byName)

@@ -52,14 +52,14 @@ func to(weight uint32, t mesh.Tags) mesh.WeightedDestination {
 }
 
 func serviceEntry(host, v4, v6 string, port uint32, t mesh.Tags) *vipalloc.Entry {
-	return &vipalloc.Entry{Hostname: host, IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
-		Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: t.Value(mesh.ServiceTag)}, Key: host, Tags: t, Status: vipalloc.Available}
+	return vipalloc.NewEntry(vipalloc.EntryData{Hostname: host, IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
+		Origin: vipalloc.Origin{Kind: vipalloc.OriginService, Name: t.Value(mesh.ServiceTag)}, Key: host, Tags: t, Status: vipalloc.Available})
 }
 
 func mesEntry(name, v4, v6 string, port uint32) *vipalloc.Entry {
-	return vipalloc.NewEntry(vipalloc.Entry{Hostname: name + ".svc.meshext.local", IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
-		Origin: vipalloc.Origin{Kind: mesh.KindHostnameGenerator, Name: "meshext"}, Key: name, Status: vipalloc.Available},
-		vipalloc.EntryDetail{MeshExternalService: name})
+	return vipalloc.NewEntry(vipalloc.EntryData{Hostname: name + ".svc.meshext.local", IPv4: netip.MustParseAddr(v4), IPv6: netip.MustParseAddr(v6), Ports: []uint32{port},
+		Origin: vipalloc.Origin{Kind: mesh.KindHostnameGenerator, Name: "meshext"}, Key: name, Status: vipalloc.Available,
+		MeshExternalService: name})
 }
 
 func defaultTable(extra ...*vipalloc.Entry) *vipalloc.Table {

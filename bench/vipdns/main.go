@@ -103,7 +103,7 @@ func readHosts(path string) ([2]*vipalloc.Table, error) {
 		return tables, err
 	}
 	defer f.Close()
-	byName := map[string]*vipalloc.Entry{}
+	byName := map[string]*vipalloc.EntryData{}
 	var order []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -119,7 +119,7 @@ func readHosts(path string) ([2]*vipalloc.Table, error) {
 			h = strings.TrimSuffix(strings.ToLower(h), ".")
 			e := byName[h]
 			if e == nil {
-				e = &vipalloc.Entry{Hostname: h, Status: vipalloc.Available, Key: h, Ports: []uint32{80}}
+				e = &vipalloc.EntryData{Hostname: h, Status: vipalloc.Available, Key: h, Ports: []uint32{80}}
 				byName[h] = e
 				order = append(order, h)
 			}
@@ -137,14 +137,14 @@ func readHosts(path string) ([2]*vipalloc.Table, error) {
 	b := make([]*vipalloc.Entry, 0, len(order))
 	for _, h := range order {
 		e := byName[h]
-		a = append(a, e)
+		a = append(a, vipalloc.NewEntry(*e))
 		twin := *e
 		if e.IPv4.IsValid() {
 			v := e.IPv4.As4()
 			v[0]++
 			twin.IPv4 = netip.AddrFrom4(v)
 		}
-		b = append(b, &twin)
+		b = append(b, vipalloc.NewEntry(twin))
 	}
 	tables[0], tables[1] = vipalloc.NewTable(a, nil), vipalloc.NewTable(b, nil)
 	return tables, nil

@@ -37,11 +37,11 @@ type vipsJSONOut struct {
 }
 
 func vipsAddrText(e *vipalloc.Entry) (v4, v6 string) {
-	if e.IPv4.IsValid() {
-		v4 = e.IPv4.String()
+	if e.IPv4().IsValid() {
+		v4 = e.IPv4().String()
 	}
-	if e.IPv6.IsValid() {
-		v6 = e.IPv6.String()
+	if e.IPv6().IsValid() {
+		v6 = e.IPv6().String()
 	}
 	return v4, v6
 }
@@ -60,8 +60,8 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 		if tags == nil {
 			tags = mesh.Tags{}
 		}
-		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname, IPv4: v4, IPv6: v6, Ports: e.Ports,
-			Origin: e.Origin, Key: e.Key, Tags: tags, Status: e.Status, Reason: e.Reason(),
+		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname, IPv4: v4, IPv6: v6, Ports: e.Ports(),
+			Origin: e.Origin(), Key: e.Key(), Tags: tags, Status: e.Status, Reason: e.Reason(),
 			MeshExternalService: e.MeshExternalService(), Targets: e.Targets(), Selector: e.Selector()})
 	}
 	enc := json.NewEncoder(w)
@@ -81,8 +81,8 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		if e.Status != vipalloc.Available {
 			detail = e.Reason()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname, v4, v6, vipsPortsText(e.Ports),
-			e.Origin.Kind, e.Origin.Name, e.Status, detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname, v4, v6, vipsPortsText(e.Ports()),
+			e.Origin().Kind, e.Origin().Name, e.Status, detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -124,9 +124,9 @@ func vipsWriteZone(w io.Writer, t *vipalloc.Table, ttl uint32) error {
 	var recs strings.Builder
 	for _, e := range avail {
 		owner := vipsRelative(e.Hostname, origin)
-		fmt.Fprintf(&recs, "%s\tIN\tA\t%s\n", owner, e.IPv4)
-		if e.IPv6.IsValid() {
-			fmt.Fprintf(&recs, "%s\tIN\tAAAA\t%s\n", owner, e.IPv6)
+		fmt.Fprintf(&recs, "%s\tIN\tA\t%s\n", owner, e.IPv4())
+		if e.IPv6().IsValid() {
+			fmt.Fprintf(&recs, "%s\tIN\tAAAA\t%s\n", owner, e.IPv6())
 		}
 	}
 	h := fnv.New32a()
@@ -184,14 +184,14 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 	}
 	win, ok := t.Lookup(host)
 	if ok {
-		fmt.Fprintf(w, "%s: Available, VIP %s and %s, ports %s\n", host, win.IPv4, win.IPv6, vipsPortsText(win.Ports))
+		fmt.Fprintf(w, "%s: Available, VIP %s and %s, ports %s\n", host, win.IPv4(), win.IPv6(), vipsPortsText(win.Ports()))
 		if len(win.Targets()) > 0 {
 			for _, tg := range win.Targets() {
 				fmt.Fprintf(w, "  port %d:\n", tg.Port)
 				vipsExplainOrigin(w, "    ", tg.Origin, tg.Selector, tg.Tags, tg.Key)
 			}
 		} else {
-			vipsExplainOrigin(w, "  ", win.Origin, win.Selector(), win.Tags, win.Key)
+			vipsExplainOrigin(w, "  ", win.Origin(), win.Selector(), win.Tags, win.Key())
 		}
 	} else {
 		fmt.Fprintf(w, "%s: NotAvailable\n", host)
@@ -201,11 +201,11 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 			continue
 		}
 		if ok {
-			fmt.Fprintf(w, "  beat %s/%s (%s) on port %s:\n", e.Origin.Kind, e.Origin.Name, e.Key, vipsPortsText(e.Ports))
+			fmt.Fprintf(w, "  beat %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), vipsPortsText(e.Ports()))
 		} else {
-			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin.Kind, e.Origin.Name, e.Key, vipsPortsText(e.Ports))
+			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), vipsPortsText(e.Ports()))
 		}
-		vipsExplainOrigin(w, "    ", e.Origin, e.Selector(), e.Tags, e.Key)
+		vipsExplainOrigin(w, "    ", e.Origin(), e.Selector(), e.Tags, e.Key())
 		fmt.Fprintf(w, "    NotAvailable: %s\n", e.Reason())
 	}
 	return true
