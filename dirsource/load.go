@@ -342,7 +342,10 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 					r.res, r.err = mesh.Decode(paths[j.file], j.data)
 					r.docs = len(r.res)
 					if r.err == nil {
-						r.kept = keptPiece(before[j.file], r.res)
+						mu.Lock()
+						prev := before[j.file]
+						mu.Unlock()
+						r.kept = keptPiece(prev, r.res)
 						r.res, r.kept = keepReachable(reach, r.res, r.kept)
 					}
 				}
@@ -371,7 +374,10 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 			}
 		}
 		if hadPrev && !prev.readFailed && len(prev.res) > 0 {
-			before[i] = indexResources(prev.res)
+			idx := indexResources(prev.res)
+			mu.Lock() // the workers decode the files before this one meanwhile
+			before[i] = idx
+			mu.Unlock()
 		}
 		if st := out[i].stamp; st.size >= streamMin && paths[i] != l.dpFile {
 			l.decodes++
