@@ -168,9 +168,8 @@ func (a *Agent) announceReady() {
 	a.log.Info("ready", "admin", info.Admin, "dns_udp", info.DNSUDP, "dns_tcp", info.DNSTCP,
 		"envoy", a.parts.Envoy != nil, "startup", info.Startup)
 	// Starting the resolver and the admin endpoint ran code that serving does not run
-	// again: its binary pages go back too (memory.go), and once more when what follows
-	// the start (the sources' first watches and cache writes) has settled.
-	a.memory.release()
+	// again: its binary pages go back too (memory.go), once what follows the start (the
+	// sources' first watches and cache writes) has settled.
 	a.memory.settle()
 	if a.cfg.Runtime.ReadyFile == "" {
 		return

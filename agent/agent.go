@@ -160,6 +160,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return &InvalidModelError{Err: err}
 	}
+	// The first load's garbage (a large model's: applyTable released it) is back with the
+	// OS before the resolver starts, so that what starting it maps does not add to it.
+	a.memory.wait()
 	unmapBinaryPages() //nolint:errcheck
 
 	uninstall, err := a.installTransparentProxy(ctx)

@@ -116,6 +116,7 @@ type releaser struct {
 	// release, if any.
 	atRelease uint64
 	timer     *time.Timer
+	idle      *sync.Cond // broadcast when a run of releases ends (wait)
 }
 
 const (
@@ -127,6 +128,18 @@ func heapAllocated() uint64 {
 	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	rtmetrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// wait returns once no release is running.
+func (r *releaser) wait() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.running {
+		if r.idle == nil {
+			r.idle = sync.NewCond(&r.mu)
+		}
+		r.idle.Wait()
+	}
 }
 
 // settle releases now when the loads since the last release allocated releaseAllocated
@@ -186,6 +199,9 @@ func (r *releaser) release() {
 			r.mu.Lock()
 			if !r.again {
 				r.running = false
+				if r.idle != nil {
+					r.idle.Broadcast()
+				}
 				r.mu.Unlock()
 				return
 			}
