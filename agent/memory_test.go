@@ -164,3 +164,37 @@ func TestReleaserSettles(t *testing.T) {
 		t.Fatal("a quiet release stayed armed after a release collected its garbage")
 	}
 }
+
+// wait returns once the release running (and the one requested during it) is done, at
+// once when none runs.
+func TestReleaserWait(t *testing.T) {
+	gate := make(chan struct{})
+	var calls atomic.Int32
+	r := &releaser{free: func() {
+		if calls.Add(1) == 1 {
+			<-gate
+		}
+	}}
+	r.wait() // nothing running
+	r.release()
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	r.release() // during the first: one more after it
+	waited := make(chan struct{})
+	go func() { r.wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("wait returned while a release was running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait did not return after the releases")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d releases when wait returned, want 2", n)
+	}
+}
