@@ -41,11 +41,11 @@ const gcPercent = 50
 // allocationGCPercent is the GOGC while a model's VIPs are allocated: allocating builds
 // the allocator's state for every hostname within a few hundred milliseconds, faster than
 // a GC cycle paced at 50% keeps up with. At 20 (bench/memory.sh against the build before,
-// touch included) a 100,000-dataplane load peaked at 117-124 MiB instead of 128-143; once
-// the allocator's state was compacted (56 MiB steady), 10 took the peak from 87-88 to
-// 82-84 MiB together with the binary's pages unmapped around the allocation (Run), for
-// ~50 ms more of a 1.2 s start. A GOGC in the environment is left as set.
-const allocationGCPercent = 10
+// touch included) a 100,000-dataplane load peaked at 117-124 MiB instead of 128-143. With
+// the compacted allocator and the first load's garbage released before the resolver
+// starts, 10 saved 0-2 MiB of an ~80 MiB peak and cost ~70 ms of a 1.3-1.4 s start on a
+// busy node (interleaved runs), so it stays 20. A GOGC in the environment is left as set.
+const allocationGCPercent = 20
 
 // allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
 // undoes it.
