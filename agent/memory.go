@@ -43,9 +43,11 @@ const gcPercent = 50
 // a GC cycle paced at 50% keeps up with. At 20 (bench/memory.sh against the build before,
 // touch included) a 100,000-dataplane load peaked at 117-124 MiB instead of 128-143. With
 // the compacted allocator and the first load's garbage released before the resolver
-// starts, 10 saved 0-2 MiB of an ~80 MiB peak and cost ~70 ms of a 1.3-1.4 s start on a
-// busy node (interleaved runs), so it stays 20. A GOGC in the environment is left as set.
-const allocationGCPercent = 20
+// starts, two runs of bench/memory.sh gave a peak of 80.5 MiB (anonymous 71.6) at 10 and
+// 85.5 (78.3) at 20, against 57.3 steady, the second above the 1.5x the agent aims at; 10
+// costs ~70 ms of a 1.3-1.4 s start on a busy node. A GOGC in the environment is left as
+// set.
+const allocationGCPercent = 10
 
 // allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
 // undoes it.
