@@ -120,12 +120,19 @@ func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	future := time.Now().Add(time.Hour)
 	must(t, os.WriteFile(filepath.Join(dir, "zz.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "new")), 0o644))
 	must(t, os.Chtimes(filepath.Join(dir, "zz.yaml"), future, future))
-	again := newDirLoader()
-	if _, err := again.restore(cache); err != nil {
+	restartDecodes(t, cache, dir, 2, "after a change")
+}
+
+// restartDecodes restores a loader from cache, loads dir and fails unless it decoded want
+// files (the dataplane file's is always one).
+func restartDecodes(t *testing.T, cache, dir string, want int, what string) {
+	t.Helper()
+	l := newDirLoader()
+	if _, err := l.restore(cache); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := again.Load(exampleDataplane, dir); err != nil || again.decodes != 2 {
-		t.Fatalf("after a change: decodes %d, err %v", again.decodes, err)
+	if _, err := l.Load(exampleDataplane, dir); err != nil || l.decodes != want {
+		t.Fatalf("%s: %d files decoded (want %d), err %v", what, l.decodes, want, err)
 	}
 }
 
@@ -186,13 +193,7 @@ func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 	if w, err := l.writeCache(cache); w.changed() || err != nil {
 		t.Fatalf("a touch wrote the cache: %+v, %v", w, err)
 	}
-	warm := newDirLoader()
-	if _, err := warm.restore(cache); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := warm.Load(exampleDataplane, dir); err != nil || warm.decodes != 1 {
-		t.Fatalf("a restart after a touch: %d decodes (want the dataplane file only), %v", warm.decodes, err)
-	}
+	restartDecodes(t, cache, dir, 1, "a restart after a touch")
 }
 
 // A file gone from the directory, or no longer decoding, loses its entry.
