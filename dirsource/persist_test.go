@@ -77,10 +77,7 @@ func entryOf(heads map[string]cacheEntry, path string) string {
 // A restart reads decoded files back from the cache: nothing is decoded again and the model
 // is the same (same content hash) as a cold load's.
 func TestDecodeCacheSurvivesRestart(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	inventory(t, filepath.Join(dir, "inventory.yaml"), "svc", 2000)
-	cache := filepath.Join(t.TempDir(), "model-cache")
+	dir, _, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000})
 
 	cold := newDirLoader()
 	want, err := cold.Load(exampleDataplane, dir)
@@ -140,12 +137,8 @@ func restartDecodes(t *testing.T, cache, dir string, want int, what string) {
 // file's entry and removes its old one; the inventory's entry (and every other) is left
 // as it is, not even rewritten in place.
 func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	inv, small := filepath.Join(dir, "inventory.yaml"), filepath.Join(dir, "small.yaml")
-	inventory(t, inv, "svc", 3000)
-	inventory(t, small, "extra", 1)
-	cache := filepath.Join(t.TempDir(), "model-cache")
+	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 3000}, invFile{"small.yaml", "extra", 1})
+	inv, small := files[0], files[1]
 	l := newDirLoader()
 	_, err := l.Load(exampleDataplane, dir)
 	must(t, err)
@@ -198,12 +191,8 @@ func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 
 // A file gone from the directory, or no longer decoding, loses its entry.
 func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	gone, bad := filepath.Join(dir, "gone.yaml"), filepath.Join(dir, "bad.yaml")
-	inventory(t, gone, "gone", 3)
-	inventory(t, bad, "bad", 3)
-	cache := filepath.Join(t.TempDir(), "model-cache")
+	dir, files, cache := cacheMesh(t, invFile{"gone.yaml", "gone", 3}, invFile{"bad.yaml", "bad", 3})
+	gone, bad := files[0], files[1]
 	l := newDirLoader()
 	_, err := l.Load(exampleDataplane, dir)
 	must(t, err)
@@ -239,11 +228,8 @@ func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
 // Entries of another build are removed; a broken one is reported and removed, and only its
 // file is decoded again (and written again); a write cut short is cleaned up.
 func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	inv := filepath.Join(dir, "inventory.yaml")
-	inventory(t, inv, "svc", 2000)
-	cache := filepath.Join(t.TempDir(), "model-cache")
+	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000})
+	inv := files[0]
 	if n, err := newDirLoader().restore(cache); n != 0 || err != nil {
 		t.Errorf("missing cache: %d files, %v", n, err)
 	}
@@ -356,11 +342,8 @@ func TestDecodeCacheRemovesTheOldFile(t *testing.T) {
 // the reachable services changed (entries for two lists): the newest entries win, and the
 // next write removes what is left.
 func TestDecodeCacheAfterAWriteCutShort(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	small := filepath.Join(dir, "small.yaml")
-	inventory(t, small, "extra", 1)
-	cache := filepath.Join(t.TempDir(), "model-cache")
+	dir, files, cache := cacheMesh(t, invFile{"small.yaml", "extra", 1})
+	small := files[0]
 	l := newDirLoader()
 	_, err := l.Load(exampleDataplane, dir)
 	must(t, err)
@@ -551,4 +534,24 @@ func written(before, after map[string]entryStat) uint64 {
 		}
 	}
 	return n
+}
+
+// invFile is an inventory file of a cacheMesh: its name, its dataplanes' name prefix and count.
+type invFile struct {
+	name, prefix string
+	n            int
+}
+
+// cacheMesh copies the example policies to a directory and adds the inventory files invs;
+// it returns the directory, the files' paths and a decode cache path beside it.
+func cacheMesh(t *testing.T, invs ...invFile) (dir string, files []string, cache string) {
+	t.Helper()
+	dir = t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	for _, f := range invs {
+		p := filepath.Join(dir, f.name)
+		inventory(t, p, f.prefix, f.n)
+		files = append(files, p)
+	}
+	return dir, files, filepath.Join(t.TempDir(), "model-cache")
 }
