@@ -57,8 +57,11 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 			dataplanes++
 		}
 	}
-	s.Dataplanes = make([]*Dataplane, 1, dataplanes)
-	s.Dataplanes[0] = self
+	// The dataplanes but self, and whether they came in name order without a repeat (a
+	// source hands them so - a file's, the last model's): checked here, where each name is
+	// read anyway, self is then put in its place instead of all of them sorted again.
+	others := make([]*Dataplane, 0, dataplanes)
+	inOrder := true
 	reach := ReachOf(self)
 	for _, r := range resources {
 		m := r.GetMeta()
@@ -67,12 +70,15 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 		}
 		switch v := r.(type) {
 		case *Dataplane:
-			if v.Name == self.Name || !reach.Keeps(v) {
+			if m.Name == self.Name || !reach.Keeps(v) {
 				// the dataplane file wins over its copy in the directory; the others are
 				// services self does not reach (transparentProxying.reachableServices)
 				continue
 			}
-			s.Dataplanes = append(s.Dataplanes, v)
+			if inOrder && len(others) > 0 && m.Name <= others[len(others)-1].Name {
+				inOrder = false
+			}
+			others = append(others, v)
 		case *VirtualOutbound:
 			s.VirtualOutbounds = append(s.VirtualOutbounds, v)
 		case *TrafficRoute:
@@ -91,7 +97,13 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 	}
 	// Sorted by name, a kind's duplicates are neighbours.
 	var dups [][]Resource
-	dups = sortByName(dups, s.Dataplanes)
+	if inOrder {
+		at, _ := slices.BinarySearchFunc(others, self.Name, func(d *Dataplane, name string) int { return strings.Compare(d.Name, name) })
+		s.Dataplanes = slices.Insert(others, at, self)
+	} else {
+		s.Dataplanes = append(others, self)
+		dups = sortByName(dups, s.Dataplanes)
+	}
 	dups = sortByName(dups, s.VirtualOutbounds)
 	dups = sortByName(dups, s.TrafficRoutes)
 	dups = sortByName(dups, s.MeshExternalServices)
