@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,11 +196,11 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if l.last != nil && slices.Equal(from, l.lastFrom) {
 		return l.last, nil
 	}
-	resources := make([]mesh.Resource, 0, n)
-	for _, r := range results {
-		resources = append(resources, r.res...)
+	runs := make([][]mesh.Resource, len(results))
+	for i, r := range results {
+		runs[i] = r.res
 	}
-	snap, err := l.builder.Build(self, resources)
+	snap, err := l.builder.Build(self, mergeByName(runs, n))
 	if err != nil {
 		return nil, err
 	}
@@ -561,6 +562,61 @@ func keyOf(r mesh.Resource) resourceKey {
 }
 
 // kept is a resource decoded before that a fresh one equals but for its source.
+// mergeByName returns the resources of runs (each in name order, as decoded files keep
+// them; n in all) in name order, those of one name in the order of their runs - the
+// order a snapshot sorts them to, and "first given" for its duplicates - so that building
+// it finds them sorted as it reads them. The largest run is copied in stretches between
+// the others' resources, each placed by a binary search of it: a one-file change beside a
+// large inventory reads a few of the inventory's names, not all of them. With many small
+// runs the runs are concatenated and the snapshot sorts them.
+func mergeByName(runs [][]mesh.Resource, n int) []mesh.Resource {
+	big := -1
+	for i, r := range runs {
+		if big < 0 || len(r) > len(runs[big]) {
+			big = i
+		}
+	}
+	out := make([]mesh.Resource, 0, n)
+	if big < 0 || n-len(runs[big]) > len(runs[big])/8 {
+		for _, r := range runs {
+			out = append(out, r...)
+		}
+		return out
+	}
+	type other struct {
+		r   mesh.Resource
+		run int
+	}
+	var others []other
+	for i, r := range runs {
+		if i != big {
+			for _, x := range r {
+				others = append(others, other{x, i})
+			}
+		}
+	}
+	slices.SortStableFunc(others, func(a, b other) int {
+		if c := strings.Compare(a.r.GetMeta().Name, b.r.GetMeta().Name); c != 0 {
+			return c
+		}
+		return a.run - b.run
+	})
+	main := runs[big]
+	from := 0
+	for _, o := range others {
+		name := o.r.GetMeta().Name
+		// Before main's resources of the same name when its run comes first, after them
+		// otherwise.
+		at := from + sort.Search(len(main)-from, func(k int) bool {
+			mn := main[from+k].GetMeta().Name
+			return mn > name || (mn == name && o.run < big)
+		})
+		out = append(append(out, main[from:at]...), o.r)
+		from = at
+	}
+	return append(out, main[from:]...)
+}
+
 // keepReachable drops from a decoded piece the dataplanes reach does not keep (a nil res[x]
 // stands for kept[x].old), so that an inventory is not held whole while it decodes for an
 // agent that keeps a few of its services.
