@@ -17,7 +17,7 @@ import (
 //     instead of staying as heap headroom for a GC that, with DNS answers allocating
 //     nothing, may never come: at once after the first model and after loads that
 //     allocated 16 MiB or more, else once the changes stop for 2 s (a release is a full
-//     GC, ~80 ms of CPU for 100,000 dataplanes, however small the change).
+//     GC, 20-90 ms of CPU for 100,000 dataplanes, however small the change).
 //   - While the agent runs, the GC starts a cycle when the heap has grown by half of what
 //     was live after the previous one (GOGC=50 instead of Go's 100), so that the peak
 //     while a large model loads stays near the steady state (100,000 dataplanes: 227 MiB
@@ -99,7 +99,8 @@ func setLimit() {
 // while one runs makes it run once more afterwards (the garbage of the newer load goes
 // too), never two side by side.
 //
-// A release is a full GC: marking a 100,000-dataplane model costs ~80 ms of CPU, whatever
+// A release is a full GC: marking a 100,000-dataplane model (a 48 MB heap) costs 20-90 ms
+// of CPU (GODEBUG=gctrace=1, the forced cycles after a start), whatever
 // the change left behind. After a model is applied, settle releases at once only when the
 // loads since the last release allocated releaseAllocated bytes or more (a new inventory,
 // a large edit); a small change (one dataplane, one policy) leaves a few MiB, which the
@@ -126,7 +127,12 @@ const (
 	releaseQuiet     = 2 * time.Second
 )
 
-func heapAllocated() uint64 {
+// allocatedBytes is what the process allocated since it started (r.allocated's count
+// when set).
+func (r *releaser) allocatedBytes() uint64 {
+	if r.allocated != nil {
+		return r.allocated()
+	}
 	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	rtmetrics.Read(s)
 	return s[0].Value.Uint64()
@@ -148,11 +154,7 @@ func (r *releaser) wait() {
 // bytes or more, else once no settle came for the quiet time.
 func (r *releaser) settle() {
 	r.mu.Lock()
-	allocated := r.allocated
-	if allocated == nil {
-		allocated = heapAllocated
-	}
-	if allocated()-r.atRelease >= releaseAllocated {
+	if r.allocatedBytes()-r.atRelease >= releaseAllocated {
 		r.mu.Unlock()
 		r.release()
 		return
@@ -180,24 +182,19 @@ func (r *releaser) release() {
 		return
 	}
 	r.running = true
-	free := r.free
-	if free == nil {
-		free = func() {
-			debug.FreeOSMemory()
-			setLimit()
-			releaseBinaryPages() //nolint:errcheck // advice: nothing to do when refused
-		}
-	}
-	allocated := r.allocated
-	if allocated == nil {
-		allocated = heapAllocated
-	}
 	go func() {
 		for {
 			r.mu.Lock()
-			r.atRelease = allocated()
+			r.atRelease = r.allocatedBytes()
+			free := r.free
 			r.mu.Unlock()
-			free()
+			if free == nil {
+				debug.FreeOSMemory()
+				setLimit()
+				releaseBinaryPages() //nolint:errcheck // advice: nothing to do when refused
+			} else {
+				free()
+			}
 			r.mu.Lock()
 			if !r.again {
 				r.running = false
