@@ -43,14 +43,7 @@ var pageoutUnsupported atomic.Bool
 // executable, then unmaps what it did not reclaim, and reports how many bytes of mappings
 // it advised.
 func releaseBinaryPages() (advised uint64, err error) {
-	if !pageoutUnsupported.Load() {
-		if _, err := adviseBinaryPages(unix.MADV_PAGEOUT); errors.Is(err, unix.EINVAL) {
-			pageoutUnsupported.Store(true)
-		} else if err != nil {
-			return 0, err
-		}
-	}
-	return adviseBinaryPages(unix.MADV_DONTNEED)
+	return adviseBinaryPages(unix.MADV_PAGEOUT, unix.MADV_DONTNEED)
 }
 
 // unmapBinaryPages unmaps the read-only mappings of the running executable (their pages
@@ -59,9 +52,10 @@ func unmapBinaryPages() (advised uint64, err error) {
 	return adviseBinaryPages(unix.MADV_DONTNEED)
 }
 
-// adviseBinaryPages gives advice on the read-only mappings of the running executable that
-// hold no private page.
-func adviseBinaryPages(advice int) (advised uint64, err error) {
+// adviseBinaryPages gives each advice in turn on the read-only mappings of the running
+// executable that hold no private page (found once for all). MADV_PAGEOUT is skipped once
+// the kernel refused it.
+func adviseBinaryPages(advices ...int) (advised uint64, err error) {
 	if binaryInMemory.Load() {
 		return 0, nil
 	}
@@ -79,9 +73,17 @@ func adviseBinaryPages(advice int) (advised uint64, err error) {
 		return 0, err
 	}
 	for _, r := range binaryMappings(smaps, exe) {
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), uintptr(advice))
-		if errno != 0 {
-			return advised, errno
+		for _, advice := range advices {
+			if advice == unix.MADV_PAGEOUT && pageoutUnsupported.Load() {
+				continue
+			}
+			_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), uintptr(advice))
+			switch {
+			case errno == unix.EINVAL && advice == unix.MADV_PAGEOUT:
+				pageoutUnsupported.Store(true) // before Linux 5.4
+			case errno != 0:
+				return advised, errno
+			}
 		}
 		advised += r[1] - r[0]
 	}
