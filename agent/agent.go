@@ -132,9 +132,7 @@ func (a *Agent) stopPart(p *part, grace time.Duration) {
 // validate returns an *InvalidModelError before anything serves.
 func (a *Agent) Run(ctx context.Context) error {
 	defer tuneGC()()
-	if f, ok := a.parts.Allocator.(interface{ Flush() }); ok {
-		defer f.Flush() // the VIPs of the last changes, written at once (vipalloc's state file)
-	}
+	defer a.parts.Allocator.Flush() // the VIPs of the last changes, written at once (vipalloc's state file)
 	stopAdmin, err := a.serveAdmin()
 	if err != nil {
 		return err

@@ -64,6 +64,8 @@ func (s *memSource) Run(ctx context.Context, out chan<- cplink.Update) error {
 // serviceAllocator gives every inbound service `<service>.mesh` a VIP, in name order.
 type serviceAllocator struct{}
 
+func (serviceAllocator) Flush() {}
+
 func (serviceAllocator) Allocate(s *mesh.Snapshot) (*vipalloc.Table, error) {
 	var entries []*vipalloc.Entry
 	seen := map[string]bool{}

@@ -14,9 +14,11 @@ import (
 // The seams between the agent and the parts it composes. Each is the small slice of a
 // part's API the agent uses; the concrete types live in their own packages.
 
-// Allocator turns a model into this dataplane's VIP table (vipalloc.Allocator).
+// Allocator turns a model into this dataplane's VIP table (vipalloc.Allocator); Flush
+// writes what it keeps across restarts now (the agent stops).
 type Allocator interface {
 	Allocate(*mesh.Snapshot) (*vipalloc.Table, error)
+	Flush()
 }
 
 // DNS is the embedded resolver (dnsserver.Server).

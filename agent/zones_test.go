@@ -21,6 +21,8 @@ func (d *zonesDNS) SwapZones(z []*mesh.DNSZone) error { d.zones.Store(&z); retur
 
 type countingAllocator struct{ n atomic.Int32 }
 
+func (*countingAllocator) Flush() {}
+
 func (c *countingAllocator) Allocate(s *mesh.Snapshot) (*vipalloc.Table, error) {
 	c.n.Add(1)
 	return serviceAllocator{}.Allocate(s)
