@@ -420,7 +420,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		mu.Lock()
 		data[i] = b
 		mu.Unlock()
-		for _, piece := range splitPieces(b, max(2*cores, len(b)>>20)) {
+		for _, piece := range splitPieces(b, pieceCount(len(b), cores)) {
 			next <- job{file: i, piece: addPiece(i), data: piece}
 		}
 	}
@@ -716,6 +716,16 @@ var separator = regexp.MustCompile(`^---(\s+(#.*)?)?$`)
 // pieceSize is the smallest piece worth decoding on its own core.
 const pieceSize = 64 << 10
 
+// pieceCount is how many pieces a file of size bytes is cut into (at most): two per core,
+// one per MiB for a larger file.
+func pieceCount(size, cores int) int { return max(2*cores, size>>20) }
+
+// cutsBefore reports whether a piece of pieceLen bytes ends before line (a line of the file
+// without its newline): a separator once the piece has its target length.
+func cutsBefore(line []byte, pieceLen, target int) bool {
+	return pieceLen >= target && separator.Match(bytes.TrimRight(line, "\r"))
+}
+
 // splitPieces cuts data into at most n pieces of roughly equal size, each ending just
 // before a document separator line, so that the pieces decode to the same documents as
 // the whole. Small or single-document data is one piece.
@@ -733,7 +743,7 @@ func splitPieces(data []byte, n int) [][]byte {
 		} else {
 			end += i
 		}
-		if i-start >= target && separator.Match(bytes.TrimRight(data[i:end], "\r")) {
+		if cutsBefore(data[i:end], i-start, target) {
 			pieces = append(pieces, data[start:i])
 			start = i
 		}
@@ -755,8 +765,7 @@ func streamPieces(path string, size int64, cores int, send func([]byte) error) (
 		return sum, err
 	}
 	defer f.Close()
-	n := max(2*cores, int(size>>20))
-	target := max(int(size)/n, pieceSize)
+	target := max(int(size)/pieceCount(int(size), cores), pieceSize)
 	h := sha256.New()
 	r := bufio.NewReaderSize(f, 64<<10)
 	piece := make([]byte, 0, target+target/4)
@@ -770,7 +779,7 @@ func streamPieces(path string, size int64, cores int, send func([]byte) error) (
 			h.Write(line)
 			whole := lineStart && (line[len(line)-1] == '\n' || err == io.EOF)
 			lineStart = line[len(line)-1] == '\n'
-			if whole && len(piece) >= target && separator.Match(bytes.TrimRight(bytes.TrimRight(line, "\n"), "\r")) {
+			if whole && cutsBefore(bytes.TrimRight(line, "\n"), len(piece), target) {
 				if serr := send(piece); serr != nil {
 					return sum, serr
 				}

@@ -723,7 +723,7 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	if sum != sha256.Sum256([]byte(inv)) {
 		t.Fatal("the streamed hash is not the file's")
 	}
-	whole := splitPieces([]byte(inv), max(2*4, len(inv)>>20))
+	whole := splitPieces([]byte(inv), pieceCount(len(inv), 4))
 	if len(pieces) < 2 || len(pieces) != len(whole) {
 		t.Fatalf("%d pieces streamed, %d cut from the file read whole", len(pieces), len(whole))
 	}
