@@ -42,9 +42,8 @@ func main() {
 	defer tick.Stop()
 	var maxRSS, maxAnon uint64
 	samples := 0
-	buf := make([]byte, 0, 4096)
 	for {
-		rss, anon, ok := sample(*pid, buf)
+		rss, anon, ok := sample(*pid)
 		if !ok {
 			break
 		}
@@ -66,8 +65,8 @@ func main() {
 
 // sample returns VmRSS and RssAnon (KiB) of pid and its descendants; ok is false when pid
 // is gone.
-func sample(pid int, buf []byte) (rss, anon uint64, ok bool) {
-	status, err := readInto(buf, "/proc/"+strconv.Itoa(pid)+"/status")
+func sample(pid int) (rss, anon uint64, ok bool) {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, 0, false
 	}
@@ -75,35 +74,15 @@ func sample(pid int, buf []byte) (rss, anon uint64, ok bool) {
 	// Each thread lists the children it started.
 	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	for _, task := range tasks {
-		children, _ := readInto(buf[:0], "/proc/"+strconv.Itoa(pid)+"/task/"+task.Name()+"/children")
+		children, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
 		for _, c := range bytes.Fields(children) {
 			if cpid, err := strconv.Atoi(string(c)); err == nil {
-				r, a, _ := sample(cpid, nil)
+				r, a, _ := sample(cpid)
 				rss, anon = rss+r, anon+a
 			}
 		}
 	}
 	return rss, anon, true
-}
-
-// readInto reads a /proc file into buf's storage.
-func readInto(buf []byte, path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil || n == 0 {
-			return buf, nil
-		}
-	}
 }
 
 // field returns the value in KiB of a "Name:   123 kB" line of a status file (0 when absent).

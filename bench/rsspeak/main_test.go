@@ -62,7 +62,7 @@ func TestSampleSumsTheTree(t *testing.T) {
 		t.Skip("no /proc: rsspeak reads /proc/<pid>/status")
 	}
 	parent := holder(t, 32, true)
-	rss, anon, ok := sample(parent.Process.Pid, make([]byte, 0, 4096))
+	rss, anon, ok := sample(parent.Process.Pid)
 	if !ok {
 		t.Fatal("the holder is gone")
 	}
@@ -72,7 +72,7 @@ func TestSampleSumsTheTree(t *testing.T) {
 	if rss < anon {
 		t.Fatalf("RSS %d KiB below its anonymous part %d KiB", rss, anon)
 	}
-	if _, _, ok := sample(1<<30, nil); ok {
+	if _, _, ok := sample(1 << 30); ok {
 		t.Fatal("a process that does not exist was sampled")
 	}
 }
