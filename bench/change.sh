@@ -20,8 +20,11 @@ SERVER_CPU=${SERVER_CPU:-1}
 BASELINE=${BASELINE:-}
 export PATH=/usr/local/go/bin:$PATH
 
+log() { echo "[$(date +%T)] $*" >&2; }
+# shellcheck source=bench/build.sh
+source "$ROOT/bench/build.sh"
 mkdir -p "$BENCH/bin"
-(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BENCH/bin/" ./cmd/kuma-dp)
+go_build "$BENCH/bin" ./cmd/kuma-dp
 
 d=$BENCH/data/$N
 if [[ ! -s $d/policies/dataplanes.yaml ]]; then

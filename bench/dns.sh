@@ -31,10 +31,11 @@ LOADGEN_CPU=${LOADGEN_CPU:-0}
 PORT_BASE=${PORT_BASE:-25300}
 SWAP_EVERY=${SWAP_EVERY:-500ms}
 SERVERS=${SERVERS:-"kuma-dp kuma-dp-swapping coredns-hosts miekg"}
-COREDNS_VERSION=v1.15.0
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 log() { echo "[$(date +%T)] $*" >&2; }
+# shellcheck source=bench/build.sh
+source "$ROOT/bench/build.sh"
 
 # ------------------------------------------------------------- tools ----
 if ! command -v dnsperf >/dev/null; then
@@ -47,16 +48,9 @@ for t in dnsperf dig taskset ss; do
 done
 
 mkdir -p "$BENCH/bin" "$BENCH/data/$N" "$BENCH/run"
-# Built as the releases ship (static; bench/memory.sh builds the same way).
-GO_BUILD_FLAGS=(-trimpath -ldflags "-s -w")
 log "building vipdns and miekgdns"
-(cd "$ROOT" && CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -o "$BENCH/bin/" ./bench/vipdns ./bench/miekgdns)
-COREDNS_STAMP="$COREDNS_VERSION CGO_ENABLED=0 ${GO_BUILD_FLAGS[*]}"
-if [[ $(cat "$BENCH/bin/coredns.build" 2>/dev/null) != "$COREDNS_STAMP" ]]; then
-  log "building CoreDNS $COREDNS_VERSION from the Go module proxy"
-  CGO_ENABLED=0 GOBIN=$BENCH/bin go install "${GO_BUILD_FLAGS[@]}" "github.com/coredns/coredns@$COREDNS_VERSION"
-  echo "$COREDNS_STAMP" > "$BENCH/bin/coredns.build"
-fi
+go_build "$BENCH/bin" ./bench/vipdns ./bench/miekgdns
+build_coredns "$BENCH/bin"
 DATA=$BENCH/data/$N
 [[ -s $DATA/queries.txt ]] || "$BENCH/bin/vipdns" --gen "$N" --out "$DATA"
 

@@ -55,24 +55,19 @@ REACH=${REACH:-10}
 # Run as root, the kuma-dp servers run as this user (the binary must be readable by it).
 AGENT_USER=${AGENT_USER-$([[ $(id -u) == 0 ]] && echo nobody)}
 [[ -n $BASELINE && " $SERVERS " != *" kuma-dp-baseline "* ]] && SERVERS="kuma-dp-baseline $SERVERS"
-COREDNS_VERSION=v1.15.0
-GO_BUILD_FLAGS=(-trimpath -ldflags "-s -w")
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 log() { echo "[$(date +%T)] $*" >&2; }
+# shellcheck source=bench/build.sh
+source "$ROOT/bench/build.sh"
 for t in dig taskset ss; do command -v $t >/dev/null || { echo "bench-memory: $t is missing" >&2; exit 1; }; done
 HAVE_DNSPERF=$(command -v dnsperf || true)
 [[ -n $HAVE_DNSPERF ]] || log "no dnsperf: the 'after queries' column stays empty (apt-get install dnsperf)"
 
 mkdir -p "$BENCH/bin" "$BENCH/run"
 log "building kuma-dp, vipdns (data), miekgdns and rsspeak"
-(cd "$ROOT" && CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -o "$BENCH/bin/" ./cmd/kuma-dp ./bench/vipdns ./bench/miekgdns ./bench/rsspeak)
-COREDNS_STAMP="$COREDNS_VERSION CGO_ENABLED=0 ${GO_BUILD_FLAGS[*]}"
-if [[ $SERVERS == *coredns-hosts* && $(cat "$BENCH/bin/coredns.build" 2>/dev/null) != "$COREDNS_STAMP" ]]; then
-  log "building CoreDNS $COREDNS_VERSION from the Go module proxy"
-  CGO_ENABLED=0 GOBIN=$BENCH/bin go install "${GO_BUILD_FLAGS[@]}" "github.com/coredns/coredns@$COREDNS_VERSION"
-  echo "$COREDNS_STAMP" > "$BENCH/bin/coredns.build"
-fi
+go_build "$BENCH/bin" ./cmd/kuma-dp ./bench/vipdns ./bench/miekgdns ./bench/rsspeak
+[[ $SERVERS == *coredns-hosts* ]] && build_coredns "$BENCH/bin"
 
 # gen N: hosts + queries (vipdns --gen), a zone file, and the kuma-dp mesh of N dataplanes.
 gen() {

@@ -8,12 +8,15 @@
 #                                  same binary bench/dns.sh uses)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 DUR=${DURATION:-10}
 BENCH=${BENCH:-/tmp/kuma-dp-bench-dns}
-COREDNS_VERSION=v1.15.0
+log() { echo "[$(date +%T)] $*" >&2; }
+# shellcheck source=bench/build.sh
+source bench/build.sh
 W=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
-go build -o "$W/shardzones" ./bench/shardzones
+go_build "$W" ./bench/shardzones
 "$W/shardzones" -write "$W"
 port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 # CPU ticks (utime+stime) of a process and of nsd's forked children; the process name may
@@ -41,10 +44,8 @@ P2=$(port)
 kill %1 2>/dev/null || true
 taskset -c 0 nsd -d -c "$W/nsd.conf" 2>/dev/null & NSD=$!; sleep 1; measure "nsd $(nsd -v 2>&1 | head -1 | awk '{print $3}')" "$NSD" "$P2"
 kill "$NSD" 2>/dev/null || true; wait "$NSD" 2>/dev/null || true
-if [[ ! -x $BENCH/bin/coredns ]]; then
-  mkdir -p "$BENCH/bin"
-  GOBIN=$BENCH/bin go install "github.com/coredns/coredns@$COREDNS_VERSION"
-fi
+mkdir -p "$BENCH/bin"
+build_coredns "$BENCH/bin"
 P3=$(port)
 for z in "$W"/*.zone; do b=$(basename "$z" .zone); printf '%s:%s {\n    bind 127.0.0.1\n    file %s\n}\n' "$b" "$P3" "$z"; done > "$W/Corefile"
 taskset -c 0 "$BENCH/bin/coredns" -quiet -conf "$W/Corefile" >/dev/null 2>&1 & CD=$!; sleep 1
