@@ -54,9 +54,6 @@ type dirLoader struct {
 	// Key: the cached files keep only the dataplanes reach keeps.
 	reach    *mesh.Reach
 	reachKey string
-	// reachKnown: reach was taken from a decoded dataplane file (a restored cache sets
-	// reachKey before any is decoded).
-	reachKnown bool
 	// last is the last snapshot built, and lastFrom what it was built from: a load whose
 	// files all give back the resources they gave then returns it again (see Load).
 	last     *mesh.Snapshot
@@ -168,7 +165,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	first := l.decodeAll(all[:1])
 	self, selfErrs := mesh.SelfDataplane(dataplaneFile, first[0].res, first[0].err)
 	if self != nil {
-		l.reach, l.reachKnown = mesh.ReachOf(self), true
+		l.reach = mesh.ReachOf(self)
 		if k := l.reach.Key(); k != l.reachKey {
 			l.forgetLocked()
 			l.reachKey = k
@@ -274,10 +271,11 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		slices.SortStableFunc(out[i].res, func(a, b mesh.Resource) int {
 			return strings.Compare(a.GetMeta().Name, b.GetMeta().Name)
 		})
-		if !l.reachKnown && l.reachKey != "" {
+		if l.reach == nil && l.reachKey != "" {
 			// Restored files were kept for a list of reachable services no dataplane file
-			// has given yet (it failed to decode): this decode, unfiltered, serves this
-			// load's errors only, and is done again once the list is known.
+			// has given yet (it failed to decode; a decoded list sets reach): this decode,
+			// unfiltered, serves this load's errors only, and is done again once the list
+			// is known.
 			continue
 		}
 		l.cache[paths[i]] = out[i]
