@@ -183,19 +183,18 @@ func (t Tags) Matches(tags Tags) bool {
 }
 
 // String is the tags as {k1=v1,k2=v2}.
-func (t Tags) String() string {
-	var b strings.Builder
-	b.WriteByte('{')
+func (t Tags) String() string { return string(t.AppendText(nil)) }
+
+// AppendText appends the tags as String writes them to b.
+func (t Tags) AppendText(b []byte) []byte {
+	b = append(b, '{')
 	for i, tg := range t {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteString(tg.Key)
-		b.WriteByte('=')
-		b.WriteString(tg.Value)
+		b = append(append(append(b, tg.Key...), '='), tg.Value...)
 	}
-	b.WriteByte('}')
-	return b.String()
+	return append(b, '}')
 }
 
 // MarshalJSON writes t as a JSON object with its keys in order (as encoding/json writes a

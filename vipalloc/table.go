@@ -304,14 +304,7 @@ const derivedKey = svcKey | policyKey
 // appendTagsKey appends `<name>{k1=v1,...}` for tags (a policy tuple's key when none of its
 // tags is missing).
 func appendTagsKey(b []byte, name string, tags mesh.Tags) []byte {
-	b = append(append(b, name...), '{')
-	for i, tg := range tags {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(append(append(b, tg.Key...), '='), tg.Value...)
-	}
-	return append(b, '}')
+	return tags.AppendText(append(b, name...))
 }
 
 // service is the entry's kuma.io/service tag ("" without one).
