@@ -57,11 +57,11 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 			dataplanes++
 		}
 	}
-	// The dataplanes but self, and whether they came in name order without a repeat (a
-	// source hands them so - a file's, the last model's): checked here, where each name is
-	// read anyway, self is then put in its place instead of all of them sorted again.
+	// The dataplanes but self, and whether each kind came in name order without a repeat
+	// (sources hand them so - a file's, the last model's): checked here, where each name is
+	// read anyway, instead of by a pass of its own; self is then put in its place.
 	others := make([]*Dataplane, 0, dataplanes)
-	inOrder := true
+	var out outOfOrder
 	reach := ReachOf(self)
 	for _, r := range resources {
 		m := r.GetMeta()
@@ -75,42 +75,39 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 				// services self does not reach (transparentProxying.reachableServices)
 				continue
 			}
-			if inOrder && len(others) > 0 && m.Name <= others[len(others)-1].Name {
-				inOrder = false
-			}
-			others = append(others, v)
+			others = appendInOrder(others, v, m.Name, &out.dataplanes)
 		case *VirtualOutbound:
-			s.VirtualOutbounds = append(s.VirtualOutbounds, v)
+			s.VirtualOutbounds = appendInOrder(s.VirtualOutbounds, v, m.Name, &out.virtualOutbounds)
 		case *TrafficRoute:
-			s.TrafficRoutes = append(s.TrafficRoutes, v)
+			s.TrafficRoutes = appendInOrder(s.TrafficRoutes, v, m.Name, &out.trafficRoutes)
 		case *MeshExternalService:
-			s.MeshExternalServices = append(s.MeshExternalServices, v)
+			s.MeshExternalServices = appendInOrder(s.MeshExternalServices, v, m.Name, &out.meshExternalServices)
 		case *HostnameGenerator:
-			s.HostnameGenerators = append(s.HostnameGenerators, v)
+			s.HostnameGenerators = appendInOrder(s.HostnameGenerators, v, m.Name, &out.hostnameGenerators)
 		case *Router:
-			s.Routers = append(s.Routers, v)
+			s.Routers = appendInOrder(s.Routers, v, m.Name, &out.routers)
 		case *Route:
-			s.Routes = append(s.Routes, v)
+			s.Routes = appendInOrder(s.Routes, v, m.Name, &out.routes)
 		case *DNSZone:
-			s.DNSZones = append(s.DNSZones, v)
+			s.DNSZones = appendInOrder(s.DNSZones, v, m.Name, &out.dnsZones)
 		}
 	}
 	// Sorted by name, a kind's duplicates are neighbours.
 	var dups [][]Resource
-	if inOrder {
+	if !out.dataplanes {
 		at, _ := slices.BinarySearchFunc(others, self.Name, func(d *Dataplane, name string) int { return strings.Compare(d.Name, name) })
 		s.Dataplanes = slices.Insert(others, at, self)
 	} else {
 		s.Dataplanes = append(others, self)
 		dups = sortByName(dups, s.Dataplanes)
 	}
-	dups = sortByName(dups, s.VirtualOutbounds)
-	dups = sortByName(dups, s.TrafficRoutes)
-	dups = sortByName(dups, s.MeshExternalServices)
-	dups = sortByName(dups, s.HostnameGenerators)
-	dups = sortByName(dups, s.Routers)
-	dups = sortByName(dups, s.Routes)
-	dups = sortByName(dups, s.DNSZones)
+	dups = sortUnless(out.virtualOutbounds, dups, s.VirtualOutbounds)
+	dups = sortUnless(out.trafficRoutes, dups, s.TrafficRoutes)
+	dups = sortUnless(out.meshExternalServices, dups, s.MeshExternalServices)
+	dups = sortUnless(out.hostnameGenerators, dups, s.HostnameGenerators)
+	dups = sortUnless(out.routers, dups, s.Routers)
+	dups = sortUnless(out.routes, dups, s.Routes)
+	dups = sortUnless(out.dnsZones, dups, s.DNSZones)
 	if len(dups) > 0 {
 		return nil, duplicateErrors(dups, resources)
 	}
@@ -148,20 +145,31 @@ func Meshless(r Resource) bool {
 	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
 }
 
-// sortByName sorts rs by name and appends to dups each run of resources of the same name.
-func sortByName[T Resource](dups [][]Resource, rs []T) [][]Resource {
-	// Sources hand most resources in order already (a file's, the last model's): one pass
-	// finds them sorted without duplicates, instead of a sort and a pass for duplicates.
-	// (IsSortedFunc calls cmp(rs[i], rs[i-1]) and fails on a negative result: an equal name
-	// counts as out of order, so duplicates go through the sort and the pass after it.)
-	if slices.IsSortedFunc(rs, func(a, b T) int {
-		if a.GetMeta().Name <= b.GetMeta().Name {
-			return -1
-		}
-		return 1
-	}) {
+// outOfOrder says, per kind, whether a snapshot's resources came out of name order (or with
+// a name twice): then they are sorted, and their duplicates found.
+type outOfOrder struct {
+	dataplanes, virtualOutbounds, trafficRoutes, meshExternalServices bool
+	hostnameGenerators, routers, routes, dnsZones                     bool
+}
+
+// appendInOrder appends r (named name) to rs, and sets *out unless r comes after the last.
+func appendInOrder[T Resource](rs []T, r T, name string, out *bool) []T {
+	if !*out && len(rs) > 0 && name <= rs[len(rs)-1].GetMeta().Name {
+		*out = true
+	}
+	return append(rs, r)
+}
+
+// sortUnless sorts rs by name (sortByName) when they came out of order.
+func sortUnless[T Resource](out bool, dups [][]Resource, rs []T) [][]Resource {
+	if !out {
 		return dups
 	}
+	return sortByName(dups, rs)
+}
+
+// sortByName sorts rs by name and appends to dups each run of resources of the same name.
+func sortByName[T Resource](dups [][]Resource, rs []T) [][]Resource {
 	slices.SortFunc(rs, func(a, b T) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
 	for i := 0; i < len(rs); {
 		j := i + 1
