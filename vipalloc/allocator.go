@@ -35,11 +35,11 @@ type Allocator struct {
 	table *Table
 	sum   [2]uint64
 	dirty bool // assignments changed since the state file was written
-	// stateWritten: the state file was written once; later writes wait for stateTimer.
-	stateWritten bool
-	stateTimer   *time.Timer
-	keyBuf       []byte
-	entrySlab    []*Entry
+	// stateTimer writes the state file after a change (the first table's is written before
+	// Allocate returns).
+	stateTimer *time.Timer
+	keyBuf     []byte
+	entrySlab  []*Entry
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
@@ -288,6 +288,7 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	first := a.table == nil
 	r := &round{a: a}
 	if s.Mesh != a.meshName {
 		a.resetModel(r)
@@ -307,7 +308,7 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	}
 	t := a.resolve(r, mesAdded)
 	if a.dirty && a.s.stateFile != "" {
-		if !a.stateWritten {
+		if first {
 			a.writeStateLocked() // the first table's VIPs are kept before it is served
 		} else if a.stateTimer == nil {
 			a.stateTimer = time.AfterFunc(stateDelay, a.Flush)
@@ -335,7 +336,6 @@ func (a *Allocator) Flush() {
 }
 
 func (a *Allocator) writeStateLocked() {
-	a.stateWritten = true
 	if err := a.s.writeState(a.eachAssignment); err != nil {
 		a.s.log.Warn("vipalloc: could not write the state file", "err", err)
 		return
