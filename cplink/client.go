@@ -96,15 +96,13 @@ type Client struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	updates   chan Update
-	saveq     chan []mesh.Resource
+	saveq     chan *mesh.Snapshot
 
 	mu       sync.Mutex
 	held     map[string]map[string]heldResource // kind -> name -> what the agent holds
 	received map[string]bool                    // kinds answered at least once
 	self     *mesh.Dataplane                    // from DataplaneFile, when given
 	lastHash string
-	// lastResources are those of the model built last, saved once it is delivered.
-	lastResources []mesh.Resource
 	// builder hashes again only what changed since the last model built; lastSnap is that
 	// model and changed the held resources changed since (kind -> names).
 	builder  mesh.SnapshotBuilder
@@ -161,7 +159,7 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 		targets = append(targets, target)
 	}
 	c := &Client{cfg: cfg, log: log, targets: targets, reload: make(chan struct{}, 1),
-		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan []mesh.Resource, 1),
+		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan *mesh.Snapshot, 1),
 		held: map[string]map[string]heldResource{}, received: map[string]bool{}}
 	if useTLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -834,7 +832,7 @@ func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 	}
 	snap, err := c.builder.Build(self, rs)
 	if err == nil {
-		c.lastResources, c.lastSnap, c.changed = rs, snap, nil
+		c.lastSnap, c.changed = snap, nil
 	}
 	return snap, err
 }
@@ -853,7 +851,7 @@ func (c *Client) emitLocked(ctx context.Context, snap *mesh.Snapshot, trigger st
 	case c.updates <- Update{Snapshot: snap, Trigger: trigger, Took: time.Since(start)}:
 		c.sent = true
 		c.lastHash = snap.Hash
-		c.queueSave(c.lastResources)
+		c.queueSave(snap)
 		if trigger == "start" {
 			c.log.Info("first complete sync with the control plane", "dataplanes", len(snap.Dataplanes),
 				"virtual_outbounds", len(snap.VirtualOutbounds), "traffic_routes", len(snap.TrafficRoutes))

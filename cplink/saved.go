@@ -21,8 +21,9 @@ import (
 
 // The model file is a gob stream, written and read a piece at a time (as the decode cache
 // is): a savedHeader, then the resources in chunks of at most CacheChunk. The resources are
-// the last accepted model's, as the link holds them (the dataplane's own resource included
-// when it came from the control plane). Build ties the file to the binary.
+// the last delivered model's (its snapshot's, the dataplane's own included), listed when
+// the file is written: the link keeps no list of them beside the model. Build ties the
+// file to the binary.
 type savedHeader struct {
 	Build string
 	Name  string
@@ -41,13 +42,13 @@ const saveInterval = 10 * time.Second
 // saveLoop writes the newest model handed to c.saveq until ctx ends, then the one still
 // waiting, if any; a model superseded before its turn is never written.
 func (c *Client) saveLoop(ctx context.Context) {
-	var pending []mesh.Resource
+	var pending *mesh.Snapshot
 	var last time.Time
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	defer wait.Stop()
 	save := func() {
-		if err := c.saveModel(pending); err != nil {
+		if err := c.saveModel(snapshotResources(pending)); err != nil {
 			c.log.Warn("cannot save the model for a restart without the control plane", "path", c.cfg.ModelFile, "error", err)
 		}
 		c.saves.Add(1)
@@ -60,8 +61,8 @@ func (c *Client) saveLoop(ctx context.Context) {
 				save()
 			}
 			return
-		case rs := <-c.saveq:
-			pending = rs
+		case snap := <-c.saveq:
+			pending = snap
 			if d := time.Until(last.Add(saveInterval)); d > 0 {
 				wait.Reset(d)
 				continue
@@ -91,14 +92,25 @@ func (c *Client) saveModel(rs []mesh.Resource) error {
 	})
 }
 
-// queueSave hands rs to saveLoop, replacing a model not written yet.
-func (c *Client) queueSave(rs []mesh.Resource) {
+// snapshotResources lists snap's resources, kind after kind (what a saved model holds).
+func snapshotResources(snap *mesh.Snapshot) []mesh.Resource {
+	var rs []mesh.Resource
+	for _, kind := range Kinds {
+		for r := range snap.Resources(kind) {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// queueSave hands a delivered model to saveLoop, replacing one not written yet.
+func (c *Client) queueSave(snap *mesh.Snapshot) {
 	if c.cfg.ModelFile == "" {
 		return
 	}
 	for {
 		select {
-		case c.saveq <- rs:
+		case c.saveq <- snap:
 			return
 		default:
 		}
