@@ -161,11 +161,20 @@ func TestRealPartsServeReloadAndStopClean(t *testing.T) {
 	}
 	eventually(t, "SIGHUP reload", func() bool { return strings.Contains(logs.String(), "trigger=reload") })
 
+	// A service added just before the agent stops has its VIP in the state file once it
+	// stopped (written off the change's path a second later, or by the stop's Flush).
+	if err := os.WriteFile(filepath.Join(root, "policies", "last.yaml"), []byte(itService("last", 201)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "last.mesh", func() bool { ip, _ := lookupA(t, server, "last.mesh"); return ip != "" })
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(cfg.Runtime.WorkDir, StateFileName)); err != nil || !strings.Contains(string(b), `"last.mesh"`) {
+			t.Errorf("the state file after the stop lacks last.mesh: %v\n%s", err, b)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return")
