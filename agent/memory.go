@@ -45,7 +45,7 @@ const gcPercent = 50
 // the compacted allocator and the first load's garbage released before the resolver
 // starts, two runs of bench/memory.sh gave a peak of 80.5 MiB (anonymous 71.6) at 10 and
 // 85.5 (78.3) at 20, against 57.3 steady, the second above the 1.5x the agent aims at; 10
-// cost 50-100 ms of a 1.3-1.4 s start on a busy node (two builds differing in this constant
+// cost 60-90 ms of a 1.3-1.4 s start on a busy node (two builds differing in this constant
 // alone, started alternately on that mesh with the other core spinning, two starts each:
 // not a benchmark of the repository). A GOGC in the environment is left as set.
 const allocationGCPercent = 10
