@@ -197,16 +197,20 @@ func (c *Config) Validate() error {
 	if time.Duration(c.DNS.TTL) < time.Second || time.Duration(c.DNS.TTL) > 24*time.Hour {
 		return bad("dns.ttl", c.DNS.TTL.String(), "must be between 1s and 24h (whole seconds)")
 	}
-	host, _, err := net.SplitHostPort(c.Admin.Address)
-	if err != nil {
-		return bad("admin.address", c.Admin.Address, "must be IP:port")
+	host, port, err := net.SplitHostPort(c.Admin.Address)
+	if err != nil || !validPort(port) {
+		return bad("admin.address", c.Admin.Address, "must be IP:port, the port 0-65535")
 	}
 	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
 		return bad("admin.address", c.Admin.Address, "must be a loopback IP:port (the admin endpoint is not authenticated)")
 	}
 	if r := c.Admin.ReadinessAddress; r != "" {
-		if _, port, err := net.SplitHostPort(r); err != nil || port == "" {
-			return bad("admin.readinessAddress", r, "must be [IP]:port")
+		host, port, err := net.SplitHostPort(r)
+		if err == nil && host != "" {
+			_, err = netip.ParseAddr(host)
+		}
+		if err != nil || !validPort(port) {
+			return bad("admin.readinessAddress", r, "must be [IP]:port, the port 0-65535")
 		}
 	}
 	if _, err := ParseLevel(c.Log.Level); err != nil {
@@ -224,6 +228,12 @@ func (c *Config) Validate() error {
 }
 
 var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// validPort tells whether p is a port number, 0-65535, written in decimal.
+func validPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n <= 65535
+}
 
 func validUpstream(u string) bool {
 	if _, err := netip.ParseAddr(u); err == nil {
