@@ -20,8 +20,14 @@ type strArena struct {
 	common map[string]string
 }
 
-// arenaBlock is the size of one block of copied strings.
-const arenaBlock = 32 << 10
+// A file's first block of copied strings holds arenaFirstBlock bytes, each next one twice
+// the last, up to arenaBlock: a file of one resource (a directory of one file per resource
+// is common, a ConfigMap's keys for instance) holds a few hundred bytes of blocks, not
+// 32 KiB, and a file of 100,000 dataplanes gets 32 KiB blocks after a few small ones.
+const (
+	arenaFirstBlock = 512
+	arenaBlock      = 32 << 10
+)
 
 func newStrArena() *strArena { return &strArena{common: make(map[string]string, 16)} }
 
@@ -56,7 +62,8 @@ func (a *strArena) put(s string) string {
 		return string([]byte(s)) // large: a copy of its own
 	}
 	if len(a.block)+len(s) > cap(a.block) {
-		a.block = make([]byte, 0, arenaBlock)
+		size := min(max(2*cap(a.block), arenaFirstBlock), arenaBlock)
+		a.block = make([]byte, 0, max(size, len(s)))
 	}
 	a.block = append(a.block, s...)
 	return unsafe.String(&a.block[len(a.block)-len(s)], len(s))

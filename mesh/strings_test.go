@@ -5,6 +5,8 @@ import (
 	"encoding/gob"
 	"encoding/json"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -154,4 +156,57 @@ func gobRoundTrip(t *testing.T, dp *Dataplane) Dataplane {
 		t.Fatal(err)
 	}
 	return back
+}
+
+// A file of one resource holds a few hundred bytes of copied strings, not a whole 32 KiB
+// block: a directory of a file per dataplane (2,000 of them) held 64 MB of blocks.
+func TestSmallFileKeepsSmallStringBlocks(t *testing.T) {
+	doc := []byte("type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n")
+	const files = 200
+	kept := make([][]Resource, 0, files)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range files {
+		rs, err := Decode("dp.yaml", doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, rs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perFile := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / files
+	if perFile > 4<<10 {
+		t.Errorf("a decoded one-dataplane file holds %d bytes, want under 4 KiB", perFile)
+	}
+	if dp := kept[files-1][0].(*Dataplane); dp.Name != "web-1" || dp.Networking.Inbound[0].Tags.Value("kuma.io/service") != "web" {
+		t.Fatalf("decoded %+v", dp)
+	}
+	runtime.KeepAlive(kept)
+}
+
+// A file's string blocks grow from small to arenaBlock, and a long string gets a block of its
+// own size.
+func TestStringBlocksGrow(t *testing.T) {
+	a := newStrArena()
+	a.put("x")
+	if c := cap(a.block); c != arenaFirstBlock {
+		t.Fatalf("first block %d bytes, want %d", c, arenaFirstBlock)
+	}
+	caps := []int{cap(a.block)}
+	for range 2000 {
+		a.put(strings.Repeat("y", 100))
+		if c := cap(a.block); c != caps[len(caps)-1] {
+			caps = append(caps, c)
+		}
+	}
+	want := []int{512, 1024, 2048, 4096, 8192, 16384, 32768}
+	if !slices.Equal(caps, want) {
+		t.Fatalf("block sizes %v, want %v", caps, want)
+	}
+	long := strings.Repeat("z", arenaBlock/4)
+	if got := a.put(long); got != long || cap(a.block) != arenaBlock {
+		t.Fatalf("a %d-byte string: %d, block %d", len(long), len(got), cap(a.block))
+	}
 }
