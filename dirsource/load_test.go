@@ -489,7 +489,8 @@ func BenchmarkBytesPerDataplane(b *testing.B) {
 	for _, c := range []struct {
 		replicas int
 		doc      string
-	}{{1, extraDataplane}, {10, extraDataplane}, {1, string(kube)}} {
+		perFile  bool // a file per dataplane instead of one file of them all
+	}{{1, extraDataplane, false}, {10, extraDataplane, false}, {1, string(kube), false}, {1, extraDataplane, true}} {
 		replicas := c.replicas
 		name := fmt.Sprintf("services=%d", n)
 		if replicas > 1 {
@@ -498,16 +499,27 @@ func BenchmarkBytesPerDataplane(b *testing.B) {
 		if c.doc == string(kube) {
 			name += ",kubernetes"
 		}
+		if c.perFile {
+			name += ",file-per-dataplane"
+		}
 		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
 			var sb strings.Builder
 			for i := range n {
 				doc := strings.ReplaceAll(c.doc, "NAME", fmt.Sprintf("svc%d", i/replicas))
 				doc = strings.Replace(doc, "name: svc", fmt.Sprintf("name: r%d-svc", i%replicas), 1)
+				if c.perFile {
+					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%05d.yaml", i)), []byte(doc), 0o644); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
 				fmt.Fprintf(&sb, "%s---\n", doc)
 			}
-			if err := os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644); err != nil {
-				b.Fatal(err)
+			if !c.perFile {
+				if err := os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644); err != nil {
+					b.Fatal(err)
+				}
 			}
 			for b.Loop() {
 				var before, after runtime.MemStats

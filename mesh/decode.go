@@ -26,7 +26,7 @@ func Decode(source string, data []byte) ([]Resource, error) {
 	var errs Errors
 	num := 0
 	file := NewSource(source, 0)
-	strs := newStrArena()
+	strs := newStrArena(len(data))
 	for _, doc := range splitDocuments(data) {
 		nodes, err := parseDocument(doc.text)
 		if err != nil {

@@ -18,18 +18,28 @@ import (
 type strArena struct {
 	block  []byte
 	common map[string]string
+	first  int // the first block's size: arenaFirstBlock, or less for a shorter text
 }
 
-// A file's first block of copied strings holds arenaFirstBlock bytes, each next one twice
-// the last, up to arenaBlock: a file of one resource (a directory of one file per resource
-// is common, a ConfigMap's keys for instance) holds a few hundred bytes of blocks, not
-// 32 KiB, and a file of 100,000 dataplanes gets 32 KiB blocks after a few small ones.
+// A file's first block of copied strings holds arenaFirstBlock bytes (or the file's size when
+// smaller), each next one twice the last, up to arenaBlock: a file of one resource (a
+// directory of one file per resource is common, a ConfigMap's keys for instance) holds a
+// few hundred bytes of blocks, not 32 KiB, and a file of 100,000 dataplanes gets 32 KiB
+// blocks after a few small ones.
 const (
 	arenaFirstBlock = 512
 	arenaBlock      = 32 << 10
 )
 
-func newStrArena() *strArena { return &strArena{common: make(map[string]string, 16)} }
+// newStrArena returns an arena for the strings of a text of textLen bytes (0: unknown): the
+// strings copied from a text are at most as long as it.
+func newStrArena(textLen int) *strArena {
+	first := arenaFirstBlock
+	if textLen > 0 {
+		first = min(max(textLen, 64), arenaFirstBlock)
+	}
+	return &strArena{common: make(map[string]string, 16), first: first}
+}
 
 // copy returns s copied into the arena, or the arena's shared copy when s is one of the
 // strings it already shares.
@@ -62,7 +72,7 @@ func (a *strArena) put(s string) string {
 		return string([]byte(s)) // large: a copy of its own
 	}
 	if len(a.block)+len(s) > cap(a.block) {
-		size := min(max(2*cap(a.block), arenaFirstBlock), arenaBlock)
+		size := min(max(2*cap(a.block), a.first), arenaBlock)
 		a.block = make([]byte, 0, max(size, len(s)))
 	}
 	a.block = append(a.block, s...)
@@ -85,7 +95,7 @@ func settle(rs []Resource) { settleIn(rs, nil) }
 // object of its own): each Dataplane is replaced by a copy made now, whose strings are
 // copied into shared blocks (tag keys and mesh names once) and whose inbounds with the
 // same tags share one map.
-func Settle(rs []Resource) { settleIn(rs, newStrArena()) }
+func Settle(rs []Resource) { settleIn(rs, newStrArena(0)) }
 
 // settleIn is settle, copying the Dataplanes' strings into strs too when it is not nil.
 func settleIn(rs []Resource, strs *strArena) {

@@ -189,7 +189,7 @@ func TestSmallFileKeepsSmallStringBlocks(t *testing.T) {
 // A file's string blocks grow from small to arenaBlock, and a long string gets a block of its
 // own size.
 func TestStringBlocksGrow(t *testing.T) {
-	a := newStrArena()
+	a := newStrArena(0)
 	a.put("x")
 	if c := cap(a.block); c != arenaFirstBlock {
 		t.Fatalf("first block %d bytes, want %d", c, arenaFirstBlock)
