@@ -64,6 +64,7 @@ type Files struct {
 	// seen is the fingerprint of what the last load read; owned by the caller of Load
 	// before Run starts and by Run afterwards.
 	seen [32]byte
+	fp   fingerprinter
 }
 
 // The default size limits: a policy file of 32 MiB is already ~200,000 dataplanes, and
@@ -140,7 +141,7 @@ func (f *Files) load(ctx context.Context, trigger string) cplink.Update {
 	f.log.Debug("loading the model", "trigger", trigger)
 	// The fingerprint is taken before reading, so a write racing the read shows up as a
 	// difference at the next check rather than being lost.
-	f.seen = fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
+	f.seen = f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
 	if trigger == "reload" && f.loader != nil {
 		f.loader.forget() // a forced reload reads every file again
 	}
@@ -236,7 +237,7 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Up
 	safety := time.NewTicker(10 * f.cfg.PollInterval)
 	defer safety.Stop()
 	// A change between Load and the watches being set would otherwise be missed.
-	pending := fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir) != f.seen
+	pending := f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) != f.seen
 	if pending {
 		debounce.Reset(0)
 	}
@@ -256,7 +257,7 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Up
 		case <-debounce.C:
 			trigger = "watch"
 		case <-safety.C:
-			if fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
+			if f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
 				continue
 			}
 			trigger = "poll"
@@ -309,7 +310,7 @@ func (f *Files) runPoll(ctx context.Context, out chan<- cplink.Update) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if fingerprint(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
+			if f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
 				continue
 			}
 			trigger = "poll"

@@ -100,3 +100,14 @@ func (w *inotify) read(buf []byte) ([]event, error) {
 }
 
 func (w *inotify) Close() error { return w.f.Close() }
+
+// walkRoot is dir as filepath.WalkDir must be given it to descend into it when dir itself is
+// a symbolic link to a directory (WalkDir does not follow links, not even the root's): with
+// a trailing separator the root resolves to the directory, and the paths below it are the
+// same as dir's.
+func walkRoot(dir string) string {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return dir + string(filepath.Separator)
+	}
+	return dir
+}
