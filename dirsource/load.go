@@ -60,6 +60,11 @@ type dirLoader struct {
 	lastFrom []loadPart
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
+	// changes counts the changes to cache that change what the decode cache holds (a file
+	// decoded to other content, gone, forgotten), and written is changes as the last
+	// complete write of the decode cache found it: a reload that changed nothing there (a
+	// touch of every file) does not list the cache's entries again to learn it.
+	changes, written uint64
 }
 
 // loadPart is one file of a load as its snapshot was built from it: its path and the
@@ -123,7 +128,7 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile}
+	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources
@@ -137,6 +142,7 @@ func (l *dirLoader) forget() {
 }
 
 func (l *dirLoader) forgetLocked() {
+	l.changes++
 	for p, c := range l.cache {
 		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
 		l.cache[p] = c
@@ -155,7 +161,8 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		paths, walkErrs = mesh.ResourceFiles(policiesDir)
 		errs = append(errs, walkErrs...)
 	}
-	all := append([]string{dataplaneFile}, paths...)
+	all := l.keptPaths(append([]string{dataplaneFile}, paths...))
+	paths = all[1:]
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
 	}
@@ -203,6 +210,31 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	}
 	l.last, l.lastFrom = snap, from
 	return snap, nil
+}
+
+// keptPaths returns all with each path the last snapshot was built from replaced by the
+// string kept for it then. The cache is keyed by path, and a Go map given a key it holds
+// keeps the new string: every reload would otherwise leave the paths of all the files
+// freshly allocated among its garbage, one live string in each span of it (a touch of
+// 20,000 files kept 17 MiB more of the heap in use).
+func (l *dirLoader) keptPaths(all []string) []string {
+	kept := l.lastFrom
+	if len(kept) == len(all) && slices.EqualFunc(kept, all, func(k loadPart, p string) bool { return k.path == p }) {
+		for i := range all {
+			all[i] = kept[i].path
+		}
+		return all
+	}
+	byPath := make(map[string]string, len(kept)) // files added or gone: found by name
+	for _, k := range kept {
+		byPath[k.path] = k.path
+	}
+	for i, p := range all {
+		if k, ok := byPath[p]; ok {
+			all[i] = k
+		}
+	}
+	return all
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
@@ -260,8 +292,12 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	}
 	l.decodeParallel(paths, todo, out)
 	for _, i := range todo {
+		prev, had := l.cache[paths[i]]
 		if out[i].readFailed {
-			delete(l.cache, paths[i])
+			if had {
+				delete(l.cache, paths[i])
+				l.changes++
+			}
 			continue
 		}
 		// The others are garbage once their file is decoded, and never cached.
@@ -278,6 +314,9 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 			// is known.
 			continue
 		}
+		if !had || prev.sum != out[i].sum || (prev.err == nil) != (out[i].err == nil) {
+			l.changes++
+		}
 		l.cache[paths[i]] = out[i]
 	}
 	return out
@@ -292,6 +331,7 @@ func (l *dirLoader) forgetAllBut(paths []string) {
 	for p := range l.cache {
 		if !seen[p] {
 			delete(l.cache, p)
+			l.changes++
 		}
 	}
 }
@@ -361,13 +401,17 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		results[i] = append(results[i], result{})
 		return len(results[i]) - 1
 	}
+	var sumBuf []byte // fileSum's, for every file of the load (a directory of 20,000 files is touched at once)
 	for _, i := range todo {
 		// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
 		// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 		// not read into memory (15 MB) beside the model it already gave.
 		prev, hadPrev := l.cache[paths[i]]
 		if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && paths[i] != l.dpFile {
-			if sum, err := fileSum(paths[i]); err == nil && sum == prev.sum {
+			if sumBuf == nil {
+				sumBuf = make([]byte, 64<<10)
+			}
+			if sum, err := fileSum(paths[i], sumBuf); err == nil && sum == prev.sum {
 				out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
 				continue
 			}
@@ -490,8 +534,8 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	}
 }
 
-// fileSum is the SHA-256 of the file at path, read 64 KiB at a time.
-func fileSum(path string) ([32]byte, error) {
+// fileSum is the SHA-256 of the file at path, read through buf.
+func fileSum(path string, buf []byte) ([32]byte, error) {
 	var sum [32]byte
 	f, err := os.Open(path)
 	if err != nil {
@@ -499,7 +543,9 @@ func fileSum(path string) ([32]byte, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.CopyBuffer(h, f, make([]byte, 64<<10)); err != nil {
+	// (the file hidden behind a plain Reader: as an io.WriterTo it would copy through a
+	// buffer of its own, allocated for each file)
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf); err != nil {
 		return sum, err
 	}
 	h.Sum(sum[:0])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,12 +38,13 @@ type entryStat struct {
 	size  int64
 }
 
-// cacheEntries reads the header of every entry in dir, by entry name, with its stat.
-func cacheEntries(t *testing.T, dir string) (map[string]cacheEntry, map[string]entryStat) {
+// cacheEntries reads the headers of the files of every entry in dir, by entry name, with
+// the entry's stat.
+func cacheEntries(t *testing.T, dir string) (map[string][]cacheEntry, map[string]entryStat) {
 	t.Helper()
 	des, err := os.ReadDir(dir)
 	must(t, err)
-	heads, stats := map[string]cacheEntry{}, map[string]entryStat{}
+	heads, stats := map[string][]cacheEntry{}, map[string]entryStat{}
 	for _, de := range des {
 		if !isEntryName(de.Name()) {
 			t.Errorf("%s in the cache directory", de.Name())
@@ -56,22 +58,51 @@ func cacheEntries(t *testing.T, dir string) (map[string]cacheEntry, map[string]e
 		stats[de.Name()] = entryStat{fi.Sys().(*syscall.Stat_t).Ino, fi.ModTime(), fi.Size()}
 		f, err := os.Open(filepath.Join(dir, de.Name()))
 		must(t, err)
-		var h cacheEntry
-		must(t, gob.NewDecoder(f).Decode(&h))
+		dec := gob.NewDecoder(f)
+		for {
+			var h cacheEntry
+			if err := dec.Decode(&h); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("entry %s: %v", de.Name(), err)
+			}
+			heads[de.Name()] = append(heads[de.Name()], h)
+			for n := 0; n < h.Resources; {
+				var chunk []mesh.Resource
+				must(t, dec.Decode(&chunk))
+				n += len(chunk)
+			}
+		}
 		f.Close()
-		heads[de.Name()] = h
 	}
 	return heads, stats
 }
 
-// entryOf is the name of the entry for the file at path ("" if none).
-func entryOf(heads map[string]cacheEntry, path string) string {
-	for name, h := range heads {
-		if h.Path == path {
-			return name
+// entryOf is the name of the entry holding the file at path ("" if none).
+func entryOf(heads map[string][]cacheEntry, path string) string {
+	_, name := headOf(heads, path)
+	return name
+}
+
+// headOf is the header of the file at path, and the name of its entry ("" if none).
+func headOf(heads map[string][]cacheEntry, path string) (cacheEntry, string) {
+	for name, hs := range heads {
+		for _, h := range hs {
+			if h.Path == path {
+				return h, name
+			}
 		}
 	}
-	return ""
+	return cacheEntry{}, ""
+}
+
+// filesIn counts the files the entries hold.
+func filesIn(heads map[string][]cacheEntry) int {
+	n := 0
+	for _, hs := range heads {
+		n += len(hs)
+	}
+	return n
 }
 
 // A restart reads decoded files back from the cache: nothing is decoded again and the model
@@ -90,8 +121,12 @@ func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	heads, _ := cacheEntries(t, cache)
 	files, err := resourceFiles(dir)
 	must(t, err)
-	if len(heads) != len(files) || entryOf(heads, exampleDataplane) != "" {
-		t.Fatalf("%d entries for %d files (the dataplane file is never one)", len(heads), len(files))
+	if filesIn(heads) != len(files) || entryOf(heads, exampleDataplane) != "" {
+		t.Fatalf("%d files in the entries for %d files (the dataplane file is never one)", filesIn(heads), len(files))
+	}
+	// The inventory (over bundleBelow) has an entry of its own, the small files share one.
+	if len(heads) != 2 || len(heads[entryOf(heads, filepath.Join(dir, "inventory.yaml"))]) != 1 {
+		t.Fatalf("entries: %v", heads)
 	}
 
 	warm := newDirLoader()
@@ -133,9 +168,9 @@ func restartDecodes(t *testing.T, cache, dir string, want int, what string) {
 	}
 }
 
-// The point of the entries: a change to one small file beside a large inventory writes that
-// file's entry and removes its old one; the inventory's entry (and every other) is left
-// as it is, not even rewritten in place.
+// The point of the entries: a change to one small file beside a large inventory writes the
+// small files' entry and removes its old one; the inventory's entry is left as it is, not
+// even rewritten in place.
 func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 3000}, invFile{"small.yaml", "extra", 1})
 	inv, small := files[0], files[1]
@@ -145,16 +180,17 @@ func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 	first, err := l.writeCache(cache)
 	must(t, err)
 	heads, stats := cacheEntries(t, cache)
-	if first.entries != len(heads) || first.resources < 3001 || first.removed != 0 {
+	if first.entries != len(heads) || len(heads) != 2 || first.resources < 3001 || first.removed != 0 {
 		t.Fatalf("first write: %+v, %d entries there", first, len(heads))
 	}
+	smallFiles := len(heads[entryOf(heads, small)])
 
 	inventory(t, small, "extra", 2) // one dataplane more
 	_, err = l.Load(exampleDataplane, dir)
 	must(t, err)
 	w, err := l.writeCache(cache)
 	must(t, err)
-	if w.entries != 1 || w.resources != 2 || w.removed != 1 || w.bytes <= 0 || w.bytes > first.bytes/100 {
+	if w.entries != 1 || w.resources >= 100 || w.removed != 1 || w.bytes <= 0 || w.bytes > first.bytes/10 {
 		t.Fatalf("after a change to the small file: %+v (the first write: %d bytes)", w, first.bytes)
 	}
 	heads2, stats2 := cacheEntries(t, cache)
@@ -162,18 +198,19 @@ func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("%d entries, want %d", len(heads2), len(heads))
 	}
 	oldSmall, newSmall := entryOf(heads, small), entryOf(heads2, small)
-	if oldSmall == newSmall || heads2[newSmall].Resources != 2 {
-		t.Fatalf("the small file's entry: %s then %s (%d resources)", oldSmall, newSmall, heads2[newSmall].Resources)
+	if h, _ := headOf(heads2, small); oldSmall == newSmall || h.Resources != 2 || len(heads2[newSmall]) != smallFiles {
+		t.Fatalf("the small files' entry: %s then %s (%d resources of the changed file, %d files)", oldSmall, newSmall,
+			h.Resources, len(heads2[newSmall]))
 	}
 	for name, st := range stats {
 		if name == oldSmall {
 			continue
 		}
 		if stats2[name] != st {
-			t.Errorf("entry of %s touched: %+v, then %+v", heads[name].Path, st, stats2[name])
+			t.Errorf("entry of %s touched: %+v, then %+v", heads[name][0].Path, st, stats2[name])
 		}
 	}
-	if name := entryOf(heads2, inv); name != entryOf(heads, inv) || heads2[name].Resources != 3000 {
+	if h, name := headOf(heads2, inv); name != entryOf(heads, inv) || h.Resources != 3000 {
 		t.Errorf("the inventory's entry: %s, then %s", entryOf(heads, inv), name)
 	}
 
@@ -209,8 +246,8 @@ func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
 	w, err := l.writeCache(cache)
 	must(t, err)
 	heads2, _ := cacheEntries(t, cache)
-	if w.removed != 1 || w.entries != 0 || entryOf(heads2, gone) != "" || len(heads2) != len(heads)-1 {
-		t.Fatalf("after a file was removed: %+v, %d entries (had %d)", w, len(heads2), len(heads))
+	if w.removed != 1 || w.entries != 1 || entryOf(heads2, gone) != "" || filesIn(heads2) != filesIn(heads)-1 {
+		t.Fatalf("after a file was removed: %+v, %d files in the entries (had %d)", w, filesIn(heads2), filesIn(heads))
 	}
 
 	must(t, os.WriteFile(bad, []byte("type: Dataplane\nname: [\n"), 0o644))
@@ -220,16 +257,16 @@ func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
 	w, err = l.writeCache(cache)
 	must(t, err)
 	heads3, _ := cacheEntries(t, cache)
-	if w.removed != 1 || w.entries != 0 || entryOf(heads3, bad) != "" {
+	if w.removed != 1 || w.entries != 1 || entryOf(heads3, bad) != "" || filesIn(heads3) != filesIn(heads2)-1 {
 		t.Fatalf("after a file stopped decoding: %+v", w)
 	}
 }
 
 // Entries of another build are removed; a broken one is reported and removed, and only its
-// file is decoded again (and written again); a write cut short is cleaned up.
+// files are decoded again (and written again); a write cut short is cleaned up.
 func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
-	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000})
-	inv := files[0]
+	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000}, invFile{"second.yaml", "sec", 1000})
+	inv, second := files[0], files[1]
 	if n, err := newDirLoader().restore(cache); n != 0 || err != nil {
 		t.Errorf("missing cache: %d files, %v", n, err)
 	}
@@ -246,7 +283,7 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	b, err := os.ReadFile(cut)
 	must(t, err)
 	must(t, os.WriteFile(cut, b[:len(b)*2/3], 0o600))
-	garbled := filepath.Join(cache, entryOf(heads, filepath.Join(dir, "redis.yaml")))
+	garbled := filepath.Join(cache, entryOf(heads, second))
 	must(t, os.WriteFile(garbled, []byte("not gob"), 0o600))
 	leftover := filepath.Join(cache, ".decode-cache-123")
 	must(t, os.WriteFile(leftover, []byte("half"), 0o600))
@@ -260,8 +297,8 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), entryOf(heads, inv)) || !strings.Contains(err.Error(), filepath.Base(garbled)) {
 		t.Errorf("broken entries not reported: %v", err)
 	}
-	if n != len(heads)-2 {
-		t.Errorf("restored %d files, want %d (all but the broken two)", n, len(heads)-2)
+	if n != filesIn(heads)-2 {
+		t.Errorf("restored %d files, want %d (all but the broken two)", n, filesIn(heads)-2)
 	}
 	for _, p := range []string{cut, garbled, leftover, filepath.Join(cache, staleName)} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
@@ -271,7 +308,7 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	if _, err := l.Load(exampleDataplane, dir); err != nil {
 		t.Fatal(err)
 	}
-	if l.decodes != 3 { // the dataplane file, the inventory and redis.yaml
+	if l.decodes != 3 { // the dataplane file and the two inventories
 		t.Errorf("%d files decoded, want 3", l.decodes)
 	}
 	w, err := l.writeCache(cache)
@@ -298,7 +335,10 @@ func TestFilesPersistsTheCache(t *testing.T) {
 	fx.cancel = cancel
 	go func() { fx.done <- src.Run(ctx, fx.out) }()
 	t.Cleanup(fx.stop)
-	waitEntries(t, cache, len(files))
+	waitEntries(t, cache, 1) // the example's files are all small: one entry
+	if heads, _ := cacheEntries(t, cache); filesIn(heads) != len(files) {
+		t.Fatalf("%d files in the entry, want %d", filesIn(heads), len(files))
+	}
 	restarted, err := NewFiles(FilesConfig{DataplaneFile: exampleDataplane, PoliciesDir: dir, CacheDir: cache}, nil)
 	must(t, err)
 	if u := restarted.Load(context.Background()); u.Err != nil || restarted.loader.decodes != 1 {
@@ -370,8 +410,8 @@ func TestDecodeCacheAfterAWriteCutShort(t *testing.T) {
 
 	warm := newDirLoader()
 	n, err := warm.restore(cache)
-	if err != nil || n != len(heads) {
-		t.Fatalf("restore: %d files (want %d), %v", n, len(heads), err)
+	if err != nil || n != filesIn(heads) {
+		t.Fatalf("restore: %d files (want %d), %v", n, filesIn(heads), err)
 	}
 	if _, err := os.Stat(filepath.Join(cache, other)); !os.IsNotExist(err) {
 		t.Errorf("the entry for another list was kept: %v", err)
@@ -554,4 +594,113 @@ func cacheMesh(t *testing.T, invs ...invFile) (dir string, files []string, cache
 		files = append(files, p)
 	}
 	return dir, files, filepath.Join(t.TempDir(), "model-cache")
+}
+
+// A directory of a file per dataplane: the small files share one entry (not one each,
+// with gob's type descriptions written and read again for every file), read back whole at
+// a restart; a change to one of them writes that entry again; an entry whose files do not
+// match its name is refused, and its files decoded.
+func TestDecodeCacheBundlesSmallFiles(t *testing.T) {
+	dir := t.TempDir()
+	const n = 300
+	for i := range n {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%03d.yaml", i)),
+			[]byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i))), 0o644))
+	}
+	cache := filepath.Join(t.TempDir(), "model-cache")
+	l := newDirLoader()
+	want, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	w, err := l.writeCache(cache)
+	must(t, err)
+	heads, _ := cacheEntries(t, cache)
+	if w.entries != 1 || w.resources != n || len(heads) != 1 || filesIn(heads) != n {
+		t.Fatalf("first write: %+v, %d entries holding %d files", w, len(heads), filesIn(heads))
+	}
+	for _, hs := range heads {
+		if !slices.IsSortedFunc(hs, func(a, b cacheEntry) int { return strings.Compare(a.Path, b.Path) }) {
+			t.Errorf("the files of the entry are not in path order")
+		}
+	}
+	warm := newDirLoader()
+	if got, err := warm.restore(cache); got != n || err != nil {
+		t.Fatalf("restore: %d files, %v", got, err)
+	}
+	s, err := warm.Load(exampleDataplane, dir)
+	must(t, err)
+	if warm.decodes != 1 || s.Hash != want.Hash {
+		t.Fatalf("a restart decoded %d files, hash %s (want 1, %s)", warm.decodes, s.Hash, want.Hash)
+	}
+
+	must(t, os.WriteFile(filepath.Join(dir, "dp-007.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "edited")), 0o644))
+	_, err = warm.Load(exampleDataplane, dir)
+	must(t, err)
+	w, err = warm.writeCache(cache)
+	must(t, err)
+	heads2, _ := cacheEntries(t, cache)
+	if h, _ := headOf(heads2, filepath.Join(dir, "dp-007.yaml")); w.entries != 1 || w.removed != 1 || len(heads2) != 1 || h.Resources != 1 {
+		t.Fatalf("after an edit: %+v, %d entries", w, len(heads2))
+	}
+
+	// The entry under another name (as if its files had other contents) is refused whole.
+	var name string
+	for name = range heads2 {
+	}
+	var sum [32]byte
+	renamed := entryName(bundleKey, cplink.BuildID(), "", sum)
+	must(t, os.Rename(filepath.Join(cache, name), filepath.Join(cache, renamed)))
+	broken := newDirLoader()
+	if got, err := broken.restore(cache); got != 0 || err == nil || !strings.Contains(err.Error(), "do not match its name") {
+		t.Fatalf("a renamed entry: %d files restored, %v", got, err)
+	}
+	_, err = broken.Load(exampleDataplane, dir)
+	must(t, err)
+	if broken.decodes != n+1 {
+		t.Fatalf("after a refused entry %d files decoded, want %d", broken.decodes, n+1)
+	}
+}
+
+// A reload that changed no file's content (a touch of every file, as a ConfigMap update or a
+// fresh checkout gives) leaves nothing new to keep: the cache keeps the path strings it
+// had, and the write that follows finds nothing to do without listing the files again.
+func TestTouchedFilesKeepNothingNew(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 200 {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%03d.yaml", i)),
+			[]byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i))), 0o644))
+	}
+	cache := filepath.Join(t.TempDir(), "model-cache")
+	l := newDirLoader()
+	first, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = l.writeCache(cache)
+	must(t, err)
+	keys := map[*byte]bool{}
+	for p := range l.cache {
+		keys[unsafe.StringData(p)] = true
+	}
+
+	later := time.Now().Add(time.Hour)
+	des, err := os.ReadDir(dir)
+	must(t, err)
+	for _, de := range des {
+		must(t, os.Chtimes(filepath.Join(dir, de.Name()), later, later))
+	}
+	again, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	if again != first || l.decodes != 201 {
+		t.Fatalf("a touch: same snapshot %v, %d files decoded in all (want 201)", again == first, l.decodes)
+	}
+	for p := range l.cache {
+		if !keys[unsafe.StringData(p)] {
+			t.Fatalf("the cache holds a new string for %s", p)
+		}
+	}
+	if allocs := testing.AllocsPerRun(5, func() {
+		if w, err := l.writeCache(cache); w.changed() || err != nil {
+			t.Fatalf("a touch wrote the cache: %+v, %v", w, err)
+		}
+	}); allocs != 0 {
+		t.Errorf("a write with nothing to write allocated %v times", allocs)
+	}
 }
