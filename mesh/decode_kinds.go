@@ -168,6 +168,7 @@ func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
 	if kind == KindMeshExternalService || kind == KindHostnameGenerator {
 		top["status"] = true // the control plane's; ignored
 	}
+	kuma, single := false, false // a TrafficRoute's conf in Kuma's form (kumaRouteConf)
 	switch kind {
 	case kindVirtualHost:
 		var vh virtualHost
@@ -183,13 +184,28 @@ func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
 			d.errorf("rules", "", "unknown field: a TrafficRoute holds one rule; write one TrafficRoute per rule")
 			delete(m, "rules")
 		}
+		kuma, single = d.kumaRouteConf(m, "")
 	case KindDataplane:
 		d.outboundService(m["networking"], "networking")
 	}
+	first := len(d.errs)
 	r := newResource(kind)
 	d.fields(reflect.ValueOf(r).Elem(), m, "", top)
 	d.finish(r, "")
+	if kuma {
+		d.kumaConfForm(&f, first, single)
+	}
 	return r, f
+}
+
+// kumaConfForm makes the errors reported from first on, and f's paths, name the fields of a
+// TrafficRoute's conf as Kuma's form wrote them (see kumaRouteConf).
+func (d *decoder) kumaConfForm(f *form, first int, single bool) {
+	for _, e := range d.errs[first:] {
+		e.Path = kumaConfPath(e.Path, single)
+	}
+	path := f.path
+	f.path = func(p string) string { return path(kumaConfPath(p, single)) }
 }
 
 // kubeMeta is Kubernetes' metadata; server-set fields are accepted and ignored.
@@ -276,6 +292,11 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		if kind == KindDataplane {
 			d.outboundService(spec["networking"], "spec.networking")
 		}
+		kuma, single := false, false
+		if kind == KindTrafficRoute {
+			kuma, single = d.kumaRouteConf(spec, "spec.")
+		}
+		first := len(d.errs)
 		r = newResource(kind)
 		d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
 		*r.GetMeta() = meta
@@ -283,6 +304,9 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 			rt.Namespace = km.Namespace
 		}
 		d.finish(r, "spec.")
+		if kuma {
+			d.kumaConfForm(&f, first, single)
+		}
 	}
 	return r, f
 }

@@ -294,7 +294,7 @@ type: TrafficRoute
 name: tr
 sources: []
 destinations: [{match: {kuma.io/service: a, version: v1}}]
-conf: [{weight: 0, destination: {kuma.io/service: "*"}}]
+conf: [{weight: 0, destination: {kuma.io/service: "*", version: "*"}}]
 `,
 			want: []string{
 				`f.yaml#1: dataplane "dp": networking.address: not an IP address (value "10.0.0.300")`,
@@ -302,7 +302,7 @@ conf: [{weight: 0, destination: {kuma.io/service: "*"}}]
 				`f.yaml#1: dataplane "dp": networking.inbound[0].tags: must contain kuma.io/service`,
 				`f.yaml#2: trafficroute "tr": sources: at least one source selector is required`,
 				`f.yaml#2: trafficroute "tr": destinations[0].match.version: only kuma.io/service can be used in destinations (value "v1")`,
-				`f.yaml#2: trafficroute "tr": conf[0].destination["kuma.io/service"]: "*" is only allowed in selectors (value "*")`,
+				`f.yaml#2: trafficroute "tr": conf[0].destination.version: "*" is only allowed as kuma.io/service (the service the connection was for) and in selectors (value "*")`,
 				`f.yaml#2: trafficroute "tr": conf: weights add up to 0`,
 			},
 		},

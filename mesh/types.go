@@ -287,6 +287,9 @@ type TrafficRoute struct {
 	Sources      []Selector            `json:"sources"`
 	Destinations []Selector            `json:"destinations"`
 	Conf         []WeightedDestination `json:"conf"`
+	// LoadBalancer is Kuma's conf.loadBalancer ({roundRobin: {}}, leastRequest, ringHash,
+	// random, maglev), kept as written (trafficroute_kuma.go).
+	LoadBalancer json.RawMessage `json:"loadBalancer,omitempty"`
 }
 
 // WeightedDestination is one element of TrafficRoute.conf.

@@ -331,11 +331,19 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 	for i, c := range tr.Conf {
 		total += uint64(c.Weight)
 		p := fmt.Sprintf("conf[%d].destination", i)
-		v.tags(p, c.Destination, true, false)
+		// "*" as the service (Kuma's route-all) is the service the connection was for;
+		// every other tag names one value.
+		v.tags(p, c.Destination, true, true)
+		for _, tg := range c.Destination {
+			if tg.Value == Wildcard && tg.Key != ServiceTag {
+				v.errorf(keyPath(p, tg.Key), tg.Value, `"*" is only allowed as %s (the service the connection was for) and in selectors`, ServiceTag)
+			}
+		}
 	}
 	if len(tr.Conf) > 0 && total == 0 {
 		v.errorf("conf", "", "weights add up to 0")
 	}
+	v.loadBalancer(tr.LoadBalancer)
 }
 
 func (v *validator) hostnameGenerator(hg *HostnameGenerator) {

@@ -132,11 +132,7 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 		return proxySpec{}, false
 	}
 	if r := g.routes.best(svc); r != nil {
-		split := make([]weighted, 0, len(r.conf))
-		for _, d := range r.conf {
-			split = append(split, weighted{cluster: g.serviceCluster(d.tags), weight: d.weight})
-		}
-		return proxySpec{stat: stat, split: split}, true
+		return proxySpec{stat: stat, split: r.split(svc, g.serviceCluster)}, true
 	}
 	return proxySpec{stat: stat, single: g.serviceCluster(tags)}, true
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/kumadp/kuma-dp/mesh"
@@ -16,8 +17,28 @@ type route struct {
 }
 
 type dest struct {
-	tags   mesh.Tags
+	tags   mesh.Tags // a service "*" is the service of the outbound (Kuma's route-all)
 	weight uint32
+}
+
+// split is where the route sends an outbound's connections to service svc: each
+// destination's cluster (named by cluster) and weight, the wildcard service read as svc and
+// destinations that then name one cluster added up, in the route's order.
+func (r *route) split(svc string, cluster func(mesh.Tags) string) []weighted {
+	out := make([]weighted, 0, len(r.conf))
+	for _, d := range r.conf {
+		tags := d.tags
+		if tags.Value(mesh.ServiceTag) == mesh.Wildcard {
+			tags = tags.With(mesh.ServiceTag, svc)
+		}
+		name := cluster(tags)
+		if i := slices.IndexFunc(out, func(w weighted) bool { return w.cluster == name }); i >= 0 {
+			out[i].weight += d.weight
+			continue
+		}
+		out = append(out, weighted{cluster: name, weight: d.weight})
+	}
+	return out
 }
 
 // routeIndex finds the best TrafficRoute for an outbound service (the L4 TrafficRoute design, Design step 3).
@@ -139,11 +160,11 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 	for i, c := range tr.Conf {
 		tags := normalizeTags(c.Destination)
 		svc := tags.Value(mesh.ServiceTag)
-		if svc == "" || svc == mesh.Wildcard {
-			return nil, &routeError{fmt.Sprintf("conf[%d].destination", i), "needs a concrete kuma.io/service (or service) tag"}
+		if svc == "" {
+			return nil, &routeError{fmt.Sprintf("conf[%d].destination", i), "needs a kuma.io/service (or service) tag"}
 		}
 		for _, tg := range tags {
-			if k, v := tg.Key, tg.Value; v == mesh.Wildcard || v == "" {
+			if k, v := tg.Key, tg.Value; (v == mesh.Wildcard && k != mesh.ServiceTag) || v == "" {
 				return nil, &routeError{fmt.Sprintf("conf[%d].destination.%s", i, k), fmt.Sprintf("destination tags need exact values (value %q)", v)}
 			}
 		}

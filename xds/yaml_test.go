@@ -20,6 +20,7 @@ func TestYAMLScenarios(t *testing.T) {
 		listener    string
 		want        []string
 		wantLoadErr string
+		golden      string // the golden file's name when not "yaml-" + name (a scenario checked at two listeners)
 	}{
 		{name: "A-identical-selectors", want: []string{"backend{region=eu-west-3}:100"}},
 		{name: "B-more-tags", want: []string{"backend{region=eu-west-3}:100"}},
@@ -30,6 +31,12 @@ func TestYAMLScenarios(t *testing.T) {
 		{name: "F-later-collision", want: []string{"backend{region=eu-west-3}:100"}},
 		{name: "mes-universal", dataplane: "testdata/yaml/mes-universal/dataplane.yaml", policies: "testdata/yaml/mes-universal/policies",
 			listener: "outbound:127.0.0.1:54321", want: []string{"meshexternalservice_httpbin"}},
+		// Kuma's forms: a split beats route-all for backend; route-all's wildcard
+		// destination is the outbound's own service for redis.
+		{name: "kuma-route-split", dataplane: "testdata/yaml/kuma-routes/dataplane.yaml", policies: "testdata/yaml/kuma-routes/policies",
+			listener: "outbound:127.0.0.1:10000", want: []string{"backend{version=v1}:90", "backend{version=v2}:10"}, golden: "yaml-kuma-routes"},
+		{name: "kuma-route-all", dataplane: "testdata/yaml/kuma-routes/dataplane.yaml", policies: "testdata/yaml/kuma-routes/policies",
+			listener: "outbound:127.0.0.1:10001", want: []string{"redis:1"}, golden: "yaml-kuma-routes"},
 	}
 	for _, c := range cases {
 		dp, pol := c.dataplane, c.policies
@@ -44,7 +51,11 @@ func TestYAMLScenarios(t *testing.T) {
 		if strings.Contains(dp, "before") {
 			golden += "-before"
 		}
-		t.Run(golden, func(t *testing.T) {
+		name := golden
+		if c.golden != "" {
+			golden = c.golden
+		}
+		t.Run(name, func(t *testing.T) {
 			if _, err := os.Stat(dp); err != nil {
 				t.Skipf("scenario not present: %v", err)
 			}
