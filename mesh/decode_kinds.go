@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +143,15 @@ func within(p, q string) bool {
 	return len(p) == len(q) || q == "" || p[len(q)] == '.' || p[len(q)] == '['
 }
 
+// kumaOnlyKinds are Kuma's resource kinds this agent does not read: a file of them (a dump
+// of a Kuma mesh's policies) is refused with that said, not as a typo of a known kind.
+var kumaOnlyKinds = []string{"Mesh", "TrafficPermission", "TrafficLog", "TrafficTrace", "HealthCheck", "CircuitBreaker",
+	"FaultInjection", "Retry", "Timeout", "RateLimit", "ProxyTemplate", "ExternalService", "Zone", "ZoneIngress",
+	"ZoneEgress", "MeshGateway", "MeshGatewayRoute", "MeshTrafficPermission", "MeshAccessLog", "MeshTrace",
+	"MeshTimeout", "MeshRetry", "MeshCircuitBreaker", "MeshHealthCheck", "MeshHTTPRoute", "MeshTCPRoute",
+	"MeshLoadBalancingStrategy", "MeshFaultInjection", "MeshRateLimit", "MeshProxyPatch", "MeshService",
+	"MeshMultiZoneService", "MeshMetric", "MeshPassthrough", "MeshTLS", "Secret", "GlobalSecret"}
+
 // checkKind reports an unknown kind, suggesting the closest known one.
 func (d *decoder) checkKind(field, kind string) bool {
 	for _, k := range kinds {
@@ -149,7 +159,10 @@ func (d *decoder) checkKind(field, kind string) bool {
 			return true
 		}
 	}
-	if s := Suggest(kind, kinds); s != "" {
+	if slices.Contains(kumaOnlyKinds, kind) {
+		d.errorf(field, kind, "a Kuma policy kuma-dp does not act on (it acts on %s): keep it at a Kuma control plane, "+
+			"out of the files this agent reads", strings.Join(kinds[:5], ", "))
+	} else if s := Suggest(kind, kinds); s != "" {
 		d.errorf(field, kind, "unknown kind, did you mean %s?", s)
 	} else {
 		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(kinds, ", "))

@@ -104,3 +104,20 @@ func TestKumaTrafficRouteConfErrors(t *testing.T) {
 		}
 	}
 }
+
+// A Kuma policy of a kind the agent does not read (a dump of a Kuma mesh's policies) is
+// refused saying so, in either form, not as a misspelt kind.
+func TestKumaOnlyKindsNamed(t *testing.T) {
+	for _, doc := range []string{
+		"type: TrafficPermission\nname: allow-all-default\nmesh: default\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\n",
+		"apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata: {name: mesh-timeout-all-default}\nspec: {targetRef: {kind: Mesh}}\n",
+	} {
+		_, err := Decode("kuma.yaml", []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "a Kuma policy kuma-dp does not act on (it acts on Dataplane, VirtualOutbound, TrafficRoute") {
+			t.Errorf("got %v", err)
+		}
+	}
+	if _, err := Decode("typo.yaml", []byte("type: TrafficRoot\nname: x\n")); err == nil || !strings.Contains(err.Error(), "did you mean TrafficRoute?") {
+		t.Errorf("a misspelt kind: %v", err)
+	}
+}
