@@ -15,6 +15,8 @@
 #                   (svc-0 ...) in transparentProxying.reachableServices: it keeps only
 #                   their dataplanes (no dnsperf run: the other names are not its own)
 # and SIZES may hold "example": kuma-dp alone with the bundled example mesh (testdata/mesh).
+# LAYOUT=files writes the mesh as a file per dataplane (as a directory kept in git, or
+# synced from one, may be) instead of one inventory file (LAYOUT=file, the default).
 #
 # The Go servers are built as their releases ship (CGO_ENABLED=0, -trimpath, -ldflags
 # "-s -w": static binaries, as the kuma-dp image and CoreDNS's releases are). Run as root,
@@ -34,7 +36,7 @@
 # for start times on a busy node.
 #
 # Knobs: SIZES SETTLE DURATION CLIENTS SERVER_CPU LOADGEN_CPU PORT_BASE BENCH SERVERS BUSY
-#   BASELINE REACH AGENT_USER
+#   BASELINE REACH AGENT_USER LAYOUT
 # Example: SIZES="100000 10000 example" bench/memory.sh
 # Needs: go, dig, taskset, ss; dnsperf (apt-get install dnsperf) for the query runs.
 set -euo pipefail
@@ -52,6 +54,9 @@ BUSY=${BUSY:-0}
 SERVERS=${SERVERS:-"kuma-dp kuma-dp-reach coredns-hosts miekg nsd dnsmasq"}
 BASELINE=${BASELINE:-}
 REACH=${REACH:-10}
+LAYOUT=${LAYOUT:-file}
+[[ $LAYOUT == file || $LAYOUT == files ]] || { echo "bench-memory: LAYOUT must be file or files (value \"$LAYOUT\")" >&2; exit 2; }
+DATA=$BENCH/data/$LAYOUT
 # Run as root, the kuma-dp servers run as this user (the binary must be readable by it).
 AGENT_USER=${AGENT_USER-$([[ $(id -u) == 0 ]] && echo nobody)}
 [[ -n $BASELINE && " $SERVERS " != *" kuma-dp-baseline "* ]] && SERVERS="kuma-dp-baseline $SERVERS"
@@ -71,15 +76,19 @@ go_build "$BENCH/bin" ./cmd/kuma-dp ./bench/vipdns ./bench/miekgdns ./bench/rssp
 
 # gen N: hosts + queries (vipdns --gen), a zone file, and the kuma-dp mesh of N dataplanes.
 gen() {
-  local n=$1 d=$BENCH/data/$1
-  [[ -s $d/mesh/policies/dataplanes.yaml ]] && return 0
+  local n=$1 d=$DATA/$1
+  [[ -s $d/queries.txt ]] && return 0
   mkdir -p "$d/mesh/policies"
   "$BENCH/bin/vipdns" --gen "$n" --out "$d"
   awk 'BEGIN { print "$ORIGIN mesh.\n$TTL 3600\n@ IN SOA ns.mesh. hostmaster.mesh. 1 7200 3600 1209600 3600\n@ IN NS ns.mesh.\nns IN A 127.0.0.1" }
        { sub(/\.mesh$/, "", $2); print $2, "IN", ($1 ~ /:/ ? "AAAA" : "A"), $1 }' "$d/hosts" > "$d/db.mesh"
   printf 'type: Dataplane\nmesh: default\nname: bench-client\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: 7000\n    tags:\n      kuma.io/service: bench-client\n' > "$d/mesh/dp.yaml"
-  awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) printf "type: Dataplane\nmesh: default\nname: svc-%d-1\nnetworking:\n  address: 10.%d.%d.%d\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: svc-%d\n---\n", i, int(i / 62500) + 1, int(i / 250) % 250, i % 250 + 1, i }' \
-    > "$d/mesh/policies/dataplanes.yaml"
+  awk -v n="$n" -v files="$([[ $LAYOUT == files ]] && echo "$d/mesh/policies")" 'BEGIN {
+    for (i = 0; i < n; i++) {
+      doc = sprintf("type: Dataplane\nmesh: default\nname: svc-%d-1\nnetworking:\n  address: 10.%d.%d.%d\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: svc-%d\n", i, int(i / 62500) + 1, int(i / 250) % 250, i % 250 + 1, i)
+      if (files == "") { printf "%s---\n", doc; continue }
+      f = sprintf("%s/svc-%06d.yaml", files, i); printf "%s", doc > f; close(f)
+    } }' > "$([[ $LAYOUT == files ]] && echo /dev/null || echo "$d/mesh/policies/dataplanes.yaml")"
 }
 
 declare -A PORT
@@ -88,7 +97,7 @@ for s in $SERVERS; do PORT[$s]=$((PORT_BASE + i)); i=$((i + 1)); done
 
 # server_cmd NAME SIZE RUNDIR: the foreground command serving SIZE's names on PORT[NAME].
 server_cmd() {
-  local name=$1 size=$2 dir=$3 p=${PORT[$1]} d=$BENCH/data/$2
+  local name=$1 size=$2 dir=$3 p=${PORT[$1]} d=$DATA/$2
   case $name in
   kuma-dp|kuma-dp-baseline|kuma-dp-reach)
     local dp=$d/mesh/dp.yaml pol=$d/mesh/policies bin=$BENCH/bin/kuma-dp
@@ -178,7 +187,7 @@ for size in $SIZES; do
     read -r peak_rss peak_anon _ < "$dir/peak.txt" || true
     after=""
     if [[ -n $HAVE_DNSPERF && $size != example && $s != kuma-dp-reach ]]; then
-      taskset -c "$LOADGEN_CPU" dnsperf -s 127.0.0.1 -p "${PORT[$s]}" -d "$BENCH/data/$size/queries.txt" \
+      taskset -c "$LOADGEN_CPU" dnsperf -s 127.0.0.1 -p "${PORT[$s]}" -d "$DATA/$size/queries.txt" \
         -c "$CLIENTS" -l "$DURATION" -Q 1000000 > "$dir/dnsperf.txt" 2>&1 || true
       after="$(mib "$(rss_kib "$PID")") ($(mib "$(anon_kib "$PID")"))"
       qps=$(awk '/Queries per second/ {printf "%.0f", $4}' "$dir/dnsperf.txt")
@@ -186,7 +195,7 @@ for size in $SIZES; do
     fi
     touched=""
     if [[ $s == kuma-dp* ]]; then
-      if [[ $size == example ]]; then touch "$dir"/mesh/policies/*; else touch "$BENCH/data/$size/mesh/policies/dataplanes.yaml"; fi
+      if [[ $size == example ]]; then touch "$dir"/mesh/policies/*; else find "$DATA/$size/mesh/policies" -type f -exec touch {} +; fi
       sleep "$SETTLE"
       touched="$(mib "$(rss_kib "$PID")") ($(mib "$(anon_kib "$PID")"))"
     fi
@@ -199,7 +208,7 @@ for size in $SIZES; do
 done
 
 echo
-echo "one run, $(date -u +%F), $(nproc) CPUs, servers on CPU $SERVER_CPU$([[ $BUSY == 1 ]] && echo ", the other core busy while starting"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "one run, $(date -u +%F), $(nproc) CPUs, servers on CPU $SERVER_CPU$([[ $BUSY == 1 ]] && echo ", the other core busy while starting")$([[ $LAYOUT == files ]] && echo ", the mesh a file per dataplane"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | peak sampled while loading MiB (anonymous) | RSS MiB after ${DURATION}s of queries (anonymous) | RSS MiB after a touch (anonymous) |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|"
