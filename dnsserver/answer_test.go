@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -237,4 +238,49 @@ func TestEDNS(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEDNSFlagsCleared: the EDNS flags a client sets that are not DO (the Z bits, RFC 6891
+// 6.1.4: "set to zero by senders and ignored by receivers") are not echoed in any answer:
+// local, forwarded, forwarded NXDOMAIN, cached and SERVFAIL from a dead upstream, over UDP
+// and TCP; DO is. The EDNS compliance tests (DNS flag day 2019, "ednsflags") check exactly
+// this.
+func TestEDNSFlagsCleared(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.LocalAddr().String() // nothing listens: refused at once
+	c.Close()
+	deadTS := startServer(t, Config{Upstreams: []string{dead}}, testTable())
+	for _, srv := range []struct {
+		name string
+		ts   *testServer
+		qs   []string
+	}{
+		{"", ts, []string{"backend.mesh.", "example.org.", "example.org.", "nope.example.org."}},
+		{"dead upstream ", deadTS, []string{"example.org."}},
+	} {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, do := range []bool{false, true} {
+				for _, name := range srv.qs {
+					q := question(name, dns.TypeA)
+					q.SetEdns0(1232, do)
+					q.IsEdns0().Hdr.Ttl |= 0x7fff // every Z bit
+					r := srv.ts.exchange(t, network, q)
+					want := uint32(0)
+					if do {
+						want = 0x8000
+					}
+					o := r.IsEdns0()
+					if o == nil || o.Hdr.Ttl != want {
+						t.Errorf("%s%s %s DO=%v (%s): want an OPT with flags %#x, got %v", srv.name, network, name, do,
+							dns.RcodeToString[r.Rcode], want, o)
+					}
+				}
+			}
+		}
+	}
 }

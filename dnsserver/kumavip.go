@@ -32,6 +32,13 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		// RFC 6891 6.1.1: more than one OPT record is a format error.
 		return h.refuse(w, r, dns.RcodeFormatError)
 	}
+	if opt := r.IsEdns0(); opt != nil {
+		// The EDNS flags other than DO are "set to zero by senders and ignored by
+		// receivers" (RFC 6891 6.1.4). CoreDNS builds the OPT of forwarded, cached and
+		// SERVFAIL answers from the request's (request.SizeAndDo keeps bits 8-15): cleared
+		// here, they are neither echoed to the client nor sent upstream as ours.
+		opt.Hdr.Ttl &^= ednsZ
+	}
 	qq := r.Question[0]
 	n, err := dns.PackDomainName(qq.Name, nb[:], 0, nil, false)
 	if err != nil {
@@ -146,6 +153,9 @@ func (c *countingWriter) count(rcode int) {
 
 func (c *countingWriter) WriteMsg(m *dns.Msg) error {
 	c.count(m.Rcode)
+	if opt := m.IsEdns0(); opt != nil {
+		opt.Hdr.Ttl &^= ednsZ // an upstream's unknown EDNS flags are not ours to send (RFC 6891 6.1.4)
+	}
 	return c.ResponseWriter.WriteMsg(m)
 }
 

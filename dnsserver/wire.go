@@ -21,7 +21,8 @@ const (
 	flagCD = 1 << 4
 
 	ednsDO      = 1 << 15
-	ednsUDPSize = 1232 // payload size we advertise (DNS flag day 2020)
+	ednsZ       = 1<<15 - 1 // the EDNS flags after DO: zero in what we send (RFC 6891 6.1.4)
+	ednsUDPSize = 1232      // payload size we advertise (DNS flag day 2020)
 )
 
 // query is one question as the responder needs it, parsed either from a raw packet (the
