@@ -284,3 +284,30 @@ func TestEDNSFlagsCleared(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeUDPQuery: a UDP query longer than 512 bytes (EDNS padding, RFC 7830, as
+// `dig +padding` and stubs padding their queries send it; a large option) is answered like
+// a short one, up to the 1232 bytes our OPT advertises and beyond: local names on the fast
+// path, forwarded names through CoreDNS (whose UDP reads are 512 bytes).
+func TestLargeUDPQuery(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, size := range []int{400, 600, 1232, 4000} {
+		for _, name := range []string{"backend.mesh.", "Backend.Mesh.default.svc.cluster.local.", "example.org."} {
+			for _, network := range []string{"udp", "tcp"} {
+				q := question(name, dns.TypeA)
+				q.SetEdns0(1232, true)
+				o := q.IsEdns0()
+				o.Option = append(o.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"})
+				o.Option = append(o.Option, &dns.EDNS0_PADDING{Padding: make([]byte, size-q.Len()-4)})
+				if q.Len() != size {
+					t.Fatalf("query of %d bytes, want %d", q.Len(), size)
+				}
+				r := ts.exchange(t, network, q)
+				if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 || r.IsEdns0() == nil || !r.IsEdns0().Do() {
+					t.Errorf("%s query of %d bytes for %s: want an answer with OPT and DO, got %v", network, size, name, r)
+				}
+			}
+		}
+	}
+}

@@ -18,20 +18,29 @@ import (
 type fastConn struct {
 	*net.UDPConn
 	s   *Server
+	in  []byte // what the socket is read into: CoreDNS's own buffers are 512 bytes
 	out []byte
 }
+
+// maxUDPQuery is the longest UDP query read whole: at least the payload size our OPT
+// advertises (ednsUDPSize), which a client may send us (RFC 6891 6.2.5), padded queries
+// included (RFC 7830).
+const maxUDPQuery = 4096
 
 func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	if c.out == nil {
 		c.out = make([]byte, 0, 1024)
+		c.in = make([]byte, maxUDPQuery)
 	}
 	for {
-		n, from, err := c.UDPConn.ReadFromUDPAddrPort(b)
+		n, from, err := c.UDPConn.ReadFromUDPAddrPort(c.in)
 		if err != nil {
-			return n, nil, err
+			return 0, nil, err
 		}
+		p := c.in[:n]
 		var q query
-		if parseQuery(b[:n], &q) {
+		parsed := parseQuery(p, &q)
+		if parsed {
 			resp, kind := c.s.resp.answer(&q, c.out[:0], q.limit())
 			c.out = resp[:0]
 			if kind != notOurs {
@@ -40,12 +49,20 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 				continue
 			}
 		}
-		if resp, ok := c.s.answerRoute(c.out[:0], b[:n]); ok { // routezones.go
+		if resp, ok := c.s.answerRoute(c.out[:0], p); ok { // routezones.go
 			c.out = resp[:0]
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue
 		}
-		return n, net.UDPAddrFromAddrPort(from), nil
+		if len(p) > len(b) && parsed && q.edns {
+			// Longer than CoreDNS reads (512 bytes: cut short, it would be a FORMERR) only by
+			// its EDNS options (padding, ...): the same query without them. They are
+			// hop-by-hop: not forwarded, and none is echoed in an answer.
+			at := headerLen + len(q.qname) + 4 // the OPT record
+			p[at+9], p[at+10] = 0, 0           // RDLENGTH
+			p = p[:at+11]
+		}
+		return copy(b, p), net.UDPAddrFromAddrPort(from), nil
 	}
 }
 
