@@ -54,6 +54,13 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue
 		}
+		if !parsed {
+			if resp, ok := formErr(c.out[:0], p); ok {
+				c.out = resp[:0]
+				c.UDPConn.WriteToUDPAddrPort(resp, from)
+				continue
+			}
+		}
 		if len(p) > len(b) && parsed && q.edns {
 			// Longer than CoreDNS reads (512 bytes: cut short, it would be a FORMERR) only by
 			// its EDNS options (padding, ...): the same query without them. They are

@@ -39,6 +39,11 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		// here, they are neither echoed to the client nor sent upstream as ours.
 		opt.Hdr.Ttl &^= ednsZ
 	}
+	if r.Opcode != dns.OpcodeQuery && r.Opcode != dns.OpcodeNotify {
+		// IQUERY, STATUS, UPDATE, unassigned: setup lets them through to be answered here,
+		// never forwarded, with the query's OPT (CoreDNS adds it to what we write).
+		return h.refuse(w, r, dns.RcodeNotImplemented)
+	}
 	qq := r.Question[0]
 	n, err := dns.PackDomainName(qq.Name, nb[:], 0, nil, false)
 	if err != nil {
@@ -49,8 +54,8 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		if e, _, _, _ := h.s.resp.find(&q); e == nil {
 			return h.upstream(ctx, w, r)
 		}
-		// A name of ours: no NOTIFY, UPDATE or other opcode is forwarded upstream about it,
-		// and its names are not a zone to transfer.
+		// A name of ours: no NOTIFY is forwarded upstream about it, and its names are not a
+		// zone to transfer.
 		if r.Opcode != dns.OpcodeQuery {
 			return h.refuse(w, r, dns.RcodeNotImplemented)
 		}

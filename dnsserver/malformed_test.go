@@ -226,3 +226,63 @@ func readFull(c net.Conn, b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestErrorsKeepOPT: "If an OPT record is present in a received request, compliant
+// responders MUST include an OPT record in their respective responses" (RFC 6891 6.1.1),
+// FORMERR about the OPT itself included (section 7: it tells a format error from a server
+// without EDNS, which a client would stop sending EDNS to). Each error answer to a query
+// with an OPT (DO set) has one, version 0, with DO, and the query's id and opcode; opcodes
+// other than QUERY and NOTIFY are not forwarded. The FORMERR cases are UDP only: over
+// TCP miekg/dns answers them before CoreDNS sees them (docs/dns.md).
+func TestErrorsKeepOPT(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	opt := []byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 0} // 1232 bytes, DO
+	type tc struct {
+		name   string
+		pkt    []byte
+		rcode  int
+		opcode int
+		tcp    bool
+	}
+	var cases []tc
+	for _, op := range []int{dns.OpcodeIQuery, dns.OpcodeStatus, 3, dns.OpcodeUpdate, 6, 15} {
+		for _, name := range []string{"backend.mesh", "example.org"} {
+			cases = append(cases, tc{fmt.Sprintf("opcode %d %s", op, name),
+				cat(hdr(uint16(op), uint16(op)<<11|0x0100, 1, 0, 0, 1), wireQ(name, 1), opt), dns.RcodeNotImplemented, op, true})
+		}
+	}
+	cases = append(cases,
+		tc{"zero questions", cat(hdr(100, 0x0100, 0, 0, 0, 1), opt), dns.RcodeFormatError, 0, false},
+		tc{"two questions", cat(hdr(101, 0x0100, 2, 0, 0, 1), wireQ("backend.mesh", 1), wireQ("example.org", 1), opt), dns.RcodeFormatError, 0, false},
+		tc{"OPT option overruns its RDATA", cat(hdr(102, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1),
+			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 5, 0, 10, 0, 9, 1}), dns.RcodeFormatError, 0, false},
+		tc{"OPT option cut short", cat(hdr(103, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1),
+			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 2, 0, 10}), dns.RcodeFormatError, 0, false},
+		tc{"UPDATE with two zones", cat(hdr(105, 5<<11, 2, 0, 0, 1), wireQ("mesh", 6), wireQ("org", 6), opt), dns.RcodeFormatError, 5, false},
+		tc{"OPT after a bad answer record", cat(hdr(104, 0x0100, 1, 1, 0, 1), wireQ("example.org", 1),
+			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, opt), dns.RcodeFormatError, 0, false},
+	)
+	for _, c := range cases {
+		for _, network := range []string{"udp", "tcp"} {
+			if network == "tcp" && !c.tcp {
+				continue
+			}
+			before := up.queries.Load()
+			r, err := sendRaw(network, ts.udp, c.pkt, time.Second)
+			if err != nil {
+				t.Errorf("%s %s: %v", network, c.name, err)
+				continue
+			}
+			o := r.IsEdns0()
+			if r.Rcode != c.rcode || r.Opcode != c.opcode || r.Id != binary.BigEndian.Uint16(c.pkt) ||
+				o == nil || o.Version() != 0 || !o.Do() || o.Hdr.Ttl&0xff007fff != 0 {
+				t.Errorf("%s %s: want %s, opcode %d, the id, an OPT (version 0, DO); got %v", network, c.name,
+					dns.RcodeToString[c.rcode], c.opcode, r)
+			}
+			if up.queries.Load() != before {
+				t.Errorf("%s %s went upstream", network, c.name)
+			}
+		}
+	}
+}

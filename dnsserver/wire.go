@@ -184,3 +184,75 @@ func be16(b []byte, v uint16) []byte { return append(b, byte(v>>8), byte(v)) }
 func be32(b []byte, v uint32) []byte {
 	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
+
+// formErr appends the FORMERR answer to the query p when it has an OPT record and
+// miekg/dns would answer it FORMERR (zero or several questions, more records than a query
+// has, or an unpackable record: an EDNS option overrunning its OPT, ...): the same answer
+// (header only, id, opcode, RD and CD kept) plus an OPT, which miekg/dns leaves out. RFC
+// 6891 6.1.1 and 7: an answer to a query with an OPT has one, a FORMERR about the OPT
+// included, so the client can tell it from a server without EDNS. It returns false for
+// everything else; the UDP fast path calls it only for packets parseQuery did not take.
+func formErr(b, p []byte) ([]byte, bool) {
+	if len(p) < headerLen {
+		return b, false
+	}
+	flags := binary.BigEndian.Uint16(p[2:])
+	if flags&flagQR != 0 {
+		return b, false // a response: ignored
+	}
+	var n [4]int // questions, answers, authority, additional
+	for i := range n {
+		n[i] = int(binary.BigEndian.Uint16(p[4+2*i:]))
+	}
+	if n[3] == 0 {
+		return b, false
+	}
+	// What miekg/dns takes (dns.DefaultMsgAcceptFunc; the other opcodes, which setup
+	// allows, with one question and any records) and can unpack goes to CoreDNS.
+	accepted := n[0] == 1
+	if op := flags >> 11 & 0xF; op == dns.OpcodeQuery || op == dns.OpcodeNotify {
+		accepted = accepted && n[1] <= 1 && n[2] <= 1 && n[3] <= 2
+	}
+	if accepted && new(dns.Msg).Unpack(p) == nil {
+		return b, false
+	}
+	off := headerLen
+	for i := 0; i < n[0]; i++ {
+		if off = skipName(p, off) + 4; off < 4 {
+			return b, false
+		}
+	}
+	for i := 0; i < n[1]+n[2]+n[3]; i++ {
+		if off = skipName(p, off); off < 0 || off+10 > len(p) {
+			return b, false
+		}
+		if i >= n[1]+n[2] && binary.BigEndian.Uint16(p[off:]) == dns.TypeOPT {
+			b = be16(b, binary.BigEndian.Uint16(p))
+			b = be16(b, flagQR|flags&(0x7800|flagRD|flagCD)|dns.RcodeFormatError)
+			b = append(b, 0, 0, 0, 0, 0, 0, 0, 1)
+			return (&responder{}).opt(b, &query{edns: true, do: binary.BigEndian.Uint16(p[off+6:])&ednsDO != 0}), true
+		}
+		off += 10 + int(binary.BigEndian.Uint16(p[off+8:]))
+	}
+	return b, false
+}
+
+// skipName returns the offset after the (possibly compressed) name at off, or -1.
+func skipName(p []byte, off int) int {
+	for off < len(p) {
+		switch l := int(p[off]); {
+		case l == 0:
+			return off + 1
+		case l&0xC0 == 0xC0:
+			if off+2 > len(p) {
+				return -1
+			}
+			return off + 2
+		case l > 63:
+			return -1
+		default:
+			off += 1 + l
+		}
+	}
+	return -1
+}
