@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // fastConn is the UDP socket as CoreDNS's server sees it. Its ReadFrom answers the queries
@@ -71,6 +73,53 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 		}
 		return copy(b, p), net.UDPAddrFromAddrPort(from), nil
 	}
+}
+
+// optListener is the TCP listener as CoreDNS's server sees it: its connections write the
+// FORMERR miekg/dns sends about a query with an OPT record (before CoreDNS sees the query)
+// with one, as the UDP fast path does (formErr).
+type optListener struct{ net.Listener }
+
+func (l optListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &optConn{Conn: c}, nil
+}
+
+// optConn keeps the query being answered: miekg/dns serves a connection's queries one at a
+// time (it reads a whole one - two-byte length, message - and writes its answer before it
+// reads the next), so the bytes read since the last write are that query.
+type optConn struct {
+	net.Conn
+	query []byte
+	wrote bool
+}
+
+func (c *optConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.wrote {
+		c.query, c.wrote = c.query[:0], false
+	}
+	if len(c.query)+n <= 2+dns.MaxMsgSize {
+		c.query = append(c.query, b[:n]...)
+	}
+	return n, err
+}
+
+func (c *optConn) Write(b []byte) (int, error) {
+	c.wrote = true
+	// miekg/dns's FORMERR: QR set, no records (the question when it could unpack it)
+	if len(b) >= 2+headerLen && b[4]&0x80 != 0 && int(b[5]&0xF) == dns.RcodeFormatError &&
+		string(b[8:14]) == "\x00\x00\x00\x00\x00\x00" && len(c.query) > 2 {
+		if resp, ok := formErr(make([]byte, 2, 2+headerLen+11), c.query[2:]); ok {
+			binary.BigEndian.PutUint16(resp, uint16(len(resp)-2))
+			_, err := c.Conn.Write(resp)
+			return len(b), err
+		}
+	}
+	return c.Conn.Write(b)
 }
 
 // probeAll sends each listener a query it answers without upstream (an unassigned opcode:

@@ -232,8 +232,7 @@ func readFull(c net.Conn, b []byte) (int, error) {
 // FORMERR about the OPT itself included (section 7: it tells a format error from a server
 // without EDNS, which a client would stop sending EDNS to). Each error answer to a query
 // with an OPT (DO set) has one, version 0, with DO, and the query's id and opcode; opcodes
-// other than QUERY and NOTIFY are not forwarded. The FORMERR cases are UDP only: over
-// TCP miekg/dns answers them before CoreDNS sees them (docs/dns.md).
+// other than QUERY and NOTIFY are not forwarded.
 func TestErrorsKeepOPT(t *testing.T) {
 	up := startUpstream(t)
 	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
@@ -253,15 +252,15 @@ func TestErrorsKeepOPT(t *testing.T) {
 		}
 	}
 	cases = append(cases,
-		tc{"zero questions", cat(hdr(100, 0x0100, 0, 0, 0, 1), opt), dns.RcodeFormatError, 0, false},
-		tc{"two questions", cat(hdr(101, 0x0100, 2, 0, 0, 1), wireQ("backend.mesh", 1), wireQ("example.org", 1), opt), dns.RcodeFormatError, 0, false},
+		tc{"zero questions", cat(hdr(100, 0x0100, 0, 0, 0, 1), opt), dns.RcodeFormatError, 0, true},
+		tc{"two questions", cat(hdr(101, 0x0100, 2, 0, 0, 1), wireQ("backend.mesh", 1), wireQ("example.org", 1), opt), dns.RcodeFormatError, 0, true},
 		tc{"OPT option overruns its RDATA", cat(hdr(102, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1),
-			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 5, 0, 10, 0, 9, 1}), dns.RcodeFormatError, 0, false},
+			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 5, 0, 10, 0, 9, 1}), dns.RcodeFormatError, 0, true},
 		tc{"OPT option cut short", cat(hdr(103, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1),
-			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 2, 0, 10}), dns.RcodeFormatError, 0, false},
-		tc{"UPDATE with two zones", cat(hdr(105, 5<<11, 2, 0, 0, 1), wireQ("mesh", 6), wireQ("org", 6), opt), dns.RcodeFormatError, 5, false},
+			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 2, 0, 10}), dns.RcodeFormatError, 0, true},
+		tc{"UPDATE with two zones", cat(hdr(105, 5<<11, 2, 0, 0, 1), wireQ("mesh", 6), wireQ("org", 6), opt), dns.RcodeFormatError, 5, true},
 		tc{"OPT after a bad answer record", cat(hdr(104, 0x0100, 1, 1, 0, 1), wireQ("example.org", 1),
-			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, opt), dns.RcodeFormatError, 0, false},
+			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, opt), dns.RcodeFormatError, 0, true},
 	)
 	for _, c := range cases {
 		for _, network := range []string{"udp", "tcp"} {
@@ -283,6 +282,46 @@ func TestErrorsKeepOPT(t *testing.T) {
 			if up.queries.Load() != before {
 				t.Errorf("%s %s went upstream", network, c.name)
 			}
+		}
+	}
+	// Over TCP the FORMERR is about the query it answers, pipelined ones around it included.
+	conn, err := net.Dial("tcp", ts.tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var stream []byte
+	for _, p := range [][]byte{
+		cat(hdr(200, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1)),
+		cases[len(cases)-1].pkt,
+		cat(hdr(201, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), opt),
+		cat(hdr(202, 0x0100, 2, 0, 0, 0), wireQ("backend.mesh", 1), wireQ("example.org", 1)),
+	} {
+		stream = append(binary.BigEndian.AppendUint16(stream, uint16(len(p))), p...)
+	}
+	if _, err := conn.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	for i, want := range []struct {
+		id          uint16
+		rcode       int
+		opt, answer bool
+	}{{200, dns.RcodeSuccess, false, true}, {104, dns.RcodeFormatError, true, false},
+		{201, dns.RcodeSuccess, true, true}, {202, dns.RcodeFormatError, false, false}} {
+		var l [2]byte
+		if _, err := readFull(conn, l[:]); err != nil {
+			t.Fatalf("pipelined answer %d: %v", i, err)
+		}
+		b := make([]byte, binary.BigEndian.Uint16(l[:]))
+		if _, err := readFull(conn, b); err != nil {
+			t.Fatalf("pipelined answer %d: %v", i, err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(b); err != nil || r.Id != want.id || r.Rcode != want.rcode ||
+			(r.IsEdns0() != nil) != want.opt || (len(r.Answer) > 0) != want.answer {
+			t.Errorf("pipelined answer %d: want id %d %s, OPT %v, answer %v; got %v (%v)", i, want.id,
+				dns.RcodeToString[want.rcode], want.opt, want.answer, r, err)
 		}
 	}
 }
