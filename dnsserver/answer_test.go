@@ -311,3 +311,47 @@ func TestLargeUDPQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestClassANY: a question of class ANY ("*", RFC 1035 3.2.5) about a name of ours matches
+// its IN records: answered here, not forwarded upstream (whose NXDOMAIN would deny a name
+// that exists), the question's class echoed, and never authoritative (RFC 1034 3.7.1:
+// a server cannot know it holds every class). Other classes (CH) are not ours.
+func TestClassANY(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, tc := range []struct {
+		qname  string
+		qtype  uint16
+		answer []string
+		soa    bool
+	}{
+		{"Backend.mesh.", dns.TypeA, []string{"Backend.mesh. 30 IN A 240.0.0.1"}, false},
+		{"backend.mesh.", dns.TypeANY, []string{"backend.mesh. 30 IN A 240.0.0.1", "backend.mesh. 30 IN AAAA fd00:fd01::1"}, false},
+		{"web.mesh.", dns.TypeAAAA, nil, true},
+		{"backend.mesh.", dns.TypeMX, nil, true},
+		{"1.0.0.240.in-addr.arpa.", dns.TypePTR, []string{"1.0.0.240.in-addr.arpa. 30 IN PTR backend.mesh."}, false},
+		{"backend.mesh.svc.cluster.local.", dns.TypeA, []string{"backend.mesh.svc.cluster.local. 30 IN CNAME backend.mesh.", "backend.mesh. 30 IN A 240.0.0.1"}, false},
+	} {
+		for _, mode := range []string{"udp", "udp-z", "tcp"} {
+			q := question(tc.qname, tc.qtype)
+			q.Question[0].Qclass = dns.ClassANY
+			q.Zero = mode == "udp-z" // through CoreDNS to the handler
+			before := up.queries.Load()
+			r := ts.exchange(t, strings.TrimSuffix(mode, "-z"), q)
+			if r.Rcode != dns.RcodeSuccess || r.Authoritative || r.Question[0].Qclass != dns.ClassANY ||
+				!slices.Equal(rrStrings(r.Answer, true), tc.answer) || (len(r.Ns) == 1) != tc.soa {
+				t.Errorf("%s %s %s class ANY: want NOERROR, not AA, class ANY echoed, %q, SOA %v; got %v", mode,
+					tc.qname, dns.TypeToString[tc.qtype], tc.answer, tc.soa, r)
+			}
+			if up.queries.Load() != before {
+				t.Errorf("%s %s class ANY went upstream", mode, tc.qname)
+			}
+		}
+	}
+	q := question("backend.mesh.", dns.TypeA)
+	q.Question[0].Qclass = dns.ClassCHAOS
+	before := up.queries.Load()
+	if r := ts.exchange(t, "udp", q); r.Authoritative || len(r.Answer) != 0 || up.queries.Load() == before {
+		t.Errorf("class CH: want it forwarded, got %v", r)
+	}
+}
