@@ -227,14 +227,25 @@ func TestEDNS(t *testing.T) {
 			t.Fatalf("want 20 TXT, got TC=%v %d", r.Truncated, len(r.Answer))
 		}
 	})
+	// BADVERS (RFC 6891 6.1.3) in an OPT of version 0 with our payload size, the DO bit
+	// copied (RFC 3225 3), the other flags and the options not; over UDP and TCP.
 	t.Run("EDNS version 1: BADVERS", func(t *testing.T) {
-		for _, name := range []string{"backend.mesh.", "example.org."} {
-			q := question(name, dns.TypeA)
-			q.SetEdns0(1232, false)
-			q.IsEdns0().SetVersion(1)
-			r := ts.exchange(t, "udp", q)
-			if r.Rcode != dns.RcodeBadVers || len(r.Answer) != 0 {
-				t.Fatalf("%s: rcode %s, want BADVERS", name, dns.RcodeToString[r.Rcode])
+		for _, network := range []string{"udp", "tcp"} {
+			for _, name := range []string{"backend.mesh.", "example.org."} {
+				for _, do := range []bool{false, true} {
+					q := question(name, dns.TypeA)
+					q.SetEdns0(1232, do)
+					q.IsEdns0().SetVersion(1)
+					q.IsEdns0().Hdr.Ttl |= 0x7fff
+					q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_LOCAL{Code: 65001, Data: []byte{1}})
+					r := ts.exchange(t, network, q)
+					o := r.IsEdns0()
+					if r.Rcode != dns.RcodeBadVers || len(r.Answer) != 0 || o == nil || o.Version() != 0 ||
+						o.Do() != do || o.Hdr.Ttl&0x7fff != 0 || o.UDPSize() != 1232 || len(o.Option) != 0 {
+						t.Errorf("%s %s DO=%v: want BADVERS with an OPT of version 0, size 1232, DO %v; got %v",
+							network, name, do, do, r)
+					}
+				}
 			}
 		}
 	})

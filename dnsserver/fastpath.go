@@ -56,8 +56,12 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue
 		}
-		if !parsed {
-			if resp, ok := formErr(c.out[:0], p); ok {
+		if !parsed { // FORMERR and BADVERS as CoreDNS would answer them, with the OPT right
+			resp, ok := formErr(c.out[:0], p)
+			if !ok {
+				resp, ok = badVers(c.out[:0], p)
+			}
+			if ok {
 				c.out = resp[:0]
 				c.UDPConn.WriteToUDPAddrPort(resp, from)
 				continue
@@ -77,7 +81,8 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 
 // optListener is the TCP listener as CoreDNS's server sees it: its connections write the
 // FORMERR miekg/dns sends about a query with an OPT record (before CoreDNS sees the query)
-// with one, as the UDP fast path does (formErr).
+// with one, and CoreDNS's BADVERS with our OPT, as the UDP fast path does (formErr,
+// badVers).
 type optListener struct{ net.Listener }
 
 func (l optListener) Accept() (net.Conn, error) {
@@ -110,16 +115,25 @@ func (c *optConn) Read(b []byte) (int, error) {
 
 func (c *optConn) Write(b []byte) (int, error) {
 	c.wrote = true
-	// miekg/dns's FORMERR: QR set, no records (the question when it could unpack it)
-	if len(b) >= 2+headerLen && b[4]&0x80 != 0 && int(b[5]&0xF) == dns.RcodeFormatError &&
-		string(b[8:14]) == "\x00\x00\x00\x00\x00\x00" && len(c.query) > 2 {
-		if resp, ok := formErr(make([]byte, 2, 2+headerLen+11), c.query[2:]); ok {
-			binary.BigEndian.PutUint16(resp, uint16(len(resp)-2))
-			_, err := c.Conn.Write(resp)
-			return len(b), err
-		}
+	if len(b) < 2+headerLen || b[4]&0x80 == 0 || len(c.query) <= 2 {
+		return c.Conn.Write(b)
 	}
-	return c.Conn.Write(b)
+	var resp []byte
+	ok := false
+	switch rcode := b[5] & 0xF; {
+	case rcode == dns.RcodeFormatError && string(b[8:14]) == "\x00\x00\x00\x00\x00\x00":
+		// miekg/dns's FORMERR: no records (the question when it could unpack it)
+		resp, ok = formErr(make([]byte, 2, 2+headerLen+11), c.query[2:])
+	case rcode == dns.RcodeBadVers&0xF && b[12] == 0 && b[13] == 1:
+		// maybe CoreDNS's BADVERS: its low 4 bits, one additional record
+		resp, ok = badVers(make([]byte, 2, 512), c.query[2:])
+	}
+	if !ok {
+		return c.Conn.Write(b)
+	}
+	binary.BigEndian.PutUint16(resp, uint16(len(resp)-2))
+	_, err := c.Conn.Write(resp)
+	return len(b), err
 }
 
 // probeAll sends each listener a query it answers without upstream (an unassigned opcode:

@@ -193,48 +193,81 @@ func be32(b []byte, v uint32) []byte {
 // included, so the client can tell it from a server without EDNS. It returns false for
 // everything else; the UDP fast path calls it only for packets parseQuery did not take.
 func formErr(b, p []byte) ([]byte, bool) {
-	if len(p) < headerLen {
-		return b, false
+	at := findOPT(p)
+	if at < 0 || accepted(p) && new(dns.Msg).Unpack(p) == nil {
+		return b, false // no OPT, or miekg/dns serves it
 	}
 	flags := binary.BigEndian.Uint16(p[2:])
-	if flags&flagQR != 0 {
-		return b, false // a response: ignored
+	b = be16(b, binary.BigEndian.Uint16(p))
+	b = be16(b, flagQR|flags&(0x7800|flagRD|flagCD)|dns.RcodeFormatError)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 1)
+	return (&responder{}).opt(b, &query{edns: true, do: p[at+6]&(ednsDO>>8) != 0}), true
+}
+
+// badVers appends the BADVERS answer to the query p when its OPT has a version other than
+// 0 and miekg/dns takes it (CoreDNS answers it then, with an OPT of payload size 0 and
+// without the DO bit): the question, and an OPT of version 0 with our payload size and the
+// DO bit copied (RFC 6891 6.1.3, RFC 3225 3). It returns false for everything else.
+func badVers(b, p []byte) ([]byte, bool) {
+	at := findOPT(p)
+	if at < 0 || p[at+5] == 0 || !accepted(p) { // p[at+5]: the version
+		return b, false
 	}
+	m := new(dns.Msg)
+	if m.Unpack(p) != nil {
+		return b, false
+	}
+	r := new(dns.Msg)
+	r.SetRcode(m, dns.RcodeBadVers) // the low 4 bits here, the rest in the OPT
+	r.SetEdns0(ednsUDPSize, p[at+6]&(ednsDO>>8) != 0)
+	out, err := r.Pack()
+	if err != nil {
+		return b, false
+	}
+	return append(b, out...), true
+}
+
+// accepted says whether miekg/dns's listener takes the query p to CoreDNS (when it unpacks):
+// dns.DefaultMsgAcceptFunc, and the other opcodes, which setup allows, with one question
+// and any records.
+func accepted(p []byte) bool {
 	var n [4]int // questions, answers, authority, additional
 	for i := range n {
 		n[i] = int(binary.BigEndian.Uint16(p[4+2*i:]))
 	}
-	if n[3] == 0 {
-		return b, false
+	if op := binary.BigEndian.Uint16(p[2:]) >> 11 & 0xF; op == dns.OpcodeQuery || op == dns.OpcodeNotify {
+		return n[0] == 1 && n[1] <= 1 && n[2] <= 1 && n[3] <= 2
 	}
-	// What miekg/dns takes (dns.DefaultMsgAcceptFunc; the other opcodes, which setup
-	// allows, with one question and any records) and can unpack goes to CoreDNS.
-	accepted := n[0] == 1
-	if op := flags >> 11 & 0xF; op == dns.OpcodeQuery || op == dns.OpcodeNotify {
-		accepted = accepted && n[1] <= 1 && n[2] <= 1 && n[3] <= 2
+	return n[0] == 1
+}
+
+// findOPT returns the offset of the TYPE of the first OPT record in the additional section
+// of the query p (its fixed part is whole from there), or -1: for a response, a packet
+// without one, or one cut short before it.
+func findOPT(p []byte) int {
+	if len(p) < headerLen || binary.BigEndian.Uint16(p[2:])&flagQR != 0 {
+		return -1
 	}
-	if accepted && new(dns.Msg).Unpack(p) == nil {
-		return b, false
+	var n [4]int
+	for i := range n {
+		n[i] = int(binary.BigEndian.Uint16(p[4+2*i:]))
 	}
 	off := headerLen
 	for i := 0; i < n[0]; i++ {
 		if off = skipName(p, off) + 4; off < 4 {
-			return b, false
+			return -1
 		}
 	}
 	for i := 0; i < n[1]+n[2]+n[3]; i++ {
 		if off = skipName(p, off); off < 0 || off+10 > len(p) {
-			return b, false
+			return -1
 		}
 		if i >= n[1]+n[2] && binary.BigEndian.Uint16(p[off:]) == dns.TypeOPT {
-			b = be16(b, binary.BigEndian.Uint16(p))
-			b = be16(b, flagQR|flags&(0x7800|flagRD|flagCD)|dns.RcodeFormatError)
-			b = append(b, 0, 0, 0, 0, 0, 0, 0, 1)
-			return (&responder{}).opt(b, &query{edns: true, do: binary.BigEndian.Uint16(p[off+6:])&ednsDO != 0}), true
+			return off
 		}
 		off += 10 + int(binary.BigEndian.Uint16(p[off+8:]))
 	}
-	return b, false
+	return -1
 }
 
 // skipName returns the offset after the (possibly compressed) name at off, or -1.
