@@ -162,7 +162,11 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 		// NODATA: the name is ours but has no record of this type. The SOA lets
 		// caching resolvers cache the negative answer for TTL seconds (RFC 2308).
 		buf = r.soa(buf, serial, soaOwner, soaLen)
-		ns = 1
+		if q.qtype == dns.TypeSOA {
+			an++ // that SOA is the name's own record: asked for, it is the answer
+		} else {
+			ns = 1
+		}
 	}
 	buf = r.opt(buf, q)
 	binary.BigEndian.PutUint16(buf[start+6:], an)

@@ -366,3 +366,38 @@ func TestClassANY(t *testing.T) {
 		t.Errorf("class CH: want it forwarded, got %v", r)
 	}
 }
+
+// TestSOAAnswered: the SOA a NODATA carries in its authority section (owned by the name
+// asked, or by the CNAME's target) exists: asked for, it is the answer, the same record,
+// rather than a NODATA whose authority holds the very SOA it denies.
+func TestSOAAnswered(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, tc := range []struct{ qname, owner, cname string }{
+		{"Backend.Mesh.", "Backend.Mesh.", ""},
+		{"web.mesh.", "web.mesh.", ""},
+		{"1.0.0.240.in-addr.arpa.", "1.0.0.240.in-addr.arpa.", ""},
+		{"backend.mesh.svc.cluster.local.", "backend.mesh.", "backend.mesh."},
+	} {
+		for _, mode := range []string{"udp", "udp-z", "tcp"} {
+			ask := func(qtype uint16) *dns.Msg {
+				q := question(tc.qname, qtype)
+				q.Zero = mode == "udp-z"
+				return ts.exchange(t, strings.TrimSuffix(mode, "-z"), q)
+			}
+			nodata := ask(dns.TypeMX)
+			r := ask(dns.TypeSOA)
+			var soa []dns.RR
+			for _, rr := range r.Answer {
+				if cn, ok := rr.(*dns.CNAME); ok && cn.Target == tc.cname {
+					continue
+				}
+				soa = append(soa, rr)
+			}
+			if r.Rcode != dns.RcodeSuccess || !r.Authoritative || len(r.Ns) != 0 || len(soa) != 1 || len(nodata.Ns) != 1 ||
+				soa[0].String() != nodata.Ns[0].String() || soa[0].Header().Name != tc.owner {
+				t.Errorf("%s %s SOA: want the NODATA's SOA (%v) as the answer, owned by %s; got %v", mode, tc.qname, nodata.Ns, tc.owner, r)
+			}
+		}
+	}
+}
