@@ -85,6 +85,16 @@ func seeds() []seed {
 		{"answer record in a query", cat(hdr(20, 0x0100, 1, 1, 0, 0), wireQ("backend.mesh", 1), []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}), -2},
 		{"class CHAOS", cat(hdr(21, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 3}), -2},
 		{"empty", nil, -1},
+		// answered by formErr, badVers or the handler with an OPT, by the responder
+		{"EDNS version 1 with DO", cat(hdr(26, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1), []byte{0, 0, 41, 4, 208, 0, 1, 0x80, 0, 0, 0}), dns.RcodeBadVers},
+		{"STATUS with an OPT", cat(hdr(27, 2<<11, 1, 0, 0, 1), wireQ("example.org", 1), optRR(1232, 0, nil)), dns.RcodeNotImplemented},
+		{"zero questions with an OPT", cat(hdr(28, 0x0100, 0, 0, 0, 1), optRR(1232, 0, nil)), dns.RcodeFormatError},
+		{"OPT after a bad answer record", cat(hdr(29, 0x0100, 1, 1, 0, 1), wireQ("backend.mesh", 1),
+			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, optRR(1232, 0, nil)), dns.RcodeFormatError},
+		{"class ANY", cat(hdr(30, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 255}), dns.RcodeSuccess},
+		{"SOA of a VIP name", cat(hdr(31, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 6)), dns.RcodeSuccess},
+		{"padded past 512 bytes", cat(hdr(32, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), optRR(1232, 0,
+			append([]byte{0, 12, 2, 0}, make([]byte, 512)...))), dns.RcodeSuccess},
 	}
 }
 
