@@ -88,10 +88,12 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 	return dns.RcodeSuccess, nil
 }
 
-// refuse answers r with rcode and nothing else.
+// refuse answers r with rcode and nothing else; RD and CD are copied whatever the opcode
+// (miekg/dns copies them for QUERY only; RFC 1035 4.1.1).
 func (h *handler) refuse(w dns.ResponseWriter, r *dns.Msg, rcode int) (int, error) {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
+	m.RecursionDesired, m.CheckingDisabled = r.RecursionDesired, r.CheckingDisabled
 	if rcode == dns.RcodeFormatError {
 		m.SetRcodeFormatError(r)
 	}

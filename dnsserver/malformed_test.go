@@ -284,10 +284,11 @@ func TestErrorsKeepOPT(t *testing.T) {
 				continue
 			}
 			o := r.IsEdns0()
-			if r.Rcode != c.rcode || r.Opcode != c.opcode || r.Id != binary.BigEndian.Uint16(c.pkt) ||
+			rd := c.pkt[2]&1 != 0 // RD is copied into the response (RFC 1035 4.1.1), whatever the opcode
+			if r.Rcode != c.rcode || r.Opcode != c.opcode || r.Id != binary.BigEndian.Uint16(c.pkt) || r.RecursionDesired != rd ||
 				o == nil || o.Version() != 0 || !o.Do() || o.Hdr.Ttl&0xff007fff != 0 {
-				t.Errorf("%s %s: want %s, opcode %d, the id, an OPT (version 0, DO); got %v", network, c.name,
-					dns.RcodeToString[c.rcode], c.opcode, r)
+				t.Errorf("%s %s: want %s, opcode %d, the id, RD %v, an OPT (version 0, DO); got %v", network, c.name,
+					dns.RcodeToString[c.rcode], c.opcode, rd, r)
 			}
 			if up.queries.Load() != before {
 				t.Errorf("%s %s went upstream", network, c.name)
