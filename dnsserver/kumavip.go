@@ -160,6 +160,9 @@ func (c *countingWriter) count(rcode int) {
 
 func (c *countingWriter) WriteMsg(m *dns.Msg) error {
 	c.count(m.Rcode)
+	// We offer recursion whatever the upstream's RA says: relayed without it, a NODATA
+	// (no answer, no AA) is a referral to libresolv and Go, which then drop this server.
+	m.RecursionAvailable = true
 	if opt := m.IsEdns0(); opt != nil {
 		opt.Hdr.Ttl &^= ednsZ // an upstream's unknown EDNS flags are not ours to send (RFC 6891 6.1.4)
 	}
