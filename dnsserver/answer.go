@@ -98,7 +98,7 @@ func (r *responder) answer(q *query, buf []byte, limit int) ([]byte, answerKind)
 // asked through a search domain (answered with a CNAME to the hostname first), ptr when it
 // is the reverse name of a VIP.
 func (r *responder) find(q *query) (e *vipalloc.Entry, cname, ptr bool, cur *view) {
-	if q.qclass != dns.ClassINET {
+	if q.qclass != dns.ClassINET && q.qclass != dns.ClassANY { // ANY: "*", it matches IN
 		return nil, false, false, nil
 	}
 	var kb [maxName]byte
@@ -162,7 +162,11 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 		// NODATA: the name is ours but has no record of this type. The SOA lets
 		// caching resolvers cache the negative answer for TTL seconds (RFC 2308).
 		buf = r.soa(buf, serial, soaOwner, soaLen)
-		ns = 1
+		if q.qtype == dns.TypeSOA {
+			an++ // that SOA is the name's own record: asked for, it is the answer
+		} else {
+			ns = 1
+		}
 	}
 	buf = r.opt(buf, q)
 	binary.BigEndian.PutUint16(buf[start+6:], an)
@@ -171,9 +175,15 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 }
 
 // header appends the response header and the question, echoed as the client wrote it.
+// An answer to class ANY is not authoritative (RFC 1034 3.7.1: a server cannot know it
+// holds every class).
 func (r *responder) header(b []byte, q *query) []byte {
 	b = be16(b, q.id)
-	b = be16(b, flagQR|flagAA|flagRA|q.flags&(flagRD|flagCD))
+	flags := flagQR | flagRA | q.flags&(flagRD|flagCD)
+	if q.qclass == dns.ClassINET {
+		flags |= flagAA
+	}
+	b = be16(b, flags)
 	var ar uint16
 	if q.edns {
 		ar = 1
@@ -181,7 +191,7 @@ func (r *responder) header(b []byte, q *query) []byte {
 	b = append(b, 0, 1, 0, 0, 0, 0, byte(ar>>8), byte(ar))
 	b = append(b, q.qname...)
 	b = be16(b, q.qtype)
-	return be16(b, dns.ClassINET)
+	return be16(b, q.qclass)
 }
 
 // rrHead appends owner (a compression pointer), type, class and TTL.

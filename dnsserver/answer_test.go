@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -226,15 +227,177 @@ func TestEDNS(t *testing.T) {
 			t.Fatalf("want 20 TXT, got TC=%v %d", r.Truncated, len(r.Answer))
 		}
 	})
+	// BADVERS (RFC 6891 6.1.3) in an OPT of version 0 with our payload size, the DO bit
+	// copied (RFC 3225 3), the other flags and the options not; over UDP and TCP.
 	t.Run("EDNS version 1: BADVERS", func(t *testing.T) {
-		for _, name := range []string{"backend.mesh.", "example.org."} {
-			q := question(name, dns.TypeA)
-			q.SetEdns0(1232, false)
-			q.IsEdns0().SetVersion(1)
-			r := ts.exchange(t, "udp", q)
-			if r.Rcode != dns.RcodeBadVers || len(r.Answer) != 0 {
-				t.Fatalf("%s: rcode %s, want BADVERS", name, dns.RcodeToString[r.Rcode])
+		for _, network := range []string{"udp", "tcp"} {
+			for _, name := range []string{"backend.mesh.", "example.org."} {
+				for _, do := range []bool{false, true} {
+					q := question(name, dns.TypeA)
+					q.SetEdns0(1232, do)
+					q.IsEdns0().SetVersion(1)
+					q.IsEdns0().Hdr.Ttl |= 0x7fff
+					q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_LOCAL{Code: 65001, Data: []byte{1}})
+					r := ts.exchange(t, network, q)
+					o := r.IsEdns0()
+					if r.Rcode != dns.RcodeBadVers || len(r.Answer) != 0 || o == nil || o.Version() != 0 ||
+						o.Do() != do || o.Hdr.Ttl&0x7fff != 0 || o.UDPSize() != 1232 || len(o.Option) != 0 {
+						t.Errorf("%s %s DO=%v: want BADVERS with an OPT of version 0, size 1232, DO %v; got %v",
+							network, name, do, do, r)
+					}
+				}
 			}
 		}
 	})
+}
+
+// TestEDNSFlagsCleared: the EDNS flags a client sets that are not DO (the Z bits, RFC 6891
+// 6.1.4: "set to zero by senders and ignored by receivers") are not echoed in any answer:
+// local, forwarded, forwarded NXDOMAIN, cached and SERVFAIL from a dead upstream, over UDP
+// and TCP; DO is. The EDNS compliance tests (DNS flag day 2019, "ednsflags") check exactly
+// this.
+func TestEDNSFlagsCleared(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.LocalAddr().String() // nothing listens: refused at once
+	c.Close()
+	deadTS := startServer(t, Config{Upstreams: []string{dead}}, testTable())
+	for _, srv := range []struct {
+		name string
+		ts   *testServer
+		qs   []string
+	}{
+		{"", ts, []string{"backend.mesh.", "example.org.", "example.org.", "nope.example.org."}},
+		{"dead upstream ", deadTS, []string{"example.org."}},
+	} {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, do := range []bool{false, true} {
+				for _, name := range srv.qs {
+					q := question(name, dns.TypeA)
+					q.SetEdns0(1232, do)
+					q.IsEdns0().Hdr.Ttl |= 0x7fff // every Z bit
+					r := srv.ts.exchange(t, network, q)
+					want := uint32(0)
+					if do {
+						want = 0x8000
+					}
+					o := r.IsEdns0()
+					if o == nil || o.Hdr.Ttl != want {
+						t.Errorf("%s%s %s DO=%v (%s): want an OPT with flags %#x, got %v", srv.name, network, name, do,
+							dns.RcodeToString[r.Rcode], want, o)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLargeUDPQuery: a UDP query longer than 512 bytes (EDNS padding, RFC 7830, as
+// `dig +padding` and stubs padding their queries send it; a large option) is answered like
+// a short one, up to the 1232 bytes our OPT advertises and beyond: local names on the fast
+// path, forwarded names through CoreDNS (whose UDP reads are 512 bytes).
+func TestLargeUDPQuery(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, size := range []int{400, 600, 1232, 4000} {
+		for _, name := range []string{"backend.mesh.", "Backend.Mesh.default.svc.cluster.local.", "example.org."} {
+			for _, network := range []string{"udp", "tcp"} {
+				q := question(name, dns.TypeA)
+				q.SetEdns0(1232, true)
+				o := q.IsEdns0()
+				o.Option = append(o.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"})
+				o.Option = append(o.Option, &dns.EDNS0_PADDING{Padding: make([]byte, size-q.Len()-4)})
+				if q.Len() != size {
+					t.Fatalf("query of %d bytes, want %d", q.Len(), size)
+				}
+				r := ts.exchange(t, network, q)
+				if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 || r.IsEdns0() == nil || !r.IsEdns0().Do() {
+					t.Errorf("%s query of %d bytes for %s: want an answer with OPT and DO, got %v", network, size, name, r)
+				}
+			}
+		}
+	}
+}
+
+// TestClassANY: a question of class ANY ("*", RFC 1035 3.2.5) about a name of ours matches
+// its IN records: answered here, not forwarded upstream (whose NXDOMAIN would deny a name
+// that exists), the question's class echoed, and never authoritative (RFC 1034 3.7.1:
+// a server cannot know it holds every class). Other classes (CH) are not ours.
+func TestClassANY(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, tc := range []struct {
+		qname  string
+		qtype  uint16
+		answer []string
+		soa    bool
+	}{
+		{"Backend.mesh.", dns.TypeA, []string{"Backend.mesh. 30 IN A 240.0.0.1"}, false},
+		{"backend.mesh.", dns.TypeANY, []string{"backend.mesh. 30 IN A 240.0.0.1", "backend.mesh. 30 IN AAAA fd00:fd01::1"}, false},
+		{"web.mesh.", dns.TypeAAAA, nil, true},
+		{"backend.mesh.", dns.TypeMX, nil, true},
+		{"1.0.0.240.in-addr.arpa.", dns.TypePTR, []string{"1.0.0.240.in-addr.arpa. 30 IN PTR backend.mesh."}, false},
+		{"backend.mesh.svc.cluster.local.", dns.TypeA, []string{"backend.mesh.svc.cluster.local. 30 IN CNAME backend.mesh.", "backend.mesh. 30 IN A 240.0.0.1"}, false},
+	} {
+		for _, mode := range []string{"udp", "udp-z", "tcp"} {
+			q := question(tc.qname, tc.qtype)
+			q.Question[0].Qclass = dns.ClassANY
+			q.Zero = mode == "udp-z" // through CoreDNS to the handler
+			before := up.queries.Load()
+			r := ts.exchange(t, strings.TrimSuffix(mode, "-z"), q)
+			if r.Rcode != dns.RcodeSuccess || r.Authoritative || r.Question[0].Qclass != dns.ClassANY ||
+				!slices.Equal(rrStrings(r.Answer, true), tc.answer) || (len(r.Ns) == 1) != tc.soa {
+				t.Errorf("%s %s %s class ANY: want NOERROR, not AA, class ANY echoed, %q, SOA %v; got %v", mode,
+					tc.qname, dns.TypeToString[tc.qtype], tc.answer, tc.soa, r)
+			}
+			if up.queries.Load() != before {
+				t.Errorf("%s %s class ANY went upstream", mode, tc.qname)
+			}
+		}
+	}
+	q := question("backend.mesh.", dns.TypeA)
+	q.Question[0].Qclass = dns.ClassCHAOS
+	before := up.queries.Load()
+	if r := ts.exchange(t, "udp", q); r.Authoritative || len(r.Answer) != 0 || up.queries.Load() == before {
+		t.Errorf("class CH: want it forwarded, got %v", r)
+	}
+}
+
+// TestSOAAnswered: the SOA a NODATA carries in its authority section (owned by the name
+// asked, or by the CNAME's target) exists: asked for, it is the answer, the same record,
+// rather than a NODATA whose authority holds the very SOA it denies.
+func TestSOAAnswered(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	for _, tc := range []struct{ qname, owner, cname string }{
+		{"Backend.Mesh.", "Backend.Mesh.", ""},
+		{"web.mesh.", "web.mesh.", ""},
+		{"1.0.0.240.in-addr.arpa.", "1.0.0.240.in-addr.arpa.", ""},
+		{"backend.mesh.svc.cluster.local.", "backend.mesh.", "backend.mesh."},
+	} {
+		for _, mode := range []string{"udp", "udp-z", "tcp"} {
+			ask := func(qtype uint16) *dns.Msg {
+				q := question(tc.qname, qtype)
+				q.Zero = mode == "udp-z"
+				return ts.exchange(t, strings.TrimSuffix(mode, "-z"), q)
+			}
+			nodata := ask(dns.TypeMX)
+			r := ask(dns.TypeSOA)
+			var soa []dns.RR
+			for _, rr := range r.Answer {
+				if cn, ok := rr.(*dns.CNAME); ok && cn.Target == tc.cname {
+					continue
+				}
+				soa = append(soa, rr)
+			}
+			if r.Rcode != dns.RcodeSuccess || !r.Authoritative || len(r.Ns) != 0 || len(soa) != 1 || len(nodata.Ns) != 1 ||
+				soa[0].String() != nodata.Ns[0].String() || soa[0].Header().Name != tc.owner {
+				t.Errorf("%s %s SOA: want the NODATA's SOA (%v) as the answer, owned by %s; got %v", mode, tc.qname, nodata.Ns, tc.owner, r)
+			}
+		}
+	}
 }

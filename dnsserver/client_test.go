@@ -2,12 +2,16 @@ package dnsserver
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // TestGoResolver points Go's own resolver (what Go apps use) at the server.
@@ -124,5 +128,58 @@ func TestDig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpstreamWithoutRA: an upstream that does not set RA (an authoritative-only server, a
+// stub written without it) does not make us look lame. We do offer recursion, so every
+// answer we relay has RA: a NOERROR with no answer, no AA, no RA and no additional record
+// is a referral to libresolv, which gives up on the server instead of taking the NODATA
+// (glibc without edns0; Go's resolver does the same, golang.org/issue/15434, but sends an
+// OPT, whose echo in the additional section spares it).
+func TestUpstreamWithoutRA(t *testing.T) {
+	u, l, err := bindPair(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(serveUDPTCP(u, l, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r) // RA clear, AA clear
+		switch q := r.Question[0]; {
+		case q.Name != "v4.example.org.":
+			m.Rcode = dns.RcodeNameError
+		case q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, rr(t, "v4.example.org. 60 IN A 192.0.2.1"))
+		}
+		w.WriteMsg(m)
+	})))
+	ts := startServer(t, Config{Upstreams: []string{u.LocalAddr().String()}}, testTable())
+	for _, network := range []string{"udp", "tcp"} {
+		for i := range 2 { // the upstream's answer, then the cache's
+			for _, q := range []struct {
+				name  string
+				qtype uint16
+			}{{"v4.example.org.", dns.TypeA}, {"v4.example.org.", dns.TypeAAAA}, {"nope.example.org.", dns.TypeA}} {
+				if r := ts.exchange(t, network, question(q.name, q.qtype)); !r.RecursionAvailable {
+					t.Errorf("%s %s %s (%d): RA clear: %v", network, q.name, dns.TypeToString[q.qtype], i, r)
+				}
+			}
+		}
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, ts.udp)
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, err := r.LookupIP(ctx, "ip", "v4.example.org")
+		if err != nil || len(got) != 1 || got[0].String() != "192.0.2.1" {
+			t.Errorf("%s: Go's LookupIP = %v, %v; want 192.0.2.1", network, got, err)
+		}
+		// the NODATA: "no such host", not a lame server
+		got, err = r.LookupIP(ctx, "ip6", "v4.example.org")
+		cancel()
+		var de *net.DNSError
+		if !errors.As(err, &de) || !de.IsNotFound {
+			t.Errorf("%s: Go's LookupIP(ip6) = %v, %v; want not found", network, got, err)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // fastConn is the UDP socket as CoreDNS's server sees it. Its ReadFrom answers the queries
@@ -18,20 +20,29 @@ import (
 type fastConn struct {
 	*net.UDPConn
 	s   *Server
+	in  []byte // what the socket is read into: CoreDNS's own buffers are 512 bytes
 	out []byte
 }
+
+// maxUDPQuery is the longest UDP query read whole: at least the payload size our OPT
+// advertises (ednsUDPSize), which a client may send us (RFC 6891 6.2.5), padded queries
+// included (RFC 7830).
+const maxUDPQuery = 4096
 
 func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	if c.out == nil {
 		c.out = make([]byte, 0, 1024)
+		c.in = make([]byte, maxUDPQuery)
 	}
 	for {
-		n, from, err := c.UDPConn.ReadFromUDPAddrPort(b)
+		n, from, err := c.UDPConn.ReadFromUDPAddrPort(c.in)
 		if err != nil {
-			return n, nil, err
+			return 0, nil, err
 		}
+		p := c.in[:n]
 		var q query
-		if parseQuery(b[:n], &q) {
+		parsed := parseQuery(p, &q)
+		if parsed {
 			resp, kind := c.s.resp.answer(&q, c.out[:0], q.limit())
 			c.out = resp[:0]
 			if kind != notOurs {
@@ -40,13 +51,89 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 				continue
 			}
 		}
-		if resp, ok := c.s.answerRoute(c.out[:0], b[:n]); ok { // routezones.go
+		if resp, ok := c.s.answerRoute(c.out[:0], p, parsed && q.do); ok { // routezones.go
 			c.out = resp[:0]
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue
 		}
-		return n, net.UDPAddrFromAddrPort(from), nil
+		if !parsed { // FORMERR and BADVERS as CoreDNS would answer them, with the OPT right
+			resp, ok := formErr(c.out[:0], p)
+			if !ok {
+				resp, ok = badVers(c.out[:0], p)
+			}
+			if ok {
+				c.out = resp[:0]
+				c.UDPConn.WriteToUDPAddrPort(resp, from)
+				continue
+			}
+		}
+		if len(p) > len(b) && parsed && q.edns {
+			// Longer than CoreDNS reads (512 bytes: cut short, it would be a FORMERR) only by
+			// its EDNS options (padding, ...): the same query without them. They are
+			// hop-by-hop: not forwarded, and none is echoed in an answer.
+			at := headerLen + len(q.qname) + 4 // the OPT record
+			p[at+9], p[at+10] = 0, 0           // RDLENGTH
+			p = p[:at+11]
+		}
+		return copy(b, p), net.UDPAddrFromAddrPort(from), nil
 	}
+}
+
+// optListener is the TCP listener as CoreDNS's server sees it: its connections write the
+// FORMERR miekg/dns sends about a query with an OPT record (before CoreDNS sees the query)
+// with one, and CoreDNS's BADVERS with our OPT, as the UDP fast path does (formErr,
+// badVers).
+type optListener struct{ net.Listener }
+
+func (l optListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &optConn{Conn: c}, nil
+}
+
+// optConn keeps the query being answered: miekg/dns serves a connection's queries one at a
+// time (it reads a whole one - two-byte length, message - and writes its answer before it
+// reads the next), so the bytes read since the last write are that query.
+type optConn struct {
+	net.Conn
+	query []byte
+	wrote bool
+}
+
+func (c *optConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.wrote {
+		c.query, c.wrote = c.query[:0], false
+	}
+	if len(c.query)+n <= 2+dns.MaxMsgSize {
+		c.query = append(c.query, b[:n]...)
+	}
+	return n, err
+}
+
+func (c *optConn) Write(b []byte) (int, error) {
+	c.wrote = true
+	if len(b) < 2+headerLen || b[4]&0x80 == 0 || len(c.query) <= 2 {
+		return c.Conn.Write(b)
+	}
+	var resp []byte
+	ok := false
+	switch rcode := b[5] & 0xF; {
+	case rcode == dns.RcodeFormatError && string(b[8:14]) == "\x00\x00\x00\x00\x00\x00":
+		// miekg/dns's FORMERR: no records (the question when it could unpack it)
+		resp, ok = formErr(make([]byte, 2, 2+headerLen+11), c.query[2:])
+	case rcode == dns.RcodeBadVers&0xF && b[12] == 0 && b[13] == 1:
+		// maybe CoreDNS's BADVERS: its low 4 bits, one additional record
+		resp, ok = badVers(make([]byte, 2, 512), c.query[2:])
+	}
+	if !ok {
+		return c.Conn.Write(b)
+	}
+	binary.BigEndian.PutUint16(resp, uint16(len(resp)-2))
+	_, err := c.Conn.Write(resp)
+	return len(b), err
 }
 
 // probeAll sends each listener a query it answers without upstream (an unassigned opcode:

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzServe feeds raw packets to a real server over UDP and TCP (and to the fast path's
-// parser and responder directly). Whatever comes in: no crash, no hang, every reply is a
+// parser, responder, FORMERR and BADVERS directly). Whatever comes in: no crash, no hang, every reply is a
 // well-formed DNS message with the query's id, and the server keeps answering.
 // Seeds: seeds() plus testdata/fuzz/FuzzServe (written by TestMalformed -update).
 //
@@ -33,6 +33,18 @@ func FuzzServe(f *testing.F) {
 				if m.Id != q.id || len(m.Question) != 1 {
 					t.Fatalf("fast-path answer: id %d questions %d", m.Id, len(m.Question))
 				}
+			}
+		}
+		if resp, ok := formErr(nil, pkt); ok {
+			m := new(dns.Msg)
+			if err := m.Unpack(resp); err != nil || m.Rcode != dns.RcodeFormatError || m.IsEdns0() == nil {
+				t.Fatalf("FORMERR with OPT: %v %v\nquery %x\nanswer %x", err, m, pkt, resp)
+			}
+		}
+		if resp, ok := badVers(nil, pkt); ok {
+			m := new(dns.Msg)
+			if err := m.Unpack(resp); err != nil || m.Rcode != dns.RcodeBadVers || m.IsEdns0().Version() != 0 {
+				t.Fatalf("BADVERS: %v %v\nquery %x\nanswer %x", err, m, pkt, resp)
 			}
 		}
 		for _, network := range []string{"udp", "tcp"} {

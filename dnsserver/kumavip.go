@@ -32,6 +32,18 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		// RFC 6891 6.1.1: more than one OPT record is a format error.
 		return h.refuse(w, r, dns.RcodeFormatError)
 	}
+	if opt := r.IsEdns0(); opt != nil {
+		// The EDNS flags other than DO are "set to zero by senders and ignored by
+		// receivers" (RFC 6891 6.1.4). CoreDNS builds the OPT of forwarded, cached and
+		// SERVFAIL answers from the request's (request.SizeAndDo keeps bits 8-15): cleared
+		// here, they are neither echoed to the client nor sent upstream as ours.
+		opt.Hdr.Ttl &^= ednsZ
+	}
+	if r.Opcode != dns.OpcodeQuery && r.Opcode != dns.OpcodeNotify {
+		// IQUERY, STATUS, UPDATE, unassigned: setup lets them through to be answered here,
+		// never forwarded, with the query's OPT (CoreDNS adds it to what we write).
+		return h.refuse(w, r, dns.RcodeNotImplemented)
+	}
 	qq := r.Question[0]
 	n, err := dns.PackDomainName(qq.Name, nb[:], 0, nil, false)
 	if err != nil {
@@ -42,8 +54,8 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		if e, _, _, _ := h.s.resp.find(&q); e == nil {
 			return h.upstream(ctx, w, r)
 		}
-		// A name of ours: no NOTIFY, UPDATE or other opcode is forwarded upstream about it,
-		// and its names are not a zone to transfer.
+		// A name of ours: no NOTIFY is forwarded upstream about it, and its names are not a
+		// zone to transfer.
 		if r.Opcode != dns.OpcodeQuery {
 			return h.refuse(w, r, dns.RcodeNotImplemented)
 		}
@@ -76,10 +88,12 @@ func (h *handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 	return dns.RcodeSuccess, nil
 }
 
-// refuse answers r with rcode and nothing else.
+// refuse answers r with rcode and nothing else; RD and CD are copied whatever the opcode
+// (miekg/dns copies them for QUERY only; RFC 1035 4.1.1).
 func (h *handler) refuse(w dns.ResponseWriter, r *dns.Msg, rcode int) (int, error) {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
+	m.RecursionDesired, m.CheckingDisabled = r.RecursionDesired, r.CheckingDisabled
 	if rcode == dns.RcodeFormatError {
 		m.SetRcodeFormatError(r)
 	}
@@ -146,6 +160,12 @@ func (c *countingWriter) count(rcode int) {
 
 func (c *countingWriter) WriteMsg(m *dns.Msg) error {
 	c.count(m.Rcode)
+	// We offer recursion whatever the upstream's RA says: relayed without it, a NODATA
+	// (no answer, no AA) is a referral to libresolv and Go, which then drop this server.
+	m.RecursionAvailable = true
+	if opt := m.IsEdns0(); opt != nil {
+		opt.Hdr.Ttl &^= ednsZ // an upstream's unknown EDNS flags are not ours to send (RFC 6891 6.1.4)
+	}
 	return c.ResponseWriter.WriteMsg(m)
 }
 

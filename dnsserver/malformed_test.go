@@ -85,6 +85,16 @@ func seeds() []seed {
 		{"answer record in a query", cat(hdr(20, 0x0100, 1, 1, 0, 0), wireQ("backend.mesh", 1), []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}), -2},
 		{"class CHAOS", cat(hdr(21, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 3}), -2},
 		{"empty", nil, -1},
+		// answered by formErr, badVers or the handler with an OPT, by the responder
+		{"EDNS version 1 with DO", cat(hdr(26, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1), []byte{0, 0, 41, 4, 208, 0, 1, 0x80, 0, 0, 0}), dns.RcodeBadVers},
+		{"STATUS with an OPT", cat(hdr(27, 2<<11, 1, 0, 0, 1), wireQ("example.org", 1), optRR(1232, 0, nil)), dns.RcodeNotImplemented},
+		{"zero questions with an OPT", cat(hdr(28, 0x0100, 0, 0, 0, 1), optRR(1232, 0, nil)), dns.RcodeFormatError},
+		{"OPT after a bad answer record", cat(hdr(29, 0x0100, 1, 1, 0, 1), wireQ("backend.mesh", 1),
+			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, optRR(1232, 0, nil)), dns.RcodeFormatError},
+		{"class ANY", cat(hdr(30, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 255}), dns.RcodeSuccess},
+		{"SOA of a VIP name", cat(hdr(31, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 6)), dns.RcodeSuccess},
+		{"padded past 512 bytes", cat(hdr(32, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), optRR(1232, 0,
+			append([]byte{0, 12, 2, 0}, make([]byte, 512)...))), dns.RcodeSuccess},
 	}
 }
 
@@ -225,4 +235,104 @@ func readFull(c net.Conn, b []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// TestErrorsKeepOPT: "If an OPT record is present in a received request, compliant
+// responders MUST include an OPT record in their respective responses" (RFC 6891 6.1.1),
+// FORMERR about the OPT itself included (section 7: it tells a format error from a server
+// without EDNS, which a client would stop sending EDNS to). Each error answer to a query
+// with an OPT (DO set) has one, version 0, with DO, and the query's id and opcode; opcodes
+// other than QUERY and NOTIFY are not forwarded.
+func TestErrorsKeepOPT(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	opt := []byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 0} // 1232 bytes, DO
+	type tc struct {
+		name   string
+		pkt    []byte
+		rcode  int
+		opcode int
+		tcp    bool
+	}
+	var cases []tc
+	for _, op := range []int{dns.OpcodeIQuery, dns.OpcodeStatus, 3, dns.OpcodeUpdate, 6, 15} {
+		for _, name := range []string{"backend.mesh", "example.org"} {
+			cases = append(cases, tc{fmt.Sprintf("opcode %d %s", op, name),
+				cat(hdr(uint16(op), uint16(op)<<11|0x0100, 1, 0, 0, 1), wireQ(name, 1), opt), dns.RcodeNotImplemented, op, true})
+		}
+	}
+	cases = append(cases,
+		tc{"zero questions", cat(hdr(100, 0x0100, 0, 0, 0, 1), opt), dns.RcodeFormatError, 0, true},
+		tc{"two questions", cat(hdr(101, 0x0100, 2, 0, 0, 1), wireQ("backend.mesh", 1), wireQ("example.org", 1), opt), dns.RcodeFormatError, 0, true},
+		tc{"OPT option overruns its RDATA", cat(hdr(102, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1),
+			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 5, 0, 10, 0, 9, 1}), dns.RcodeFormatError, 0, true},
+		tc{"OPT option cut short", cat(hdr(103, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1),
+			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 2, 0, 10}), dns.RcodeFormatError, 0, true},
+		tc{"UPDATE with two zones", cat(hdr(105, 5<<11, 2, 0, 0, 1), wireQ("mesh", 6), wireQ("org", 6), opt), dns.RcodeFormatError, 5, true},
+		tc{"OPT after a bad answer record", cat(hdr(104, 0x0100, 1, 1, 0, 1), wireQ("example.org", 1),
+			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, opt), dns.RcodeFormatError, 0, true},
+	)
+	for _, c := range cases {
+		for _, network := range []string{"udp", "tcp"} {
+			if network == "tcp" && !c.tcp {
+				continue
+			}
+			before := up.queries.Load()
+			r, err := sendRaw(network, ts.udp, c.pkt, time.Second)
+			if err != nil {
+				t.Errorf("%s %s: %v", network, c.name, err)
+				continue
+			}
+			o := r.IsEdns0()
+			rd := c.pkt[2]&1 != 0 // RD is copied into the response (RFC 1035 4.1.1), whatever the opcode
+			if r.Rcode != c.rcode || r.Opcode != c.opcode || r.Id != binary.BigEndian.Uint16(c.pkt) || r.RecursionDesired != rd ||
+				o == nil || o.Version() != 0 || !o.Do() || o.Hdr.Ttl&0xff007fff != 0 {
+				t.Errorf("%s %s: want %s, opcode %d, the id, RD %v, an OPT (version 0, DO); got %v", network, c.name,
+					dns.RcodeToString[c.rcode], c.opcode, rd, r)
+			}
+			if up.queries.Load() != before {
+				t.Errorf("%s %s went upstream", network, c.name)
+			}
+		}
+	}
+	// Over TCP the FORMERR is about the query it answers, pipelined ones around it included.
+	conn, err := net.Dial("tcp", ts.tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var stream []byte
+	for _, p := range [][]byte{
+		cat(hdr(200, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1)),
+		cases[len(cases)-1].pkt,
+		cat(hdr(201, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), opt),
+		cat(hdr(202, 0x0100, 2, 0, 0, 0), wireQ("backend.mesh", 1), wireQ("example.org", 1)),
+	} {
+		stream = append(binary.BigEndian.AppendUint16(stream, uint16(len(p))), p...)
+	}
+	if _, err := conn.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	for i, want := range []struct {
+		id          uint16
+		rcode       int
+		opt, answer bool
+	}{{200, dns.RcodeSuccess, false, true}, {104, dns.RcodeFormatError, true, false},
+		{201, dns.RcodeSuccess, true, true}, {202, dns.RcodeFormatError, false, false}} {
+		var l [2]byte
+		if _, err := readFull(conn, l[:]); err != nil {
+			t.Fatalf("pipelined answer %d: %v", i, err)
+		}
+		b := make([]byte, binary.BigEndian.Uint16(l[:]))
+		if _, err := readFull(conn, b); err != nil {
+			t.Fatalf("pipelined answer %d: %v", i, err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(b); err != nil || r.Id != want.id || r.Rcode != want.rcode ||
+			(r.IsEdns0() != nil) != want.opt || (len(r.Answer) > 0) != want.answer {
+			t.Errorf("pipelined answer %d: want id %d %s, OPT %v, answer %v; got %v (%v)", i, want.id,
+				dns.RcodeToString[want.rcode], want.opt, want.answer, r, err)
+		}
+	}
 }

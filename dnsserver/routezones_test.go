@@ -145,6 +145,33 @@ func TestRouteZonesAnswered(t *testing.T) {
 	}
 }
 
+// The DO bit of a query is copied in the answer (RFC 3225 3) on the UDP fast path as
+// over TCP, positive and negative answers alike, and the other EDNS flags are not.
+func TestRouteZonesEchoDO(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	if err := ts.SwapZones(dnsZones(t, buildCatalog(t, shardInput(true, true, false)))); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web-acme.shard1.apps.test.", "nope.acme.test."} {
+		for _, nw := range []string{"udp", "tcp"} {
+			for _, do := range []bool{false, true} {
+				req := question(name, dns.TypeA)
+				req.SetEdns0(1232, do)
+				req.IsEdns0().Hdr.Ttl |= 0x7fff
+				r := ts.exchange(t, nw, req)
+				want := uint32(0)
+				if do {
+					want = 0x8000
+				}
+				if o := r.IsEdns0(); !r.Authoritative || o == nil || o.Hdr.Ttl != want {
+					t.Errorf("%s %s DO=%v: want an authoritative answer with OPT flags %#x, got %v", nw, name, do, want, r)
+				}
+			}
+		}
+	}
+}
+
 // A zone that does not parse is named in the error and left out; the others are served.
 func TestRouteZonesBadZoneLeftOut(t *testing.T) {
 	up := startUpstream(t)

@@ -226,7 +226,7 @@ func serveAll(s *Server, socks []socketPair) *serving {
 	for _, k := range socks {
 		for _, serve := range []func() error{
 			func() error { return k.srv.ServePacket(&fastConn{UDPConn: k.udp, s: s}) },
-			func() error { return k.srv.Serve(k.tcp) },
+			func() error { return k.srv.Serve(optListener{k.tcp}) },
 		} {
 			l.wg.Go(func() {
 				if err := serve(); err != nil && !l.stopping.Load() {

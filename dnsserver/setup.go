@@ -10,6 +10,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
+	"github.com/miekg/dns"
 
 	// The plugins a Corefile may use, registered by their init functions.
 	_ "github.com/coredns/coredns/plugin/bind"
@@ -72,6 +73,13 @@ func setup(c *caddy.Controller) error {
 		}
 	}
 	cfg := dnsserver.GetConfig(c)
+	// Every opcode reaches the handler, which answers NOTIMP to those other than QUERY and
+	// NOTIFY itself: miekg/dns's own NOTIMP drops the query's OPT record (RFC 6891 6.1.1).
+	for op := range 16 {
+		if op != dns.OpcodeQuery && op != dns.OpcodeNotify {
+			cfg.AllowOpcode(op)
+		}
+	}
 	s.capture(cfg, c.Context())
 	cfg.AddPlugin(func(next plugin.Handler) plugin.Handler { return &handler{s: s, next: next} })
 	return nil

@@ -21,7 +21,8 @@ const (
 	flagCD = 1 << 4
 
 	ednsDO      = 1 << 15
-	ednsUDPSize = 1232 // payload size we advertise (DNS flag day 2020)
+	ednsZ       = 1<<15 - 1 // the EDNS flags after DO: zero in what we send (RFC 6891 6.1.4)
+	ednsUDPSize = 1232      // payload size we advertise (DNS flag day 2020)
 )
 
 // query is one question as the responder needs it, parsed either from a raw packet (the
@@ -182,4 +183,109 @@ func be16(b []byte, v uint16) []byte { return append(b, byte(v>>8), byte(v)) }
 
 func be32(b []byte, v uint32) []byte {
 	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// formErr appends the FORMERR answer to the query p when it has an OPT record and
+// miekg/dns would answer it FORMERR (zero or several questions, more records than a query
+// has, or an unpackable record: an EDNS option overrunning its OPT, ...): the same answer
+// (header only, id, opcode, RD and CD kept) plus an OPT, which miekg/dns leaves out. RFC
+// 6891 6.1.1 and 7: an answer to a query with an OPT has one, a FORMERR about the OPT
+// included, so the client can tell it from a server without EDNS. It returns false for
+// everything else; the UDP fast path calls it only for packets parseQuery did not take.
+func formErr(b, p []byte) ([]byte, bool) {
+	at := findOPT(p)
+	if at < 0 || accepted(p) && new(dns.Msg).Unpack(p) == nil {
+		return b, false // no OPT, or miekg/dns serves it
+	}
+	flags := binary.BigEndian.Uint16(p[2:])
+	b = be16(b, binary.BigEndian.Uint16(p))
+	b = be16(b, flagQR|flags&(0x7800|flagRD|flagCD)|dns.RcodeFormatError)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 1)
+	return (&responder{}).opt(b, &query{edns: true, do: p[at+6]&(ednsDO>>8) != 0}), true
+}
+
+// badVers appends the BADVERS answer to the query p when its OPT has a version other than
+// 0 and miekg/dns takes it (CoreDNS answers it then, with an OPT of payload size 0 and
+// without the DO bit): the question, and an OPT of version 0 with our payload size and the
+// DO bit copied (RFC 6891 6.1.3, RFC 3225 3). It returns false for everything else.
+func badVers(b, p []byte) ([]byte, bool) {
+	at := findOPT(p)
+	if at < 0 || p[at+5] == 0 || !accepted(p) { // p[at+5]: the version
+		return b, false
+	}
+	m := new(dns.Msg)
+	if m.Unpack(p) != nil {
+		return b, false
+	}
+	r := new(dns.Msg)
+	r.SetRcode(m, dns.RcodeBadVers) // the low 4 bits here, the rest in the OPT
+	r.SetEdns0(ednsUDPSize, p[at+6]&(ednsDO>>8) != 0)
+	out, err := r.Pack()
+	if err != nil {
+		return b, false
+	}
+	return append(b, out...), true
+}
+
+// accepted says whether miekg/dns's listener takes the query p to CoreDNS (when it unpacks):
+// dns.DefaultMsgAcceptFunc, and the other opcodes, which setup allows, with one question
+// and any records.
+func accepted(p []byte) bool {
+	var n [4]int // questions, answers, authority, additional
+	for i := range n {
+		n[i] = int(binary.BigEndian.Uint16(p[4+2*i:]))
+	}
+	if op := binary.BigEndian.Uint16(p[2:]) >> 11 & 0xF; op == dns.OpcodeQuery || op == dns.OpcodeNotify {
+		return n[0] == 1 && n[1] <= 1 && n[2] <= 1 && n[3] <= 2
+	}
+	return n[0] == 1
+}
+
+// findOPT returns the offset of the TYPE of the first OPT record in the additional section
+// of the query p (its fixed part is whole from there), or -1: for a response, a packet
+// without one, or one cut short before it.
+func findOPT(p []byte) int {
+	if len(p) < headerLen || binary.BigEndian.Uint16(p[2:])&flagQR != 0 {
+		return -1
+	}
+	var n [4]int
+	for i := range n {
+		n[i] = int(binary.BigEndian.Uint16(p[4+2*i:]))
+	}
+	off := headerLen
+	for i := 0; i < n[0]; i++ {
+		if off = skipName(p, off) + 4; off < 4 {
+			return -1
+		}
+	}
+	for i := 0; i < n[1]+n[2]+n[3]; i++ {
+		if off = skipName(p, off); off < 0 || off+10 > len(p) {
+			return -1
+		}
+		if i >= n[1]+n[2] && binary.BigEndian.Uint16(p[off:]) == dns.TypeOPT {
+			return off
+		}
+		off += 10 + int(binary.BigEndian.Uint16(p[off+8:]))
+	}
+	return -1
+}
+
+// skipName returns the offset after the (possibly compressed) name at off, or -1.
+func skipName(p []byte, off int) int {
+	for off < len(p) {
+		switch l := int(p[off]); {
+		case l == 0:
+			return off + 1
+		case l&0xC0 == 0xC0:
+			if off+2 > len(p) {
+				return -1
+			}
+			return off + 2
+		case l > 63:
+			return -1
+		default:
+			off += 1 + l
+		}
+	}
+	return -1
 }
