@@ -128,10 +128,12 @@ func fail(w http.ResponseWriter, code int, title, details string) {
 	writeJSON(w, code, apiError{Title: title, Details: details})
 }
 
-// storeError answers a store error with its status: 404, 409, 400, 503, else 500.
+// storeError answers a store error with its status: 404, 409, 400, 413, 503, else 500.
 func storeError(w http.ResponseWriter, err error) int {
 	code := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, store.ErrTooLarge):
+		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, store.ErrInvalid):
 		code = http.StatusBadRequest
 	case errors.Is(err, store.ErrNotFound):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,35 @@ func TestWritesRefused(t *testing.T) {
 	c.Kill(1)
 	if resp, body := put(t, cl, "/meshes/default/virtualoutbounds/x", strings.Replace(voDoc, "name: by-version", "name: x", 1), token, ""); resp.StatusCode != 503 {
 		t.Fatalf("no quorum: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A very large resource: one that etcd cannot hold is refused with 413 naming its size and
+// the limit (it was a 500 carrying gRPC's or etcd's own text), nothing stored; one just under
+// the limit is stored and read back whole.
+func TestLargeResource(t *testing.T) {
+	_, st, cl := startAPI(t)
+	p := "/meshes/default/virtualoutbounds/by-version"
+	for _, size := range []int{1200 << 10, 1600 << 10, 3 << 20} {
+		big := voDoc + "# " + strings.Repeat("x", size) + "\n"
+		resp, body := put(t, cl, p, big, token, "")
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, strconv.Itoa(len(big))) || !strings.Contains(body, strconv.Itoa(store.MaxDocBytes)) {
+			t.Fatalf("a %d-byte resource: %d %s", len(big), resp.StatusCode, body)
+		}
+	}
+	if _, err := st.Get(context.Background(), store.Key{Mesh: "default", Type: "VirtualOutbound", Name: "by-version"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused resource was stored: %v", err)
+	}
+	fits := voDoc + "# " + strings.Repeat("x", store.MaxDocBytes-len(voDoc)-3) + "\n"
+	if resp, body := put(t, cl, p, fits, token, ""); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a resource of %d bytes (the limit): %d %s", len(fits), resp.StatusCode, body)
+	}
+	got, err := cl.Get(context.Background(), "default", "virtualoutbounds", "by-version")
+	if err != nil || got.Version == 0 {
+		t.Fatalf("get: %v", err)
+	}
+	it, err := st.Get(context.Background(), store.Key{Mesh: "default", Type: "VirtualOutbound", Name: "by-version"})
+	if err != nil || string(it.Doc) != fits {
+		t.Fatalf("read back: %d bytes, want %d: %v", len(it.Doc), len(fits), err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Etcd is the Store on etcd v3: one key per resource, prefix/<mesh>/<type>/<name>, holding a
@@ -48,10 +50,15 @@ func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
 	return Item{Key: Key{parts[0], parts[1], parts[2]}, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
 }
 
-// unavailable turns etcd's "no quorum / no leader / timeout" into ErrUnavailable.
+// unavailable turns etcd's "no quorum / no leader / timeout" into ErrUnavailable, and a
+// request over etcd's or gRPC's size limit (a member run with a lower --max-request-bytes)
+// into ErrTooLarge.
 func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) || status.Code(err) == codes.ResourceExhausted {
+		return fmt.Errorf("%s: %w: %v", op, ErrTooLarge, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
 		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
@@ -130,6 +137,9 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 		if err := ValidKeyPart(p.what, p.v); err != nil {
 			return Item{}, fmt.Errorf("store: %w", err)
 		}
+	}
+	if err := checkSize(k, doc); err != nil {
+		return Item{}, err
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()

@@ -46,6 +46,11 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 				return fmt.Errorf("store: %w", err)
 			}
 		}
+		if !w.Delete {
+			if err := checkSize(w.Key, w.Doc); err != nil {
+				return err
+			}
+		}
 		key := s.key(w.Key)
 		names = append(names, w.Key.String())
 		switch {
