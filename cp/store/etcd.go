@@ -169,12 +169,17 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision)
 	}
 	val, _ := json.Marshal(env)
-	tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val))).Commit()
+	tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val))).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return Item{}, unavailable("store: put "+k.String(), err)
 	}
 	if !tr.Succeeded {
-		return Item{}, fmt.Errorf("store: %s changed while being written: %w", k, ErrConflict)
+		// Written by someone else between the read and the write.
+		read := int64(0)
+		if len(cur.Kvs) > 0 {
+			read = cur.Kvs[0].ModRevision
+		}
+		return Item{}, conflict(k, tr, expect, read)
 	}
 	return Item{Key: k, Doc: doc, Version: tr.Header.Revision, Created: env.Created, Modified: env.Modified}, nil
 }
@@ -201,7 +206,30 @@ func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
 	if rs := tr.Responses[0].GetResponseRange(); rs == nil || len(rs.Kvs) == 0 {
 		return fmt.Errorf("store: %s: %w", k, ErrNotFound)
 	}
-	return fmt.Errorf("store: %s: %w", k, ErrConflict)
+	return conflict(k, tr, expect, expect)
+}
+
+// conflict is the error of a write whose comparison failed: expect is the version the write
+// was given (0: a create, Any), read the version it read before writing (0: none); the
+// version the key holds now is read in the transaction's else branch.
+func conflict(k Key, tr *clientv3.TxnResponse, expect, read int64) error {
+	var now int64
+	if len(tr.Responses) > 0 {
+		if rs := tr.Responses[0].GetResponseRange(); rs != nil && len(rs.Kvs) > 0 {
+			now = rs.Kvs[0].ModRevision
+		}
+	}
+	switch {
+	case now == 0 && expect > 0:
+		return fmt.Errorf("store: %s was at version %d, deleted meanwhile: %w", k, expect, ErrNotFound)
+	case now == 0:
+		return fmt.Errorf("store: %s was at version %d, deleted meanwhile: %w", k, read, ErrConflict)
+	case expect == 0:
+		return fmt.Errorf("store: %s at version %d, created meanwhile: %w", k, now, ErrExists)
+	case expect > 0:
+		return fmt.Errorf("store: %s at version %d, not %d: %w", k, now, expect, ErrConflict)
+	}
+	return fmt.Errorf("store: %s at version %d, not %d (written meanwhile): %w", k, now, read, ErrConflict)
 }
 
 // Watch implements Store.

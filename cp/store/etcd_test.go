@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,9 @@ import (
 )
 
 var k1 = Key{"default", "VirtualOutbound", "by-version"}
+
+// conflictText is what every conflict says: the resource, its version and the one given.
+var conflictText = regexp.MustCompile(`default/VirtualOutbound/by-version at version \d+, not \d+`)
 
 func TestPutGetListDelete(t *testing.T) {
 	c := etcdtest.Start(t, 3)
@@ -71,8 +76,13 @@ func TestPutGetListDelete(t *testing.T) {
 	if all, _, _, _ := s.List(ctx, "", "Dataplane", "", 0); len(all) != 6 {
 		t.Fatalf("every mesh's dataplanes: %d", len(all))
 	}
-	if err := s.Delete(ctx, k1, created.Version); !errors.Is(err, ErrConflict) {
-		t.Fatalf("a stale delete: %v", err)
+	// A stale write or delete names the resource, the version it holds and the one given.
+	want := fmt.Sprintf("%s at version %d, not %d", k1, updated.Version, created.Version)
+	if _, err := s.Put(ctx, k1, []byte("stale"), created.Version); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a stale write: %v, want %q in it", err, want)
+	}
+	if err := s.Delete(ctx, k1, created.Version); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a stale delete: %v, want %q in it", err, want)
 	}
 	if err := s.Delete(ctx, k1, updated.Version); err != nil {
 		t.Fatal(err)
@@ -111,6 +121,9 @@ func TestConcurrentWritersNoLostUpdate(t *testing.T) {
 				landed.Add(1)
 			case errors.Is(err, ErrConflict):
 				conflicts.Add(1)
+				if !conflictText.MatchString(err.Error()) {
+					t.Errorf("a conflict that does not name the versions: %v", err)
+				}
 			default:
 				t.Error(err)
 			}
