@@ -22,7 +22,9 @@ import (
 // is listed and read; a write lands in one file per resource, <dir>/<mesh>/<kind>-<name>.yaml,
 // written to a temporary file and renamed over the old one (never half a file). A resource
 // written by hand in a file of several documents is updated or deleted in that file, its
-// other documents kept byte for byte.
+// other documents kept byte for byte. A file whose text does not decode (edited by hand,
+// half written) keeps its resources at its last good version, as the agents are served
+// them, and writes to them get ErrConflict naming the file until it is fixed.
 //
 // A resource's version is a revision of this process: every change seen (written here, or
 // found by a rescan of a file edited by hand) gets the next one. Revisions start at the
@@ -44,6 +46,10 @@ type dirFile struct {
 	size, mtime int64
 	sum         [32]byte
 	keys        []store.Key
+	// broken is why the file's current text does not decode (edited by hand, half
+	// written): its resources stay as they were at its last good version, the version
+	// the agents are served, and writes to them are refused until it is fixed.
+	broken string
 }
 
 type indexed struct {
@@ -109,11 +115,22 @@ func (s *Store) indexFileLocked(path string, data []byte, fi os.FileInfo) {
 	next := dirFile{size: fi.Size(), mtime: fi.ModTime().UnixNano(), sum: sha256.Sum256(data)}
 	mtime := fi.ModTime()
 	parts := splitParts(path, data)
-	found := map[store.Key]bool{}
+	decoded := make([][]mesh.Resource, len(parts.docs))
 	for i, part := range parts.docs {
 		rs, err := mesh.Decode(path, []byte(part))
-		if err != nil || len(rs) != 1 {
-			continue // not a resource (a comment), several (JSON array) or invalid: not listed
+		if err != nil {
+			// Refused whole, as the agents' source refuses it: the last good version stands.
+			old.size, old.mtime, old.sum, old.broken = next.size, next.mtime, next.sum, err.Error()
+			s.files[path] = old
+			return
+		}
+		decoded[i] = rs
+	}
+	found := map[store.Key]bool{}
+	for i, part := range parts.docs {
+		rs := decoded[i]
+		if len(rs) != 1 {
+			continue // not a resource (a comment) or several (a JSON array): not listed
 		}
 		r := rs[0]
 		k := store.Key{Mesh: mesh.ResourceMesh(r.GetMeta()), Type: r.Kind(), Name: keyName(r)}
@@ -208,6 +225,20 @@ func (s *Store) List(_ context.Context, meshName, typ, after string, limit int) 
 	return out, next, s.rev, nil
 }
 
+// checkLocked applies a write's expected version to what is there, and refuses a write to a
+// resource whose file is broken.
+func (s *Store) checkLocked(k store.Key, cur *indexed, expect int64) error {
+	if err := check(k, cur, expect); err != nil {
+		return err
+	}
+	if cur != nil {
+		if why := s.files[cur.path].broken; why != "" {
+			return fmt.Errorf("%s: %w: its file %s was edited and does not decode (%s): fix the file first (its last good version is served)", k, store.ErrConflict, cur.path, why)
+		}
+	}
+	return nil
+}
+
 // check applies a write's expected version to what is there.
 func check(k store.Key, cur *indexed, expect int64) error {
 	switch {
@@ -243,7 +274,7 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 	defer s.mu.Unlock()
 	s.refreshLocked()
 	cur := s.index[k]
-	if err := check(k, cur, expect); err != nil {
+	if err := s.checkLocked(k, cur, expect); err != nil {
 		return store.Item{}, err
 	}
 	if len(doc) == 0 || doc[len(doc)-1] != '\n' {
@@ -327,7 +358,7 @@ func (s *Store) Delete(_ context.Context, k store.Key, expect int64) error {
 	if cur == nil {
 		return fmt.Errorf("%s: %w", k, store.ErrNotFound)
 	}
-	if err := check(k, cur, expect); err != nil {
+	if err := s.checkLocked(k, cur, expect); err != nil {
 		return err
 	}
 	old, err := os.ReadFile(cur.path)
