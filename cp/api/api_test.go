@@ -159,3 +159,25 @@ func TestLargeResource(t *testing.T) {
 		t.Fatalf("read back: %d bytes, want %d: %v", len(it.Doc), len(fits), err)
 	}
 }
+
+// apply -f of several files (a directory, or -f twice) checks every document of every file
+// before writing any: one invalid file names each problem and nothing is written (the files
+// before it used to be applied, half the change landing).
+func TestApplyAllChecksEveryFileFirst(t *testing.T) {
+	_, st, cl := startAPI(t)
+	ctx := context.Background()
+	other := strings.Replace(voDoc, "name: by-version", "name: other", 1)
+	bad := strings.Replace(voDoc, "  port: \"8080\"", "  port: \"99999\"", 1)
+	badToo := strings.Replace(other, "kuma.io/service: \"*\"", "\"\": \"*\"", 1)
+	_, err := cl.ApplyAll(ctx, []Source{{Name: "a.yaml", Data: []byte(other)}, {Name: "b.yaml", Data: []byte(bad)}, {Name: "c.yaml", Data: []byte(badToo)}})
+	if err == nil || !strings.Contains(err.Error(), "b.yaml") || !strings.Contains(err.Error(), "99999") || !strings.Contains(err.Error(), "c.yaml") {
+		t.Fatalf("apply with invalid files: %v, want both files' problems", err)
+	}
+	if items, _, _, _ := st.List(ctx, "", "", "", 0); len(items) != 0 {
+		t.Fatalf("an apply refused for an invalid file wrote %d resources", len(items))
+	}
+	applied, err := cl.ApplyAll(ctx, []Source{{Name: "a.yaml", Data: []byte(other)}, {Name: "b.yaml", Data: []byte(voDoc)}})
+	if err != nil || len(applied) != 2 || applied[0].Name != "other" || applied[1].Name != "by-version" || applied[1].Result != "created" {
+		t.Fatalf("apply of two valid files: %+v %v", applied, err)
+	}
+}
