@@ -448,6 +448,15 @@ func (rc *Reconciler) check(s *routing.Scheduler, r *mesh.Route, b *mesh.RouteBi
 	if !routing.Matches(router, r) {
 		return ReasonNotSelected, fmt.Sprintf("router %s no longer takes the route (its labels or namespace changed)", b.Router)
 	}
+	if owner, err := routing.ZoneOwner(s.Routers(), r); err != nil {
+		var e *routing.Error
+		if errors.As(err, &e) {
+			return e.Reason, e.Message
+		}
+		return ReasonNotSelected, err.Error()
+	} else if owner != nil && owner.Name != b.Router {
+		return ReasonNotSelected, fmt.Sprintf("host %s is in router %s's zone %s: only that router may serve it", r.Host, owner.Name, owner.DNS)
+	}
 	dns, err := routing.FinalDNS(r, router)
 	if err != nil || dns != b.DNS {
 		return ReasonNameChanged, fmt.Sprintf("the route's name is now %q, not %q (its host or DNS type changed)", dns, b.DNS)

@@ -1,0 +1,75 @@
+package routesched
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/cp/shardzones"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// A user-domain route whose host lies in another router's zone - a shard's system name, or
+// a wildcard over a shard's own zone - is never served by a router other than the zone's:
+// it used to be scheduled onto another shard, whose CNAME then took the name (or, for the
+// wildcard, every name of the shard) in the control plane's DNS, sending another namespace's
+// traffic to it. A user name in a zone goes to that zone's router, where the older route
+// holds the host as usual; the zone's apex and a wildcard over the whole zone are refused.
+func TestUserRouteInAnotherRoutersZone(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, n := range []string{"shard1", "shard2"} {
+		put(t, st, mesh.KindRouter, n, routerDoc(n, "")+"routeAdmission: {wildcardPolicy: WildcardsAllowed}\n")
+	}
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www", ""))
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	go rc.Run(ctx)
+	eventually(t, "shop/www on shard1", func() (bool, string) { return scheduled(t, st, "shop", "www", "shard1") })
+
+	user := func(name, host, extra string) {
+		put(t, st, mesh.KindRoute, mesh.RouteKeyName("evil", name), routeDoc("evil", name, host, "")+"dnsType: user\n"+extra)
+	}
+	user("hijack", "shop-www.shard1.apps.example.com", "")                  // shop/www's system name
+	user("all", "x.shard1.apps.example.com", "wildcardPolicy: Subdomain\n") // *.shard1.apps.example.com
+	user("apex", "shard2.apps.example.com", "")
+	user("fine", "api.shard2.apps.example.com", "")
+	eventually(t, "fine on shard2, its zone's router", func() (bool, string) { return scheduled(t, st, "evil", "fine", "shard2") })
+	eventually(t, "hijack decided", func() (bool, string) {
+		r := getRoute(t, st, "evil", "hijack")
+		if r.Status == nil || (r.PhaseOf() != mesh.PhaseScheduled && r.Status.Reason == "") {
+			return false, fmt.Sprintf("%+v", r.Status)
+		}
+		return true, ""
+	})
+	if r := getRoute(t, st, "evil", "hijack"); r.Status.Router == "shard2" || r.Admitted() {
+		t.Errorf("a user route on shard1's system name: router %q, admitted %v: %+v", r.Status.Router, r.Admitted(), r.Status)
+	}
+	for _, name := range []string{"all", "apex"} {
+		eventually(t, name+" refused", func() (bool, string) {
+			r := getRoute(t, st, "evil", name)
+			ok := r.PhaseOf() == mesh.PhaseNew && r.Status != nil && r.Status.Reason == mesh.ReasonRouteNotAdmitted && strings.Contains(r.Status.Message, "zone")
+			return ok, fmt.Sprintf("%+v", r.Status)
+		})
+	}
+	// The control plane's DNS: shop/www's name is shard1's wildcard, not a CNAME elsewhere.
+	items, _, _, err := st.List(ctx, "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	for _, q := range []string{"shop-www.shard1.apps.example.com.", "other-x.shard1.apps.example.com."} {
+		req := new(dns.Msg)
+		req.SetQuestion(q, dns.TypeA)
+		for _, rr := range cat.Answer(req).Answer {
+			if rr.Header().Rrtype == dns.TypeCNAME {
+				t.Errorf("%s answered with %v", q, rr)
+			}
+		}
+	}
+}
