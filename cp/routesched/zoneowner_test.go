@@ -3,6 +3,7 @@ package routesched
 import (
 	"context"
 	"fmt"
+	"github.com/kumadp/kuma-dp/cp/store"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,56 @@ func TestUserRouteInAnotherRoutersZone(t *testing.T) {
 				t.Errorf("%s answered with %v", q, rr)
 			}
 		}
+	}
+}
+
+// The older route owns a host, and "older" is the store's creation time: a route written
+// with a creationTime of its own (years back) does not take the host from the route that
+// holds it, not even for a moment - the document's time used to be taken over the store's
+// until the reconciler rewrote the route without it, so any namespace could displace any
+// other's route (its Envoy serving the host) once per write.
+func TestForgedCreationTimeDoesNotWin(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "shard1", routerDoc("shard1", ""))
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	go rc.Run(ctx)
+	eventually(t, "shop/www admitted", func() (bool, string) {
+		r := getRoute(t, st, "shop", "www")
+		return r.Admitted(), fmt.Sprintf("%+v", r.Status)
+	})
+	_, _, rev, err := st.List(ctx, "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := st.Watch(ctx, rev)
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("evil", "www"), routeDoc("evil", "www", "www.acme.test", "")+"dnsType: user\ncreationTime: \"2000-01-01T00:00:00Z\"\n")
+	eventually(t, "evil/www decided", func() (bool, string) {
+		r := getRoute(t, st, "evil", "www")
+		return r.Status != nil && len(r.Status.Ingress) == 1, fmt.Sprintf("%+v", r.Status)
+	})
+	time.Sleep(500 * time.Millisecond) // a pass or two more
+	for {
+		select {
+		case e := <-events:
+			if e.Type != store.Put || e.Item.Type != mesh.KindRoute {
+				continue
+			}
+			r, err := DecodeRoute(e.Item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Namespace == "shop" && !r.Admitted() {
+				t.Errorf("shop/www lost its host at revision %d: %+v", e.Revision, r.Status)
+			}
+			if r.Namespace == "evil" && r.Admitted() {
+				t.Errorf("evil/www, with a forged creation time, took the host at revision %d", e.Revision)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }
