@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,10 +25,13 @@ const (
 	ReasonNameChanged    = "NameChanged"
 	ReasonBindingRemoved = "BindingRemoved"
 	ReasonBindFailed     = "BindFailed"
-	defaultResync        = 10 * time.Second
-	defaultBackoff       = 200 * time.Millisecond
-	maxBackoff           = 10 * time.Second
-	debounce             = 50 * time.Millisecond
+	// ReasonDNSInUse: the route's router has the dns of another router, whose zone the
+	// control plane's DNS serves: it takes no routes until its dns is its own.
+	ReasonDNSInUse = "RouterDNSInUse"
+	defaultResync  = 10 * time.Second
+	defaultBackoff = 200 * time.Millisecond
+	maxBackoff     = 10 * time.Second
+	debounce       = 50 * time.Millisecond
 )
 
 // Metrics are the reconciler's counters.
@@ -77,6 +81,8 @@ type Reconciler struct {
 	scheds  map[string]*routing.Scheduler
 	retries map[string]retry // route store key -> backoff
 	cache   map[store.Key]cached
+	// shadowed: routers (mesh/name) with another router's dns, and that router.
+	shadowed map[string]string
 }
 
 // cached is a decoded resource at one version: a pass decodes only what changed.
@@ -260,6 +266,7 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 			delete(rc.cache, k) // deleted from the store
 		}
 	}
+	rc.shadowed = rc.shadowedRouters(routers)
 	var next time.Time
 	pending := int64(0)
 	for _, m := range sortedKeys(meshes) {
@@ -286,7 +293,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 			rc.Log.Error("a stored router does not decode; ignored", "router", it.Key.String(), "error", err)
 			continue
 		}
-		if rt, ok := res.(*mesh.Router); ok {
+		if rt, ok := res.(*mesh.Router); ok && rc.shadowed[meshName+"/"+rt.Name] == "" {
 			s.SetRouter(rt)
 		}
 	}
@@ -324,7 +331,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	for _, ri := range routes {
 		seen[ri.it.Name] = true
 		b := bindings[ri.it.Name]
-		reason, msg := rc.check(s, ri.r, b)
+		reason, msg := rc.check(s, meshName, ri.r, b)
 		switch {
 		case b != nil && reason == "":
 			s.Bind(ri.r, b.Router)
@@ -434,12 +441,15 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 }
 
 // check says why binding b of r no longer holds ("" when it does, or there is none).
-func (rc *Reconciler) check(s *routing.Scheduler, r *mesh.Route, b *mesh.RouteBinding) (string, string) {
+func (rc *Reconciler) check(s *routing.Scheduler, meshName string, r *mesh.Route, b *mesh.RouteBinding) (string, string) {
 	if b == nil {
 		if r.PhaseOf() == mesh.PhaseScheduled {
 			return ReasonBindingRemoved, "the route's binding was removed"
 		}
 		return "", ""
+	}
+	if holder := rc.shadowed[meshName+"/"+b.Router]; holder != "" {
+		return ReasonDNSInUse, fmt.Sprintf("router %s has the dns of router %s, whose zone the control plane's DNS serves", b.Router, holder)
 	}
 	router := s.Router(b.Router)
 	if router == nil {
@@ -520,6 +530,35 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 }
 
 // listAll lists every resource of a kind in every mesh, following pages.
+// shadowedRouters are the routers (mesh/name) whose dns is already another's, with that
+// router: the control plane's DNS serves a zone for the first router by mesh and name
+// (shardzones' order), so names scheduled onto the others would be answered with its
+// replicas. Each newly shadowed router is logged once.
+func (rc *Reconciler) shadowedRouters(items []store.Item) map[string]string {
+	items = slices.Clone(items)
+	slices.SortFunc(items, func(a, b store.Item) int { return strings.Compare(a.Mesh+"/"+a.Name, b.Mesh+"/"+b.Name) })
+	first := map[string]string{} // dns -> mesh/name
+	out := map[string]string{}
+	for _, it := range items {
+		res, err := rc.decode(it)
+		rt, ok := res.(*mesh.Router)
+		if err != nil || !ok {
+			continue
+		}
+		key := it.Mesh + "/" + rt.Name
+		zone := strings.ToLower(strings.TrimSuffix(rt.DNS, "."))
+		if holder, taken := first[zone]; taken {
+			out[key] = holder
+			if rc.shadowed[key] != holder {
+				rc.Log.Warn("router has the dns of another router: it takes no routes until its dns is its own", "router", key, "dns", rt.DNS, "zone of", holder)
+			}
+			continue
+		}
+		first[zone] = key
+	}
+	return out
+}
+
 func listAll(ctx context.Context, st store.Store, kind string) ([]store.Item, int64, error) {
 	items, _, rev, err := st.List(ctx, "", kind, "", 0)
 	return items, rev, err

@@ -125,3 +125,27 @@ func TestForgedCreationTimeDoesNotWin(t *testing.T) {
 		break
 	}
 }
+
+// Two routers with the same dns (a shard copied and its dns left as it was): the control
+// plane's DNS serves the zone for the first by mesh and name only, so the other takes no
+// route - routes scheduled onto it used to get names that DNS answered with the first
+// router's replicas, which do not serve them (scheduled, admitted, and unreachable). Its dns
+// changed, it takes routes again.
+func TestRouterWithAnotherRoutersDNSTakesNoRoutes(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
+	put(t, st, mesh.KindRouter, "shard-b", "type: Router\nname: shard-b\ndns: shard-a.apps.example.com\n")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	go rc.Run(ctx)
+	for i := range 4 {
+		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
+	}
+	for i := range 4 {
+		eventually(t, fmt.Sprint("r", i, " on shard-a"), func() (bool, string) { return scheduled(t, st, "shop", fmt.Sprint("r", i), "shard-a") })
+	}
+	put(t, st, mesh.KindRouter, "shard-b", routerDoc("shard-b", ""))
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "r4"), routeDoc("shop", "r4", "h4", ""))
+	eventually(t, "r4 on shard-b once its dns is its own", func() (bool, string) { return scheduled(t, st, "shop", "r4", "shard-b") })
+}
