@@ -83,6 +83,9 @@ type Reconciler struct {
 	cache   map[store.Key]cached
 	// shadowed: routers (mesh/name) with another router's dns, and that router.
 	shadowed map[string]string
+	// zones: the routers of every mesh (not shadowed), their Mesh set: one DNS serves the
+	// zones of every mesh.
+	zones []*mesh.Router
 }
 
 // cached is a decoded resource at one version: a pass decodes only what changed.
@@ -267,6 +270,16 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 		}
 	}
 	rc.shadowed = rc.shadowedRouters(routers)
+	rc.zones = rc.zones[:0]
+	for _, it := range routers {
+		if res, err := rc.decode(it); err == nil && rc.shadowed[it.Mesh+"/"+it.Name] == "" {
+			if rt, ok := res.(*mesh.Router); ok {
+				c := *rt // the cached one is shared
+				c.Mesh = it.Mesh
+				rc.zones = append(rc.zones, &c)
+			}
+		}
+	}
 	var next time.Time
 	pending := int64(0)
 	for _, m := range sortedKeys(meshes) {
@@ -372,7 +385,13 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 			}
 			continue
 		}
-		router, err := s.Schedule(ri.r)
+		var router *mesh.Router
+		var err error
+		if fz := rc.foreignZone(meshName, ri.r); fz != nil {
+			err = fz
+		} else {
+			router, err = s.Schedule(ri.r)
+		}
 		var dns string
 		if err == nil {
 			if dns, err = routing.FinalDNS(ri.r, router); err != nil {
@@ -447,6 +466,9 @@ func (rc *Reconciler) check(s *routing.Scheduler, meshName string, r *mesh.Route
 			return ReasonBindingRemoved, "the route's binding was removed"
 		}
 		return "", ""
+	}
+	if err := rc.foreignZone(meshName, r); err != nil {
+		return err.Reason, err.Message
 	}
 	if holder := rc.shadowed[meshName+"/"+b.Router]; holder != "" {
 		return ReasonDNSInUse, fmt.Sprintf("router %s has the dns of router %s, whose zone the control plane's DNS serves", b.Router, holder)
@@ -530,6 +552,16 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 }
 
 // listAll lists every resource of a kind in every mesh, following pages.
+// foreignZone refuses a user route of meshName whose name lies in the zone of a router of
+// another mesh (routing.ZoneOwner over every mesh's routers): only that router may serve it.
+func (rc *Reconciler) foreignZone(meshName string, r *mesh.Route) *routing.Error {
+	owner, _ := routing.ZoneOwner(rc.zones, r)
+	if owner == nil || owner.Mesh == meshName {
+		return nil // none, or this mesh's scheduler's to decide
+	}
+	return &routing.Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("host %s is in router %s/%s's zone %s, of another mesh: only that router may serve it", r.Host, owner.Mesh, owner.Name, owner.DNS)}
+}
+
 // shadowedRouters are the routers (mesh/name) whose dns is already another's, with that
 // router: the control plane's DNS serves a zone for the first router by mesh and name
 // (shardzones' order), so names scheduled onto the others would be answered with its

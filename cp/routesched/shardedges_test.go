@@ -149,3 +149,37 @@ func TestRouterWithAnotherRoutersDNSTakesNoRoutes(t *testing.T) {
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "r4"), routeDoc("shop", "r4", "h4", ""))
 	eventually(t, "r4 on shard-b once its dns is its own", func() (bool, string) { return scheduled(t, st, "shop", "r4", "shard-b") })
 }
+
+// A user route of another mesh on a name in a shard's zone: never scheduled (the zones of
+// every mesh are served by one DNS, so its CNAME would take the shard's name).
+func TestUserRouteInAnotherMeshsZone(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "shard1", routerDoc("shard1", ""))
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www", ""))
+	other := func(kind, name, doc string) {
+		if _, err := st.Put(ctx, store.Key{Mesh: "other", Type: kind, Name: name}, []byte("mesh: other\n"+doc), store.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other(mesh.KindRouter, "shard9", routerDoc("shard9", ""))
+	other(mesh.KindRoute, mesh.RouteKeyName("evil", "hijack"), routeDoc("evil", "hijack", "shop-www.shard1.apps.example.com", "")+"dnsType: user\n")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	go rc.Run(ctx)
+	eventually(t, "shop/www on shard1", func() (bool, string) { return scheduled(t, st, "shop", "www", "shard1") })
+	eventually(t, "the other mesh's route refused", func() (bool, string) {
+		it, err := st.Get(ctx, routeKey("other", "evil", "hijack"))
+		if err != nil {
+			return false, err.Error()
+		}
+		r, err := DecodeRoute(it)
+		if err != nil {
+			return false, err.Error()
+		}
+		if r.PhaseOf() == mesh.PhaseScheduled {
+			t.Fatalf("scheduled on %s", r.Status.Router)
+		}
+		return r.Status != nil && r.Status.Reason == mesh.ReasonNoRouterMatches && strings.Contains(r.Status.Message, "default/shard1"), fmt.Sprintf("%+v", r.Status)
+	})
+}
