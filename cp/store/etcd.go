@@ -144,6 +144,9 @@ func (s *Etcd) Get(ctx context.Context, k Key) (Item, error) {
 func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]Item, string, int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	if mesh == "" && typ != "" && limit > 0 {
+		return s.listType(ctx, typ, after, limit)
+	}
 	prefix := s.prefix + "/"
 	if mesh != "" {
 		prefix += mesh + "/"
@@ -182,6 +185,72 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 		next = out[len(out)-1].Key.String()
 	}
 	return out, next, r.Header.Revision, nil
+}
+
+// listType is a page of one type across every mesh: keys are <mesh>/<type>/<name>, so it
+// reads each mesh's range of that type only, finding the next mesh with a one-key read and
+// jumping over the other types, all at one revision. A page reads what it returns and a few
+// keys a mesh, instead of every key of the store after the cursor.
+func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]Item, string, int64, error) {
+	root := s.prefix + "/"
+	end := clientv3.GetPrefixRangeEnd(root)
+	cursor := root
+	if after != "" {
+		cursor = root + after + "\x00"
+	}
+	var rev int64
+	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		return opts
+	}
+	var out []Item
+	for len(out) < limit {
+		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly())...)
+		if err != nil {
+			return nil, "", 0, unavailable("store: list", err)
+		}
+		if rev == 0 {
+			rev = r.Header.Revision
+		}
+		if len(r.Kvs) == 0 {
+			return out, "", rev, nil
+		}
+		key := string(r.Kvs[0].Key)
+		parts := strings.SplitN(strings.TrimPrefix(key, root), "/", 3)
+		if len(parts) != 3 {
+			cursor = key + "\x00"
+			continue
+		}
+		meshPrefix := root + parts[0] + "/"
+		typePrefix := meshPrefix + typ + "/"
+		switch {
+		case parts[1] < typ: // this mesh's type comes later
+			cursor = typePrefix
+			continue
+		case parts[1] > typ: // past it: the next mesh
+			cursor = clientv3.GetPrefixRangeEnd(meshPrefix)
+			continue
+		}
+		r, err = s.get(ctx, cursor, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix)), clientv3.WithLimit(int64(limit-len(out))))...)
+		if err != nil {
+			return nil, "", 0, unavailable("store: list", err)
+		}
+		for _, kv := range r.Kvs {
+			it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, "", 0, err
+			}
+			out = append(out, it)
+		}
+		if r.More {
+			break // the page is full within this mesh
+		}
+		cursor = clientv3.GetPrefixRangeEnd(typePrefix)
+	}
+	return out, out[len(out)-1].Key.String(), rev, nil
 }
 
 // Put implements Store: read the current version and times, then write only if the key is
