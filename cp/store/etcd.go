@@ -144,7 +144,7 @@ func (s *Etcd) Get(ctx context.Context, k Key) (Item, error) {
 func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]Item, string, int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	if mesh == "" && typ != "" && limit > 0 {
+	if mesh == "" && typ != "" {
 		return s.listType(ctx, typ, after, limit)
 	}
 	prefix := s.prefix + "/"
@@ -187,10 +187,12 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	return out, next, r.Header.Revision, nil
 }
 
-// listType is a page of one type across every mesh: keys are <mesh>/<type>/<name>, so it
-// reads each mesh's range of that type only, finding the next mesh with a one-key read and
-// jumping over the other types, all at one revision. A page reads what it returns and a few
-// keys a mesh, instead of every key of the store after the cursor.
+// listType is one type across every mesh (a page of at most limit, or all when limit is 0):
+// keys are <mesh>/<type>/<name>, so it reads each mesh's range of that type only, finding
+// the next mesh with a one-key read and jumping over the other types, all at one revision.
+// It reads what it returns and a few keys a mesh, instead of every key of the store after
+// the cursor (the route scheduler lists routers, routes and bindings at every pass, beside
+// every dataplane).
 func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]Item, string, int64, error) {
 	root := s.prefix + "/"
 	end := clientv3.GetPrefixRangeEnd(root)
@@ -207,7 +209,7 @@ func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]It
 		return opts
 	}
 	var out []Item
-	for len(out) < limit {
+	for limit <= 0 || len(out) < limit {
 		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly())...)
 		if err != nil {
 			return nil, "", 0, unavailable("store: list", err)
@@ -234,7 +236,11 @@ func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]It
 			cursor = clientv3.GetPrefixRangeEnd(meshPrefix)
 			continue
 		}
-		r, err = s.get(ctx, cursor, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix)), clientv3.WithLimit(int64(limit-len(out))))...)
+		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix))}
+		if limit > 0 {
+			opts = append(opts, clientv3.WithLimit(int64(limit-len(out))))
+		}
+		r, err = s.get(ctx, cursor, at(opts...)...)
 		if err != nil {
 			return nil, "", 0, unavailable("store: list", err)
 		}

@@ -440,4 +440,13 @@ func TestListOneTypeOfEveryMeshPaged(t *testing.T) {
 	if n := kv.keys.Load(); n > 1500 {
 		t.Errorf("%d keys read to list 412 items in pages of 2", n)
 	}
+	// Unpaged (the route scheduler's pass): the type's keys and a few a mesh.
+	kv.keys.Store(0)
+	items, next, _, err := s.List(ctx, "", "Route", "", 0)
+	if err != nil || len(items) != 200 || next != "" {
+		t.Fatalf("every mesh's routes: %d, next %q, %v", len(items), next, err)
+	}
+	if n := kv.keys.Load(); n > 230 {
+		t.Errorf("%d keys read to list 200 routes", n)
+	}
 }
