@@ -86,6 +86,14 @@ type Reconciler struct {
 	// zones: the routers of every mesh (not shadowed), their Mesh set: one DNS serves the
 	// zones of every mesh.
 	zones []*mesh.Router
+	// names: each user DNS name bound in some mesh, held by its oldest bound route.
+	names map[string]nameClaim
+}
+
+// nameClaim is the route that holds a user DNS name across meshes.
+type nameClaim struct {
+	mesh  string
+	route *mesh.Route
 }
 
 // cached is a decoded resource at one version: a pass decodes only what changed.
@@ -280,6 +288,7 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 			}
 		}
 	}
+	rc.names = rc.boundNames(routes, bindings)
 	var next time.Time
 	pending := int64(0)
 	for _, m := range sortedKeys(meshes) {
@@ -553,13 +562,56 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 
 // listAll lists every resource of a kind in every mesh, following pages.
 // foreignZone refuses a user route of meshName whose name lies in the zone of a router of
-// another mesh (routing.ZoneOwner over every mesh's routers): only that router may serve it.
+// another mesh (routing.ZoneOwner over every mesh's routers): only that router may serve it;
+// and one whose DNS name a route of another mesh holds (one DNS serves every mesh, and a
+// name leads to one router).
 func (rc *Reconciler) foreignZone(meshName string, r *mesh.Route) *routing.Error {
+	if r.DNSTypeOf() != mesh.DNSTypeUser {
+		return nil
+	}
+	if c, ok := rc.names[userDNSName(r)]; ok && c.mesh != meshName {
+		return &routing.Error{Reason: mesh.ReasonHostAlreadyClaimed, Message: fmt.Sprintf("the name %s is held by route %s of mesh %s (one DNS name leads to one router)", userDNSName(r), routing.RouteKey(c.route), c.mesh)}
+	}
 	owner, _ := routing.ZoneOwner(rc.zones, r)
 	if owner == nil || owner.Mesh == meshName {
 		return nil // none, or this mesh's scheduler's to decide
 	}
 	return &routing.Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("host %s is in router %s/%s's zone %s, of another mesh: only that router may serve it", r.Host, owner.Mesh, owner.Name, owner.DNS)}
+}
+
+// userDNSName is the DNS name a user route claims: its host, or *.<domain> for a Subdomain
+// wildcard (as the zones hold it).
+func userDNSName(r *mesh.Route) string {
+	h := strings.ToLower(strings.TrimSuffix(r.Host, "."))
+	if i := strings.IndexByte(h, '.'); r.WildcardPolicyOf() == mesh.WildcardSubdomain && i > 0 {
+		return "*" + h[i:]
+	}
+	return h
+}
+
+// boundNames are the user DNS names of the bound routes of every mesh, each held by its
+// oldest route.
+func (rc *Reconciler) boundNames(routes, bindings []store.Item) map[string]nameClaim {
+	bound := map[store.Key]bool{}
+	for _, it := range bindings {
+		bound[store.Key{Mesh: it.Mesh, Type: mesh.KindRoute, Name: it.Name}] = true
+	}
+	out := map[string]nameClaim{}
+	for _, it := range routes {
+		if !bound[it.Key] {
+			continue
+		}
+		res, err := rc.decode(it)
+		r, ok := res.(*mesh.Route)
+		if err != nil || !ok || r.DNSTypeOf() != mesh.DNSTypeUser {
+			continue
+		}
+		name := userDNSName(r)
+		if c, held := out[name]; !held || routing.Older(r, c.route) {
+			out[name] = nameClaim{mesh: it.Mesh, route: r}
+		}
+	}
+	return out
 }
 
 // shadowedRouters are the routers (mesh/name) whose dns is already another's, with that

@@ -183,3 +183,58 @@ func TestUserRouteInAnotherMeshsZone(t *testing.T) {
 		return r.Status != nil && r.Status.Reason == mesh.ReasonNoRouterMatches && strings.Contains(r.Status.Message, "default/shard1"), fmt.Sprintf("%+v", r.Status)
 	})
 }
+
+// One user name in two meshes: one DNS serves both meshes' zones and a name leads to one
+// router, so the route of the mesh that holds it keeps it and the other's is not scheduled
+// (it used to be scheduled and admitted on its own router while the DNS answered with the
+// first router by name - possibly the newer route's).
+func TestUserNameInTwoMeshes(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inMesh := func(m, kind, name, doc string) {
+		if _, err := st.Put(ctx, store.Key{Mesh: m, Type: kind, Name: name}, []byte("mesh: "+m+"\n"+doc), store.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inMesh("m1", mesh.KindRouter, "z-shard", routerDoc("z-shard", ""))
+	inMesh("m2", mesh.KindRouter, "a-shard", routerDoc("a-shard", ""))
+	inMesh("m1", mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	go rc.Run(ctx)
+	get := func(m, ns, name string) *mesh.Route {
+		it, err := st.Get(ctx, routeKey(m, ns, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := DecodeRoute(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	eventually(t, "m1's route admitted", func() (bool, string) {
+		r := get("m1", "shop", "www")
+		return r.Admitted(), fmt.Sprintf("%+v", r.Status)
+	})
+	inMesh("m2", mesh.KindRoute, mesh.RouteKeyName("blog", "www"), routeDoc("blog", "www", "www.acme.test", "")+"dnsType: user\n")
+	eventually(t, "m2's route refused", func() (bool, string) {
+		r := get("m2", "blog", "www")
+		if r.PhaseOf() == mesh.PhaseScheduled {
+			t.Fatalf("m2's route scheduled on %s: %+v", r.Status.Router, r.Status)
+		}
+		return r.Status != nil && r.Status.Reason != "" && strings.Contains(r.Status.Message, "m1"), fmt.Sprintf("%+v", r.Status)
+	})
+	items, _, _, err := st.List(ctx, "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	req := new(dns.Msg)
+	req.SetQuestion("www.acme.test.", dns.TypeA)
+	for _, rr := range cat.Answer(req).Answer {
+		if c, ok := rr.(*dns.CNAME); ok && !strings.HasPrefix(c.Target, "router-z-shard.") {
+			t.Errorf("www.acme.test answered with %v, not m1's router", rr)
+		}
+	}
+}
