@@ -339,6 +339,9 @@ func Check(k store.Key, doc []byte) string {
 		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, StoreName(res), k.Name)
 	case !mesh.Meshless(res) && mesh.ResourceMesh(m) != k.Mesh:
 		return fmt.Sprintf("%s: mesh: the document is of mesh %q, the URL %q", source, mesh.ResourceMesh(m), k.Mesh)
+	case mesh.Meshless(res) && k.Mesh != mesh.ResourceMesh(m):
+		// One copy for every mesh, where apply writes it: two would be served as one name.
+		return fmt.Sprintf("%s: mesh: a %s without a mesh applies to every mesh and is stored under mesh %q, not %q (or give it a mesh)", source, res.Kind(), mesh.ResourceMesh(m), k.Mesh)
 	}
 	return ""
 }

@@ -181,3 +181,24 @@ func TestApplyAllChecksEveryFileFirst(t *testing.T) {
 		t.Fatalf("apply of two valid files: %+v %v", applied, err)
 	}
 }
+
+// A HostnameGenerator without a mesh applies to every mesh and is stored under mesh default
+// (where apply writes it): a write of one under another mesh's URL is refused - it used to
+// be stored beside it, and agents were served whichever copy came last by key, so apply's
+// edits of the default one could go unseen.
+func TestMeshlessResourceOnlyUnderDefault(t *testing.T) {
+	_, st, cl := startAPI(t)
+	hg := "kind: HostnameGenerator\nmetadata:\n  name: everywhere\nspec:\n  selector:\n    meshExternalService:\n      matchLabels: {a: b}\n  template: \"{{ .Name }}.ext.mesh\"\n"
+	if resp, body := put(t, cl, "/meshes/other/hostnamegenerators/everywhere", hg, token, ""); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "default") {
+		t.Fatalf("a meshless resource under mesh other: %d %s", resp.StatusCode, body)
+	}
+	if items, _, _, _ := st.List(context.Background(), "", "", "", 0); len(items) != 0 {
+		t.Fatalf("stored: %v", items)
+	}
+	if resp, body := put(t, cl, "/meshes/default/hostnamegenerators/everywhere", hg, token, ""); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("under default: %d %s", resp.StatusCode, body)
+	}
+	if a, err := cl.Apply(context.Background(), "hg.yaml", []byte(hg)); err != nil || a[0].Result != "unchanged" || a[0].Mesh != "default" {
+		t.Fatalf("apply: %+v %v", a, err)
+	}
+}
