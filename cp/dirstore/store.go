@@ -34,12 +34,15 @@ import (
 type Store struct {
 	dir string
 
-	mu      sync.Mutex
-	rev     int64
-	files   map[string]dirFile
-	index   map[store.Key]*indexed
-	events  []store.Event // the last changes, for Watch
-	changed chan struct{} // closed and replaced at every change
+	mu     sync.Mutex
+	rev    int64
+	files  map[string]dirFile
+	index  map[store.Key]*indexed
+	events []store.Event // the last changes, for Watch
+	// removals counts the resources that left the file defining them (refreshLocked reads
+	// every file again after one).
+	removals int
+	changed  chan struct{} // closed and replaced at every change
 }
 
 type dirFile struct {
@@ -75,36 +78,46 @@ func NewStore(dir string) (*Store, error) {
 }
 
 // refreshLocked reads the files changed since the last look and gives each resource whose
-// document changed the next revision.
+// document changed the next revision. When a resource left the file that defined it (the file
+// removed, renamed, or edited), every file is read again: another may define it too (the
+// first by path counts, as for the agents), and it was skipped there.
 func (s *Store) refreshLocked() {
 	paths, _ := mesh.ResourceFiles(s.dir)
+	sort.Strings(paths)
 	seen := map[string]bool{}
 	for _, p := range paths {
 		seen[p] = true
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		old, had := s.files[p]
-		if had && time.Since(fi.ModTime()) > 2*time.Second && old.size == fi.Size() && old.mtime == fi.ModTime().UnixNano() {
-			continue
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		sum := sha256.Sum256(data)
-		if had && sum == old.sum {
-			continue
-		}
-		s.indexFileLocked(p, data, fi)
 	}
-	for p, f := range s.files {
+	removed := s.removals
+	for p, f := range s.files { // files gone first: their resources may count elsewhere now
 		if !seen[p] {
 			for _, k := range f.keys {
 				s.removeLocked(k, p)
 			}
 			delete(s.files, p)
+		}
+	}
+	for again := false; ; again = true {
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			old, had := s.files[p]
+			if !again && had && time.Since(fi.ModTime()) > 2*time.Second && old.size == fi.Size() && old.mtime == fi.ModTime().UnixNano() {
+				continue
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			if !again && had && sha256.Sum256(data) == old.sum {
+				continue
+			}
+			s.indexFileLocked(p, data, fi)
+		}
+		if again || s.removals == removed {
+			return
 		}
 	}
 }
@@ -167,6 +180,7 @@ func (s *Store) indexFileLocked(path string, data []byte, fi os.FileInfo) {
 
 func (s *Store) removeLocked(k store.Key, path string) {
 	if cur, ok := s.index[k]; ok && cur.path == path {
+		s.removals++
 		delete(s.index, k)
 		s.rev++
 		s.logLocked(store.Event{Type: store.Delete, Item: store.Item{Key: k, Version: s.rev}, Revision: s.rev})

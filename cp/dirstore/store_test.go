@@ -319,3 +319,45 @@ func TestStoreHalfWrittenFileKeepsLastGood(t *testing.T) {
 		t.Fatalf("update a after the fix: %v", err)
 	}
 }
+
+// A file renamed by hand (b.yaml to c.yaml), and a resource defined in two files whose
+// first (the one that counts) is removed: the resource is still there, read from the file
+// that holds it now - it used to vanish for good (the new file was indexed while the old one
+// still held the resource, then the old one's removal dropped it, and the new file, unchanged,
+// was never read again).
+func TestStoreFileRenamedByHand(t *testing.T) {
+	ctx := context.Background()
+	st, dir := newTestStore(t)
+	k := store.Key{Mesh: "default", Type: "Dataplane", Name: "a"}
+	if err := os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(dpDoc("a", "web")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "b.yaml"), filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := st.Get(ctx, k); err != nil || string(got.Doc) != string(before.Doc) {
+			t.Fatalf("after b.yaml was renamed c.yaml: %v", err)
+		}
+	}
+	if _, err := st.Put(ctx, k, []byte(dpDoc("a", "api")), 0); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a create of the renamed resource: %v, want ErrExists", err)
+	}
+	// Defined in c.yaml and d.yaml (c.yaml counts); c.yaml removed: d.yaml's counts.
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(dpDoc("a", "other")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Get(ctx, k); !strings.Contains(string(got.Doc), "web") {
+		t.Fatalf("with two files defining it, the first should count: %s", got.Doc)
+	}
+	if err := os.Remove(filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Get(ctx, k); err != nil || !strings.Contains(string(got.Doc), "other") {
+		t.Fatalf("after the first file was removed: %q %v, want d.yaml's", got.Doc, err)
+	}
+}
