@@ -332,10 +332,20 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 	return got.item, nil
 }
 
+// maxFileBase bounds a new file's name before its suffix ("-N", ".yaml"), within the 255
+// bytes of a file name.
+const maxFileBase = 230
+
 // newPath is where a new resource goes: <dir>/<mesh>/<kind>-<name>.yaml (another name when a
 // file is there already, holding something else).
 func (s *Store) newPath(k store.Key) string {
-	base := filepath.Join(s.dir, k.Mesh, strings.ToLower(k.Type)+"-"+safeName(k.Name))
+	file := strings.ToLower(k.Type) + "-" + safeName(k.Name)
+	if len(file) > maxFileBase {
+		// File names are at most 255 bytes: a long name is cut and told apart by a hash.
+		sum := sha256.Sum256([]byte(k.Name))
+		file = file[:maxFileBase-17] + "-" + fmt.Sprintf("%x", sum[:8])
+	}
+	base := filepath.Join(s.dir, k.Mesh, file)
 	path := base + ".yaml"
 	for n := 2; ; n++ {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {

@@ -361,3 +361,25 @@ func TestStoreFileRenamedByHand(t *testing.T) {
 		t.Fatalf("after the first file was removed: %q %v, want d.yaml's", got.Doc, err)
 	}
 }
+
+// A resource with a name of 253 characters (the longest valid) gets a file: its file name is
+// shortened to fit the file system's 255 bytes (it used to fail with "file name too long").
+func TestStoreLongName(t *testing.T) {
+	ctx := context.Background()
+	st, dir := newTestStore(t)
+	for _, c := range []string{"a", "b"} {
+		name := strings.Repeat(c, 240) + "-" + strings.Repeat("x", 12)
+		k := store.Key{Mesh: "default", Type: "Dataplane", Name: name}
+		it, err := st.Put(ctx, k, []byte(dpDoc(name, "web")), 0)
+		if err != nil {
+			t.Fatalf("a %d-character name: %v", len(name), err)
+		}
+		if got, err := st.Get(ctx, k); err != nil || got.Version != it.Version {
+			t.Fatalf("read back: %v", err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "default"))
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("files: %v %v", entries, err)
+	}
+}
