@@ -175,7 +175,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	w.Header().Set("ETag", strconv.FormatInt(it.Version, 10))
+	w.Header().Set("ETag", etag(it.Version))
 	writeJSON(w, http.StatusOK, toResource(it))
 }
 
@@ -223,6 +223,9 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	return true
 }
+
+// etag is a version as an entity tag: quoted (RFC 9110 8.8.3).
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
 // expected is the version a write replaces: If-Match, or (absent) create only for PUT and
 // any for DELETE.
@@ -313,7 +316,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 	if expect == 0 {
 		code = http.StatusCreated
 	}
-	w.Header().Set("ETag", strconv.FormatInt(it.Version, 10))
+	w.Header().Set("ETag", etag(it.Version))
 	writeJSON(w, code, toResource(it))
 	return code
 }

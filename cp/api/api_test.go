@@ -114,6 +114,11 @@ func TestWritesRefused(t *testing.T) {
 		t.Fatalf("create: %d", resp.StatusCode)
 	}
 	version := resp.Header.Get("ETag")
+	// An entity tag is quoted (RFC 9110 8.8.3), so proxies and HTTP libraries keep it; the
+	// client echoes it as If-Match.
+	if len(version) < 3 || version[0] != '"' || version[len(version)-1] != '"' {
+		t.Fatalf("ETag %q: want a quoted entity tag", version)
+	}
 	if resp, body := put(t, cl, p, voDoc, token, ""); resp.StatusCode != 409 || !strings.Contains(body, "If-Match") {
 		t.Fatalf("create over an existing one: %d %s", resp.StatusCode, body)
 	}
