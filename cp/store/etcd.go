@@ -72,16 +72,18 @@ func (s *Etcd) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // attempts runs op (one request) until it gets an answer, within ctx: an attempt whose
-// answer is lost - the member it went to died, the leader changed, or no answer within the
-// attempt's share of the timeout (a follower holding a proposal its dead leader never
-// committed answers only after etcd's own 5 s) - is made again. Every write is a
+// answer is lost - the member it went to died, the leader changed, or no answer within per
+// (0: none; a write's share of the timeout, as a follower holding a proposal its dead leader
+// never committed answers only after etcd's own 5 s) - is made again. Every write is a
 // transaction compared on the revisions it read, so running it again is safe: once an
 // earlier attempt has landed the comparison fails, and the caller's else branch reads
 // whether it was its own (retried says an earlier attempt may have landed).
-func (s *Etcd) attempts(ctx context.Context, op func(context.Context) error) (retried bool, err error) {
-	per := max(s.Timeout/4, time.Second)
+func (s *Etcd) attempts(ctx context.Context, per time.Duration, op func(context.Context) error) (retried bool, err error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, per)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if per > 0 {
+			actx, cancel = context.WithTimeout(ctx, per)
+		}
 		err = op(actx)
 		cancel()
 		if err == nil || !lost(err) || ctx.Err() != nil {
@@ -107,9 +109,11 @@ func lost(err error) bool {
 		errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
-// get reads one key (a linearizable read, made again when its answer is lost).
+// get reads (a linearizable read, made again when its answer is lost; each attempt has the
+// whole timeout: a large list may take long, and a read waits for a new leader, not for a
+// lost proposal).
 func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (r *clientv3.GetResponse, err error) {
-	_, err = s.attempts(ctx, func(ctx context.Context) error {
+	_, err = s.attempts(ctx, 0, func(ctx context.Context) error {
 		r, err = s.c.Get(ctx, key, opts...)
 		return err
 	})
@@ -119,7 +123,7 @@ func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (
 // commit runs a transaction (made again when its answer is lost); retried says an earlier
 // attempt may have landed.
 func (s *Etcd) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (tr *clientv3.TxnResponse, retried bool, err error) {
-	retried, err = s.attempts(ctx, func(ctx context.Context) error {
+	retried, err = s.attempts(ctx, max(s.Timeout/4, time.Second), func(ctx context.Context) error {
 		tr, err = s.c.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 		return err
 	})
