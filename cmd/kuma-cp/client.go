@@ -78,13 +78,24 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if len(*files) == 0 {
 			return usage("-f FILE|DIR|- is required")
 		}
-		var applied []api.Applied
+		var sources []api.Source
 		for _, f := range *files {
-			a, err := applyPath(ctx, c, f, stdout)
-			applied = append(applied, a...)
+			srcs, err := readSources(f)
 			if err != nil {
 				return fail(err)
 			}
+			sources = append(sources, srcs...)
+		}
+		applied, err := c.ApplyAll(ctx, sources)
+		for _, a := range applied {
+			fmt.Fprintf(stdout, "%s %s/%s %s\n", a.Type, a.Mesh, a.Name, a.Result)
+		}
+		if err != nil {
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.Status == 409 {
+				err = fmt.Errorf("%w (changed by someone else meanwhile: apply again)", err)
+			}
+			return fail(err)
 		}
 		if *waitFor {
 			if err := waitRoutes(ctx, c, applied, *waitTimeout, stdout); err != nil {
@@ -160,10 +171,9 @@ func getStatus(ctx context.Context, c *api.Client, out io.Writer) error {
 	return api.PrintStatus(out, r.Body)
 }
 
-// applyPath applies a file, every resource file under a directory, or standard input.
-func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer) ([]api.Applied, error) {
+// readSources reads a file, every resource file under a directory, or standard input.
+func readSources(path string) ([]api.Source, error) {
 	var paths []string
-	var all []api.Applied
 	switch fi, err := os.Stat(path); {
 	case path == "-":
 		paths = []string{"-"}
@@ -178,6 +188,7 @@ func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer
 	default:
 		paths = []string{path}
 	}
+	var out []api.Source
 	for _, p := range paths {
 		var data []byte
 		var err error
@@ -187,20 +198,9 @@ func applyPath(ctx context.Context, c *api.Client, path string, stdout io.Writer
 			data, err = os.ReadFile(p)
 		}
 		if err != nil {
-			return all, err
+			return nil, err
 		}
-		applied, err := c.Apply(ctx, filepath.Clean(p), data)
-		all = append(all, applied...)
-		for _, a := range applied {
-			fmt.Fprintf(stdout, "%s %s/%s %s\n", a.Type, a.Mesh, a.Name, a.Result)
-		}
-		if err != nil {
-			var ae *api.Error
-			if errors.As(err, &ae) && ae.Status == 409 {
-				return all, fmt.Errorf("%w (changed by someone else meanwhile: apply again)", err)
-			}
-			return all, err
-		}
+		out = append(out, api.Source{Name: filepath.Clean(p), Data: data})
 	}
-	return all, nil
+	return out, nil
 }

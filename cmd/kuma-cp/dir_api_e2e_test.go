@@ -56,6 +56,23 @@ func TestE2EApplyToTheDirectory(t *testing.T) {
 		t.Fatalf("apply again: %s", out)
 	}
 
+	// apply -f DIR with one invalid file: every file is checked first, nothing is written.
+	batch := t.TempDir()
+	good := strings.Replace(virtualOutbound("default", "{{service}}.batch.mesh"), "name: by-version", "name: batch", 1)
+	if err := os.WriteFile(filepath.Join(batch, "a.yaml"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(batch, "b.yaml"), []byte("type: VirtualOutbound\nname: broken\nconf: {port: nope}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sout, serr strings.Builder
+	if rc := dispatch([]string{"apply", "-f", batch, "--api-url", "http://" + e.api, "--admin-token-file", tok}, &sout, &serr); rc == exitOK || !strings.Contains(serr.String(), "b.yaml") {
+		t.Fatalf("apply -f DIR with an invalid file: exit %d\n%s%s", rc, sout.String(), serr.String())
+	}
+	if _, err := os.Stat(filepath.Join(e.resources, "default", "virtualoutbound-batch.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("apply -f DIR with an invalid file wrote the valid one: %v", err)
+	}
+
 	// A write naming a version that is not the current one: 409, the file unchanged.
 	req, _ := http.NewRequest(http.MethodPut, "http://"+e.api+"/meshes/default/virtualoutbounds/extra", strings.NewReader(extra))
 	req.Header.Set("Authorization", "Bearer admin-secret")

@@ -128,10 +128,12 @@ func fail(w http.ResponseWriter, code int, title, details string) {
 	writeJSON(w, code, apiError{Title: title, Details: details})
 }
 
-// storeError answers a store error with its status: 404, 409, 400, 503, else 500.
+// storeError answers a store error with its status: 404, 409, 400, 413, 503, else 500.
 func storeError(w http.ResponseWriter, err error) int {
 	code := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, store.ErrTooLarge):
+		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, store.ErrInvalid):
 		code = http.StatusBadRequest
 	case errors.Is(err, store.ErrNotFound):
@@ -173,7 +175,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	w.Header().Set("ETag", strconv.FormatInt(it.Version, 10))
+	w.Header().Set("ETag", etag(it.Version))
 	writeJSON(w, http.StatusOK, toResource(it))
 }
 
@@ -221,6 +223,9 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	return true
 }
+
+// etag is a version as an entity tag: quoted (RFC 9110 8.8.3).
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
 // expected is the version a write replaces: If-Match, or (absent) create only for PUT and
 // any for DELETE.
@@ -311,7 +316,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 	if expect == 0 {
 		code = http.StatusCreated
 	}
-	w.Header().Set("ETag", strconv.FormatInt(it.Version, 10))
+	w.Header().Set("ETag", etag(it.Version))
 	writeJSON(w, code, toResource(it))
 	return code
 }
@@ -337,6 +342,9 @@ func Check(k store.Key, doc []byte) string {
 		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, StoreName(res), k.Name)
 	case !mesh.Meshless(res) && mesh.ResourceMesh(m) != k.Mesh:
 		return fmt.Sprintf("%s: mesh: the document is of mesh %q, the URL %q", source, mesh.ResourceMesh(m), k.Mesh)
+	case mesh.Meshless(res) && k.Mesh != mesh.ResourceMesh(m):
+		// One copy for every mesh, where apply writes it: two would be served as one name.
+		return fmt.Sprintf("%s: mesh: a %s without a mesh applies to every mesh and is stored under mesh %q, not %q (or give it a mesh)", source, res.Kind(), mesh.ResourceMesh(m), k.Mesh)
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,11 @@ func TestWritesRefused(t *testing.T) {
 		t.Fatalf("create: %d", resp.StatusCode)
 	}
 	version := resp.Header.Get("ETag")
+	// An entity tag is quoted (RFC 9110 8.8.3), so proxies and HTTP libraries keep it; the
+	// client echoes it as If-Match.
+	if len(version) < 3 || version[0] != '"' || version[len(version)-1] != '"' {
+		t.Fatalf("ETag %q: want a quoted entity tag", version)
+	}
 	if resp, body := put(t, cl, p, voDoc, token, ""); resp.StatusCode != 409 || !strings.Contains(body, "If-Match") {
 		t.Fatalf("create over an existing one: %d %s", resp.StatusCode, body)
 	}
@@ -126,5 +132,78 @@ func TestWritesRefused(t *testing.T) {
 	c.Kill(1)
 	if resp, body := put(t, cl, "/meshes/default/virtualoutbounds/x", strings.Replace(voDoc, "name: by-version", "name: x", 1), token, ""); resp.StatusCode != 503 {
 		t.Fatalf("no quorum: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A very large resource: one that etcd cannot hold is refused with 413 naming its size and
+// the limit (it was a 500 carrying gRPC's or etcd's own text), nothing stored; one just under
+// the limit is stored and read back whole.
+func TestLargeResource(t *testing.T) {
+	_, st, cl := startAPI(t)
+	p := "/meshes/default/virtualoutbounds/by-version"
+	for _, size := range []int{1200 << 10, 1600 << 10, 3 << 20} {
+		big := voDoc + "# " + strings.Repeat("x", size) + "\n"
+		resp, body := put(t, cl, p, big, token, "")
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, strconv.Itoa(len(big))) || !strings.Contains(body, strconv.Itoa(store.MaxDocBytes)) {
+			t.Fatalf("a %d-byte resource: %d %s", len(big), resp.StatusCode, body)
+		}
+	}
+	if _, err := st.Get(context.Background(), store.Key{Mesh: "default", Type: "VirtualOutbound", Name: "by-version"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused resource was stored: %v", err)
+	}
+	fits := voDoc + "# " + strings.Repeat("x", store.MaxDocBytes-len(voDoc)-3) + "\n"
+	if resp, body := put(t, cl, p, fits, token, ""); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a resource of %d bytes (the limit): %d %s", len(fits), resp.StatusCode, body)
+	}
+	got, err := cl.Get(context.Background(), "default", "virtualoutbounds", "by-version")
+	if err != nil || got.Version == 0 {
+		t.Fatalf("get: %v", err)
+	}
+	it, err := st.Get(context.Background(), store.Key{Mesh: "default", Type: "VirtualOutbound", Name: "by-version"})
+	if err != nil || string(it.Doc) != fits {
+		t.Fatalf("read back: %d bytes, want %d: %v", len(it.Doc), len(fits), err)
+	}
+}
+
+// apply -f of several files (a directory, or -f twice) checks every document of every file
+// before writing any: one invalid file names each problem and nothing is written (the files
+// before it used to be applied, half the change landing).
+func TestApplyAllChecksEveryFileFirst(t *testing.T) {
+	_, st, cl := startAPI(t)
+	ctx := context.Background()
+	other := strings.Replace(voDoc, "name: by-version", "name: other", 1)
+	bad := strings.Replace(voDoc, "  port: \"8080\"", "  port: \"99999\"", 1)
+	badToo := strings.Replace(other, "kuma.io/service: \"*\"", "\"\": \"*\"", 1)
+	_, err := cl.ApplyAll(ctx, []Source{{Name: "a.yaml", Data: []byte(other)}, {Name: "b.yaml", Data: []byte(bad)}, {Name: "c.yaml", Data: []byte(badToo)}})
+	if err == nil || !strings.Contains(err.Error(), "b.yaml") || !strings.Contains(err.Error(), "99999") || !strings.Contains(err.Error(), "c.yaml") {
+		t.Fatalf("apply with invalid files: %v, want both files' problems", err)
+	}
+	if items, _, _, _ := st.List(ctx, "", "", "", 0); len(items) != 0 {
+		t.Fatalf("an apply refused for an invalid file wrote %d resources", len(items))
+	}
+	applied, err := cl.ApplyAll(ctx, []Source{{Name: "a.yaml", Data: []byte(other)}, {Name: "b.yaml", Data: []byte(voDoc)}})
+	if err != nil || len(applied) != 2 || applied[0].Name != "other" || applied[1].Name != "by-version" || applied[1].Result != "created" {
+		t.Fatalf("apply of two valid files: %+v %v", applied, err)
+	}
+}
+
+// A HostnameGenerator without a mesh applies to every mesh and is stored under mesh default
+// (where apply writes it): a write of one under another mesh's URL is refused - it used to
+// be stored beside it, and agents were served whichever copy came last by key, so apply's
+// edits of the default one could go unseen.
+func TestMeshlessResourceOnlyUnderDefault(t *testing.T) {
+	_, st, cl := startAPI(t)
+	hg := "kind: HostnameGenerator\nmetadata:\n  name: everywhere\nspec:\n  selector:\n    meshExternalService:\n      matchLabels: {a: b}\n  template: \"{{ .Name }}.ext.mesh\"\n"
+	if resp, body := put(t, cl, "/meshes/other/hostnamegenerators/everywhere", hg, token, ""); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "default") {
+		t.Fatalf("a meshless resource under mesh other: %d %s", resp.StatusCode, body)
+	}
+	if items, _, _, _ := st.List(context.Background(), "", "", "", 0); len(items) != 0 {
+		t.Fatalf("stored: %v", items)
+	}
+	if resp, body := put(t, cl, "/meshes/default/hostnamegenerators/everywhere", hg, token, ""); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("under default: %d %s", resp.StatusCode, body)
+	}
+	if a, err := cl.Apply(context.Background(), "hg.yaml", []byte(hg)); err != nil || a[0].Result != "unchanged" || a[0].Mesh != "default" {
+		t.Fatalf("apply: %+v %v", a, err)
 	}
 }

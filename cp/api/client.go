@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,17 +112,50 @@ type Applied struct {
 	Result           string // created, updated, unchanged
 }
 
+// Source is one file (or standard input) to apply.
+type Source struct {
+	Name string // the file's name, for errors
+	Data []byte
+}
+
 // Apply creates or updates every resource of data (multi-document YAML or JSON), each
 // checked locally first (every error of the file at once, nothing written then): a resource
 // is created, updated with the version read (a concurrent change gives 409, never a lost
 // update), or left unchanged.
 func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Applied, error) {
-	rs, err := mesh.Decode(source, data)
-	if err != nil {
-		return nil, err
+	return c.ApplyAll(ctx, []Source{{Name: source, Data: data}})
+}
+
+// ApplyAll is Apply of several files: every document of every file is checked before any is
+// written (the problems of every file at once, nothing written then), then they are
+// applied in order.
+func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, error) {
+	type decoded struct {
+		source string
+		r      mesh.Resource
+	}
+	var all []decoded
+	var errs mesh.Errors
+	for _, src := range sources {
+		rs, err := mesh.Decode(src.Name, src.Data)
+		if err != nil {
+			var es mesh.Errors
+			if errors.As(err, &es) {
+				errs = append(errs, es...)
+				continue
+			}
+			return nil, err
+		}
+		for _, r := range rs {
+			all = append(all, decoded{src.Name, r})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	var out []Applied
-	for _, r := range rs {
+	for _, d := range all {
+		source, r := d.source, d.r
 		m := r.GetMeta()
 		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
 		doc, err := cplink.EncodeResource(r)

@@ -22,8 +22,8 @@ func decodeAs[T mesh.Resource](rs []Resource) []T {
 			continue
 		}
 		if t, ok := got[0].(T); ok {
-			if m := got[0].GetMeta(); m.CreationTime.IsZero() {
-				m.CreationTime = r.CreationTime
+			if m := got[0].GetMeta(); !r.CreationTime.IsZero() || m.CreationTime.IsZero() {
+				m.CreationTime = r.CreationTime // the store's, as the scheduler's (not the document's)
 			}
 			out = append(out, t)
 		}

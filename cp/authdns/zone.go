@@ -19,6 +19,8 @@ const DefaultTTL = 30
 type Router struct {
 	// Name of the router resource; the canonical name is derived from it.
 	Name string
+	// Mesh is the router's mesh: routers of one name in two meshes are two routers.
+	Mesh string
 	// DNS is the shard's public DNS name, the origin of its zone (shard1.apps.example.com).
 	DNS string
 	// TTL of the shard's records and its negative TTL; 0 means DefaultTTL.
@@ -42,8 +44,9 @@ type Replica struct {
 type UserName struct {
 	// Name is the route's host; "*.acme.test" for a Subdomain wildcard route.
 	Name string
-	// Router is the name of the router the route is admitted on.
+	// Router is the name of the router the route is admitted on, in Mesh (the route's).
 	Router string
+	Mesh   string
 	// Revision is the store revision of the route.
 	Revision int64
 }
@@ -236,7 +239,7 @@ func (b *builder) addRouter(r *Router, seen map[string]*Router) {
 		return
 	}
 	z := b.zone(origin, r.TTL, r.Name, r.Revision)
-	seen[r.Name] = r
+	seen[r.Mesh+"/"+r.Name] = r
 	for _, a := range servedAddrs(r.Replicas) {
 		z.add(addrRR("*."+origin, a, z.TTL))
 	}
@@ -262,7 +265,7 @@ func servedAddrs(reps []Replica) []netip.Addr {
 }
 
 func (b *builder) addUser(u UserName, routers map[string]*Router) {
-	r, ok := routers[u.Router]
+	r, ok := routers[u.Mesh+"/"+u.Router]
 	if !ok {
 		b.problem(u.Name, "router %q is unknown or has no zone", u.Router)
 		return

@@ -22,7 +22,9 @@ import (
 // is listed and read; a write lands in one file per resource, <dir>/<mesh>/<kind>-<name>.yaml,
 // written to a temporary file and renamed over the old one (never half a file). A resource
 // written by hand in a file of several documents is updated or deleted in that file, its
-// other documents kept byte for byte.
+// other documents kept byte for byte. A file whose text does not decode (edited by hand,
+// half written) keeps its resources at its last good version, as the agents are served
+// them, and writes to them get ErrConflict naming the file until it is fixed.
 //
 // A resource's version is a revision of this process: every change seen (written here, or
 // found by a rescan of a file edited by hand) gets the next one. Revisions start at the
@@ -32,18 +34,25 @@ import (
 type Store struct {
 	dir string
 
-	mu      sync.Mutex
-	rev     int64
-	files   map[string]dirFile
-	index   map[store.Key]*indexed
-	events  []store.Event // the last changes, for Watch
-	changed chan struct{} // closed and replaced at every change
+	mu     sync.Mutex
+	rev    int64
+	files  map[string]dirFile
+	index  map[store.Key]*indexed
+	events []store.Event // the last changes, for Watch
+	// removals counts the resources that left the file defining them (refreshLocked reads
+	// every file again after one).
+	removals int
+	changed  chan struct{} // closed and replaced at every change
 }
 
 type dirFile struct {
 	size, mtime int64
 	sum         [32]byte
 	keys        []store.Key
+	// broken is why the file's current text does not decode (edited by hand, half
+	// written): its resources stay as they were at its last good version, the version
+	// the agents are served, and writes to them are refused until it is fixed.
+	broken string
 }
 
 type indexed struct {
@@ -69,36 +78,46 @@ func NewStore(dir string) (*Store, error) {
 }
 
 // refreshLocked reads the files changed since the last look and gives each resource whose
-// document changed the next revision.
+// document changed the next revision. When a resource left the file that defined it (the file
+// removed, renamed, or edited), every file is read again: another may define it too (the
+// first by path counts, as for the agents), and it was skipped there.
 func (s *Store) refreshLocked() {
 	paths, _ := mesh.ResourceFiles(s.dir)
+	sort.Strings(paths)
 	seen := map[string]bool{}
 	for _, p := range paths {
 		seen[p] = true
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		old, had := s.files[p]
-		if had && time.Since(fi.ModTime()) > 2*time.Second && old.size == fi.Size() && old.mtime == fi.ModTime().UnixNano() {
-			continue
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		sum := sha256.Sum256(data)
-		if had && sum == old.sum {
-			continue
-		}
-		s.indexFileLocked(p, data, fi)
 	}
-	for p, f := range s.files {
+	removed := s.removals
+	for p, f := range s.files { // files gone first: their resources may count elsewhere now
 		if !seen[p] {
 			for _, k := range f.keys {
 				s.removeLocked(k, p)
 			}
 			delete(s.files, p)
+		}
+	}
+	for again := false; ; again = true {
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			old, had := s.files[p]
+			if !again && had && time.Since(fi.ModTime()) > 2*time.Second && old.size == fi.Size() && old.mtime == fi.ModTime().UnixNano() {
+				continue
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			if !again && had && sha256.Sum256(data) == old.sum {
+				continue
+			}
+			s.indexFileLocked(p, data, fi)
+		}
+		if again || s.removals == removed {
+			return
 		}
 	}
 }
@@ -109,11 +128,22 @@ func (s *Store) indexFileLocked(path string, data []byte, fi os.FileInfo) {
 	next := dirFile{size: fi.Size(), mtime: fi.ModTime().UnixNano(), sum: sha256.Sum256(data)}
 	mtime := fi.ModTime()
 	parts := splitParts(path, data)
-	found := map[store.Key]bool{}
+	decoded := make([][]mesh.Resource, len(parts.docs))
 	for i, part := range parts.docs {
 		rs, err := mesh.Decode(path, []byte(part))
-		if err != nil || len(rs) != 1 {
-			continue // not a resource (a comment), several (JSON array) or invalid: not listed
+		if err != nil {
+			// Refused whole, as the agents' source refuses it: the last good version stands.
+			old.size, old.mtime, old.sum, old.broken = next.size, next.mtime, next.sum, err.Error()
+			s.files[path] = old
+			return
+		}
+		decoded[i] = rs
+	}
+	found := map[store.Key]bool{}
+	for i, part := range parts.docs {
+		rs := decoded[i]
+		if len(rs) != 1 {
+			continue // not a resource (a comment) or several (a JSON array): not listed
 		}
 		r := rs[0]
 		k := store.Key{Mesh: mesh.ResourceMesh(r.GetMeta()), Type: r.Kind(), Name: keyName(r)}
@@ -150,6 +180,7 @@ func (s *Store) indexFileLocked(path string, data []byte, fi os.FileInfo) {
 
 func (s *Store) removeLocked(k store.Key, path string) {
 	if cur, ok := s.index[k]; ok && cur.path == path {
+		s.removals++
 		delete(s.index, k)
 		s.rev++
 		s.logLocked(store.Event{Type: store.Delete, Item: store.Item{Key: k, Version: s.rev}, Revision: s.rev})
@@ -208,6 +239,20 @@ func (s *Store) List(_ context.Context, meshName, typ, after string, limit int) 
 	return out, next, s.rev, nil
 }
 
+// checkLocked applies a write's expected version to what is there, and refuses a write to a
+// resource whose file is broken.
+func (s *Store) checkLocked(k store.Key, cur *indexed, expect int64) error {
+	if err := check(k, cur, expect); err != nil {
+		return err
+	}
+	if cur != nil {
+		if why := s.files[cur.path].broken; why != "" {
+			return fmt.Errorf("%s: %w: its file %s was edited and does not decode (%s): fix the file first (its last good version is served)", k, store.ErrConflict, cur.path, why)
+		}
+	}
+	return nil
+}
+
 // check applies a write's expected version to what is there.
 func check(k store.Key, cur *indexed, expect int64) error {
 	switch {
@@ -243,7 +288,7 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 	defer s.mu.Unlock()
 	s.refreshLocked()
 	cur := s.index[k]
-	if err := check(k, cur, expect); err != nil {
+	if err := s.checkLocked(k, cur, expect); err != nil {
 		return store.Item{}, err
 	}
 	if len(doc) == 0 || doc[len(doc)-1] != '\n' {
@@ -287,10 +332,20 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 	return got.item, nil
 }
 
+// maxFileBase bounds a new file's name before its suffix ("-N", ".yaml"), within the 255
+// bytes of a file name.
+const maxFileBase = 230
+
 // newPath is where a new resource goes: <dir>/<mesh>/<kind>-<name>.yaml (another name when a
 // file is there already, holding something else).
 func (s *Store) newPath(k store.Key) string {
-	base := filepath.Join(s.dir, k.Mesh, strings.ToLower(k.Type)+"-"+safeName(k.Name))
+	file := strings.ToLower(k.Type) + "-" + safeName(k.Name)
+	if len(file) > maxFileBase {
+		// File names are at most 255 bytes: a long name is cut and told apart by a hash.
+		sum := sha256.Sum256([]byte(k.Name))
+		file = file[:maxFileBase-17] + "-" + fmt.Sprintf("%x", sum[:8])
+	}
+	base := filepath.Join(s.dir, k.Mesh, file)
 	path := base + ".yaml"
 	for n := 2; ; n++ {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
@@ -327,7 +382,7 @@ func (s *Store) Delete(_ context.Context, k store.Key, expect int64) error {
 	if cur == nil {
 		return fmt.Errorf("%s: %w", k, store.ErrNotFound)
 	}
-	if err := check(k, cur, expect); err != nil {
+	if err := s.checkLocked(k, cur, expect); err != nil {
 		return err
 	}
 	old, err := os.ReadFile(cur.path)

@@ -255,3 +255,131 @@ func TestStoreListPages(t *testing.T) {
 		t.Fatalf("pages gave %v", names)
 	}
 }
+
+// A file edited by hand and left half-written (or invalid) keeps its resources as they were
+// at its last good version, as the agents are served them (Dir keeps the last good file):
+// they are still read, a create of one of them is refused (it used to vanish, and a create
+// wrote a second copy in a file of its own, defined twice once the file was fixed), and a
+// write to one of them is refused naming the file and its problem (it used to land in the
+// broken file, which the agents never read) - until the file is fixed.
+func TestStoreHalfWrittenFileKeepsLastGood(t *testing.T) {
+	ctx := context.Background()
+	st, dir := newTestStore(t)
+	path := filepath.Join(dir, "hand.yaml")
+	good := dpDoc("a", "web") + "---\n" + dpDoc("b", "web")
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ka := store.Key{Mesh: "default", Type: "Dataplane", Name: "a"}
+	kb := store.Key{Mesh: "default", Type: "Dataplane", Name: "b"}
+	a, err := st.Get(ctx, ka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Get(ctx, kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := dpDoc("a", "web") + "---\n" + dpDoc("b", "web2")
+	half := edited[:len(edited)-25]
+	if err := os.WriteFile(path, []byte(half), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Get(ctx, kb); err != nil || got.Version != b.Version || string(got.Doc) != string(b.Doc) {
+		t.Fatalf("b in a half-written file: version %d %v, want its last good version %d", got.Version, err, b.Version)
+	}
+	if items, _, _, _ := st.List(ctx, "default", "Dataplane", "", 0); len(items) != 2 {
+		t.Fatalf("listed %d resources, want the last good 2", len(items))
+	}
+	if _, err := st.Put(ctx, kb, []byte(dpDoc("b", "api")), 0); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("create b while its file is broken: %v, want ErrExists", err)
+	}
+	_, err = st.Put(ctx, ka, []byte(dpDoc("a", "api")), a.Version)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("update a while its file is broken: %v, want a conflict naming %s", err, path)
+	}
+	if err := st.Delete(ctx, kb, b.Version); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("delete b while its file is broken: %v, want a conflict", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != half {
+		t.Fatalf("the broken file was written:\n%s", data)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("files besides hand.yaml: %v", entries)
+	}
+	// Fixed: its resources are read again, and writes work.
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, kb)
+	if err != nil || !strings.Contains(string(got.Doc), "web2") || got.Version <= b.Version {
+		t.Fatalf("b after the fix: %+v %v", got, err)
+	}
+	if _, err := st.Put(ctx, ka, []byte(dpDoc("a", "api")), a.Version); err != nil {
+		t.Fatalf("update a after the fix: %v", err)
+	}
+}
+
+// A file renamed by hand (b.yaml to c.yaml), and a resource defined in two files whose
+// first (the one that counts) is removed: the resource is still there, read from the file
+// that holds it now - it used to vanish for good (the new file was indexed while the old one
+// still held the resource, then the old one's removal dropped it, and the new file, unchanged,
+// was never read again).
+func TestStoreFileRenamedByHand(t *testing.T) {
+	ctx := context.Background()
+	st, dir := newTestStore(t)
+	k := store.Key{Mesh: "default", Type: "Dataplane", Name: "a"}
+	if err := os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(dpDoc("a", "web")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "b.yaml"), filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := st.Get(ctx, k); err != nil || string(got.Doc) != string(before.Doc) {
+			t.Fatalf("after b.yaml was renamed c.yaml: %v", err)
+		}
+	}
+	if _, err := st.Put(ctx, k, []byte(dpDoc("a", "api")), 0); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a create of the renamed resource: %v, want ErrExists", err)
+	}
+	// Defined in c.yaml and d.yaml (c.yaml counts); c.yaml removed: d.yaml's counts.
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(dpDoc("a", "other")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Get(ctx, k); !strings.Contains(string(got.Doc), "web") {
+		t.Fatalf("with two files defining it, the first should count: %s", got.Doc)
+	}
+	if err := os.Remove(filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Get(ctx, k); err != nil || !strings.Contains(string(got.Doc), "other") {
+		t.Fatalf("after the first file was removed: %q %v, want d.yaml's", got.Doc, err)
+	}
+}
+
+// A resource with a name of 253 characters (the longest valid) gets a file: its file name is
+// shortened to fit the file system's 255 bytes (it used to fail with "file name too long").
+func TestStoreLongName(t *testing.T) {
+	ctx := context.Background()
+	st, dir := newTestStore(t)
+	for _, c := range []string{"a", "b"} {
+		name := strings.Repeat(c, 240) + "-" + strings.Repeat("x", 12)
+		k := store.Key{Mesh: "default", Type: "Dataplane", Name: name}
+		it, err := st.Put(ctx, k, []byte(dpDoc(name, "web")), 0)
+		if err != nil {
+			t.Fatalf("a %d-character name: %v", len(name), err)
+		}
+		if got, err := st.Get(ctx, k); err != nil || got.Version != it.Version {
+			t.Fatalf("read back: %v", err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "default"))
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("files: %v %v", entries, err)
+	}
+}

@@ -191,8 +191,8 @@ func (f *Feed) served(items []cpstore.Item) Served {
 		}
 		r := rs[0]
 		m := r.GetMeta()
-		if m.CreationTime.IsZero() {
-			m.CreationTime = it.Created
+		if !it.Created.IsZero() || m.CreationTime.IsZero() {
+			m.CreationTime = it.Created // the store's, never a creationTime the document gives
 		}
 		body, err := f.docs.encode(it, r)
 		if err != nil {

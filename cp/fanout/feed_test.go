@@ -105,3 +105,26 @@ func TestCompareKeysAsStrings(t *testing.T) {
 		}
 	}
 }
+
+// A resource's creation time, as the agents are served it (it orders collisions: of two
+// TrafficRoutes that rank the same, the older wins), is the store's: a creationTime in the
+// document (a file exported from elsewhere) does not make a new resource the oldest.
+func TestFeedServesTheStoresCreationTime(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	doc := append([]byte("creationTime: \"2000-01-01T00:00:00Z\"\n"), dataplaneDoc("dp-0", "v0")...)
+	it, err := st.Put(ctx, cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "dp-0"}, doc, cpstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(st, cp, slog.New(slog.DiscardHandler))
+	go feed.Run(ctx)
+	waitUntil(t, "the first read", func() bool { return feed.Synced() && len(cp.Resources("default", mesh.KindDataplane)) == 1 })
+	body := string(cp.Resources("default", mesh.KindDataplane)["dp-0"])
+	if strings.Contains(body, "2000-01-01") || !strings.Contains(body, it.Created.Format("2006-01-02")) {
+		t.Fatalf("served with the document's creation time, not the store's (%s):\n%s", it.Created, body)
+	}
+}

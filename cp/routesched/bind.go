@@ -37,7 +37,8 @@ func Encode(r mesh.Resource) []byte {
 	return out
 }
 
-// DecodeRoute reads a stored route; its creation time is the store's unless it gives one.
+// DecodeRoute reads a stored route; its creation time is the store's (a creationTime in the
+// document counts only when the store has none).
 func DecodeRoute(it store.Item) (*mesh.Route, error) {
 	rs, err := mesh.Decode(it.Key.String(), it.Doc)
 	if err != nil {
@@ -50,7 +51,9 @@ func DecodeRoute(it store.Item) (*mesh.Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: a %s, not a Route", it.Key, rs[0].Kind())
 	}
-	if r.CreationTime.IsZero() {
+	if !it.Created.IsZero() || r.CreationTime.IsZero() {
+		// The store's: a route's age decides who owns a host, so a creationTime written in
+		// the document (by anyone who may write a route) never counts.
 		r.CreationTime = it.Created
 	}
 	return r, nil

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,10 +25,13 @@ const (
 	ReasonNameChanged    = "NameChanged"
 	ReasonBindingRemoved = "BindingRemoved"
 	ReasonBindFailed     = "BindFailed"
-	defaultResync        = 10 * time.Second
-	defaultBackoff       = 200 * time.Millisecond
-	maxBackoff           = 10 * time.Second
-	debounce             = 50 * time.Millisecond
+	// ReasonDNSInUse: the route's router has the dns of another router, whose zone the
+	// control plane's DNS serves: it takes no routes until its dns is its own.
+	ReasonDNSInUse = "RouterDNSInUse"
+	defaultResync  = 10 * time.Second
+	defaultBackoff = 200 * time.Millisecond
+	maxBackoff     = 10 * time.Second
+	debounce       = 50 * time.Millisecond
 )
 
 // Metrics are the reconciler's counters.
@@ -77,6 +81,19 @@ type Reconciler struct {
 	scheds  map[string]*routing.Scheduler
 	retries map[string]retry // route store key -> backoff
 	cache   map[store.Key]cached
+	// shadowed: routers (mesh/name) with another router's dns, and that router.
+	shadowed map[string]string
+	// zones: the routers of every mesh (not shadowed), their Mesh set: one DNS serves the
+	// zones of every mesh.
+	zones []*mesh.Router
+	// names: each user DNS name bound in some mesh, held by its oldest bound route.
+	names map[string]nameClaim
+}
+
+// nameClaim is the route that holds a user DNS name across meshes.
+type nameClaim struct {
+	mesh  string
+	route *mesh.Route
 }
 
 // cached is a decoded resource at one version: a pass decodes only what changed.
@@ -260,6 +277,18 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 			delete(rc.cache, k) // deleted from the store
 		}
 	}
+	rc.shadowed = rc.shadowedRouters(routers)
+	rc.zones = rc.zones[:0]
+	for _, it := range routers {
+		if res, err := rc.decode(it); err == nil && rc.shadowed[it.Mesh+"/"+it.Name] == "" {
+			if rt, ok := res.(*mesh.Router); ok {
+				c := *rt // the cached one is shared
+				c.Mesh = it.Mesh
+				rc.zones = append(rc.zones, &c)
+			}
+		}
+	}
+	rc.names = rc.boundNames(routes, bindings)
 	var next time.Time
 	pending := int64(0)
 	for _, m := range sortedKeys(meshes) {
@@ -286,7 +315,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 			rc.Log.Error("a stored router does not decode; ignored", "router", it.Key.String(), "error", err)
 			continue
 		}
-		if rt, ok := res.(*mesh.Router); ok {
+		if rt, ok := res.(*mesh.Router); ok && rc.shadowed[meshName+"/"+rt.Name] == "" {
 			s.SetRouter(rt)
 		}
 	}
@@ -324,7 +353,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	for _, ri := range routes {
 		seen[ri.it.Name] = true
 		b := bindings[ri.it.Name]
-		reason, msg := rc.check(s, ri.r, b)
+		reason, msg := rc.check(s, meshName, ri.r, b)
 		switch {
 		case b != nil && reason == "":
 			s.Bind(ri.r, b.Router)
@@ -365,7 +394,13 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 			}
 			continue
 		}
-		router, err := s.Schedule(ri.r)
+		var router *mesh.Router
+		var err error
+		if fz := rc.foreignZone(meshName, ri.r); fz != nil {
+			err = fz
+		} else {
+			router, err = s.Schedule(ri.r)
+		}
 		var dns string
 		if err == nil {
 			if dns, err = routing.FinalDNS(ri.r, router); err != nil {
@@ -434,12 +469,18 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 }
 
 // check says why binding b of r no longer holds ("" when it does, or there is none).
-func (rc *Reconciler) check(s *routing.Scheduler, r *mesh.Route, b *mesh.RouteBinding) (string, string) {
+func (rc *Reconciler) check(s *routing.Scheduler, meshName string, r *mesh.Route, b *mesh.RouteBinding) (string, string) {
 	if b == nil {
 		if r.PhaseOf() == mesh.PhaseScheduled {
 			return ReasonBindingRemoved, "the route's binding was removed"
 		}
 		return "", ""
+	}
+	if err := rc.foreignZone(meshName, r); err != nil {
+		return err.Reason, err.Message
+	}
+	if holder := rc.shadowed[meshName+"/"+b.Router]; holder != "" {
+		return ReasonDNSInUse, fmt.Sprintf("router %s has the dns of router %s, whose zone the control plane's DNS serves", b.Router, holder)
 	}
 	router := s.Router(b.Router)
 	if router == nil {
@@ -447,6 +488,15 @@ func (rc *Reconciler) check(s *routing.Scheduler, r *mesh.Route, b *mesh.RouteBi
 	}
 	if !routing.Matches(router, r) {
 		return ReasonNotSelected, fmt.Sprintf("router %s no longer takes the route (its labels or namespace changed)", b.Router)
+	}
+	if owner, err := routing.ZoneOwner(s.Routers(), r); err != nil {
+		var e *routing.Error
+		if errors.As(err, &e) {
+			return e.Reason, e.Message
+		}
+		return ReasonNotSelected, err.Error()
+	} else if owner != nil && owner.Name != b.Router {
+		return ReasonNotSelected, fmt.Sprintf("host %s is in router %s's zone %s: only that router may serve it", r.Host, owner.Name, owner.DNS)
 	}
 	dns, err := routing.FinalDNS(r, router)
 	if err != nil || dns != b.DNS {
@@ -511,6 +561,88 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 }
 
 // listAll lists every resource of a kind in every mesh, following pages.
+// foreignZone refuses a user route of meshName whose name lies in the zone of a router of
+// another mesh (routing.ZoneOwner over every mesh's routers): only that router may serve it;
+// and one whose DNS name a route of another mesh holds (one DNS serves every mesh, and a
+// name leads to one router).
+func (rc *Reconciler) foreignZone(meshName string, r *mesh.Route) *routing.Error {
+	if r.DNSTypeOf() != mesh.DNSTypeUser {
+		return nil
+	}
+	if c, ok := rc.names[userDNSName(r)]; ok && c.mesh != meshName {
+		return &routing.Error{Reason: mesh.ReasonHostAlreadyClaimed, Message: fmt.Sprintf("the name %s is held by route %s of mesh %s (one DNS name leads to one router)", userDNSName(r), routing.RouteKey(c.route), c.mesh)}
+	}
+	owner, _ := routing.ZoneOwner(rc.zones, r)
+	if owner == nil || owner.Mesh == meshName {
+		return nil // none, or this mesh's scheduler's to decide
+	}
+	return &routing.Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("host %s is in router %s/%s's zone %s, of another mesh: only that router may serve it", r.Host, owner.Mesh, owner.Name, owner.DNS)}
+}
+
+// userDNSName is the DNS name a user route claims: its host, or *.<domain> for a Subdomain
+// wildcard (as the zones hold it).
+func userDNSName(r *mesh.Route) string {
+	h := strings.ToLower(strings.TrimSuffix(r.Host, "."))
+	if i := strings.IndexByte(h, '.'); r.WildcardPolicyOf() == mesh.WildcardSubdomain && i > 0 {
+		return "*" + h[i:]
+	}
+	return h
+}
+
+// boundNames are the user DNS names of the bound routes of every mesh, each held by its
+// oldest route.
+func (rc *Reconciler) boundNames(routes, bindings []store.Item) map[string]nameClaim {
+	bound := map[store.Key]bool{}
+	for _, it := range bindings {
+		bound[store.Key{Mesh: it.Mesh, Type: mesh.KindRoute, Name: it.Name}] = true
+	}
+	out := map[string]nameClaim{}
+	for _, it := range routes {
+		if !bound[it.Key] {
+			continue
+		}
+		res, err := rc.decode(it)
+		r, ok := res.(*mesh.Route)
+		if err != nil || !ok || r.DNSTypeOf() != mesh.DNSTypeUser {
+			continue
+		}
+		name := userDNSName(r)
+		if c, held := out[name]; !held || routing.Older(r, c.route) {
+			out[name] = nameClaim{mesh: it.Mesh, route: r}
+		}
+	}
+	return out
+}
+
+// shadowedRouters are the routers (mesh/name) whose dns is already another's, with that
+// router: the control plane's DNS serves a zone for the first router by mesh and name
+// (shardzones' order), so names scheduled onto the others would be answered with its
+// replicas. Each newly shadowed router is logged once.
+func (rc *Reconciler) shadowedRouters(items []store.Item) map[string]string {
+	items = slices.Clone(items)
+	slices.SortFunc(items, func(a, b store.Item) int { return strings.Compare(a.Mesh+"/"+a.Name, b.Mesh+"/"+b.Name) })
+	first := map[string]string{} // dns -> mesh/name
+	out := map[string]string{}
+	for _, it := range items {
+		res, err := rc.decode(it)
+		rt, ok := res.(*mesh.Router)
+		if err != nil || !ok {
+			continue
+		}
+		key := it.Mesh + "/" + rt.Name
+		zone := strings.ToLower(strings.TrimSuffix(rt.DNS, "."))
+		if holder, taken := first[zone]; taken {
+			out[key] = holder
+			if rc.shadowed[key] != holder {
+				rc.Log.Warn("router has the dns of another router: it takes no routes until its dns is its own", "router", key, "dns", rt.DNS, "zone of", holder)
+			}
+			continue
+		}
+		first[zone] = key
+	}
+	return out
+}
+
 func listAll(ctx context.Context, st store.Store, kind string) ([]store.Item, int64, error) {
 	items, _, rev, err := st.List(ctx, "", kind, "", 0)
 	return items, rev, err

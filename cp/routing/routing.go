@@ -54,6 +54,55 @@ func Candidates(routers []*mesh.Router, r *mesh.Route) []*mesh.Router {
 	return out
 }
 
+// ZoneOwner is the router whose DNS zone holds user route r's name - its host, or for a
+// Subdomain wildcard the domain it covers - the deepest such zone; nil for a system route or
+// a name in no router's zone. Only that router may serve the name: the control plane's DNS
+// answers every name of the zone, and a CNAME there to another router would take the name (a
+// shard's system name, or with a wildcard over the zone every one of them) away from it.
+// The zone's apex and a wildcard over the whole zone are refused (RouteNotAdmitted): the apex
+// holds the zone's SOA and NS, and the wildcard is the shard's own.
+func ZoneOwner(routers []*mesh.Router, r *mesh.Route) (*mesh.Router, error) {
+	if r.DNSTypeOf() != mesh.DNSTypeUser {
+		return nil, nil
+	}
+	name := strings.ToLower(strings.TrimSuffix(r.Host, "."))
+	wild := r.WildcardPolicyOf() == mesh.WildcardSubdomain
+	if wild {
+		_, name = splitHost(name)
+	}
+	var owner *mesh.Router
+	for _, rt := range routers {
+		zone := strings.ToLower(strings.TrimSuffix(rt.DNS, "."))
+		if zone == "" || (name != zone && !strings.HasSuffix(name, "."+zone)) {
+			continue
+		}
+		if owner == nil || len(zone) > len(owner.DNS) || len(zone) == len(owner.DNS) && rt.Name < owner.Name {
+			owner = rt
+		}
+	}
+	switch {
+	case owner == nil:
+		return nil, nil
+	case wild && name == strings.ToLower(owner.DNS):
+		return owner, &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("a wildcard over *.%s would take every name of router %s's zone %s", name, owner.Name, owner.DNS)}
+	case !wild && name == strings.ToLower(owner.DNS):
+		return owner, &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("host %s is the apex of router %s's zone (its SOA and NS): use a name under it", r.Host, owner.Name)}
+	}
+	return owner, nil
+}
+
+// zoneCandidates narrows cands to the router whose zone holds r's name, when there is one.
+func zoneCandidates(routers, cands []*mesh.Router, r *mesh.Route) ([]*mesh.Router, error) {
+	owner, err := ZoneOwner(routers, r)
+	if err != nil || owner == nil {
+		return cands, err
+	}
+	if slices.ContainsFunc(cands, func(c *mesh.Router) bool { return c.Name == owner.Name }) {
+		return []*mesh.Router{owner}, nil
+	}
+	return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("host %s is in router %s's zone %s, and only that router may serve it; it does not take route %s", r.Host, owner.Name, owner.DNS, RouteKey(r))}
+}
+
 // FinalDNS is the name a route is served under on router: for dnsType system
 // <namespace>-<host>.<router dns>; for dnsType user the host itself (the user's domain
 // CNAMEs to the router's DNS name). A name that is not DNS-1123 (a label over 63 characters,

@@ -115,11 +115,18 @@ func (s *Scheduler) sortedRouters() []*mesh.Router {
 	return out
 }
 
-// Candidates are the routers that take r.
+// Candidates are the routers that take r: those whose selectors take it, narrowed to the
+// router whose zone holds a user route's name (ZoneOwner), when there is one.
 func (s *Scheduler) Candidates(r *mesh.Route) []*mesh.Router {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Candidates(s.sortedRouters(), r)
+	cands, _ := s.candidates(r)
+	return cands
+}
+
+func (s *Scheduler) candidates(r *mesh.Route) ([]*mesh.Router, error) {
+	routers := s.sortedRouters()
+	return zoneCandidates(routers, Candidates(routers, r), r)
 }
 
 // Load is how many routes are bound to router.
@@ -164,7 +171,8 @@ func (s *Scheduler) bind(r *mesh.Route, router string) {
 	s.keys[k] = keys
 	s.bound[k] = router
 	s.load[router]++
-	set := setKey(Candidates(s.sortedRouters(), r))
+	cands, _ := s.candidates(r)
+	set := setKey(cands)
 	s.setOf[k] = set
 	inc(s.sets, set, router)
 }
@@ -181,7 +189,8 @@ func setKey(cands []*mesh.Router) string {
 func (s *Scheduler) SetLoad(r *mesh.Route, router string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sets[setKey(Candidates(s.sortedRouters(), r))][router]
+	cands, _ := s.candidates(r)
+	return s.sets[setKey(cands)][router]
 }
 
 // Unbind forgets a route's binding (deleted, or put back to new).
@@ -269,7 +278,11 @@ func (s *Scheduler) affinity(r *mesh.Route) (string, string) {
 // Call Bind instead when the binding could not be stored, after Unbind.
 func (s *Scheduler) Schedule(r *mesh.Route) (*mesh.Router, error) {
 	s.mu.Lock()
-	cands := Candidates(s.sortedRouters(), r)
+	cands, err := s.candidates(r)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	if len(cands) == 0 {
 		s.mu.Unlock()
 		return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("no router takes route %s (labels %v)", RouteKey(r), r.Labels)}

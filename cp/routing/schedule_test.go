@@ -267,3 +267,57 @@ func TestRoundRobinShardsAcrossLeaders(t *testing.T) {
 		}
 	}
 }
+
+// A user name inside a router's zone belongs to that router (the deepest zone holding it);
+// the apex and a wildcard over the whole zone are refused; names outside every zone and
+// system routes are free.
+func TestZoneOwner(t *testing.T) {
+	parent := router("apps", func(r *mesh.Router) { r.DNS = "apps.example.com" })
+	child := router("shard1")
+	routers := []*mesh.Router{parent, child}
+	tests := []struct {
+		route *mesh.Route
+		owner string
+		err   string
+	}{
+		{rt("ns", "a", "www.acme.test", "", 1), "", ""},
+		{rt("ns", "a", "x.shard1.apps.example.com", "", 1), "shard1", ""},
+		{rt("ns", "a", "X.Shard1.apps.example.com", "", 1), "shard1", ""},
+		{rt("ns", "a", "x.shard2.apps.example.com", "", 1), "apps", ""},
+		{rt("ns", "a", "x.y.shard1.apps.example.com", "", 1, wildcard), "shard1", ""},
+		{rt("ns", "a", "shard1.apps.example.com", "", 1), "shard1", mesh.ReasonRouteNotAdmitted},
+		{rt("ns", "a", "x.shard1.apps.example.com", "", 1, wildcard), "shard1", mesh.ReasonRouteNotAdmitted},
+		{rt("ns", "a", "xshard1.apps.example.com", "", 1), "apps", ""},
+		{rt("ns", "a", "www", "", 1, func(r *mesh.Route) { r.DNSType = mesh.DNSTypeSystem }), "", ""},
+	}
+	for _, tt := range tests {
+		owner, err := ZoneOwner(routers, tt.route)
+		name := ""
+		if owner != nil {
+			name = owner.Name
+		}
+		var e *Error
+		reason := ""
+		if errors.As(err, &e) {
+			reason = e.Reason
+		}
+		if name != tt.owner || reason != tt.err {
+			t.Errorf("%s (%s): owner %q, error %v; want %q, %q", tt.route.Host, tt.route.WildcardPolicy, name, err, tt.owner, tt.err)
+		}
+	}
+	// Scheduling: only the owner is a candidate; an owner whose selectors refuse the route
+	// leaves it unscheduled, named.
+	s := NewScheduler(nil)
+	s.SetRouter(router("a"))
+	s.SetRouter(router("b", sel(map[string]string{"shard": "b"})))
+	for i := range 3 {
+		if got, err := s.Schedule(rt("ns", fmt.Sprint("r", i), fmt.Sprintf("h%d.a.apps.example.com", i), "", i)); err != nil || got.Name != "a" {
+			t.Fatalf("a name in a's zone: %v %v", got, err)
+		}
+	}
+	_, err := s.Schedule(rt("ns", "x", "h.b.apps.example.com", "", 9))
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != mesh.ReasonNoRouterMatches || !strings.Contains(e.Message, "router b's zone") {
+		t.Fatalf("a name in the zone of a router that does not take the route: %v", err)
+	}
+}

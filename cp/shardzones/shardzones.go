@@ -69,7 +69,7 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 	}
 	sort.Slice(routers, func(i, j int) bool { return routers[i].Mesh+"/"+routers[i].Name < routers[j].Mesh+"/"+routers[j].Name })
 	for _, rt := range routers {
-		zr := authdns.Router{Name: rt.Name, DNS: rt.DNS, Revision: routerRev[rt.Mesh+"/"+rt.Name]}
+		zr := authdns.Router{Name: rt.Name, Mesh: rt.Mesh, DNS: rt.DNS, Revision: routerRev[rt.Mesh+"/"+rt.Name]}
 		for _, dp := range dps {
 			if dp.Mesh != rt.Mesh || len(rt.Dataplanes) == 0 || !servesRouter(dp, rt) {
 				continue
@@ -88,9 +88,9 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 		if r.DNSType != mesh.DNSTypeUser || !r.Admitted() {
 			continue
 		}
-		in.Users = append(in.Users, authdns.UserName{Name: userName(r), Router: r.Status.Router, Revision: routeRev[r]})
+		in.Users = append(in.Users, authdns.UserName{Name: userName(r), Router: r.Status.Router, Mesh: r.Mesh, Revision: routeRev[r]})
 		for i := range in.Routers { // the route's change is a change of its router's zone too
-			if in.Routers[i].Name == r.Status.Router {
+			if in.Routers[i].Name == r.Status.Router && in.Routers[i].Mesh == r.Mesh {
 				in.Routers[i].Revision = max(in.Routers[i].Revision, routeRev[r])
 			}
 		}

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/cp/authdns"
 	"github.com/kumadp/kuma-dp/cp/store"
 )
 
@@ -45,5 +48,37 @@ func TestInput(t *testing.T) {
 	}
 	if in.Routers[0].Revision != 7 {
 		t.Fatalf("zone revision %d, want 7 (the newest admitted route)", in.Routers[0].Revision)
+	}
+}
+
+// Two meshes each with a router named shard1 (their own dns and gateways): a user route of
+// mesh m1 is answered with m1's router - it used to be answered with whichever router of
+// that name came last (mesh m2's), sending m1's users to m2's gateways.
+func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
+	inMesh := func(m string, it store.Item) store.Item {
+		it.Mesh = m
+		it.Doc = []byte(strings.ReplaceAll(string(it.Doc), "mesh: default", "mesh: "+m))
+		return it
+	}
+	items := []store.Item{
+		inMesh("m1", item("Router", "shard1", 3, router)),
+		inMesh("m1", item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.1.1", "gw"))),
+		inMesh("m1", item("Route", "www.acme", 5, route("www", "www.acme.test", "None", "True"))),
+		inMesh("m2", item("Router", "shard1", 6, strings.Replace(router, "shard1.apps.test", "shard1.m2.test", 1))),
+		inMesh("m2", item("Dataplane", "gw-2", 7, dp("gw-2", "10.0.2.1", "gw"))),
+	}
+	cat, problems := authdns.Build(Input(items, nil, nil), nil)
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	req := new(dns.Msg)
+	req.SetQuestion("www.acme.test.", dns.TypeA)
+	var got []string
+	for _, rr := range cat.Answer(req).Answer {
+		got = append(got, rr.String())
+	}
+	text := strings.Join(got, "\n")
+	if !strings.Contains(text, "10.0.1.1") || strings.Contains(text, "10.0.2.1") || strings.Contains(text, "m2.test") {
+		t.Fatalf("m1's user name answered with:\n%s\nwant m1's router's gateway (10.0.1.1)", text)
 	}
 }

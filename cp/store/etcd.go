@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Etcd is the Store on etcd v3: one key per resource, prefix/<mesh>/<type>/<name>, holding a
@@ -48,14 +51,17 @@ func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
 	return Item{Key: Key{parts[0], parts[1], parts[2]}, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
 }
 
-// unavailable turns etcd's "no quorum / no leader / timeout" into ErrUnavailable.
+// unavailable turns etcd's "no quorum / no leader / timeout / member gone" into
+// ErrUnavailable, and a request over etcd's or gRPC's size limit (a member run with a lower
+// --max-request-bytes) into ErrTooLarge.
 func unavailable(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
-		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
-		strings.Contains(err.Error(), "context deadline exceeded") {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) || status.Code(err) == codes.ResourceExhausted {
+		return fmt.Errorf("%s: %w: %v", op, ErrTooLarge, err)
+	}
+	if lost(err) || strings.Contains(err.Error(), "context deadline exceeded") {
 		return fmt.Errorf("%s: %w (%v)", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
@@ -65,11 +71,70 @@ func (s *Etcd) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.Timeout)
 }
 
+// attempts runs op (one request) until it gets an answer, within ctx: an attempt whose
+// answer is lost - the member it went to died, the leader changed, or no answer within per
+// (0: none; a write's share of the timeout, as a follower holding a proposal its dead leader
+// never committed answers only after etcd's own 5 s) - is made again. Every write is a
+// transaction compared on the revisions it read, so running it again is safe: once an
+// earlier attempt has landed the comparison fails, and the caller's else branch reads
+// whether it was its own (retried says an earlier attempt may have landed).
+func (s *Etcd) attempts(ctx context.Context, per time.Duration, op func(context.Context) error) (retried bool, err error) {
+	for {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if per > 0 {
+			actx, cancel = context.WithTimeout(ctx, per)
+		}
+		err = op(actx)
+		cancel()
+		if err == nil || !lost(err) || ctx.Err() != nil {
+			return retried, err
+		}
+		retried = true
+		select {
+		case <-ctx.Done():
+			return retried, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lost says whether a request's answer was lost (it may or may not have been applied).
+func lost(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
+}
+
+// get reads (a linearizable read, made again when its answer is lost; each attempt has the
+// whole timeout: a large list may take long, and a read waits for a new leader, not for a
+// lost proposal).
+func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (r *clientv3.GetResponse, err error) {
+	_, err = s.attempts(ctx, 0, func(ctx context.Context) error {
+		r, err = s.c.Get(ctx, key, opts...)
+		return err
+	})
+	return r, err
+}
+
+// commit runs a transaction (made again when its answer is lost); retried says an earlier
+// attempt may have landed.
+func (s *Etcd) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (tr *clientv3.TxnResponse, retried bool, err error) {
+	retried, err = s.attempts(ctx, max(s.Timeout/4, time.Second), func(ctx context.Context) error {
+		tr, err = s.c.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		return err
+	})
+	return tr, retried, err
+}
+
 // Get implements Store.
 func (s *Etcd) Get(ctx context.Context, k Key) (Item, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	r, err := s.c.Get(ctx, s.key(k))
+	r, err := s.get(ctx, s.key(k))
 	if err != nil {
 		return Item{}, unavailable("store: get "+k.String(), err)
 	}
@@ -83,6 +148,9 @@ func (s *Etcd) Get(ctx context.Context, k Key) (Item, error) {
 func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]Item, string, int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	if mesh == "" && typ != "" {
+		return s.listType(ctx, typ, after, limit)
+	}
 	prefix := s.prefix + "/"
 	if mesh != "" {
 		prefix += mesh + "/"
@@ -98,7 +166,7 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	if limit > 0 && (mesh != "" || typ == "") {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
 	}
-	r, err := s.c.Get(ctx, from, opts...)
+	r, err := s.get(ctx, from, opts...)
 	if err != nil {
 		return nil, "", 0, unavailable("store: list", err)
 	}
@@ -123,6 +191,78 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	return out, next, r.Header.Revision, nil
 }
 
+// listType is one type across every mesh (a page of at most limit, or all when limit is 0):
+// keys are <mesh>/<type>/<name>, so it reads each mesh's range of that type only, finding
+// the next mesh with a one-key read and jumping over the other types, all at one revision.
+// It reads what it returns and a few keys a mesh, instead of every key of the store after
+// the cursor (the route scheduler lists routers, routes and bindings at every pass, beside
+// every dataplane).
+func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]Item, string, int64, error) {
+	root := s.prefix + "/"
+	end := clientv3.GetPrefixRangeEnd(root)
+	cursor := root
+	if after != "" {
+		cursor = root + after + "\x00"
+	}
+	var rev int64
+	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		return opts
+	}
+	var out []Item
+	for limit <= 0 || len(out) < limit {
+		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly())...)
+		if err != nil {
+			return nil, "", 0, unavailable("store: list", err)
+		}
+		if rev == 0 {
+			rev = r.Header.Revision
+		}
+		if len(r.Kvs) == 0 {
+			return out, "", rev, nil
+		}
+		key := string(r.Kvs[0].Key)
+		parts := strings.SplitN(strings.TrimPrefix(key, root), "/", 3)
+		if len(parts) != 3 {
+			cursor = key + "\x00"
+			continue
+		}
+		meshPrefix := root + parts[0] + "/"
+		typePrefix := meshPrefix + typ + "/"
+		switch {
+		case parts[1] < typ: // this mesh's type comes later
+			cursor = typePrefix
+			continue
+		case parts[1] > typ: // past it: the next mesh
+			cursor = clientv3.GetPrefixRangeEnd(meshPrefix)
+			continue
+		}
+		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix))}
+		if limit > 0 {
+			opts = append(opts, clientv3.WithLimit(int64(limit-len(out))))
+		}
+		r, err = s.get(ctx, cursor, at(opts...)...)
+		if err != nil {
+			return nil, "", 0, unavailable("store: list", err)
+		}
+		for _, kv := range r.Kvs {
+			it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, "", 0, err
+			}
+			out = append(out, it)
+		}
+		if r.More {
+			break // the page is full within this mesh
+		}
+		cursor = clientv3.GetPrefixRangeEnd(typePrefix)
+	}
+	return out, out[len(out)-1].Key.String(), rev, nil
+}
+
 // Put implements Store: read the current version and times, then write only if the key is
 // still at that version (etcd's transaction compares its mod revision).
 func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, error) {
@@ -131,10 +271,13 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 			return Item{}, fmt.Errorf("store: %w", err)
 		}
 	}
+	if err := checkSize(k, doc); err != nil {
+		return Item{}, err
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	key := s.key(k)
-	cur, err := s.c.Get(ctx, key)
+	cur, err := s.get(ctx, key)
 	if err != nil {
 		return Item{}, unavailable("store: put "+k.String(), err)
 	}
@@ -159,12 +302,27 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision)
 	}
 	val, _ := json.Marshal(env)
-	tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(val))).Commit()
+	tr, retried, err := s.commit(ctx, []clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpPut(key, string(val))}, []clientv3.Op{clientv3.OpGet(key)})
 	if err != nil {
 		return Item{}, unavailable("store: put "+k.String(), err)
 	}
+	if !tr.Succeeded && retried {
+		read := int64(0)
+		if len(cur.Kvs) > 0 {
+			read = cur.Kvs[0].ModRevision
+		}
+		if rev, ok := s.ours(ctx, key, read, val); ok {
+			// An earlier attempt landed (its answer was lost): this is our write.
+			return Item{Key: k, Doc: doc, Version: rev, Created: env.Created, Modified: env.Modified}, nil
+		}
+	}
 	if !tr.Succeeded {
-		return Item{}, fmt.Errorf("store: %s changed while being written: %w", k, ErrConflict)
+		// Written by someone else between the read and the write.
+		read := int64(0)
+		if len(cur.Kvs) > 0 {
+			read = cur.Kvs[0].ModRevision
+		}
+		return Item{}, conflict(k, tr, expect, read)
 	}
 	return Item{Key: k, Doc: doc, Version: tr.Header.Revision, Created: env.Created, Modified: env.Modified}, nil
 }
@@ -181,17 +339,80 @@ func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
 	if expect > 0 {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expect)
 	}
-	tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
+	tr, retried, err := s.commit(ctx, []clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(key)}, []clientv3.Op{clientv3.OpGet(key)})
 	if err != nil {
 		return unavailable("store: delete "+k.String(), err)
 	}
-	if tr.Succeeded {
-		return nil
+	if tr.Succeeded || retried && elseKV(tr, 0) == nil {
+		return nil // deleted (by an earlier attempt whose answer was lost, when retried)
 	}
 	if rs := tr.Responses[0].GetResponseRange(); rs == nil || len(rs.Kvs) == 0 {
 		return fmt.Errorf("store: %s: %w", k, ErrNotFound)
 	}
-	return fmt.Errorf("store: %s: %w", k, ErrConflict)
+	return conflict(k, tr, expect, expect)
+}
+
+// ours says whether a write of val to key, compared on the key's version `after` (0: on
+// its absence, a create), landed: the version that passed that comparison - the key's first
+// change after it - holds val. It gives that version's revision.
+func (s *Etcd) ours(ctx context.Context, key string, after int64, val []byte) (int64, bool) {
+	if after == 0 {
+		r, err := s.get(ctx, key)
+		if err != nil || len(r.Kvs) == 0 {
+			return 0, false
+		}
+		kv := r.Kvs[0]
+		if kv.ModRevision != kv.CreateRevision {
+			if r, err = s.get(ctx, key, clientv3.WithRev(kv.CreateRevision)); err != nil || len(r.Kvs) == 0 {
+				return 0, false
+			}
+			kv = r.Kvs[0]
+		}
+		return kv.ModRevision, string(kv.Value) == string(val)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range s.c.Watch(wctx, key, clientv3.WithRev(after+1)) {
+		if wr.Err() != nil {
+			return 0, false
+		}
+		for _, ev := range wr.Events {
+			return ev.Kv.ModRevision, ev.Type == clientv3.EventTypePut && string(ev.Kv.Value) == string(val)
+		}
+	}
+	return 0, false
+}
+
+// elseKV is the key read by the else branch's i-th operation, nil when it is absent.
+func elseKV(tr *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
+	if i >= len(tr.Responses) {
+		return nil
+	}
+	if rs := tr.Responses[i].GetResponseRange(); rs != nil && len(rs.Kvs) > 0 {
+		return rs.Kvs[0]
+	}
+	return nil
+}
+
+// conflict is the error of a write whose comparison failed: expect is the version the write
+// was given (0: a create, Any), read the version it read before writing (0: none); the
+// version the key holds now is read in the transaction's else branch.
+func conflict(k Key, tr *clientv3.TxnResponse, expect, read int64) error {
+	var now int64
+	if kv := elseKV(tr, 0); kv != nil {
+		now = kv.ModRevision
+	}
+	switch {
+	case now == 0 && expect > 0:
+		return fmt.Errorf("store: %s was at version %d, deleted meanwhile: %w", k, expect, ErrNotFound)
+	case now == 0:
+		return fmt.Errorf("store: %s was at version %d, deleted meanwhile: %w", k, read, ErrConflict)
+	case expect == 0:
+		return fmt.Errorf("store: %s at version %d, created meanwhile: %w", k, now, ErrExists)
+	case expect > 0:
+		return fmt.Errorf("store: %s at version %d, not %d: %w", k, now, expect, ErrConflict)
+	}
+	return fmt.Errorf("store: %s at version %d, not %d (written meanwhile): %w", k, now, read, ErrConflict)
 }
 
 // Watch implements Store.

@@ -77,7 +77,7 @@ func (s *Etcd) leadOnce(ctx context.Context, name, id string, ttl int, fn func(c
 func (s *Etcd) Leader(ctx context.Context, name string) (string, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	r, err := s.c.Get(ctx, s.electionKey(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	r, err := s.get(ctx, s.electionKey(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
 		return "", unavailable("store: leader of "+name, err)
 	}

@@ -63,7 +63,22 @@ var (
 	// ErrInvalid: the store cannot hold the document under that key (a backend's own rule,
 	// beyond the validation every write has already passed).
 	ErrInvalid = errors.New("not storable")
+	// ErrTooLarge: the document is over what the backend holds for one resource.
+	ErrTooLarge = errors.New("too large")
 )
+
+// MaxDocBytes is the largest document the etcd backend stores for one resource: its key
+// holds the document base64-encoded in an envelope, and etcd refuses a request over 1.5 MiB
+// (--max-request-bytes) by default.
+const MaxDocBytes = 1 << 20
+
+// checkSize refuses a document over MaxDocBytes, naming its size and the limit.
+func checkSize(k Key, doc []byte) error {
+	if len(doc) > MaxDocBytes {
+		return fmt.Errorf("store: %s: the document is %d bytes, over the %d a resource may hold: %w", k, len(doc), MaxDocBytes, ErrTooLarge)
+	}
+	return nil
+}
 
 // Store keeps resources.
 type Store interface {

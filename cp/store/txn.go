@@ -40,10 +40,20 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 	var ops []clientv3.Op
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var names []string
+	type written struct {
+		w   Write
+		val []byte
+	}
+	var vals []written // the puts, with the values written
 	for _, w := range writes {
 		for _, p := range []struct{ what, v string }{{"mesh", w.Key.Mesh}, {"type", w.Key.Type}, {"name", w.Key.Name}} {
 			if err := ValidKeyPart(p.what, p.v); err != nil {
 				return fmt.Errorf("store: %w", err)
+			}
+		}
+		if !w.Delete {
+			if err := checkSize(w.Key, w.Doc); err != nil {
+				return err
 			}
 		}
 		key := s.key(w.Key)
@@ -67,7 +77,7 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 		if w.Expect > 0 && !w.Created.IsZero() {
 			env.Created = w.Created
 		} else if w.Expect != 0 { // an update keeps the creation time
-			cur, err := s.c.Get(ctx, key)
+			cur, err := s.get(ctx, key)
 			if err != nil {
 				return unavailable("store: txn "+w.Key.String(), err)
 			}
@@ -78,10 +88,18 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 		}
 		val, _ := json.Marshal(env)
 		ops = append(ops, clientv3.OpPut(key, string(val)))
+		vals = append(vals, written{w, val})
 	}
-	tr, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	tr, retried, err := s.commit(ctx, cmps, ops, nil)
 	if err != nil {
 		return unavailable("store: txn "+strings.Join(names, ", "), err)
+	}
+	if !tr.Succeeded && retried && len(vals) > 0 && vals[0].w.Expect >= 0 {
+		// An earlier attempt may have landed (its answer was lost): it did when its first
+		// put is the version that passed its comparison (all or none of it is there).
+		if _, ok := s.ours(ctx, s.key(vals[0].w.Key), vals[0].w.Expect, vals[0].val); ok {
+			return nil
+		}
 	}
 	if !tr.Succeeded {
 		return fmt.Errorf("store: txn %s: %w", strings.Join(names, ", "), ErrConflict)
