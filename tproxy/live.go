@@ -2,6 +2,7 @@ package tproxy
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 )
@@ -71,7 +72,7 @@ func parseOurs(save string) []table {
 		case isOurs(out[cur].name, line):
 			rest := strings.TrimLeft(strings.TrimPrefix(line, "-A"), " \t")
 			chain, spec, _ := strings.Cut(rest, " ")
-			out[cur].rules = append(out[cur].rules, rule{chain: chain, spec: strings.TrimSpace(spec)})
+			out[cur].rules = append(out[cur].rules, rule{chain: chain, spec: canonicalAddrs(strings.TrimSpace(spec))})
 		}
 	}
 	// Keep only tables holding something of ours.
@@ -82,6 +83,22 @@ func parseOurs(save string) []table {
 		}
 	}
 	return kept
+}
+
+// canonicalAddrs writes the addresses of a rule of ours (after -s and -d) as Go writes
+// them: iptables prints IPv6 addresses with glibc's inet_ntop, which writes ::a00:1 as
+// ::10.0.0.1, and the rule would never compare equal to the one we wrote.
+func canonicalAddrs(spec string) string {
+	f := strings.Split(spec, " ")
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] != "-s" && f[i] != "-d" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f[i+1]); err == nil {
+			f[i+1] = p.Masked().String()
+		}
+	}
+	return strings.Join(f, " ")
 }
 
 var builtinOrder = map[string]int{"PREROUTING": 0, "INPUT": 1, "FORWARD": 2, "OUTPUT": 3, "POSTROUTING": 4}

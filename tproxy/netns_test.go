@@ -263,6 +263,22 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
 }
 
+// testLoggerTo logs to the test and into w.
+func testLoggerTo(t *testing.T, w *strings.Builder) *slog.Logger {
+	var mu sync.Mutex
+	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(p)
+		t.Log(strings.TrimSpace(string(p)))
+		return len(p), nil
+	}), nil))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 func tcpLine(t *testing.T, addr netip.AddrPort) string {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr.String(), 3*time.Second)

@@ -237,7 +237,12 @@ func (rc ruleContext) outboundRules(nat *builder) {
 		if familyOf(p.Addr()) != rc.f {
 			continue
 		}
-		nat.add(chainOutbound, "-d "+p.Masked().String(), "exclude-outbound-ip", "RETURN")
+		// A /0 is no address match at all: iptables-save prints none, so neither do we.
+		match := ""
+		if p.Bits() > 0 {
+			match = "-d " + p.Masked().String()
+		}
+		nat.add(chainOutbound, match, "exclude-outbound-ip", "RETURN")
 	}
 	nat.add(chainOutbound, "", "outbound", chainOutboundRedirect)
 	nat.add(chainOutboundRedirect, "-p tcp", "outbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", rc.c.RedirectOutboundPort))
