@@ -32,6 +32,9 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseHeldChains(ctx, c, b); err != nil {
+		return err
+	}
 	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
 		return err
 	}
@@ -77,6 +80,28 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// refuseHeldChains stops an install, before anything changes, where another installer
+// holds chains with our names (Kuma's kumactl names its chains as we do): declaring them
+// would flush its rules, and no uninstall could give them back.
+func refuseHeldChains(ctx context.Context, c Config, b backend) error {
+	var errs []error
+	for _, f := range c.Families() {
+		save, err := b.save(ctx, c, f)
+		if err != nil {
+			return err
+		}
+		_, held := parseSave(save)
+		for _, h := range held {
+			errs = append(errs, fmt.Errorf("%s (iptables-%s) %s", f, b.name, h))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does): "+
+		"remove it first (`kumactl uninstall transparent-proxy`); nothing was changed", errors.Join(errs...))
 }
 
 // rollback follows a failed restore of family f: iptables-restore commits table by table,
@@ -237,7 +262,10 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 			if err != nil {
 				continue // nothing loaded in this backend
 			}
-			live := parseOurs(save)
+			live, held := parseSave(save)
+			for _, h := range held {
+				log.Warn("left in place: another installer's chain with one of our names", "family", f, "backend", b.name, "chain", h.chain, "rule", h.rule)
+			}
 			if len(live) == 0 {
 				continue
 			}
@@ -298,7 +326,12 @@ func Verify(ctx context.Context, c Config) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if d := lineDiff(view(rs.tables), view(parseOurs(save))); d != "" {
+		live, held := parseSave(save)
+		d := lineDiff(view(rs.tables), view(live))
+		for _, h := range held {
+			d += fmt.Sprintf("+ %s\n", h)
+		}
+		if d != "" {
 			fmt.Fprintf(&out, "%s (%s):\n%s", f, b.name, d)
 		}
 	}

@@ -3,14 +3,17 @@ package tproxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
 
-// What is ours is known exactly, never by a name's prefix alone: the chains we create in
-// the nat table, and rules carrying one of the comments we write, in the tables we use. A
-// look-alike (a chain KUMA_MESH_SOMETHING_ELSE, a rule commented "kuma-dp/but-not-ours", any
-// of ours in a table we never use) is someone else's and is never touched.
+// What is ours is known exactly, never by a name's prefix alone: rules carrying one of the
+// comments we write, in the tables we use, and the chains we create in the nat table when
+// they hold nothing else. A look-alike (a chain KUMA_MESH_SOMETHING_ELSE, a rule commented
+// "kuma-dp/but-not-ours", any of ours in a table we never use) is someone else's and is
+// never touched; so is a chain with one of our names that holds a rule we did not write
+// (Kuma's kumactl names its chains the same): it is "held" by another installer.
 var (
 	ourTables   = map[string]bool{"raw": true, "nat": true}
 	ourChains   = map[string]bool{chainInbound: true, chainInboundRedirect: true, chainOutbound: true, chainOutboundRedirect: true, chainDNS: true}
@@ -23,17 +26,17 @@ func init() {
 	}
 }
 
-// isOurChain reports whether chain, declared in table, is one we create.
+// isOurChain reports whether chain, declared in table, has the name of one we create.
 func isOurChain(table, chain string) bool { return table == "nat" && ourChains[chain] }
 
 // isOurs reports whether an iptables-save rule line ("-A CHAIN ...") of table is one we
-// added: it sits in one of our chains or carries one of our comments.
+// added: it carries one of our comments (every rule we write does).
 func isOurs(table, line string) bool {
 	f := strings.Fields(line)
 	if len(f) < 2 || f[0] != "-A" || !ourTables[table] {
 		return false
 	}
-	return isOurChain(table, f[1]) || ourComments[commentOf(line)]
+	return ourComments[commentOf(line)]
 }
 
 // commentOf is the comment of an iptables-save rule line ("" when none); iptables-save
@@ -54,9 +57,28 @@ func commentOf(line string) string {
 	return c
 }
 
+// heldChain is a chain with one of our names that holds a rule we did not write.
+type heldChain struct {
+	table, chain string
+	rule         string // the first rule not ours in it
+}
+
+func (h heldChain) String() string {
+	return fmt.Sprintf("table %s: chain %s holds a rule kuma-dp did not add (%s)", h.table, h.chain, h.rule)
+}
+
 // parseOurs extracts our chains and rules, per table, from iptables-save output.
 func parseOurs(save string) []table {
+	ours, _ := parseSave(save)
+	return ours
+}
+
+// parseSave extracts our chains and rules, per table, and the chains with our names that
+// another installer holds (see heldChain). A rule of ours in a held chain is still ours.
+func parseSave(save string) ([]table, []heldChain) {
 	var out []table
+	var held []heldChain
+	isHeld := map[string]bool{} // table + " " + chain
 	cur := -1
 	for _, line := range strings.Split(save, "\n") {
 		line = strings.TrimSpace(line)
@@ -73,16 +95,22 @@ func parseOurs(save string) []table {
 			rest := strings.TrimLeft(strings.TrimPrefix(line, "-A"), " \t")
 			chain, spec, _ := strings.Cut(rest, " ")
 			out[cur].rules = append(out[cur].rules, rule{chain: chain, spec: canonicalAddrs(strings.TrimSpace(spec))})
+		case strings.HasPrefix(line, "-A "):
+			if f := strings.Fields(line); len(f) > 1 && isOurChain(out[cur].name, f[1]) && !isHeld[out[cur].name+" "+f[1]] {
+				isHeld[out[cur].name+" "+f[1]] = true
+				held = append(held, heldChain{table: out[cur].name, chain: f[1], rule: line})
+			}
 		}
 	}
-	// Keep only tables holding something of ours.
+	// Keep only tables holding something of ours, and only the chains no one else holds.
 	kept := out[:0]
 	for _, t := range out {
+		t.chains = slices.DeleteFunc(t.chains, func(ch string) bool { return isHeld[t.name+" "+ch] })
 		if len(t.chains) > 0 || len(t.rules) > 0 {
 			kept = append(kept, t)
 		}
 	}
-	return kept
+	return kept, held
 }
 
 // canonicalAddrs writes the addresses of a rule of ours (after -s and -d) as Go writes
@@ -225,11 +253,12 @@ func foreignJumps(save, tbl string) map[string]string {
 	return out
 }
 
-// writeRemoval deletes our rules from chains we do not own and flushes our chains (except
-// those in keep, which the caller redeclares, and so flushes, itself).
+// writeRemoval deletes our rules from chains we do not own (built-in ones, a held one) and
+// flushes our chains (except those in keep, which the caller redeclares, and so flushes,
+// itself).
 func writeRemoval(b *strings.Builder, t table, keep map[string]bool) {
 	for _, r := range t.rules {
-		if !isOurChain(t.name, r.chain) {
+		if !slices.Contains(t.chains, r.chain) {
 			fmt.Fprintf(b, "-D %s %s\n", r.chain, r.spec)
 		}
 	}
