@@ -28,11 +28,29 @@ func TestForeignJumpToOurChainUninstalls(t *testing.T) {
 			if err := Install(ctx, c, testLogger(t)); err != nil {
 				t.Fatal(err)
 			}
+			// Reconciling to a config without DNS deletes the DNS chain, which the kernel
+			// refuses while the foreign rule jumps to it: it used to fail the whole nat
+			// transaction. The chain is emptied and kept instead.
+			noDNS := c
+			noDNS.RedirectDNS = false
+			if err := Install(ctx, noDNS, testLogger(t)); err != nil {
+				t.Fatalf("Install without DNS over a DNS chain a foreign rule jumps to: %v", err)
+			}
+			save := mustRun(t, "ip", "netns", "exec", n.name, b.bin(IPv4, "save"))
+			if strings.Contains(save, "kuma-dp/dns") || !strings.Contains(save, "--dport 9999 -j "+chainDNS) {
+				t.Fatalf("after the install without DNS, want no DNS rule of ours and the foreign rule:\n%s", save)
+			}
+			if d, err := Verify(ctx, noDNS); err != nil || strings.Contains(d, "- ") {
+				t.Fatalf("Verify(no DNS) = %q, %v; want nothing missing", d, err)
+			}
+			if err := Install(ctx, c, testLogger(t)); err != nil {
+				t.Fatal(err)
+			}
 			err := Uninstall(ctx, c, testLogger(t))
 			if err == nil || !strings.Contains(err.Error(), "chain "+chainDNS+" is emptied but not deleted") || !strings.Contains(err.Error(), "--dport 9999") {
 				t.Fatalf("Uninstall with a foreign rule jumping to %s: %v; want the kept chain and the foreign rule named", chainDNS, err)
 			}
-			save := mustRun(t, "ip", "netns", "exec", n.name, b.bin(IPv4, "save"))
+			save = mustRun(t, "ip", "netns", "exec", n.name, b.bin(IPv4, "save"))
 			if left := countRules(parseOurs(save)); left != 0 {
 				t.Fatalf("%d rules of ours left after uninstall:\n%s", left, save)
 			}

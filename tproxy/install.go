@@ -63,8 +63,10 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		if len(live) == 0 {
 			input, _ = Rules(c, f)
 		} else {
-			input = reconcileInput(f, live, rs.tables)
+			kept := foreignJumps(save, "nat")
+			input = reconcileInput(f, live, rs.tables, kept)
 			log.Info("reconciling rules left by an earlier install", "family", f, "backend", b.name)
+			warnKept(log, f, b, live, rs.tables, kept)
 		}
 		start := time.Now()
 		if err := b.restore(ctx, c, f, input); err != nil {
@@ -108,15 +110,16 @@ func refuseHeldChains(ctx context.Context, c Config, b backend) error {
 // so the tables before the failing one may be live. It puts our part of the family back as
 // it was (before), then says exactly what is live: nothing changed, or what is left.
 func rollback(ctx context.Context, c Config, b backend, f Family, before []table, cause error) error {
-	now := liveOurs(ctx, c, b, f)
+	save, now := readLive(ctx, c, b, f)
 	if lineDiff(view(before), view(now)) == "" {
 		return fmt.Errorf("%w\nnothing of %s was changed (the live rules are as before)", cause, f)
 	}
+	kept := foreignJumps(save, "nat")
 	var input string
 	if len(before) == 0 {
-		input = removeInput(now)
+		input = removeInputKeeping(now, kept)
 	} else {
-		input = reconcileInput(f, now, before)
+		input = reconcileInput(f, now, before, kept)
 	}
 	rerr := b.restore(ctx, c, f, input)
 	after := liveOurs(ctx, c, b, f)
@@ -156,25 +159,51 @@ func unusedFamilies(c Config) []Family {
 // liveOurs reads our part of the live ruleset of one family (nil when the backend's tools
 // for the family are missing or nothing is loaded).
 func liveOurs(ctx context.Context, c Config, b backend, f Family) []table {
+	_, live := readLive(ctx, c, b, f)
+	return live
+}
+
+// readLive is liveOurs with the iptables-save output it read.
+func readLive(ctx context.Context, c Config, b backend, f Family) (string, []table) {
 	if !b.available([]Family{f}) {
-		return nil
+		return "", nil
 	}
 	save, err := b.save(ctx, c, f)
 	if err != nil {
-		return nil
+		return "", nil
 	}
-	return parseOurs(save)
+	return save, parseOurs(save)
+}
+
+// warnKept logs the chains of ours that want no longer has but that stay, emptied, because
+// a rule not ours jumps to them.
+func warnKept(log *slog.Logger, f Family, b backend, live, want []table, kept map[string]string) {
+	wanted := map[string]bool{}
+	for _, t := range want {
+		for _, ch := range t.chains {
+			wanted[ch] = true
+		}
+	}
+	for _, t := range live {
+		for _, ch := range t.chains {
+			if rule, inUse := kept[ch]; inUse && !wanted[ch] {
+				log.Warn("chain of ours emptied but kept: a rule not ours jumps to it; delete that rule, then install or uninstall again",
+					"family", f, "backend", b.name, "table", t.name, "chain", ch, "rule", rule)
+			}
+		}
+	}
 }
 
 // removeOtherFamilies removes rules of ours in a family the config no longer installs
 // (dual-stack before, --ip-family-mode ipv4 now).
 func removeOtherFamilies(ctx context.Context, c Config, b backend, log *slog.Logger) error {
 	for _, f := range unusedFamilies(c) {
-		live := liveOurs(ctx, c, b, f)
+		save, live := readLive(ctx, c, b, f)
 		if len(live) == 0 {
 			continue
 		}
-		if err := b.restore(ctx, c, f, removeInput(live)); err != nil {
+		warnKept(log, f, b, live, nil, foreignJumps(save, "nat"))
+		if err := b.restore(ctx, c, f, removeInputKeeping(live, foreignJumps(save, "nat"))); err != nil {
 			return fmt.Errorf("remove our %s rules (not in --ip-family-mode %s): %w", f, c.IPFamilyMode, err)
 		}
 		log.Info("removed rules of a family no longer installed", "family", f, "backend", b.name, "rules", countRules(live))
@@ -191,11 +220,12 @@ func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slo
 		other = backend{name: "nft"}
 	}
 	for _, f := range []Family{IPv4, IPv6} {
-		live := liveOurs(ctx, c, other, f)
+		save, live := readLive(ctx, c, other, f)
 		if len(live) == 0 {
 			continue
 		}
-		if err := other.restore(ctx, c, f, removeInput(live)); err != nil {
+		warnKept(log, f, other, live, nil, foreignJumps(save, "nat"))
+		if err := other.restore(ctx, c, f, removeInputKeeping(live, foreignJumps(save, "nat"))); err != nil {
 			return fmt.Errorf("remove our old %s rules from iptables-%s: %w", f, other.name, err)
 		}
 		log.Warn("removed rules of ours from the other iptables backend", "family", f, "backend", other.name, "rules", countRules(live))

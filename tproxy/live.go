@@ -270,8 +270,10 @@ func writeRemoval(b *strings.Builder, t table, keep map[string]bool) {
 }
 
 // reconcileInput is one transaction per family that turns live (our old rules, maybe from a
-// crashed agent or another config) into want, without ever stacking a second copy.
-func reconcileInput(family Family, live, want []table) string {
+// crashed agent or another config) into want, without ever stacking a second copy. A chain
+// of ours that want no longer has and that a rule not ours jumps to (kept, see
+// foreignJumps) is emptied but not deleted: the kernel would refuse, failing the table.
+func reconcileInput(family Family, live, want []table, kept map[string]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kuma-dp transparent proxy, %s: reconcile\n", family)
 	liveByName := map[string]table{}
@@ -291,7 +293,7 @@ func reconcileInput(family Family, live, want []table) string {
 		writeRemoval(&b, old, keep)
 		writeRules(&b, t.rules)
 		for _, ch := range old.chains {
-			if !keep[ch] {
+			if _, inUse := kept[ch]; !keep[ch] && !inUse {
 				fmt.Fprintf(&b, "-X %s\n", ch)
 			}
 		}
@@ -303,6 +305,6 @@ func reconcileInput(family Family, live, want []table) string {
 			stale = append(stale, t)
 		}
 	}
-	b.WriteString(removeInput(stale))
+	b.WriteString(removeInputKeeping(stale, kept))
 	return b.String()
 }

@@ -91,8 +91,8 @@ func TestReconcileInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := strings.ReplaceAll(liveSave, "KUMA_MESH_OLD", "KUMA_MESH_DNS")
-	got := reconcileInput(IPv4, parseOurs(live), rs.tables)
-	if strings.Contains(reconcileInput(IPv4, parseOurs(liveSave), rs.tables), "KUMA_MESH_OLD") {
+	got := reconcileInput(IPv4, parseOurs(live), rs.tables, nil)
+	if strings.Contains(reconcileInput(IPv4, parseOurs(liveSave), rs.tables, nil), "KUMA_MESH_OLD") {
 		t.Error("reconcile touches a look-alike chain (KUMA_MESH_OLD) that is not ours")
 	}
 	for _, want := range []string{
