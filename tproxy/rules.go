@@ -2,6 +2,7 @@ package tproxy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -23,7 +24,7 @@ const (
 // comments are every comment our rules carry (after CommentPrefix): with the chains, the
 // exact list of what is ours (see isOurs); builder.add refuses any other.
 var comments = []string{
-	"dns-zone-agent-upstream", "dns-zone-resolver-answer", "dns-zone-app-query", "dns-zone-upstream-answer",
+	"dns-zone-agent-upstream", "dns-zone-excluded-user", "dns-zone-resolver-answer", "dns-zone-app-query", "dns-zone-upstream-answer",
 	"inbound", "outbound", "dns-udp", "dns-tcp", "exclude-inbound-port", "inbound-redirect",
 	"inbound-passthrough", "agent-to-local-app", "agent", "exclude-outbound-ports-for-uids",
 	"app-loopback", "loopback", "exclude-outbound-port", "exclude-outbound-ip", "outbound-redirect",
@@ -178,10 +179,20 @@ func newRuleContext(c Config, f Family) (ruleContext, error) {
 // reuse the same source port; in one conntrack zone the second flow clashes with the first
 // and its answer is lost. The agent's upstream flows live in zone 1, the redirected
 // application flows in zone 2. CT attaches only the first zone that matches, so order
-// matters.
+// matters. The queries of users whose DNS is excluded (--exclude-outbound-ports-for-uids
+// udp:53:UID) go upstream too, so they live in zone 1 with their answers: in zone 2 the
+// answer matched no connection and a stateful firewall dropped it.
 func (rc ruleContext) dnsConntrackZones() table {
 	raw := builder{t: table{name: "raw"}}
 	raw.add("OUTPUT", "-p udp -m udp --dport 53 "+rc.owner, "dns-zone-agent-upstream", "CT --zone 1")
+	for _, p := range rc.puids {
+		if !contains(p.Protocols, "udp") || !coversPort(p.Ports, 53) {
+			continue
+		}
+		for _, uid := range p.UIDs {
+			raw.add("OUTPUT", "-p udp -m udp --dport 53 -m owner --uid-owner "+uid, "dns-zone-excluded-user", "CT --zone 1")
+		}
+	}
 	raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", rc.c.RedirectDNSPort, rc.owner), "dns-zone-resolver-answer", "CT --zone 2")
 	raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
 	raw.add("PREROUTING", "-p udp -m udp --sport 53", "dns-zone-upstream-answer", "CT --zone 1")
@@ -303,6 +314,26 @@ func portsForUIDsMatches(proto string, p PortsForUIDs) []string {
 		}
 	}
 	return out
+}
+
+// coversPort reports whether iptables port specs ("80", "1000:2000"; nil is every port)
+// include port.
+func coversPort(specs []string, port uint64) bool {
+	if specs == nil {
+		return true
+	}
+	for _, s := range specs {
+		from, to, isRange := strings.Cut(s, ":")
+		if !isRange {
+			to = from
+		}
+		a, err1 := strconv.ParseUint(from, 10, 16)
+		b, err2 := strconv.ParseUint(to, 10, 16)
+		if err1 == nil && err2 == nil && a <= port && port <= b {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
