@@ -55,7 +55,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 			return err
 		}
 		live := parseOurs(save)
-		if lineDiff(view(rs.tables), view(live)) == "" {
+		if slices.Equal(view(rs.tables), view(live)) {
 			log.Info("transparent proxy already installed", "family", f, "backend", b.name)
 			continue
 		}

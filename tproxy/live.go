@@ -173,13 +173,29 @@ func chainLess(a, b string) bool {
 	return a < b
 }
 
-// lineDiff is a minimal line diff (longest common subsequence): "- " lines are expected but
-// missing, "+ " lines are live but unexpected. Empty when equal.
+// lineDiff is a line diff: "- " lines are expected but missing, "+ " lines are live but
+// unexpected. Empty when equal. Lines common to both ends are skipped; what differs between
+// them is diffed by longest common subsequence when that table stays small (maxLCSCells),
+// else by counting lines (missing in want's order, then unexpected in got's): thousands of
+// excluded CIDRs must not cost lines x lines memory.
 func lineDiff(want, got []string) string {
+	for len(want) > 0 && len(got) > 0 && want[0] == got[0] {
+		want, got = want[1:], got[1:]
+	}
+	for len(want) > 0 && len(got) > 0 && want[len(want)-1] == got[len(got)-1] {
+		want, got = want[:len(want)-1], got[:len(got)-1]
+	}
+	if (len(want)+1)*(len(got)+1) > maxLCSCells {
+		if d := countDiff(want, got); d != "" {
+			return d
+		}
+		// The same lines in another order: name where the order first differs.
+		return fmt.Sprintf("- %s\n+ %s\n", want[0], got[0])
+	}
 	n, m := len(want), len(got)
-	lcs := make([][]int, n+1)
+	lcs := make([][]int32, n+1)
 	for i := range lcs {
-		lcs[i] = make([]int, m+1)
+		lcs[i] = make([]int32, m+1)
 	}
 	for i := n - 1; i >= 0; i-- {
 		for j := m - 1; j >= 0; j-- {
@@ -202,6 +218,33 @@ func lineDiff(want, got []string) string {
 		default:
 			fmt.Fprintf(&b, "- %s\n", want[i])
 			i++
+		}
+	}
+	return b.String()
+}
+
+// maxLCSCells bounds lineDiff's table (4 bytes a cell: 16 MB).
+const maxLCSCells = 4 << 20
+
+// countDiff is lineDiff by counting: each line of want beyond its count in got is missing,
+// each line of got beyond its count in want unexpected.
+func countDiff(want, got []string) string {
+	count := map[string]int{}
+	for _, l := range got {
+		count[l]++
+	}
+	var b strings.Builder
+	for _, l := range want {
+		if count[l] > 0 {
+			count[l]--
+			continue
+		}
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	for _, l := range got { // what is left in count is unexpected
+		if count[l] > 0 {
+			count[l]--
+			fmt.Fprintf(&b, "+ %s\n", l)
 		}
 	}
 	return b.String()
