@@ -206,7 +206,10 @@ func (rc ruleContext) natEntryJumps() builder {
 	if rc.c.RedirectDNS {
 		nat.t.chains = append(nat.t.chains, chainDNS)
 	}
-	nat.add("PREROUTING", "-p tcp", "inbound", chainInbound)
+	// Inbound is what is addressed to this host: a host that routes for others (Docker's
+	// containers behind a bridge) passes their connections through PREROUTING too, and
+	// they must go on to their destination, not to Envoy's inbound listener.
+	nat.add("PREROUTING", "-p tcp -m addrtype --dst-type LOCAL", "inbound", chainInbound)
 	nat.add("OUTPUT", "-p tcp", "outbound", chainOutbound)
 	if rc.c.RedirectDNS {
 		nat.add("OUTPUT", "-p udp -m udp --dport 53", "dns-udp", chainDNS)
