@@ -20,7 +20,7 @@ import (
 func TestForwardedTrafficIsNotInbound(t *testing.T) {
 	for i, b := range []backend{{name: "legacy"}, {name: "nft"}} {
 		t.Run(b.name, func(t *testing.T) {
-			requireNetns(t, "bash", "timeout", "sysctl", b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
+			requireNetns(t, "bash", "timeout", "sysctl", "dig", b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
 			testForwarded(t, 17+i, b)
 		})
 	}
@@ -68,6 +68,12 @@ func testForwarded(t *testing.T, idx int, b backend) {
 	}
 	if got := fromContainer(); got != "upstream" {
 		t.Errorf("a container's connection through the host reached %q, want upstream (not the inbound listener)", got)
+	}
+	// The container's DNS goes through the host too: its answer must find its way back
+	// through the MASQUERADE (the conntrack zone split must not catch it).
+	out, err := exec.Command("ip", "netns", "exec", ctr, "timeout", "5", "dig", "+short", "+time=2", "+tries=1", "@"+n.host4.String(), "httpbin.mesh", "A").Output()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "192.0.2.7" {
+		t.Errorf("a container's DNS through the host = %q, %v; want the upstream's answer 192.0.2.7", got, err)
 	}
 	for _, dst := range []netip.AddrPort{netip.AddrPortFrom(n.ns4, 8080), netip.AddrPortFrom(n.ns6, 8080)} {
 		if got, want := tcpLine(t, dst), "inbound orig="+dst.String(); got != want {

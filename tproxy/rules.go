@@ -24,7 +24,8 @@ const (
 // comments are every comment our rules carry (after CommentPrefix): with the chains, the
 // exact list of what is ours (see isOurs); builder.add refuses any other.
 var comments = []string{
-	"dns-zone-agent-upstream", "dns-zone-excluded-user", "dns-zone-resolver-answer", "dns-zone-app-query", "dns-zone-upstream-answer",
+	"dns-zone-agent-upstream", "dns-zone-excluded-user", "dns-zone-resolver-answer", "dns-zone-app-query",
+	"dns-zone-forwarded-query", "dns-zone-upstream-answer",
 	"inbound", "outbound", "dns-udp", "dns-tcp", "exclude-inbound-port", "inbound-redirect",
 	"inbound-passthrough", "agent-to-local-app", "agent", "exclude-outbound-ports-for-uids",
 	"app-loopback", "loopback", "exclude-outbound-port", "exclude-outbound-ip", "outbound-redirect",
@@ -195,6 +196,9 @@ func (rc ruleContext) dnsConntrackZones() table {
 	}
 	raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", rc.c.RedirectDNSPort, rc.owner), "dns-zone-resolver-answer", "CT --zone 2")
 	raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
+	// A host routing for others (Docker's containers) forwards their queries: they live in
+	// zone 1 too, or their answers (zone 1 below) would miss the query's MASQUERADE.
+	raw.add("PREROUTING", "-p udp -m udp --dport 53 -m addrtype ! --dst-type LOCAL", "dns-zone-forwarded-query", "CT --zone 1")
 	raw.add("PREROUTING", "-p udp -m udp --sport 53", "dns-zone-upstream-answer", "CT --zone 1")
 	return raw.t
 }
