@@ -45,6 +45,11 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	} else {
 		log.Warn("cannot list interfaces", "error", err)
 	}
+	type done struct {
+		f      Family
+		before []table
+	}
+	var changed []done // families this install changed, with our part as it was
 	for _, f := range c.Families() {
 		rs, err := buildRules(c, f)
 		if err != nil {
@@ -70,8 +75,18 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		}
 		start := time.Now()
 		if err := b.restore(ctx, c, f, input); err != nil {
-			return rollback(ctx, c, b, f, live, fmt.Errorf("install %s rules: %w", f, err))
+			err = rollback(ctx, c, b, f, live, fmt.Errorf("install %s rules: %w", f, err))
+			if f == IPv6 {
+				err = fmt.Errorf("%w\nwithout IPv6 NAT in this kernel (ip6table_nat, nft_chain_nat) IPv6 traffic cannot be redirected; "+
+					"--ip-family-mode ipv4 installs IPv4 only, on purpose (IPv6 traffic then bypasses the proxy)", err)
+			}
+			// All or nothing across families too: the families installed before go back.
+			for _, d := range changed {
+				err = rollback(ctx, c, b, d.f, d.before, err)
+			}
+			return err
 		}
+		changed = append(changed, done{f, live})
 		log.Info("transparent proxy installed", "family", f, "backend", b.name,
 			"rules", countRules(rs.tables), "duration", time.Since(start))
 	}
@@ -111,7 +126,7 @@ func refuseHeldChains(ctx context.Context, c Config, b backend) error {
 // it was (before), then says exactly what is live: nothing changed, or what is left.
 func rollback(ctx context.Context, c Config, b backend, f Family, before []table, cause error) error {
 	save, now := readLive(ctx, c, b, f)
-	if lineDiff(view(before), view(now)) == "" {
+	if slices.Equal(view(before), view(now)) {
 		return fmt.Errorf("%w\nnothing of %s was changed (the live rules are as before)", cause, f)
 	}
 	kept := foreignJumps(save, "nat")
@@ -123,8 +138,8 @@ func rollback(ctx context.Context, c Config, b backend, f Family, before []table
 	}
 	rerr := b.restore(ctx, c, f, input)
 	after := liveOurs(ctx, c, b, f)
-	if rerr == nil && lineDiff(view(before), view(after)) == "" {
-		return fmt.Errorf("%w\nthe %s tables committed before the failure were rolled back: nothing of %s is changed", cause, f, f)
+	if rerr == nil && slices.Equal(view(before), view(after)) {
+		return fmt.Errorf("%w\nthe %s rules committed before the failure were rolled back: nothing of %s is changed", cause, f, f)
 	}
 	if rerr == nil {
 		rerr = errors.New("the rules read back differ")
