@@ -68,8 +68,10 @@ func (b backend) restore(ctx context.Context, c Config, f Family, input string) 
 }
 
 // chooseBackend honours --iptables-executables, or (auto) picks the backend the host already
-// uses: the one holding our own rules, else the one with more rules, else one whose save
-// works, nft first.
+// uses: the one holding our own rules, else the one with more nat rules of others (Docker's
+// DNS DNAT: our jumps go ahead of it only in the same nat table; between the two backends'
+// nat tables, the one the kernel registered last acts first), else the one with more rules,
+// else one whose save works, nft first.
 func chooseBackend(ctx context.Context, c Config) (backend, error) {
 	fams := c.Families()
 	switch c.Executables {
@@ -81,9 +83,9 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 		return b, nil
 	}
 	type score struct {
-		b         backend
-		ours, all int
-		failed    bool // a save failed: the kernel side may be missing
+		b              backend
+		ours, nat, all int
+		failed         bool // a save failed: the kernel side may be missing
 	}
 	var scores []score
 	for _, name := range []string{"nft", "legacy"} {
@@ -98,11 +100,8 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 				s.failed = true // e.g. no nf_tables in the kernel: nothing installed there
 				continue
 			}
-			for _, line := range strings.Split(out, "\n") {
-				if strings.HasPrefix(line, "-A ") {
-					s.all++
-				}
-			}
+			s.all += len(foreignRules(out, ""))
+			s.nat += len(foreignRules(out, "nat"))
 			for _, t := range parseOurs(out) {
 				s.ours += len(t.rules)
 			}
@@ -114,11 +113,30 @@ func chooseBackend(ctx context.Context, c Config) (backend, error) {
 	}
 	best := scores[0]
 	for _, s := range scores[1:] {
-		better := s.ours > best.ours || (s.ours == best.ours && s.all > best.all)
-		tie := s.ours == best.ours && s.all == best.all
+		better := s.ours > best.ours ||
+			(s.ours == best.ours && s.nat > best.nat) ||
+			(s.ours == best.ours && s.nat == best.nat && s.all > best.all)
+		tie := s.ours == best.ours && s.nat == best.nat && s.all == best.all
 		if better || (tie && best.failed && !s.failed) {
 			best = s
 		}
 	}
 	return best.b, nil
+}
+
+// foreignRules are the rule lines of an iptables-save output that are not ours, in table
+// tbl ("" for every table).
+func foreignRules(save, tbl string) []string {
+	var out []string
+	cur := ""
+	for _, line := range strings.Split(save, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "*"):
+			cur = line[1:]
+		case strings.HasPrefix(line, "-A ") && (tbl == "" || cur == tbl) && !isOurs(cur, line):
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -35,6 +35,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := refuseHeldChains(ctx, c, b); err != nil {
 		return err
 	}
+	warnOtherBackendNAT(ctx, c, b, log)
 	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
 		return err
 	}
@@ -97,6 +98,23 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// warnOtherBackendNAT says when the backend we do not use holds nat rules of others: both
+// backends act on every packet, and the nat table the kernel registered last acts first, so
+// those rules may come before ours (a DNAT taking DNS ours would redirect).
+func warnOtherBackendNAT(ctx context.Context, c Config, use backend, log *slog.Logger) {
+	other := backend{name: "legacy"}
+	if use.name == "legacy" {
+		other = backend{name: "nft"}
+	}
+	for _, f := range c.Families() {
+		save, _ := readLive(ctx, c, other, f)
+		if rules := foreignRules(save, "nat"); len(rules) > 0 {
+			log.Warn("the other iptables backend holds nat rules too: both act on every packet, and whichever nat table the kernel registered last acts first, maybe before ours",
+				"family", f, "backend", other.name, "rules", len(rules), "first", rules[0])
+		}
+	}
 }
 
 // refuseHeldChains stops an install, before anything changes, where another installer
