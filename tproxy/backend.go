@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 )
 
 // backend is one iptables implementation: legacy (x_tables) or nft (nf_tables).
@@ -14,12 +15,52 @@ type backend struct {
 	name string // "legacy" or "nft"
 }
 
+// bin names the backend's tool for the family: e.g. ip6tables-nft-restore or, where only the
+// plain names exist (Amazon Linux 2, Ubuntu 18.04, minimal images), ip6tables-restore when
+// that one is this backend.
 func (b backend) bin(f Family, tool string) string {
 	prefix := "iptables"
 	if f == IPv6 {
 		prefix = "ip6tables"
 	}
-	return prefix + "-" + b.name + "-" + tool // e.g. ip6tables-nft-restore
+	named := prefix + "-" + b.name + "-" + tool
+	if _, err := exec.LookPath(named); err == nil {
+		return named
+	}
+	if plain := prefix + "-" + tool; plainBackend(prefix) == b.name {
+		if _, err := exec.LookPath(plain); err == nil {
+			return plain
+		}
+	}
+	return named
+}
+
+var (
+	plainMu    sync.Mutex
+	plainCache = map[string]string{} // path of a plain *-save -> its backend
+)
+
+// plainBackend is the backend of the plain tools (iptables-save, without -legacy or -nft),
+// from their --version: "(nf_tables)" is nft, anything else legacy (before 1.8 there was
+// only legacy, and iptables-save 1.6 ignores --version). "" when there are none.
+func plainBackend(prefix string) string {
+	path, err := exec.LookPath(prefix + "-save")
+	if err != nil {
+		return ""
+	}
+	plainMu.Lock()
+	defer plainMu.Unlock()
+	if v, ok := plainCache[path]; ok {
+		return v
+	}
+	out, _ := exec.Command(path, "--version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	v := "legacy"
+	if strings.Contains(first, "nf_tables") {
+		v = "nft"
+	}
+	plainCache[path] = v
+	return v
 }
 
 // available reports whether the backend's restore and save commands exist for the families.
@@ -35,7 +76,7 @@ func (b backend) available(fams []Family) bool {
 }
 
 // errNoIptables is returned when no iptables backend is installed.
-var errNoIptables = errors.New(`no iptables found (looked for iptables-legacy-restore and iptables-nft-restore in PATH): install the Debian package "iptables"`)
+var errNoIptables = errors.New(`no iptables found (looked for iptables-legacy-restore, iptables-nft-restore and iptables-restore in PATH): install the Debian package "iptables"`)
 
 // command runs name args, inside the config's network namespace when one is set.
 func command(ctx context.Context, c Config, stdin string, name string, args ...string) (string, error) {
