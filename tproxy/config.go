@@ -8,6 +8,8 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+
+	"github.com/vishvananda/netns"
 )
 
 // Config is what the transparent proxy redirects and what it leaves alone. The JSON names are
@@ -155,6 +157,9 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if c.NetNS != "" && !validNetNSName(c.NetNS) {
+		bad("netns", strconv.Quote(c.NetNS), "not a network namespace name (ip netns list shows them)")
+	}
 	switch c.IPFamilyMode {
 	case "dualstack", "ipv4":
 	default:
@@ -166,6 +171,27 @@ func (c Config) Validate() error {
 		bad("iptables-executables", strconv.Quote(c.Executables), `must be "auto", "legacy" or "nft"`)
 	}
 	return errors.Join(errs...)
+}
+
+// validNetNSName is what ip netns accepts as a name: a file name in /run/netns.
+func validNetNSName(s string) bool {
+	return s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
+// checkNetNS refuses a --netns that names no network namespace: every action would find
+// nothing there (uninstall: "nothing to remove") while the namespace meant keeps its rules.
+func (c Config) checkNetNS() error {
+	if c.NetNS == "" {
+		return nil
+	}
+	if !validNetNSName(c.NetNS) {
+		return fmt.Errorf("--netns=%q: not a network namespace name (ip netns list shows them)", c.NetNS)
+	}
+	ns, err := netns.GetFromName(c.NetNS)
+	if err != nil {
+		return fmt.Errorf("--netns=%q: no such network namespace (ip netns list shows them): %v", c.NetNS, err)
+	}
+	return ns.Close()
 }
 
 // prefixProblem says what is wrong with p as an iptables address ("" when nothing): an

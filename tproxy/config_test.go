@@ -1,8 +1,10 @@
 package tproxy
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,4 +158,25 @@ func FuzzParsePortsForUIDs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A --netns that names no namespace is refused by every action, naming the flag and the
+// value: uninstall used to find nothing there and exit 0, leaving the namespace meant (a
+// typo away) as it was; a name with a slash escaped the lock directory.
+func TestUnknownNetNSIsRefused(t *testing.T) {
+	for _, name := range []string{"kdp-no-such-namespace", "../../tmp/x", ".."} {
+		c := DefaultConfig()
+		c.NetNS, c.StateFile = name, filepath.Join(t.TempDir(), "state.json")
+		want := fmt.Sprintf("--netns=%q", name)
+		ctx := context.Background()
+		for action, err := range map[string]error{
+			"Install":   Install(ctx, c, nil),
+			"Uninstall": Uninstall(ctx, c, nil),
+			"Verify":    func() error { _, err := Verify(ctx, c); return err }(),
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with --netns %q: %v; want an error naming %s", action, name, err, want)
+			}
+		}
+	}
 }

@@ -22,6 +22,9 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if err := c.checkNetNS(); err != nil {
+		return err
+	}
 	unlock, err := lock(ctx, c)
 	if err != nil {
 		return err
@@ -304,6 +307,9 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := c.checkNetNS(); err != nil {
+		return err
+	}
 	unlock, err := lock(ctx, c)
 	if err != nil {
 		return err
@@ -374,6 +380,9 @@ func Verify(ctx context.Context, c Config) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
 	}
+	if err := c.checkNetNS(); err != nil {
+		return "", err
+	}
 	c = withAvailableFamilies(c, slog.New(slog.DiscardHandler))
 	b, err := chooseBackend(ctx, c)
 	if err != nil {
@@ -429,6 +438,9 @@ func Backend(ctx context.Context, c Config) (string, error) {
 // RemovalRules is the iptables-restore input Uninstall would apply, per backend and family
 // holding rules of ours (empty when nothing of ours is installed).
 func RemovalRules(ctx context.Context, c Config) (string, error) {
+	if err := c.checkNetNS(); err != nil {
+		return "", err
+	}
 	var out strings.Builder
 	for _, b := range []backend{{name: "nft"}, {name: "legacy"}} {
 		if (c.Executables == "legacy" || c.Executables == "nft") && c.Executables != b.name {
