@@ -181,3 +181,47 @@ func foreignRules(save, tbl string) []string {
 	}
 	return out
 }
+
+// foreignRedirects are the REDIRECT rules not ours that nat's OUTPUT and PREROUTING reach,
+// directly or through chains not ours (another transparent proxy's leftovers: Istio's
+// ISTIO_REDIRECT). Ours return what they leave alone (the agent's own connections,
+// excluded ports) to the chain, so those rules catch it next.
+func foreignRedirects(save string) []string {
+	chains := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(save, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "*"):
+			cur = line[1:]
+		case cur == "nat" && strings.HasPrefix(line, "-A ") && !isOurs(cur, line):
+			f := strings.Fields(line)
+			chains[f[1]] = append(chains[f[1]], line)
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	var walk func(chain string)
+	walk = func(chain string) {
+		if seen[chain] || isOurChain("nat", chain) {
+			return
+		}
+		seen[chain] = true
+		for _, line := range chains[chain] {
+			f := strings.Fields(line)
+			for i := 0; i+1 < len(f); i++ {
+				if f[i] != "-j" && f[i] != "-g" {
+					continue
+				}
+				if f[i+1] == "REDIRECT" {
+					out = append(out, line)
+				} else {
+					walk(f[i+1])
+				}
+			}
+		}
+	}
+	walk("OUTPUT")
+	walk("PREROUTING")
+	return out
+}

@@ -94,6 +94,13 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		log.Info("transparent proxy installed", "family", f, "backend", b.name,
 			"rules", countRules(rs.tables), "duration", time.Since(start))
 	}
+	for _, f := range c.Families() {
+		save, _ := readLive(ctx, c, b, f)
+		for _, r := range foreignRedirects(save) {
+			log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
+				"another transparent proxy's leftovers? Envoy would loop; delete it", "family", f, "backend", b.name, "rule", r)
+		}
+	}
 	if err := removeOtherFamilies(ctx, c, b, log); err != nil {
 		return err
 	}
