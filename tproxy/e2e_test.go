@@ -175,7 +175,7 @@ func testInNetns(t *testing.T, idx int, b backend) {
 	if afterNet := n.netState(t); afterNet != beforeNet {
 		t.Fatalf("uninstall did not restore routes/addresses:\nbefore:\n%s\nafter:\n%s", beforeNet, afterNet)
 	}
-	if _, err := os.Stat(c.StateFile); !os.IsNotExist(err) {
+	if _, err := os.Stat(statePath(c)); statePath(c) == c.StateFile || !os.IsNotExist(err) {
 		t.Errorf("state file still there after uninstall: %v", err)
 	}
 	if !strings.Contains(before, "DOCKER_OUTPUT") || !strings.Contains(before, "CNI-FORWARD") {

@@ -243,3 +243,33 @@ printf '%%s\n' "$in" | exec %s "$@"
 		t.Fatalf("routes or addresses changed by the failed install:\nbefore:\n%s\nafter:\n%s", beforeNet, afterNet)
 	}
 }
+
+// Two namespaces installed with --netns and the same (default) --state-file, as a CNI
+// installing pod after pod would: each one's routes and addresses are its own to remove.
+// The file held the last install's only: uninstalling the first namespace deleted what its
+// record named, the second kept its route and ::6 for good.
+func TestStateFilePerNamespace(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
+	a, z := newTestNS(t, 24), newTestNS(t, 25)
+	state := filepath.Join(t.TempDir(), "tproxy-state.json")
+	ctx := context.Background()
+	before := map[*testNS]string{a: a.netState(t), z: z.netState(t)}
+	for _, n := range []*testNS{a, z} {
+		c := faultConfig(t, n, b)
+		c.IPFamilyMode, c.StateFile = "dualstack", state
+		if err := Install(ctx, c, testLogger(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []*testNS{a, z} {
+		c := faultConfig(t, n, b)
+		c.IPFamilyMode, c.StateFile = "dualstack", state
+		if err := Uninstall(ctx, c, testLogger(t)); err != nil {
+			t.Fatal(err)
+		}
+		if after := n.netState(t); after != before[n] {
+			t.Errorf("%s: routes or addresses left after uninstall:\nbefore:\n%s\nafter:\n%s", n.name, before[n], after)
+		}
+	}
+}
