@@ -84,3 +84,44 @@ func testForwarded(t *testing.T, idx int, b backend) {
 		t.Fatal(err)
 	}
 }
+
+// A host where the VIP range is routed through the loopback (ip route add 240.0.0.0/4 dev
+// lo, as some guides do to make fake IPs routable): install finds the range covered, and
+// the applications' connections to VIPs leave through lo. They are not the applications
+// talking to themselves - no local address is there - and must still reach Envoy.
+func TestVIPRoutedThroughLoopback(t *testing.T) {
+	b := backend{name: "nft"}
+	requireNetns(t, "bash", "timeout", b.bin(IPv4, "restore"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := newTestNS(t, 26)
+	mustRun(t, "ip", "-n", n.name, "route", "add", "240.0.0.0/4", "dev", "lo")
+	dnsPort, outPort, inPort, localPort := n.helper(t)
+	c := DefaultConfig()
+	c.NetNS, c.Executables, c.IPFamilyMode, c.StateFile = n.name, b.name, "ipv4", filepath.Join(t.TempDir(), "state.json")
+	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	if err := Install(ctx, c, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	vip := netip.MustParseAddrPort("240.0.0.1:80")
+	local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.53"), localPort)
+	own := netip.AddrPortFrom(n.ns4, inPort)
+	for _, tc := range []struct {
+		name string
+		dst  netip.AddrPort
+		want string
+	}{
+		{"VIP through lo goes to Envoy", vip, "orig=" + vip.String()},
+		{"the loopback stays local", local, "local"},
+		{"its own address stays local", own, "inbound orig=" + own.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if out, err := n.exec(testAppUID, bashTCP(tc.dst)[0], bashTCP(tc.dst)[1:]...); out != tc.want {
+				t.Errorf("app tcp to %s = %q, %v; want %q", tc.dst, out, err, tc.want)
+			}
+		})
+	}
+	if err := Uninstall(ctx, c, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -237,7 +237,7 @@ func (rc ruleContext) outboundRules(nat *builder) {
 	nat.add(chainOutbound, "-s "+rc.passthrough+" -o lo", "inbound-passthrough", "RETURN")
 	// Envoy calling its own workload through the pod address (over lo) goes through inbound;
 	// the agent's own loopback traffic (its upstream resolver at 127.0.0.53) does not.
-	nat.add(chainOutbound, "! -d "+rc.lo+" -o lo "+rc.owner, "agent-to-local-app", chainInboundRedirect)
+	nat.add(chainOutbound, "! -d "+rc.lo+" -o lo -m addrtype --dst-type LOCAL "+rc.owner, "agent-to-local-app", chainInboundRedirect)
 	// The agent's and Envoy's own traffic (upstream DNS, connections to services) is never looped.
 	nat.add(chainOutbound, rc.owner, "agent", "RETURN")
 	rc.portsForUIDs(nat, chainOutbound, "tcp")
@@ -246,7 +246,9 @@ func (rc ruleContext) outboundRules(nat *builder) {
 		nat.add(chainOutbound, "-p tcp -m tcp --dport 53", "dns-tcp", chainDNS)
 	}
 	// Applications talking to themselves over the loopback or their own addresses: leave it.
-	nat.add(chainOutbound, "-o lo "+rc.notOwner, "app-loopback", "RETURN")
+	// Only to local addresses: a VIP range routed through lo (240.0.0.0/4 dev lo) has none
+	// there, and its connections must still go to Envoy.
+	nat.add(chainOutbound, "-o lo -m addrtype --dst-type LOCAL "+rc.notOwner, "app-loopback", "RETURN")
 	nat.add(chainOutbound, "-d "+rc.lo, "loopback", "RETURN")
 	for _, p := range rc.c.ExcludeOutboundPorts {
 		nat.add(chainOutbound, fmt.Sprintf("-p tcp -m tcp --dport %d", p), "exclude-outbound-port", "RETURN")
