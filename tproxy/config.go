@@ -150,6 +150,8 @@ func (c Config) Validate() error {
 	for _, p := range c.VIPRanges {
 		if why := prefixProblem(p, "not a CIDR"); why != "" {
 			bad("vip-ranges", p, why)
+		} else if why := vipRangeProblem(p); why != "" {
+			bad("vip-ranges", p, why)
 		}
 	}
 	for _, s := range c.ExcludeOutboundPortsForUIDs {
@@ -206,6 +208,22 @@ func prefixProblem(p netip.Prefix, invalid string) string {
 			return fmt.Sprintf("an IPv4-mapped IPv6 address: write the IPv4 form (%s)", netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked())
 		}
 		return "an IPv4-mapped IPv6 prefix: write the IPv4 or the IPv6 range itself"
+	}
+	return ""
+}
+
+// vipRangeProblem says what is wrong with p as a VIP range ("" when nothing): install adds
+// an on-link route for a range no route covers, so a range of every address became a
+// default route through the first interface; and VIPs on the loopback are never redirected
+// (connections to the loopback are left alone).
+func vipRangeProblem(p netip.Prefix) string {
+	if p.Bits() == 0 {
+		return "covers every address (install would add a default route): give the VIPs a range of their own, e.g. 240.0.0.0/4"
+	}
+	for _, lo := range []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")} {
+		if p.Overlaps(lo) {
+			return "overlaps the loopback (" + lo.String() + "): give the VIPs a range of their own, e.g. 240.0.0.0/4"
+		}
 	}
 	return ""
 }

@@ -38,6 +38,9 @@ func TestValidate(t *testing.T) {
 		{"uid beyond the owner match", func(c *Config) { c.KumaDPUser = "4294967295" }, []string{`--kuma-dp-user="4294967295"`}},
 		{"ipv4-mapped excluded ip", func(c *Config) { c.ExcludeOutboundIPs = []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.1/128")} }, []string{"--exclude-outbound-ips=::ffff:10.0.0.1/128", "10.0.0.1"}},
 		{"ipv4-mapped vip range", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("::ffff:240.0.0.0/100")} }, []string{"--vip-ranges=::ffff:240.0.0.0/100"}},
+		{"vip range of everything", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")} }, []string{"--vip-ranges=0.0.0.0/0", "every address"}},
+		{"vip range over the loopback", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/7")} }, []string{"--vip-ranges=127.0.0.0/7", "loopback"}},
+		{"ipv6 vip range over the loopback", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("::/96")} }, []string{"--vip-ranges=::/96", "loopback"}},
 		{"every error at once", func(c *Config) { c.RedirectOutboundPort, c.IPFamilyMode = 0, "x" }, []string{"--redirect-outbound-port=0", "--ip-family-mode"}},
 	}
 	for _, tc := range cases {
