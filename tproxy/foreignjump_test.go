@@ -46,6 +46,10 @@ func TestForeignJumpToOurChainUninstalls(t *testing.T) {
 			if err := Install(ctx, c, testLogger(t)); err != nil {
 				t.Fatal(err)
 			}
+			// The dry run prints what uninstall runs: the chain is emptied, not deleted.
+			if plan, err := RemovalRules(ctx, c); err != nil || !strings.Contains(plan, "-F "+chainDNS+"\n") || strings.Contains(plan, "-X "+chainDNS+"\n") {
+				t.Errorf("RemovalRules = %q, %v; want %s flushed and kept", plan, err, chainDNS)
+			}
 			err := Uninstall(ctx, c, testLogger(t))
 			if err == nil || !strings.Contains(err.Error(), "chain "+chainDNS+" is emptied but not deleted") || !strings.Contains(err.Error(), "--dport 9999") {
 				t.Fatalf("Uninstall with a foreign rule jumping to %s: %v; want the kept chain and the foreign rule named", chainDNS, err)

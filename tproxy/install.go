@@ -462,7 +462,7 @@ func RemovalRules(ctx context.Context, c Config) (string, error) {
 				continue
 			}
 			if live := parseOurs(save); len(live) > 0 {
-				fmt.Fprintf(&out, "# %s | %s --noflush\n%s", b.bin(f, "save"), b.bin(f, "restore"), removeInput(live))
+				fmt.Fprintf(&out, "# %s | %s --noflush\n%s", b.bin(f, "save"), b.bin(f, "restore"), removeInputKeeping(live, foreignJumps(save, "nat")))
 			}
 		}
 	}
