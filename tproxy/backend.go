@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -182,11 +183,9 @@ func foreignRules(save, tbl string) []string {
 	return out
 }
 
-// foreignRedirects are the REDIRECT rules not ours that nat's OUTPUT and PREROUTING reach,
-// directly or through chains not ours (another transparent proxy's leftovers: Istio's
-// ISTIO_REDIRECT). Ours return what they leave alone (the agent's own connections,
-// excluded ports) to the chain, so those rules catch it next.
-func foreignRedirects(save string) []string {
+// foreignChains are the rules not ours of one table of an iptables-save output, by chain,
+// in order.
+func foreignChains(save, tbl string) map[string][]string {
 	chains := map[string][]string{}
 	cur := ""
 	for _, line := range strings.Split(save, "\n") {
@@ -194,11 +193,29 @@ func foreignRedirects(save string) []string {
 		switch {
 		case strings.HasPrefix(line, "*"):
 			cur = line[1:]
-		case cur == "nat" && strings.HasPrefix(line, "-A ") && !isOurs(cur, line):
+		case cur == tbl && strings.HasPrefix(line, "-A ") && !isOurs(cur, line):
 			f := strings.Fields(line)
 			chains[f[1]] = append(chains[f[1]], line)
 		}
 	}
+	return chains
+}
+
+// ruleTargets are the targets (-j, -g) of an iptables-save rule line.
+func ruleTargets(line string) []string {
+	var out []string
+	f := strings.Fields(line)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "-j" || f[i] == "-g" {
+			out = append(out, f[i+1])
+		}
+	}
+	return out
+}
+
+// reaches reports the rules not ours with one of targets that chain reaches, directly or
+// through chains not ours, in order (each once).
+func reaches(chains map[string][]string, chain string, targets map[string]bool) []string {
 	var out []string
 	seen := map[string]bool{}
 	var walk func(chain string)
@@ -208,20 +225,77 @@ func foreignRedirects(save string) []string {
 		}
 		seen[chain] = true
 		for _, line := range chains[chain] {
-			f := strings.Fields(line)
-			for i := 0; i+1 < len(f); i++ {
-				if f[i] != "-j" && f[i] != "-g" {
-					continue
-				}
-				if f[i+1] == "REDIRECT" {
+			for _, t := range ruleTargets(line) {
+				if targets[t] {
 					out = append(out, line)
 				} else {
-					walk(f[i+1])
+					walk(t)
 				}
 			}
 		}
 	}
-	walk("OUTPUT")
-	walk("PREROUTING")
+	walk(chain)
 	return out
+}
+
+// foreignRedirects are the REDIRECT rules not ours that nat's OUTPUT and PREROUTING reach,
+// directly or through chains not ours (another transparent proxy's leftovers: Istio's
+// ISTIO_REDIRECT). Ours return what they leave alone (the agent's own connections,
+// excluded ports) to the chain, so those rules catch it next.
+func foreignRedirects(save string) []string {
+	chains := foreignChains(save, "nat")
+	redirect := map[string]bool{"REDIRECT": true}
+	return append(reaches(chains, "OUTPUT", redirect), reaches(chains, "PREROUTING", redirect)...)
+}
+
+// aheadOfOurs are the rules not ours that sit ahead of one of ours in a built-in chain and
+// can take a packet from us: in nat, one that reaches a DNAT or REDIRECT (Docker's DNS
+// DNAT inserted again at the top); in raw, one that reaches NOTRACK or CT. Install puts our
+// rules back on top of them; verify names them.
+func aheadOfOurs(save string) []string {
+	var out []string
+	for tbl, targets := range map[string]map[string]bool{
+		"nat": {"DNAT": true, "REDIRECT": true},
+		"raw": {"NOTRACK": true, "CT": true},
+	} {
+		chains := foreignChains(save, tbl)
+		cur := ""
+		var ahead map[string][]string // built-in chain -> rules not ours seen so far
+		for _, line := range strings.Split(save, "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(line, "*"):
+				cur, ahead = line[1:], map[string][]string{}
+			case cur != tbl || !strings.HasPrefix(line, "-A "):
+			default:
+				chain := strings.Fields(line)[1]
+				if !isBuiltin(chain) {
+					continue
+				}
+				if !isOurs(cur, line) {
+					ahead[chain] = append(ahead[chain], line)
+					continue
+				}
+				for _, r := range ahead[chain] {
+					if reachesVia(chains, r, targets) {
+						out = append(out, tbl+": "+r)
+					}
+				}
+				ahead[chain] = nil
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// reachesVia reports whether rule line has one of targets or jumps to a chain not ours
+// that reaches one.
+func reachesVia(chains map[string][]string, line string, targets map[string]bool) bool {
+	for _, t := range ruleTargets(line) {
+		if targets[t] || len(reaches(chains, t, targets)) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -64,9 +64,13 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 			return err
 		}
 		live := parseOurs(save)
-		if slices.Equal(view(rs.tables), view(live)) {
+		ahead := aheadOfOurs(save)
+		if slices.Equal(view(rs.tables), view(live)) && len(ahead) == 0 {
 			log.Info("transparent proxy already installed", "family", f, "backend", b.name)
 			continue
+		}
+		for _, r := range ahead {
+			log.Info("a rule not ours was put ahead of our jumps: putting ours back on top", "family", f, "backend", b.name, "rule", r)
 		}
 		var input string
 		if len(live) == 0 {
@@ -409,6 +413,9 @@ func Verify(ctx context.Context, c Config) (string, error) {
 		d := lineDiff(view(rs.tables), view(live))
 		for _, h := range held {
 			d += fmt.Sprintf("+ %s\n", h)
+		}
+		for _, r := range aheadOfOurs(save) {
+			d += fmt.Sprintf("+ %s (ahead of our jumps: install puts them back on top)\n", r)
 		}
 		if d != "" {
 			fmt.Fprintf(&out, "%s (%s):\n%s", f, b.name, d)
