@@ -114,45 +114,6 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	return nil
 }
 
-// warnOtherBackendNAT says when the backend we do not use holds nat rules of others: both
-// backends act on every packet, and the nat table the kernel registered last acts first, so
-// those rules may come before ours (a DNAT taking DNS ours would redirect).
-func warnOtherBackendNAT(ctx context.Context, c Config, use backend, log *slog.Logger) {
-	other := backend{name: "legacy"}
-	if use.name == "legacy" {
-		other = backend{name: "nft"}
-	}
-	for _, f := range c.Families() {
-		save, _ := readLive(ctx, c, other, f)
-		if rules := foreignRules(save, "nat"); len(rules) > 0 {
-			log.Warn("the other iptables backend holds nat rules too: both act on every packet, and whichever nat table the kernel registered last acts first, maybe before ours",
-				"family", f, "backend", other.name, "rules", len(rules), "first", rules[0])
-		}
-	}
-}
-
-// refuseHeldChains stops an install, before anything changes, where another installer
-// holds chains with our names (Kuma's kumactl names its chains as we do): declaring them
-// would flush its rules, and no uninstall could give them back.
-func refuseHeldChains(ctx context.Context, c Config, b backend) error {
-	var errs []error
-	for _, f := range c.Families() {
-		save, err := b.save(ctx, c, f)
-		if err != nil {
-			return err
-		}
-		_, held := parseSave(save)
-		for _, h := range held {
-			errs = append(errs, fmt.Errorf("%s (iptables-%s) %s", f, b.name, h))
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does): "+
-		"remove it first (`kumactl uninstall transparent-proxy`); nothing was changed", errors.Join(errs...))
-}
-
 // rollback follows a failed restore of family f: iptables-restore commits table by table,
 // so the tables before the failing one may be live. It puts our part of the family back as
 // it was (before), then says exactly what is live: nothing changed, or what is left.
@@ -220,25 +181,6 @@ func readLive(ctx context.Context, c Config, b backend, f Family) (string, []tab
 		return "", nil
 	}
 	return save, parseOurs(save)
-}
-
-// warnKept logs the chains of ours that want no longer has but that stay, emptied, because
-// a rule not ours jumps to them.
-func warnKept(log *slog.Logger, f Family, b backend, live, want []table, kept map[string]string) {
-	wanted := map[string]bool{}
-	for _, t := range want {
-		for _, ch := range t.chains {
-			wanted[ch] = true
-		}
-	}
-	for _, t := range live {
-		for _, ch := range t.chains {
-			if rule, inUse := kept[ch]; inUse && !wanted[ch] {
-				log.Warn("chain of ours emptied but kept: a rule not ours jumps to it; delete that rule, then install or uninstall again",
-					"family", f, "backend", b.name, "table", t.name, "chain", ch, "rule", rule)
-			}
-		}
-	}
 }
 
 // removeOtherFamilies removes rules of ours in a family the config no longer installs
