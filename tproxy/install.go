@@ -85,8 +85,9 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		if err := b.restore(ctx, c, f, input); err != nil {
 			err = rollback(ctx, c, b, f, live, fmt.Errorf("install %s rules: %w", f, err))
 			if f == IPv6 {
-				err = fmt.Errorf("%w\nwithout IPv6 NAT in this kernel (ip6table_nat, nft_chain_nat) IPv6 traffic cannot be redirected; "+
-					"--ip-family-mode ipv4 installs IPv4 only, on purpose (IPv6 traffic then bypasses the proxy)", err)
+				err = fmt.Errorf("%w\nif this kernel lacks IPv6 NAT (ip6table_nat, nft_chain_nat), IPv6 traffic cannot be redirected: "+
+					"--ip-family-mode ipv4 installs IPv4 only, on purpose (IPv6 traffic then bypasses the proxy); "+
+					"if it lacks the IPv6 raw table (ip6table_raw), --skip-dns-conntrack-zone-split does without it", err)
 			}
 			// All or nothing across families too: the families installed before go back.
 			for _, d := range changed {
