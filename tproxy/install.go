@@ -103,7 +103,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		save, _ := readLive(ctx, c, b, f)
 		for _, r := range foreignRedirects(save) {
 			log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
-				"another transparent proxy's leftovers? Envoy would loop; delete it", "family", f, "backend", b.name, "rule", r)
+				"if it is another transparent proxy's leftover (Istio's), Envoy loops into itself: delete it", "family", f, "backend", b.name, "rule", r)
 		}
 	}
 	if err := removeOtherFamilies(ctx, c, b, log); err != nil {
