@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,6 +67,63 @@ func TestChooseBackend(t *testing.T) {
 			c.Executables = "legacy"
 			if got, err := Backend(context.Background(), c); err != nil || got != "legacy" {
 				t.Fatalf("forced legacy: Backend() = %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// Hosts whose iptables has no -legacy/-nft names (Amazon Linux 2, Ubuntu 18.04, images
+// built with only "iptables-restore"): the plain tools are used for the backend their
+// --version names ("(nf_tables)", else legacy), and install, reinstall and uninstall work
+// with real iptables. Before, install failed with "no iptables found".
+func TestPlainIptablesNames(t *testing.T) {
+	for i, tc := range []struct{ multi, backend string }{{"xtables-legacy-multi", "legacy"}, {"xtables-nft-multi", "nft"}} {
+		t.Run(tc.backend, func(t *testing.T) {
+			requireNetns(t, tc.multi)
+			multi, _ := exec.LookPath(tc.multi)
+			ipPath, _ := exec.LookPath("ip")
+			realSave, err := exec.LookPath(backend{name: tc.backend}.bin(IPv4, "save"))
+			if err != nil {
+				t.Skip(err)
+			}
+			n := newTestNS(t, 21+i)
+			dir := t.TempDir()
+			for _, name := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+				if err := os.Symlink(multi, filepath.Join(dir, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(ipPath, filepath.Join(dir, "ip")); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("PATH", dir)
+			c := DefaultConfig()
+			c.NetNS, c.StateFile = n.name, filepath.Join(t.TempDir(), "state.json")
+			ctx := context.Background()
+			if got, err := Backend(ctx, c); err != nil || got != tc.backend {
+				t.Fatalf("Backend(auto) with plain names = %q, %v; want %q", got, err, tc.backend)
+			}
+			if err := Install(ctx, c, testLogger(t)); err != nil {
+				t.Fatal(err)
+			}
+			live := func() []table {
+				out, err := exec.Command(ipPath, "netns", "exec", n.name, realSave).Output()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return parseOurs(string(out))
+			}
+			if countRules(live()) == 0 {
+				t.Fatalf("no rule of ours in %s after install", realSave)
+			}
+			if d, err := Verify(ctx, c); err != nil || strings.Contains(d, "nat:") {
+				t.Fatalf("Verify = %q, %v", d, err)
+			}
+			if err := Uninstall(ctx, c, testLogger(t)); err != nil {
+				t.Fatal(err)
+			}
+			if left := live(); len(left) != 0 {
+				t.Fatalf("left after uninstall: %v", view(left))
 			}
 		})
 	}

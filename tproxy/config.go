@@ -8,6 +8,8 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+
+	"github.com/vishvananda/netns"
 )
 
 // Config is what the transparent proxy redirects and what it leaves alone. The JSON names are
@@ -116,6 +118,17 @@ func (c Config) Validate() error {
 	if c.RedirectOutboundPort != 0 && c.RedirectOutboundPort == c.RedirectInboundPort {
 		bad("redirect-inbound-port", c.RedirectInboundPort, "must differ from --redirect-outbound-port")
 	}
+	// TCP DNS goes to the resolver's TCP port: Envoy's listener cannot be there too.
+	if c.RedirectDNS && c.RedirectDNSPort != 0 {
+		for _, other := range []struct {
+			flag string
+			port uint16
+		}{{"redirect-outbound-port", c.RedirectOutboundPort}, {"redirect-inbound-port", c.RedirectInboundPort}} {
+			if c.RedirectDNSPort == other.port {
+				bad("redirect-dns-port", c.RedirectDNSPort, "must differ from --"+other.flag+" (DNS over TCP goes there)")
+			}
+		}
+	}
 	if _, err := c.UID(); err != nil {
 		errs = append(errs, err)
 	}
@@ -130,19 +143,24 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, p := range c.ExcludeOutboundIPs {
-		if !p.IsValid() {
-			bad("exclude-outbound-ips", p, "not an address or CIDR")
+		if why := prefixProblem(p, "not an address or CIDR"); why != "" {
+			bad("exclude-outbound-ips", p, why)
 		}
 	}
 	for _, p := range c.VIPRanges {
-		if !p.IsValid() {
-			bad("vip-ranges", p, "not a CIDR")
+		if why := prefixProblem(p, "not a CIDR"); why != "" {
+			bad("vip-ranges", p, why)
+		} else if why := vipRangeProblem(p); why != "" {
+			bad("vip-ranges", p, why)
 		}
 	}
 	for _, s := range c.ExcludeOutboundPortsForUIDs {
 		if _, err := ParsePortsForUIDs(s); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.NetNS != "" && !validNetNSName(c.NetNS) {
+		bad("netns", strconv.Quote(c.NetNS), "not a network namespace name (ip netns list shows them)")
 	}
 	switch c.IPFamilyMode {
 	case "dualstack", "ipv4":
@@ -157,13 +175,72 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validNetNSName is what ip netns accepts as a name: a file name in /run/netns.
+func validNetNSName(s string) bool {
+	return s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
+// checkNetNS refuses a --netns that names no network namespace: every action would find
+// nothing there (uninstall: "nothing to remove") while the namespace meant keeps its rules.
+func (c Config) checkNetNS() error {
+	if c.NetNS == "" {
+		return nil
+	}
+	if !validNetNSName(c.NetNS) {
+		return fmt.Errorf("--netns=%q: not a network namespace name (ip netns list shows them)", c.NetNS)
+	}
+	ns, err := netns.GetFromName(c.NetNS)
+	if err != nil {
+		return fmt.Errorf("--netns=%q: no such network namespace (ip netns list shows them): %v", c.NetNS, err)
+	}
+	return ns.Close()
+}
+
+// prefixProblem says what is wrong with p as an iptables address ("" when nothing): an
+// IPv4-mapped IPv6 prefix (::ffff:10.0.0.1) is neither family to iptables - ip6tables never
+// sees IPv4 packets, and iptables refuses the address.
+func prefixProblem(p netip.Prefix, invalid string) string {
+	if !p.IsValid() {
+		return invalid
+	}
+	if p.Addr().Is4In6() {
+		if p.Bits() >= 96 {
+			return fmt.Sprintf("an IPv4-mapped IPv6 address: write the IPv4 form (%s)", netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked())
+		}
+		return "an IPv4-mapped IPv6 prefix: write the IPv4 or the IPv6 range itself"
+	}
+	return ""
+}
+
+// vipRangeProblem says what is wrong with p as a VIP range ("" when nothing): install adds
+// an on-link route for a range no route covers, so a range of every address became a
+// default route through the first interface; and VIPs on the loopback are never redirected
+// (connections to the loopback are left alone).
+func vipRangeProblem(p netip.Prefix) string {
+	if p.Bits() == 0 {
+		return "covers every address (install would add a default route): give the VIPs a range of their own, e.g. 240.0.0.0/4"
+	}
+	for _, lo := range []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")} {
+		if p.Overlaps(lo) {
+			return "overlaps the loopback (" + lo.String() + "): give the VIPs a range of their own, e.g. 240.0.0.0/4"
+		}
+	}
+	return ""
+}
+
+// maxUID is the largest UID the owner match takes (iptables refuses 4294967295, (uid_t)-1).
+const maxUID = 1<<32 - 2
+
 // UID resolves KumaDPUser (a UID or a user name) to a numeric UID.
 func (c Config) UID() (uint32, error) {
 	s := strings.TrimSpace(c.KumaDPUser)
 	if s == "" {
 		return 0, fmt.Errorf("--kuma-dp-user=%q: must be a user name or UID", c.KumaDPUser)
 	}
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		if n > maxUID {
+			return 0, fmt.Errorf("--kuma-dp-user=%q: a UID is at most %d", c.KumaDPUser, uint64(maxUID))
+		}
 		return uint32(n), nil
 	}
 	u, err := user.Lookup(s)
@@ -215,7 +292,7 @@ func ParsePortsForUIDs(s string) (PortsForUIDs, error) {
 		}
 		out.Ports = ps
 	}
-	uids, err := parseRanges(parts[1], 0, 1<<32-2, "-")
+	uids, err := parseRanges(parts[1], 0, maxUID, "-")
 	if err != nil {
 		return fail("uids: " + err.Error())
 	}
@@ -241,10 +318,14 @@ func parseRanges(s string, lo, hi uint64, sep string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b < a {
+		switch {
+		case b < a:
 			return nil, fmt.Errorf("range %q is reversed", item)
+		case b == a: // multiport refuses 80:80, and the owner match prints 7-7 as 7
+			out = append(out, strconv.FormatUint(a, 10))
+		default:
+			out = append(out, fmt.Sprintf("%d%s%d", a, sep, b))
 		}
-		out = append(out, fmt.Sprintf("%d%s%d", a, sep, b))
 	}
 	return out, nil
 }

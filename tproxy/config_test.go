@@ -1,8 +1,10 @@
 package tproxy
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +32,15 @@ func TestValidate(t *testing.T) {
 		{"family mode", func(c *Config) { c.IPFamilyMode = "ipv6" }, []string{`--ip-family-mode="ipv6"`}},
 		{"executables", func(c *Config) { c.Executables = "iptables" }, []string{`--iptables-executables="iptables"`}},
 		{"ports for uids", func(c *Config) { c.ExcludeOutboundPortsForUIDs = []string{"80"} }, []string{`--exclude-outbound-ports-for-uids="80"`}},
+		{"dns port is the outbound port", func(c *Config) { c.RedirectDNSPort = c.RedirectOutboundPort }, []string{"--redirect-dns-port=15001", "must differ"}},
+		{"dns port is the inbound port", func(c *Config) { c.RedirectDNSPort = c.RedirectInboundPort }, []string{"--redirect-dns-port=15006", "must differ"}},
+		{"dns off: its port may be anything", func(c *Config) { c.RedirectDNS, c.RedirectDNSPort = false, c.RedirectOutboundPort }, nil},
+		{"uid beyond the owner match", func(c *Config) { c.KumaDPUser = "4294967295" }, []string{`--kuma-dp-user="4294967295"`}},
+		{"ipv4-mapped excluded ip", func(c *Config) { c.ExcludeOutboundIPs = []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.1/128")} }, []string{"--exclude-outbound-ips=::ffff:10.0.0.1/128", "10.0.0.1"}},
+		{"ipv4-mapped vip range", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("::ffff:240.0.0.0/100")} }, []string{"--vip-ranges=::ffff:240.0.0.0/100"}},
+		{"vip range of everything", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")} }, []string{"--vip-ranges=0.0.0.0/0", "every address"}},
+		{"vip range over the loopback", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/7")} }, []string{"--vip-ranges=127.0.0.0/7", "loopback"}},
+		{"ipv6 vip range over the loopback", func(c *Config) { c.VIPRanges = []netip.Prefix{netip.MustParsePrefix("::/96")} }, []string{"--vip-ranges=::/96", "loopback"}},
 		{"every error at once", func(c *Config) { c.RedirectOutboundPort, c.IPFamilyMode = 0, "x" }, []string{"--redirect-outbound-port=0", "--ip-family-mode"}},
 	}
 	for _, tc := range cases {
@@ -68,6 +79,9 @@ func TestParsePortsForUIDs(t *testing.T) {
 		{in: "tcp:8000-8080:1000-1010,7", want: PortsForUIDs{Protocols: []string{"tcp"}, Ports: []string{"8000:8080"}, UIDs: []string{"1000-1010", "7"}}},
 		{in: "UDP:*:0", want: PortsForUIDs{Protocols: []string{"udp"}, UIDs: []string{"0"}}},
 		{in: "*:53:42", want: PortsForUIDs{Protocols: []string{"tcp", "udp"}, Ports: []string{"53"}, UIDs: []string{"42"}}},
+		// iptables refuses the multiport range 80:80 and prints the owner range 7-7 as 7.
+		{in: "tcp:80-80,90:7-7", want: PortsForUIDs{Protocols: []string{"tcp"}, Ports: []string{"80", "90"}, UIDs: []string{"7"}}},
+		{in: "80:4294967295", wantErr: "uids"},
 		{in: "80", wantErr: "want"},
 		{in: "a:b:c:d", wantErr: "want"},
 		{in: "icmp:80:1", wantErr: `protocol "icmp"`},
@@ -147,4 +161,25 @@ func FuzzParsePortsForUIDs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A --netns that names no namespace is refused by every action, naming the flag and the
+// value: uninstall used to find nothing there and exit 0, leaving the namespace meant (a
+// typo away) as it was; a name with a slash escaped the lock directory.
+func TestUnknownNetNSIsRefused(t *testing.T) {
+	for _, name := range []string{"kdp-no-such-namespace", "../../tmp/x", ".."} {
+		c := DefaultConfig()
+		c.NetNS, c.StateFile = name, filepath.Join(t.TempDir(), "state.json")
+		want := fmt.Sprintf("--netns=%q", name)
+		ctx := context.Background()
+		for action, err := range map[string]error{
+			"Install":   Install(ctx, c, nil),
+			"Uninstall": Uninstall(ctx, c, nil),
+			"Verify":    func() error { _, err := Verify(ctx, c); return err }(),
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with --netns %q: %v; want an error naming %s", action, name, err, want)
+			}
+		}
+	}
 }

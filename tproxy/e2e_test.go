@@ -73,7 +73,7 @@ func testInNetns(t *testing.T, idx int, b backend) {
 		}
 	}
 
-	t.Run("traffic", func(t *testing.T) { checkTraffic(t, n, upPort, localPort) })
+	t.Run("traffic", func(t *testing.T) { checkTraffic(t, n, upPort, localPort, inPort) })
 	t.Run("reconcile", func(t *testing.T) {
 		// Another config over ours: reconciled (no stacking), Verify shows the difference.
 		other := c
@@ -175,7 +175,7 @@ func testInNetns(t *testing.T, idx int, b backend) {
 	if afterNet := n.netState(t); afterNet != beforeNet {
 		t.Fatalf("uninstall did not restore routes/addresses:\nbefore:\n%s\nafter:\n%s", beforeNet, afterNet)
 	}
-	if _, err := os.Stat(c.StateFile); !os.IsNotExist(err) {
+	if _, err := os.Stat(statePath(c)); statePath(c) == c.StateFile || !os.IsNotExist(err) {
 		t.Errorf("state file still there after uninstall: %v", err)
 	}
 	if !strings.Contains(before, "DOCKER_OUTPUT") || !strings.Contains(before, "CNI-FORWARD") {
@@ -186,8 +186,13 @@ func testInNetns(t *testing.T, idx int, b backend) {
 	}
 }
 
-func checkTraffic(t *testing.T, n *testNS, upPort, localPort uint16) {
+func checkTraffic(t *testing.T, n *testNS, upPort, localPort, inPort uint16) {
 	up := netip.AddrPortFrom(n.host4, upPort)
+	// The pod's own addresses: an application reaching a local service through them is left
+	// alone (it reaches the inbound listener directly: "inbound orig=" with its own port);
+	// Envoy calling its workload through them goes through the inbound port.
+	own4, own6 := netip.AddrPortFrom(n.ns4, inPort), netip.AddrPortFrom(n.ns6, inPort)
+	app4, app6 := netip.AddrPortFrom(n.ns4, 8080), netip.AddrPortFrom(n.ns6, 8080)
 	local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.53"), localPort)
 	cases := []struct {
 		name string
@@ -209,6 +214,10 @@ func checkTraffic(t *testing.T, n *testNS, upPort, localPort uint16) {
 		{"agent tcp not redirected", testAgentUID, bashTCP(up), "upstream"},
 		{"agent tcp to 127.0.0.53 not redirected", testAgentUID, bashTCP(local), "local"},
 		{"app tcp to 127.0.0.53 not redirected", testAppUID, bashTCP(local), "local"},
+		{"app tcp to its own address not redirected", testAppUID, bashTCP(own4), "inbound orig=" + own4.String()},
+		{"app tcp to its own IPv6 address not redirected", testAppUID, bashTCP(own6), "inbound orig=" + own6.String()},
+		{"agent tcp to the pod address goes inbound", testAgentUID, bashTCP(app4), "inbound orig=" + app4.String()},
+		{"agent tcp to the pod IPv6 address goes inbound", testAgentUID, bashTCP(app6), "inbound orig=" + app6.String()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -198,3 +198,78 @@ printf '%%s\n' "$in" | exec %s "$@"
 		t.Fatalf("rules left live after the failed install:\n%s", lineDiff(strings.Split(before, "\n"), strings.Split(after, "\n")))
 	}
 }
+
+// A kernel without IPv6 NAT (no ip6table_nat module, which a container cannot load) while
+// the namespace has IPv6 addresses: the IPv6 rules cannot go in, so IPv6 traffic could not
+// be redirected. Install fails, says how to install IPv4 only on purpose, and leaves
+// nothing behind - before, the IPv4 rules stayed live beside the failed IPv6 install.
+func TestNoIPv6NATChangesNothing(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
+	real, err := exec.LookPath(b.bin(IPv6, "restore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newTestNS(t, 19)
+	c := faultConfig(t, n, b)
+	c.IPFamilyMode = "dualstack"
+	dir := t.TempDir()
+	// What ip6tables-legacy-restore says without ip6table_nat, after committing the tables
+	// before nat.
+	wrapper := fmt.Sprintf(`#!/bin/sh
+in=$(cat)
+case "$in" in
+*'*nat'*)
+	printf '%%s\n' "$in" | awk '/^\*nat/{skip=1} !skip{print} /^COMMIT/{skip=0}' | %s "$@" || exit 2
+	echo "ip6tables-restore v1.8.9 (legacy): can't initialize ip6tables table \`+"`"+`nat': Table does not exist (do you need to insmod?)" >&2
+	exit 1 ;;
+esac
+printf '%%s\n' "$in" | exec %s "$@"
+`, real, real)
+	if err := os.WriteFile(filepath.Join(dir, b.bin(IPv6, "restore")), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	before := meaningful(n.saveAll(t, b))
+	beforeNet := n.netState(t)
+	err = Install(context.Background(), c, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "--ip-family-mode ipv4") {
+		t.Fatalf("Install without IPv6 NAT: %v; want an error pointing at --ip-family-mode ipv4", err)
+	}
+	if after := meaningful(n.saveAll(t, b)); after != before {
+		t.Fatalf("rules left live after the failed install:\n%s", lineDiff(strings.Split(before, "\n"), strings.Split(after, "\n")))
+	}
+	if afterNet := n.netState(t); afterNet != beforeNet {
+		t.Fatalf("routes or addresses changed by the failed install:\nbefore:\n%s\nafter:\n%s", beforeNet, afterNet)
+	}
+}
+
+// Two namespaces installed with --netns and the same (default) --state-file, as a CNI
+// installing pod after pod would: each one's routes and addresses are its own to remove.
+// The file held the last install's only: uninstalling the first namespace deleted what its
+// record named, the second kept its route and ::6 for good.
+func TestStateFilePerNamespace(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
+	a, z := newTestNS(t, 24), newTestNS(t, 25)
+	state := filepath.Join(t.TempDir(), "tproxy-state.json")
+	ctx := context.Background()
+	before := map[*testNS]string{a: a.netState(t), z: z.netState(t)}
+	for _, n := range []*testNS{a, z} {
+		c := faultConfig(t, n, b)
+		c.IPFamilyMode, c.StateFile = "dualstack", state
+		if err := Install(ctx, c, testLogger(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []*testNS{a, z} {
+		c := faultConfig(t, n, b)
+		c.IPFamilyMode, c.StateFile = "dualstack", state
+		if err := Uninstall(ctx, c, testLogger(t)); err != nil {
+			t.Fatal(err)
+		}
+		if after := n.netState(t); after != before[n] {
+			t.Errorf("%s: routes or addresses left after uninstall:\nbefore:\n%s\nafter:\n%s", n.name, before[n], after)
+		}
+	}
+}

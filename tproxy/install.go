@@ -22,6 +22,9 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if err := c.checkNetNS(); err != nil {
+		return err
+	}
 	unlock, err := lock(ctx, c)
 	if err != nil {
 		return err
@@ -32,6 +35,10 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseHeldChains(ctx, c, b); err != nil {
+		return err
+	}
+	warnOtherBackendNAT(ctx, c, b, log)
 	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
 		return err
 	}
@@ -42,6 +49,11 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	} else {
 		log.Warn("cannot list interfaces", "error", err)
 	}
+	type done struct {
+		f      Family
+		before []table
+	}
+	var changed []done // families this install changed, with our part as it was
 	for _, f := range c.Families() {
 		rs, err := buildRules(c, f)
 		if err != nil {
@@ -52,23 +64,47 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 			return err
 		}
 		live := parseOurs(save)
-		if lineDiff(view(rs.tables), view(live)) == "" {
+		ahead := aheadOfOurs(save)
+		if slices.Equal(view(rs.tables), view(live)) && len(ahead) == 0 {
 			log.Info("transparent proxy already installed", "family", f, "backend", b.name)
 			continue
+		}
+		for _, r := range ahead {
+			log.Info("a rule not ours was put ahead of our jumps: putting ours back on top", "family", f, "backend", b.name, "rule", r)
 		}
 		var input string
 		if len(live) == 0 {
 			input, _ = Rules(c, f)
 		} else {
-			input = reconcileInput(f, live, rs.tables)
+			kept := foreignJumps(save, "nat")
+			input = reconcileInput(f, live, rs.tables, kept)
 			log.Info("reconciling rules left by an earlier install", "family", f, "backend", b.name)
+			warnKept(log, f, b, live, rs.tables, kept)
 		}
 		start := time.Now()
 		if err := b.restore(ctx, c, f, input); err != nil {
-			return rollback(ctx, c, b, f, live, fmt.Errorf("install %s rules: %w", f, err))
+			err = rollback(ctx, c, b, f, live, fmt.Errorf("install %s rules: %w", f, err))
+			if f == IPv6 {
+				err = fmt.Errorf("%w\nif this kernel lacks IPv6 NAT (ip6table_nat, nft_chain_nat), IPv6 traffic cannot be redirected: "+
+					"--ip-family-mode ipv4 installs IPv4 only, on purpose (IPv6 traffic then bypasses the proxy); "+
+					"if it lacks the IPv6 raw table (ip6table_raw), --skip-dns-conntrack-zone-split does without it", err)
+			}
+			// All or nothing across families too: the families installed before go back.
+			for _, d := range changed {
+				err = rollback(ctx, c, b, d.f, d.before, err)
+			}
+			return err
 		}
+		changed = append(changed, done{f, live})
 		log.Info("transparent proxy installed", "family", f, "backend", b.name,
 			"rules", countRules(rs.tables), "duration", time.Since(start))
+	}
+	for _, f := range c.Families() {
+		save, _ := readLive(ctx, c, b, f)
+		for _, r := range foreignRedirects(save) {
+			log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
+				"if it is another transparent proxy's leftover (Istio's), Envoy loops into itself: delete it", "family", f, "backend", b.name, "rule", r)
+		}
 	}
 	if err := removeOtherFamilies(ctx, c, b, log); err != nil {
 		return err
@@ -83,20 +119,21 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 // so the tables before the failing one may be live. It puts our part of the family back as
 // it was (before), then says exactly what is live: nothing changed, or what is left.
 func rollback(ctx context.Context, c Config, b backend, f Family, before []table, cause error) error {
-	now := liveOurs(ctx, c, b, f)
-	if lineDiff(view(before), view(now)) == "" {
+	save, now := readLive(ctx, c, b, f)
+	if slices.Equal(view(before), view(now)) {
 		return fmt.Errorf("%w\nnothing of %s was changed (the live rules are as before)", cause, f)
 	}
+	kept := foreignJumps(save, "nat")
 	var input string
 	if len(before) == 0 {
-		input = removeInput(now)
+		input = removeInputKeeping(now, kept)
 	} else {
-		input = reconcileInput(f, now, before)
+		input = reconcileInput(f, now, before, kept)
 	}
 	rerr := b.restore(ctx, c, f, input)
 	after := liveOurs(ctx, c, b, f)
-	if rerr == nil && lineDiff(view(before), view(after)) == "" {
-		return fmt.Errorf("%w\nthe %s tables committed before the failure were rolled back: nothing of %s is changed", cause, f, f)
+	if rerr == nil && slices.Equal(view(before), view(after)) {
+		return fmt.Errorf("%w\nthe %s rules committed before the failure were rolled back: nothing of %s is changed", cause, f, f)
 	}
 	if rerr == nil {
 		rerr = errors.New("the rules read back differ")
@@ -131,25 +168,32 @@ func unusedFamilies(c Config) []Family {
 // liveOurs reads our part of the live ruleset of one family (nil when the backend's tools
 // for the family are missing or nothing is loaded).
 func liveOurs(ctx context.Context, c Config, b backend, f Family) []table {
+	_, live := readLive(ctx, c, b, f)
+	return live
+}
+
+// readLive is liveOurs with the iptables-save output it read.
+func readLive(ctx context.Context, c Config, b backend, f Family) (string, []table) {
 	if !b.available([]Family{f}) {
-		return nil
+		return "", nil
 	}
 	save, err := b.save(ctx, c, f)
 	if err != nil {
-		return nil
+		return "", nil
 	}
-	return parseOurs(save)
+	return save, parseOurs(save)
 }
 
 // removeOtherFamilies removes rules of ours in a family the config no longer installs
 // (dual-stack before, --ip-family-mode ipv4 now).
 func removeOtherFamilies(ctx context.Context, c Config, b backend, log *slog.Logger) error {
 	for _, f := range unusedFamilies(c) {
-		live := liveOurs(ctx, c, b, f)
+		save, live := readLive(ctx, c, b, f)
 		if len(live) == 0 {
 			continue
 		}
-		if err := b.restore(ctx, c, f, removeInput(live)); err != nil {
+		warnKept(log, f, b, live, nil, foreignJumps(save, "nat"))
+		if err := b.restore(ctx, c, f, removeInputKeeping(live, foreignJumps(save, "nat"))); err != nil {
 			return fmt.Errorf("remove our %s rules (not in --ip-family-mode %s): %w", f, c.IPFamilyMode, err)
 		}
 		log.Info("removed rules of a family no longer installed", "family", f, "backend", b.name, "rules", countRules(live))
@@ -166,11 +210,12 @@ func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slo
 		other = backend{name: "nft"}
 	}
 	for _, f := range []Family{IPv4, IPv6} {
-		live := liveOurs(ctx, c, other, f)
+		save, live := readLive(ctx, c, other, f)
 		if len(live) == 0 {
 			continue
 		}
-		if err := other.restore(ctx, c, f, removeInput(live)); err != nil {
+		warnKept(log, f, other, live, nil, foreignJumps(save, "nat"))
+		if err := other.restore(ctx, c, f, removeInputKeeping(live, foreignJumps(save, "nat"))); err != nil {
 			return fmt.Errorf("remove our old %s rules from iptables-%s: %w", f, other.name, err)
 		}
 		log.Warn("removed rules of ours from the other iptables backend", "family", f, "backend", other.name, "rules", countRules(live))
@@ -216,6 +261,9 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := c.checkNetNS(); err != nil {
+		return err
+	}
 	unlock, err := lock(ctx, c)
 	if err != nil {
 		return err
@@ -237,7 +285,10 @@ func Uninstall(ctx context.Context, c Config, log *slog.Logger) error {
 			if err != nil {
 				continue // nothing loaded in this backend
 			}
-			live := parseOurs(save)
+			live, held := parseSave(save)
+			for _, h := range held {
+				log.Warn("left in place: another installer's chain with one of our names", "family", f, "backend", b.name, "chain", h.chain, "rule", h.rule)
+			}
 			if len(live) == 0 {
 				continue
 			}
@@ -283,6 +334,9 @@ func Verify(ctx context.Context, c Config) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
 	}
+	if err := c.checkNetNS(); err != nil {
+		return "", err
+	}
 	c = withAvailableFamilies(c, slog.New(slog.DiscardHandler))
 	b, err := chooseBackend(ctx, c)
 	if err != nil {
@@ -298,7 +352,15 @@ func Verify(ctx context.Context, c Config) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if d := lineDiff(view(rs.tables), view(parseOurs(save))); d != "" {
+		live, held := parseSave(save)
+		d := lineDiff(view(rs.tables), view(live))
+		for _, h := range held {
+			d += fmt.Sprintf("+ %s\n", h)
+		}
+		for _, r := range aheadOfOurs(save) {
+			d += fmt.Sprintf("+ %s (ahead of our jumps: install puts them back on top)\n", r)
+		}
+		if d != "" {
 			fmt.Fprintf(&out, "%s (%s):\n%s", f, b.name, d)
 		}
 	}
@@ -333,6 +395,9 @@ func Backend(ctx context.Context, c Config) (string, error) {
 // RemovalRules is the iptables-restore input Uninstall would apply, per backend and family
 // holding rules of ours (empty when nothing of ours is installed).
 func RemovalRules(ctx context.Context, c Config) (string, error) {
+	if err := c.checkNetNS(); err != nil {
+		return "", err
+	}
 	var out strings.Builder
 	for _, b := range []backend{{name: "nft"}, {name: "legacy"}} {
 		if (c.Executables == "legacy" || c.Executables == "nft") && c.Executables != b.name {
@@ -347,7 +412,7 @@ func RemovalRules(ctx context.Context, c Config) (string, error) {
 				continue
 			}
 			if live := parseOurs(save); len(live) > 0 {
-				fmt.Fprintf(&out, "# %s | %s --noflush\n%s", b.bin(f, "save"), b.bin(f, "restore"), removeInput(live))
+				fmt.Fprintf(&out, "# %s | %s --noflush\n%s", b.bin(f, "save"), b.bin(f, "restore"), removeInputKeeping(live, foreignJumps(save, "nat")))
 			}
 		}
 	}

@@ -131,7 +131,13 @@ func (n *testNS) saveAll(t *testing.T, b backend) string {
 	t.Helper()
 	var s strings.Builder
 	for _, f := range []Family{IPv4, IPv6} {
-		for _, line := range strings.Split(mustRun(t, "ip", "netns", "exec", n.name, b.bin(f, "save")), "\n") {
+		// Stdout alone: iptables-nft-save warns on stderr when legacy tables are present,
+		// and mixed in, the warning can land inside a rule.
+		out, err := exec.Command("ip", "netns", "exec", n.name, b.bin(f, "save")).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", b.bin(f, "save"), err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
 			if !strings.HasPrefix(line, "#") {
 				s.WriteString(counters.ReplaceAllString(line, "[0:0]") + "\n")
 			}
@@ -144,26 +150,70 @@ func (n *testNS) netState(t *testing.T) string {
 	return mustRun(t, "ip", "netns", "exec", n.name, "sh", "-c", "ip route show table main; ip -6 route show table main; ip addr show dev lo")
 }
 
-// plantForeign adds rules others own (Docker's DNS DNAT, a CNI's chains) in every table we
-// touch, to prove uninstall leaves them byte-identical.
+// plantForeign adds rules others own in every table, to prove install and uninstall leave
+// them byte-identical and traffic still flows: Docker's (its DNS DNAT, its published-port
+// chain with addrtype jumps, MASQUERADE and the SNAT of its resolver's answers), a CNI's
+// chains, Calico-like cali- chains in raw, mangle, nat and filter, and a stateful firewall
+// with DROP policies on INPUT, OUTPUT and FORWARD.
 func (n *testNS) plantForeign(t *testing.T, b backend) {
 	t.Helper()
-	v4 := `*nat
+	firewall := `*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT DROP [0:0]
+:CNI-FORWARD - [0:0]
+:cali-INPUT - [0:0]
+-A INPUT -m comment --comment "cali:Cz_u1IQiXIMmKD4c" -j cali-INPUT
+-A INPUT -i lo -j ACCEPT
+-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A INPUT -m conntrack --ctstate DNAT -j ACCEPT
+-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
+-A OUTPUT -o lo -j ACCEPT
+-A OUTPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A OUTPUT -o eth0 -j ACCEPT
+-A CNI-FORWARD -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j RETURN
+-A cali-INPUT -p udp -m udp --dport 4789 -m comment --comment "cali:PajejrV4aFdkZojI" -j DROP
+COMMIT
+*mangle
+:cali-PREROUTING - [0:0]
+-A PREROUTING -m comment --comment "cali:6gwbT8clXdHdC1b1" -j cali-PREROUTING
+-A cali-PREROUTING -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "cali:6BJqBjBC7crtA-7-" -j ACCEPT
+COMMIT
+*raw
+:cali-PREROUTING - [0:0]
+:cali-OUTPUT - [0:0]
+-A PREROUTING -m comment --comment "cali:6gwbT8clXdHdC1b1" -j cali-PREROUTING
+-A OUTPUT -m comment --comment "cali:tVnHkvAo15HuiPy0" -j cali-OUTPUT
+-A cali-PREROUTING -m comment --comment "cali:XFX5xbM8B9qR10JG" -j MARK --set-xmark 0x0/0xf0000
+-A cali-OUTPUT -m comment --comment "cali:njdnLwYeGqBJyh3D" -j MARK --set-xmark 0x0/0xf0000
+COMMIT
+`
+	v4 := firewall + `*nat
+:DOCKER - [0:0]
 :DOCKER_OUTPUT - [0:0]
+:DOCKER_POSTROUTING - [0:0]
+:cali-OUTPUT - [0:0]
+:cali-nat-outgoing - [0:0]
+-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER
+-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER
 -A OUTPUT -d 127.0.0.11/32 -j DOCKER_OUTPUT
--A DOCKER_OUTPUT -d 127.0.0.11/32 -p udp -m udp --dport 53 -j DNAT --to-destination 127.0.0.11:40000
+-A OUTPUT -m comment --comment "cali:tVnHkvAo15HuiPy0" -j cali-OUTPUT
+-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE
+-A POSTROUTING -d 127.0.0.11/32 -j DOCKER_POSTROUTING
 -A POSTROUTING -s 10.244.0.0/16 -m comment --comment "cni masquerade" -j MASQUERADE
+-A POSTROUTING -m comment --comment "cali:O3lYWMrLQYEMJtB5" -j cali-nat-outgoing
+-A DOCKER -i docker0 -j RETURN
+-A DOCKER ! -i docker0 -p tcp -m tcp --dport 8443 -j DNAT --to-destination 172.17.0.2:443
+-A DOCKER_OUTPUT -d 127.0.0.11/32 -p udp -m udp --dport 53 -j DNAT --to-destination 127.0.0.11:40000
+-A DOCKER_POSTROUTING -s 127.0.0.11/32 -p udp -m udp --sport 40000 -j SNAT --to-source :53
+-A cali-nat-outgoing -s 10.245.0.0/16 -m comment --comment "cali:flqWnvo8yq4ULQLa" -j MASQUERADE --random-fully
 COMMIT
 *raw
 -A PREROUTING -p udp -m udp --dport 4789 -m comment --comment "cni vxlan" -j NOTRACK
 COMMIT
-*filter
-:CNI-FORWARD - [0:0]
--A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
--A CNI-FORWARD -d 10.244.0.0/16 -j ACCEPT
-COMMIT
 `
-	v6 := `*nat
+	// IPv6 needs neighbour discovery through the firewall.
+	v6 := strings.Replace(firewall, "-A INPUT -i lo -j ACCEPT\n", "-A INPUT -i lo -j ACCEPT\n-A INPUT -p ipv6-icmp -j ACCEPT\n", 1) + `*nat
 :DOCKER_OUTPUT - [0:0]
 -A OUTPUT -d fd00:11::11/128 -j DOCKER_OUTPUT
 COMMIT
@@ -262,6 +312,22 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
 }
+
+// testLoggerTo logs to the test and into w.
+func testLoggerTo(t *testing.T, w *strings.Builder) *slog.Logger {
+	var mu sync.Mutex
+	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(p)
+		t.Log(strings.TrimSpace(string(p)))
+		return len(p), nil
+	}), nil))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func tcpLine(t *testing.T, addr netip.AddrPort) string {
 	t.Helper()

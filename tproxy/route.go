@@ -243,7 +243,7 @@ func vipRanges(c Config) []netip.Prefix {
 // dual-stack mode, puts ::6 (Envoy's IPv6 inbound passthrough source) on lo. It returns the
 // state to remember: what it added now plus what an earlier install added and is still there.
 func ensureNet(c Config, log *slog.Logger) (netState, error) {
-	old, err := loadState(c.StateFile)
+	old, err := loadState(statePath(c))
 	if err != nil {
 		return netState{}, err
 	}
@@ -279,11 +279,11 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 		added := addedRoute{Dst: p, Dev: dev.Attrs().Name}
 		// Recorded before it is added: a route we cannot record is never added, so
 		// uninstall always knows every route of ours.
-		if err := saveState(c.StateFile, merged(old, st, netState{Routes: []addedRoute{added}})); err != nil {
+		if err := saveState(statePath(c), merged(old, st, netState{Routes: []addedRoute{added}})); err != nil {
 			return st, fmt.Errorf("cannot record the VIP route %s before adding it, so it was not added: %w", p, err)
 		}
 		if err := h.RouteAdd(route); err != nil {
-			_ = saveState(c.StateFile, merged(old, st, netState{}))
+			_ = saveState(statePath(c), merged(old, st, netState{}))
 			return st, fmt.Errorf("netlink: add route %s dev %s: %w", p, dev.Attrs().Name, err)
 		}
 		st.Routes = append(st.Routes, added)
@@ -301,11 +301,11 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 			st.Addresses = append(st.Addresses, six)
 		case present:
 		default:
-			if err := saveState(c.StateFile, merged(old, st, netState{Addresses: []netip.Prefix{six}})); err != nil {
+			if err := saveState(statePath(c), merged(old, st, netState{Addresses: []netip.Prefix{six}})); err != nil {
 				return st, fmt.Errorf("cannot record the address %s on lo before adding it, so it was not added: %w", six, err)
 			}
 			if err := h.AddrAdd(lo, &netlink.Addr{IPNet: toIPNet(six)}); err != nil {
-				_ = saveState(c.StateFile, merged(old, st, netState{}))
+				_ = saveState(statePath(c), merged(old, st, netState{}))
 				log.Warn("cannot add ::6 to lo (IPv6 disabled?): IPv6 inbound passthrough will not work", "error", err)
 			} else {
 				st.Addresses = append(st.Addresses, six)
@@ -329,7 +329,7 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 	if err := deleteNet(h, lo, stale, log); err != nil {
 		return st, err
 	}
-	return st, saveState(c.StateFile, st)
+	return st, saveState(statePath(c), st)
 }
 
 // merged is everything the state file must name while an install is under way: what an
@@ -353,12 +353,12 @@ func merged(old, st, next netState) netState {
 
 // removeNet removes what the state file says Install added, then the state file.
 func removeNet(c Config, log *slog.Logger) error {
-	st, err := loadState(c.StateFile)
+	st, err := loadState(statePath(c))
 	if err != nil {
 		return err
 	}
 	if len(st.Routes) == 0 && len(st.Addresses) == 0 {
-		return removeState(c.StateFile)
+		return removeState(statePath(c))
 	}
 	h, err := openHandle(c)
 	if err != nil {
@@ -372,7 +372,7 @@ func removeNet(c Config, log *slog.Logger) error {
 	if err := deleteNet(h, lo, st, log); err != nil {
 		return err
 	}
-	return removeState(c.StateFile)
+	return removeState(statePath(c))
 }
 
 // deleteNet deletes the routes and loopback addresses in st; those already gone are fine.

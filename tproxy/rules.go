@@ -2,6 +2,7 @@ package tproxy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -23,7 +24,8 @@ const (
 // comments are every comment our rules carry (after CommentPrefix): with the chains, the
 // exact list of what is ours (see isOurs); builder.add refuses any other.
 var comments = []string{
-	"dns-zone-agent-upstream", "dns-zone-resolver-answer", "dns-zone-app-query", "dns-zone-upstream-answer",
+	"dns-zone-agent-upstream", "dns-zone-excluded-user", "dns-zone-resolver-answer", "dns-zone-app-query",
+	"dns-zone-forwarded-query", "dns-zone-upstream-answer",
 	"inbound", "outbound", "dns-udp", "dns-tcp", "exclude-inbound-port", "inbound-redirect",
 	"inbound-passthrough", "agent-to-local-app", "agent", "exclude-outbound-ports-for-uids",
 	"app-loopback", "loopback", "exclude-outbound-port", "exclude-outbound-ip", "outbound-redirect",
@@ -178,12 +180,25 @@ func newRuleContext(c Config, f Family) (ruleContext, error) {
 // reuse the same source port; in one conntrack zone the second flow clashes with the first
 // and its answer is lost. The agent's upstream flows live in zone 1, the redirected
 // application flows in zone 2. CT attaches only the first zone that matches, so order
-// matters.
+// matters. The queries of users whose DNS is excluded (--exclude-outbound-ports-for-uids
+// udp:53:UID) go upstream too, so they live in zone 1 with their answers: in zone 2 the
+// answer matched no connection and a stateful firewall dropped it.
 func (rc ruleContext) dnsConntrackZones() table {
 	raw := builder{t: table{name: "raw"}}
 	raw.add("OUTPUT", "-p udp -m udp --dport 53 "+rc.owner, "dns-zone-agent-upstream", "CT --zone 1")
+	for _, p := range rc.puids {
+		if !contains(p.Protocols, "udp") || !coversPort(p.Ports, 53) {
+			continue
+		}
+		for _, uid := range p.UIDs {
+			raw.add("OUTPUT", "-p udp -m udp --dport 53 -m owner --uid-owner "+uid, "dns-zone-excluded-user", "CT --zone 1")
+		}
+	}
 	raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", rc.c.RedirectDNSPort, rc.owner), "dns-zone-resolver-answer", "CT --zone 2")
 	raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
+	// A host routing for others (Docker's containers) forwards their queries: they live in
+	// zone 1 too, or their answers (zone 1 below) would miss the query's MASQUERADE.
+	raw.add("PREROUTING", "-p udp -m udp --dport 53 -m addrtype ! --dst-type LOCAL", "dns-zone-forwarded-query", "CT --zone 1")
 	raw.add("PREROUTING", "-p udp -m udp --sport 53", "dns-zone-upstream-answer", "CT --zone 1")
 	return raw.t
 }
@@ -195,7 +210,10 @@ func (rc ruleContext) natEntryJumps() builder {
 	if rc.c.RedirectDNS {
 		nat.t.chains = append(nat.t.chains, chainDNS)
 	}
-	nat.add("PREROUTING", "-p tcp", "inbound", chainInbound)
+	// Inbound is what is addressed to this host: a host that routes for others (Docker's
+	// containers behind a bridge) passes their connections through PREROUTING too, and
+	// they must go on to their destination, not to Envoy's inbound listener.
+	nat.add("PREROUTING", "-p tcp -m addrtype --dst-type LOCAL", "inbound", chainInbound)
 	nat.add("OUTPUT", "-p tcp", "outbound", chainOutbound)
 	if rc.c.RedirectDNS {
 		nat.add("OUTPUT", "-p udp -m udp --dport 53", "dns-udp", chainDNS)
@@ -219,7 +237,7 @@ func (rc ruleContext) outboundRules(nat *builder) {
 	nat.add(chainOutbound, "-s "+rc.passthrough+" -o lo", "inbound-passthrough", "RETURN")
 	// Envoy calling its own workload through the pod address (over lo) goes through inbound;
 	// the agent's own loopback traffic (its upstream resolver at 127.0.0.53) does not.
-	nat.add(chainOutbound, "! -d "+rc.lo+" -o lo "+rc.owner, "agent-to-local-app", chainInboundRedirect)
+	nat.add(chainOutbound, "! -d "+rc.lo+" -o lo -m addrtype --dst-type LOCAL "+rc.owner, "agent-to-local-app", chainInboundRedirect)
 	// The agent's and Envoy's own traffic (upstream DNS, connections to services) is never looped.
 	nat.add(chainOutbound, rc.owner, "agent", "RETURN")
 	rc.portsForUIDs(nat, chainOutbound, "tcp")
@@ -228,7 +246,9 @@ func (rc ruleContext) outboundRules(nat *builder) {
 		nat.add(chainOutbound, "-p tcp -m tcp --dport 53", "dns-tcp", chainDNS)
 	}
 	// Applications talking to themselves over the loopback or their own addresses: leave it.
-	nat.add(chainOutbound, "-o lo "+rc.notOwner, "app-loopback", "RETURN")
+	// Only to local addresses: a VIP range routed through lo (240.0.0.0/4 dev lo) has none
+	// there, and its connections must still go to Envoy.
+	nat.add(chainOutbound, "-o lo -m addrtype --dst-type LOCAL "+rc.notOwner, "app-loopback", "RETURN")
 	nat.add(chainOutbound, "-d "+rc.lo, "loopback", "RETURN")
 	for _, p := range rc.c.ExcludeOutboundPorts {
 		nat.add(chainOutbound, fmt.Sprintf("-p tcp -m tcp --dport %d", p), "exclude-outbound-port", "RETURN")
@@ -237,7 +257,12 @@ func (rc ruleContext) outboundRules(nat *builder) {
 		if familyOf(p.Addr()) != rc.f {
 			continue
 		}
-		nat.add(chainOutbound, "-d "+p.Masked().String(), "exclude-outbound-ip", "RETURN")
+		// A /0 is no address match at all: iptables-save prints none, so neither do we.
+		match := ""
+		if p.Bits() > 0 {
+			match = "-d " + p.Masked().String()
+		}
+		nat.add(chainOutbound, match, "exclude-outbound-ip", "RETURN")
 	}
 	nat.add(chainOutbound, "", "outbound", chainOutboundRedirect)
 	nat.add(chainOutboundRedirect, "-p tcp", "outbound-redirect", fmt.Sprintf("REDIRECT --to-ports %d", rc.c.RedirectOutboundPort))
@@ -298,6 +323,26 @@ func portsForUIDsMatches(proto string, p PortsForUIDs) []string {
 		}
 	}
 	return out
+}
+
+// coversPort reports whether iptables port specs ("80", "1000:2000"; nil is every port)
+// include port.
+func coversPort(specs []string, port uint64) bool {
+	if specs == nil {
+		return true
+	}
+	for _, s := range specs {
+		from, to, isRange := strings.Cut(s, ":")
+		if !isRange {
+			to = from
+		}
+		a, err1 := strconv.ParseUint(from, 10, 16)
+		b, err2 := strconv.ParseUint(to, 10, 16)
+		if err1 == nil && err2 == nil && a <= port && port <= b {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

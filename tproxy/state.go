@@ -6,10 +6,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // The state file remembers what Install changed with netlink (netState), so that Uninstall
 // removes exactly that and a re-install keeps owning what an earlier one added.
+
+// statePath is the state file of c's network namespace: with --netns NS the file's name
+// gets "-NS" before its extension (tproxy-state-NS.json), as the lock's does, so that one
+// --state-file serves every namespace a CNI installs into, each with its own record.
+func statePath(c Config) string {
+	if c.StateFile == "" || c.NetNS == "" {
+		return c.StateFile
+	}
+	ext := filepath.Ext(c.StateFile)
+	return strings.TrimSuffix(c.StateFile, ext) + "-" + c.NetNS + ext
+}
 
 func loadState(path string) (netState, error) {
 	var st netState
