@@ -199,11 +199,12 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 		if h.Reach != reach {
 			return true, nil // kept for other reachable services
 		}
+		settler := mesh.NewSettler() // the entry's files share string blocks (many small files: one block, not one each)
 		for i, c := range got {
 			if _, dup := files[heads[i].Path]; dup {
 				continue // an older entry of a file restored already: the next write removes it
 			}
-			mesh.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
+			settler.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
 			files[heads[i].Path] = c
 		}
 		return false, nil
