@@ -21,6 +21,18 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
+// fileADataplane returns a directory of n files holding a dataplane each (dp-0000.yaml
+// holds svc0, and so on).
+func fileADataplane(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%04d.yaml", i)),
+			[]byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i))), 0o644))
+	}
+	return dir
+}
+
 // inventory writes n dataplanes named prefix-0... to path.
 func inventory(t testing.TB, path, prefix string, n int) {
 	t.Helper()
@@ -601,12 +613,8 @@ func cacheMesh(t *testing.T, invs ...invFile) (dir string, files []string, cache
 // a restart; a change to one of them writes that entry again; an entry whose files do not
 // match its name is refused, and its files decoded.
 func TestDecodeCacheBundlesSmallFiles(t *testing.T) {
-	dir := t.TempDir()
 	const n = 300
-	for i := range n {
-		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%03d.yaml", i)),
-			[]byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i))), 0o644))
-	}
+	dir := fileADataplane(t, n)
 	cache := filepath.Join(t.TempDir(), "model-cache")
 	l := newDirLoader()
 	want, err := l.Load(exampleDataplane, dir)
@@ -632,13 +640,13 @@ func TestDecodeCacheBundlesSmallFiles(t *testing.T) {
 		t.Fatalf("a restart decoded %d files, hash %s (want 1, %s)", warm.decodes, s.Hash, want.Hash)
 	}
 
-	must(t, os.WriteFile(filepath.Join(dir, "dp-007.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "edited")), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "dp-0007.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "edited")), 0o644))
 	_, err = warm.Load(exampleDataplane, dir)
 	must(t, err)
 	w, err = warm.writeCache(cache)
 	must(t, err)
 	heads2, _ := cacheEntries(t, cache)
-	if h, _ := headOf(heads2, filepath.Join(dir, "dp-007.yaml")); w.entries != 1 || w.removed != 1 || len(heads2) != 1 || h.Resources != 1 {
+	if h, _ := headOf(heads2, filepath.Join(dir, "dp-0007.yaml")); w.entries != 1 || w.removed != 1 || len(heads2) != 1 || h.Resources != 1 {
 		t.Fatalf("after an edit: %+v, %d entries", w, len(heads2))
 	}
 
@@ -664,11 +672,7 @@ func TestDecodeCacheBundlesSmallFiles(t *testing.T) {
 // fresh checkout gives) leaves nothing new to keep: the cache keeps the path strings it
 // had, and the write that follows finds nothing to do without listing the files again.
 func TestTouchedFilesKeepNothingNew(t *testing.T) {
-	dir := t.TempDir()
-	for i := range 200 {
-		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%03d.yaml", i)),
-			[]byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i))), 0o644))
-	}
+	dir := fileADataplane(t, 200)
 	cache := filepath.Join(t.TempDir(), "model-cache")
 	l := newDirLoader()
 	first, err := l.Load(exampleDataplane, dir)
@@ -708,12 +712,8 @@ func TestTouchedFilesKeepNothingNew(t *testing.T) {
 // Files read back from the cache hold about what the same files hold decoded: the small
 // files of one entry share string blocks, as a file's resources do when decoded.
 func TestDecodeCacheRestoresAsSmall(t *testing.T) {
-	dir := t.TempDir()
 	const n = 1000
-	for i := range n {
-		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%04d.yaml", i)),
-			[]byte(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i))), 0o644))
-	}
+	dir := fileADataplane(t, n)
 	cache := filepath.Join(t.TempDir(), "model-cache")
 	held := func(load func(*dirLoader)) (perFile int64) {
 		var before, after runtime.MemStats
