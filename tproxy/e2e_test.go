@@ -211,6 +211,7 @@ func checkTraffic(t *testing.T, n *testNS, upPort, localPort, inPort uint16) {
 		{"app tcp to the IPv6 VIP", testAppUID, bashTCP(netip.MustParseAddrPort("[fd00:fd00::1]:80")), "orig=[fd00:fd00::1]:80"},
 		{"app tcp to the upstream", testAppUID, bashTCP(up), "orig=" + up.String()},
 		{"agent dig not redirected", testAgentUID, []string{"dig", "+short", "+time=2", "+tries=1", "@" + n.host4.String(), "httpbin.mesh", "A"}, "192.0.2.7"},
+		{"agent dig to Docker's 127.0.0.11 reaches Docker's resolver", testAgentUID, []string{"dig", "+short", "+time=2", "+tries=1", "@127.0.0.11", "httpbin.mesh", "A"}, dockerAnswer.String()},
 		{"agent tcp not redirected", testAgentUID, bashTCP(up), "upstream"},
 		{"agent tcp to 127.0.0.53 not redirected", testAgentUID, bashTCP(local), "local"},
 		{"app tcp to 127.0.0.53 not redirected", testAppUID, bashTCP(local), "local"},
