@@ -147,6 +147,21 @@ func testInNetns(t *testing.T, idx int, b backend) {
 		if d, err := Verify(ctx, oc); err != nil || d != "" {
 			t.Fatalf("Verify(%s) = %q, %v", other.name, d, err)
 		}
+		// A copy of ours left in the backend not used acts on every packet too: verify
+		// shows it, install removes it.
+		stale, _ := Rules(c, IPv4)
+		if err := b.restore(ctx, c, IPv4, stale); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Verify(ctx, oc); err != nil || !strings.Contains(d, "ipv4 ("+b.name+"), not the backend in use:") || !strings.Contains(d, "+ nat: -A OUTPUT") {
+			t.Fatalf("Verify(%s) with a copy of ours in %s = %q, %v", other.name, b.name, d, err)
+		}
+		if err := Install(ctx, oc, log); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Verify(ctx, oc); err != nil || d != "" {
+			t.Fatalf("Verify(%s) after install = %q, %v", other.name, d, err)
+		}
 		// Auto-detection now follows our rules to the other backend, though the foreign
 		// rules are in this one.
 		if got, err := Backend(ctx, c); err != nil || got != other.name {

@@ -39,10 +39,7 @@ func refuseHeldChains(ctx context.Context, c Config, b backend) error {
 // backends act on every packet, and the nat table the kernel registered last acts first, so
 // those rules may come before ours (a DNAT taking DNS ours would redirect).
 func warnOtherBackendNAT(ctx context.Context, c Config, use backend, log *slog.Logger) {
-	other := backend{name: "legacy"}
-	if use.name == "legacy" {
-		other = backend{name: "nft"}
-	}
+	other := otherBackend(use)
 	for _, f := range c.Families() {
 		save, _ := readLive(ctx, c, other, f)
 		if rules := foreignRules(save, "nat"); len(rules) > 0 {

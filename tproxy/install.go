@@ -205,10 +205,7 @@ func removeOtherFamilies(ctx context.Context, c Config, b backend, log *slog.Log
 // earlier install with another --iptables-executables): legacy and nft rules both stay
 // active, so leaving them would redirect twice.
 func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slog.Logger) error {
-	other := backend{name: "legacy"}
-	if use.name == "legacy" {
-		other = backend{name: "nft"}
-	}
+	other := otherBackend(use)
 	for _, f := range []Family{IPv4, IPv6} {
 		save, live := readLive(ctx, c, other, f)
 		if len(live) == 0 {
@@ -367,6 +364,13 @@ func Verify(ctx context.Context, c Config) (string, error) {
 	for _, f := range unusedFamilies(c) {
 		if live := liveOurs(ctx, c, b, f); len(live) > 0 {
 			fmt.Fprintf(&out, "%s (%s), not in --ip-family-mode %s:\n%s", f, b.name, c.IPFamilyMode, lineDiff(nil, view(live)))
+		}
+	}
+	// Rules of ours in the other backend act on every packet too (install removes them).
+	other := otherBackend(b)
+	for _, f := range []Family{IPv4, IPv6} {
+		if live := liveOurs(ctx, c, other, f); len(live) > 0 {
+			fmt.Fprintf(&out, "%s (%s), not the backend in use:\n%s", f, other.name, lineDiff(nil, view(live)))
 		}
 	}
 	routes, err := VIPRoutes(c)
