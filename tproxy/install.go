@@ -46,6 +46,9 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		for _, i := range ifs {
 			log.Info("interface", "name", i.Name, "index", i.Index, "up", i.Up, "addresses", fmt.Sprint(i.Addrs))
 		}
+		if loopbackDown(ifs) {
+			log.Warn("the loopback is down: every redirected connection goes to it and is unreachable; `ip link set lo up`")
+		}
 	} else {
 		log.Warn("cannot list interfaces", "error", err)
 	}
@@ -388,6 +391,11 @@ func Verify(ctx context.Context, c Config) (string, error) {
 		}
 	}
 	return out.String(), nil
+}
+
+// loopbackDown reports whether lo is listed and down.
+func loopbackDown(ifs []Interface) bool {
+	return slices.ContainsFunc(ifs, func(i Interface) bool { return i.Name == "lo" && !i.Up })
 }
 
 // Backend names the iptables backend Install would use ("legacy" or "nft").
