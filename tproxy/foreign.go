@@ -31,8 +31,8 @@ func refuseHeldChains(ctx context.Context, c Config, b backend) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does): "+
-		"remove it first (`kumactl uninstall transparent-proxy`); nothing was changed", errors.Join(errs...))
+	return fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does: "+
+		"`kumactl uninstall transparent-proxy` removes it), or the rule was added by hand: remove it first; nothing was changed", errors.Join(errs...))
 }
 
 // warnOtherBackendNAT says when the backend we do not use holds nat rules of others: both
