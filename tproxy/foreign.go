@@ -16,22 +16,25 @@ import (
 // refuseHeldChains stops an install, before anything changes, where another installer
 // holds chains with our names (Kuma's kumactl names its chains as we do): declaring them
 // would flush its rules, and no uninstall could give them back.
-func refuseHeldChains(ctx context.Context, c Config, b backend) error {
+// It returns the iptables-save output it read, per family, for install to go on with.
+func refuseHeldChains(ctx context.Context, c Config, b backend) (map[Family]string, error) {
 	var errs []error
+	saves := map[Family]string{}
 	for _, f := range c.Families() {
 		save, err := b.save(ctx, c, f)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		saves[f] = save
 		_, held := parseSave(save)
 		for _, h := range held {
 			errs = append(errs, fmt.Errorf("%s (iptables-%s) %s", f, b.name, h))
 		}
 	}
 	if len(errs) == 0 {
-		return nil
+		return saves, nil
 	}
-	return fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does: "+
+	return nil, fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does: "+
 		"`kumactl uninstall transparent-proxy` removes it), or the rule was added by hand: remove it first; nothing was changed", errors.Join(errs...))
 }
 

@@ -35,7 +35,8 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseHeldChains(ctx, c, b); err != nil {
+	saves, err := refuseHeldChains(ctx, c, b)
+	if err != nil {
 		return err
 	}
 	warnOtherBackendNAT(ctx, c, b, log)
@@ -62,10 +63,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		save, err := b.save(ctx, c, f)
-		if err != nil {
-			return err
-		}
+		save := saves[f] // read under the lock; removing ours from the other backend left it as it was
 		live := parseOurs(save)
 		ahead := aheadOfOurs(save)
 		if slices.Equal(view(rs.tables), view(live)) && len(ahead) == 0 {
@@ -103,8 +101,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 			"rules", countRules(rs.tables), "duration", time.Since(start))
 	}
 	for _, f := range c.Families() {
-		save, _ := readLive(ctx, c, b, f)
-		for _, r := range foreignRedirects(save) {
+		for _, r := range foreignRedirects(saves[f]) {
 			log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
 				"if it is another transparent proxy's leftover (Istio's), Envoy loops into itself: delete it", "family", f, "backend", b.name, "rule", r)
 		}
