@@ -38,17 +38,14 @@ func refuseHeldChains(ctx context.Context, c Config, b backend) (map[Family]stri
 		"`kumactl uninstall transparent-proxy` removes it), or the rule was added by hand: remove it first; nothing was changed", errors.Join(errs...))
 }
 
-// warnOtherBackendNAT says when the backend we do not use holds nat rules of others: both
-// backends act on every packet, and the nat table the kernel registered last acts first, so
-// those rules may come before ours (a DNAT taking DNS ours would redirect).
-func warnOtherBackendNAT(ctx context.Context, c Config, use backend, log *slog.Logger) {
-	other := otherBackend(use)
-	for _, f := range c.Families() {
-		save, _ := readLive(ctx, c, other, f)
-		if rules := foreignRules(save, "nat"); len(rules) > 0 {
-			log.Warn("the other iptables backend holds nat rules too: both act on every packet, and whichever nat table the kernel registered last acts first, maybe before ours",
-				"family", f, "backend", other.name, "rules", len(rules), "first", rules[0])
-		}
+// warnOtherBackendNAT says when the backend we do not use holds nat rules of others (save
+// is its iptables-save output for family f): both backends act on every packet, and the nat
+// table the kernel registered last acts first, so those rules may come before ours (a DNAT
+// taking DNS ours would redirect).
+func warnOtherBackendNAT(log *slog.Logger, f Family, other backend, save string) {
+	if rules := foreignRules(save, "nat"); len(rules) > 0 {
+		log.Warn("the other iptables backend holds nat rules too: both act on every packet, and whichever nat table the kernel registered last acts first, maybe before ours",
+			"family", f, "backend", other.name, "rules", len(rules), "first", rules[0])
 	}
 }
 

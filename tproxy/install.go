@@ -39,7 +39,6 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	warnOtherBackendNAT(ctx, c, b, log)
 	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
 		return err
 	}
@@ -203,11 +202,14 @@ func removeOtherFamilies(ctx context.Context, c Config, b backend, log *slog.Log
 
 // removeFromOtherBackend removes rules of ours left in the backend we are not using (an
 // earlier install with another --iptables-executables): legacy and nft rules both stay
-// active, so leaving them would redirect twice.
+// active, so leaving them would redirect twice. It warns about nat rules of others there.
 func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slog.Logger) error {
 	other := otherBackend(use)
 	for _, f := range []Family{IPv4, IPv6} {
 		save, live := readLive(ctx, c, other, f)
+		if slices.Contains(c.Families(), f) {
+			warnOtherBackendNAT(log, f, other, save)
+		}
 		if len(live) == 0 {
 			continue
 		}
