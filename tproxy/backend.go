@@ -63,6 +63,14 @@ func plainBackend(prefix string) string {
 	return v
 }
 
+// otherBackend is the backend b is not.
+func otherBackend(b backend) backend {
+	if b.name == "legacy" {
+		return backend{name: "nft"}
+	}
+	return backend{name: "legacy"}
+}
+
 // available reports whether the backend's restore and save commands exist for the families.
 func (b backend) available(fams []Family) bool {
 	for _, f := range fams {

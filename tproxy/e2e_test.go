@@ -147,6 +147,21 @@ func testInNetns(t *testing.T, idx int, b backend) {
 		if d, err := Verify(ctx, oc); err != nil || d != "" {
 			t.Fatalf("Verify(%s) = %q, %v", other.name, d, err)
 		}
+		// A copy of ours left in the backend not used acts on every packet too: verify
+		// shows it, install removes it.
+		stale, _ := Rules(c, IPv4)
+		if err := b.restore(ctx, c, IPv4, stale); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Verify(ctx, oc); err != nil || !strings.Contains(d, "ipv4 ("+b.name+"), not the backend in use:") || !strings.Contains(d, "+ nat: -A OUTPUT") {
+			t.Fatalf("Verify(%s) with a copy of ours in %s = %q, %v", other.name, b.name, d, err)
+		}
+		if err := Install(ctx, oc, log); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Verify(ctx, oc); err != nil || d != "" {
+			t.Fatalf("Verify(%s) after install = %q, %v", other.name, d, err)
+		}
 		// Auto-detection now follows our rules to the other backend, though the foreign
 		// rules are in this one.
 		if got, err := Backend(ctx, c); err != nil || got != other.name {
@@ -211,6 +226,7 @@ func checkTraffic(t *testing.T, n *testNS, upPort, localPort, inPort uint16) {
 		{"app tcp to the IPv6 VIP", testAppUID, bashTCP(netip.MustParseAddrPort("[fd00:fd00::1]:80")), "orig=[fd00:fd00::1]:80"},
 		{"app tcp to the upstream", testAppUID, bashTCP(up), "orig=" + up.String()},
 		{"agent dig not redirected", testAgentUID, []string{"dig", "+short", "+time=2", "+tries=1", "@" + n.host4.String(), "httpbin.mesh", "A"}, "192.0.2.7"},
+		{"agent dig to Docker's 127.0.0.11 reaches Docker's resolver", testAgentUID, []string{"dig", "+short", "+time=2", "+tries=1", "@127.0.0.11", "httpbin.mesh", "A"}, dockerAnswer.String()},
 		{"agent tcp not redirected", testAgentUID, bashTCP(up), "upstream"},
 		{"agent tcp to 127.0.0.53 not redirected", testAgentUID, bashTCP(local), "local"},
 		{"app tcp to 127.0.0.53 not redirected", testAppUID, bashTCP(local), "local"},

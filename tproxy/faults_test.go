@@ -273,3 +273,25 @@ func TestStateFilePerNamespace(t *testing.T) {
 		}
 	}
 }
+
+// A namespace whose loopback is down (a fresh `ip netns add`, before anyone set lo up):
+// every redirected connection goes to the loopback and is unreachable. Install says so (the
+// CLI's verify lists lo as down among the interfaces).
+func TestLoopbackDownIsReported(t *testing.T) {
+	b := backend{name: "nft"}
+	requireNetns(t, b.bin(IPv4, "restore"))
+	n := newTestNS(t, 28)
+	mustRun(t, "ip", "-n", n.name, "link", "set", "lo", "down")
+	c := faultConfig(t, n, b)
+	ctx := context.Background()
+	var logs strings.Builder
+	if err := Install(ctx, c, testLoggerTo(t, &logs)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "loopback is down") {
+		t.Errorf("install did not warn that lo is down:\n%s", logs.String())
+	}
+	if err := Uninstall(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -16,39 +16,36 @@ import (
 // refuseHeldChains stops an install, before anything changes, where another installer
 // holds chains with our names (Kuma's kumactl names its chains as we do): declaring them
 // would flush its rules, and no uninstall could give them back.
-func refuseHeldChains(ctx context.Context, c Config, b backend) error {
+// It returns the iptables-save output it read, per family, for install to go on with.
+func refuseHeldChains(ctx context.Context, c Config, b backend) (map[Family]string, error) {
 	var errs []error
+	saves := map[Family]string{}
 	for _, f := range c.Families() {
 		save, err := b.save(ctx, c, f)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		saves[f] = save
 		_, held := parseSave(save)
 		for _, h := range held {
 			errs = append(errs, fmt.Errorf("%s (iptables-%s) %s", f, b.name, h))
 		}
 	}
 	if len(errs) == 0 {
-		return nil
+		return saves, nil
 	}
-	return fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does): "+
-		"remove it first (`kumactl uninstall transparent-proxy`); nothing was changed", errors.Join(errs...))
+	return nil, fmt.Errorf("%w\nanother transparent proxy uses our chain names (Kuma's `kumactl install transparent-proxy` does: "+
+		"`kumactl uninstall transparent-proxy` removes it), or the rule was added by hand: remove it first; nothing was changed", errors.Join(errs...))
 }
 
-// warnOtherBackendNAT says when the backend we do not use holds nat rules of others: both
-// backends act on every packet, and the nat table the kernel registered last acts first, so
-// those rules may come before ours (a DNAT taking DNS ours would redirect).
-func warnOtherBackendNAT(ctx context.Context, c Config, use backend, log *slog.Logger) {
-	other := backend{name: "legacy"}
-	if use.name == "legacy" {
-		other = backend{name: "nft"}
-	}
-	for _, f := range c.Families() {
-		save, _ := readLive(ctx, c, other, f)
-		if rules := foreignRules(save, "nat"); len(rules) > 0 {
-			log.Warn("the other iptables backend holds nat rules too: both act on every packet, and whichever nat table the kernel registered last acts first, maybe before ours",
-				"family", f, "backend", other.name, "rules", len(rules), "first", rules[0])
-		}
+// warnOtherBackendNAT says when the backend we do not use holds nat rules of others (save
+// is its iptables-save output for family f): both backends act on every packet, and the nat
+// table the kernel registered last acts first, so those rules may come before ours (a DNAT
+// taking DNS ours would redirect).
+func warnOtherBackendNAT(log *slog.Logger, f Family, other backend, save string) {
+	if rules := foreignRules(save, "nat"); len(rules) > 0 {
+		log.Warn("the other iptables backend holds nat rules too: both act on every packet, and whichever nat table the kernel registered last acts first, maybe before ours",
+			"family", f, "backend", other.name, "rules", len(rules), "first", rules[0])
 	}
 }
 

@@ -23,6 +23,12 @@ import (
 // embedding pitfall 9: the whole process lives in the namespace).
 const helperEnv = "KUMA_DP_TPROXY_TEST_HELPER_UID"
 
+// Where Docker's embedded resolver listens behind its DNAT, and what it answers.
+var (
+	dockerDNS    = netip.MustParseAddrPort("127.0.0.11:40000")
+	dockerAnswer = netip.MustParseAddr("192.0.2.11")
+)
+
 // The VIPs the test resolver answers with.
 var (
 	testVIP4 = netip.MustParseAddr("240.0.0.1")
@@ -83,6 +89,13 @@ func runHelper(uid int) error {
 			_ = c.Close()
 		}
 	}()
+	// Docker's embedded resolver: the netns test's foreign rules DNAT 127.0.0.11:53 to it
+	// and SNAT its answers back to port 53.
+	docker, err := net.ListenPacket("udp4", dockerDNS.String())
+	if err != nil {
+		return err
+	}
+	dnsServers = append(dnsServers, &dns.Server{PacketConn: docker, Handler: answerer(dockerAnswer, netip.MustParseAddr("2001:db8::11"))})
 	for _, s := range dnsServers {
 		go func() { _ = s.ActivateAndServe() }()
 	}

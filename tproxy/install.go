@@ -35,16 +35,19 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseHeldChains(ctx, c, b); err != nil {
+	saves, err := refuseHeldChains(ctx, c, b)
+	if err != nil {
 		return err
 	}
-	warnOtherBackendNAT(ctx, c, b, log)
 	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
 		return err
 	}
 	if ifs, err := Interfaces(c); err == nil {
 		for _, i := range ifs {
 			log.Info("interface", "name", i.Name, "index", i.Index, "up", i.Up, "addresses", fmt.Sprint(i.Addrs))
+		}
+		if loopbackDown(ifs) {
+			log.Warn("the loopback is down: every redirected connection goes to it and is unreachable; `ip link set lo up`")
 		}
 	} else {
 		log.Warn("cannot list interfaces", "error", err)
@@ -59,10 +62,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		save, err := b.save(ctx, c, f)
-		if err != nil {
-			return err
-		}
+		save := saves[f] // read under the lock; removing ours from the other backend left it as it was
 		live := parseOurs(save)
 		ahead := aheadOfOurs(save)
 		if slices.Equal(view(rs.tables), view(live)) && len(ahead) == 0 {
@@ -100,8 +100,7 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 			"rules", countRules(rs.tables), "duration", time.Since(start))
 	}
 	for _, f := range c.Families() {
-		save, _ := readLive(ctx, c, b, f)
-		for _, r := range foreignRedirects(save) {
+		for _, r := range foreignRedirects(saves[f]) {
 			log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
 				"if it is another transparent proxy's leftover (Istio's), Envoy loops into itself: delete it", "family", f, "backend", b.name, "rule", r)
 		}
@@ -203,14 +202,14 @@ func removeOtherFamilies(ctx context.Context, c Config, b backend, log *slog.Log
 
 // removeFromOtherBackend removes rules of ours left in the backend we are not using (an
 // earlier install with another --iptables-executables): legacy and nft rules both stay
-// active, so leaving them would redirect twice.
+// active, so leaving them would redirect twice. It warns about nat rules of others there.
 func removeFromOtherBackend(ctx context.Context, c Config, use backend, log *slog.Logger) error {
-	other := backend{name: "legacy"}
-	if use.name == "legacy" {
-		other = backend{name: "nft"}
-	}
+	other := otherBackend(use)
 	for _, f := range []Family{IPv4, IPv6} {
 		save, live := readLive(ctx, c, other, f)
+		if slices.Contains(c.Families(), f) {
+			warnOtherBackendNAT(log, f, other, save)
+		}
 		if len(live) == 0 {
 			continue
 		}
@@ -369,6 +368,13 @@ func Verify(ctx context.Context, c Config) (string, error) {
 			fmt.Fprintf(&out, "%s (%s), not in --ip-family-mode %s:\n%s", f, b.name, c.IPFamilyMode, lineDiff(nil, view(live)))
 		}
 	}
+	// Rules of ours in the other backend act on every packet too (install removes them).
+	other := otherBackend(b)
+	for _, f := range []Family{IPv4, IPv6} {
+		if live := liveOurs(ctx, c, other, f); len(live) > 0 {
+			fmt.Fprintf(&out, "%s (%s), not the backend in use:\n%s", f, other.name, lineDiff(nil, view(live)))
+		}
+	}
 	routes, err := VIPRoutes(c)
 	if err != nil {
 		return "", err
@@ -384,6 +390,11 @@ func Verify(ctx context.Context, c Config) (string, error) {
 		}
 	}
 	return out.String(), nil
+}
+
+// loopbackDown reports whether lo is listed and down.
+func loopbackDown(ifs []Interface) bool {
+	return slices.ContainsFunc(ifs, func(i Interface) bool { return i.Name == "lo" && !i.Up })
 }
 
 // Backend names the iptables backend Install would use ("legacy" or "nft").

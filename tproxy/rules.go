@@ -24,7 +24,7 @@ const (
 // comments are every comment our rules carry (after CommentPrefix): with the chains, the
 // exact list of what is ours (see isOurs); builder.add refuses any other.
 var comments = []string{
-	"dns-zone-agent-upstream", "dns-zone-excluded-user", "dns-zone-resolver-answer", "dns-zone-app-query",
+	"dns-zone-local-upstream", "dns-zone-agent-upstream", "dns-zone-excluded-user", "dns-zone-resolver-answer", "dns-zone-app-query",
 	"dns-zone-forwarded-query", "dns-zone-upstream-answer",
 	"inbound", "outbound", "dns-udp", "dns-tcp", "exclude-inbound-port", "inbound-redirect",
 	"inbound-passthrough", "agent-to-local-app", "agent", "exclude-outbound-ports-for-uids",
@@ -185,14 +185,18 @@ func newRuleContext(c Config, f Family) (ruleContext, error) {
 // answer matched no connection and a stateful firewall dropped it.
 func (rc ruleContext) dnsConntrackZones() table {
 	raw := builder{t: table{name: "raw"}}
+	excluded := rc.excludedDNSOwners()
+	// Their queries to a resolver on this host (Docker's 127.0.0.11, which Docker DNATs to
+	// its real port; systemd-resolved's 127.0.0.53) are answered from this host: the answer
+	// leaves through OUTPUT, where no rule sets a zone, so the query stays in the default
+	// zone with it ("CT" is CT --zone 0). In zone 1 Docker's DNAT was never undone on the
+	// answer, and the agent could not use Docker's resolver as its upstream.
+	for _, owner := range append([]string{rc.owner}, excluded...) {
+		raw.add("OUTPUT", "-p udp -m udp --dport 53 -m addrtype --dst-type LOCAL "+owner, "dns-zone-local-upstream", "CT")
+	}
 	raw.add("OUTPUT", "-p udp -m udp --dport 53 "+rc.owner, "dns-zone-agent-upstream", "CT --zone 1")
-	for _, p := range rc.puids {
-		if !contains(p.Protocols, "udp") || !coversPort(p.Ports, 53) {
-			continue
-		}
-		for _, uid := range p.UIDs {
-			raw.add("OUTPUT", "-p udp -m udp --dport 53 -m owner --uid-owner "+uid, "dns-zone-excluded-user", "CT --zone 1")
-		}
+	for _, owner := range excluded {
+		raw.add("OUTPUT", "-p udp -m udp --dport 53 "+owner, "dns-zone-excluded-user", "CT --zone 1")
 	}
 	raw.add("OUTPUT", fmt.Sprintf("-p udp -m udp --sport %d %s", rc.c.RedirectDNSPort, rc.owner), "dns-zone-resolver-answer", "CT --zone 2")
 	raw.add("OUTPUT", "-p udp -m udp --dport 53", "dns-zone-app-query", "CT --zone 2")
@@ -320,6 +324,21 @@ func portsForUIDsMatches(proto string, p PortsForUIDs) []string {
 				m += " -m multiport --dports " + pg
 			}
 			out = append(out, m+" -m owner --uid-owner "+uid)
+		}
+	}
+	return out
+}
+
+// excludedDNSOwners are the owner matches of the users whose UDP DNS is excluded
+// (--exclude-outbound-ports-for-uids udp:53:UID): their queries go upstream.
+func (rc ruleContext) excludedDNSOwners() []string {
+	var out []string
+	for _, p := range rc.puids {
+		if !contains(p.Protocols, "udp") || !coversPort(p.Ports, 53) {
+			continue
+		}
+		for _, uid := range p.UIDs {
+			out = append(out, "-m owner --uid-owner "+uid)
 		}
 	}
 	return out
