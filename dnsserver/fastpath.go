@@ -56,8 +56,8 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue
 		}
-		if !parsed { // FORMERR and BADVERS as CoreDNS would answer them, with the OPT right
-			resp, ok := formErr(c.out[:0], p)
+		if !parsed { // FORMERR, NOTIMP and BADVERS as CoreDNS would answer them, rightly
+			resp, ok := reject(c.out[:0], p)
 			if !ok {
 				resp, ok = badVers(c.out[:0], p)
 			}
@@ -81,8 +81,8 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 
 // optListener is the TCP listener as CoreDNS's server sees it: its connections write the
 // FORMERR miekg/dns sends about a query with an OPT record (before CoreDNS sees the query)
-// with one, and CoreDNS's BADVERS with our OPT, as the UDP fast path does (formErr,
-// badVers).
+// with one, its FORMERR to an opcode without a question as NOTIMP, and CoreDNS's BADVERS
+// with our OPT, as the UDP fast path does (reject, badVers).
 type optListener struct{ net.Listener }
 
 func (l optListener) Accept() (net.Conn, error) {
@@ -123,7 +123,7 @@ func (c *optConn) Write(b []byte) (int, error) {
 	switch rcode := b[5] & 0xF; {
 	case rcode == dns.RcodeFormatError && string(b[8:14]) == "\x00\x00\x00\x00\x00\x00":
 		// miekg/dns's FORMERR: no records (the question when it could unpack it)
-		resp, ok = formErr(make([]byte, 2, 2+headerLen+11), c.query[2:])
+		resp, ok = reject(make([]byte, 2, 2+headerLen+11), c.query[2:])
 	case rcode == dns.RcodeBadVers&0xF && b[12] == 0 && b[13] == 1:
 		// maybe CoreDNS's BADVERS: its low 4 bits, one additional record
 		resp, ok = badVers(make([]byte, 2, 512), c.query[2:])
