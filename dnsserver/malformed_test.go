@@ -304,7 +304,8 @@ func TestErrorsKeepOPT(t *testing.T) {
 			t.Errorf("%s DSO without an OPT: want NOTIMP, opcode 6, RD, no OPT; got %v, %v", network, r, err)
 		}
 	}
-	// Over TCP the FORMERR is about the query it answers, pipelined ones around it included.
+	// Over TCP the FORMERR is about the query it answers, pipelined ones around it included,
+	// and messages answered with nothing (a response, a short one) before it.
 	conn, err := net.Dial("tcp", ts.tcp)
 	if err != nil {
 		t.Fatal(err)
@@ -313,6 +314,8 @@ func TestErrorsKeepOPT(t *testing.T) {
 	var stream []byte
 	for _, p := range [][]byte{
 		cat(hdr(200, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1)),
+		cat(hdr(300, 0x8100, 1, 0, 0, 0), wireQ("backend.mesh", 1)), // a response: ignored
+		{1, 2, 3}, // shorter than a header: ignored
 		cases[len(cases)-1].pkt,
 		cat(hdr(201, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), opt),
 		cat(hdr(202, 0x0100, 2, 0, 0, 0), wireQ("backend.mesh", 1), wireQ("example.org", 1)),
