@@ -183,3 +183,38 @@ func TestUpstreamWithoutRA(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedQuestionCase: a forwarded answer carries the question exactly as the client
+// asked it (0x20: c-ares with ARES_FLAG_DNS0x20, unbound's use-caps-for-id reject any other
+// case as a spoof), also from an upstream that answers in lower case - the cache's answers
+// already did.
+func TestForwardedQuestionCase(t *testing.T) {
+	u, l, err := bindPair(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(serveUDPTCP(u, l, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.RecursionAvailable = true
+		m.Question[0].Name = strings.ToLower(m.Question[0].Name)
+		switch q := m.Question[0]; {
+		case q.Name != "v4.example.org.":
+			m.Rcode = dns.RcodeNameError
+		case q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, rr(t, "v4.example.org. 60 IN A 192.0.2.1"))
+		}
+		w.WriteMsg(m)
+	})))
+	ts := startServer(t, Config{Upstreams: []string{u.LocalAddr().String()}}, testTable())
+	for i, name := range []string{"V4.ExAmple.ORG.", "v4.EXAMPLE.org.", "NoPe.Example.Org.", "nOpE.eXaMpLe.OrG."} {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				if r := ts.exchange(t, network, question(name, qtype)); r.Question[0].Name != name {
+					t.Errorf("%d %s %s %s: question %q, want %q as asked", i, network, name, dns.TypeToString[qtype],
+						r.Question[0].Name, name)
+				}
+			}
+		}
+	}
+}

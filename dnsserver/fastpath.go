@@ -56,8 +56,8 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue
 		}
-		if !parsed { // FORMERR and BADVERS as CoreDNS would answer them, with the OPT right
-			resp, ok := formErr(c.out[:0], p)
+		if !parsed { // FORMERR, NOTIMP and BADVERS as CoreDNS would answer them, rightly
+			resp, ok := reject(c.out[:0], p)
 			if !ok {
 				resp, ok = badVers(c.out[:0], p)
 			}
@@ -81,8 +81,8 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 
 // optListener is the TCP listener as CoreDNS's server sees it: its connections write the
 // FORMERR miekg/dns sends about a query with an OPT record (before CoreDNS sees the query)
-// with one, and CoreDNS's BADVERS with our OPT, as the UDP fast path does (formErr,
-// badVers).
+// with one, its FORMERR to an opcode without a question as NOTIMP, and CoreDNS's BADVERS
+// with our OPT, as the UDP fast path does (reject, badVers).
 type optListener struct{ net.Listener }
 
 func (l optListener) Accept() (net.Conn, error) {
@@ -95,7 +95,8 @@ func (l optListener) Accept() (net.Conn, error) {
 
 // optConn keeps the query being answered: miekg/dns serves a connection's queries one at a
 // time (it reads a whole one - two-byte length, message - and writes its answer before it
-// reads the next), so the bytes read since the last write are that query.
+// reads the next), so the last message read since the last write is that query (those
+// before it got no answer: a response, a message shorter than a header).
 type optConn struct {
 	net.Conn
 	query []byte
@@ -115,7 +116,8 @@ func (c *optConn) Read(b []byte) (int, error) {
 
 func (c *optConn) Write(b []byte) (int, error) {
 	c.wrote = true
-	if len(b) < 2+headerLen || b[4]&0x80 == 0 || len(c.query) <= 2 {
+	q := lastFrame(c.query)
+	if len(b) < 2+headerLen || b[4]&0x80 == 0 || len(q) < headerLen {
 		return c.Conn.Write(b)
 	}
 	var resp []byte
@@ -123,10 +125,13 @@ func (c *optConn) Write(b []byte) (int, error) {
 	switch rcode := b[5] & 0xF; {
 	case rcode == dns.RcodeFormatError && string(b[8:14]) == "\x00\x00\x00\x00\x00\x00":
 		// miekg/dns's FORMERR: no records (the question when it could unpack it)
-		resp, ok = formErr(make([]byte, 2, 2+headerLen+11), c.query[2:])
+		resp, ok = reject(make([]byte, 2, 2+headerLen+11), q)
 	case rcode == dns.RcodeBadVers&0xF && b[12] == 0 && b[13] == 1:
 		// maybe CoreDNS's BADVERS: its low 4 bits, one additional record
-		resp, ok = badVers(make([]byte, 2, 512), c.query[2:])
+		resp, ok = badVers(make([]byte, 2, 512), q)
+	}
+	if ok && binary.BigEndian.Uint16(resp[2:]) != binary.BigEndian.Uint16(b[2:]) {
+		ok = false // not the query answered after all: leave the answer as it is
 	}
 	if !ok {
 		return c.Conn.Write(b)
@@ -134,6 +139,20 @@ func (c *optConn) Write(b []byte) (int, error) {
 	binary.BigEndian.PutUint16(resp, uint16(len(resp)-2))
 	_, err := c.Conn.Write(resp)
 	return len(b), err
+}
+
+// lastFrame returns the last whole message of s, a stream of messages each after its
+// two-byte length (RFC 1035 4.2.2), or nil.
+func lastFrame(s []byte) []byte {
+	var last []byte
+	for len(s) >= 2 {
+		l := int(binary.BigEndian.Uint16(s))
+		if len(s) < 2+l {
+			break
+		}
+		last, s = s[2:2+l], s[2+l:]
+	}
+	return last
 }
 
 // probeAll sends each listener a query it answers without upstream (an unassigned opcode:

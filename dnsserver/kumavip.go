@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/coredns/coredns/plugin"
@@ -119,7 +120,7 @@ func countOPT(m *dns.Msg) int {
 func (h *handler) upstream(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	cw := &countingWriter{ResponseWriter: w, met: h.s.met}
 	if len(r.Question) > 0 {
-		cw.qtype = r.Question[0].Qtype
+		cw.qname, cw.qtype = r.Question[0].Name, r.Question[0].Qtype
 	}
 	rc, err := plugin.NextOrFailure(pluginName, h.next, ctx, cw, r)
 	noAnswer := !cw.wrote && !plugin.ClientWrite(rc)
@@ -141,6 +142,7 @@ func (h *handler) upstream(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 type countingWriter struct {
 	dns.ResponseWriter
 	met   *metrics
+	qname string // as the client wrote it
 	qtype uint16
 	wrote bool
 	rcode int
@@ -163,6 +165,10 @@ func (c *countingWriter) WriteMsg(m *dns.Msg) error {
 	// We offer recursion whatever the upstream's RA says: relayed without it, a NODATA
 	// (no answer, no AA) is a referral to libresolv and Go, which then drop this server.
 	m.RecursionAvailable = true
+	if len(m.Question) == 1 && m.Question[0].Name != c.qname && strings.EqualFold(m.Question[0].Name, c.qname) {
+		// the question as the client asked it (0x20), whatever case the upstream answered in
+		m.Question[0].Name = c.qname
+	}
 	if opt := m.IsEdns0(); opt != nil {
 		opt.Hdr.Ttl &^= ednsZ // an upstream's unknown EDNS flags are not ours to send (RFC 6891 6.1.4)
 	}

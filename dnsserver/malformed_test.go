@@ -85,7 +85,7 @@ func seeds() []seed {
 		{"answer record in a query", cat(hdr(20, 0x0100, 1, 1, 0, 0), wireQ("backend.mesh", 1), []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}), -2},
 		{"class CHAOS", cat(hdr(21, 0x0100, 1, 0, 0, 0), appendName(nil, "backend.mesh"), []byte{0, 1, 0, 3}), -2},
 		{"empty", nil, -1},
-		// answered by formErr, badVers or the handler with an OPT, by the responder
+		// answered by reject, badVers or the handler with an OPT, by the responder
 		{"EDNS version 1 with DO", cat(hdr(26, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1), []byte{0, 0, 41, 4, 208, 0, 1, 0x80, 0, 0, 0}), dns.RcodeBadVers},
 		{"STATUS with an OPT", cat(hdr(27, 2<<11, 1, 0, 0, 1), wireQ("example.org", 1), optRR(1232, 0, nil)), dns.RcodeNotImplemented},
 		{"zero questions with an OPT", cat(hdr(28, 0x0100, 0, 0, 0, 1), optRR(1232, 0, nil)), dns.RcodeFormatError},
@@ -268,7 +268,9 @@ func TestErrorsKeepOPT(t *testing.T) {
 			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 5, 0, 10, 0, 9, 1}), dns.RcodeFormatError, 0, true},
 		tc{"OPT option cut short", cat(hdr(103, 0x0100, 1, 0, 0, 1), wireQ("backend.mesh", 1),
 			[]byte{0, 0, 41, 4, 208, 0, 0, 0x80, 0, 0, 2, 0, 10}), dns.RcodeFormatError, 0, true},
-		tc{"UPDATE with two zones", cat(hdr(105, 5<<11, 2, 0, 0, 1), wireQ("mesh", 6), wireQ("org", 6), opt), dns.RcodeFormatError, 5, true},
+		tc{"UPDATE with two zones", cat(hdr(105, 5<<11, 2, 0, 0, 1), wireQ("mesh", 6), wireQ("org", 6), opt), dns.RcodeNotImplemented, 5, true},
+		// DSO (RFC 8490) has no question: "a responder that does not implement DSO" answers NOTIMP
+		tc{"DSO", cat(hdr(106, 6<<11, 0, 0, 0, 1), opt), dns.RcodeNotImplemented, 6, true},
 		tc{"OPT after a bad answer record", cat(hdr(104, 0x0100, 1, 1, 0, 1), wireQ("example.org", 1),
 			[]byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3}, opt), dns.RcodeFormatError, 0, true},
 	)
@@ -295,7 +297,15 @@ func TestErrorsKeepOPT(t *testing.T) {
 			}
 		}
 	}
-	// Over TCP the FORMERR is about the query it answers, pipelined ones around it included.
+	// without an OPT, the same NOTIMP without one
+	for _, network := range []string{"udp", "tcp"} {
+		r, err := sendRaw(network, ts.udp, cat(hdr(107, 6<<11|0x0100, 0, 0, 0, 0), []byte{0, 1, 0, 2, 0, 0}), time.Second)
+		if err != nil || r.Rcode != dns.RcodeNotImplemented || r.Opcode != 6 || !r.RecursionDesired || r.IsEdns0() != nil {
+			t.Errorf("%s DSO without an OPT: want NOTIMP, opcode 6, RD, no OPT; got %v, %v", network, r, err)
+		}
+	}
+	// Over TCP the FORMERR is about the query it answers, pipelined ones around it included,
+	// and messages answered with nothing (a response, a short one) before it.
 	conn, err := net.Dial("tcp", ts.tcp)
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +314,8 @@ func TestErrorsKeepOPT(t *testing.T) {
 	var stream []byte
 	for _, p := range [][]byte{
 		cat(hdr(200, 0x0100, 1, 0, 0, 0), wireQ("backend.mesh", 1)),
+		cat(hdr(300, 0x8100, 1, 0, 0, 0), wireQ("backend.mesh", 1)), // a response: ignored
+		{1, 2, 3}, // shorter than a header: ignored
 		cases[len(cases)-1].pkt,
 		cat(hdr(201, 0x0100, 1, 0, 0, 1), wireQ("example.org", 1), opt),
 		cat(hdr(202, 0x0100, 2, 0, 0, 0), wireQ("backend.mesh", 1), wireQ("example.org", 1)),

@@ -78,6 +78,7 @@ func (s *Server) answerRoute(out, p []byte, do bool) ([]byte, bool) {
 	if !ok || rcode == dns.RcodeRefused { // REFUSED: outside every zone, not ours
 		return out, false
 	}
+	resp[len(out)+3] |= flagRA // RA: this server recurses (the chain's answers have it too)
 	if o := resp[len(out):]; do && len(o) >= headerLen+11 {
 		// The prepared form's OPT (the last record, no options) has no flags; the DO bit is
 		// copied from the query (RFC 3225 3), as CoreDNS does for the chain's answers.

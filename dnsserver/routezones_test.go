@@ -146,8 +146,9 @@ func TestRouteZonesAnswered(t *testing.T) {
 }
 
 // The DO bit of a query is copied in the answer (RFC 3225 3) on the UDP fast path as
-// over TCP, positive and negative answers alike, and the other EDNS flags are not.
-func TestRouteZonesEchoDO(t *testing.T) {
+// over TCP, positive and negative answers alike, and the other EDNS flags are not; RA is
+// set, as in every answer of this (recursive) server.
+func TestRouteZonesFlags(t *testing.T) {
 	up := startUpstream(t)
 	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
 	if err := ts.SwapZones(dnsZones(t, buildCatalog(t, shardInput(true, true, false)))); err != nil {
@@ -164,8 +165,8 @@ func TestRouteZonesEchoDO(t *testing.T) {
 				if do {
 					want = 0x8000
 				}
-				if o := r.IsEdns0(); !r.Authoritative || o == nil || o.Hdr.Ttl != want {
-					t.Errorf("%s %s DO=%v: want an authoritative answer with OPT flags %#x, got %v", nw, name, do, want, r)
+				if o := r.IsEdns0(); !r.Authoritative || !r.RecursionAvailable || o == nil || o.Hdr.Ttl != want {
+					t.Errorf("%s %s DO=%v: want an authoritative answer with RA and OPT flags %#x, got %v", nw, name, do, want, r)
 				}
 			}
 		}

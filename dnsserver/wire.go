@@ -185,21 +185,37 @@ func be32(b []byte, v uint32) []byte {
 	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
 
-// formErr appends the FORMERR answer to the query p when it has an OPT record and
-// miekg/dns would answer it FORMERR (zero or several questions, more records than a query
-// has, or an unpackable record: an EDNS option overrunning its OPT, ...): the same answer
-// (header only, id, opcode, RD and CD kept) plus an OPT, which miekg/dns leaves out. RFC
-// 6891 6.1.1 and 7: an answer to a query with an OPT has one, a FORMERR about the OPT
-// included, so the client can tell it from a server without EDNS. It returns false for
-// everything else; the UDP fast path calls it only for packets parseQuery did not take.
-func formErr(b, p []byte) ([]byte, bool) {
-	at := findOPT(p)
-	if at < 0 || accepted(p) && new(dns.Msg).Unpack(p) == nil {
-		return b, false // no OPT, or miekg/dns serves it
+// reject appends the answer to the query p that miekg/dns would send before CoreDNS sees
+// it, when it would lose something: NOTIMP to an opcode other than QUERY and NOTIFY without
+// exactly one question (DSO, RFC 8490: CoreDNS's listener, which lets the other opcodes
+// through to the handler with one question, would answer FORMERR), and FORMERR to a query
+// with an OPT record it cannot take (zero or several questions, more records than a query
+// has, or an unpackable record: an EDNS option overrunning its OPT, ...), which miekg/dns
+// answers without the OPT. The answer is a header (id, opcode, RD and CD kept) plus an OPT
+// when the query has one: RFC 6891 6.1.1 and 7, an answer to a query with an OPT has one,
+// a FORMERR about the OPT included, so the client can tell it from a server without EDNS.
+// It returns false for everything else; the UDP fast path calls it only for packets
+// parseQuery did not take.
+func reject(b, p []byte) ([]byte, bool) {
+	if len(p) < headerLen {
+		return b, false
 	}
 	flags := binary.BigEndian.Uint16(p[2:])
+	at := findOPT(p)
+	rcode := dns.RcodeFormatError
+	switch op := flags >> 11 & 0xF; {
+	case flags&flagQR != 0:
+		return b, false // a response: ignored
+	case op != dns.OpcodeQuery && op != dns.OpcodeNotify && binary.BigEndian.Uint16(p[4:]) != 1:
+		rcode = dns.RcodeNotImplemented
+	case at < 0 || accepted(p) && new(dns.Msg).Unpack(p) == nil:
+		return b, false // no OPT, or miekg/dns serves it
+	}
 	b = be16(b, binary.BigEndian.Uint16(p))
-	b = be16(b, flagQR|flags&(0x7800|flagRD|flagCD)|dns.RcodeFormatError)
+	b = be16(b, flagQR|flags&(0x7800|flagRD|flagCD)|uint16(rcode))
+	if at < 0 {
+		return append(b, 0, 0, 0, 0, 0, 0, 0, 0), true
+	}
 	b = append(b, 0, 0, 0, 0, 0, 0, 0, 1)
 	return (&responder{}).opt(b, &query{edns: true, do: p[at+6]&(ednsDO>>8) != 0}), true
 }
