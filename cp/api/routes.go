@@ -24,8 +24,8 @@ func StoreName(r mesh.Resource) string {
 }
 
 // routeWrite applies the route API's rules to a Route write: no status on create; on update
-// the stored status is kept when the document has none, and phase or dns may not change
-// (only a RouteBinding sets them). It returns the document to store, or the problem.
+// phase or dns may not change (only a RouteBinding sets them) and the stored status is kept,
+// whatever else the document's says. It returns the document to store, or the problem.
 func (s *Server) routeWrite(ctx context.Context, k store.Key, body []byte, expect int64) ([]byte, int, string) {
 	rs, _ := mesh.Decode(k.String(), body) // checked already
 	r := rs[0].(*mesh.Route)
@@ -57,7 +57,10 @@ func (s *Server) routeWrite(ctx context.Context, k store.Key, body []byte, expec
 	if r.Status.DNS != oldDNS {
 		return nil, http.StatusBadRequest, fmt.Sprintf("route %s/%s: status.dns: only a RouteBinding changes it (value %q, stored %q)", r.Namespace, r.Name, r.Status.DNS, oldDNS)
 	}
-	return body, 0, ""
+	// The rest of the status (router, admission, reason) is the control plane's too: the
+	// stored one stays, as when none is given (the DNS and the routers' Envoys read it).
+	r.Status = old.Status
+	return routesched.Encode(r), 0, ""
 }
 
 // bind creates a RouteBinding: it is applied to its route's status in the same transaction.

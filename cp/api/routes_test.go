@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -59,6 +60,23 @@ func TestRouteStatusRules(t *testing.T) {
 	wantErr("phase change", err, http.StatusBadRequest, `status.phase: only a RouteBinding changes it (value "new", stored "scheduled")`)
 	_, err = cl.Apply(ctx, "r.yaml", []byte(routeYAML+"status: {phase: scheduled, dns: evil.example.com}\n"))
 	wantErr("dns change", err, http.StatusBadRequest, `status.dns: only a RouteBinding changes it (value "evil.example.com"`)
+	// A status with the same phase and dns but another router, a forged admission, a reason:
+	// the stored status stays, all of it (the DNS answers a user name from status.router and
+	// agents serve hosts by status.ingress: a user's status used to be stored as given).
+	before, _ := cl.Get(ctx, "default", "routes", "web.shop")
+	forged := routeYAML + "path: /cart\nstatus:\n  phase: scheduled\n  dns: shop-www.shard1.apps.example.com\n  router: shard9\n  reason: Forged\n" +
+		"  ingress:\n  - router: shard9\n    host: shop-www.shard1.apps.example.com\n    conditions: [{type: Admitted, status: \"True\"}]\n"
+	if _, err := cl.Apply(ctx, "r.yaml", []byte(forged)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := cl.Get(ctx, "default", "routes", "web.shop")
+	if status := func(r Resource) string {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(r.Spec, &m)
+		return string(m["status"])
+	}; status(after) != status(before) {
+		t.Errorf("a user's status was stored:\nbefore %s\nafter  %s", status(before), status(after))
+	}
 	// A binding to a router that does not exist, or of a route that does not.
 	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.NewReplacer("web", "api", "shard1\n", "nope\n").Replace(bind)))
 	wantErr("unknown router", err, http.StatusBadRequest, `router: no router "nope"`)
