@@ -77,9 +77,28 @@ func TestRouteStatusRules(t *testing.T) {
 	}; status(after) != status(before) {
 		t.Errorf("a user's status was stored:\nbefore %s\nafter  %s", status(before), status(after))
 	}
+	// A binding whose dns is not the route's name on its router, or to a router that does
+	// not take the route: refused, naming the field (it used to be applied to the route's
+	// status, served until the reconciler undid it).
+	if _, err := cl.Apply(ctx, "router.yaml", []byte("type: Router\nname: blog-only\ndns: blog.apps.example.com\nnamespaceSelector: [blog]\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{"type: RouteBinding\nname: api.shop\nrouteNamespace: shop\nrouteName: api\nrouter: shard1\ndns: www.google.com\n", `dns: the route's name on router shard1 is "shop-www.shard1.apps.example.com" (value "www.google.com")`},
+		{"type: RouteBinding\nname: api.shop\nrouteNamespace: shop\nrouteName: api\nrouter: blog-only\ndns: shop-www.blog.apps.example.com\n", "router: blog-only does not take route shop/api"},
+	} {
+		if _, err := cl.Apply(ctx, "api.yaml", []byte(strings.ReplaceAll(routeYAML, "web", "api"))); err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.Apply(ctx, "b.yaml", []byte(tc.doc))
+		wantErr("a binding that does not fit", err, http.StatusBadRequest, tc.want)
+	}
+	if r, _ := cl.Get(ctx, "default", "routes", "api.shop"); strings.Contains(string(r.Spec), "scheduled") {
+		t.Errorf("a refused binding was applied: %s", r.Spec)
+	}
 	// A binding to a router that does not exist, or of a route that does not.
 	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.NewReplacer("web", "api", "shard1\n", "nope\n").Replace(bind)))
 	wantErr("unknown router", err, http.StatusBadRequest, `router: no router "nope"`)
-	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.ReplaceAll(bind, "web", "api")))
+	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.ReplaceAll(bind, "web", "nope")))
 	wantErr("unknown route", err, http.StatusNotFound, "not found")
 }
