@@ -96,6 +96,9 @@ func TestRouteStatusRules(t *testing.T) {
 	if r, _ := cl.Get(ctx, "default", "routes", "api.shop"); strings.Contains(string(r.Spec), "scheduled") {
 		t.Errorf("a refused binding was applied: %s", r.Spec)
 	}
+	// A route asked for without its namespace: the 404 says how routes are named.
+	_, err = cl.Get(ctx, "default", "routes", "web")
+	wantErr("a route without its namespace", err, http.StatusNotFound, "a route is named NAME.NAMESPACE")
 	// A binding to a router that does not exist, or of a route that does not.
 	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.NewReplacer("web", "api", "shard1\n", "nope\n").Replace(bind)))
 	wantErr("unknown router", err, http.StatusBadRequest, `router: no router "nope"`)
