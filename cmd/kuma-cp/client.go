@@ -122,18 +122,19 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			}
 			return exitOK
 		}
-		var rs []api.Resource
 		if fs.NArg() > 1 {
 			r, err := c.Get(ctx, *meshName, t, fs.Arg(1))
 			if err != nil {
 				return fail(err)
 			}
-			rs = []api.Resource{r}
-		} else {
-			var err error
-			if rs, err = c.List(ctx, *meshName, t); err != nil {
-				return fail(err)
+			if err := api.PrintOne(stdout, *output, r, time.Now()); err != nil {
+				return usage("%v", err)
 			}
+			return exitOK
+		}
+		rs, err := c.List(ctx, *meshName, t)
+		if err != nil {
+			return fail(err)
 		}
 		if err := api.Print(stdout, *output, rs, time.Now()); err != nil {
 			return usage("%v", err)

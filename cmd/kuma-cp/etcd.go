@@ -115,8 +115,15 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 		go srv.Run(ctx)
 		sinks = append(sinks, srv.Swap)
 	}
-	// A gateway dataplane is ready while its agent holds a stream to this replica.
-	go shardzones.Run(ctx, st, in, cp.HasAgent, log, sinks...)
+	// A gateway dataplane is ready while its agent holds a stream to any replica: each
+	// publishes its own in etcd (store.Presence), so every replica answers the same.
+	var shared shardzones.Shared
+	if e, ok := st.(*cpstore.Etcd); ok {
+		pres := e.Presence("gateways", c.replicaID, c.leaseTTL)
+		go pres.Run(ctx)
+		shared = pres
+	}
+	go shardzones.RunShared(ctx, st, in, cp.HasAgent, shared, log, sinks...)
 	return srv, nil
 }
 

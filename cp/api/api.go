@@ -172,6 +172,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	it, err := s.Store.Get(r.Context(), k)
 	if err != nil {
+		if (k.Type == mesh.KindRoute || k.Type == mesh.KindRouteBinding) && !strings.Contains(k.Name, ".") && errors.Is(err, store.ErrNotFound) {
+			err = fmt.Errorf("%w (a route is named NAME.NAMESPACE: %s.<namespace>)", err, k.Name)
+		}
 		storeError(w, err)
 		return
 	}

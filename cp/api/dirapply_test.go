@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,31 @@ func TestPrintYAMLOfTextDocument(t *testing.T) {
 	}
 	if want := text + "---\nname: v\ntype: VirtualOutbound\n"; b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// get -o json of a list is one shape whatever the count - a List, {"total": N, "items":
+// [...]}, as the API and kumactl give it - so a script reads .items for 0, 1 or 2 resources
+// (it printed null for none, an object for one and an array for two); get TYPE NAME -o json
+// is the resource itself.
+func TestPrintJSONListShape(t *testing.T) {
+	r := Resource{Mesh: "default", Type: "virtualoutbounds", Name: "a", Version: 1, Spec: json.RawMessage(`{"name":"a"}`)}
+	for n := range 3 {
+		var b strings.Builder
+		if err := Print(&b, "json", slices.Repeat([]Resource{r}, n), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var l List
+		if err := json.Unmarshal([]byte(b.String()), &l); err != nil || l.Items == nil || len(l.Items) != n || l.Total != n {
+			t.Fatalf("%d resources as JSON: %v\n%s", n, err, b.String())
+		}
+	}
+	var b strings.Builder
+	if err := PrintOne(&b, "json", r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var one Resource
+	if err := json.Unmarshal([]byte(b.String()), &one); err != nil || one.Name != "a" {
+		t.Fatalf("one resource as JSON: %v\n%s", err, b.String())
 	}
 }

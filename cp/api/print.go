@@ -13,16 +13,32 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Print writes resources as a table (MESH NAME VERSION AGE), YAML or JSON.
+// Print writes a list of resources as a table (MESH NAME VERSION AGE), YAML (one document
+// each: what apply reads back) or JSON (a List, {"total": N, "items": [...]}, as the API
+// gives a page, whatever the count).
 func Print(w io.Writer, format string, rs []Resource, now time.Time) error {
+	if format == "json" {
+		return printJSON(w, List{Total: len(rs), Items: append([]Resource{}, rs...)})
+	}
+	return printAs(w, format, rs, now)
+}
+
+// PrintOne writes one resource (get TYPE NAME): in JSON the resource itself.
+func PrintOne(w io.Writer, format string, r Resource, now time.Time) error {
+	if format == "json" {
+		return printJSON(w, r)
+	}
+	return printAs(w, format, []Resource{r}, now)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printAs(w io.Writer, format string, rs []Resource, now time.Time) error {
 	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if len(rs) == 1 {
-			return enc.Encode(rs[0])
-		}
-		return enc.Encode(rs)
 	case "yaml":
 		for i, r := range rs {
 			if i > 0 {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/kumadp/kuma-dp/cp/routesched"
+	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -24,8 +25,8 @@ func StoreName(r mesh.Resource) string {
 }
 
 // routeWrite applies the route API's rules to a Route write: no status on create; on update
-// the stored status is kept when the document has none, and phase or dns may not change
-// (only a RouteBinding sets them). It returns the document to store, or the problem.
+// phase or dns may not change (only a RouteBinding sets them) and the stored status is kept,
+// whatever else the document's says. It returns the document to store, or the problem.
 func (s *Server) routeWrite(ctx context.Context, k store.Key, body []byte, expect int64) ([]byte, int, string) {
 	rs, _ := mesh.Decode(k.String(), body) // checked already
 	r := rs[0].(*mesh.Route)
@@ -57,7 +58,35 @@ func (s *Server) routeWrite(ctx context.Context, k store.Key, body []byte, expec
 	if r.Status.DNS != oldDNS {
 		return nil, http.StatusBadRequest, fmt.Sprintf("route %s/%s: status.dns: only a RouteBinding changes it (value %q, stored %q)", r.Namespace, r.Name, r.Status.DNS, oldDNS)
 	}
-	return body, 0, ""
+	// The rest of the status (router, admission, reason) is the control plane's too: the
+	// stored one stays, as when none is given (the DNS and the routers' Envoys read it).
+	r.Status = old.Status
+	return routesched.Encode(r), 0, ""
+}
+
+// fits says what is wrong with binding b (key k) to router rt: the router must take the
+// route and the binding's dns be the route's name on it ("" when it fits; a route that
+// cannot be read is left to Bind, which names it).
+func fits(ctx context.Context, st store.Store, k store.Key, b *mesh.RouteBinding, rt *mesh.Router) string {
+	it, err := st.Get(ctx, store.Key{Mesh: k.Mesh, Type: mesh.KindRoute, Name: k.Name})
+	if err != nil {
+		return ""
+	}
+	route, err := routesched.DecodeRoute(it)
+	if err != nil {
+		return ""
+	}
+	if !routing.Matches(rt, route) {
+		return fmt.Sprintf("routebinding %s: router: %s does not take route %s (its routeSelector or namespaceSelector) (value %q)", k.Name, rt.Name, routing.RouteKey(route), b.Router)
+	}
+	name, err := routing.FinalDNS(route, rt)
+	if err != nil {
+		return fmt.Sprintf("routebinding %s: dns: %v", k.Name, err)
+	}
+	if name != b.DNS {
+		return fmt.Sprintf("routebinding %s: dns: the route's name on router %s is %q (value %q)", k.Name, rt.Name, name, b.DNS)
+	}
+	return ""
 }
 
 // bind creates a RouteBinding: it is applied to its route's status in the same transaction.
@@ -81,6 +110,10 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, k store.Key, body 
 	if rrs, err := mesh.Decode(router.Key.String(), router.Doc); err == nil && len(rrs) == 1 {
 		if rt, ok := rrs[0].(*mesh.Router); ok {
 			canonical = routesched.Canonical(rt)
+			if msg := fits(r.Context(), s.Store, k, b, rt); msg != "" {
+				fail(w, http.StatusBadRequest, "invalid resource", msg)
+				return http.StatusBadRequest
+			}
 		}
 	}
 	if err := routesched.Bind(r.Context(), st, k.Mesh, b, canonical, nil); err != nil {

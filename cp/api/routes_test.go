@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -59,9 +60,48 @@ func TestRouteStatusRules(t *testing.T) {
 	wantErr("phase change", err, http.StatusBadRequest, `status.phase: only a RouteBinding changes it (value "new", stored "scheduled")`)
 	_, err = cl.Apply(ctx, "r.yaml", []byte(routeYAML+"status: {phase: scheduled, dns: evil.example.com}\n"))
 	wantErr("dns change", err, http.StatusBadRequest, `status.dns: only a RouteBinding changes it (value "evil.example.com"`)
+	// A status with the same phase and dns but another router, a forged admission, a reason:
+	// the stored status stays, all of it (the DNS answers a user name from status.router and
+	// agents serve hosts by status.ingress: a user's status used to be stored as given).
+	before, _ := cl.Get(ctx, "default", "routes", "web.shop")
+	forged := routeYAML + "path: /cart\nstatus:\n  phase: scheduled\n  dns: shop-www.shard1.apps.example.com\n  router: shard9\n  reason: Forged\n" +
+		"  ingress:\n  - router: shard9\n    host: shop-www.shard1.apps.example.com\n    conditions: [{type: Admitted, status: \"True\"}]\n"
+	if _, err := cl.Apply(ctx, "r.yaml", []byte(forged)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := cl.Get(ctx, "default", "routes", "web.shop")
+	if status := func(r Resource) string {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(r.Spec, &m)
+		return string(m["status"])
+	}; status(after) != status(before) {
+		t.Errorf("a user's status was stored:\nbefore %s\nafter  %s", status(before), status(after))
+	}
+	// A binding whose dns is not the route's name on its router, or to a router that does
+	// not take the route: refused, naming the field (it used to be applied to the route's
+	// status, served until the reconciler undid it).
+	if _, err := cl.Apply(ctx, "router.yaml", []byte("type: Router\nname: blog-only\ndns: blog.apps.example.com\nnamespaceSelector: [blog]\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{"type: RouteBinding\nname: api.shop\nrouteNamespace: shop\nrouteName: api\nrouter: shard1\ndns: www.google.com\n", `dns: the route's name on router shard1 is "shop-www.shard1.apps.example.com" (value "www.google.com")`},
+		{"type: RouteBinding\nname: api.shop\nrouteNamespace: shop\nrouteName: api\nrouter: blog-only\ndns: shop-www.blog.apps.example.com\n", "router: blog-only does not take route shop/api"},
+	} {
+		if _, err := cl.Apply(ctx, "api.yaml", []byte(strings.ReplaceAll(routeYAML, "web", "api"))); err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.Apply(ctx, "b.yaml", []byte(tc.doc))
+		wantErr("a binding that does not fit", err, http.StatusBadRequest, tc.want)
+	}
+	if r, _ := cl.Get(ctx, "default", "routes", "api.shop"); strings.Contains(string(r.Spec), "scheduled") {
+		t.Errorf("a refused binding was applied: %s", r.Spec)
+	}
+	// A route asked for without its namespace: the 404 says how routes are named.
+	_, err = cl.Get(ctx, "default", "routes", "web")
+	wantErr("a route without its namespace", err, http.StatusNotFound, "a route is named NAME.NAMESPACE")
 	// A binding to a router that does not exist, or of a route that does not.
 	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.NewReplacer("web", "api", "shard1\n", "nope\n").Replace(bind)))
 	wantErr("unknown router", err, http.StatusBadRequest, `router: no router "nope"`)
-	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.ReplaceAll(bind, "web", "api")))
+	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.ReplaceAll(bind, "web", "nope")))
 	wantErr("unknown route", err, http.StatusNotFound, "not found")
 }

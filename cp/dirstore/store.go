@@ -298,9 +298,9 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 	var data []byte
 	if cur != nil {
 		path = cur.path
-		old, err := os.ReadFile(path)
+		old, err := s.reread(k, path)
 		if err != nil {
-			return store.Item{}, fmt.Errorf("%s: read %s: %w", k, path, err)
+			return store.Item{}, err
 		}
 		parts := splitParts(path, old)
 		if parts.json && len(parts.docs) != 1 {
@@ -330,6 +330,29 @@ func (s *Store) Put(_ context.Context, k store.Key, doc []byte, expect int64) (s
 		got.item.Created = now
 	}
 	return got.item, nil
+}
+
+// testHookBeforeRewrite, when set (tests), runs just before a file is read to be rewritten.
+var testHookBeforeRewrite func(path string)
+
+// reread reads the file holding k to rewrite it; a file that changed since the store looked
+// at it (edited by hand meanwhile) is read into the index and the write refused (ErrConflict):
+// its documents may have moved, and the edit may be to k.
+func (s *Store) reread(k store.Key, path string) ([]byte, error) {
+	if testHookBeforeRewrite != nil {
+		testHookBeforeRewrite(path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read %s: %w", k, path, err)
+	}
+	if sha256.Sum256(data) != s.files[path].sum {
+		if fi, err := os.Stat(path); err == nil {
+			s.indexFileLocked(path, data, fi)
+		}
+		return nil, fmt.Errorf("%s: %w: %s was edited meanwhile: read it again", k, store.ErrConflict, path)
+	}
+	return data, nil
 }
 
 // maxFileBase bounds a new file's name before its suffix ("-N", ".yaml"), within the 255
@@ -385,9 +408,9 @@ func (s *Store) Delete(_ context.Context, k store.Key, expect int64) error {
 	if err := s.checkLocked(k, cur, expect); err != nil {
 		return err
 	}
-	old, err := os.ReadFile(cur.path)
+	old, err := s.reread(k, cur.path)
 	if err != nil {
-		return fmt.Errorf("%s: read %s: %w", k, cur.path, err)
+		return err
 	}
 	parts := splitParts(cur.path, old)
 	if parts.json && len(parts.docs) != 1 {

@@ -383,3 +383,44 @@ func TestStoreLongName(t *testing.T) {
 		t.Fatalf("files: %v %v", entries, err)
 	}
 }
+
+// A file edited by hand between the store's look at it and its rewrite (a document added
+// before the one written): the write is refused as a conflict and the hand edit stays - it
+// used to replace the document at the index the store had seen, another resource's in the
+// edited file, which vanished while the written one was there twice.
+func TestStoreHandEditDuringWrite(t *testing.T) {
+	ctx := context.Background()
+	st, dir := newTestStore(t)
+	path := filepath.Join(dir, "hand.yaml")
+	if err := os.WriteFile(path, []byte(dpDoc("a", "web")+"---\n"+dpDoc("b", "web")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kb := store.Key{Mesh: "default", Type: "Dataplane", Name: "b"}
+	b, err := st.Get(ctx, kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := dpDoc("new", "web") + "---\n" + dpDoc("a", "web") + "---\n" + dpDoc("b", "web")
+	for i, write := range []func() error{
+		func() error { _, err := st.Put(ctx, kb, []byte(dpDoc("b", "api")), b.Version); return err },
+		func() error { return st.Delete(ctx, kb, b.Version) },
+	} {
+		edited = fmt.Sprintf("# edit %d\n", i) + edited
+		testHookBeforeRewrite = func(string) {
+			if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		err := write()
+		testHookBeforeRewrite = nil
+		if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("a write while the file was edited: %v, want a conflict naming %s", err, path)
+		}
+		if data, _ := os.ReadFile(path); string(data) != edited {
+			t.Fatalf("the hand edit was overwritten:\n%s", data)
+		}
+		if b, err = st.Get(ctx, kb); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

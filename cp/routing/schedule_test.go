@@ -288,6 +288,8 @@ func TestZoneOwner(t *testing.T) {
 		{rt("ns", "a", "shard1.apps.example.com", "", 1), "shard1", mesh.ReasonRouteNotAdmitted},
 		{rt("ns", "a", "x.shard1.apps.example.com", "", 1, wildcard), "shard1", mesh.ReasonRouteNotAdmitted},
 		{rt("ns", "a", "xshard1.apps.example.com", "", 1), "apps", ""},
+		// the router's canonical name: every user name's CNAME points there
+		{rt("ns", "a", "router-shard1.shard1.apps.example.com", "", 1), "shard1", mesh.ReasonRouteNotAdmitted},
 		{rt("ns", "a", "www", "", 1, func(r *mesh.Route) { r.DNSType = mesh.DNSTypeSystem }), "", ""},
 	}
 	for _, tt := range tests {

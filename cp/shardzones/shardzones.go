@@ -149,6 +149,49 @@ const ReadinessPoll = 100 * time.Millisecond
 // Serials come from the store's revisions (authdns.Serials), so replicas give the same
 // serial for the same content.
 func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, log *slog.Logger, sinks ...Sink) {
+	RunShared(ctx, st, cfg, ready, nil, log, sinks...)
+}
+
+// Shared is readiness shared between the replicas: each publishes the gateway replicas
+// whose agents hold a stream to it, and every replica takes as ready those that any
+// replica publishes, so that every replica answers the same (store.Presence).
+type Shared interface {
+	// Publish sets the gateway replicas ready here ("mesh/name").
+	Publish(names []string)
+	// Elsewhere says whether another replica has a gateway replica ready.
+	Elsewhere(name string) bool
+}
+
+// RunShared is Run with readiness shared between replicas (shared nil: this replica's own):
+// a gateway replica is ready when its agent holds a stream to any replica.
+func RunShared(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, shared Shared, log *slog.Logger, sinks ...Sink) {
+	if ready != nil && shared != nil {
+		local := ready
+		ready = func(meshName, name string) bool {
+			return local(meshName, name) || shared.Elsewhere(meshName+"/"+name)
+		}
+		// publish: the gateway replicas of the last build that are ready here, at every
+		// readiness poll.
+		var gateways []string
+		publish := func() {
+			var here []string
+			for _, g := range gateways {
+				m, n, _ := strings.Cut(g, "/")
+				if local(m, n) {
+					here = append(here, g)
+				}
+			}
+			shared.Publish(here)
+		}
+		runZones(ctx, st, cfg, ready, func(probed []string) { gateways = probed; publish() }, log, sinks...)
+		return
+	}
+	runZones(ctx, st, cfg, ready, nil, log, sinks...)
+}
+
+// runZones is Run; tick, when given, is called at every readiness poll (and after every
+// build) with the gateway replicas ("mesh/name") of the last build.
+func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, tick func([]string), log *slog.Logger, sinks ...Sink) {
 	serials := authdns.NewSerials()
 	var items []store.Item
 	// probes: the readiness each replica had when the zones were built.
@@ -157,6 +200,7 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 		ready      bool
 	}
 	var probes []probe
+	var gateways func([]probe) []string
 	recording := ready
 	if ready != nil {
 		recording = func(meshName, name string) bool {
@@ -176,6 +220,16 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 		for _, sink := range sinks {
 			sink(cat)
 		}
+		if tick != nil {
+			tick(gateways(probes))
+		}
+	}
+	gateways = func(ps []probe) []string {
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, p.mesh+"/"+p.name)
+		}
+		return out
 	}
 	readinessChanged := func() bool {
 		for _, p := range probes {
@@ -228,10 +282,10 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		events := st.Watch(wctx, rev)
-		var tick <-chan time.Time
+		var poll <-chan time.Time
 		ticker := time.NewTicker(ReadinessPoll)
 		if ready != nil {
-			tick = ticker.C
+			poll = ticker.C
 		}
 	follow:
 		for {
@@ -240,7 +294,10 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, lo
 				ticker.Stop()
 				cancel()
 				return
-			case <-tick:
+			case <-poll:
+				if tick != nil {
+					tick(gateways(probes))
+				}
 				if readinessChanged() {
 					build()
 				}

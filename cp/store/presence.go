@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Presence shares between replicas which names each holds (the gateway dataplanes whose
+// agents hold a stream to it): a name held is a key <prefix>-presence/<group>/<name>/<id> on
+// the replica's session lease, so the names of a replica that stops go at once, and those of
+// one killed or cut off within the lease's TTL. Every replica follows the others' keys.
+type Presence struct {
+	s         *Etcd
+	group, id string
+	ttl       int
+	mu        sync.Mutex
+	want      map[string]bool
+	others    map[string]map[string]bool // name -> the other replicas holding it
+	kick      chan struct{}
+}
+
+// Presence is the presence of replica id among those of group, on a session lease of ttl
+// (DefaultLeaseTTL when 0). Run it, then Publish and ask Elsewhere.
+func (s *Etcd) Presence(group, id string, ttl time.Duration) *Presence {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	return &Presence{s: s, group: group, id: strings.ReplaceAll(id, "/", "_"), ttl: max(int(ttl/time.Second), 1),
+		want: map[string]bool{}, others: map[string]map[string]bool{}, kick: make(chan struct{}, 1)}
+}
+
+// Publish sets the names this replica holds (the latest call wins; Run writes them).
+func (p *Presence) Publish(names []string) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	p.mu.Lock()
+	same := maps.Equal(want, p.want)
+	p.want = want
+	p.mu.Unlock()
+	if !same {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Elsewhere says whether another replica holds name.
+func (p *Presence) Elsewhere(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.others[name]) > 0
+}
+
+// Run keeps this replica's names in etcd and follows the others' until ctx ends; its names
+// are removed when it returns.
+func (p *Presence) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := p.session(ctx); err != nil && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+var errPresenceLost = errors.New("presence: session or watch lost")
+
+func (p *Presence) prefix() string { return p.s.prefix + "-presence/" + p.group + "/" }
+
+// split is a key's name and replica.
+func (p *Presence) split(key string) (name, id string, ok bool) {
+	rest := strings.TrimPrefix(key, p.prefix())
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
+}
+
+func (p *Presence) session(ctx context.Context) error {
+	sess, err := concurrency.NewSession(p.s.c, concurrency.WithTTL(p.ttl), concurrency.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer func() { // the lease revoked: this replica's names go at once
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_, _ = p.s.c.Revoke(rctx, sess.Lease())
+		cancel()
+		sess.Close()
+	}()
+	pre := p.prefix()
+	lctx, cancel := p.s.ctx(ctx)
+	r, err := p.s.get(lctx, pre, clientv3.WithPrefix())
+	cancel()
+	if err != nil {
+		return err
+	}
+	others := map[string]map[string]bool{}
+	for _, kv := range r.Kvs {
+		if name, id, ok := p.split(string(kv.Key)); ok && id != p.id {
+			if others[name] == nil {
+				others[name] = map[string]bool{}
+			}
+			others[name][id] = true
+		}
+	}
+	p.mu.Lock()
+	p.others = others
+	p.mu.Unlock()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := p.s.c.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
+	held := map[string]bool{} // written on this session
+	for {
+		p.mu.Lock()
+		want := maps.Clone(p.want)
+		p.mu.Unlock()
+		for n := range want {
+			if !held[n] {
+				wc, cancel := p.s.ctx(ctx)
+				_, err := p.s.c.Put(wc, pre+n+"/"+p.id, "", clientv3.WithLease(sess.Lease()))
+				cancel()
+				if err != nil {
+					return err
+				}
+				held[n] = true
+			}
+		}
+		for n := range held {
+			if !want[n] {
+				wc, cancel := p.s.ctx(ctx)
+				_, err := p.s.c.Delete(wc, pre+n+"/"+p.id)
+				cancel()
+				if err != nil {
+					return err
+				}
+				delete(held, n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+			return errPresenceLost
+		case <-p.kick:
+		case wr, ok := <-events:
+			if !ok || wr.Err() != nil || wr.CompactRevision != 0 {
+				return errPresenceLost // list again
+			}
+			p.mu.Lock()
+			for _, ev := range wr.Events {
+				name, id, ok := p.split(string(ev.Kv.Key))
+				if !ok || id == p.id {
+					continue
+				}
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(p.others[name], id)
+					if len(p.others[name]) == 0 {
+						delete(p.others, name)
+					}
+					continue
+				}
+				if p.others[name] == nil {
+					p.others[name] = map[string]bool{}
+				}
+				p.others[name][id] = true
+			}
+			p.mu.Unlock()
+		}
+	}
+}
