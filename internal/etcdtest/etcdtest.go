@@ -5,11 +5,13 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,13 +70,40 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// freeAddr returns a loopback address free now, with a port below the kernel's ephemeral
+// range: a member killed and restarted listens on its ports again, and in between any
+// listener on port 0 (every other test's) could be given a port from that range, while
+// it is never given one below it.
 func freeAddr(t testing.TB) string {
+	if low := ephemeralLow(); low > 11024 {
+		for range 200 {
+			port := low - 10000 + rand.IntN(10000)
+			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+				l.Close()
+				return l.Addr().String()
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (0 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	low, _ := strconv.Atoi(f[0])
+	return low
 }
 
 func (c *Cluster) run(m *Member, state string) {
