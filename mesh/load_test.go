@@ -186,7 +186,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing file", filepath.Join(dir, "nope.yaml"), "", []string{filepath.Join(dir, "nope.yaml") + ": open " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"}},
 		{"errors of every file at once", one, filepath.Join(dir, "pol"), []string{
 			filepath.Join(dir, "pol/c.yaml") + `#1: dataplane "bad": networking.address: required`,
-			filepath.Join(dir, "pol/c.yaml") + `#1: dataplane "bad": networking.inbound: at least one inbound is required`,
+			filepath.Join(dir, "pol/c.yaml") + `#1: dataplane "bad": networking.inbound: at least one inbound is required (or a gateway)`,
 		}},
 	}
 	for _, tt := range tests {

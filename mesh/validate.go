@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -102,8 +103,9 @@ func (v *validator) dataplane(dp *Dataplane) {
 	n := dp.Networking
 	v.ip("networking.address", n.Address, true)
 	v.ip("networking.advertisedAddress", n.AdvertisedAddress(), false)
-	if len(n.Inbound) == 0 {
-		v.errorf("networking.inbound", "", "at least one inbound is required")
+	gateway := v.gateway(n.NetworkingExtra)
+	if len(n.Inbound) == 0 && !gateway {
+		v.errorf("networking.inbound", "", "at least one inbound is required (or a gateway)")
 	}
 	for i, in := range n.Inbound {
 		p := "networking.inbound[" + strconv.Itoa(i) + "]"
@@ -173,6 +175,43 @@ func (v *validator) dataplane(dp *Dataplane) {
 			}
 		}
 	}
+}
+
+// gateway checks Kuma's networking.gateway, kept as written (the agent does not act on it),
+// and reports whether the dataplane has one. A gateway dataplane has no inbounds in Kuma
+// (its traffic comes in through the gateway); its gateway.tags name its service, so they
+// need kuma.io/service, and its type is DELEGATED (the default) or BUILTIN.
+func (v *validator) gateway(x *NetworkingExtra) bool {
+	if x == nil || len(x.Gateway) == 0 || string(x.Gateway) == "null" {
+		return false
+	}
+	var g struct {
+		Type string         `json:"type"`
+		Tags map[string]any `json:"tags"`
+	}
+	if err := json.Unmarshal(x.Gateway, &g); err != nil {
+		var s any
+		_ = json.Unmarshal(x.Gateway, &s)
+		v.errorf("networking.gateway", scalarText(s), "expected a mapping with tags")
+		return true
+	}
+	switch g.Type {
+	case "", "DELEGATED", "BUILTIN":
+	default:
+		v.errorf("networking.gateway.type", g.Type, "must be DELEGATED or BUILTIN")
+	}
+	tags := make(map[string]string, len(g.Tags))
+	for k, val := range g.Tags {
+		switch val.(type) {
+		case string, float64, bool:
+			tags[k] = fmt.Sprint(val)
+		default:
+			v.errorf(keyPath("networking.gateway.tags", k), "", "expected text, got %s", typeName(val))
+			tags[k] = "?"
+		}
+	}
+	v.tags("networking.gateway.tags", TagsOf(tags), true, false)
+	return true
 }
 
 func (v *validator) ip(path, s string, required bool) {

@@ -1,0 +1,72 @@
+package mesh
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A gateway dataplane (Kuma's networking.gateway, DELEGATED or BUILTIN) has no inbounds: as
+// in Kuma, it is valid with a gateway instead, and its gateway.tags need kuma.io/service.
+// One such dataplane in the policies directory must not refuse the whole mesh, and an agent
+// may run for one.
+func TestGatewayDataplaneWithoutInbounds(t *testing.T) {
+	gw := func(body string) string {
+		return "type: Dataplane\nmesh: default\nname: gw-1\nnetworking:\n  address: 10.0.0.9\n" + body
+	}
+	for _, tc := range []struct{ name, doc, err string }{
+		{"delegated", gw("  gateway:\n    type: DELEGATED\n    tags:\n      kuma.io/service: edge\n"), ""},
+		{"builtin", gw("  gateway:\n    type: BUILTIN\n    tags: {kuma.io/service: edge, kuma.io/zone: z1}\n"), ""},
+		{"type left out", gw("  gateway:\n    tags: {kuma.io/service: edge}\n"), ""},
+		{"Kubernetes form", "apiVersion: kuma.io/v1alpha1\nkind: Dataplane\nmesh: default\nmetadata: {name: gw-1, namespace: kong}\nspec:\n  networking:\n    address: 10.0.0.9\n    gateway:\n      tags: {kuma.io/service: edge_kong_svc_80}\n", ""},
+		{"no inbound, no gateway", gw("  outbound:\n  - port: 3333\n    tags: {kuma.io/service: redis}\n"),
+			`f.yaml#1: dataplane "gw-1": networking.inbound: at least one inbound is required (or a gateway)`},
+		{"gateway without the service tag", gw("  gateway:\n    tags: {app: edge}\n"),
+			`f.yaml#1: dataplane "gw-1": networking.gateway.tags: must contain kuma.io/service`},
+		{"gateway without tags", gw("  gateway:\n    type: DELEGATED\n"),
+			`f.yaml#1: dataplane "gw-1": networking.gateway.tags: required, with kuma.io/service`},
+		{"gateway of an unknown type", gw("  gateway:\n    type: SIDECAR\n    tags: {kuma.io/service: edge}\n"),
+			`f.yaml#1: dataplane "gw-1": networking.gateway.type: must be DELEGATED or BUILTIN (value "SIDECAR")`},
+		{"gateway tag value empty", gw("  gateway:\n    tags: {kuma.io/service: edge, team: \"\"}\n"),
+			`f.yaml#1: dataplane "gw-1": networking.gateway.tags.team: empty tag value`},
+		{"gateway not a mapping", gw("  gateway: edge\n"),
+			`f.yaml#1: dataplane "gw-1": networking.gateway: expected a mapping with tags (value "edge")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Decode("f.yaml", []byte(tc.doc))
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.err {
+				t.Fatalf("error\n got %q\nwant %q", got, tc.err)
+			}
+			if tc.err == "" && len(rs) != 1 {
+				t.Fatalf("decoded %d resources, want 1", len(rs))
+			}
+		})
+	}
+
+	// The agent's own dataplane a gateway, and one more in the directory.
+	dir := t.TempDir()
+	self := filepath.Join(dir, "dp.yaml")
+	if err := os.WriteFile(self, []byte(gw("  gateway:\n    tags: {kuma.io/service: edge}\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(dir, "pol")
+	if err := os.Mkdir(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(gw("  gateway:\n    type: BUILTIN\n    tags: {kuma.io/service: edge2}\n"), "gw-1", "gw-2", 1)
+	if err := os.WriteFile(filepath.Join(pol, "a.yaml"), []byte(other+"---\n"+dpA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Load(self, pol)
+	if err != nil {
+		t.Fatalf("a mesh with gateway dataplanes refused: %v", err)
+	}
+	if got := len(snap.Dataplanes); got != 3 {
+		t.Errorf("%d dataplanes in the snapshot, want 3", got)
+	}
+}
