@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"encoding/json"
 	"reflect"
 	"strconv"
 	"strings"
@@ -159,7 +160,7 @@ func (d *decoder) checkKind(field, kind string) bool {
 
 // universal decodes `type: X` documents.
 func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
-	d.kind, d.name = kind, scalarText(m["name"])
+	d.kind, d.name = kind, d.nameText(m["name"])
 	f := form{kind: kind, path: func(p string) string { return p }}
 	if !d.checkKind("type", kind) {
 		return nil, f
@@ -192,6 +193,19 @@ func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
 	return r, f
 }
 
+// nameText is a resource's name for error messages: as written, also when YAML read it as a
+// number or a boolean (`name: y`, read as true).
+func (d *decoder) nameText(n any) string {
+	text := scalarText(n)
+	switch n.(type) {
+	case json.Number, bool:
+		if raw, ok := d.exactTag("name", text); !ok {
+			return raw
+		}
+	}
+	return text
+}
+
 // kubeMeta is Kubernetes' metadata; server-set fields are accepted and ignored.
 type kubeMeta struct {
 	Name              string            `json:"name"`
@@ -210,7 +224,7 @@ type kubeMeta struct {
 // kubernetes decodes `apiVersion/kind/metadata/spec` documents.
 func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	md, _ := m["metadata"].(map[string]any)
-	d.kind, d.name = kind, scalarText(md["name"])
+	d.kind, d.name = kind, d.nameText(md["name"])
 	f := form{kind: kind, path: kubePath(kind)}
 	if !d.checkKind("kind", kind) {
 		return nil, f
@@ -236,6 +250,7 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		case "metadata":
 			d.value(reflect.ValueOf(&km).Elem(), m[k], "metadata")
 		case "mesh":
+			d.key = k
 			d.value(reflect.ValueOf(&mesh).Elem(), m[k], "mesh")
 		case "spec":
 			if s, ok := m[k].(map[string]any); ok {

@@ -37,6 +37,9 @@ type decoder struct {
 	// raw is the document's text: a tag value YAML read as a number or a boolean is checked
 	// against what was written (exactTag).
 	raw []byte
+	// key is the mapping key whose value is being decoded ("" for a list element): a text
+	// field YAML read as a number or a boolean is checked against the text written for it.
+	key string
 	// strs, when set, holds copies of the strings stored in the resource (see strArena),
 	// so that the resource does not keep the document's text alive.
 	strs *strArena
@@ -200,10 +203,20 @@ func (d *decoder) stringValue(v reflect.Value, n any, path string) {
 	switch n := n.(type) {
 	case string:
 		v.SetString(d.strs.copy(n))
-	case json.Number:
-		v.SetString(d.strs.copy(n.String()))
-	case bool:
-		v.SetString(strconv.FormatBool(n))
+	case json.Number, bool:
+		// YAML 1.1 read a plain scalar as a number or a boolean: kept as text when that is
+		// the text written (`port: 8080`, `name: 10`), refused otherwise (`name: y` read as
+		// true, `name: 010` as 8), with the text written kept so that later checks do not
+		// report what the user did not write.
+		text := scalarText(n)
+		if d.key != "" {
+			if raw, ok := d.exactTag(d.key, text); !ok {
+				d.errorf(path, raw, "YAML reads this value as %s %s, not the text written: quote it (%s: %q)",
+					typeName(n), text, d.key, raw)
+				text = raw
+			}
+		}
+		v.SetString(d.strs.copy(text))
 	default:
 		d.errorf(path, "", "expected a string, got %s", typeName(n))
 	}
@@ -262,6 +275,7 @@ func (d *decoder) sliceValue(v reflect.Value, n any, path string) {
 	}
 	s := reflect.MakeSlice(v.Type(), len(list), len(list))
 	for i, e := range list {
+		d.key = ""
 		d.value(s.Index(i), e, d.indexPath(path, i))
 	}
 	v.Set(s)
@@ -277,6 +291,7 @@ func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 	out := reflect.MakeMapWithSize(v.Type(), len(m))
 	for _, k := range d.keys(m) {
 		e := reflect.New(v.Type().Elem()).Elem()
+		d.key = k
 		d.value(e, m[k], d.keyPath(path, k))
 		out.SetMapIndex(reflect.ValueOf(d.strs.share(k)).Convert(v.Type().Key()), e)
 	}
@@ -306,6 +321,7 @@ func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 			}
 		}
 		var s string
+		d.key = k
 		d.value(reflect.ValueOf(&s).Elem(), m[k], d.keyPath(path, k))
 		out = append(out, Tag{Key: d.strs.share(k), Value: s})
 	}
@@ -362,6 +378,7 @@ func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra m
 			}
 			continue
 		}
+		d.key = k
 		d.value(fieldOf(v, idx), m[k], d.keyPath(path, k))
 	}
 }

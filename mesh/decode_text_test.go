@@ -1,0 +1,72 @@
+package mesh
+
+import (
+	"strings"
+	"testing"
+)
+
+// Text fields are never changed without a word, as tag values are not (see
+// TestDecodeTagValuesNeverAltered): YAML 1.1 reads `name: y` as true and `name: n` as false,
+// `name: 010` as 8. Such a name (or parameter name, label, mesh...) is refused with the text
+// written and how to quote it; plain text and values YAML reads as written are kept.
+func TestDecodeTextFieldsNeverAltered(t *testing.T) {
+	vo := func(name, params, labels string) string {
+		return "type: VirtualOutbound\nmesh: default\nname: " + name + "\n" + labels +
+			"selectors:\n- match: {kuma.io/service: \"*\"}\nconf:\n  host: \"{{.s}}.mesh\"\n  port: 8080\n  parameters:\n  - {name: s, tagKey: kuma.io/service}\n" + params
+	}
+	for _, tc := range []struct {
+		name, doc string
+		errs      []string // each a line of the error
+		check     func(Resource) string
+	}{
+		{"name y", vo("y", "", ""), []string{
+			`f.yaml#1: virtualoutbound "y": name: YAML reads this value as a boolean true, not the text written: quote it (name: "y") (value "y")`}, nil},
+		{"name On", vo("On", "", ""), []string{
+			`f.yaml#1: virtualoutbound "On": name: YAML reads this value as a boolean true, not the text written: quote it (name: "On") (value "On")`}, nil},
+		{"name 010", vo("010", "", ""), []string{
+			`f.yaml#1: virtualoutbound "010": name: YAML reads this value as a number 8, not the text written: quote it (name: "010") (value "010")`}, nil},
+		{"parameter name n", strings.Replace(vo("vo", "  - {name: n, tagKey: version}\n", ""), `{{.s}}.mesh`, `{{.n}}.{{.s}}.mesh`, 1), []string{
+			`f.yaml#1: virtualoutbound "vo": conf.parameters[1].name: YAML reads this value as a boolean false, not the text written: quote it (name: "n") (value "n")`}, nil},
+		{"mesh off", strings.Replace(vo("vo", "", ""), "mesh: default", "mesh: off", 1), []string{
+			`f.yaml#1: virtualoutbound "vo": mesh: YAML reads this value as a boolean false, not the text written: quote it (mesh: "off") (value "off")`}, nil},
+		{"label no", vo("vo", "", "labels:\n  team: no\n"), []string{
+			`f.yaml#1: virtualoutbound "vo": labels.team: YAML reads this value as a boolean false, not the text written: quote it (team: "no") (value "no")`}, nil},
+		{"kept: numbers and booleans written as YAML reads them", vo("10", "", "labels:\n  replicas: 3\n  canary: true\n"), nil,
+			func(r Resource) string {
+				m := r.GetMeta()
+				if m.Name != "10" || m.Labels["replicas"] != "3" || m.Labels["canary"] != "true" {
+					return "changed: " + m.Name + " " + m.Labels["replicas"] + " " + m.Labels["canary"]
+				}
+				if r.(*VirtualOutbound).Conf.Port != "8080" {
+					return "port changed: " + r.(*VirtualOutbound).Conf.Port
+				}
+				return ""
+			}},
+		{"kept: quoted", vo(`"y"`, "", "labels:\n  team: 'no'\n"), nil,
+			func(r Resource) string {
+				if m := r.GetMeta(); m.Name != "y" || m.Labels["team"] != "no" {
+					return "changed: " + m.Name + " " + m.Labels["team"]
+				}
+				return ""
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Decode("f.yaml", []byte(tc.doc))
+			var got []string
+			if err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.errs, "\n") {
+				t.Fatalf("errors\n got %q\nwant %q", got, tc.errs)
+			}
+			if tc.check != nil {
+				if len(rs) != 1 {
+					t.Fatalf("%d resources", len(rs))
+				}
+				if msg := tc.check(rs[0]); msg != "" {
+					t.Error(msg)
+				}
+			}
+		})
+	}
+}
