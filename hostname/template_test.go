@@ -290,6 +290,10 @@ func TestValidHostname(t *testing.T) {
 		{strings.Repeat(long+".", 4) + "x", "hostname longer than 253 characters"},
 		{"Upper.mesh", `character 'U' not allowed in a hostname`},
 		{"a/b", `character '/' not allowed in a hostname`},
+		// A tag value's non-ASCII character is named as written, not by its first byte.
+		{"ünïcode.team.mesh", `character 'ü' not allowed in a hostname`},
+		{"a.日本", `character '日' not allowed in a hostname`},
+		{"a\xffb", `byte '\xff' (not UTF-8) not allowed in a hostname`},
 	}
 	for _, tt := range tests {
 		err := Valid(tt.host)
