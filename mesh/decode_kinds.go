@@ -268,6 +268,16 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 			d.unknown(k, k, []string{"apiVersion", "kind", "mesh", "metadata", "spec", "status"})
 		}
 	}
+	if kind == KindMeshExternalService && km.Namespace != "" && km.Labels[NamespaceLabel] == "" {
+		// Kuma's control plane labels a resource from Kubernetes with its namespace: the
+		// HostnameGenerator's {{ .Namespace }} and matchLabels read a MeshExternalService's
+		// there. (Only its: no other kind's labels are read, and a label map per dataplane
+		// would cost a mesh of Kubernetes dataplanes ~200 bytes each.)
+		if km.Labels == nil {
+			km.Labels = make(map[string]string, 1)
+		}
+		km.Labels[NamespaceLabel] = d.strs.share(km.Namespace)
+	}
 	meta := Meta{Mesh: mesh, Name: km.Name, Labels: km.Labels, CreationTime: km.CreationTimestamp}
 	var r Resource
 	switch kind {

@@ -70,3 +70,32 @@ func TestDecodeTextFieldsNeverAltered(t *testing.T) {
 		})
 	}
 }
+
+// A resource in the Kubernetes form carries its namespace as Kuma's k8s.kuma.io/namespace
+// label, as Kuma's control plane labels it: HostnameGenerator's {{ .Namespace }} and
+// matchLabels on k8s.kuma.io/namespace see it. A label written keeps its value.
+func TestKubernetesNamespaceLabel(t *testing.T) {
+	mes := "apiVersion: kuma.io/v1alpha1\nkind: MeshExternalService\nmetadata:\n  name: httpbin\n  namespace: kuma-system\n%s" +
+		"spec:\n  match: {type: HostnameGenerator, port: 80, protocol: http}\n  endpoints:\n  - {address: httpbin.org, port: 80}\n"
+	for _, tc := range []struct{ labels, want string }{
+		{"", "kuma-system"},
+		{"  labels: {kuma.io/mesh: default}\n", "kuma-system"},
+		{"  labels: {k8s.kuma.io/namespace: other}\n", "other"},
+	} {
+		rs, err := Decode("f.yaml", []byte(strings.Replace(mes, "%s", tc.labels, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rs[0].GetMeta().Labels[NamespaceLabel]; got != tc.want {
+			t.Errorf("labels %q: %s = %q, want %q", tc.labels, NamespaceLabel, got, tc.want)
+		}
+	}
+	// The universal form has no namespace: no label is made up.
+	rs, err := Decode("f.yaml", []byte("type: MeshExternalService\nname: httpbin\nmesh: default\nspec:\n  match: {port: 80, protocol: http}\n  endpoints:\n  - {address: httpbin.org, port: 80}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := rs[0].GetMeta().Labels[NamespaceLabel]; ok {
+		t.Errorf("universal form: %s = %q, want none", NamespaceLabel, got)
+	}
+}
