@@ -403,6 +403,9 @@ func bounded(s string, err error) (string, error) {
 // (boundedFuncs), so that no policy can make a render run long or allocate much: without
 // loops, a render takes at most as many steps as the template has nodes.
 func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*template.Template, error) {
+	if len(src) > MaxTemplateBytes {
+		return nil, &TemplateError{Field: field, Template: src, Msg: fmt.Sprintf("longer than %d bytes", MaxTemplateBytes)}
+	}
 	fm := template.FuncMap{}
 	for k, v := range boundedFuncs {
 		fm[k] = v
@@ -418,7 +421,9 @@ func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*
 		return nil, &TemplateError{Field: field, Template: src, Msg: "define and block are not supported"}
 	}
 	var bad string
+	nodes := 0
 	walk(t.Tree.Root, func(n parse.Node) {
+		nodes++
 		switch n.(type) {
 		case *parse.RangeNode:
 			bad = "range"
@@ -431,8 +436,22 @@ func parseTemplate(field, src string, funcs template.FuncMap, quoteFn string) (*
 	if bad != "" {
 		return nil, &TemplateError{Field: field, Template: src, Msg: bad + " is not supported"}
 	}
+	if nodes > MaxTemplateNodes {
+		return nil, &TemplateError{Field: field, Template: src, Msg: fmt.Sprintf(
+			"more than %d nodes (actions, branches, arguments): too complex for a hostname", MaxTemplateNodes)}
+	}
 	return t, nil
 }
+
+// MaxTemplateBytes and MaxTemplateNodes bound a template when it is compiled. A render
+// walks each node at most once (no loops), so they bound what one render costs: without
+// them a policy of 20,000 nested ifs (320 KB) cost ~5 ms a render, 49 s of CPU for a mesh
+// of 10,000 dataplanes at each change. A hostname is at most 253 bytes; the designs' and
+// Kuma's templates have 10-30 nodes ({{if .port}}{{.port}}{{else}}8080{{end}}: 12).
+const (
+	MaxTemplateBytes = 2048
+	MaxTemplateNodes = 128
+)
 
 // safePrintf is fmt.Sprintf refusing widths and precisions over 3 digits.
 func safePrintf(format string, args ...any) (string, error) {
