@@ -412,6 +412,44 @@ func TestTemplateSizeIsBounded(t *testing.T) {
 	}
 }
 
+// The tag keys a VirtualOutbound reads are bounded: each tuple's key spells them all, so
+// 3,000 unused parameters made every tuple's key ~150 KB (10,000 dataplanes: 19 s and
+// 3.7 GB). Kuma's and the designs' use 1-4.
+func TestTemplateTagKeysAreBounded(t *testing.T) {
+	params := func(n, keyLen int) []Parameter {
+		ps := []Parameter{{Name: "service", TagKey: ServiceTag}}
+		for i := 1; i < n; i++ {
+			k := fmt.Sprintf("k%d.", i)
+			ps = append(ps, Parameter{Name: fmt.Sprintf("p%d", i), TagKey: k + strings.Repeat("x", keyLen-len(k))})
+		}
+		return ps
+	}
+	tags := map[string]string{}
+	for i := range 17 {
+		tags[fmt.Sprintf("tag%d", i)] = fmt.Sprintf("t%d", i)
+	}
+	for _, tc := range []struct {
+		name string
+		conf VirtualOutboundConf
+		err  string
+	}{
+		{"3,000 parameters", VirtualOutboundConf{Host: "{{.service}}.mesh", Port: "80", Parameters: params(3000, 40)},
+			"conf.parameters: template: the templates read 3000 tag keys: at most 16"},
+		{"17 conf.tags", VirtualOutboundConf{Host: "{{t1}}.mesh", Port: "80", Tags: tags},
+			"conf.tags: template: the templates read 17 tag keys: at most 16"},
+		{"long keys", VirtualOutboundConf{Host: "{{.service}}.mesh", Port: "80", Parameters: params(4, 200)},
+			"conf.parameters: template: the tag keys the templates read are 615 bytes together: at most 512"},
+	} {
+		_, err := CompileVirtualOutbound(tc.conf)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+			t.Errorf("%s: error %.300v, want %q", tc.name, err, tc.err)
+		}
+	}
+	if _, err := CompileVirtualOutbound(VirtualOutboundConf{Host: "{{.service}}.mesh", Port: "80", Parameters: params(16, 32)}); err != nil {
+		t.Errorf("16 parameters of 32 bytes: %v", err)
+	}
+}
+
 // FuzzTemplate compiles and renders any template source: a render either fails or gives a
 // valid hostname (and port), and never allocates more than maxRenderAlloc.
 func FuzzTemplate(f *testing.F) {
