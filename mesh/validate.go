@@ -221,8 +221,15 @@ func (v *validator) ip(path, s string, required bool) {
 		}
 		return
 	}
-	if _, err := netip.ParseAddr(s); err != nil {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
 		v.errorf(path, s, "not an IP address")
+	case a.Zone() != "":
+		// Envoy parses no zone: the update carrying it would be rejected whole.
+		v.errorf(path, s, "an IP address without a zone (%%%s)", a.Zone())
+	case a.IsUnspecified() && (path == "networking.address" || path == "networking.advertisedAddress"):
+		v.errorf(path, s, "must not be 0.0.0.0 or :: (other dataplanes connect to it)")
 	}
 }
 
