@@ -467,9 +467,9 @@ type hostnameGeneratorIn struct {
 type hostnameGeneratorSpecIn struct {
 	TargetRef *TargetRef `json:"targetRef,omitempty"`
 	Selector  *struct {
-		MeshExternalService *struct {
-			MatchLabels map[string]string `json:"matchLabels"`
-		} `json:"meshExternalService"`
+		MeshExternalService  *labelSelector `json:"meshExternalService"`
+		MeshService          *labelSelector `json:"meshService"`
+		MeshMultiZoneService *labelSelector `json:"meshMultiZoneService"`
 	} `json:"selector,omitempty"`
 	Template string `json:"template"`
 }
@@ -483,13 +483,50 @@ func (hg *hostnameGeneratorIn) toHostnameGenerator(d *decoder, specPath string) 
 	case s.TargetRef != nil:
 		out.Spec.TargetRef = *s.TargetRef
 	case s.Selector != nil:
-		if s.Selector.MeshExternalService == nil {
-			d.errorf(specPath+".selector.meshExternalService", "", "required (the only selector supported)")
-			break
+		// Kuma's generators for MeshService and MeshMultiZoneService (it creates some in
+		// every zone) are kept with their kind: they select nothing here, where services
+		// are kuma.io/service tags, rather than refuse the mesh they come in.
+		var kinds []string
+		for _, k := range []struct {
+			kind string
+			sel  *labelSelector
+		}{{KindMeshExternalService, s.Selector.MeshExternalService}, {KindMeshService, s.Selector.MeshService},
+			{KindMeshMultiZoneService, s.Selector.MeshMultiZoneService}} {
+			if k.sel != nil {
+				kinds = append(kinds, k.kind)
+				out.Spec.TargetRef = TargetRef{Kind: k.kind, Tags: TagsOf(k.sel.MatchLabels)}
+			}
 		}
-		out.Spec.TargetRef = TargetRef{Kind: KindMeshExternalService, Tags: TagsOf(s.Selector.MeshExternalService.MatchLabels)}
+		switch {
+		case len(kinds) > 1:
+			d.errorf(specPath+".selector", strings.Join(kinds, ", "), "give one selector")
+		case len(kinds) == 0:
+			out.Spec.TargetRef.Kind = KindMeshExternalService // refused: the reason is reported
+			if !d.reported(specPath + ".selector") {
+				d.errorf(specPath+".selector", "", "required: meshExternalService, meshService or meshMultiZoneService")
+			}
+		}
 	}
 	return out
+}
+
+// labelSelector is Kuma's `matchLabels` selector.
+type labelSelector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// reported reports whether a problem at or below path was reported (or, in a quick pass,
+// whether anything failed).
+func (d *decoder) reported(path string) bool {
+	if d.quick {
+		return d.failed
+	}
+	for _, e := range d.errs {
+		if within(e.Path, path) {
+			return true
+		}
+	}
+	return false
 }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }

@@ -506,12 +506,12 @@ spec:
 kind: HostnameGenerator
 metadata: {name: h}
 spec:
-  targetRef: {kind: MeshService}
+  targetRef: {kind: MeshGateway}
   template: "{{ name }}.-x"
 `,
 			want: []string{
 				`f.yaml#1: meshexternalservice "m": spec.endpoints: at least one endpoint is required (unless spec.extension is given)`,
-				`f.yaml#2: hostnamegenerator "h": spec.targetRef.kind: must be MeshExternalService (value "MeshService")`,
+				`f.yaml#2: hostnamegenerator "h": spec.targetRef.kind: must be MeshExternalService (MeshService and MeshMultiZoneService are accepted and select nothing here) (value "MeshGateway")`,
 				`f.yaml#2: hostnamegenerator "h": spec.template: renders an invalid value with stand-in values: label starts or ends with '-' (value "a1.-x")`,
 			},
 		},

@@ -70,3 +70,38 @@ func TestGatewayDataplaneWithoutInbounds(t *testing.T) {
 		t.Errorf("%d dataplanes in the snapshot, want 3", got)
 	}
 }
+
+// Kuma creates HostnameGenerators for MeshService and MeshMultiZoneService in every zone
+// (local-mesh-service, synced-mesh-multi-zone-service...): a dump of a Kuma deployment holds
+// them. They are accepted and kept with their kind - they select nothing here, where
+// services are kuma.io/service tags - instead of refusing the whole mesh. Their templates are
+// still checked.
+func TestKumaHostnameGeneratorsForMeshServices(t *testing.T) {
+	doc := func(sel, tmpl string) string {
+		return "apiVersion: kuma.io/v1alpha1\nkind: HostnameGenerator\nmetadata:\n  name: local-mesh-service\n  namespace: kuma-system\nspec:\n  selector:\n    " +
+			sel + ":\n      matchLabels:\n        kuma.io/origin: zone\n  template: '" + tmpl + "'\n"
+	}
+	for _, tc := range []struct{ sel, kind string }{
+		{"meshService", "MeshService"},
+		{"meshMultiZoneService", "MeshMultiZoneService"},
+		{"meshExternalService", KindMeshExternalService},
+	} {
+		rs, err := Decode("f.yaml", []byte(doc(tc.sel, "{{ .DisplayName }}.{{ .Namespace }}.svc.mesh.local")))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sel, err)
+		}
+		ref := rs[0].(*HostnameGenerator).Spec.TargetRef
+		if ref.Kind != tc.kind || ref.Tags.String() != "{kuma.io/origin=zone}" {
+			t.Errorf("%s: targetRef %+v, want kind %s with the labels", tc.sel, ref, tc.kind)
+		}
+	}
+	_, err := Decode("f.yaml", []byte(doc("meshService", "{{ .Nope }}.mesh")))
+	if err == nil || !strings.Contains(err.Error(), `spec.template: template: no field "Nope"`) {
+		t.Errorf("a bad template of a MeshService generator: %v", err)
+	}
+	_, err = Decode("f.yaml", []byte(doc("meshGateway", "{{ .DisplayName }}.mesh")))
+	want := `f.yaml#1: hostnamegenerator "local-mesh-service": spec.selector.meshGateway: unknown field (known: meshExternalService, meshMultiZoneService, meshService)`
+	if err == nil || err.Error() != want {
+		t.Errorf("an unknown selector: error\n got %v\nwant %s", err, want)
+	}
+}

@@ -385,8 +385,14 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 }
 
 func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
-	if hg.Spec.TargetRef.Kind != KindMeshExternalService {
-		v.errorf("spec.targetRef.kind", hg.Spec.TargetRef.Kind, "must be %s", KindMeshExternalService)
+	switch k := hg.Spec.TargetRef.Kind; k {
+	case KindMeshExternalService:
+	case KindMeshService, KindMeshMultiZoneService:
+		// Kuma's own generators for its services (it creates some in every zone): kept,
+		// selecting nothing here, where services are kuma.io/service tags.
+	default:
+		v.errorf("spec.targetRef.kind", k, "must be %s (%s and %s are accepted and select nothing here)",
+			KindMeshExternalService, KindMeshService, KindMeshMultiZoneService)
 	}
 	ht, err := hostname.CompileHostnameGenerator(hg.Spec.Template)
 	if err != nil {
