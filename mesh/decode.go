@@ -219,10 +219,77 @@ func parseJSON(text []byte) ([]any, bool) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, false
 	}
+	if jsonDuplicateKey(t) {
+		return nil, false // YAML's strict reading reports it, with its line
+	}
 	if list, ok := n.([]any); ok {
 		return list, true
 	}
 	return []any{n}, true
+}
+
+// jsonDuplicateKey reports whether an object of the well-formed JSON text t has a key twice
+// (as written: "a" and "\u0061" are not told apart). encoding/json keeps the last value
+// silently; YAML refuses a duplicate, and so must the same document written as JSON. One
+// pass over the bytes; an object's keys are compared in a list, in a set past 16 of them.
+func jsonDuplicateKey(t []byte) bool {
+	type frame struct {
+		object, wantKey bool
+		keys            [][]byte
+		set             map[string]struct{}
+	}
+	var stack []frame
+	for i := 0; i < len(t); i++ {
+		switch t[i] {
+		case '{':
+			stack = append(stack, frame{object: true, wantKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if f := &stack[len(stack)-1]; f.object {
+				f.wantKey = true
+			}
+		case '"':
+			start := i + 1
+			for i++; i < len(t) && t[i] != '"'; i++ {
+				if t[i] == '\\' {
+					i++
+				}
+			}
+			if len(stack) == 0 {
+				continue
+			}
+			f := &stack[len(stack)-1]
+			if !f.object || !f.wantKey {
+				continue
+			}
+			f.wantKey = false
+			key := t[start:i]
+			if f.set != nil {
+				if _, dup := f.set[string(key)]; dup {
+					return true
+				}
+				f.set[string(key)] = struct{}{}
+				continue
+			}
+			for _, k := range f.keys {
+				if bytes.Equal(k, key) {
+					return true
+				}
+			}
+			f.keys = append(f.keys, key)
+			if len(f.keys) > 16 {
+				f.set = make(map[string]struct{}, 2*len(f.keys))
+				for _, k := range f.keys {
+					f.set[string(k)] = struct{}{}
+				}
+				f.keys = nil
+			}
+		}
+	}
+	return false
 }
 
 // parseDocumentSlow is parseDocument through sigs.k8s.io/yaml, for every document.

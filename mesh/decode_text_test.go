@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -97,5 +98,32 @@ func TestKubernetesNamespaceLabel(t *testing.T) {
 	}
 	if got, ok := rs[0].GetMeta().Labels[NamespaceLabel]; ok {
 		t.Errorf("universal form: %s = %q, want none", NamespaceLabel, got)
+	}
+}
+
+// Duplicate keys are an error in JSON as in YAML: encoding/json keeps the last silently, so
+// {"kuma.io/service": "a", "kuma.io/service": "b"} selected b without a word.
+func TestDecodeJSONDuplicateKeys(t *testing.T) {
+	for _, tc := range []struct{ name, doc, err string }{
+		{"top level", `{"type":"VirtualOutbound","name":"x","name":"y"}`, `key "name" already set in map`},
+		{"in tags", `{"type":"Dataplane","mesh":"default","name":"d","networking":{"address":"10.0.0.1","inbound":[{"port":80,"tags":{"kuma.io/service":"a","kuma.io/service":"b"}}]}}`,
+			`key "kuma.io/service" already set in map`},
+		{"in an array of documents", `[{"type":"Dataplane","type":"Dataplane"}]`, `key "type" already set in map`},
+	} {
+		_, err := Decode("f.json", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		}
+	}
+	// The same key in different objects, keys that are values, escaped quotes, and an object
+	// of many keys are fine.
+	var many strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&many, `,"k%d":"v"`, i)
+	}
+	ok := `[{"type":"Dataplane","mesh":"default","name":"name","labels":{"a\"b":"type","name":"x"` + many.String() + `},` +
+		`"networking":{"address":"10.0.0.1","inbound":[{"port":80,"tags":{"kuma.io/service":"a"}},{"port":81,"tags":{"kuma.io/service":"b"}}]}}]`
+	if rs, err := Decode("f.json", []byte(ok)); err != nil || len(rs) != 1 {
+		t.Errorf("no duplicate: %d resources, %v", len(rs), err)
 	}
 }
