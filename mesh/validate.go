@@ -281,9 +281,17 @@ func tagProblem(k, val string, wildcard bool) string {
 		return `"*" is only allowed in selectors`
 	case strings.ContainsAny(val, " \t\n"):
 		return "tag values cannot contain whitespace"
+	case strings.ContainsAny(val, tupleSyntax):
+		return "tag values cannot contain ',', '=', '{' or '}'"
+	case strings.ContainsAny(k, tupleSyntax):
+		return "tag keys cannot contain ',', '=', '{' or '}'"
 	}
 	return ""
 }
+
+// tupleSyntax is what a tuple's key (policy{k1=v1,k2=v2}) is spelled with: a tag holding
+// one could make two tuples spell one key. Kuma's tag rules refuse them too.
+const tupleSyntax = ",={}"
 
 // tagsNeedReport reports whether some tag of t is refused by validator.tags.
 func tagsNeedReport(t Tags, wildcard bool) bool {
