@@ -233,6 +233,9 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		d.errorf("kind", kind, "VirtualHost has only the universal form (type: VirtualHost)")
 		return nil, f
 	}
+	if ns, _ := md["namespace"].(string); kind == KindDataplane && ns != "" && d.name != "" {
+		d.name += "." + ns // Kuma's name of a namespaced dataplane (see below)
+	}
 	var km kubeMeta
 	var mesh string
 	spec := map[string]any{}
@@ -279,6 +282,11 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		km.Labels[NamespaceLabel] = d.strs.share(km.Namespace)
 	}
 	meta := Meta{Mesh: mesh, Name: km.Name, Labels: km.Labels, CreationTime: km.CreationTimestamp}
+	if kind == KindDataplane && km.Namespace != "" && km.Name != "" {
+		// Kuma names a dataplane from Kubernetes <name>.<namespace>: pods of one name in two
+		// namespaces are two dataplanes, and a universal file names them the same way.
+		meta.Name = d.strs.share(km.Name + "." + km.Namespace)
+	}
 	var r Resource
 	switch kind {
 	case KindHostnameGenerator:

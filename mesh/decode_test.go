@@ -77,7 +77,7 @@ spec:
       tags: {kuma.io/service: pay_ns_svc_80}
 `,
 			kind: KindDataplane,
-			want: `{"mesh":"prod","name":"pay-1","creationTime":"2024-03-01T10:00:00Z","networking":{"address":"fd00::1",
+			want: `{"mesh":"prod","name":"pay-1.ns","creationTime":"2024-03-01T10:00:00Z","networking":{"address":"fd00::1",
 				"inbound":[{"port":80,"tags":{"kuma.io/service":"pay_ns_svc_80"}}]}}`,
 		},
 		{

@@ -105,3 +105,47 @@ func TestKumaHostnameGeneratorsForMeshServices(t *testing.T) {
 		t.Errorf("an unknown selector: error\n got %v\nwant %s", err, want)
 	}
 }
+
+// A Dataplane in the Kubernetes form is named <name>.<namespace>, as Kuma names it: pods of
+// one name in two namespaces (redis-0 in ns1 and in ns2) are two dataplanes, not a
+// duplicate that refuses the whole mesh; and the agent's own dataplane, written either way,
+// is the same one.
+func TestKubernetesDataplaneNamesCarryTheNamespace(t *testing.T) {
+	k8s := func(ns, ip string) string {
+		return "apiVersion: kuma.io/v1alpha1\nkind: Dataplane\nmesh: default\nmetadata:\n  name: redis-0\n  namespace: " + ns +
+			"\nspec:\n  networking:\n    address: " + ip + "\n    inbound:\n    - port: 6379\n      tags: {kuma.io/service: redis_" + ns + "_svc_6379}\n"
+	}
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "pol")
+	if err := os.Mkdir(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pol, "dps.yaml"), []byte(k8s("ns1", "10.5.0.1")+"---\n"+k8s("ns2", "10.5.0.2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, self := range []string{
+		k8s("ns1", "10.5.0.1"),
+		"type: Dataplane\nmesh: default\nname: redis-0.ns1\nnetworking:\n  address: 10.5.0.1\n  inbound:\n  - port: 6379\n    tags: {kuma.io/service: redis_ns1_svc_6379}\n",
+	} {
+		f := filepath.Join(dir, "dp.yaml")
+		if err := os.WriteFile(f, []byte(self), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := Load(f, pol)
+		if err != nil {
+			t.Fatalf("two namespaces' redis-0: %v", err)
+		}
+		var names []string
+		for _, d := range snap.Dataplanes {
+			names = append(names, d.Name)
+		}
+		if got := strings.Join(names, ","); got != "redis-0.ns1,redis-0.ns2" || snap.Self.Name != "redis-0.ns1" {
+			t.Errorf("dataplanes %s, self %s; want redis-0.ns1,redis-0.ns2 with self redis-0.ns1", got, snap.Self.Name)
+		}
+	}
+	// Errors name it so too.
+	_, err := Decode("f.yaml", []byte(strings.Replace(k8s("ns1", "10.5.0.1"), "port: 6379", "port: 0", 1)))
+	if err == nil || !strings.Contains(err.Error(), `dataplane "redis-0.ns1": spec.networking.inbound[0].port`) {
+		t.Errorf("error %v, want the dataplane named redis-0.ns1", err)
+	}
+}
