@@ -540,20 +540,19 @@ func (vt *VOTemplate) CheckStandIns() error {
 		host, port = append(host, tagset.Tag{Key: k, Value: "a1"}), append(port, tagset.Tag{Key: k, Value: "80"})
 	}
 	host, port = tagset.Sorted(host), tagset.Sorted(port)
+	var hostErr, portErr error
 	if _, _, err := vt.Render(host); err != nil {
 		var re *RenderError
 		if !errors.As(err, &re) || re.Field != "conf.port" {
-			return err
+			hostErr = err
 		}
 	}
 	if vt.literalPort == 0 {
-		pb, err := vt.exec(&vt.port, port, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := parsePort(string(pb)); err != nil {
-			return &RenderError{Field: "conf.port", Rendered: string(pb), Msg: err.Error()}
+		if pb, err := vt.exec(&vt.port, port, nil); err != nil {
+			portErr = err
+		} else if _, err := parsePort(string(pb)); err != nil {
+			portErr = &RenderError{Field: "conf.port", Rendered: string(pb), Msg: err.Error()}
 		}
 	}
-	return nil
+	return errors.Join(hostErr, portErr) // both problems at once
 }

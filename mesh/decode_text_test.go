@@ -127,3 +127,32 @@ func TestDecodeJSONDuplicateKeys(t *testing.T) {
 		t.Errorf("no duplicate: %d resources, %v", len(rs), err)
 	}
 }
+
+// Every problem of a VirtualOutbound's templates at once: a port out of range hid that the
+// host renders no hostname, and a host rendering none hid a port rendering no port.
+func TestVirtualOutboundHostAndPortProblemsAtOnce(t *testing.T) {
+	vo := func(host, port string) string {
+		return "type: VirtualOutbound\nmesh: default\nname: v\nselectors: [{match: {kuma.io/service: \"*\"}}]\nconf:\n  host: '" + host +
+			"'\n  port: '" + port + "'\n  parameters: [{name: s, tagKey: kuma.io/service}]\n"
+	}
+	for _, tc := range []struct {
+		host, port string
+		want       []string
+	}{
+		{"{{.s}}..mesh", "70000", []string{
+			`f.yaml#1: virtualoutbound "v": conf.port: template: port must be 1-65535 (value "70000")`,
+			`f.yaml#1: virtualoutbound "v": conf.host: renders an invalid value with stand-in tag values: empty label (value "a1..mesh")`}},
+		{"{{.s}}..mesh", "{{.s}}x", []string{
+			`f.yaml#1: virtualoutbound "v": conf.host: renders an invalid value with stand-in tag values: empty label (value "a1..mesh")`,
+			`f.yaml#1: virtualoutbound "v": conf.port: renders an invalid value with stand-in tag values: not a port 1-65535 (value "80x")`}},
+	} {
+		_, err := Decode("f.yaml", []byte(vo(tc.host, tc.port)))
+		var got []string
+		if err != nil {
+			got = strings.Split(err.Error(), "\n")
+		}
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("host %q port %q: errors\n got %q\nwant %q", tc.host, tc.port, got, tc.want)
+		}
+	}
+}

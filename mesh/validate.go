@@ -322,16 +322,23 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 	}
 	vt, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	if err != nil {
-		errs := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		}
-		for _, err := range errs {
+		portOnly := true
+		for _, err := range unjoin(err) {
 			var te *hostname.TemplateError
 			if errors.As(err, &te) {
 				v.errorf(te.Field, te.Template, "template: %s", te.Msg)
+				portOnly = portOnly && te.Field == "conf.port"
 			} else {
 				v.errorf("conf", "", "%v", err)
+				portOnly = false
+			}
+		}
+		if portOnly {
+			// The host compiled: whether it renders a hostname is told at once too.
+			c := vo.Conf.Templates()
+			c.Port = "80"
+			if hvt, err := hostname.CompileVirtualOutbound(c); err == nil {
+				v.standIns(hvt, vo)
 			}
 		}
 		return
@@ -347,7 +354,12 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 			}
 		}
 	}
-	if err := vt.CheckStandIns(); err != nil {
+	v.standIns(vt, vo)
+}
+
+// standIns reports what the templates render with stand-in tag values, host and port.
+func (v *validator) standIns(vt *hostname.VOTemplate, vo *VirtualOutbound) {
+	for _, err := range unjoin(vt.CheckStandIns()) {
 		var re *hostname.RenderError
 		if errors.As(err, &re) {
 			v.errorf(re.Field, re.Rendered, "renders an invalid value with stand-in tag values: %s", re.Msg)
@@ -355,6 +367,17 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 			v.errorf("conf.host", vo.Conf.Host, "does not render with stand-in tag values: %v", err)
 		}
 	}
+}
+
+// unjoin is the errors errors.Join joined into err (err itself otherwise; none for nil).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func (v *validator) trafficRoute(tr *TrafficRoute) {
