@@ -3,6 +3,7 @@ package mesh
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,7 +28,19 @@ func Decode(source string, data []byte) ([]Resource, error) {
 	num := 0
 	file := NewSource(source, 0)
 	strs := newStrArena(len(data))
+	stop := func() bool {
+		if len(errs) < MaxFileErrors {
+			return false
+		}
+		errs = append(errs[:MaxFileErrors], &FieldError{Source: file.WithDoc(num + 1).String(),
+			Msg: fmt.Sprintf("decoding stopped after %d problems: fix those first", MaxFileErrors)})
+		return true
+	}
+docs:
 	for _, doc := range splitDocuments(data) {
+		if stop() {
+			break
+		}
 		nodes, err := parseDocument(doc.text)
 		if err != nil {
 			num++
@@ -36,6 +49,9 @@ func Decode(source string, data []byte) ([]Resource, error) {
 			continue
 		}
 		for i, n := range nodes {
+			if stop() {
+				break docs
+			}
 			num++
 			r, derrs, redo := decodeQuickIn(strs, file.WithDoc(num), n, doc.text)
 			if redo {
@@ -58,6 +74,11 @@ func Decode(source string, data []byte) ([]Resource, error) {
 	}
 	return out, nil
 }
+
+// MaxFileErrors is the number of problems of one file after which Decode stops, saying so:
+// a file of junk documents (300,000 of them in 1.8 MB) took 17 s and printed 31 MB of errors,
+// at every reload. A file with a problem is refused whatever the number.
+const MaxFileErrors = 100
 
 // LoadFile decodes one file (see Decode); errors name the file by path.
 func LoadFile(path string) ([]Resource, error) {
