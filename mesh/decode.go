@@ -28,12 +28,17 @@ func Decode(source string, data []byte) ([]Resource, error) {
 	num := 0
 	file := NewSource(source, 0)
 	strs := newStrArena(len(data))
+	stopped := false
+	stopAt := func(doc int) {
+		errs = append(errs[:MaxFileErrors], &FieldError{Source: file.WithDoc(doc).String(),
+			Msg: fmt.Sprintf("decoding stopped after %d problems: fix those first", MaxFileErrors)})
+		stopped = true
+	}
 	stop := func() bool {
 		if len(errs) < MaxFileErrors {
 			return false
 		}
-		errs = append(errs[:MaxFileErrors], &FieldError{Source: file.WithDoc(num + 1).String(),
-			Msg: fmt.Sprintf("decoding stopped after %d problems: fix those first", MaxFileErrors)})
+		stopAt(num + 1)
 		return true
 	}
 docs:
@@ -67,6 +72,9 @@ docs:
 				out = append(out, r)
 			}
 		}
+	}
+	if !stopped && len(errs) > MaxFileErrors {
+		stopAt(num) // the last document had more than were listed
 	}
 	settle(out)
 	if len(errs) > 0 {

@@ -50,6 +50,9 @@ func (d *decoder) errorf(path, value, format string, args ...any) {
 		d.failed = true
 		return
 	}
+	if len(d.errs) > MaxFileErrors {
+		return // Decode lists MaxFileErrors and says it stopped
+	}
 	d.errs = append(d.errs, &FieldError{Source: d.source.String(), Kind: d.kind, Name: d.name,
 		Path: path, Value: redact(path, value), Msg: fmt.Sprintf(format, args...)})
 }
@@ -403,6 +406,9 @@ func (d *decoder) unknown(path, key string, known []string) {
 	if d.quick {
 		d.failed = true
 		return
+	}
+	if len(d.errs) > MaxFileErrors {
+		return // not listed: no suggestion to look for
 	}
 	if s := Suggest(key, known); s != "" {
 		d.errorf(path, "", "unknown field, did you mean %s?", s)

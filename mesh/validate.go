@@ -34,6 +34,9 @@ type validator struct {
 }
 
 func (v *validator) errorf(path, value, format string, args ...any) {
+	if len(v.errs) > MaxFileErrors {
+		return // Decode lists MaxFileErrors and says it stopped
+	}
 	v.errs = append(v.errs, &FieldError{Source: v.source.String(), Kind: v.kind, Name: v.name,
 		Path: v.path(path), Value: redact(v.path(path), value), Msg: fmt.Sprintf(format, args...)})
 }
