@@ -198,3 +198,22 @@ func TestDecodeStopsAfterManyProblemsInOneDocument(t *testing.T) {
 		t.Errorf("last error %q", last)
 	}
 }
+
+// Duplicate names are listed up to MaxFileErrors, then counted: 100,000 copies of one
+// VirtualOutbound printed 99,999 lines (10 MB).
+func TestDuplicateNamesBounded(t *testing.T) {
+	doc := "---\ntype: VirtualOutbound\nmesh: default\nname: v\nselectors: [{match: {kuma.io/service: a}}]\nconf: {host: a.mesh, port: 80}\n"
+	rs, err := Decode("f.yaml", []byte(strings.Repeat(doc, 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := Decode("dp.yaml", []byte(dpA))
+	_, err = NewSnapshot(self[0].(*Dataplane), rs)
+	errs, _ := err.(Errors)
+	if len(errs) != MaxFileErrors+1 {
+		t.Fatalf("%d errors, want %d and a count of the others", len(errs), MaxFileErrors+1)
+	}
+	if last := errs[len(errs)-1].Error(); last != "899 more resources of a duplicate name, not listed" {
+		t.Errorf("last error %q", last)
+	}
+}
