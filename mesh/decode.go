@@ -46,7 +46,7 @@ docs:
 		if stop() {
 			break
 		}
-		nodes, err := parseDocument(doc.text)
+		nodes, err := parseDocumentItems(doc.text)
 		if err != nil {
 			num++
 			errs = append(errs, &FieldError{Source: file.WithDoc(num).String(),
@@ -62,7 +62,7 @@ docs:
 			if redo {
 				// A problem: decode the document again, reporting every problem in order
 				// with its path (from a fresh parse: the quick pass may have changed it).
-				if again, err := parseDocument(doc.text); err == nil && i < len(again) {
+				if again, err := parseDocumentItems(doc.text); err == nil && i < len(again) {
 					n = again[i] // always: parsing is deterministic
 				}
 				r, derrs = decodeDocumentIn(strs, file.WithDoc(num), n, doc.text)
@@ -213,6 +213,45 @@ func blankYAML(b []byte) bool {
 	}
 	return true
 }
+
+// parseDocumentItems is parseDocument with the items of a Kubernetes List (`kind: List`,
+// `kind: DataplaneList`... with `items`, what `kubectl get -o yaml` writes) in its place:
+// each item is a document, numbered as a JSON array's elements are.
+func parseDocumentItems(text []byte) ([]any, error) {
+	nodes, err := parseDocument(text)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range nodes {
+		if items, ok := listItems(n); ok {
+			out := append(nodes[:i:i], items...)
+			for _, n := range nodes[i+1:] {
+				if items, ok := listItems(n); ok {
+					out = append(out, items...)
+				} else {
+					out = append(out, n)
+				}
+			}
+			return out, nil
+		}
+	}
+	return nodes, nil
+}
+
+// listItems is the items of a Kubernetes List, and whether n is one with a list of items.
+func listItems(n any) ([]any, bool) {
+	m, ok := n.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	if k, _ := m["kind"].(string); !isListKind(k) {
+		return nil, false
+	}
+	items, ok := m["items"].([]any)
+	return items, ok
+}
+
+func isListKind(k string) bool { return strings.HasSuffix(k, "List") }
 
 // parseDocument turns one YAML or JSON document into generic nodes: one per document, or one
 // per element when the document is a list.

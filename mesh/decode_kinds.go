@@ -81,6 +81,10 @@ func (d *decoder) document(n any) (Resource, Errors) {
 		return nil, d.errs
 	case hasType:
 		r, f = d.universal(scalarText(typ), m)
+	case hasKind && isListKind(scalarText(kind)):
+		d.kind = "list"
+		d.errorf("items", scalarText(m["items"]), "expected a list of resources, got %s", typeName(m["items"]))
+		return nil, d.errs
 	case hasKind:
 		r, f = d.kubernetes(scalarText(kind), m)
 	default:

@@ -266,3 +266,25 @@ func TestDecodeManyNumericValuesLinear(t *testing.T) {
 		t.Errorf("k19999 = %q", got)
 	}
 }
+
+// `kubectl get dataplanes,meshexternalservices -A -o yaml` writes a List whose items are
+// the resources: each item is read as a document (numbered as a JSON array's elements).
+func TestDecodeKubernetesList(t *testing.T) {
+	item := func(name, ns string) string {
+		return "- apiVersion: kuma.io/v1alpha1\n  kind: Dataplane\n  mesh: default\n  metadata: {name: " + name + ", namespace: " + ns +
+			"}\n  spec:\n    networking:\n      address: 10.5.0.1\n      inbound:\n      - port: 6379\n        tags: {kuma.io/service: redis}\n"
+	}
+	doc := "apiVersion: v1\nkind: List\nitems:\n" + item("redis-0", "ns1") + item("redis-0", "ns2") + "metadata:\n  resourceVersion: \"\"\n"
+	rs, err := Decode("f.yaml", []byte(doc+"---\n"+dpA))
+	if err != nil || resourceNames(rs) != "redis-0.ns1,redis-0.ns2,a" {
+		t.Fatalf("resources %s, %v", resourceNames(rs), err)
+	}
+	_, err = Decode("f.yaml", []byte(strings.Replace(doc, "port: 6379", "port: 0", 1)))
+	if err == nil || !strings.HasPrefix(err.Error(), `f.yaml#1: dataplane "redis-0.ns1": spec.networking.inbound[0].port: required`) {
+		t.Errorf("error %v, want the first item named", err)
+	}
+	_, err = Decode("f.yaml", []byte("apiVersion: v1\nkind: DataplaneList\nitems: {a: 1}\n"))
+	if err == nil || !strings.Contains(err.Error(), "items: expected a list") {
+		t.Errorf("items not a list: %v", err)
+	}
+}
