@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -204,8 +205,8 @@ func (v *validator) gateway(x *NetworkingExtra) bool {
 		v.errorf("networking.gateway.type", g.Type, "must be DELEGATED or BUILTIN")
 	}
 	tags := make(map[string]string, len(g.Tags))
-	for k, val := range g.Tags {
-		switch val.(type) {
+	for _, k := range slices.Sorted(maps.Keys(g.Tags)) { // problems in a stable order
+		switch val := g.Tags[k]; val.(type) {
 		case string, float64, bool:
 			tags[k] = fmt.Sprint(val)
 		default:
