@@ -43,8 +43,9 @@ type decoder struct {
 	byKey    map[string]*plainIndex
 	elems    *plainIndex
 	keyScans int // keys looked up without byKey
-	// key is the mapping key whose value is being decoded ("" for a list element): a text
-	// field YAML read as a number or a boolean is checked against the text written for it.
+	// key is the mapping key whose value is being decoded (listElement for a list element,
+	// "" when unknown): a text field YAML read as a number or a boolean is checked against
+	// the text written for it.
 	key string
 	// strs, when set, holds copies of the strings stored in the resource (see strArena),
 	// so that the resource does not keep the document's text alive.
@@ -75,9 +76,9 @@ var (
 // as decoded) against the document's text: ok when a plain value written for the key is that
 // text (`port: 1800`), so nothing is altered; otherwise raw is the text that would be altered
 // (`version: 1.10` read as 1.1, `build: 010` as 8, `canary: yes` as true). With no document
-// text (resources built in code) it accepts. The document is scanned once, for every key
-// (plainValues): a check per value costs a map lookup, not a pass over the document (a
-// dataplane of 20,000 numeric tags took 550 s so).
+// text (resources built in code) it accepts. Past the first few keys the document is
+// scanned once for every key (byKey): a check costs a map lookup, not a pass over the
+// document (a dataplane of 20,000 numeric tags took 550 s so).
 func (d *decoder) exactTag(key, canonical string) (raw string, ok bool) {
 	if d.raw == nil {
 		return canonical, true
