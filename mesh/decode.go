@@ -50,7 +50,7 @@ docs:
 		if err != nil {
 			num++
 			errs = append(errs, &FieldError{Source: file.WithDoc(num).String(),
-				Msg: "invalid YAML/JSON: " + shiftLines(err.Error(), doc.line-1)})
+				Msg: "invalid YAML/JSON: " + shiftLines(explainParseError(err, doc.text), doc.line-1)})
 			continue
 		}
 		for i, n := range nodes {
@@ -212,6 +212,27 @@ func blankYAML(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// infinity matches a plain scalar YAML 1.1 reads as infinity or NaN, with the text before it
+// on its line.
+var infinity = regexp.MustCompile(`(?m)^([^#\n]*?(?:[:\[{,-][ \t]*))([-+]?\.(?:inf|Inf|INF|nan|NaN|NAN))[ \t]*(?:[,\]}#].*)?\r?$`)
+
+// explainParseError names the line and the text of a value YAML reads as a number JSON
+// cannot hold (.inf, .nan): the library says only "json: unsupported value: +Inf".
+func explainParseError(err error, text []byte) string {
+	msg := err.Error()
+	_, what, ok := strings.Cut(msg, "json: unsupported value: ")
+	if !ok {
+		return msg
+	}
+	m := infinity.FindSubmatchIndex(text)
+	if m == nil {
+		return msg
+	}
+	line := bytes.Count(text[:m[4]], []byte("\n")) + 1
+	v := string(text[m[4]:m[5]])
+	return fmt.Sprintf("line %d: YAML reads %s as a number JSON cannot hold (%s): quote it (%q)", line, v, what, v)
 }
 
 // parseDocumentItems is parseDocument with the items of a Kubernetes List (`kind: List`,

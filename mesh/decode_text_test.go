@@ -288,3 +288,14 @@ func TestDecodeKubernetesList(t *testing.T) {
 		t.Errorf("items not a list: %v", err)
 	}
 }
+
+// YAML reads .inf and .nan as numbers JSON has no words for: the document's error names
+// the line and the value, and how to write it as text.
+func TestDecodeInfinityNamed(t *testing.T) {
+	doc := "type: VirtualOutbound\nmesh: default\nname: v\nselectors: [{match: {kuma.io/service: \"*\"}}]\nconf:\n  host: \"{{.s}}.mesh\"\n  port: .Inf\n"
+	_, err := Decode("f.yaml", []byte("---\n"+doc))
+	want := `f.yaml#1: invalid YAML/JSON: line 8: YAML reads .Inf as a number JSON cannot hold (+Inf): quote it (".Inf")`
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got %v\nwant %s", err, want)
+	}
+}
