@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -763,5 +764,32 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	got = l.decodeAll([]string{big})[0]
 	if wantErr == nil || got.err == nil || got.err.Error() != wantErr.Error() {
 		t.Fatalf("errors differ:\n got: %v\nwant: %v", got.err, wantErr)
+	}
+}
+
+// A named pipe or a link to a device among the policies is refused by name, never read: the
+// agent waited forever for a writer at start (a pipe) or read until memory ran out (a link
+// to /dev/zero, whose size is 0 and so passes the size limits).
+func TestDirLoaderNeverReadsPipesOrDevices(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	fifo := filepath.Join(dir, "zz-fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	must(t, os.Symlink("/dev/zero", filepath.Join(dir, "zz-zero.yaml")))
+	done := make(chan error, 1)
+	go func() {
+		_, err := newDirLoader().Load(exampleDataplane, dir)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "zz-fifo.yaml: not a regular file (named pipe)") ||
+			!strings.Contains(err.Error(), "zz-zero.yaml: not a regular file (device)") {
+			t.Fatalf("error %v, want the pipe and the device named", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still loading after 10 s")
 	}
 }

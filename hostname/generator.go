@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"unicode/utf8"
 )
 
 // HGTemplate is a compiled HostnameGenerator template (the MeshExternalService design): `{{ name }}`,
@@ -187,7 +188,7 @@ func validHostname(h []byte) error {
 		if i < len(h) && h[i] != '.' {
 			c := h[i]
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return fmt.Errorf("character %q not allowed in a hostname", c)
+				return badChar(h[i:])
 			}
 			continue
 		}
@@ -203,6 +204,16 @@ func validHostname(h []byte) error {
 		start = i + 1
 	}
 	return nil
+}
+
+// badChar names the character that starts b: the whole character when it is UTF-8 (a tag
+// value's 'ü', not its first byte), the byte otherwise.
+func badChar(b []byte) error {
+	r, size := utf8.DecodeRune(b)
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Errorf("byte '\\x%02x' (not UTF-8) not allowed in a hostname", b[0])
+	}
+	return fmt.Errorf("character %q not allowed in a hostname", r)
 }
 
 func lowerASCII(b []byte) {

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
@@ -81,6 +82,10 @@ func (d *decoder) document(n any) (Resource, Errors) {
 		return nil, d.errs
 	case hasType:
 		r, f = d.universal(scalarText(typ), m)
+	case hasKind && isListKind(scalarText(kind)):
+		d.kind = "list"
+		d.errorf("items", scalarText(m["items"]), "expected a list of resources, got %s", typeName(m["items"]))
+		return nil, d.errs
 	case hasKind:
 		r, f = d.kubernetes(scalarText(kind), m)
 	default:
@@ -172,7 +177,7 @@ func (d *decoder) checkKind(field, kind string) bool {
 
 // universal decodes `type: X` documents.
 func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
-	d.kind, d.name = kind, scalarText(m["name"])
+	d.kind, d.name = kind, d.nameText(m["name"])
 	f := form{kind: kind, path: func(p string) string { return p }}
 	if !d.checkKind("type", kind) {
 		return nil, f
@@ -221,6 +226,19 @@ func (d *decoder) kumaConfForm(f *form, first int, single bool) {
 	f.path = func(p string) string { return path(kumaConfPath(p, single)) }
 }
 
+// nameText is a resource's name for error messages: as written, also when YAML read it as a
+// number or a boolean (`name: y`, read as true).
+func (d *decoder) nameText(n any) string {
+	text := scalarText(n)
+	switch n.(type) {
+	case json.Number, bool:
+		if raw, ok := d.exactTag("name", text); !ok {
+			return raw
+		}
+	}
+	return text
+}
+
 // kubeMeta is Kubernetes' metadata; server-set fields are accepted and ignored.
 type kubeMeta struct {
 	Name              string            `json:"name"`
@@ -239,7 +257,7 @@ type kubeMeta struct {
 // kubernetes decodes `apiVersion/kind/metadata/spec` documents.
 func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	md, _ := m["metadata"].(map[string]any)
-	d.kind, d.name = kind, scalarText(md["name"])
+	d.kind, d.name = kind, d.nameText(md["name"])
 	f := form{kind: kind, path: kubePath(kind)}
 	if !d.checkKind("kind", kind) {
 		return nil, f
@@ -247,6 +265,9 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	if kind == kindVirtualHost {
 		d.errorf("kind", kind, "VirtualHost has only the universal form (type: VirtualHost)")
 		return nil, f
+	}
+	if ns, _ := md["namespace"].(string); kind == KindDataplane && ns != "" && d.name != "" {
+		d.name += "." + ns // Kuma's name of a namespaced dataplane (see below)
 	}
 	var km kubeMeta
 	var mesh string
@@ -265,6 +286,7 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		case "metadata":
 			d.value(reflect.ValueOf(&km).Elem(), m[k], "metadata")
 		case "mesh":
+			d.key = k
 			d.value(reflect.ValueOf(&mesh).Elem(), m[k], "mesh")
 		case "spec":
 			if s, ok := m[k].(map[string]any); ok {
@@ -282,7 +304,22 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 			d.unknown(k, k, []string{"apiVersion", "kind", "mesh", "metadata", "spec", "status"})
 		}
 	}
+	if kind == KindMeshExternalService && km.Namespace != "" && km.Labels[NamespaceLabel] == "" {
+		// Kuma's control plane labels a resource from Kubernetes with its namespace: the
+		// HostnameGenerator's {{ .Namespace }} and matchLabels read a MeshExternalService's
+		// there. (Only its: no other kind's labels are read, and a label map per dataplane
+		// would cost a mesh of Kubernetes dataplanes ~200 bytes each.)
+		if km.Labels == nil {
+			km.Labels = make(map[string]string, 1)
+		}
+		km.Labels[NamespaceLabel] = d.strs.share(km.Namespace)
+	}
 	meta := Meta{Mesh: mesh, Name: km.Name, Labels: km.Labels, CreationTime: km.CreationTimestamp}
+	if kind == KindDataplane && km.Namespace != "" && km.Name != "" {
+		// Kuma names a dataplane from Kubernetes <name>.<namespace>: pods of one name in two
+		// namespaces are two dataplanes, and a universal file names them the same way.
+		meta.Name = d.strs.share(km.Name + "." + km.Namespace)
+	}
 	var r Resource
 	switch kind {
 	case KindHostnameGenerator:
@@ -479,9 +516,9 @@ type hostnameGeneratorIn struct {
 type hostnameGeneratorSpecIn struct {
 	TargetRef *TargetRef `json:"targetRef,omitempty"`
 	Selector  *struct {
-		MeshExternalService *struct {
-			MatchLabels map[string]string `json:"matchLabels"`
-		} `json:"meshExternalService"`
+		MeshExternalService  *labelSelector `json:"meshExternalService"`
+		MeshService          *labelSelector `json:"meshService"`
+		MeshMultiZoneService *labelSelector `json:"meshMultiZoneService"`
 	} `json:"selector,omitempty"`
 	Template string `json:"template"`
 }
@@ -495,13 +532,50 @@ func (hg *hostnameGeneratorIn) toHostnameGenerator(d *decoder, specPath string) 
 	case s.TargetRef != nil:
 		out.Spec.TargetRef = *s.TargetRef
 	case s.Selector != nil:
-		if s.Selector.MeshExternalService == nil {
-			d.errorf(specPath+".selector.meshExternalService", "", "required (the only selector supported)")
-			break
+		// Kuma's generators for MeshService and MeshMultiZoneService (it creates some in
+		// every zone) are kept with their kind: they select nothing here, where services
+		// are kuma.io/service tags, rather than refuse the mesh they come in.
+		var kinds []string
+		for _, k := range []struct {
+			kind string
+			sel  *labelSelector
+		}{{KindMeshExternalService, s.Selector.MeshExternalService}, {KindMeshService, s.Selector.MeshService},
+			{KindMeshMultiZoneService, s.Selector.MeshMultiZoneService}} {
+			if k.sel != nil {
+				kinds = append(kinds, k.kind)
+				out.Spec.TargetRef = TargetRef{Kind: k.kind, Tags: TagsOf(k.sel.MatchLabels)}
+			}
 		}
-		out.Spec.TargetRef = TargetRef{Kind: KindMeshExternalService, Tags: TagsOf(s.Selector.MeshExternalService.MatchLabels)}
+		switch {
+		case len(kinds) > 1:
+			d.errorf(specPath+".selector", strings.Join(kinds, ", "), "give one selector")
+		case len(kinds) == 0:
+			out.Spec.TargetRef.Kind = KindMeshExternalService // refused: the reason is reported
+			if !d.reported(specPath + ".selector") {
+				d.errorf(specPath+".selector", "", "required: meshExternalService, meshService or meshMultiZoneService")
+			}
+		}
 	}
 	return out
+}
+
+// labelSelector is Kuma's `matchLabels` selector.
+type labelSelector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
+
+// reported reports whether a problem at or below path was reported (or, in a quick pass,
+// whether anything failed).
+func (d *decoder) reported(path string) bool {
+	if d.quick {
+		return d.failed
+	}
+	for _, e := range d.errs {
+		if within(e.Path, path) {
+			return true
+		}
+	}
+	return false
 }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }

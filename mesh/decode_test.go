@@ -77,7 +77,7 @@ spec:
       tags: {kuma.io/service: pay_ns_svc_80}
 `,
 			kind: KindDataplane,
-			want: `{"mesh":"prod","name":"pay-1","creationTime":"2024-03-01T10:00:00Z","networking":{"address":"fd00::1",
+			want: `{"mesh":"prod","name":"pay-1.ns","creationTime":"2024-03-01T10:00:00Z","networking":{"address":"fd00::1",
 				"inbound":[{"port":80,"tags":{"kuma.io/service":"pay_ns_svc_80"}}]}}`,
 		},
 		{
@@ -186,7 +186,7 @@ status:
   vip: {value: 242.0.0.1, type: Kuma}
 `,
 			kind: KindMeshExternalService,
-			want: `{"mesh":"prod","name":"example","labels":{"kuma.io/mesh":"prod"},"spec":{"match":{"type":"HostnameGenerator","port":80,"protocol":"http"},
+			want: `{"mesh":"prod","name":"example","labels":{"k8s.kuma.io/namespace":"kuma-system","kuma.io/mesh":"prod"},"spec":{"match":{"type":"HostnameGenerator","port":80,"protocol":"http"},
 				"extension":{"type":"Lambda","config":{"arn":"arn:aws:lambda"}},"endpoints":[{"address":"unix:///run/x.sock"}],
 				"tls":{"version":{"min":"TLS12","max":"TLS13"},"verification":{"mode":"SkipAll","caCert":{"inline":"MTIz"},
 				"clientCert":{"secret":"123"},"clientKey":{"inlineString":"key"}}}}}`,
@@ -506,12 +506,12 @@ spec:
 kind: HostnameGenerator
 metadata: {name: h}
 spec:
-  targetRef: {kind: MeshService}
+  targetRef: {kind: MeshGateway}
   template: "{{ name }}.-x"
 `,
 			want: []string{
 				`f.yaml#1: meshexternalservice "m": spec.endpoints: at least one endpoint is required (unless spec.extension is given)`,
-				`f.yaml#2: hostnamegenerator "h": spec.targetRef.kind: must be MeshExternalService (value "MeshService")`,
+				`f.yaml#2: hostnamegenerator "h": spec.targetRef.kind: must be MeshExternalService (MeshService and MeshMultiZoneService are accepted and select nothing here) (value "MeshGateway")`,
 				`f.yaml#2: hostnamegenerator "h": spec.template: renders an invalid value with stand-in values: label starts or ends with '-' (value "a1.-x")`,
 			},
 		},

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,15 @@ type decoder struct {
 	// raw is the document's text: a tag value YAML read as a number or a boolean is checked
 	// against what was written (exactTag).
 	raw []byte
+	// byKey and elems index the plain values of raw by key and as list elements, built at
+	// the first check (exactTag, exactElement).
+	byKey    map[string]*plainIndex
+	elems    *plainIndex
+	keyScans int // keys looked up without byKey
+	// key is the mapping key whose value is being decoded (listElement for a list element,
+	// "" when unknown): a text field YAML read as a number or a boolean is checked against
+	// the text written for it.
+	key string
 	// strs, when set, holds copies of the strings stored in the resource (see strArena),
 	// so that the resource does not keep the document's text alive.
 	strs *strArena
@@ -46,6 +56,9 @@ func (d *decoder) errorf(path, value, format string, args ...any) {
 	if d.quick {
 		d.failed = true
 		return
+	}
+	if len(d.errs) > MaxFileErrors {
+		return // Decode lists MaxFileErrors and says it stopped
 	}
 	d.errs = append(d.errs, &FieldError{Source: d.source.String(), Kind: d.kind, Name: d.name,
 		Path: path, Value: redact(path, value), Msg: fmt.Sprintf(format, args...)})
@@ -60,67 +73,179 @@ var (
 )
 
 // exactTag checks a tag value that YAML read as a number or a boolean (canonical: its text
-// as decoded) against the document's text: ok when every plain value written for the key
-// is that text (`port: 1800`), so nothing is altered; otherwise raw is the text that would
-// be altered (`version: 1.10` read as 1.1, `build: 010` as 8, `canary: yes` as true). With no
-// document text (resources built in code) it accepts.
+// as decoded) against the document's text: ok when a plain value written for the key is that
+// text (`port: 1800`), so nothing is altered; otherwise raw is the text that would be altered
+// (`version: 1.10` read as 1.1, `build: 010` as 8, `canary: yes` as true). With no document
+// text (resources built in code) it accepts. Past the first few keys the document is
+// scanned once for every key (byKey): a check costs a map lookup, not a pass over the
+// document (a dataplane of 20,000 numeric tags took 550 s so).
 func (d *decoder) exactTag(key, canonical string) (raw string, ok bool) {
 	if d.raw == nil {
 		return canonical, true
 	}
-	re := tagValueRE(key)
-	var other string
-	for _, m := range re.FindAllSubmatch(d.raw, -1) {
-		v := string(m[1])
-		switch {
-		case v == "" || v[0] == '"' || v[0] == '\'':
-			// quoted: a string, never converted
-		case v == canonical:
-			return canonical, true // written as read
-		case readsAs(v, canonical):
-			return v, false // this is the one YAML changed
-		case other == "":
-			other = v
+	if d.byKey == nil && d.keyScans < 16 {
+		// The first few keys are looked up where written, without an index (a document
+		// usually has one or two such values: `port: 8080`).
+		d.keyScans++
+		var ix plainIndex
+		scanKeyValues(d.raw, key, ix.add)
+		return ix.check(canonical, true)
+	}
+	if d.byKey == nil {
+		d.byKey = map[string]*plainIndex{}
+		for _, m := range keyValueRE.FindAllSubmatch(d.raw, -1) {
+			k := m[1]
+			if k == nil {
+				k = m[2]
+			}
+			if k == nil {
+				k = m[3]
+			}
+			ix := d.byKey[string(k)]
+			if ix == nil {
+				ix = &plainIndex{}
+				d.byKey[string(k)] = ix
+			}
+			ix.add(string(m[4]))
 		}
 	}
-	if other == "" {
+	return d.byKey[key].check(canonical, true)
+}
+
+// scanKeyValues calls add with every plain value written for key (`key: v`, `"key": v`,
+// `{key: v}`), as keyValueRE finds them.
+func scanKeyValues(raw []byte, key string, add func(string)) {
+	for i := 0; ; {
+		j := bytes.Index(raw[i:], []byte(key))
+		if j < 0 {
+			return
+		}
+		at, end := i+j, i+j+len(key)
+		i = at + 1
+		quote := byte(0)
+		if at > 0 && (raw[at-1] == '"' || raw[at-1] == '\'') {
+			quote, at = raw[at-1], at-1
+			if end >= len(raw) || raw[end] != quote {
+				continue
+			}
+			end++
+		}
+		if at > 0 && !strings.ContainsRune(" \t\n\r{,", rune(raw[at-1])) {
+			continue
+		}
+		if end+1 >= len(raw) || raw[end] != ':' || raw[end+1] != ' ' && raw[end+1] != '\t' {
+			continue
+		}
+		v := end + 1
+		for v < len(raw) && (raw[v] == ' ' || raw[v] == '\t') {
+			v++
+		}
+		w := v
+		for w < len(raw) && !strings.ContainsRune(" \t\n\r\f\v,}]#", rune(raw[w])) {
+			w++
+		}
+		if w > v {
+			add(string(raw[v:w]))
+		}
+	}
+}
+
+// keyValueRE matches `key: value` in block (`  version: 1.10`) or flow (`{version: 1.10}`)
+// style, the key plain or quoted, and captures the key (in one of three groups) and the
+// value as written.
+var keyValueRE = regexp.MustCompile(`(?m)(?:^|[\s{,])(?:"([^"\n]*)"|'([^'\n]*)'|((?:[^\s:{},\[\]#"']|:[^\s{},\[\]#])+)):[ \t]+([^\s,}\]#]+)`)
+
+// listElement is decoder.key while a list element is decoded.
+const listElement = "\x00-"
+
+// listElementRE matches a plain list element as written, in block (`- on`) or flow
+// (`[on, 010]`) style.
+var listElementRE = regexp.MustCompile(`(?m)(?:^[ \t]*-[ \t]+|[\[,][ \t]*)([^\s,\]\[{}#'"][^\s,\]#]*)`)
+
+// exactElement is exactTag for a list element.
+func (d *decoder) exactElement(canonical string) (raw string, ok bool) {
+	if d.raw == nil {
 		return canonical, true
 	}
-	return other, false
-}
-
-// readsAs reports whether YAML 1.1 reads the plain scalar raw as canonical (a number or a
-// boolean in JSON's text): 1.10 as 1.1, 010 as 8, yes as true.
-func readsAs(raw, canonical string) bool {
-	if f, err := strconv.ParseFloat(canonical, 64); err == nil {
-		if g, err := strconv.ParseFloat(raw, 64); err == nil && g == f {
-			return true
+	if d.elems == nil {
+		d.elems = &plainIndex{}
+		for _, m := range listElementRE.FindAllSubmatch(d.raw, -1) {
+			d.elems.add(string(m[1]))
 		}
-		i, err := strconv.ParseInt(strings.ReplaceAll(raw, "_", ""), 0, 64)
-		return err == nil && float64(i) == f
 	}
-	switch strings.ToLower(raw) {
+	// A list's elements are not all text (`- port: 80` is a mapping): no first-written
+	// fallback.
+	return d.elems.check(canonical, false)
+}
+
+// plainIndex is the plain values written in one place of a document (for a key, or as list
+// elements), indexed by what YAML 1.1 reads them as.
+type plainIndex struct {
+	written map[string]bool
+	num     map[float64]string // a value read as that number
+	boolean map[bool]string    // a value read as that boolean
+	first   string             // the first value written
+}
+
+func (ix *plainIndex) add(v string) {
+	if v == "" || v[0] == '"' || v[0] == '\'' {
+		return // quoted: a string, never converted
+	}
+	if ix.written == nil {
+		ix.written, ix.num, ix.boolean, ix.first = map[string]bool{}, map[float64]string{}, map[bool]string{}, v
+	}
+	ix.written[v] = true
+	for _, f := range yamlNumbers(v) {
+		if _, seen := ix.num[f]; !seen {
+			ix.num[f] = v
+		}
+	}
+	switch strings.ToLower(v) {
 	case "yes", "y", "on", "true":
-		return canonical == "true"
+		if _, seen := ix.boolean[true]; !seen {
+			ix.boolean[true] = v
+		}
 	case "no", "n", "off", "false":
-		return canonical == "false"
+		if _, seen := ix.boolean[false]; !seen {
+			ix.boolean[false] = v
+		}
 	}
-	return false
 }
 
-// tagValueRE matches `key: value` in block (`  version: 1.10`) or flow (`{version: 1.10}`)
-// style and captures the value as written.
-func tagValueRE(key string) *regexp.Regexp {
-	if re, ok := tagREs.Load(key); ok {
-		return re.(*regexp.Regexp)
+// check is ok when canonical (a number or a boolean as decoded) is written as such, or
+// nothing is written (nil ix); otherwise raw is the text YAML altered: one read as canonical,
+// else (with orFirst) the first written, a form not told here.
+func (ix *plainIndex) check(canonical string, orFirst bool) (raw string, ok bool) {
+	if ix == nil || ix.written == nil || ix.written[canonical] {
+		return canonical, true
 	}
-	k := regexp.QuoteMeta(key)
-	re := regexp.MustCompile(`(?m)(?:^|[\s{,])["']?` + k + `["']?:[ \t]+([^\s,}\]#]+)`)
-	tagREs.Store(key, re)
-	return re
+	if f, err := strconv.ParseFloat(canonical, 64); err == nil {
+		if v, ok := ix.num[f]; ok {
+			return v, false
+		}
+	} else if b, err := strconv.ParseBool(canonical); err == nil {
+		if v, ok := ix.boolean[b]; ok {
+			return v, false
+		}
+	}
+	if !orFirst {
+		return canonical, true
+	}
+	return ix.first, false
 }
 
-var tagREs sync.Map
+// yamlNumbers are the numbers YAML 1.1 may read the plain scalar v as (as a float and as an
+// integer of any base: 010 is 10 and 8; 1_000 is 1000).
+func yamlNumbers(v string) []float64 {
+	var out []float64
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		out = append(out, f)
+	}
+	if i, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 0, 64); err == nil {
+		out = append(out, float64(i))
+	}
+	return out
+}
 
 // value decodes node n into v (settable).
 func (d *decoder) value(v reflect.Value, n any, path string) {
@@ -200,10 +325,28 @@ func (d *decoder) stringValue(v reflect.Value, n any, path string) {
 	switch n := n.(type) {
 	case string:
 		v.SetString(d.strs.copy(n))
-	case json.Number:
-		v.SetString(d.strs.copy(n.String()))
-	case bool:
-		v.SetString(strconv.FormatBool(n))
+	case json.Number, bool:
+		// YAML 1.1 read a plain scalar as a number or a boolean: kept as text when that is
+		// the text written (`port: 8080`, `name: 10`), refused otherwise (`name: y` read as
+		// true, `name: 010` as 8), with the text written kept so that later checks do not
+		// report what the user did not write.
+		text := scalarText(n)
+		switch d.key {
+		case "":
+		case listElement:
+			if raw, ok := d.exactElement(text); !ok {
+				d.errorf(path, raw, "YAML reads this value as %s %s, not the text written: quote it (%q)",
+					typeName(n), text, raw)
+				text = raw
+			}
+		default:
+			if raw, ok := d.exactTag(d.key, text); !ok {
+				d.errorf(path, raw, "YAML reads this value as %s %s, not the text written: quote it (%s: %q)",
+					typeName(n), text, d.key, raw)
+				text = raw
+			}
+		}
+		v.SetString(d.strs.copy(text))
 	default:
 		d.errorf(path, "", "expected a string, got %s", typeName(n))
 	}
@@ -262,6 +405,7 @@ func (d *decoder) sliceValue(v reflect.Value, n any, path string) {
 	}
 	s := reflect.MakeSlice(v.Type(), len(list), len(list))
 	for i, e := range list {
+		d.key = listElement
 		d.value(s.Index(i), e, d.indexPath(path, i))
 	}
 	v.Set(s)
@@ -277,6 +421,7 @@ func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 	out := reflect.MakeMapWithSize(v.Type(), len(m))
 	for _, k := range d.keys(m) {
 		e := reflect.New(v.Type().Elem()).Elem()
+		d.key = k
 		d.value(e, m[k], d.keyPath(path, k))
 		out.SetMapIndex(reflect.ValueOf(d.strs.share(k)).Convert(v.Type().Key()), e)
 	}
@@ -306,6 +451,7 @@ func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 			}
 		}
 		var s string
+		d.key = k
 		d.value(reflect.ValueOf(&s).Elem(), m[k], d.keyPath(path, k))
 		out = append(out, Tag{Key: d.strs.share(k), Value: s})
 	}
@@ -362,6 +508,7 @@ func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra m
 			}
 			continue
 		}
+		d.key = k
 		d.value(fieldOf(v, idx), m[k], d.keyPath(path, k))
 	}
 }
@@ -386,6 +533,9 @@ func (d *decoder) unknown(path, key string, known []string) {
 	if d.quick {
 		d.failed = true
 		return
+	}
+	if len(d.errs) > MaxFileErrors {
+		return // not listed: no suggestion to look for
 	}
 	if s := Suggest(key, known); s != "" {
 		d.errorf(path, "", "unknown field, did you mean %s?", s)

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // A Kubernetes ConfigMap volume, mounted through a link: each resource is read once.
@@ -54,5 +56,43 @@ func TestResourceFilesMissingDir(t *testing.T) {
 	_, errs := ResourceFiles(dir)
 	if len(errs) == 0 || errs[0].Source != dir {
 		t.Fatalf("errors %v, want one naming %s", errs, dir)
+	}
+}
+
+// A named pipe or a device among the resource files is never read: reading a pipe waits for
+// a writer forever (the agent hung at start) and a link to /dev/zero reads until memory runs
+// out (2.3 GB in 10 s). Each is an error naming it; the other files are read.
+func TestResourceFilesOnlyRegular(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "a.yaml")
+	if err := os.WriteFile(good, []byte(dpA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	dev := filepath.Join(dir, "zero.yaml")
+	if err := os.Symlink("/dev/zero", dev); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var rs []Resource
+	var err error
+	go func() {
+		defer close(done)
+		rs, err = LoadDir(dir)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadDir still reading after 10 s")
+	}
+	want := fifo + ": not a regular file (named pipe): not read\n" + dev + ": not a regular file (device): not read"
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got %v\nwant %s", err, want)
+	}
+	if len(rs) != 1 {
+		t.Errorf("%d resources, want a.yaml's one", len(rs))
 	}
 }

@@ -36,7 +36,7 @@ func TestExampleMesh(t *testing.T) {
 	}
 	want := map[string][]string{
 		"dataplanes": {"backend-v1-zone-1", "backend-v1-zone-2", "backend-v2-zone-1", "backend-v2-zone-2",
-			"httpbin-1", "mobile-1", "my-service-1", "payments-7d9f8-abcde", "redis-1", "web-1"},
+			"httpbin-1", "mobile-1", "my-service-1", "payments-7d9f8-abcde.payments-ns", "redis-1", "web-1"},
 		"virtualoutbounds": {"backend-grpc", "default", "kuma-versioned", "my-service", "my-service-by-version",
 			"service-by-zone", "vh-my-service", "vh-my-service-by-version", "vh-my-service-by-zone",
 			"vh-my-service-default", "vo001-my-service", "vo001-my-service-by-version",
@@ -186,7 +186,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing file", filepath.Join(dir, "nope.yaml"), "", []string{filepath.Join(dir, "nope.yaml") + ": open " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"}},
 		{"errors of every file at once", one, filepath.Join(dir, "pol"), []string{
 			filepath.Join(dir, "pol/c.yaml") + `#1: dataplane "bad": networking.address: required`,
-			filepath.Join(dir, "pol/c.yaml") + `#1: dataplane "bad": networking.inbound: at least one inbound is required`,
+			filepath.Join(dir, "pol/c.yaml") + `#1: dataplane "bad": networking.inbound: at least one inbound is required (or a gateway)`,
 		}},
 	}
 	for _, tt := range tests {

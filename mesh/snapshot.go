@@ -203,14 +203,22 @@ func duplicateErrors(dups [][]Resource, resources []Resource) Errors {
 		}
 	}
 	var errs Errors
+	more := 0 // past MaxFileErrors, counted (100,000 copies of one policy printed 10 MB)
 	for _, run := range dups {
 		slices.SortFunc(run, func(a, b Resource) int { return at[a] - at[b] })
 		first := run[0].GetMeta()
 		for _, r := range run[1:] {
+			if len(errs) >= MaxFileErrors {
+				more++
+				continue
+			}
 			m := r.GetMeta()
 			errs = append(errs, &FieldError{Source: m.Source.String(), Path: "name", Value: m.Name,
 				Msg: fmt.Sprintf("duplicate %s name, also defined in %s", r.Kind(), first.Source.String())})
 		}
+	}
+	if more > 0 {
+		errs = append(errs, &FieldError{Msg: fmt.Sprintf("%d more resources of a duplicate name, not listed", more)})
 	}
 	return errs
 }

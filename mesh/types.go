@@ -31,6 +31,13 @@ const (
 	KindHostnameGenerator   = "HostnameGenerator"
 )
 
+// Kuma's kinds a HostnameGenerator may select that are no resources here (services are
+// kuma.io/service tags): such a generator is kept and selects nothing.
+const (
+	KindMeshService          = "MeshService"
+	KindMeshMultiZoneService = "MeshMultiZoneService"
+)
+
 // Tags is a set of key/value tags (dataplane inbound tags, selector matches, destinations),
 // sorted by key: see package tagset.
 type Tags = tagset.Tags

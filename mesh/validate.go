@@ -1,8 +1,10 @@
 package mesh
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -33,6 +35,9 @@ type validator struct {
 }
 
 func (v *validator) errorf(path, value, format string, args ...any) {
+	if len(v.errs) > MaxFileErrors {
+		return // Decode lists MaxFileErrors and says it stopped
+	}
 	v.errs = append(v.errs, &FieldError{Source: v.source.String(), Kind: v.kind, Name: v.name,
 		Path: v.path(path), Value: redact(v.path(path), value), Msg: fmt.Sprintf(format, args...)})
 }
@@ -102,8 +107,9 @@ func (v *validator) dataplane(dp *Dataplane) {
 	n := dp.Networking
 	v.ip("networking.address", n.Address, true)
 	v.ip("networking.advertisedAddress", n.AdvertisedAddress(), false)
-	if len(n.Inbound) == 0 {
-		v.errorf("networking.inbound", "", "at least one inbound is required")
+	gateway := v.gateway(n.NetworkingExtra)
+	if len(n.Inbound) == 0 && !gateway {
+		v.errorf("networking.inbound", "", "at least one inbound is required (or a gateway)")
 	}
 	for i, in := range n.Inbound {
 		p := "networking.inbound[" + strconv.Itoa(i) + "]"
@@ -175,6 +181,43 @@ func (v *validator) dataplane(dp *Dataplane) {
 	}
 }
 
+// gateway checks Kuma's networking.gateway, kept as written (the agent does not act on it),
+// and reports whether the dataplane has one. A gateway dataplane has no inbounds in Kuma
+// (its traffic comes in through the gateway); its gateway.tags name its service, so they
+// need kuma.io/service, and its type is DELEGATED (the default) or BUILTIN.
+func (v *validator) gateway(x *NetworkingExtra) bool {
+	if x == nil || len(x.Gateway) == 0 || string(x.Gateway) == "null" {
+		return false
+	}
+	var g struct {
+		Type string         `json:"type"`
+		Tags map[string]any `json:"tags"`
+	}
+	if err := json.Unmarshal(x.Gateway, &g); err != nil {
+		var s any
+		_ = json.Unmarshal(x.Gateway, &s)
+		v.errorf("networking.gateway", scalarText(s), "expected a mapping with tags")
+		return true
+	}
+	switch g.Type {
+	case "", "DELEGATED", "BUILTIN":
+	default:
+		v.errorf("networking.gateway.type", g.Type, "must be DELEGATED or BUILTIN")
+	}
+	tags := make(map[string]string, len(g.Tags))
+	for _, k := range slices.Sorted(maps.Keys(g.Tags)) { // problems in a stable order
+		switch val := g.Tags[k]; val.(type) {
+		case string, float64, bool:
+			tags[k] = fmt.Sprint(val)
+		default:
+			v.errorf(keyPath("networking.gateway.tags", k), "", "expected text, got %s", typeName(val))
+			tags[k] = "?"
+		}
+	}
+	v.tags("networking.gateway.tags", TagsOf(tags), true, false)
+	return true
+}
+
 func (v *validator) ip(path, s string, required bool) {
 	if s == "" {
 		if required {
@@ -182,8 +225,15 @@ func (v *validator) ip(path, s string, required bool) {
 		}
 		return
 	}
-	if _, err := netip.ParseAddr(s); err != nil {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
 		v.errorf(path, s, "not an IP address")
+	case a.Zone() != "":
+		// Envoy parses no zone: the update carrying it would be rejected whole.
+		v.errorf(path, s, "an IP address without a zone (%%%s)", a.Zone())
+	case a.IsUnspecified() && (path == "networking.address" || path == "networking.advertisedAddress"):
+		v.errorf(path, s, "must not be 0.0.0.0 or :: (other dataplanes connect to it)")
 	}
 }
 
@@ -235,9 +285,17 @@ func tagProblem(k, val string, wildcard bool) string {
 		return `"*" is only allowed in selectors`
 	case strings.ContainsAny(val, " \t\n"):
 		return "tag values cannot contain whitespace"
+	case strings.ContainsAny(val, tupleSyntax):
+		return "tag values cannot contain ',', '=', '{' or '}'"
+	case strings.ContainsAny(k, tupleSyntax):
+		return "tag keys cannot contain ',', '=', '{' or '}'"
 	}
 	return ""
 }
+
+// tupleSyntax is what a tuple's key (policy{k1=v1,k2=v2}) is spelled with: a tag holding
+// one could make two tuples spell one key. Kuma's tag rules refuse them too.
+const tupleSyntax = ",={}"
 
 // tagsNeedReport reports whether some tag of t is refused by validator.tags.
 func tagsNeedReport(t Tags, wildcard bool) bool {
@@ -268,16 +326,23 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 	}
 	vt, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	if err != nil {
-		errs := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		}
-		for _, err := range errs {
+		portOnly := true
+		for _, err := range unjoin(err) {
 			var te *hostname.TemplateError
 			if errors.As(err, &te) {
 				v.errorf(te.Field, te.Template, "template: %s", te.Msg)
+				portOnly = portOnly && te.Field == "conf.port"
 			} else {
 				v.errorf("conf", "", "%v", err)
+				portOnly = false
+			}
+		}
+		if portOnly {
+			// The host compiled: whether it renders a hostname is told at once too.
+			c := vo.Conf.Templates()
+			c.Port = "80"
+			if hvt, err := hostname.CompileVirtualOutbound(c); err == nil {
+				v.standIns(hvt, vo)
 			}
 		}
 		return
@@ -293,7 +358,12 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 			}
 		}
 	}
-	if err := vt.CheckStandIns(); err != nil {
+	v.standIns(vt, vo)
+}
+
+// standIns reports what the templates render with stand-in tag values, host and port.
+func (v *validator) standIns(vt *hostname.VOTemplate, vo *VirtualOutbound) {
+	for _, err := range unjoin(vt.CheckStandIns()) {
 		var re *hostname.RenderError
 		if errors.As(err, &re) {
 			v.errorf(re.Field, re.Rendered, "renders an invalid value with stand-in tag values: %s", re.Msg)
@@ -301,6 +371,17 @@ func (v *validator) virtualOutbound(vo *VirtualOutbound) {
 			v.errorf("conf.host", vo.Conf.Host, "does not render with stand-in tag values: %v", err)
 		}
 	}
+}
+
+// unjoin is the errors errors.Join joined into err (err itself otherwise; none for nil).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func (v *validator) trafficRoute(tr *TrafficRoute) {
@@ -347,8 +428,14 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 }
 
 func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
-	if hg.Spec.TargetRef.Kind != KindMeshExternalService {
-		v.errorf("spec.targetRef.kind", hg.Spec.TargetRef.Kind, "must be %s", KindMeshExternalService)
+	switch k := hg.Spec.TargetRef.Kind; k {
+	case KindMeshExternalService:
+	case KindMeshService, KindMeshMultiZoneService:
+		// Kuma's own generators for its services (it creates some in every zone): kept,
+		// selecting nothing here, where services are kuma.io/service tags.
+	default:
+		v.errorf("spec.targetRef.kind", k, "must be %s (%s and %s are accepted and select nothing here)",
+			KindMeshExternalService, KindMeshService, KindMeshMultiZoneService)
 	}
 	ht, err := hostname.CompileHostnameGenerator(hg.Spec.Template)
 	if err != nil {

@@ -65,7 +65,9 @@ func (v *validator) endpoint(p string, e MESEndpoint) {
 		}
 		return
 	default:
-		if _, err := netip.ParseAddr(e.Address); err != nil {
+		if a, err := netip.ParseAddr(e.Address); err == nil && a.Zone() != "" {
+			v.errorf(p+".address", e.Address, "an IP address without a zone (%%%s)", a.Zone())
+		} else if err != nil {
 			if herr := hostname.Valid(strings.ToLower(strings.TrimSuffix(e.Address, "."))); herr != nil {
 				v.errorf(p+".address", e.Address, "not an IP, a domain (%v) or unix://path", herr)
 			}

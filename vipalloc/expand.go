@@ -105,7 +105,8 @@ type expander struct {
 	vo     *mesh.VirtualOutbound
 	tpl    *hostname.VOTemplate
 	sels   []compiledSel
-	broken string // compile error: the policy yields a single skip
+	sidx   *selIndex // nil: few selectors, scanned
+	broken string    // compile error: the policy yields a single skip
 	// cands holds the expander's candidates by key, but for the default names only those
 	// without a hostname (skips): a default name with one is found through the allocator's
 	// hostname states (hosts; nothing writes them while expanders run) or, until placed,
@@ -262,19 +263,10 @@ func (x *expander) visit(in *inbound) {
 		return
 	}
 	if x.broken != "" {
-		x.visitBroken(in.tags, delta)
+		x.visitBroken(in, delta)
 		return
 	}
-	best := -1
-	for i := range x.sels {
-		s := &x.sels[i]
-		if !s.matches(in) {
-			continue
-		}
-		if best < 0 || s.nTags > x.sels[best].nTags || s.nTags == x.sels[best].nTags && s.nExact > x.sels[best].nExact {
-			best = i
-		}
-	}
+	best := x.bestSelector(in)
 	if best < 0 {
 		return
 	}
@@ -426,15 +418,8 @@ func defaultTags(in mesh.Tags, svc string) mesh.Tags {
 
 // visitBroken keeps one skip for a policy whose templates do not compile, counted by the
 // inbounds its selectors match.
-func (x *expander) visitBroken(tags mesh.Tags, delta int32) {
-	matched := false
-	for _, s := range x.vo.Selectors {
-		if s.Matches(tags) {
-			matched = true
-			break
-		}
-	}
-	if !matched {
+func (x *expander) visitBroken(in *inbound, delta int32) {
+	if x.bestSelector(in) < 0 {
 		return
 	}
 	key := append(x.buf[:0], x.name+"{}"...)

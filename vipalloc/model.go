@@ -489,13 +489,14 @@ func newVOExpander(vo *mesh.VirtualOutbound, twin *netip.Prefix) *expander {
 	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0), twin: twin,
 		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
 	tpl, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
+	var need []string
 	if err != nil {
-		x.broken = err.Error()
-		return x
+		x.broken = err.Error() // its selectors still tell which inbounds it concerns
+	} else {
+		x.tpl = tpl
+		need = tpl.TagKeys()
 	}
-	x.tpl = tpl
-	need := tpl.TagKeys()
-	for _, s := range vo.Selectors {
+	for _, s := range dedupSelectors(vo.Selectors) {
 		cs := compiledSel{detail: &entryDetail{twin: twin, src: x.src, origin: x.src.origin, selector: s.Match}}
 		ds := map[string]dest{}
 		for _, tg := range s.Match { // sorted by key
@@ -517,6 +518,9 @@ func newVOExpander(vo *mesh.VirtualOutbound, twin *netip.Prefix) *expander {
 		}
 		sort.Slice(cs.dest, func(i, j int) bool { return cs.dest[i].k < cs.dest[j].k })
 		x.sels = append(x.sels, cs)
+	}
+	if len(x.sels) > selIndexMin {
+		x.sidx = newSelIndex(x.sels)
 	}
 	return x
 }
