@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sort"
 	"strings"
@@ -72,30 +73,39 @@ func warnKept(log *slog.Logger, f Family, b backend, live, want []table, kept ma
 // tbl ("" for every table).
 func foreignRules(save, tbl string) []string {
 	var out []string
-	cur := ""
-	for _, line := range strings.Split(save, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "*"):
-			cur = line[1:]
-		case strings.HasPrefix(line, "-A ") && (tbl == "" || cur == tbl) && !isOurs(cur, line):
+	for cur, line := range saveRules(save) {
+		if (tbl == "" || cur == tbl) && !isOurs(cur, line) {
 			out = append(out, line)
 		}
 	}
 	return out
 }
 
+// saveRules yields each rule line of an iptables-save output ("-A CHAIN ...", trimmed) with
+// the table it is in.
+func saveRules(save string) iter.Seq2[string, string] {
+	return func(yield func(table, line string) bool) {
+		cur := ""
+		for line := range strings.SplitSeq(save, "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(line, "*"):
+				cur = line[1:]
+			case strings.HasPrefix(line, "-A "):
+				if !yield(cur, line) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // foreignChains are the rules not ours of one table of an iptables-save output, by chain,
 // in order.
 func foreignChains(save, tbl string) map[string][]string {
 	chains := map[string][]string{}
-	cur := ""
-	for _, line := range strings.Split(save, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "*"):
-			cur = line[1:]
-		case cur == tbl && strings.HasPrefix(line, "-A ") && !isOurs(cur, line):
+	for cur, line := range saveRules(save) {
+		if cur == tbl && !isOurs(cur, line) {
 			f := strings.Fields(line)
 			chains[f[1]] = append(chains[f[1]], line)
 		}

@@ -275,21 +275,13 @@ func removeInputKeeping(live []table, kept map[string]string) string {
 // not ours jumps (-j) or goes (-g) to, each with the first such rule.
 func foreignJumps(save, tbl string) map[string]string {
 	out := map[string]string{}
-	cur := ""
-	for _, line := range strings.Split(save, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "*"):
-			cur = line[1:]
-		case cur != tbl || !strings.HasPrefix(line, "-A ") || isOurs(cur, line):
-		default:
-			f := strings.Fields(line)
-			for i := 0; i+1 < len(f); i++ {
-				if (f[i] == "-j" || f[i] == "-g") && isOurChain(cur, f[i+1]) {
-					if _, seen := out[f[i+1]]; !seen {
-						out[f[i+1]] = line
-					}
-				}
+	for cur, line := range saveRules(save) {
+		if cur != tbl || isOurs(cur, line) {
+			continue
+		}
+		for _, target := range ruleTargets(line) {
+			if _, seen := out[target]; !seen && isOurChain(cur, target) {
+				out[target] = line
 			}
 		}
 	}
