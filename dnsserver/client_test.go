@@ -138,22 +138,7 @@ func TestDig(t *testing.T) {
 // (glibc without edns0; Go's resolver does the same, golang.org/issue/15434, but sends an
 // OPT, whose echo in the additional section spares it).
 func TestUpstreamWithoutRA(t *testing.T) {
-	u, l, err := bindPair(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(serveUDPTCP(u, l, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r) // RA clear, AA clear
-		switch q := r.Question[0]; {
-		case q.Name != "v4.example.org.":
-			m.Rcode = dns.RcodeNameError
-		case q.Qtype == dns.TypeA:
-			m.Answer = append(m.Answer, rr(t, "v4.example.org. 60 IN A 192.0.2.1"))
-		}
-		w.WriteMsg(m)
-	})))
-	ts := startServer(t, Config{Upstreams: []string{u.LocalAddr().String()}}, testTable())
+	ts := startServer(t, Config{Upstreams: []string{v4Upstream(t, func(*dns.Msg) {})}}, testTable()) // RA clear, AA clear
 	for _, network := range []string{"udp", "tcp"} {
 		for i := range 2 { // the upstream's answer, then the cache's
 			for _, q := range []struct {
@@ -189,24 +174,10 @@ func TestUpstreamWithoutRA(t *testing.T) {
 // case as a spoof), also from an upstream that answers in lower case - the cache's answers
 // already did.
 func TestForwardedQuestionCase(t *testing.T) {
-	u, l, err := bindPair(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(serveUDPTCP(u, l, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
+	ts := startServer(t, Config{Upstreams: []string{v4Upstream(t, func(m *dns.Msg) {
 		m.RecursionAvailable = true
 		m.Question[0].Name = strings.ToLower(m.Question[0].Name)
-		switch q := m.Question[0]; {
-		case q.Name != "v4.example.org.":
-			m.Rcode = dns.RcodeNameError
-		case q.Qtype == dns.TypeA:
-			m.Answer = append(m.Answer, rr(t, "v4.example.org. 60 IN A 192.0.2.1"))
-		}
-		w.WriteMsg(m)
-	})))
-	ts := startServer(t, Config{Upstreams: []string{u.LocalAddr().String()}}, testTable())
+	})}}, testTable())
 	for i, name := range []string{"V4.ExAmple.ORG.", "v4.EXAMPLE.org.", "NoPe.Example.Org.", "nOpE.eXaMpLe.OrG."} {
 		for _, network := range []string{"udp", "tcp"} {
 			for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
@@ -217,4 +188,29 @@ func TestForwardedQuestionCase(t *testing.T) {
 			}
 		}
 	}
+}
+
+// v4Upstream starts an upstream resolver (UDP and TCP) that knows one name,
+// v4.example.org (A 192.0.2.1, no AAAA), and answers NXDOMAIN for the rest; shape changes
+// each reply before its records are added (its question is the one matched). It returns the
+// upstream's address.
+func v4Upstream(t *testing.T, shape func(*dns.Msg)) string {
+	t.Helper()
+	u, l, err := bindPair(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(serveUDPTCP(u, l, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		shape(m)
+		switch q := m.Question[0]; {
+		case !strings.EqualFold(q.Name, "v4.example.org."):
+			m.Rcode = dns.RcodeNameError
+		case q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, rr(t, "v4.example.org. 60 IN A 192.0.2.1"))
+		}
+		w.WriteMsg(m)
+	})))
+	return u.LocalAddr().String()
 }
