@@ -63,7 +63,13 @@ func updateRoute(t *testing.T, st store.Store, ns, name string, edit func(*mesh.
 
 func getRoute(t *testing.T, st store.Store, ns, name string) *mesh.Route {
 	t.Helper()
-	it, err := st.Get(context.Background(), routeKey("default", ns, name))
+	return getMeshRoute(t, st, "default", ns, name)
+}
+
+// getMeshRoute reads route ns/name of mesh m from the store.
+func getMeshRoute(t *testing.T, st store.Store, m, ns, name string) *mesh.Route {
+	t.Helper()
+	it, err := st.Get(context.Background(), routeKey(m, ns, name))
 	if err != nil {
 		t.Fatal(err)
 	}

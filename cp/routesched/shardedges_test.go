@@ -202,17 +202,7 @@ func TestUserNameInTwoMeshes(t *testing.T) {
 	inMesh("m1", mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
 	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
 	go rc.Run(ctx)
-	get := func(m, ns, name string) *mesh.Route {
-		it, err := st.Get(ctx, routeKey(m, ns, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := DecodeRoute(it)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	get := func(m, ns, name string) *mesh.Route { return getMeshRoute(t, st, m, ns, name) }
 	eventually(t, "m1's route admitted", func() (bool, string) {
 		r := get("m1", "shop", "www")
 		return r.Admitted(), fmt.Sprintf("%+v", r.Status)
