@@ -28,6 +28,9 @@ type Config struct {
 }
 
 // Defaults of Config.
+// ulaPrefix holds the unique local addresses (RFC 4193), where the IPv6 twins live.
+var ulaPrefix = netip.MustParsePrefix("fc00::/7")
+
 const (
 	DefaultServiceCIDR  = "240.0.0.0/4"
 	DefaultExternalCIDR = "242.0.0.0/8"
@@ -102,6 +105,11 @@ func (c Config) validate() (*settings, error) {
 	case v6.Bits() > 96:
 		return nil, &ConfigError{Field: "IPv6Prefix", Value: v6s,
 			Msg: fmt.Sprintf("prefix /%d is longer than /96: the low 32 bits must hold the IPv4 VIP", v6.Bits())}
+	case v6.Bits() < 7 || !ulaPrefix.Contains(v6.Addr()):
+		// Twins elsewhere would be addresses with a meaning of their own (::/0 makes them
+		// IPv4-compatible ::a.b.c.d; 2000::/3 routable ones on the internet).
+		return nil, &ConfigError{Field: "IPv6Prefix", Value: v6s,
+			Msg: "must be a unique local prefix, inside fc00::/7 (e.g. " + DefaultIPv6Prefix + ")"}
 	}
 	s.v6 = v6.Masked()
 	if ext.Overlaps(svc) && ext.Bits() <= svc.Bits() {

@@ -56,7 +56,7 @@ var vipsSettings = &settings.Table[vipsOptions]{Settings: []settings.Setting[vip
 	{Flag: "no-default-vips", Field: "noDefaultVIPs", Usage: "do not give every service the default name <service>.mesh"},
 	{Flag: "service-cidr", Field: "serviceCIDR", Usage: "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)"},
 	{Flag: "external-cidr", Field: "externalCIDR", Usage: "IPv4 pool of MeshExternalService VIPs"},
-	{Flag: "ipv6-prefix", Field: "ipv6Prefix", Usage: "IPv6 prefix (at most /96) of the VIPs' IPv6 twins"},
+	{Flag: "ipv6-prefix", Field: "ipv6Prefix", Usage: "unique local IPv6 prefix (inside fc00::/7, at most /96) of the VIPs' IPv6 twins"},
 	settings.Embed(runSettings, "dns-ttl", "TTL of the records of -o zone: the resolver's TTL, the same setting as kuma-dp run --dns-ttl", vipsRunConfig),
 }}
 
