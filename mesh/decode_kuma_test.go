@@ -101,9 +101,16 @@ func TestMESAllErrorsAtOnce(t *testing.T) {
 
 // Kuma's documented Dataplane fields are accepted, even those the agent does not act on.
 func TestDecodeKumaDataplaneFields(t *testing.T) {
-	doc := dpA + "  admin:\n    port: 9901\n  gateway:\n    type: BUILTIN\n    tags:\n      kuma.io/service: gw\nmetrics:\n  type: prometheus\nprobes:\n  port: 9000\n"
+	doc := dpA + "  admin:\n    port: 9901\nmetrics:\n  type: prometheus\nprobes:\n  port: 9000\n"
 	doc = strings.Replace(doc, "    tags:\n      kuma.io/service: a\n", "    name: http\n    serviceProbe:\n      tcp: {}\n    health:\n      ready: true\n    state: Ready\n    tags:\n      kuma.io/service: a\n", 1)
-	if _, err := Decode("dp.yaml", []byte(doc)); err != nil {
+	gateway := "type: Dataplane\nmesh: default\nname: gw\nnetworking:\n  address: 10.0.0.9\n  admin:\n    port: 9901\n" +
+		"  gateway:\n    type: BUILTIN\n    tags:\n      kuma.io/service: gw\nmetrics:\n  type: prometheus\n"
+	if _, err := Decode("dp.yaml", []byte(doc+"---\n"+gateway)); err != nil {
 		t.Fatalf("Kuma's fields refused: %v", err)
+	}
+	// As in Kuma, a dataplane is a gateway or has inbounds, not both.
+	both := strings.Replace(doc, "  admin:\n", "  gateway:\n    type: DELEGATED\n    tags:\n      kuma.io/service: gw\n  admin:\n", 1)
+	if _, err := Decode("both.yaml", []byte(both)); err == nil || !strings.Contains(err.Error(), "give inbounds or gateway, not both") {
+		t.Fatalf("inbounds beside a gateway: %v", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 const keptDataplane = `type: Dataplane
 mesh: default
-name: gw-1
+name: web-1
 modificationTime: "2024-01-02T15:04:05Z"
 metrics:
   type: prometheus
@@ -22,10 +22,6 @@ probes:
   port: 9000
 networking:
   address: 10.0.0.1
-  gateway:
-    type: BUILTIN
-    tags:
-      kuma.io/service: edge
   admin:
     port: 9901
   inbound:
@@ -50,26 +46,40 @@ func TestDataplaneKeptFields(t *testing.T) {
 	}
 	if string(dp.Metrics) != `{"type":"prometheus"}` || string(dp.Probes) != `{"port":9000}` ||
 		dp.ModificationTime != "2024-01-02T15:04:05Z" || string(dp.Networking.Admin) != `{"port":9901}` ||
-		!strings.Contains(string(dp.Networking.Gateway), `"BUILTIN"`) || dp.Networking.Inbound[0].Name != "http" ||
-		string(dp.Networking.Inbound[0].ServiceProbe) != `{"timeout":"1s"}` {
-		t.Fatalf("kept fields differ: metrics %s probes %s time %q admin %s gateway %s", dp.Metrics, dp.Probes,
-			dp.ModificationTime, dp.Networking.Admin, dp.Networking.Gateway)
+		dp.Networking.Inbound[0].Name != "http" || string(dp.Networking.Inbound[0].ServiceProbe) != `{"timeout":"1s"}` {
+		t.Fatalf("kept fields differ: metrics %s probes %s time %q admin %s", dp.Metrics, dp.Probes,
+			dp.ModificationTime, dp.Networking.Admin)
 	}
 	j, err := json.Marshal(dp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"metrics":{"type":"prometheus"}`, `"probes":{"port":9000}`,
-		`"modificationTime":"2024-01-02T15:04:05Z"`, `"admin":{"port":9901}`, `"gateway":{`, `"name":"http"`,
+		`"modificationTime":"2024-01-02T15:04:05Z"`, `"admin":{"port":9901}`, `"name":"http"`,
 		`"serviceProbe":{"timeout":"1s"}`} {
 		if !bytes.Contains(j, []byte(want)) {
 			t.Errorf("JSON lacks %s: %s", want, j)
 		}
 	}
 	back := gobRoundTrip(t, dp)
-	if string(back.Metrics) != string(dp.Metrics) || string(back.Networking.Gateway) != string(dp.Networking.Gateway) ||
-		back.Networking.Inbound[0].Name != "http" {
+	if string(back.Metrics) != string(dp.Metrics) || back.Networking.Inbound[0].Name != "http" {
 		t.Fatalf("gob round trip: %+v", back)
+	}
+
+	// A gateway dataplane (no inbounds, as in Kuma) keeps its gateway as written.
+	gws, err := Decode("gw.yaml", []byte("type: Dataplane\nmesh: default\nname: gw-1\nnetworking:\n  address: 10.0.0.3\n"+
+		"  gateway:\n    type: BUILTIN\n    tags:\n      kuma.io/service: edge\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gws[0].(*Dataplane)
+	gj, err := json.Marshal(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(gw.Networking.Gateway), `"BUILTIN"`) || !bytes.Contains(gj, []byte(`"gateway":{`)) ||
+		string(gobRoundTrip(t, gw).Networking.Gateway) != string(gw.Networking.Gateway) || !slices.Contains(gw.KeptFields(), "networking.gateway") {
+		t.Fatalf("gateway %s, JSON %s, kept %v", gw.Networking.Gateway, gj, gw.KeptFields())
 	}
 
 	plain, err := Decode("plain.yaml", []byte("type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n"))
@@ -82,8 +92,8 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if got := plain[0].(*Dataplane).KeptFields(); got != nil {
 		t.Fatalf("KeptFields of a plain dataplane: %v", got)
 	}
-	if got := dp.KeptFields(); len(got) != 5 {
-		t.Fatalf("KeptFields: %v, want metrics, probes, gateway, admin and serviceProbe", got)
+	if got := dp.KeptFields(); len(got) != 4 {
+		t.Fatalf("KeptFields: %v, want metrics, probes, admin and serviceProbe", got)
 	}
 }
 

@@ -108,6 +108,11 @@ func (v *validator) dataplane(dp *Dataplane) {
 	v.ip("networking.address", n.Address, true)
 	v.ip("networking.advertisedAddress", n.AdvertisedAddress(), false)
 	gateway := v.gateway(n.NetworkingExtra)
+	if len(n.Inbound) > 0 && gateway {
+		// As Kuma: a gateway's traffic comes in through the gateway, its service is
+		// gateway.tags' (inbounds beside it would give the dataplane two identities).
+		v.errorf("networking.inbound", "", "a gateway dataplane has no inbounds: give inbounds or gateway, not both")
+	}
 	if len(n.Inbound) == 0 && !gateway {
 		v.errorf("networking.inbound", "", "at least one inbound is required (or a gateway)")
 	}
