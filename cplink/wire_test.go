@@ -181,3 +181,27 @@ zone: |
   shard1.apps.test.	30	IN	SOA	ns.shard1.apps.test. hostmaster.shard1.apps.test. 7 300 60 1209600 30
   *.shard1.apps.test.	30	IN	A	10.1.0.1
 `
+
+// A TrafficRoute written in Kuma's form (conf.destination, conf.loadBalancer) crosses the
+// link in the canonical form (conf a list, loadBalancer beside it) and reads back the same.
+func TestKumaRouteCrossesTheLink(t *testing.T) {
+	rs, err := mesh.Decode("route-all.yaml", []byte("type: TrafficRoute\nname: route-all-default\nmesh: default\n"+
+		"sources:\n  - match:\n      kuma.io/service: '*'\ndestinations:\n  - match:\n      kuma.io/service: '*'\n"+
+		"conf:\n  loadBalancer:\n    ringHash: {hashFunction: MURMUR_HASH_2}\n  destination:\n    kuma.io/service: '*'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := EncodeResource(rs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeResource(mesh.KindTrafficRoute, "route-all-default", body)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	tr := back.(*mesh.TrafficRoute)
+	if len(tr.Conf) != 1 || tr.Conf[0].Weight != 1 || tr.Conf[0].Destination.Value(mesh.ServiceTag) != mesh.Wildcard ||
+		string(tr.LoadBalancer) != `{"ringHash":{"hashFunction":"MURMUR_HASH_2"}}` {
+		t.Fatalf("read back: %+v\n%s", tr, body)
+	}
+}
