@@ -35,7 +35,9 @@ type FilesConfig struct {
 	Debounce time.Duration
 	// PollInterval is how often the polling fallback looks (default 500 ms, so a change is
 	// seen within a second). With inotify, a fingerprint check still runs every
-	// 10 x PollInterval to catch what inotify cannot see (some network file systems).
+	// 10 x PollInterval to catch what inotify cannot see (some network file systems). A
+	// look that takes long (a directory of 100,000 files) spaces the next ones out so that
+	// checking takes at most a twentieth of a core (pollEvery).
 	PollInterval time.Duration
 	// DataplaneVars fill the dataplane file's `{{ name }}` placeholders (Kuma's
 	// --dataplane-var), e.g. the pod IP; a placeholder without a value is an error.
@@ -257,7 +259,9 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Up
 		case <-debounce.C:
 			trigger = "watch"
 		case <-safety.C:
-			if f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
+			same := f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen
+			safety.Reset(pollEvery(10*f.cfg.PollInterval, f.fp.lastTook()))
+			if same {
 				continue
 			}
 			trigger = "poll"
@@ -310,7 +314,9 @@ func (f *Files) runPoll(ctx context.Context, out chan<- cplink.Update) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen {
+			same := f.fp.take(f.cfg.DataplaneFile, f.cfg.PoliciesDir) == f.seen
+			tick.Reset(pollEvery(f.cfg.PollInterval, f.fp.lastTook()))
+			if same {
 				continue
 			}
 			trigger = "poll"

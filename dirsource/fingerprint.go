@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,17 @@ type fingerprinter struct {
 	dirents []byte     // getdents64's buffer
 	num     [8]byte
 	st      unix.Stat_t
+	took    time.Duration // how long the last take took
+}
+
+// pollCPUShare bounds the share of a core the periodic checks take: the next one comes
+// after base or after pollCPUShare times as long as the last took, whichever is later (a
+// directory of 100,000 files, ~150 ms a look, polled every 500 ms would take 30% of a core).
+const pollCPUShare = 20
+
+// pollEvery is when the next check comes after one that took took (see pollCPUShare).
+func pollEvery(base, took time.Duration) time.Duration {
+	return max(base, pollCPUShare*took)
 }
 
 // The constant parts of a fingerprint, written as they are (a []byte literal handed to the
@@ -61,6 +73,7 @@ func fingerprint(dataplaneFile, dir string) [32]byte {
 func (f *fingerprinter) take(dataplaneFile, dir string) [32]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	start := time.Now()
 	if f.h == nil {
 		f.h = sha256.New()
 		f.dirents = make([]byte, 16<<10)
@@ -75,7 +88,15 @@ func (f *fingerprinter) take(dataplaneFile, dir string) [32]byte {
 		}
 	}
 	f.h.Sum(f.sum[:0])
+	f.took = time.Since(start)
 	return f.sum
+}
+
+// lastTook is how long the last take took.
+func (f *fingerprinter) lastTook() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.took
 }
 
 // stamp hashes f.path and what stat says of it (links followed), and reports whether stat

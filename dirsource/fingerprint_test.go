@@ -191,3 +191,24 @@ func BenchmarkFingerprint(b *testing.B) {
 		}
 	})
 }
+
+// The checks space out when a look takes long, so that they take at most a twentieth of a
+// core; a look records how long it took.
+func TestPollSpacesOutSlowLooks(t *testing.T) {
+	for _, c := range []struct{ base, took, want time.Duration }{
+		{500 * time.Millisecond, time.Millisecond, 500 * time.Millisecond},
+		{500 * time.Millisecond, 30 * time.Millisecond, 600 * time.Millisecond},
+		{500 * time.Millisecond, 150 * time.Millisecond, 3 * time.Second},
+		{5 * time.Second, 150 * time.Millisecond, 5 * time.Second},
+	} {
+		if got := pollEvery(c.base, c.took); got != c.want {
+			t.Errorf("pollEvery(%v, %v) = %v, want %v", c.base, c.took, got, c.want)
+		}
+	}
+	dp, dir := tree(t)
+	var fp fingerprinter
+	fp.take(dp, dir)
+	if fp.lastTook() <= 0 {
+		t.Fatalf("a look of %s took %v", dir, fp.lastTook())
+	}
+}
