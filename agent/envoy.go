@@ -32,6 +32,10 @@ type envoyPart struct {
 	xdsSocket string
 	adminSock string
 	tproxy    bool
+	// ipv6: the host has IPv6, so the capture listeners listen on [::] (IPv4 too): the
+	// transparent proxy redirects IPv6 by default and DNS answers each VIP's IPv6 twin, whose
+	// connections an IPv4-only listener would refuse.
+	ipv6      bool
 	caBundle  string
 	drainTime time.Duration
 	mu        sync.Mutex
@@ -52,6 +56,7 @@ func newEnvoyPart(cfg Config, workDir, binary string, log *slog.Logger) (*envoyP
 		xdsSocket: filepath.Join(workDir, "xds.sock"),
 		adminSock: filepath.Join(workDir, "envoy-admin.sock"),
 		tproxy:    cfg.TransparentProxy.Enabled,
+		ipv6:      hostHasIPv6(),
 		caBundle:  xds.FindSystemCA(),
 		drainTime: time.Duration(cfg.Dataplane.DrainTime),
 	}
@@ -90,7 +95,7 @@ func (e *envoyPart) Update(snap *mesh.Snapshot, table *vipalloc.Table) (any, err
 		close(e.identified) // Run may write the bootstrap and start Envoy now
 	}
 	e.mu.Unlock()
-	opts := xds.Options{TransparentProxy: e.tproxy, CABundle: e.caBundle}
+	opts := xds.Options{TransparentProxy: e.tproxy, IPv6: e.ipv6, CABundle: e.caBundle}
 	if tp := snap.Self.Networking.TransparentProxying(); tp != nil {
 		opts.TransparentProxy = true
 		opts.OutboundPort, opts.InboundPort = tp.RedirectPortOutbound, tp.RedirectPortInbound
@@ -220,6 +225,17 @@ func (e *envoyPart) Drain(ctx context.Context, _ time.Duration) error {
 
 // envoyDump is /config_dump's "envoy" section: every resource in Envoy's own JSON form
 // (protojson), secrets by name only (they hold keys).
+// hostHasIPv6 tells whether this network namespace (Envoy's too) can listen on [::], as
+// the capture listeners then do.
+func hostHasIPv6() bool {
+	l, err := net.Listen("tcp6", "[::]:0")
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
 type envoyDump struct{ r *xds.Resources }
 
 func (d envoyDump) MarshalJSON() ([]byte, error) {

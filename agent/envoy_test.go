@@ -97,3 +97,39 @@ func TestRealPartsWithEnvoy(t *testing.T) {
 func containsEvent(report []byte, event string) bool {
 	return strings.Contains(string(report), `"event":"`+event+`"`)
 }
+
+// With the transparent proxy on a host with IPv6, the capture listeners listen on [::]:
+// the proxy redirects IPv6 by default and DNS answers each VIP's IPv6 twin, and an IPv4-only
+// capture listener refused those connections (an IPv4 dataplane's Envoy had 0.0.0.0).
+func TestCaptureListenersTakeIPv6(t *testing.T) {
+	if !hostHasIPv6() {
+		t.Skip("this host cannot listen on [::]")
+	}
+	cfg := testConfig()
+	cfg.TransparentProxy.Enabled = true
+	e, err := newEnvoyPart(cfg, t.TempDir(), "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshot(t, "backend")
+	table, err := serviceAllocator{}.Allocate(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := e.Update(snap, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, l := range dump.(envoyDump).r.Listeners {
+		if l.GetName() == "outbound:passthrough" || l.GetName() == "inbound:passthrough" {
+			found++
+			if a := l.GetAddress().GetSocketAddress().GetAddress(); a != "::" {
+				t.Errorf("%s listens on %q, want ::", l.GetName(), a)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d capture listeners, want 2", found)
+	}
+}
