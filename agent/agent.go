@@ -193,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 		defer func() { <-firstEnvoy }()
 		envoyPart = a.startPart("envoy", a.parts.Envoy.Run)
-		defer a.stopPart(envoyPart, 5*time.Second)
+		defer a.stopPart(envoyPart, envoyStopGrace+time.Second)
 	}
 
 	// The first model and table are the agent's model now (a.model): this frame, which

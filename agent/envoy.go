@@ -81,9 +81,15 @@ func newEnvoyPart(cfg Config, workDir, binary string, log *slog.Logger) (*envoyP
 		level = "debug"
 	}
 	e.sup = &bootstrap.Supervisor{Binary: binary, ConfigPath: e.bootPath, DrainTime: e.drainTime,
-		LogLevel: level, AdminSocket: e.adminSock, Log: log}
+		LogLevel: level, AdminSocket: e.adminSock, StopGrace: envoyStopGrace, Log: log}
 	return e, nil
 }
+
+// envoyStopGrace is how long Envoy gets after SIGTERM (its drain is over by then) before
+// SIGKILL. The agent waits a second more for the Envoy part to stop: with the supervisor's
+// default (10 s) an Envoy ignoring SIGTERM outlived the agent's wait and was killed only
+// when kuma-dp itself exited.
+const envoyStopGrace = 4 * time.Second
 
 // Update generates the resources of a model and publishes them; policies that cannot be
 // expressed are left out and logged, invalid resources are refused (Envoy keeps the last
