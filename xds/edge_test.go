@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"fmt"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"math"
 	"strings"
 	"testing"
@@ -63,6 +66,66 @@ func TestRouteWeightsBeyondUint32(t *testing.T) {
 			}
 			if sum > math.MaxUint32 {
 				t.Errorf("weights sum to %d, above Envoy's uint32", sum)
+			}
+		})
+	}
+}
+
+// A dataplane's own outbound on the address and port an inbound (or the transparent proxy's
+// capture listener) binds: Envoy refuses a second listener on a bound address, so the set was
+// refused whole (Server.Update keeps the old one). The outbound is left out and reported; the
+// incremental path must agree with a full generation, and keep the same listener, after a
+// TrafficRoute change of the outbound's service.
+func TestSelfOutboundOnABoundAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    Options
+		obs     []mesh.Outbound
+		keep    string // the listener kept at the address, and its cluster
+		cluster string
+		problem string
+	}{
+		{"inbound", Options{}, []mesh.Outbound{{Port: 8080, Address: "10.0.0.1", Tags: tags(mesh.ServiceTag, "backend")}},
+			"inbound:10.0.0.1:8080", "localhost:8080", `networking.outbound[0].port: 10.0.0.1:8080 is taken by listener "inbound:10.0.0.1:8080"`},
+		{"capture", tproxy, []mesh.Outbound{{Port: 15001, Address: "0.0.0.0", Tags: tags(mesh.ServiceTag, "backend")}},
+			"outbound:passthrough", "outbound:passthrough", `networking.outbound[0].port: 0.0.0.0:15001 is taken by listener "outbound:passthrough"`},
+		{"vip", tproxy, []mesh.Outbound{{Port: 5432, Address: "240.0.0.2", Tags: tags(mesh.ServiceTag, "backend")}},
+			"outbound:240.0.0.2:5432", "db", `networking.outbound[0].port: 240.0.0.2:5432 is taken by listener "outbound:240.0.0.2:5432"`},
+		{"outbound", Options{}, []mesh.Outbound{{Port: 9000, Tags: tags(mesh.ServiceTag, "db")}, {Port: 9000, Tags: tags(mesh.ServiceTag, "backend")}},
+			"outbound:127.0.0.1:9000", "db", `networking.outbound[1].port: 127.0.0.1:9000 is taken by listener "outbound:127.0.0.1:9000"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			self := mobile(tags("service", "mobile"))
+			self.Networking.Extra().Outbound = tc.obs
+			gen := NewGenerator()
+			for step, res := range [][]mesh.Resource{
+				backends(),
+				append(backends(), trafficRoute("split", 0, tags("service", "mobile"), tags("service", "backend"), to(50, tags("service", "backend", "version", "2")), to(50, tags("service", "backend", "version", "3")))),
+			} {
+				want := generateValid(t, self, res, tc.opts)
+				if got := splitOf(t, want, tc.keep); len(got) != 1 || got[0] != tc.cluster {
+					t.Errorf("step %d: %s routes to %v, want %s", step, tc.keep, got, tc.cluster)
+				}
+				if len(want.Problems) != 1 || !strings.Contains(want.Problems[0].String(), tc.problem) {
+					t.Errorf("step %d: problems = %v, want one containing %q", step, want.Problems, tc.problem)
+				}
+				s, err := mesh.NewSnapshot(self, res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := gen.Generate(s, defaultTable(), tc.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := got.Validate(); err != nil {
+					t.Fatalf("step %d: incremental resources invalid: %v", step, err)
+				}
+				if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
+					t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, testutil.FirstDiff(w, g))
+				}
+				if fmt.Sprint(got.Problems) != fmt.Sprint(want.Problems) {
+					t.Errorf("step %d: incremental problems %v, full %v", step, got.Problems, want.Problems)
+				}
 			}
 		})
 	}

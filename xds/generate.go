@@ -63,6 +63,21 @@ type generator struct {
 	pending     []pendingBuild
 	// packed: the messages inside the Anys this generation built (for validation).
 	packed packedSet
+	// bound: the listener bound to each address (Envoy refuses a second one there);
+	// selfSkipped: the dataplane's own outbounds left out because theirs was taken.
+	bound       map[netip.AddrPort]string
+	selfSkipped map[int]bool
+}
+
+// bind records that listener name binds ip:port.
+func (g *generator) bind(ip netip.Addr, port uint32, name string) {
+	if g.bound == nil {
+		g.bound = map[netip.AddrPort]string{}
+	}
+	ap := netip.AddrPortFrom(ip, uint16(port))
+	if _, taken := g.bound[ap]; !taken {
+		g.bound[ap] = name
+	}
 }
 
 func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
@@ -270,6 +285,9 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 			stat = name
 		}
 		bind := !g.o.TransparentProxy
+		if bind {
+			g.bind(ip, in.Port, name)
+		}
 		g.addListener(name, fmt.Sprint(bind, "|", stat, "|", local), func() *listener.Listener {
 			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, g.tcpProxy(stat, local, nil))
 		})
@@ -285,6 +303,8 @@ func (g *generator) capture() {
 	if g.o.IPv6 {
 		bindAll = "::"
 	}
+	g.bind(netip.MustParseAddr(bindAll), g.o.OutboundPort, outboundCaptureName)
+	g.bind(netip.MustParseAddr(bindAll), g.o.InboundPort, inboundCaptureName)
 	g.addListener(outboundCaptureName, fmt.Sprint(bindAll, g.o.OutboundPort), func() *listener.Listener {
 		return captureListener(outboundCaptureName, bindAll, g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND)
 	})
