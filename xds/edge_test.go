@@ -130,3 +130,34 @@ func TestSelfOutboundOnABoundAddress(t *testing.T) {
 		})
 	}
 }
+
+// Envoy refuses a pipe address whose path does not fit a sockaddr_un (107 bytes and the
+// NUL): the cluster was generated, passed the proto checks and Envoy NACKed it.
+func TestMESUnixSocketPathTooLong(t *testing.T) {
+	dir := "/" + strings.Repeat("d", 90) + "/"
+	for _, tc := range []struct {
+		path    string
+		problem string
+	}{
+		{dir + strings.Repeat("s", 107-len(dir)), ""},
+		{dir + strings.Repeat("s", 108-len(dir)), `MeshExternalService "sock": spec.endpoints[0].address: the socket path is 108 bytes, unix sockets allow 107`},
+	} {
+		m := mesExample("sock", nil, mesh.MESEndpoint{Address: "unix://" + tc.path})
+		self := mobile(tags("service", "mobile"))
+		self.Networking.Extra().Outbound = []mesh.Outbound{{Port: 10002, BackendRef: &mesh.BackendRef{Kind: mesh.KindMeshExternalService, Name: "sock"}}}
+		r := generateValid(t, self, append(backends(), m), Options{})
+		hasCluster := false
+		for _, c := range r.Clusters {
+			hasCluster = hasCluster || c.Name == MESClusterPrefix+"sock"
+		}
+		if tc.problem == "" {
+			if !hasCluster || len(r.Problems) != 0 {
+				t.Errorf("%d bytes: cluster %v, problems %v; want the cluster and no problem", len(tc.path), hasCluster, r.Problems)
+			}
+			continue
+		}
+		if hasCluster || len(r.Problems) != 1 || !strings.Contains(r.Problems[0].String(), tc.problem) {
+			t.Errorf("%d bytes: cluster %v, problems %v; want no cluster and a problem containing %q", len(tc.path), hasCluster, r.Problems, tc.problem)
+		}
+	}
+}
