@@ -315,8 +315,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if len(s.socketPath) > 107 {
 		return fmt.Errorf("xds: socket path %q is %d bytes, unix sockets allow 107", s.socketPath, len(s.socketPath))
 	}
-	if err := os.Remove(s.socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("xds: removing stale socket: %w", err)
+	if err := removeStaleSocket(s.socketPath); err != nil {
+		return err
 	}
 	lis, err := net.Listen("unix", s.socketPath)
 	if err != nil {
@@ -356,6 +356,29 @@ func (s *Server) Run(ctx context.Context) error {
 		<-stopped
 	}
 	<-errc
+	return nil
+}
+
+// removeStaleSocket removes a socket file left by a run that did not clean up. A socket
+// another process still accepts on, or a file that is not a socket, is left alone: an error.
+func removeStaleSocket(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("xds: socket path: %w", err)
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("xds: socket path %s exists and is not a socket (mode %s); not removing it", path, st.Mode())
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("xds: socket %s is in use: another process serves on it (another kuma-dp with the same work dir?)", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("xds: removing stale socket: %w", err)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -266,5 +267,81 @@ func TestStateOfTheWorldADS(t *testing.T) {
 	}
 	if len(resp.Resources) != len(res.Clusters) || resp.VersionInfo != srv.Versions()[resourcev3.ClusterType] {
 		t.Fatalf("SotW CDS: %d clusters version %q, want %d version %q", len(resp.Resources), resp.VersionInfo, len(res.Clusters), srv.Versions()[resourcev3.ClusterType])
+	}
+}
+
+// What is at the socket path before Run: a stale socket (a crashed run) is replaced; a
+// socket another process still serves on, or a file that is not a socket, is left alone
+// and Run says so - it removed either (the other agent's Envoy lost its xDS server, the
+// file was deleted).
+func TestRunSocketPathInUse(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "xds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	run := func(sock string) error {
+		ctx, cancel := context.WithCancel(context.Background())
+		srv := NewServer(sock, nil)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx) }()
+		select {
+		case <-srv.Ready():
+			cancel()
+			return <-done
+		case err := <-done:
+			cancel()
+			return err
+		case <-time.After(5 * time.Second):
+			cancel()
+			t.Fatal("Run neither listened nor failed")
+			return nil
+		}
+	}
+
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // the file stays, nobody listens
+	if err := run(stale); err != nil {
+		t.Errorf("stale socket: Run = %v, want it replaced", err)
+	}
+
+	live := filepath.Join(dir, "live.sock")
+	l, err = net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := run(live); err == nil || !strings.Contains(err.Error(), live) || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("live socket: Run = %v, want an error naming %s in use", err, live)
+	}
+	if c, err := net.Dial("unix", live); err != nil {
+		t.Errorf("the other server's socket is gone: %v", err)
+	} else {
+		c.Close()
+	}
+
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(file); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("regular file: Run = %v, want an error saying it is not a socket", err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "keep" {
+		t.Errorf("regular file at the socket path: %q, %v; want it untouched", b, err)
 	}
 }
