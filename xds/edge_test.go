@@ -161,3 +161,31 @@ func TestMESUnixSocketPathTooLong(t *testing.T) {
 		}
 	}
 }
+
+// redirectPortInbound equal to redirectPortOutbound: two capture listeners bound to one
+// address made the whole set invalid, so Envoy got nothing. One capture listener serves both
+// directions (it hands each connection to the listener of its original destination): the
+// inbound one is left out and reported.
+func TestCapturePortsEqual(t *testing.T) {
+	o := tproxy
+	o.OutboundPort, o.InboundPort = 15001, 15001
+	r := generateValid(t, mobile(tags("service", "mobile")), backends(), o)
+	var capture []string
+	for _, l := range r.Listeners {
+		if l.GetUseOriginalDst().GetValue() {
+			capture = append(capture, l.Name)
+		}
+	}
+	if strings.Join(capture, " ") != outboundCaptureName {
+		t.Errorf("capture listeners %v, want only %s", capture, outboundCaptureName)
+	}
+	for _, c := range r.Clusters {
+		if c.Name == inboundCaptureName {
+			t.Errorf("cluster %s generated without its listener", c.Name)
+		}
+	}
+	want := "networking.transparentProxying.redirectPortInbound: the same port as redirectPortOutbound (value \"15001\")"
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0].String(), want) {
+		t.Errorf("problems = %v, want one containing %q", r.Problems, want)
+	}
+}

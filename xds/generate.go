@@ -304,13 +304,20 @@ func (g *generator) capture() {
 		bindAll = "::"
 	}
 	g.bind(netip.MustParseAddr(bindAll), g.o.OutboundPort, outboundCaptureName)
-	g.bind(netip.MustParseAddr(bindAll), g.o.InboundPort, inboundCaptureName)
 	g.addListener(outboundCaptureName, fmt.Sprint(bindAll, g.o.OutboundPort), func() *listener.Listener {
 		return captureListener(outboundCaptureName, bindAll, g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND)
 	})
+	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
+	if g.o.InboundPort == g.o.OutboundPort {
+		// Envoy refuses a second listener there; the outbound one hands inbound connections
+		// to their (virtual) inbound listeners just as well.
+		g.problem(mesh.KindDataplane, g.s.Self.Name, "networking.transparentProxying.redirectPortInbound",
+			fmt.Sprintf("the same port as redirectPortOutbound (value %q); one capture listener serves both", fmt.Sprint(g.o.InboundPort)))
+		return
+	}
+	g.bind(netip.MustParseAddr(bindAll), g.o.InboundPort, inboundCaptureName)
 	g.addListener(inboundCaptureName, fmt.Sprint(bindAll, g.o.InboundPort), func() *listener.Listener {
 		return captureListener(inboundCaptureName, bindAll, g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND)
 	})
-	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
 	g.addCluster(inboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(inboundCaptureName) })
 }
