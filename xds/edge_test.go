@@ -189,3 +189,40 @@ func TestCapturePortsEqual(t *testing.T) {
 		t.Errorf("problems = %v, want one containing %q", r.Problems, want)
 	}
 }
+
+// An inbound listening on all addresses (address 0.0.0.0 or ::) is reached by other
+// dataplanes on the dataplane's (advertised) address: an endpoint 0.0.0.0:port made Envoy
+// connect to its own host.
+func TestUnspecifiedInboundAddressEndpoint(t *testing.T) {
+	res := []mesh.Resource{
+		func() *mesh.Dataplane {
+			d := dataplane("backend-1", "10.0.1.1", inbound(8080, tags("service", "backend")))
+			d.Networking.Inbound[0].Address = "0.0.0.0"
+			return d
+		}(),
+		func() *mesh.Dataplane {
+			d := dataplane("backend-2", "fd00::2", inbound(8080, tags("service", "backend")))
+			d.Networking.Inbound[0].Address = "::"
+			return d
+		}(),
+		func() *mesh.Dataplane {
+			d := dataplane("backend-3", "10.0.1.3", inbound(8080, tags("service", "backend")))
+			d.Networking.Inbound[0].Address = "0.0.0.0"
+			d.Networking.Extra().AdvertisedAddress = "192.0.2.3"
+			return d
+		}(),
+	}
+	r := generateValid(t, mobile(tags("service", "mobile")), res, tproxy)
+	var got []string
+	for _, e := range r.Endpoints {
+		if e.ClusterName != "backend" {
+			continue
+		}
+		for _, lb := range e.Endpoints[0].LbEndpoints {
+			got = append(got, lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+		}
+	}
+	if strings.Join(got, " ") != "10.0.1.1 fd00::2 192.0.2.3" {
+		t.Errorf("backend endpoints %v, want [10.0.1.1 fd00::2 192.0.2.3]", got)
+	}
+}

@@ -220,15 +220,21 @@ func (g *generator) buildPending() {
 	g.deferBuilds = false
 }
 
-// inboundAddress is the address other dataplanes reach an inbound on.
+// inboundAddress is the address other dataplanes reach an inbound on. An inbound on all
+// addresses (0.0.0.0 or ::) is reached on the dataplane's address, as one without an address.
 func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
-	if in.Address != "" {
+	if in.Address != "" && !unspecified(in.Address) {
 		return in.Address
 	}
 	if dp.Networking.AdvertisedAddress() != "" {
 		return dp.Networking.AdvertisedAddress()
 	}
 	return dp.Networking.Address
+}
+
+func unspecified(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	return err == nil && ip.IsUnspecified()
 }
 
 // normalizeTags maps the L4 TrafficRoute design's short `service` key to kuma.io/service (when the long one is
