@@ -226,3 +226,31 @@ func TestUnspecifiedInboundAddressEndpoint(t *testing.T) {
 		t.Errorf("backend endpoints %v, want [10.0.1.1 fd00::2 192.0.2.3]", got)
 	}
 }
+
+// A dataplane on an IPv6 address is on a host with IPv6, and its inbound connections,
+// redirected by the transparent proxy, arrive on IPv6: capture listeners on 0.0.0.0 refused
+// them (Options.IPv6 unset). They listen on [::] (with IPv4) for it; an IPv4 dataplane's stay
+// on 0.0.0.0 unless Options.IPv6 says the host has IPv6.
+func TestCaptureOnIPv6ForAnIPv6Dataplane(t *testing.T) {
+	for _, tc := range []struct {
+		addr, inbound, want string
+	}{
+		{"fd00::5", "", "::"},
+		{"10.0.0.1", "fd00::6", "::"},
+		{"10.0.0.1", "", "0.0.0.0"},
+		{"10.0.0.1", "::ffff:10.0.0.2", "0.0.0.0"},
+	} {
+		self := dataplane("me", tc.addr, inbound(8080, tags("service", "me")))
+		self.Networking.Inbound[0].Address = tc.inbound
+		r := generateValid(t, self, backends(), tproxy)
+		for _, l := range r.Listeners {
+			if l.Name != outboundCaptureName && l.Name != inboundCaptureName {
+				continue
+			}
+			sa := l.GetAddress().GetSocketAddress()
+			if sa.GetAddress() != tc.want || sa.GetIpv4Compat() != (tc.want == "::") {
+				t.Errorf("dataplane %s inbound %q: %s listens on %s (ipv4_compat %v), want %s", tc.addr, tc.inbound, l.Name, sa.GetAddress(), sa.GetIpv4Compat(), tc.want)
+			}
+		}
+	}
+}

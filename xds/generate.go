@@ -300,13 +300,28 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 	}
 }
 
+// hasIPv6Address: the dataplane or one of its inbounds has an IPv6 address, so the host has
+// IPv6 and connections to it are redirected on IPv6 too.
+func hasIPv6Address(dp *mesh.Dataplane) bool {
+	addrs := []string{dp.Networking.Address}
+	for _, in := range dp.Networking.Inbound {
+		addrs = append(addrs, in.Address)
+	}
+	for _, a := range addrs {
+		if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() && !ip.Is4In6() && !ip.IsUnspecified() {
+			return true
+		}
+	}
+	return false
+}
+
 // capture adds the transparent proxy's listeners and their passthrough clusters.
 func (g *generator) capture() {
 	if !g.o.TransparentProxy {
 		return
 	}
 	bindAll := "0.0.0.0"
-	if g.o.IPv6 {
+	if g.o.IPv6 || hasIPv6Address(g.s.Self) {
 		bindAll = "::"
 	}
 	g.bind(netip.MustParseAddr(bindAll), g.o.OutboundPort, outboundCaptureName)
