@@ -48,6 +48,10 @@ func (c Config) check() error {
 	if c.AdminAddress == "" && c.AdminSocket == "" {
 		errs = append(errs, errors.New("bootstrap: admin: a socket path or a loopback address is required"))
 	}
+	if c.AdminAddress == "" && c.AdminSocket != "" && c.XDSSocket != "" && filepath.Clean(c.AdminSocket) == filepath.Clean(c.XDSSocket) {
+		// Envoy would bind its admin API where kuma-dp serves xDS and fail to start.
+		errs = append(errs, fmt.Errorf("bootstrap: admin socket: the xds socket's path (value %q)", c.AdminSocket))
+	}
 	for _, p := range []struct{ field, path string }{{"xds socket", c.XDSSocket}, {"admin socket", c.AdminSocket}} {
 		if len(p.path) > 107 {
 			errs = append(errs, fmt.Errorf("bootstrap: %s: path is %d bytes, unix sockets allow 107 (value %q)", p.field, len(p.path), p.path))

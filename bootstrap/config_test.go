@@ -92,6 +92,9 @@ func TestWriteRejects(t *testing.T) {
 		{"socket too long", Config{Name: "a", XDSSocket: long, AdminSocket: "/a.sock"}, "unix sockets allow 107"},
 		{"admin not loopback", Config{Name: "a", XDSSocket: "/x.sock", AdminAddress: "0.0.0.0:9901"}, "must be a loopback IP"},
 		{"admin bad port", Config{Name: "a", XDSSocket: "/x.sock", AdminAddress: "127.0.0.1:99999"}, "port"},
+		// Envoy would bind its admin API where kuma-dp serves xDS: it fails to start, again and again.
+		{"admin socket is the xds socket", Config{Name: "a", XDSSocket: "/run/kuma/x.sock", AdminSocket: "/run/kuma/./x.sock"},
+			`admin socket: the xds socket's path (value "/run/kuma/./x.sock")`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -26,11 +27,17 @@ func findEnvoy(binaryPath, pathEnv, self string) (string, error) {
 		if err := executable(binaryPath); err != nil {
 			return "", fmt.Errorf("envoy: --binary-path: %w", err)
 		}
-		return binaryPath, nil
+		// Absolute: exec looks a name without a slash up on PATH, and Envoy's restarts must
+		// not depend on the working directory.
+		abs, err := filepath.Abs(binaryPath)
+		if err != nil {
+			return "", fmt.Errorf("envoy: --binary-path: %w (value %q)", err, binaryPath)
+		}
+		return abs, nil
 	}
 	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			continue
+		if !filepath.IsAbs(dir) {
+			continue // "" and relative entries name the working directory: not searched, as exec.LookPath refuses them
 		}
 		if p := filepath.Join(dir, "envoy"); executable(p) == nil {
 			return p, nil
@@ -54,8 +61,9 @@ func executable(p string) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", p)
 	}
-	if st.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not executable", p)
+	// The kernel's answer for this user (a file with x for others only is not ours to run).
+	if st.Mode().Perm()&0o111 == 0 || syscall.Access(p, 0x1 /* X_OK */) != nil {
+		return fmt.Errorf("%s is not executable (mode %s)", p, st.Mode().Perm())
 	}
 	return nil
 }

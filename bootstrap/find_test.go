@@ -78,3 +78,49 @@ echo "envoy  version: 6fcb7b0a5cb15d5b3b9b0f0dd0ab4c1e5b4fe2c3/1.34.1/Clean/RELE
 		}
 	}
 }
+
+// A relative --binary-path was checked against the working directory but run by name: exec
+// looks a slash-less name up on PATH (another envoy, or none). A relative PATH entry found a
+// binary exec then refused (exec.ErrDot): such entries are not searched, as exec.LookPath.
+func TestFindEnvoyRelative(t *testing.T) {
+	dir := t.TempDir()
+	writeExec(t, filepath.Join(dir, "envoy"), "echo 'envoy  version: abc/1.34.1/Clean/RELEASE/BoringSSL'\n")
+	writeExec(t, filepath.Join(dir, "sub", "envoy"), "echo 'envoy  version: abc/1.33.0/Clean/RELEASE/BoringSSL'\n")
+	t.Chdir(dir)
+	t.Setenv("PATH", "/nonexistent")
+	for _, c := range []struct{ binary, path, want string }{
+		{"envoy", "/nonexistent", "1.34.1"},
+		{"./sub/envoy", "/nonexistent", "1.33.0"},
+	} {
+		got, err := findEnvoy(c.binary, c.path, "")
+		if err != nil {
+			t.Fatalf("findEnvoy(%q, PATH=%q): %v", c.binary, c.path, err)
+		}
+		if !filepath.IsAbs(got) {
+			t.Errorf("findEnvoy(%q, PATH=%q) = %q, want an absolute path", c.binary, c.path, got)
+		}
+		if v, err := EnvoyVersion(got); err != nil || v != c.want {
+			t.Errorf("findEnvoy(%q, PATH=%q) = %q, which runs as %q, %v; want %s", c.binary, c.path, got, v, err, c.want)
+		}
+	}
+	for _, path := range []string{".", "sub", ":"} {
+		if got, err := findEnvoy("", path, ""); err == nil || !strings.Contains(err.Error(), "binary not found") {
+			t.Errorf("findEnvoy with PATH=%q = %q, %v; want binary not found (relative entries are not searched)", path, got, err)
+		}
+	}
+}
+
+// Permission bits for others only (0o701 on a file we own): the x check passed and the
+// start failed with "permission denied". Found to be not executable, by the flag's name.
+func TestFindEnvoyNotExecutableByUs(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may execute any file with an x bit")
+	}
+	p := writeExec(t, filepath.Join(t.TempDir(), "envoy"), "")
+	if err := os.Chmod(p, 0o601); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findEnvoy(p, "", ""); err == nil || !strings.Contains(err.Error(), "--binary-path") || !strings.Contains(err.Error(), "not executable") {
+		t.Fatalf("findEnvoy(mode 0601) err = %v, want --binary-path ... not executable", err)
+	}
+}

@@ -158,6 +158,9 @@ func (s *Supervisor) start() (*exec.Cmd, <-chan error, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
+	// Output to a writer that is not a file goes through pipes: once Envoy has exited, a
+	// child it left holding them must not hide the exit (Wait would wait for it).
+	cmd.WaitDelay = time.Second
 	// Its own process group, so a stop reaches Envoy's children too; and killed with us
 	// if kuma-dp dies without stopping it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

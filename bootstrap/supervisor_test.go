@@ -228,3 +228,39 @@ func TestDrain(t *testing.T) {
 		t.Errorf("Drain without admin: %v", err)
 	}
 }
+
+// Envoy's output going to a writer that is not a file goes through a pipe; a child left
+// behind by the process (a wrapper script's helper) kept the pipe open, so Wait - and the
+// supervisor - never saw the exit and Envoy was never restarted.
+func TestSupervisorRestartsWhenAChildHoldsTheOutput(t *testing.T) {
+	dir := t.TempDir()
+	bin := writeExec(t, filepath.Join(dir, "envoy"), `echo start >> `+dir+`/starts
+sleep 20 &
+echo $! >> `+dir+`/children
+echo 'critical: bad config' >&2
+exit 1
+`)
+	t.Cleanup(func() {
+		for _, pid := range readLines(filepath.Join(dir, "children")) {
+			if n, err := strconv.Atoi(pid); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	})
+	s := &Supervisor{Binary: bin, ConfigPath: "/b.json", Stdout: io.Discard, Stderr: io.Discard,
+		InitialBackoff: 20 * time.Millisecond, Jitter: -1, StopGrace: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(readLines(filepath.Join(dir, "starts"))) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readLines(filepath.Join(dir, "starts"))); n < 2 {
+		t.Fatalf("envoy started %d time(s) in 5s; its exit went unnoticed while a child held its output pipe", n)
+	}
+}

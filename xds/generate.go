@@ -63,6 +63,21 @@ type generator struct {
 	pending     []pendingBuild
 	// packed: the messages inside the Anys this generation built (for validation).
 	packed packedSet
+	// bound: the listener bound to each address (Envoy refuses a second one there);
+	// selfSkipped: the dataplane's own outbounds left out because theirs was taken.
+	bound       map[netip.AddrPort]string
+	selfSkipped map[int]bool
+}
+
+// bind records that listener name binds ip:port.
+func (g *generator) bind(ip netip.Addr, port uint32, name string) {
+	if g.bound == nil {
+		g.bound = map[netip.AddrPort]string{}
+	}
+	ap := netip.AddrPortFrom(ip, uint16(port))
+	if _, taken := g.bound[ap]; !taken {
+		g.bound[ap] = name
+	}
 }
 
 func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
@@ -205,15 +220,21 @@ func (g *generator) buildPending() {
 	g.deferBuilds = false
 }
 
-// inboundAddress is the address other dataplanes reach an inbound on.
+// inboundAddress is the address other dataplanes reach an inbound on. An inbound on all
+// addresses (0.0.0.0 or ::) is reached on the dataplane's address, as one without an address.
 func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
-	if in.Address != "" {
+	if in.Address != "" && !unspecified(in.Address) {
 		return in.Address
 	}
 	if dp.Networking.AdvertisedAddress() != "" {
 		return dp.Networking.AdvertisedAddress()
 	}
 	return dp.Networking.Address
+}
+
+func unspecified(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	return err == nil && ip.IsUnspecified()
 }
 
 // normalizeTags maps the L4 TrafficRoute design's short `service` key to kuma.io/service (when the long one is
@@ -270,10 +291,28 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 			stat = name
 		}
 		bind := !g.o.TransparentProxy
+		if bind {
+			g.bind(ip, in.Port, name)
+		}
 		g.addListener(name, fmt.Sprint(bind, "|", stat, "|", local), func() *listener.Listener {
 			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, g.tcpProxy(stat, local, nil))
 		})
 	}
+}
+
+// hasIPv6Address: the dataplane or one of its inbounds has an IPv6 address, so the host has
+// IPv6 and connections to it are redirected on IPv6 too.
+func hasIPv6Address(dp *mesh.Dataplane) bool {
+	addrs := []string{dp.Networking.Address}
+	for _, in := range dp.Networking.Inbound {
+		addrs = append(addrs, in.Address)
+	}
+	for _, a := range addrs {
+		if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() && !ip.Is4In6() && !ip.IsUnspecified() {
+			return true
+		}
+	}
+	return false
 }
 
 // capture adds the transparent proxy's listeners and their passthrough clusters.
@@ -282,15 +321,24 @@ func (g *generator) capture() {
 		return
 	}
 	bindAll := "0.0.0.0"
-	if g.o.IPv6 {
+	if g.o.IPv6 || hasIPv6Address(g.s.Self) {
 		bindAll = "::"
 	}
+	g.bind(netip.MustParseAddr(bindAll), g.o.OutboundPort, outboundCaptureName)
 	g.addListener(outboundCaptureName, fmt.Sprint(bindAll, g.o.OutboundPort), func() *listener.Listener {
 		return captureListener(outboundCaptureName, bindAll, g.o.OutboundPort, outboundCaptureName, core.TrafficDirection_OUTBOUND)
 	})
+	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
+	if g.o.InboundPort == g.o.OutboundPort {
+		// Envoy refuses a second listener there; the outbound one hands inbound connections
+		// to their (virtual) inbound listeners just as well.
+		g.problem(mesh.KindDataplane, g.s.Self.Name, "networking.transparentProxying.redirectPortInbound",
+			fmt.Sprintf("the same port as redirectPortOutbound (value %q); one capture listener serves both", fmt.Sprint(g.o.InboundPort)))
+		return
+	}
+	g.bind(netip.MustParseAddr(bindAll), g.o.InboundPort, inboundCaptureName)
 	g.addListener(inboundCaptureName, fmt.Sprint(bindAll, g.o.InboundPort), func() *listener.Listener {
 		return captureListener(inboundCaptureName, bindAll, g.o.InboundPort, inboundCaptureName, core.TrafficDirection_INBOUND)
 	})
-	g.addCluster(outboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(outboundCaptureName) })
 	g.addCluster(inboundCaptureName, "", func() *cluster.Cluster { return originalDstCluster(inboundCaptureName) })
 }

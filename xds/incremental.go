@@ -99,7 +99,7 @@ func newState(g *generator, r *Resources, routeProblems int) *genState {
 		st.obs = map[string][]obRef{} // no VIP listeners were generated
 	}
 	for i, ob := range g.s.Self.Networking.Outbound() {
-		if ob.BackendRef == nil {
+		if ob.BackendRef == nil && !g.selfSkipped[i] { // one left out stays out until this dataplane changes
 			svc := normalizeTags(ob.Tags).Value(mesh.ServiceTag)
 			st.obs[svc] = append(st.obs[svc], obRef{self: i})
 		}

@@ -50,6 +50,9 @@ func (g *generator) meshExternalService(name string) (string, bool) {
 	return cname, true
 }
 
+// maxSocketPath is the longest unix socket path: sun_path is 108 bytes with its NUL.
+const maxSocketPath = 107
+
 type mesEndpoint struct {
 	addr   *core.Address
 	domain string // set for DNS-resolved endpoints
@@ -78,6 +81,9 @@ func mesCluster(name string, m *mesh.MeshExternalService, caBundle string) (*clu
 			path := strings.TrimPrefix(e.Address, "unix://")
 			if path == "" {
 				return nil, &routeError{field + ".address", fmt.Sprintf("empty unix socket path (value %q)", e.Address)}
+			}
+			if len(path) > maxSocketPath { // Envoy refuses it (a sockaddr_un holds 108 bytes with the NUL)
+				return nil, &routeError{field + ".address", fmt.Sprintf("the socket path is %d bytes, unix sockets allow %d (value %q)", len(path), maxSocketPath, e.Address)}
 			}
 			unix++
 			eps = append(eps, mesEndpoint{addr: pipeAddress(path), unix: true})

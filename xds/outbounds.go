@@ -85,6 +85,22 @@ func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
 		g.problem(mesh.KindDataplane, dp.Name, field+".address", fmt.Sprintf("not an IP address (value %q)", ob.Address))
 		return
 	}
+	// Envoy refuses a second listener on a bound address: the first one keeps it. A
+	// Generator never regenerates an outbound left out here (newState), so its patches
+	// keep the same listener.
+	ap := netip.AddrPortFrom(ip, uint16(ob.Port))
+	by, taken := g.bound[ap]
+	if name := listenerName("outbound", ip, ob.Port); !taken && hasKey(g.listeners, name) {
+		by, taken = name, true // a VIP's (virtual) listener
+	}
+	if taken {
+		if g.selfSkipped == nil {
+			g.selfSkipped = map[int]bool{}
+		}
+		g.selfSkipped[i] = true
+		g.problem(mesh.KindDataplane, dp.Name, field+".port", fmt.Sprintf("%s is taken by listener %q; this outbound is left out", ap, by))
+		return
+	}
 	var spec proxySpec
 	switch {
 	case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshExternalService:
@@ -112,6 +128,7 @@ func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
 		}
 		g.track(tags.Value(mesh.ServiceTag), spec)
 	}
+	g.bind(ip, ob.Port, listenerName("outbound", ip, ob.Port))
 	g.addProxyListeners(spec, true, ob.Port, ip)
 }
 
@@ -201,4 +218,10 @@ func clusterName(tags mesh.Tags) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// hasKey: a full generation puts names in the maps before their messages are built.
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }

@@ -99,6 +99,9 @@ func (g *generator) routerListeners(gws map[int]*mesh.Router) {
 		hosts := g.virtualHosts(rt)
 		name := listenerName("router", ip, in.Port)
 		bind := !g.o.TransparentProxy
+		if bind {
+			g.bind(ip, in.Port, name)
+		}
 		var sig strings.Builder
 		fmt.Fprint(&sig, bind, "|", rt.Name)
 		for _, d := range sortedKeys(hosts) {

@@ -2,6 +2,8 @@ package xds
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -18,25 +20,54 @@ type route struct {
 
 type dest struct {
 	tags   mesh.Tags // a service "*" is the service of the outbound (Kuma's route-all)
-	weight uint32
+	weight uint64    // the sum of the uint32 weights of the destinations with these tags
 }
 
 // split is where the route sends an outbound's connections to service svc: each
 // destination's cluster (named by cluster) and weight, the wildcard service read as svc and
-// destinations that then name one cluster added up, in the route's order.
+// destinations that then name one cluster added up, in the route's order. Sums are taken
+// in 64 bits; when they exceed Envoy's uint32 weights, all are scaled down in proportion.
 func (r *route) split(svc string, cluster func(mesh.Tags) string) []weighted {
-	out := make([]weighted, 0, len(r.conf))
+	names := make([]string, 0, len(r.conf))
+	sums := make([]uint64, 0, len(r.conf))
 	for _, d := range r.conf {
 		tags := d.tags
 		if tags.Value(mesh.ServiceTag) == mesh.Wildcard {
 			tags = tags.With(mesh.ServiceTag, svc)
 		}
 		name := cluster(tags)
-		if i := slices.IndexFunc(out, func(w weighted) bool { return w.cluster == name }); i >= 0 {
-			out[i].weight += d.weight
+		if i := slices.Index(names, name); i >= 0 {
+			sums[i] += d.weight
 			continue
 		}
-		out = append(out, weighted{cluster: name, weight: d.weight})
+		names, sums = append(names, name), append(sums, d.weight)
+	}
+	sums = fitWeights(sums)
+	out := make([]weighted, len(names))
+	for i, name := range names {
+		out[i] = weighted{cluster: name, weight: uint32(sums[i])}
+	}
+	return out
+}
+
+// fitWeights returns ws unchanged when their total fits in a uint32 (Envoy's weights are
+// uint32, and its HTTP routes refuse a larger total), else scaled down in proportion so that
+// the total does, each weight kept at 1 or more (Envoy refuses 0).
+func fitWeights(ws []uint64) []uint64 {
+	var total uint64
+	for _, w := range ws {
+		total += w // each is at most len(conf) * 2^32: no overflow
+	}
+	if total <= math.MaxUint32 {
+		return ws
+	}
+	// Room for the weights raised to 1 keeps the total within the limit.
+	limit := uint64(math.MaxUint32) - uint64(len(ws))
+	out := make([]uint64, len(ws))
+	for i, w := range ws {
+		hi, lo := bits.Mul64(w, limit)
+		q, _ := bits.Div64(hi, lo, total) // w <= total, so hi < total
+		out[i] = max(q, 1)
 	}
 	return out
 }
@@ -174,11 +205,11 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 		// Two destinations with the same tags are one cluster: their weights add up.
 		name := clusterName(tags)
 		if j, ok := index[name]; ok {
-			r.conf[j].weight += c.Weight
+			r.conf[j].weight += uint64(c.Weight)
 			continue
 		}
 		index[name] = len(r.conf)
-		r.conf = append(r.conf, dest{tags: tags, weight: c.Weight})
+		r.conf = append(r.conf, dest{tags: tags, weight: uint64(c.Weight)})
 	}
 	if len(r.conf) == 0 {
 		return nil, &routeError{"conf", "no destination with a weight above 0"}

@@ -10,6 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,10 +42,28 @@ type Server struct {
 	cache      cachev3.SnapshotCache
 	ready      chan struct{}
 
+	// RemovalDelay is how long the clusters and assignments an Update removes stay published
+	// (make before break: go-control-plane sends CDS before LDS, so a cluster removed in the
+	// same set as the listener change that stopped naming it would leave Envoy, in between,
+	// with a listener naming a missing cluster). 0 means 2s; negative removes them at once.
+	// Set it before the first Update.
+	RemovalDelay time.Duration
+
 	mu      sync.Mutex
 	types   map[string]*typeState // by type URL: what was last published
 	current *published
 	nacks   int
+	// last is the last valid set given to Update; buried are the clusters and assignments
+	// it no longer has that stay published until their time; expiry republishes then.
+	last   *Resources
+	buried map[string]map[string]burial
+	expiry *time.Timer
+}
+
+// burial is a removed resource still published until a time.
+type burial struct {
+	msg   proto.Message
+	until time.Time
 }
 
 // NewServer returns a server that will listen on socketPath (at most 107 bytes) once Run is
@@ -99,10 +120,111 @@ func (s *Server) Update(r *Resources) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
+	s.bury(resourcev3.ClusterType, asProto(r.Clusters), byName, now)
+	s.bury(resourcev3.EndpointType, asProto(r.Endpoints), byClusterName, now)
+	return s.publish(r, now)
+}
+
+// removalDelay is RemovalDelay with its default.
+func (s *Server) removalDelay() time.Duration {
+	if s.RemovalDelay == 0 {
+		return 2 * time.Second
+	}
+	return s.RemovalDelay
+}
+
+// bury keeps the published resources of typeURL that msgs (sorted by name) no longer has
+// published until the removal delay has passed.
+func (s *Server) bury(typeURL string, msgs []proto.Message, nameOf func(proto.Message) string, now time.Time) {
+	d := s.removalDelay()
+	if d < 0 {
+		return
+	}
+	old := s.types[typeURL]
+	if old == nil {
+		return
+	}
+	i, j := 0, 0
+	for i < len(old.msgs) {
+		if j < len(msgs) && old.msgs[i] == msgs[j] { // unchanged: no name compared
+			i++
+			j++
+			continue
+		}
+		on := old.nameOf(old.msgs[i])
+		var nn string
+		if j < len(msgs) {
+			nn = nameOf(msgs[j])
+		}
+		switch {
+		case j == len(msgs) || on < nn: // removed
+			if _, ok := s.buried[typeURL][on]; !ok {
+				if s.buried == nil {
+					s.buried = map[string]map[string]burial{}
+				}
+				if s.buried[typeURL] == nil {
+					s.buried[typeURL] = map[string]burial{}
+				}
+				s.buried[typeURL][on] = burial{msg: old.msgs[i], until: now.Add(d)}
+			}
+			i++
+		case nn < on:
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+}
+
+// withBuried is msgs (sorted by name) with the buried resources of typeURL still due, in
+// name order; a buried name msgs has again, or whose time has come, is forgotten.
+func (s *Server) withBuried(typeURL string, msgs []proto.Message, nameOf func(proto.Message) string, now time.Time) []proto.Message {
+	b := s.buried[typeURL]
+	if len(b) == 0 {
+		return msgs
+	}
+	type insert struct {
+		at  int // position in msgs
+		msg proto.Message
+	}
+	var extra []insert
+	for name, e := range b {
+		k := sort.Search(len(msgs), func(k int) bool { return nameOf(msgs[k]) >= name })
+		if (k < len(msgs) && nameOf(msgs[k]) == name) || !now.Before(e.until) {
+			delete(b, name)
+			continue
+		}
+		extra = append(extra, insert{k, e.msg})
+	}
+	if len(extra) == 0 {
+		return msgs
+	}
+	// A few insertions into a long sorted list: copy the runs between them.
+	slices.SortFunc(extra, func(a, c insert) int {
+		if a.at != c.at {
+			return a.at - c.at
+		}
+		return strings.Compare(nameOf(a.msg), nameOf(c.msg))
+	})
+	out := make([]proto.Message, 0, len(msgs)+len(extra))
+	from := 0
+	for _, x := range extra {
+		out = append(out, msgs[from:x.at]...)
+		out = append(out, x.msg)
+		from = x.at
+	}
+	return append(out, msgs[from:]...)
+}
+
+// publish makes r, with the buried resources still due, the published set, and arranges
+// for the next burial to end.
+func (s *Server) publish(r *Resources, now time.Time) error {
 	next := map[string]*typeState{}
 	var errs []error
 	add := func(typeURL string, msgs []proto.Message, nameOf func(proto.Message) string) {
-		st, err := s.types[typeURL].update(msgs, nameOf)
+		st, err := s.types[typeURL].update(s.withBuried(typeURL, msgs, nameOf, now), nameOf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("xds: %s: %w", typeURL, err))
 			return
@@ -116,14 +238,44 @@ func (s *Server) Update(r *Resources) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	s.scheduleExpiry(now)
 	snap := &published{types: next}
 	if err := s.cache.SetSnapshot(context.Background(), nodeKey, snap); err != nil {
 		return fmt.Errorf("xds: publishing: %w", err)
 	}
-	s.types, s.current = next, snap
+	s.types, s.current, s.last = next, snap, r
 	s.log.Debug("published Envoy resources", "listeners", len(r.Listeners), "clusters", len(r.Clusters),
 		"endpoints", len(r.Endpoints), "cds_version", snap.GetVersion(resourcev3.ClusterType), "lds_version", snap.GetVersion(resourcev3.ListenerType))
 	return nil
+}
+
+// scheduleExpiry republishes when the earliest burial ends.
+func (s *Server) scheduleExpiry(now time.Time) {
+	var first time.Time
+	for _, b := range s.buried {
+		for _, e := range b {
+			if first.IsZero() || e.until.Before(first) {
+				first = e.until
+			}
+		}
+	}
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+	if first.IsZero() {
+		return
+	}
+	s.expiry = time.AfterFunc(first.Sub(now), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.last == nil {
+			return
+		}
+		if err := s.publish(s.last, time.Now()); err != nil {
+			s.log.Error("publishing the removal of unused clusters", "error", err)
+		}
+	})
 }
 
 // published is one published set, as the go-control-plane cache reads it. The per-type
@@ -315,8 +467,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if len(s.socketPath) > 107 {
 		return fmt.Errorf("xds: socket path %q is %d bytes, unix sockets allow 107", s.socketPath, len(s.socketPath))
 	}
-	if err := os.Remove(s.socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("xds: removing stale socket: %w", err)
+	if err := removeStaleSocket(s.socketPath); err != nil {
+		return err
 	}
 	lis, err := net.Listen("unix", s.socketPath)
 	if err != nil {
@@ -356,6 +508,29 @@ func (s *Server) Run(ctx context.Context) error {
 		<-stopped
 	}
 	<-errc
+	return nil
+}
+
+// removeStaleSocket removes a socket file left by a run that did not clean up. A socket
+// another process still accepts on, or a file that is not a socket, is left alone: an error.
+func removeStaleSocket(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("xds: socket path: %w", err)
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("xds: socket path %s exists and is not a socket (mode %s); not removing it", path, st.Mode())
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("xds: socket %s is in use: another process serves on it (another kuma-dp with the same work dir?)", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("xds: removing stale socket: %w", err)
+	}
 	return nil
 }
 
