@@ -73,6 +73,11 @@ const (
 	DefaultBackoff           = 250 * time.Millisecond
 	DefaultMaxBackoff        = 30 * time.Second
 	DefaultKeepaliveInterval = 10 * time.Second
+	// MaxResponseBytes is the largest response the link takes. A control plane answers a
+	// new stream with one response per kind holding all of it: gRPC's default limit (4
+	// MiB, some 13,000 Dataplanes) refused a large mesh's first sync at the transport,
+	// and every reconnection was sent it again.
+	MaxResponseBytes = 256 << 20
 )
 
 // Client is the control-plane link: a Source fed by incremental ADS (delta xDS) from a
@@ -453,6 +458,10 @@ func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 		c.log.Error("the control plane refused this dataplane; check --dataplane-token-file, --name and --mesh",
 			append(attrs, "error", status.Convert(err).Message())...)
 		return
+	case codes.ResourceExhausted:
+		c.log.Error(fmt.Sprintf("refused a response from the control plane larger than the link takes (%d MiB); keeping the last good model", MaxResponseBytes>>20),
+			append(attrs, "error", status.Convert(err).Message())...)
+		return
 	}
 	msg := "control plane link down; reconnecting"
 	if err != nil && c.plainText() && strings.Contains(err.Error(), "server preface") {
@@ -481,7 +490,8 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	}
 	conn, err := grpc.NewClient(c.targets[c.cur%len(c.targets)], grpc.WithTransportCredentials(c.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}))
+			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseBytes)))
 	if err != nil {
 		return false, err
 	}
