@@ -44,6 +44,10 @@ type ControlPlaneConfig struct {
 	KeepaliveInterval Duration `json:"keepaliveInterval"`
 }
 
+// MinKeepaliveInterval is the shortest controlPlane.keepaliveInterval taken (0 is the
+// default, 10 s).
+const MinKeepaliveInterval = 100 * time.Millisecond
+
 // DataplaneConfig identifies the dataplane and how it stops.
 type DataplaneConfig struct {
 	// Name and Mesh, when set, must match the dataplane file (they guard against running
@@ -153,11 +157,21 @@ func (c *Config) Validate() error {
 		if c.Runtime.PoliciesDir != "" {
 			return bad("dataplaneRuntime.policiesDir", c.Runtime.PoliciesDir, "the policies come from the control plane (controlPlane.url): give one or the other")
 		}
+		if err := cplink.CheckAddress(c.ControlPlane.URL); err != nil {
+			return bad("controlPlane.url", c.ControlPlane.URL, err.Error())
+		}
 		if c.ControlPlane.RetryBackoff < 0 {
 			return bad("controlPlane.retryBackoff", c.ControlPlane.RetryBackoff.String(), "must not be negative")
 		}
-		if c.ControlPlane.KeepaliveInterval < 0 {
-			return bad("controlPlane.keepaliveInterval", c.ControlPlane.KeepaliveInterval.String(), "must not be negative")
+		if c.ControlPlane.RetryBackoff > Duration(cplink.DefaultMaxBackoff) {
+			return bad("controlPlane.retryBackoff", c.ControlPlane.RetryBackoff.String(),
+				"must be at most "+cplink.DefaultMaxBackoff.String()+" (the longest wait between attempts)")
+		}
+		// The link waits for each keepalive's answer as long as the interval (at most 5 s):
+		// a shorter one drops a healthy control plane whenever it answers slower.
+		if iv := c.ControlPlane.KeepaliveInterval; iv < 0 || (iv > 0 && iv < Duration(MinKeepaliveInterval)) {
+			return bad("controlPlane.keepaliveInterval", iv.String(), "must be 0 (the default, "+
+				cplink.DefaultKeepaliveInterval.String()+") or at least "+MinKeepaliveInterval.String())
 		}
 	} else if c.Runtime.DataplaneFile == "" {
 		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file (or a control plane: controlPlane.url)")

@@ -150,18 +150,9 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var targets []string
-	useTLS := false
-	for i, a := range strings.Split(cfg.Address, ",") {
-		target, tlsOn, err := parseAddress(strings.TrimSpace(a))
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 && tlsOn != useTLS {
-			return nil, fmt.Errorf("control plane addresses %q: all TLS (grpcs://) or all plain text (grpc://), not a mix", cfg.Address)
-		}
-		useTLS = tlsOn
-		targets = append(targets, target)
+	targets, useTLS, err := parseTargets(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("control plane address (--cp-address %q): %w", cfg.Address, err)
 	}
 	c := &Client{cfg: cfg, log: log, targets: targets, reload: make(chan struct{}, 1),
 		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan *mesh.Snapshot, 1),
@@ -215,31 +206,58 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	return c, nil
 }
 
-// parseAddress turns the control plane's URL into a gRPC target and whether to use TLS.
+// CheckAddress checks a control plane's URL (or several replicas' URLs, comma-separated)
+// as NewClient reads it; the error says what is wrong, without the setting's name.
+func CheckAddress(addr string) error {
+	_, _, err := parseTargets(addr)
+	return err
+}
+
+// parseTargets turns the control planes' URLs into gRPC targets and whether to use TLS.
+func parseTargets(addr string) (targets []string, useTLS bool, err error) {
+	parts := strings.Split(addr, ",")
+	for i, a := range parts {
+		a = strings.TrimSpace(a)
+		target, tlsOn, err := parseAddress(a)
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("replica %d of %d (%q): %w", i+1, len(parts), a, err)
+			}
+			return nil, false, err
+		}
+		if i > 0 && tlsOn != useTLS {
+			return nil, false, errors.New("all TLS (grpcs://) or all plain text (grpc://), not a mix")
+		}
+		useTLS = tlsOn
+		targets = append(targets, target)
+	}
+	return targets, useTLS, nil
+}
+
+// parseAddress turns one control plane's URL into a gRPC target and whether to use TLS.
 func parseAddress(addr string) (target string, useTLS bool, err error) {
-	bad := func(msg string) error { return fmt.Errorf("control plane address (--cp-address %q): %s", addr, msg) }
 	if addr == "" {
-		return "", false, bad("empty")
+		return "", false, errors.New("empty")
 	}
 	if !strings.Contains(addr, "://") {
 		addr = "grpcs://" + addr
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
-		return "", false, bad(err.Error())
+		return "", false, err
 	}
 	switch u.Scheme {
 	case "grpcs", "https":
 		useTLS = true
 	case "grpc", "http":
 	default:
-		return "", false, bad("scheme must be grpcs, https, grpc or http")
+		return "", false, errors.New("scheme must be grpcs, https, grpc or http")
 	}
 	if u.Port() == "" || u.Hostname() == "" {
-		return "", false, bad("want host:port")
+		return "", false, errors.New("want host:port")
 	}
 	if u.Path != "" && u.Path != "/" {
-		return "", false, bad("no path expected")
+		return "", false, errors.New("no path expected")
 	}
 	return u.Host, useTLS, nil
 }

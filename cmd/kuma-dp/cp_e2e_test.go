@@ -35,6 +35,22 @@ func TestRunControlPlaneSettings(t *testing.T) {
 		{"negative backoff", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-retry-backoff", "-1s"},
 			[]string{"--cp-retry-backoff", "-1s"}},
 		{"neither files nor control plane", nil, []string{"--dataplane-file", "controlPlane.url"}},
+		// A keepalive every millisecond waits a millisecond for each answer: a healthy
+		// control plane answering slower than that was dropped again and again.
+		{"keepalive too short", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-keepalive-interval", "1ms"},
+			[]string{"--cp-keepalive-interval", "controlPlane.keepaliveInterval", "1ms", "100ms"}},
+		// A first wait above the cap: one failure left the agent without its control plane
+		// for days (63h after --cp-retry-backoff 100h).
+		{"backoff above its cap", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-retry-backoff", "100h"},
+			[]string{"--cp-retry-backoff", "100h", "30s"}},
+		// A bad address is refused with the usage errors, naming the setting and the value
+		// given (it failed later, after the work dir was made, naming an empty address "").
+		{"address with an empty replica", []string{"--cp-address", "grpc://cp:1,", "--name", "web-1"},
+			[]string{"--cp-address", "KUMA_CONTROL_PLANE_URL", `"grpc://cp:1,"`, "replica 2 of 2", "empty"}},
+		{"address with a path", []string{"--cp-address", "grpcs://cp:5678/xds", "--name", "web-1"},
+			[]string{"--cp-address", "no path expected"}},
+		{"address mixing TLS and plain text", []string{"--cp-address", "grpcs://cp-0:5678,grpc://cp-1:5678", "--name", "web-1"},
+			[]string{"--cp-address", "not a mix"}},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
