@@ -651,3 +651,36 @@ func TestE2EReachableServices(t *testing.T) {
 		t.Errorf("httpbin.mesh after the list changed: %v rcode %d, want NXDOMAIN", a, rcode)
 	}
 }
+
+// The dataplane file edited to another dataplane while the agent runs (no --name given:
+// the identity came from the file): the change is refused naming the file and the field,
+// as with the control plane's link and as when --name is given - the agent kept its work
+// dir, lock and VIP state of web-1 and served as web-2.
+func TestE2EDataplaneFileEditedToAnotherIdentity(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies)
+	for _, edit := range []struct{ from, to, field string }{
+		{"name: web-1", "name: web-2", "name"},
+		{"mesh: default", "mesh: other", "mesh"},
+	} {
+		mark := len(p.logs.String())
+		writeFile(t, dpFile, strings.Replace(e2eDataplane, edit.from, edit.to, 1))
+		waitFor(t, "the refusal of "+edit.to, 5*time.Second, func() bool {
+			return strings.Contains(lineWith(p.logs.String()[mark:], "change refused"), dpFile)
+		})
+		line := lineWith(p.logs.String()[mark:], "change refused")
+		if !strings.Contains(line, "field="+edit.field) || !strings.Contains(line, edit.to[len(edit.field)+2:]) {
+			t.Errorf("the refusal does not name the field %s and the value: %s", edit.field, line)
+		}
+		_, dump := p.get("/config_dump")
+		if !strings.Contains(dump, `"name": "web-1"`) || strings.Contains(dump, `"name": "web-2"`) {
+			t.Errorf("after the edit to %s, the model served is not web-1's", edit.to)
+		}
+		mark = len(p.logs.String())
+		writeFile(t, dpFile, e2eDataplane)
+		waitFor(t, "the file restored read", 5*time.Second, func() bool {
+			return strings.Contains(p.logs.String()[mark:], "model unchanged")
+		})
+	}
+}
