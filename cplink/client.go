@@ -122,6 +122,11 @@ type Client struct {
 	// stream without their versions brings them.
 	reachKey      string
 	cancelSession context.CancelCauseFunc
+	// refused are the kinds of which this stream NACKed a response: the control plane
+	// counts its resources delivered, the good ones beside the bad one included, so the
+	// next response of the kind accepted ends the session (errRefetch) and the next stream,
+	// resuming with the versions held, brings them.
+	refused map[string]bool
 
 	stats ClientStats
 	saves atomic.Int64 // model files written (tests)
@@ -135,6 +140,9 @@ type heldResource struct {
 // errResync ends a session so that the next one fetches the dataplanes dropped for
 // another list of reachable services.
 var errResync = errors.New("reachable services changed: fetching the dataplanes they add")
+
+// errRefetch ends a session so that the next one brings what a NACKed response carried.
+var errRefetch = errors.New("a refused change was followed by an accepted one: fetching what the refused response carried")
 
 // ClientStats counts what the link received, for benchmarks and metrics.
 type ClientStats struct {
@@ -156,7 +164,7 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: log, targets: targets, reload: make(chan struct{}, 1),
 		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan *mesh.Snapshot, 1),
-		held: map[string]map[string]heldResource{}, received: map[string]bool{}}
+		held: map[string]map[string]heldResource{}, received: map[string]bool{}, refused: map[string]bool{}}
 	if useTLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.CACertFile != "" {
@@ -420,6 +428,10 @@ func (c *Client) loop(ctx context.Context) {
 			c.log.Info("reachable services changed: reconnecting for the dataplanes they add")
 			continue // at once, to the same control plane
 		}
+		if errors.Is(err, errRefetch) {
+			c.log.Info("a change accepted after a refused one: reconnecting for what the refused response also carried")
+			continue // at once, to the same control plane
+		}
 		if got {
 			failures = 0
 		}
@@ -530,6 +542,7 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	}
 	c.mu.Lock()
 	clear(c.received) // a new stream: every kind is answered again before the model counts as synced
+	clear(c.refused)  // and what it sends starts from the versions held
 	for i, kind := range Kinds {
 		req := &discovery.DeltaDiscoveryRequest{TypeUrl: TypeURL(kind), InitialResourceVersions: c.versionsLocked(kind)}
 		if i == 0 {
@@ -656,11 +669,12 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 		}
 		changes = append(changes, change{name: r.GetName(), h: heldResource{version: r.GetVersion(), res: res}})
 	}
-	if len(errs) > 0 {
-		return c.nack(ack, errs)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(errs) > 0 {
+		c.refused[kind] = true
+		return c.nack(ack, errs)
+	}
 	// The response is applied to what the link holds in place (a mesh's worth of
 	// dataplanes is not copied for each change), noting what it replaced, so that a model
 	// that does not build is undone.
@@ -695,6 +709,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 	}
 	snap, err := c.buildLocked()
 	if errors.Is(err, errNoSelf) {
+		c.refetchLocked(kind)
 		return ack // the model is fine; this dataplane is not in it yet
 	}
 	if err != nil {
@@ -706,10 +721,21 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 			}
 		}
 		c.reachKey = prevKey
+		c.refused[kind] = true
 		return c.nack(ack, err)
 	}
 	c.emitLocked(ctx, snap, "cp", start)
+	c.refetchLocked(kind)
 	return ack
+}
+
+// refetchLocked ends the session when kind had a response refused on this stream (see
+// Client.refused), now that one is accepted.
+func (c *Client) refetchLocked(kind string) {
+	if c.refused[kind] && c.cancelSession != nil {
+		delete(c.refused, kind)
+		c.cancelSession(errRefetch)
+	}
 }
 
 func (c *Client) nack(ack *discovery.DeltaDiscoveryRequest, err error) *discovery.DeltaDiscoveryRequest {
