@@ -502,7 +502,15 @@ func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 		return
 	}
 	if err != nil && strings.Contains(err.Error(), "x509") {
-		msg = "the control plane's certificate is not trusted; check --ca-cert-file"
+		// gRPC hands the handshake's error over as text only (no x509 error to unwrap).
+		switch e := err.Error(); {
+		case strings.Contains(e, "has expired or is not yet valid"):
+			msg = "the control plane's certificate has expired or is not yet valid: renew it at the control plane (or check this host's clock)"
+		case strings.Contains(e, "certificate is valid for"), strings.Contains(e, "doesn't contain any IP SANs"):
+			msg = "the control plane's certificate does not name the host of --cp-address: use a name or IP its certificate lists"
+		default:
+			msg = "the control plane's certificate is not trusted; check --ca-cert-file"
+		}
 		c.log.Error(msg, append(attrs, "error", err)...)
 		return
 	}
