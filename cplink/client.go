@@ -94,7 +94,10 @@ type Client struct {
 	targets []string
 	cur     int
 	creds   credentials.TransportCredentials
-	reload  chan struct{}
+	// nameGiven, meshGiven: the identity was configured (--name, --mesh), not taken
+	// from the dataplane file at start.
+	nameGiven, meshGiven bool
+	reload               chan struct{}
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -200,6 +203,7 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	if c.cfg.KeepaliveTimeout <= 0 {
 		c.cfg.KeepaliveTimeout = min(5*time.Second, c.cfg.KeepaliveInterval)
 	}
+	c.nameGiven, c.meshGiven = cfg.Name != "", cfg.Mesh != ""
 	if cfg.DataplaneFile != "" {
 		if err := c.loadSelf(); err != nil {
 			return nil, err
@@ -292,9 +296,15 @@ func (c *Client) loadSelf() error {
 		dpMesh = "default"
 	}
 	if c.cfg.Name != "" && c.cfg.Name != self.Name {
+		if !c.nameGiven {
+			return fmt.Errorf("the dataplane file %s names %q now; this agent runs as %q: restart kuma-dp to run another dataplane", c.cfg.DataplaneFile, self.Name, c.cfg.Name)
+		}
 		return fmt.Errorf("--name %q does not match the dataplane file %s (name %q)", c.cfg.Name, c.cfg.DataplaneFile, self.Name)
 	}
 	if c.cfg.Mesh != "" && c.cfg.Mesh != dpMesh {
+		if !c.meshGiven {
+			return fmt.Errorf("the dataplane file %s is in mesh %q now; this agent runs in %q: restart kuma-dp to run another dataplane", c.cfg.DataplaneFile, dpMesh, c.cfg.Mesh)
+		}
 		return fmt.Errorf("--mesh %q does not match the dataplane file %s (mesh %q)", c.cfg.Mesh, c.cfg.DataplaneFile, dpMesh)
 	}
 	if c.cfg.Name == "" { // at NewClient only: on a reload both are set and were checked above

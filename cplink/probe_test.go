@@ -2,6 +2,8 @@ package cplink
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +103,31 @@ func TestClientRefetchesWhatANackDropped(t *testing.T) {
 			t.Fatalf("the fix is not in the model: %v", names)
 		}
 		// the fix alone: redis-1 must follow
+	}
+}
+
+// The dataplane file edited to another dataplane, then SIGHUP, with the identity taken from
+// the file at start (no --name): refused naming the file and both names, not a --name the
+// operator never gave.
+func TestClientReloadOfAnotherIdentityNamed(t *testing.T) {
+	dir := t.TempDir()
+	dp := filepath.Join(dir, "dp.yaml")
+	body := "type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n"
+	if err := os.WriteFile(dp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", DataplaneFile: dp}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range [][2]string{{"name: web-1", "name: web-2"}, {"mesh: default", "mesh: other"}} {
+		if err := os.WriteFile(dp, []byte(strings.Replace(body, edit[0], edit[1], 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := c.loadSelf()
+		if err == nil || strings.Contains(err.Error(), "--name") || strings.Contains(err.Error(), "--mesh") ||
+			!strings.Contains(err.Error(), dp) || !strings.Contains(err.Error(), "restart") {
+			t.Errorf("%s: %v", edit[1], err)
+		}
 	}
 }
