@@ -684,3 +684,35 @@ func TestE2EDataplaneFileEditedToAnotherIdentity(t *testing.T) {
 		})
 	}
 }
+
+// A ready file left by a run that was killed (SIGKILL, the OOM killer) is removed at start:
+// it named the dead run's addresses, and whoever waits for the file (a probe, a script)
+// took the new agent for ready while it was still waiting for its control plane.
+func TestE2EStaleReadyFileRemovedAtStart(t *testing.T) {
+	t.Parallel()
+	dpFile, _ := meshDir(t)
+	work := t.TempDir()
+	readyFile := filepath.Join(work, "ready.json")
+	writeFile(t, readyFile, `{"pid": 1, "admin": "127.0.0.1:1", "dnsUDP": ["127.0.0.1:1"]}`+"\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	logs := &testutil.LockedBuffer{}
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--cp-address", "grpc://"+dead,
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false",
+		"--work-dir", filepath.Join(work, "wd"), "--ready-file", readyFile, "--cp-retry-backoff", "50ms")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitFor(t, "the agent trying its control plane", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "control plane link down")
+	})
+	if _, err := os.Stat(readyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the ready file of a dead run is still there while the agent is not ready (%v); logs:\n%s", err, logs)
+	}
+}
