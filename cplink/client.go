@@ -20,6 +20,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -539,7 +540,11 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	conn, err := grpc.NewClient(c.targets[c.cur%len(c.targets)], grpc.WithTransportCredentials(c.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseBytes)),
+		// A replica that accepts connections and never answers (a stopped process, a
+		// full accept queue) fails the attempt after the keepalive timeout (at least 1 s), as a silent
+		// stream does: the next replica is tried then, not after gRPC's 20 s.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: max(c.cfg.KeepaliveTimeout, time.Second)}))
 	if err != nil {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package cplink
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,5 +130,34 @@ func TestClientReloadOfAnotherIdentityNamed(t *testing.T) {
 			!strings.Contains(err.Error(), dp) || !strings.Contains(err.Error(), "restart") {
 			t.Errorf("%s: %v", edit[1], err)
 		}
+	}
+}
+
+// Two replicas, the first frozen (a stopped process: the kernel accepts its connections,
+// nothing answers): the link is served by the second once a connection's handshake has
+// waited the keepalive timeout - it waited for the first keepalive as well (15 s with the
+// defaults, 10 s here).
+func TestClientFrozenReplicaFailsOver(t *testing.T) {
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close() // never accepted: connections wait in the backlog, as with SIGSTOP
+	_, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"))
+	c, err := NewClient(ClientConfig{Address: "grpc://" + frozen.Addr().String() + ",grpc://" + addr, Name: "web-1",
+		Backoff: 10 * time.Millisecond, KeepaliveInterval: 10 * time.Second, KeepaliveTimeout: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if u := c.Load(ctx); u.Err != nil {
+		t.Fatalf("no model: %v", u.Err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("served by the second replica after %v", took)
+	} else {
+		t.Logf("served by the second replica after %v", took)
 	}
 }
