@@ -504,6 +504,11 @@ func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 			append(attrs, "error", status.Convert(err).Message())...)
 		return
 	}
+	if te := (*tokenError)(nil); errors.As(err, &te) {
+		c.log.Error("cannot read this dataplane's token; trying again (a rotation writes it again)",
+			append(attrs, "error", err)...)
+		return
+	}
 	msg := "control plane link down; reconnecting"
 	if err != nil && c.plainText() && strings.Contains(err.Error(), "server preface") {
 		// A plain-text client reads a TLS server's handshake bytes (or its close) where the
@@ -629,17 +634,22 @@ func (c *Client) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
+// tokenError is a token file that cannot be read: this side's problem, not the link's.
+type tokenError struct{ error }
+
+func (e *tokenError) Unwrap() error { return e.error }
+
 func (c *Client) token() (string, error) {
 	if c.cfg.TokenFile == "" {
 		return "", nil
 	}
 	b, err := os.ReadFile(c.cfg.TokenFile)
 	if err != nil {
-		return "", fmt.Errorf("dataplane token (--dataplane-token-file %q): %w", c.cfg.TokenFile, err)
+		return "", &tokenError{fmt.Errorf("dataplane token (--dataplane-token-file %q): %w", c.cfg.TokenFile, err)}
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", fmt.Errorf("dataplane token (--dataplane-token-file %q): empty", c.cfg.TokenFile)
+		return "", &tokenError{fmt.Errorf("dataplane token (--dataplane-token-file %q): empty", c.cfg.TokenFile)}
 	}
 	return t, nil
 }

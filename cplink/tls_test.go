@@ -130,3 +130,44 @@ func TestClientTLSFailuresNamed(t *testing.T) {
 		})
 	}
 }
+
+// The token file deleted or emptied (a rotation gone wrong): the error line says so and
+// names the file, not "control plane link down"; a token written again is picked up.
+func TestClientTokenFileProblemsNamed(t *testing.T) {
+	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"))
+	token := filepath.Join(t.TempDir(), "web-1.token")
+	var logs syncBuffer
+	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", TokenFile: token, Backoff: 10 * time.Millisecond},
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		for !strings.Contains(logs.String(), "level=ERROR") && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = os.WriteFile(token, []byte("rotated\n"), 0o600)
+	}()
+	if u := c.Load(ctx); u.Err != nil {
+		t.Fatalf("no model once the token is back: %v", u.Err)
+	}
+	cancel()
+	_ = c.Run(ctx, make(chan Update, 1))
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			line = l
+			break
+		}
+	}
+	if !strings.Contains(line, "dataplane token") || !strings.Contains(line, token) || strings.Contains(line, "link down") {
+		t.Errorf("error line: %q", line)
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if len(cp.tokens) == 0 || cp.tokens[len(cp.tokens)-1] != "Bearer rotated" {
+		t.Errorf("tokens sent: %q", cp.tokens)
+	}
+}
