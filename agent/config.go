@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -179,6 +180,11 @@ func (c *Config) Validate() error {
 	for k, v := range c.Runtime.ResourceVars {
 		if !varName.MatchString(k) {
 			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the name must be a letter or _ followed by letters, digits, _ . or -")
+		}
+		// A line break in a value adds lines to the dataplane file (fields of their own, or
+		// a YAML error naming neither the variable nor this setting).
+		if strings.ContainsFunc(v, unicode.IsControl) {
+			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the value has a line break or another control character")
 		}
 	}
 	if c.Dataplane.DrainTime < 0 {

@@ -49,6 +49,10 @@ func TestRunControlPlaneSettings(t *testing.T) {
 			[]string{"--cp-address", "KUMA_CONTROL_PLANE_URL", `"grpc://cp:1,"`, "replica 2 of 2", "empty"}},
 		{"address with a path", []string{"--cp-address", "grpcs://cp:5678/xds", "--name", "web-1"},
 			[]string{"--cp-address", "no path expected"}},
+		// A value with a line break added lines to the dataplane file: fields of its own, or
+		// a YAML error that named neither the variable nor the setting.
+		{"dataplane var with a line break", []string{"--dataplane-file", "dp.yaml", "--policies-dir", "p", "--dataplane-var", "name=web\n  x: 1"},
+			[]string{"--dataplane-var", "dataplaneRuntime.resourceVars", "line break"}},
 		{"address mixing TLS and plain text", []string{"--cp-address", "grpcs://cp-0:5678,grpc://cp-1:5678", "--name", "web-1"},
 			[]string{"--cp-address", "not a mix"}},
 	}
