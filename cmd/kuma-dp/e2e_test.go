@@ -716,3 +716,32 @@ func TestE2EStaleReadyFileRemovedAtStart(t *testing.T) {
 		t.Errorf("the ready file of a dead run is still there while the agent is not ready (%v); logs:\n%s", err, logs)
 	}
 }
+
+// A ready file in a directory that does not exist is refused at start naming the setting:
+// the agent served without ever writing it, and whoever waited for it waited for ever.
+func TestE2EReadyFileInMissingDirRefused(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	work := t.TempDir()
+	missing := filepath.Join(work, "no-such-dir", "ready.json")
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false",
+		"--work-dir", filepath.Join(work, "wd"), "--ready-file", missing)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running with a ready file it cannot write:\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), "--ready-file") || !strings.Contains(string(out), missing) {
+		t.Errorf("exit %v, output:\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(work, "wd")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused start left its work dir (%v)", err)
+	}
+}
