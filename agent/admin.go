@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -177,6 +178,21 @@ func (a *Agent) announceReady() {
 	b, _ := json.MarshalIndent(info, "", "  ")
 	if err := writeFileAtomic(a.cfg.Runtime.ReadyFile, append(b, '\n')); err != nil {
 		a.log.Error("cannot write the ready file", "path", a.cfg.Runtime.ReadyFile, "error", err)
+	}
+}
+
+// removeStaleReadyFile removes, at start, a ready file a killed run left behind: it names
+// that run's addresses, and whoever waits for the file would take this agent for ready.
+func (a *Agent) removeStaleReadyFile() {
+	f := a.cfg.Runtime.ReadyFile
+	if f == "" {
+		return
+	}
+	switch err := os.Remove(f); {
+	case err == nil:
+		a.log.Info("removed the ready file an earlier run left (it was not stopped cleanly)", "path", f)
+	case !errors.Is(err, os.ErrNotExist):
+		a.log.Warn("cannot remove the ready file an earlier run left; it is written again once ready", "path", f, "error", err)
 	}
 }
 

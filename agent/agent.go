@@ -133,6 +133,7 @@ func (a *Agent) stopPart(p *part, grace time.Duration) {
 func (a *Agent) Run(ctx context.Context) error {
 	defer tuneGC()()
 	defer a.parts.Allocator.Flush() // the VIPs of the last changes, written at once (vipalloc's state file)
+	a.removeStaleReadyFile()
 	stopAdmin, err := a.serveAdmin()
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -43,6 +44,10 @@ type ControlPlaneConfig struct {
 	RetryBackoff      Duration `json:"retryBackoff"`
 	KeepaliveInterval Duration `json:"keepaliveInterval"`
 }
+
+// MinKeepaliveInterval is the shortest controlPlane.keepaliveInterval taken (0 is the
+// default, 10 s).
+const MinKeepaliveInterval = 100 * time.Millisecond
 
 // DataplaneConfig identifies the dataplane and how it stops.
 type DataplaneConfig struct {
@@ -153,11 +158,21 @@ func (c *Config) Validate() error {
 		if c.Runtime.PoliciesDir != "" {
 			return bad("dataplaneRuntime.policiesDir", c.Runtime.PoliciesDir, "the policies come from the control plane (controlPlane.url): give one or the other")
 		}
+		if err := cplink.CheckAddress(c.ControlPlane.URL); err != nil {
+			return bad("controlPlane.url", c.ControlPlane.URL, err.Error())
+		}
 		if c.ControlPlane.RetryBackoff < 0 {
 			return bad("controlPlane.retryBackoff", c.ControlPlane.RetryBackoff.String(), "must not be negative")
 		}
-		if c.ControlPlane.KeepaliveInterval < 0 {
-			return bad("controlPlane.keepaliveInterval", c.ControlPlane.KeepaliveInterval.String(), "must not be negative")
+		if c.ControlPlane.RetryBackoff > Duration(cplink.DefaultMaxBackoff) {
+			return bad("controlPlane.retryBackoff", c.ControlPlane.RetryBackoff.String(),
+				"must be at most "+cplink.DefaultMaxBackoff.String()+" (the longest wait between attempts)")
+		}
+		// The link waits for each keepalive's answer as long as the interval (at most 5 s):
+		// a shorter one drops a healthy control plane whenever it answers slower.
+		if iv := c.ControlPlane.KeepaliveInterval; iv < 0 || (iv > 0 && iv < Duration(MinKeepaliveInterval)) {
+			return bad("controlPlane.keepaliveInterval", iv.String(), "must be 0 (the default, "+
+				cplink.DefaultKeepaliveInterval.String()+") or at least "+MinKeepaliveInterval.String())
 		}
 	} else if c.Runtime.DataplaneFile == "" {
 		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file (or a control plane: controlPlane.url)")
@@ -165,6 +180,11 @@ func (c *Config) Validate() error {
 	for k, v := range c.Runtime.ResourceVars {
 		if !varName.MatchString(k) {
 			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the name must be a letter or _ followed by letters, digits, _ . or -")
+		}
+		// A line break in a value adds lines to the dataplane file (fields of their own, or
+		// a YAML error naming neither the variable nor this setting).
+		if strings.ContainsFunc(v, unicode.IsControl) {
+			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the value has a line break or another control character")
 		}
 	}
 	if c.Dataplane.DrainTime < 0 {

@@ -66,7 +66,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		a.log.Debug("route zones applied", "trigger", u.Trigger, "zones", len(snap.DNSZones))
 		return nil, nil
 	}
-	if err := a.checkIdentity(snap); err != nil {
+	if err := a.checkIdentity(snap, prev); err != nil {
 		a.refuse(u, err)
 		return nil, err
 	}
@@ -149,18 +149,35 @@ func (a *Agent) applyEnvoy(snap *mesh.Snapshot, table *vipalloc.Table) {
 	a.log.Debug("envoy resources published", "hash", snap.Hash, "took", time.Since(start).Round(time.Microsecond))
 }
 
-// checkIdentity refuses a model whose dataplane is not the one this agent was told to run.
-func (a *Agent) checkIdentity(snap *mesh.Snapshot) error {
+// checkIdentity refuses a model whose dataplane is not the one this agent was told to run
+// (--name, --mesh), or, when not told, not the one it runs as (prev's, the first model's):
+// the work dir, its lock and the VIP state are that dataplane's, so another identity needs
+// a restart.
+func (a *Agent) checkIdentity(snap, prev *mesh.Snapshot) error {
 	if snap == nil || snap.Self == nil {
 		return errors.New("the model has no dataplane")
 	}
-	if n := a.cfg.Dataplane.Name; n != "" && snap.Self.Name != n {
-		return &mesh.FieldError{Source: snap.Self.Source.String(), Kind: mesh.KindDataplane, Name: snap.Self.Name,
-			Path: "name", Value: snap.Self.Name, Msg: fmt.Sprintf("does not match --name %q", n)}
+	name, nameFrom := a.cfg.Dataplane.Name, "--name"
+	meshName, meshFrom := a.cfg.Dataplane.Mesh, "--mesh"
+	if prev != nil && prev.Self != nil {
+		if name == "" {
+			name, nameFrom = prev.Self.Name, "the dataplane this agent runs as"
+		}
+		if meshName == "" {
+			meshName, meshFrom = prev.Mesh, "the mesh this agent runs in"
+		}
 	}
-	if m := a.cfg.Dataplane.Mesh; m != "" && snap.Mesh != m {
+	restart := ""
+	if prev != nil {
+		restart = " (restart kuma-dp to run another dataplane)"
+	}
+	if name != "" && snap.Self.Name != name {
 		return &mesh.FieldError{Source: snap.Self.Source.String(), Kind: mesh.KindDataplane, Name: snap.Self.Name,
-			Path: "mesh", Value: snap.Mesh, Msg: fmt.Sprintf("does not match --mesh %q", m)}
+			Path: "name", Value: snap.Self.Name, Msg: fmt.Sprintf("does not match %s %q%s", nameFrom, name, restart)}
+	}
+	if meshName != "" && snap.Mesh != meshName {
+		return &mesh.FieldError{Source: snap.Self.Source.String(), Kind: mesh.KindDataplane, Name: snap.Self.Name,
+			Path: "mesh", Value: snap.Mesh, Msg: fmt.Sprintf("does not match %s %q%s", meshFrom, meshName, restart)}
 	}
 	return nil
 }

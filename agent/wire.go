@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -34,6 +36,9 @@ const (
 // The work dir is locked until cleanup; when Build fails, or when cleanup(true) says the start
 // failed, what this start created in it is removed.
 func Build(ctx context.Context, cfg Config, log *slog.Logger) (parts Parts, cleanup func(failed bool), err error) {
+	if err := checkReadyFileDir(cfg.Runtime.ReadyFile); err != nil {
+		return Parts{}, func(bool) {}, err
+	}
 	wd, err := openWorkDir(cfg)
 	if err != nil {
 		return Parts{}, func(bool) {}, err
@@ -165,4 +170,19 @@ func dnsAddrs(c DNSConfig) []string {
 		out[i] = net.JoinHostPort(ip, strconv.Itoa(c.ProxyPort))
 	}
 	return out
+}
+
+// checkReadyFileDir refuses a ready file that could not be written once ready (its
+// directory missing or not writable): the agent would serve without it, and whoever waits
+// for the file would wait for ever.
+func checkReadyFileDir(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check-*")
+	if err != nil {
+		return fmt.Errorf("--ready-file (KUMA_DATAPLANE_RUNTIME_READY_FILE, dataplaneRuntime.readyFile) %q: cannot be written: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

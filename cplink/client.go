@@ -20,6 +20,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -73,6 +74,11 @@ const (
 	DefaultBackoff           = 250 * time.Millisecond
 	DefaultMaxBackoff        = 30 * time.Second
 	DefaultKeepaliveInterval = 10 * time.Second
+	// MaxResponseBytes is the largest response the link takes. A control plane answers a
+	// new stream with one response per kind holding all of it: gRPC's default limit (4
+	// MiB, some 13,000 Dataplanes) refused a large mesh's first sync at the transport,
+	// and every reconnection was sent it again.
+	MaxResponseBytes = 256 << 20
 )
 
 // Client is the control-plane link: a Source fed by incremental ADS (delta xDS) from a
@@ -89,7 +95,10 @@ type Client struct {
 	targets []string
 	cur     int
 	creds   credentials.TransportCredentials
-	reload  chan struct{}
+	// nameGiven, meshGiven: the identity was configured (--name, --mesh), not taken
+	// from the dataplane file at start.
+	nameGiven, meshGiven bool
+	reload               chan struct{}
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -117,6 +126,11 @@ type Client struct {
 	// stream without their versions brings them.
 	reachKey      string
 	cancelSession context.CancelCauseFunc
+	// refused are the kinds of which this stream NACKed a response: the control plane
+	// counts its resources delivered, the good ones beside the bad one included, so the
+	// next response of the kind accepted ends the session (errRefetch) and the next stream,
+	// resuming with the versions held, brings them.
+	refused map[string]bool
 
 	stats ClientStats
 	saves atomic.Int64 // model files written (tests)
@@ -130,6 +144,9 @@ type heldResource struct {
 // errResync ends a session so that the next one fetches the dataplanes dropped for
 // another list of reachable services.
 var errResync = errors.New("reachable services changed: fetching the dataplanes they add")
+
+// errRefetch ends a session so that the next one brings what a NACKed response carried.
+var errRefetch = errors.New("a refused change was followed by an accepted one: fetching what the refused response carried")
 
 // ClientStats counts what the link received, for benchmarks and metrics.
 type ClientStats struct {
@@ -145,22 +162,13 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var targets []string
-	useTLS := false
-	for i, a := range strings.Split(cfg.Address, ",") {
-		target, tlsOn, err := parseAddress(strings.TrimSpace(a))
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 && tlsOn != useTLS {
-			return nil, fmt.Errorf("control plane addresses %q: all TLS (grpcs://) or all plain text (grpc://), not a mix", cfg.Address)
-		}
-		useTLS = tlsOn
-		targets = append(targets, target)
+	targets, useTLS, err := parseTargets(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("control plane address (--cp-address %q): %w", cfg.Address, err)
 	}
 	c := &Client{cfg: cfg, log: log, targets: targets, reload: make(chan struct{}, 1),
 		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan *mesh.Snapshot, 1),
-		held: map[string]map[string]heldResource{}, received: map[string]bool{}}
+		held: map[string]map[string]heldResource{}, received: map[string]bool{}, refused: map[string]bool{}}
 	if useTLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.CACertFile != "" {
@@ -196,6 +204,7 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	if c.cfg.KeepaliveTimeout <= 0 {
 		c.cfg.KeepaliveTimeout = min(5*time.Second, c.cfg.KeepaliveInterval)
 	}
+	c.nameGiven, c.meshGiven = cfg.Name != "", cfg.Mesh != ""
 	if cfg.DataplaneFile != "" {
 		if err := c.loadSelf(); err != nil {
 			return nil, err
@@ -210,31 +219,58 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	return c, nil
 }
 
-// parseAddress turns the control plane's URL into a gRPC target and whether to use TLS.
+// CheckAddress checks a control plane's URL (or several replicas' URLs, comma-separated)
+// as NewClient reads it; the error says what is wrong, without the setting's name.
+func CheckAddress(addr string) error {
+	_, _, err := parseTargets(addr)
+	return err
+}
+
+// parseTargets turns the control planes' URLs into gRPC targets and whether to use TLS.
+func parseTargets(addr string) (targets []string, useTLS bool, err error) {
+	parts := strings.Split(addr, ",")
+	for i, a := range parts {
+		a = strings.TrimSpace(a)
+		target, tlsOn, err := parseAddress(a)
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("replica %d of %d (%q): %w", i+1, len(parts), a, err)
+			}
+			return nil, false, err
+		}
+		if i > 0 && tlsOn != useTLS {
+			return nil, false, errors.New("all TLS (grpcs://) or all plain text (grpc://), not a mix")
+		}
+		useTLS = tlsOn
+		targets = append(targets, target)
+	}
+	return targets, useTLS, nil
+}
+
+// parseAddress turns one control plane's URL into a gRPC target and whether to use TLS.
 func parseAddress(addr string) (target string, useTLS bool, err error) {
-	bad := func(msg string) error { return fmt.Errorf("control plane address (--cp-address %q): %s", addr, msg) }
 	if addr == "" {
-		return "", false, bad("empty")
+		return "", false, errors.New("empty")
 	}
 	if !strings.Contains(addr, "://") {
 		addr = "grpcs://" + addr
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
-		return "", false, bad(err.Error())
+		return "", false, err
 	}
 	switch u.Scheme {
 	case "grpcs", "https":
 		useTLS = true
 	case "grpc", "http":
 	default:
-		return "", false, bad("scheme must be grpcs, https, grpc or http")
+		return "", false, errors.New("scheme must be grpcs, https, grpc or http")
 	}
 	if u.Port() == "" || u.Hostname() == "" {
-		return "", false, bad("want host:port")
+		return "", false, errors.New("want host:port")
 	}
 	if u.Path != "" && u.Path != "/" {
-		return "", false, bad("no path expected")
+		return "", false, errors.New("no path expected")
 	}
 	return u.Host, useTLS, nil
 }
@@ -261,9 +297,15 @@ func (c *Client) loadSelf() error {
 		dpMesh = "default"
 	}
 	if c.cfg.Name != "" && c.cfg.Name != self.Name {
+		if !c.nameGiven {
+			return fmt.Errorf("the dataplane file %s names %q now; this agent runs as %q: restart kuma-dp to run another dataplane", c.cfg.DataplaneFile, self.Name, c.cfg.Name)
+		}
 		return fmt.Errorf("--name %q does not match the dataplane file %s (name %q)", c.cfg.Name, c.cfg.DataplaneFile, self.Name)
 	}
 	if c.cfg.Mesh != "" && c.cfg.Mesh != dpMesh {
+		if !c.meshGiven {
+			return fmt.Errorf("the dataplane file %s is in mesh %q now; this agent runs in %q: restart kuma-dp to run another dataplane", c.cfg.DataplaneFile, dpMesh, c.cfg.Mesh)
+		}
 		return fmt.Errorf("--mesh %q does not match the dataplane file %s (mesh %q)", c.cfg.Mesh, c.cfg.DataplaneFile, dpMesh)
 	}
 	if c.cfg.Name == "" { // at NewClient only: on a reload both are set and were checked above
@@ -397,6 +439,10 @@ func (c *Client) loop(ctx context.Context) {
 			c.log.Info("reachable services changed: reconnecting for the dataplanes they add")
 			continue // at once, to the same control plane
 		}
+		if errors.Is(err, errRefetch) {
+			c.log.Info("a change accepted after a refused one: reconnecting for what the refused response also carried")
+			continue // at once, to the same control plane
+		}
 		if got {
 			failures = 0
 		}
@@ -453,6 +499,15 @@ func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 		c.log.Error("the control plane refused this dataplane; check --dataplane-token-file, --name and --mesh",
 			append(attrs, "error", status.Convert(err).Message())...)
 		return
+	case codes.ResourceExhausted:
+		c.log.Error(fmt.Sprintf("refused a response from the control plane larger than the link takes (%d MiB); keeping the last good model", MaxResponseBytes>>20),
+			append(attrs, "error", status.Convert(err).Message())...)
+		return
+	}
+	if te := (*tokenError)(nil); errors.As(err, &te) {
+		c.log.Error("cannot read this dataplane's token; trying again (a rotation writes it again)",
+			append(attrs, "error", err)...)
+		return
 	}
 	msg := "control plane link down; reconnecting"
 	if err != nil && c.plainText() && strings.Contains(err.Error(), "server preface") {
@@ -463,7 +518,15 @@ func (c *Client) logFailure(err error, attempt int, wait time.Duration) {
 		return
 	}
 	if err != nil && strings.Contains(err.Error(), "x509") {
-		msg = "the control plane's certificate is not trusted; check --ca-cert-file"
+		// gRPC hands the handshake's error over as text only (no x509 error to unwrap).
+		switch e := err.Error(); {
+		case strings.Contains(e, "has expired or is not yet valid"):
+			msg = "the control plane's certificate has expired or is not yet valid: renew it at the control plane (or check this host's clock)"
+		case strings.Contains(e, "certificate is valid for"), strings.Contains(e, "doesn't contain any IP SANs"):
+			msg = "the control plane's certificate does not name the host of --cp-address: use a name or IP its certificate lists"
+		default:
+			msg = "the control plane's certificate is not trusted; check --ca-cert-file"
+		}
 		c.log.Error(msg, append(attrs, "error", err)...)
 		return
 	}
@@ -481,7 +544,12 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	}
 	conn, err := grpc.NewClient(c.targets[c.cur%len(c.targets)], grpc.WithTransportCredentials(c.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}))
+			Time: max(c.cfg.KeepaliveInterval, 10*time.Second), Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseBytes)),
+		// A replica that accepts connections and never answers (a stopped process, a
+		// full accept queue) fails the attempt after the keepalive timeout (at least 1 s), as a silent
+		// stream does: the next replica is tried then, not after gRPC's 20 s.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: max(c.cfg.KeepaliveTimeout, time.Second)}))
 	if err != nil {
 		return false, err
 	}
@@ -502,6 +570,7 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	}
 	c.mu.Lock()
 	clear(c.received) // a new stream: every kind is answered again before the model counts as synced
+	clear(c.refused)  // and what it sends starts from the versions held
 	for i, kind := range Kinds {
 		req := &discovery.DeltaDiscoveryRequest{TypeUrl: TypeURL(kind), InitialResourceVersions: c.versionsLocked(kind)}
 		if i == 0 {
@@ -565,17 +634,22 @@ func (c *Client) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
+// tokenError is a token file that cannot be read: this side's problem, not the link's.
+type tokenError struct{ error }
+
+func (e *tokenError) Unwrap() error { return e.error }
+
 func (c *Client) token() (string, error) {
 	if c.cfg.TokenFile == "" {
 		return "", nil
 	}
 	b, err := os.ReadFile(c.cfg.TokenFile)
 	if err != nil {
-		return "", fmt.Errorf("dataplane token (--dataplane-token-file %q): %w", c.cfg.TokenFile, err)
+		return "", &tokenError{fmt.Errorf("dataplane token (--dataplane-token-file %q): %w", c.cfg.TokenFile, err)}
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", fmt.Errorf("dataplane token (--dataplane-token-file %q): empty", c.cfg.TokenFile)
+		return "", &tokenError{fmt.Errorf("dataplane token (--dataplane-token-file %q): empty", c.cfg.TokenFile)}
 	}
 	return t, nil
 }
@@ -628,11 +702,12 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 		}
 		changes = append(changes, change{name: r.GetName(), h: heldResource{version: r.GetVersion(), res: res}})
 	}
-	if len(errs) > 0 {
-		return c.nack(ack, errs)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(errs) > 0 {
+		c.refused[kind] = true
+		return c.nack(ack, errs)
+	}
 	// The response is applied to what the link holds in place (a mesh's worth of
 	// dataplanes is not copied for each change), noting what it replaced, so that a model
 	// that does not build is undone.
@@ -667,6 +742,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 	}
 	snap, err := c.buildLocked()
 	if errors.Is(err, errNoSelf) {
+		c.refetchLocked(kind)
 		return ack // the model is fine; this dataplane is not in it yet
 	}
 	if err != nil {
@@ -678,10 +754,21 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 			}
 		}
 		c.reachKey = prevKey
+		c.refused[kind] = true
 		return c.nack(ack, err)
 	}
 	c.emitLocked(ctx, snap, "cp", start)
+	c.refetchLocked(kind)
 	return ack
+}
+
+// refetchLocked ends the session when kind had a response refused on this stream (see
+// Client.refused), now that one is accepted.
+func (c *Client) refetchLocked(kind string) {
+	if c.refused[kind] && c.cancelSession != nil {
+		delete(c.refused, kind)
+		c.cancelSession(errRefetch)
+	}
 }
 
 func (c *Client) nack(ack *discovery.DeltaDiscoveryRequest, err error) *discovery.DeltaDiscoveryRequest {

@@ -508,3 +508,34 @@ func TestClientIncrementalModelMatchesFull(t *testing.T) {
 	send(mesh.KindDataplane, []mesh.Resource{me()})
 	check("reachable services no longer listed")
 }
+
+// A large mesh's first sync is one response per kind, larger than gRPC's default 4 MiB
+// limit on a received message: the agent must take it (it refused it at the transport,
+// reconnected and was sent it again, for ever, never ready).
+func TestClientTakesResponseOver4MiB(t *testing.T) {
+	pad := strings.Repeat("x", 200)
+	rs := []mesh.Resource{testDataplane("web-1", "web", "10.0.0.1")}
+	for i := range 8000 {
+		rs = append(rs, testDataplane(fmt.Sprintf("dp-%s-%d", pad, i), "backend", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)))
+	}
+	cp, addr := newFakeCP(t, rs...)
+	size := 0
+	for _, r := range cp.held[mesh.KindDataplane] {
+		size += len(r.GetResource().GetValue()) + len(r.GetName())
+	}
+	if size <= 4<<20 {
+		t.Fatalf("the test's response is %d bytes: not over 4 MiB", size)
+	}
+	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", Backoff: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u := c.Load(ctx)
+	if u.Err != nil || u.Snapshot == nil || len(u.Snapshot.Dataplanes) != len(rs) {
+		t.Fatalf("a %d-byte first sync: err %v, sessions %d, responses %d", size, u.Err, c.Stats().Sessions.Load(), c.Stats().Responses.Load())
+	}
+	cancel()
+	_ = c.Run(ctx, make(chan Update, 1))
+}

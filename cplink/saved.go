@@ -147,7 +147,12 @@ func (c *Client) loadSaved() (*mesh.Snapshot, time.Time, error) {
 	case h.Name != c.cfg.Name || h.Mesh != c.cfg.Mesh:
 		return nil, time.Time{}, fmt.Errorf("%s is the model of dataplane %s/%s, not %s/%s", c.cfg.ModelFile, h.Mesh, h.Name, c.cfg.Mesh, c.cfg.Name)
 	}
-	rs := make([]mesh.Resource, 0, h.Count)
+	if h.Count < 0 {
+		return nil, time.Time{}, fmt.Errorf("%s is damaged: it announces %d resources", c.cfg.ModelFile, h.Count)
+	}
+	// The count is the file's word only: the slice grows with what is read, so a damaged
+	// count is a short read below, not an allocation of that size.
+	rs := make([]mesh.Resource, 0, min(h.Count, 1<<16))
 	for len(rs) < h.Count {
 		var chunk []mesh.Resource
 		if err := dec.Decode(&chunk); err != nil {

@@ -1,11 +1,13 @@
 package cplink
 
 import (
+	"encoding/gob"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -65,5 +67,24 @@ func TestSavedModelRoundTrip(t *testing.T) {
 	}
 	if _, _, err := c.loadSaved(); err == nil {
 		t.Error("a model file cut short was read")
+	}
+}
+
+// A saved model whose header is damaged (a resource count no file holds) is refused with
+// the reason; it made the agent panic at start (a slice of that capacity).
+func TestSavedModelDamagedCountRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp-model.gob")
+	c, err := NewClient(ClientConfig{Address: "grpc://127.0.0.1:9", Name: "svc7", Mesh: "default", ModelFile: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, count := range []int{-3, 1 << 40, 1 << 62} {
+		h := savedHeader{Build: BuildID(), Name: "svc7", Mesh: "default", Saved: time.Now(), Count: count}
+		if err := WriteCacheStream(path, ".cp-model-*", func(enc *gob.Encoder) error { return enc.Encode(h) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.loadSaved(); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("count %d: %v, want an error naming the file", count, err)
+		}
 	}
 }

@@ -19,6 +19,13 @@ func RenderVars(data []byte, vars map[string]string) ([]byte, error) {
 	if !bytes.Contains(data, []byte("{{")) {
 		return data, nil
 	}
+	for _, m := range anyBraces.FindAllIndex(data, -1) {
+		if whole := data[m[0]:m[1]]; !placeholder.Match(whole) {
+			line := 1 + bytes.Count(data[:m[0]], []byte("\n"))
+			return nil, fmt.Errorf("line %d: %s is not a placeholder: write {{ %s }} (a letter or _, then letters, digits, _ . or -)",
+				line, whole, suggestName(string(whole[2:len(whole)-2])))
+		}
+	}
 	var out bytes.Buffer
 	var missing []string
 	firstLine, last := 0, 0
@@ -48,6 +55,21 @@ func RenderVars(data []byte, vars map[string]string) ([]byte, error) {
 			firstLine, strings.Join(quoteAll(missing), ", "), missing[0], given)
 	}
 	return out.Bytes(), nil
+}
+
+// anyBraces is any {{ ... }} on one line: each must be a placeholder.
+var anyBraces = regexp.MustCompile(`\{\{[^\n]*?\}\}`)
+
+var placeholderName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// suggestName is the placeholder name an operator probably meant in {{ inner }}: Go
+// template's {{ .name }} and pipelines ({{ name | upper }}) are not rendered.
+func suggestName(inner string) string {
+	f := strings.FieldsFunc(strings.TrimPrefix(strings.TrimSpace(inner), "."), func(r rune) bool { return r == ' ' || r == '|' || r == '\t' })
+	if len(f) > 0 && placeholderName.MatchString(f[0]) {
+		return f[0]
+	}
+	return "name"
 }
 
 func quoteAll(ss []string) []string {

@@ -12,6 +12,9 @@ func TestRenderVars(t *testing.T) {
 		{"no placeholders", "name: web\n", "name: web\n", ""},
 		{"both spacings", "name: {{ name }}\naddress: {{address}}\n", "name: web-7\naddress: 10.1.2.3\n", ""},
 		{"missing", "name: {{ name }}\nzone: {{ zone }}\nzone2: {{ zone }}\n", "", `line 2: no value for {{ zone }} (give it with --dataplane-var zone=VALUE; given: ["address" "name"])`},
+		// Go's template form was left in the file, and refused as a name with a '{' in it.
+		{"go template form", "mesh: default\nname: {{ .name }}\n", "", `line 2: {{ .name }} is not a placeholder: write {{ name }} (a letter or _, then letters, digits, _ . or -)`},
+		{"pipeline", "name: {{ name | upper }}\n", "", `line 1: {{ name | upper }} is not a placeholder: write {{ name }} (a letter or _, then letters, digits, _ . or -)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,6 +35,26 @@ func TestRunControlPlaneSettings(t *testing.T) {
 		{"negative backoff", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-retry-backoff", "-1s"},
 			[]string{"--cp-retry-backoff", "-1s"}},
 		{"neither files nor control plane", nil, []string{"--dataplane-file", "controlPlane.url"}},
+		// A keepalive every millisecond waits a millisecond for each answer: a healthy
+		// control plane answering slower than that was dropped again and again.
+		{"keepalive too short", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-keepalive-interval", "1ms"},
+			[]string{"--cp-keepalive-interval", "controlPlane.keepaliveInterval", "1ms", "100ms"}},
+		// A first wait above the cap: one failure left the agent without its control plane
+		// for days (63h after --cp-retry-backoff 100h).
+		{"backoff above its cap", []string{"--cp-address", "grpcs://cp:5678", "--name", "web-1", "--cp-retry-backoff", "100h"},
+			[]string{"--cp-retry-backoff", "100h", "30s"}},
+		// A bad address is refused with the usage errors, naming the setting and the value
+		// given (it failed later, after the work dir was made, naming an empty address "").
+		{"address with an empty replica", []string{"--cp-address", "grpc://cp:1,", "--name", "web-1"},
+			[]string{"--cp-address", "KUMA_CONTROL_PLANE_URL", `"grpc://cp:1,"`, "replica 2 of 2", "empty"}},
+		{"address with a path", []string{"--cp-address", "grpcs://cp:5678/xds", "--name", "web-1"},
+			[]string{"--cp-address", "no path expected"}},
+		// A value with a line break added lines to the dataplane file: fields of its own, or
+		// a YAML error that named neither the variable nor the setting.
+		{"dataplane var with a line break", []string{"--dataplane-file", "dp.yaml", "--policies-dir", "p", "--dataplane-var", "name=web\n  x: 1"},
+			[]string{"--dataplane-var", "dataplaneRuntime.resourceVars", "line break"}},
+		{"address mixing TLS and plain text", []string{"--cp-address", "grpcs://cp-0:5678,grpc://cp-1:5678", "--name", "web-1"},
+			[]string{"--cp-address", "not a mix"}},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

@@ -651,3 +651,97 @@ func TestE2EReachableServices(t *testing.T) {
 		t.Errorf("httpbin.mesh after the list changed: %v rcode %d, want NXDOMAIN", a, rcode)
 	}
 }
+
+// The dataplane file edited to another dataplane while the agent runs (no --name given:
+// the identity came from the file): the change is refused naming the file and the field,
+// as with the control plane's link and as when --name is given - the agent kept its work
+// dir, lock and VIP state of web-1 and served as web-2.
+func TestE2EDataplaneFileEditedToAnotherIdentity(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies)
+	for _, edit := range []struct{ from, to, field string }{
+		{"name: web-1", "name: web-2", "name"},
+		{"mesh: default", "mesh: other", "mesh"},
+	} {
+		mark := len(p.logs.String())
+		writeFile(t, dpFile, strings.Replace(e2eDataplane, edit.from, edit.to, 1))
+		waitFor(t, "the refusal of "+edit.to, 5*time.Second, func() bool {
+			return strings.Contains(lineWith(p.logs.String()[mark:], "change refused"), dpFile)
+		})
+		line := lineWith(p.logs.String()[mark:], "change refused")
+		if !strings.Contains(line, "field="+edit.field) || !strings.Contains(line, edit.to[len(edit.field)+2:]) {
+			t.Errorf("the refusal does not name the field %s and the value: %s", edit.field, line)
+		}
+		_, dump := p.get("/config_dump")
+		if !strings.Contains(dump, `"name": "web-1"`) || strings.Contains(dump, `"name": "web-2"`) {
+			t.Errorf("after the edit to %s, the model served is not web-1's", edit.to)
+		}
+		mark = len(p.logs.String())
+		writeFile(t, dpFile, e2eDataplane)
+		waitFor(t, "the file restored read", 5*time.Second, func() bool {
+			return strings.Contains(p.logs.String()[mark:], "model unchanged")
+		})
+	}
+}
+
+// A ready file left by a run that was killed (SIGKILL, the OOM killer) is removed at start:
+// it named the dead run's addresses, and whoever waits for the file (a probe, a script)
+// took the new agent for ready while it was still waiting for its control plane.
+func TestE2EStaleReadyFileRemovedAtStart(t *testing.T) {
+	t.Parallel()
+	dpFile, _ := meshDir(t)
+	work := t.TempDir()
+	readyFile := filepath.Join(work, "ready.json")
+	writeFile(t, readyFile, `{"pid": 1, "admin": "127.0.0.1:1", "dnsUDP": ["127.0.0.1:1"]}`+"\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	logs := &testutil.LockedBuffer{}
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--cp-address", "grpc://"+dead,
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false",
+		"--work-dir", filepath.Join(work, "wd"), "--ready-file", readyFile, "--cp-retry-backoff", "50ms")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitFor(t, "the agent trying its control plane", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "control plane link down")
+	})
+	if _, err := os.Stat(readyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the ready file of a dead run is still there while the agent is not ready (%v); logs:\n%s", err, logs)
+	}
+}
+
+// A ready file in a directory that does not exist is refused at start naming the setting:
+// the agent served without ever writing it, and whoever waited for it waited for ever.
+func TestE2EReadyFileInMissingDirRefused(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	work := t.TempDir()
+	missing := filepath.Join(work, "no-such-dir", "ready.json")
+	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false",
+		"--work-dir", filepath.Join(work, "wd"), "--ready-file", missing)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running with a ready file it cannot write:\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), "--ready-file") || !strings.Contains(string(out), missing) {
+		t.Errorf("exit %v, output:\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(work, "wd")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused start left its work dir (%v)", err)
+	}
+}
