@@ -222,6 +222,9 @@ func (cp *ControlPlane) Connected() int {
 	return len(cp.streams)
 }
 
+// MaxRequestBytes is the largest request an agent may send (a resume's versions).
+const MaxRequestBytes = 64 << 20
+
 // grpcServer is the gRPC server, with the token check, keepalive that tolerates the
 // agents' probes, and (given) TLS whose handshake failures are logged.
 func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, handshake, maxAge time.Duration) *grpc.Server {
@@ -244,6 +247,10 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 		// taken for a flush and given back), and a smaller read buffer (agents send ACKs).
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(8 << 10),
+		// An agent resuming lists every version it holds in one request: gRPC's default
+		// limit (4 MiB, ~150,000 Dataplanes) refused the resume of a large mesh's agents,
+		// whose every reconnection was then refused again.
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
 	}
 	if creds != nil {
 		opts = append(opts, grpc.Creds(&loggedCreds{TransportCredentials: creds, log: cp.log, fails: cp.HandshakeFails}))

@@ -325,3 +325,41 @@ func TestTableLogCompaction(t *testing.T) {
 		t.Fatal("the stream was not woken by a change")
 	}
 }
+
+// An agent of a large mesh resumes with every version it holds in one request, over gRPC's
+// default 4 MiB: it is answered (the names the control plane does not serve, removed), not
+// refused at the transport.
+func TestLargeResumeAccepted(t *testing.T) {
+	_, addr := startCP(t, servedN(10, 0))
+	held := make(map[string]string, 200_000)
+	for i := range 200_000 {
+		held[fmt.Sprintf("dataplane-of-a-large-mesh-%07d", i)] = "v1"
+	}
+	req := &discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(mesh.KindDataplane), InitialResourceVersions: held,
+		Node: &core.Node{Id: "agent", Cluster: "default"}}
+	if n := proto.Size(req); n <= 4<<20 {
+		t.Fatalf("the request is %d bytes, not over 4 MiB", n)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cplink.MaxResponseBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatalf("a resume of %d bytes: %v", proto.Size(req), err)
+	}
+	if len(r.GetRemovedResources()) != len(held) || len(r.GetResources()) != 10 {
+		t.Fatalf("got %d resources, %d removed; want the 10 served, %d removed", len(r.GetResources()), len(r.GetRemovedResources()), len(held))
+	}
+}
