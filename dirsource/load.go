@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/gob"
 	"fmt"
 	"io"
 	"os"
@@ -44,8 +45,9 @@ type dirLoader struct {
 	vars   map[string]string
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
-	// readFile is os.ReadFile; tests make it fail.
-	readFile func(string) ([]byte, error)
+	// readFile is os.ReadFile, and writeEntry cplink.WriteCacheStream; tests make them fail.
+	readFile   func(string) ([]byte, error)
+	writeEntry func(path, pattern string, encode func(*gob.Encoder) error) error
 	// maxFile and maxTotal are the size limits of one file and of all (0: none).
 	maxFile, maxTotal int64
 	// ctx cancels a load in progress (setContext); nil is never cancelled.
@@ -128,7 +130,7 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile, changes: 1}
+	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile, writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources

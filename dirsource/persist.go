@@ -311,7 +311,7 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		}
 		fs := want[name]
 		path := filepath.Join(dir, name)
-		err := cplink.WriteCacheStream(path, cacheTemp, func(enc *gob.Encoder) error {
+		err := l.writeEntry(path, cacheTemp, func(enc *gob.Encoder) error {
 			for _, f := range fs {
 				if err := enc.Encode(f.head); err != nil {
 					return err
@@ -341,7 +341,10 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		}
 	}
 	for name := range have {
-		if _, ok := want[name]; ok {
+		if _, ok := want[name]; ok || len(errs) > 0 {
+			// A write that failed (a full disk) leaves the entries it would have replaced:
+			// they still serve the files that did not change at the next start, and a
+			// later write removes them.
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -746,3 +746,33 @@ func TestDecodeCacheRestoresAsSmall(t *testing.T) {
 	}
 	t.Logf("bytes a file: decoded %d, read back %d", cold, warm)
 }
+
+// A write of the cache that fails (a full disk) keeps the entries it would have replaced,
+// so a restart still reads back the files that did not change; the next write that
+// succeeds removes them.
+func TestDecodeCacheFailedWriteKeepsTheOld(t *testing.T) {
+	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000})
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = l.writeCache(cache)
+	must(t, err)
+	before, _ := cacheEntries(t, cache)
+
+	inventory(t, files[0], "svc", 2001) // the inventory changes: its entry is to be replaced
+	_, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	l.writeEntry = func(string, string, func(*gob.Encoder) error) error { return syscall.ENOSPC }
+	if w, err := l.writeCache(cache); err == nil || w.removed != 0 {
+		t.Fatalf("a failing write: %+v, %v", w, err)
+	}
+	if after, _ := cacheEntries(t, cache); len(after) != len(before) {
+		t.Fatalf("%d entries after a failed write, want the %d there before", len(after), len(before))
+	}
+	restartDecodes(t, cache, dir, 2, "after a failed write") // the dataplane file and the changed inventory
+
+	l.writeEntry = cplink.WriteCacheStream
+	if w, err := l.writeCache(cache); err != nil || w.entries != 1 || w.removed != 1 {
+		t.Fatalf("the next write: %+v, %v", w, err)
+	}
+}
