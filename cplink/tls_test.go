@@ -1,7 +1,6 @@
 package cplink
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -16,32 +15,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
-
-// syncBuffer is a log sink safe for the link's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // tlsCP serves a fake control plane over TLS with a certificate for hosts, valid from
 // notBefore to notAfter, signed by a CA it writes to a file (returned).
@@ -102,7 +84,7 @@ func TestClientTLSFailuresNamed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, ca := tlsCP(t, tc.hosts, tc.from, tc.to)
-			var logs syncBuffer
+			var logs testutil.LockedBuffer
 			c, err := NewClient(ClientConfig{Address: "grpcs://" + addr, CACertFile: ca, Name: "web-1", Backoff: 10 * time.Millisecond},
 				slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
@@ -136,7 +118,7 @@ func TestClientTLSFailuresNamed(t *testing.T) {
 func TestClientTokenFileProblemsNamed(t *testing.T) {
 	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"))
 	token := filepath.Join(t.TempDir(), "web-1.token")
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", TokenFile: token, Backoff: 10 * time.Millisecond},
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {

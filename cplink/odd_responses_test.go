@@ -18,18 +18,7 @@ import (
 // it, a removal of a resource never sent is ACKed and changes nothing, this dataplane's
 // own Dataplane removed (no dataplane file) keeps the last model and re-added serves again.
 func TestClientOddResponses(t *testing.T) {
-	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"), testDataplane("backend-1", "backend", "10.0.0.2"))
-	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", Backoff: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if u := c.Load(ctx); u.Err != nil {
-		t.Fatal(u.Err)
-	}
-	out := make(chan Update, 4)
-	go func() { _ = c.Run(ctx, out) }()
+	cp, out := runClient(t, testDataplane("web-1", "web", "10.0.0.1"), testDataplane("backend-1", "backend", "10.0.0.2"))
 	waitNacks := func(n int) []string {
 		deadline := time.Now().Add(10 * time.Second)
 		for len(cp.nacked()) < n && time.Now().Before(deadline) {
@@ -64,18 +53,7 @@ func TestClientOddResponses(t *testing.T) {
 // must fetch what it refused with the bad one - it served the fix without them, for as
 // long as the stream lived, both sides believing they were in sync.
 func TestClientRefetchesWhatANackDropped(t *testing.T) {
-	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"))
-	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", Backoff: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if u := c.Load(ctx); u.Err != nil {
-		t.Fatal(u.Err)
-	}
-	out := make(chan Update, 4)
-	go func() { _ = c.Run(ctx, out) }()
+	cp, out := runClient(t, testDataplane("web-1", "web", "10.0.0.1"))
 	redis := cp.resource(testDataplane("redis-1", "redis", "10.0.0.3"), "2")
 	cp.push <- &discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane), Nonce: "n1", Resources: []*discovery.Resource{
 		redis, cp.raw("broken-1", "3", []byte("type: Dataplane\nname: broken-1\nmesh: default\nnetworking: [1]\n"))}}
@@ -160,4 +138,23 @@ func TestClientFrozenReplicaFailsOver(t *testing.T) {
 	} else {
 		t.Logf("served by the second replica after %v", took)
 	}
+}
+
+// runClient starts a fake control plane serving rs and a link for web-1 to it, through its
+// first sync; the link runs, sending its updates to out, until the test ends.
+func runClient(t *testing.T, rs ...mesh.Resource) (cp *fakeCP, out chan Update) {
+	t.Helper()
+	cp, addr := newFakeCP(t, rs...)
+	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", Backoff: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if u := c.Load(ctx); u.Err != nil {
+		t.Fatal(u.Err)
+	}
+	out = make(chan Update, 4)
+	go func() { _ = c.Run(ctx, out) }()
+	return cp, out
 }
