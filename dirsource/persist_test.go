@@ -21,6 +21,17 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
+// loadPersisted loads dir with a new loader and writes its decode cache to cache.
+func loadPersisted(t testing.TB, dir, cache string) (*dirLoader, *mesh.Snapshot) {
+	t.Helper()
+	l := newDirLoader()
+	snap, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	_, err = l.writeCache(cache)
+	must(t, err)
+	return l, snap
+}
+
 // fileADataplane returns a directory of n files holding a dataplane each (dp-0000.yaml
 // holds svc0, and so on).
 func fileADataplane(t *testing.T, n int) string {
@@ -122,14 +133,7 @@ func filesIn(heads map[string][]cacheEntry) int {
 func TestDecodeCacheSurvivesRestart(t *testing.T) {
 	dir, _, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000})
 
-	cold := newDirLoader()
-	want, err := cold.Load(exampleDataplane, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cold.persist(cache); err != nil {
-		t.Fatal(err)
-	}
+	_, want := loadPersisted(t, dir, cache)
 	heads, _ := cacheEntries(t, cache)
 	files, err := resourceFiles(dir)
 	must(t, err)
@@ -242,18 +246,14 @@ func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
 	dir, files, cache := cacheMesh(t, invFile{"gone.yaml", "gone", 3}, invFile{"bad.yaml", "bad", 3})
 	gone, bad := files[0], files[1]
-	l := newDirLoader()
-	_, err := l.Load(exampleDataplane, dir)
-	must(t, err)
-	_, err = l.persist(cache)
-	must(t, err)
+	l, _ := loadPersisted(t, dir, cache)
 	heads, _ := cacheEntries(t, cache)
 	if entryOf(heads, gone) == "" || entryOf(heads, bad) == "" {
 		t.Fatal("no entries for the files")
 	}
 
 	must(t, os.Remove(gone))
-	_, err = l.Load(exampleDataplane, dir)
+	_, err := l.Load(exampleDataplane, dir)
 	must(t, err)
 	w, err := l.writeCache(cache)
 	must(t, err)
@@ -282,11 +282,7 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	if n, err := newDirLoader().restore(cache); n != 0 || err != nil {
 		t.Errorf("missing cache: %d files, %v", n, err)
 	}
-	cold := newDirLoader()
-	_, err := cold.Load(exampleDataplane, dir)
-	must(t, err)
-	_, err = cold.persist(cache)
-	must(t, err)
+	loadPersisted(t, dir, cache)
 	heads, _ := cacheEntries(t, cache)
 
 	// The inventory's entry cut short (a full disk), another's header garbled, a write
@@ -396,11 +392,7 @@ func TestDecodeCacheRemovesTheOldFile(t *testing.T) {
 func TestDecodeCacheAfterAWriteCutShort(t *testing.T) {
 	dir, files, cache := cacheMesh(t, invFile{"small.yaml", "extra", 1})
 	small := files[0]
-	l := newDirLoader()
-	_, err := l.Load(exampleDataplane, dir)
-	must(t, err)
-	_, err = l.persist(cache)
-	must(t, err)
+	l, _ := loadPersisted(t, dir, cache)
 	heads, _ := cacheEntries(t, cache)
 	oldName := entryOf(heads, small)
 	saved, err := os.ReadFile(filepath.Join(cache, oldName))
@@ -469,13 +461,7 @@ func TestDecodeCacheRestoresSettled(t *testing.T) {
 	}
 	must(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(sb.String()), 0o644))
 	cache := filepath.Join(t.TempDir(), "model-cache")
-	cold := newDirLoader()
-	if _, err := cold.Load(exampleDataplane, dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cold.persist(cache); err != nil {
-		t.Fatal(err)
-	}
+	loadPersisted(t, dir, cache)
 	warm := newDirLoader()
 	if n, err := warm.restore(cache); err != nil || n != 1 {
 		t.Fatalf("restore: %d files, %v", n, err)
@@ -524,13 +510,7 @@ func BenchmarkPersistOneChange(b *testing.B) {
 	small := filepath.Join(dir, "small.yaml")
 	must(b, os.WriteFile(small, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
 	cache := filepath.Join(b.TempDir(), "model-cache")
-	l := newDirLoader()
-	if _, err := l.Load(exampleDataplane, dir); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := l.persist(cache); err != nil {
-		b.Fatal(err)
-	}
+	l, _ := loadPersisted(b, dir, cache)
 	b.Logf("inventory %.1f MB", float64(sb.Len())/1e6)
 	var took time.Duration
 	var alloc, wrote uint64
@@ -674,11 +654,7 @@ func TestDecodeCacheBundlesSmallFiles(t *testing.T) {
 func TestTouchedFilesKeepNothingNew(t *testing.T) {
 	dir := fileADataplane(t, 200)
 	cache := filepath.Join(t.TempDir(), "model-cache")
-	l := newDirLoader()
-	first, err := l.Load(exampleDataplane, dir)
-	must(t, err)
-	_, err = l.writeCache(cache)
-	must(t, err)
+	l, first := loadPersisted(t, dir, cache)
 	keys := map[*byte]bool{}
 	for p := range l.cache {
 		keys[unsafe.StringData(p)] = true
@@ -752,15 +728,11 @@ func TestDecodeCacheRestoresAsSmall(t *testing.T) {
 // succeeds removes them.
 func TestDecodeCacheFailedWriteKeepsTheOld(t *testing.T) {
 	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2000})
-	l := newDirLoader()
-	_, err := l.Load(exampleDataplane, dir)
-	must(t, err)
-	_, err = l.writeCache(cache)
-	must(t, err)
+	l, _ := loadPersisted(t, dir, cache)
 	before, _ := cacheEntries(t, cache)
 
 	inventory(t, files[0], "svc", 2001) // the inventory changes: its entry is to be replaced
-	_, err = l.Load(exampleDataplane, dir)
+	_, err := l.Load(exampleDataplane, dir)
 	must(t, err)
 	l.writeEntry = func(string, string, func(*gob.Encoder) error) error { return syscall.ENOSPC }
 	if w, err := l.writeCache(cache); err == nil || w.removed != 0 {
