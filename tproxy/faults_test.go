@@ -165,32 +165,14 @@ func TestUnrecordableRouteIsNotAdded(t *testing.T) {
 func TestFailedTableIsRolledBack(t *testing.T) {
 	b := backend{name: "legacy"}
 	requireNetns(t, b.bin(IPv4, "restore"))
-	real, err := exec.LookPath(b.bin(IPv4, "restore"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := newTestNS(t, 9)
 	c := faultConfig(t, n, b)
-	dir := t.TempDir()
-	wrapper := fmt.Sprintf(`#!/bin/sh
-in=$(cat)
-case "$in" in
-*'*nat'*)
-	printf '%%s\n' "$in" | awk '/^\*nat/{skip=1} !skip{print} /^COMMIT/{skip=0}' | %s "$@" || exit 2
-	echo "iptables-restore: line 42 failed (simulated)" >&2
-	exit 1 ;;
-esac
-printf '%%s\n' "$in" | exec %s "$@"
-`, real, real)
-	if err := os.WriteFile(filepath.Join(dir, b.bin(IPv4, "restore")), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	failNATRestore(t, b, IPv4, "iptables-restore: line 42 failed (simulated)")
 
 	before := meaningful(n.saveAll(t, b))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = Install(ctx, c, testLogger(t))
+	err := Install(ctx, c, testLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "rolled back: nothing of ipv4 is changed") {
 		t.Fatalf("Install with the nat table failing: %v", err)
 	}
@@ -206,33 +188,15 @@ printf '%%s\n' "$in" | exec %s "$@"
 func TestNoIPv6NATChangesNothing(t *testing.T) {
 	b := backend{name: "legacy"}
 	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
-	real, err := exec.LookPath(b.bin(IPv6, "restore"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := newTestNS(t, 19)
 	c := faultConfig(t, n, b)
 	c.IPFamilyMode = "dualstack"
-	dir := t.TempDir()
 	// What ip6tables-legacy-restore says without ip6table_nat, after committing the tables
 	// before nat.
-	wrapper := fmt.Sprintf(`#!/bin/sh
-in=$(cat)
-case "$in" in
-*'*nat'*)
-	printf '%%s\n' "$in" | awk '/^\*nat/{skip=1} !skip{print} /^COMMIT/{skip=0}' | %s "$@" || exit 2
-	echo "ip6tables-restore v1.8.9 (legacy): can't initialize ip6tables table \`+"`"+`nat': Table does not exist (do you need to insmod?)" >&2
-	exit 1 ;;
-esac
-printf '%%s\n' "$in" | exec %s "$@"
-`, real, real)
-	if err := os.WriteFile(filepath.Join(dir, b.bin(IPv6, "restore")), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	failNATRestore(t, b, IPv6, "ip6tables-restore v1.8.9 (legacy): can't initialize ip6tables table `nat': Table does not exist (do you need to insmod?)")
 	before := meaningful(n.saveAll(t, b))
 	beforeNet := n.netState(t)
-	err = Install(context.Background(), c, testLogger(t))
+	err := Install(context.Background(), c, testLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "--ip-family-mode ipv4") {
 		t.Fatalf("Install without IPv6 NAT: %v; want an error pointing at --ip-family-mode ipv4", err)
 	}
@@ -295,3 +259,32 @@ func TestLoopbackDownIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// failNATRestore puts first in PATH a wrapper of backend b's restore command for family f
+// that hands the real one every table of its input but nat, then fails saying msg: a real
+// iptables committing the tables before a failing one.
+func failNATRestore(t *testing.T, b backend, f Family, msg string) {
+	t.Helper()
+	real, err := exec.LookPath(b.bin(f, "restore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wrapper := fmt.Sprintf(`#!/bin/sh
+in=$(cat)
+case "$in" in
+*'*nat'*)
+	printf '%%s\n' "$in" | awk '/^\*nat/{skip=1} !skip{print} /^COMMIT/{skip=0}' | %s "$@" || exit 2
+	printf '%%s\n' %s >&2
+	exit 1 ;;
+esac
+printf '%%s\n' "$in" | exec %s "$@"
+`, real, shellQuote(msg), real)
+	if err := os.WriteFile(filepath.Join(dir, b.bin(f, "restore")), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+}
+
+// shellQuote is s as one single-quoted shell word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
