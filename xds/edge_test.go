@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 
-	"github.com/kumadp/kuma-dp/internal/testutil"
 	"math"
 	"strings"
 	"testing"
@@ -117,12 +116,7 @@ func TestSelfOutboundOnABoundAddress(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := got.Validate(); err != nil {
-					t.Fatalf("step %d: incremental resources invalid: %v", step, err)
-				}
-				if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
-					t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, testutil.FirstDiff(w, g))
-				}
+				sameAsFull(t, step, want, got)
 				if fmt.Sprint(got.Problems) != fmt.Sprint(want.Problems) {
 					t.Errorf("step %d: incremental problems %v, full %v", step, got.Problems, want.Problems)
 				}

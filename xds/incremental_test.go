@@ -93,15 +93,22 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := got.Validate(); err != nil {
-			t.Fatalf("step %d: incremental resources invalid: %v", step, err)
-		}
-		if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
-			t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, testutil.FirstDiff(w, g))
-		}
+		sameAsFull(t, step, want, got)
 	}
 	if gen.partial < 200 || gen.full < 10 {
 		t.Errorf("%d incremental and %d full generations: the test did not exercise both", gen.partial, gen.full)
 	}
 	t.Logf("%d incremental, %d full generations", gen.partial, gen.full)
+}
+
+// sameAsFull fails unless got (an incremental generation at step) is valid and the same as
+// want (a full generation of the same model).
+func sameAsFull(t *testing.T, step int, want, got *Resources) {
+	t.Helper()
+	if err := got.Validate(); err != nil {
+		t.Fatalf("step %d: incremental resources invalid: %v", step, err)
+	}
+	if w, g := goldenJSON(t, want), goldenJSON(t, got); string(w) != string(g) {
+		t.Fatalf("step %d: incremental generation differs from a full one:\n%s", step, testutil.FirstDiff(w, g))
+	}
 }

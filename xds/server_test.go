@@ -98,6 +98,18 @@ type deltaClient struct {
 	node   *core.Node
 }
 
+// dialDelta opens a delta ADS stream on conn as node, closed when the test ends.
+func dialDelta(t *testing.T, conn *grpc.ClientConn, node *core.Node) *deltaClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &deltaClient{t: t, stream: stream, node: node}
+}
+
 func (c *deltaClient) send(req *discovery.DeltaDiscoveryRequest) {
 	c.t.Helper()
 	req.Node = c.node
@@ -143,13 +155,7 @@ func TestDeltaADS(t *testing.T) {
 	if err := srv.Update(first); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &deltaClient{t: t, stream: stream, node: &core.Node{Id: "default.mobile-1", Cluster: "mobile"}}
+	c := dialDelta(t, conn, &core.Node{Id: "default.mobile-1", Cluster: "mobile"})
 
 	// CDS, then EDS for the EDS clusters, then LDS - Envoy's order - each ACKed.
 	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType})
@@ -417,13 +423,7 @@ func TestDeltaMakeBeforeBreak(t *testing.T) {
 	if err := srv.Update(noRoute); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &deltaClient{t: t, stream: stream, node: &core.Node{Id: "default.mobile-1"}}
+	c := dialDelta(t, conn, &core.Node{Id: "default.mobile-1"})
 	state := envoyState{}
 	ack := func(r *discovery.DeltaDiscoveryResponse) {
 		if r.TypeUrl == resourcev3.ClusterType {
