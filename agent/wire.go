@@ -154,19 +154,14 @@ func poolSizes(c vipalloc.Config) map[string]float64 {
 	return out
 }
 
-// dnsAddrs joins the listen IPs with the port: 127.0.0.1, and ::1 where the host has IPv6
-// loopback, by default.
+// dnsAddrs joins the listen IPs with the port (by default dnsserver's: 127.0.0.1, and ::1
+// where the host has IPv6 loopback).
 func dnsAddrs(c DNSConfig) []string {
-	ips := c.Addresses
-	if len(ips) == 0 {
-		ips = []string{"127.0.0.1"}
-		if l, err := net.ListenPacket("udp6", "[::1]:0"); err == nil {
-			l.Close()
-			ips = append(ips, "::1")
-		}
+	if len(c.Addresses) == 0 {
+		return dnsserver.DefaultAddrs(c.ProxyPort)
 	}
-	out := make([]string, len(ips))
-	for i, ip := range ips {
+	out := make([]string, len(c.Addresses))
+	for i, ip := range c.Addresses {
 		out[i] = net.JoinHostPort(ip, strconv.Itoa(c.ProxyPort))
 	}
 	return out

@@ -99,10 +99,7 @@ func normalize(cfg Config) (normalized, error) {
 	}
 	addrs := cfg.Addrs
 	if len(addrs) == 0 {
-		addrs = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))}
-		if hasIPv6Loopback() {
-			addrs = append(addrs, net.JoinHostPort("::1", strconv.Itoa(DefaultPort)))
-		}
+		addrs = DefaultAddrs(DefaultPort)
 	}
 	seen := map[netip.AddrPort]bool{}
 	for i, a := range addrs {
@@ -175,6 +172,16 @@ func parseHostPort(s string, defPort int) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("port 0 is not a valid upstream port")
 	}
 	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
+}
+
+// DefaultAddrs are the addresses the resolver listens on when none are given: 127.0.0.1,
+// and ::1 where the host has IPv6 loopback, at port.
+func DefaultAddrs(port int) []string {
+	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	if hasIPv6Loopback() {
+		addrs = append(addrs, net.JoinHostPort("::1", strconv.Itoa(port)))
+	}
+	return addrs
 }
 
 // hasIPv6Loopback reports whether [::1] can be bound here (IPv6 may be disabled in pods).
