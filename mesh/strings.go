@@ -95,7 +95,7 @@ func settle(rs []Resource) { settleIn(rs, nil) }
 // object of its own): each Dataplane is replaced by a copy made now, whose strings are
 // copied into shared blocks (tag keys and mesh names once) and whose inbounds with the
 // same tags share one map.
-func Settle(rs []Resource) { settleIn(rs, newStrArena(0)) }
+func Settle(rs []Resource) { NewSettler().Settle(rs) }
 
 // A Settler settles the resources of several files read back together (the decode cache's
 // entry for all the small files) into blocks they share: settled apart, each file of one
