@@ -172,24 +172,28 @@ func TestFingerprintAllocatesNothing(t *testing.T) {
 }
 
 func BenchmarkFingerprint(b *testing.B) {
-	dir := b.TempDir()
-	for i := range 20000 {
-		must(b, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%05d.yaml", i)), []byte("d"), 0o644))
+	for _, n := range []int{20000, 100000} {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			for i := range n {
+				must(b, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%06d.yaml", i)), []byte("d"), 0o644))
+			}
+			dp := filepath.Join(dir, "dp-000000.yaml")
+			b.Run("fingerprinter", func(b *testing.B) {
+				var fp fingerprinter
+				b.ReportAllocs()
+				for b.Loop() {
+					fp.take(dp, dir)
+				}
+			})
+			b.Run("walk", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					referenceFingerprint(dp, dir)
+				}
+			})
+		})
 	}
-	dp := filepath.Join(dir, "dp-00000.yaml")
-	b.Run("fingerprinter", func(b *testing.B) {
-		var fp fingerprinter
-		b.ReportAllocs()
-		for b.Loop() {
-			fp.take(dp, dir)
-		}
-	})
-	b.Run("walk", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			referenceFingerprint(dp, dir)
-		}
-	})
 }
 
 // The checks space out when a look takes long, so that they take at most a twentieth of a
