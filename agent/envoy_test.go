@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,41 +21,7 @@ import (
 // resources; on shutdown Envoy is drained and stopped, and goleak (TestMain) finds no
 // goroutine of the xDS server, the supervisor or the probe left.
 func TestRealPartsWithEnvoy(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "envoy")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kuma-dp/testdata/fakeenvoy").CombinedOutput(); err != nil {
-		t.Fatalf("building the fake envoy: %v\n%s", err, out)
-	}
-	root := t.TempDir()
-	writeMesh(t, root, 3)
-	tp := "  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n"
-	if err := os.WriteFile(filepath.Join(root, "dataplane.yaml"), []byte(itDataplane+tp), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	report := filepath.Join(root, "report.jsonl")
-	t.Setenv("FAKE_ENVOY_REPORT", report)
-	cfg := realConfig(t, root)
-	cfg.Runtime.Envoy, cfg.Runtime.BinaryPath = true, bin
-	cfg.Dataplane.DrainTime = Duration(300 * time.Millisecond)
-	logs := &testutil.LockedBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	parts, cleanup, err := Build(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup(false)
-	if parts.Envoy == nil {
-		t.Fatalf("no Envoy part:\n%s", logs)
-	}
-	a, _ := New(cfg, parts, log, time.Time{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		a.Abort()
-		<-done
-	}()
-	eventually(t, "ready with Envoy live", func() bool { return a.ready.Load() })
+	a, report, cancel, done := runWithFakeEnvoy(t)
 
 	_, _, envoy, _ := a.model.get()
 	raw, err := json.Marshal(envoy)
@@ -91,6 +58,78 @@ func TestRealPartsWithEnvoy(t *testing.T) {
 	b, _ := os.ReadFile(report)
 	if !containsEvent(b, "healthcheck-fail") || !containsEvent(b, "stop") {
 		t.Errorf("Envoy was not drained and stopped:\n%s", b)
+	}
+}
+
+// runWithFakeEnvoy runs the agent with its real parts and the fake Envoy on a mesh of three
+// services, with the transparent proxy's listeners, until it is ready with Envoy live. It
+// returns the agent, the fake Envoy's report file, what stops the agent and where Run's
+// result arrives (put back once read: the test's cleanup reads it too).
+func runWithFakeEnvoy(t *testing.T) (a *Agent, report string, cancel func(), done chan error) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "envoy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kuma-dp/testdata/fakeenvoy").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake envoy: %v\n%s", err, out)
+	}
+	root := t.TempDir()
+	writeMesh(t, root, 3)
+	tp := "  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n"
+	if err := os.WriteFile(filepath.Join(root, "dataplane.yaml"), []byte(itDataplane+tp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report = filepath.Join(root, "report.jsonl")
+	t.Setenv("FAKE_ENVOY_REPORT", report)
+	cfg := realConfig(t, root)
+	cfg.Runtime.Envoy, cfg.Runtime.BinaryPath = true, bin
+	cfg.Dataplane.DrainTime = Duration(300 * time.Millisecond)
+	logs := &testutil.LockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	parts, cleanup, err := Build(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cleanup(false) })
+	if parts.Envoy == nil {
+		t.Fatalf("no Envoy part:\n%s", logs)
+	}
+	a, _ = New(cfg, parts, log, time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		a.Abort()
+		<-done
+	})
+	eventually(t, "ready with Envoy live", func() bool { return a.ready.Load() })
+	return a, report, cancel, done
+}
+
+// An Envoy that ignores SIGTERM is killed within the time the agent waits for its Envoy
+// part to stop: with the supervisor's default grace (10 s) it outlived the agent's 5 s wait
+// and ran on until kuma-dp itself exited.
+func TestStuckEnvoyKilledAtStop(t *testing.T) {
+	t.Setenv("FAKE_ENVOY_IGNORE_TERM", "1")
+	_, report, cancel, done := runWithFakeEnvoy(t)
+	b, _ := os.ReadFile(report)
+	var pid int
+	for _, line := range strings.Split(string(b), "\n") {
+		var ev struct {
+			Event string `json:"event"`
+			PID   int    `json:"pid"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Event == "start" {
+			pid = ev.PID
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no start event with a pid:\n%s", b)
+	}
+	cancel()
+	err := <-done
+	done <- err
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("Envoy (pid %d), ignoring SIGTERM, still runs after the agent stopped", pid)
 	}
 }
 

@@ -8,7 +8,7 @@
 //   - subscribes over delta ADS (gRPC on the bootstrap's xDS unix socket) to clusters and
 //     listeners, ACKs every response, and appends what it received to $FAKE_ENVOY_REPORT
 //     as JSON lines;
-//   - exits 0 on SIGTERM.
+//   - exits 0 on SIGTERM (ignores it, as a stuck Envoy, with $FAKE_ENVOY_IGNORE_TERM set).
 package main
 
 import (
@@ -110,7 +110,12 @@ func run(configPath string, args []string) error {
 	}
 	record(event{Event: "start", Args: args, PID: os.Getpid()})
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	stopOn := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	if os.Getenv("FAKE_ENVOY_IGNORE_TERM") != "" {
+		signal.Ignore(syscall.SIGTERM)
+		stopOn = stopOn[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 
 	os.Remove(adminSock)
