@@ -35,6 +35,7 @@ type fingerprinter struct {
 	num     [8]byte
 	st      unix.Stat_t
 	took    time.Duration // how long the last take took
+	looks   int           // takes so far
 }
 
 // pollCPUShare bounds the share of a core the periodic checks take: the next one comes
@@ -90,6 +91,7 @@ func (f *fingerprinter) take(dataplaneFile, dir string) [32]byte {
 	}
 	f.h.Sum(f.sum[:0])
 	f.took = time.Since(start)
+	f.looks++
 	return f.sum
 }
 
@@ -98,6 +100,13 @@ func (f *fingerprinter) lastTook() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.took
+}
+
+// taken is how many takes there were.
+func (f *fingerprinter) taken() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.looks
 }
 
 // stamp hashes f.path and what stat says of it (links followed), and reports whether stat

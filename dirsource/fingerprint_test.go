@@ -1,6 +1,7 @@
 package dirsource
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kumadp/kuma-dp/cplink"
 )
 
 // referenceFingerprint is what fingerprint computes, written with filepath.WalkDir and
@@ -214,5 +217,34 @@ func TestPollSpacesOutSlowLooks(t *testing.T) {
 	fp.take(dp, dir)
 	if fp.lastTook() <= 0 {
 		t.Fatalf("a look of %s took %v", dir, fp.lastTook())
+	}
+}
+
+// The polling source spaces its looks by how long they take: a directory of 20,000 files
+// (some 25 ms a look) polled every millisecond is looked at every half second or so, not
+// ~40 times a second.
+func TestPollingSpacesOut(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20000 {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%05d.yaml", i)), nil, 0o644))
+	}
+	dp := filepath.Join(t.TempDir(), "dp.yaml")
+	must(t, os.WriteFile(dp, []byte("dp"), 0o644))
+	src, err := NewFiles(FilesConfig{DataplaneFile: dp, PoliciesDir: dir, Watch: WatchPoll, PollInterval: time.Millisecond,
+		Load: contentLoad}, nil)
+	must(t, err)
+	if u := src.Load(context.Background()); u.Err != nil {
+		t.Fatal(u.Err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, make(chan cplink.Update, 1)) }()
+	before := src.fp.taken()
+	time.Sleep(2 * time.Second)
+	looks := src.fp.taken() - before
+	cancel()
+	must(t, <-done)
+	if looks > 10 {
+		t.Fatalf("%d looks at %d files in 2 s, %v each: the polling did not space out", looks, 20000, src.fp.lastTook())
 	}
 }
