@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -756,9 +755,6 @@ func renumber(source mesh.Source, offset int) mesh.Source {
 	return source.WithDoc(source.Doc() + offset)
 }
 
-// separator is mesh's YAML document separator line.
-var separator = regexp.MustCompile(`^---(\s+(#.*)?)?$`)
-
 // pieceSize is the smallest piece worth decoding on its own core.
 const pieceSize = 64 << 10
 
@@ -769,7 +765,7 @@ func pieceCount(size, cores int) int { return max(2*cores, size>>20) }
 // cutsBefore reports whether a piece of pieceLen bytes ends before line (a line of the file
 // without its newline): a separator once the piece has its target length.
 func cutsBefore(line []byte, pieceLen, target int) bool {
-	return pieceLen >= target && separator.Match(bytes.TrimRight(line, "\r"))
+	return pieceLen >= target && mesh.IsSeparator(bytes.TrimRight(line, "\r"))
 }
 
 // splitPieces cuts data into at most n pieces of roughly equal size, each ending just

@@ -143,8 +143,6 @@ type document struct {
 	line int // first line of the document in its file, from 1
 }
 
-var separator = regexp.MustCompile(`^---(\s+(#.*)?)?$`)
-
 // splitDocuments splits a file on `---` lines, dropping documents with nothing but
 // whitespace and comments.
 func splitDocuments(data []byte) []document {
@@ -164,7 +162,7 @@ func splitDocuments(data []byte) []document {
 		}
 		ln := bytes.TrimRight(data[i:end], "\r")
 		switch {
-		case bytes.HasPrefix(ln, dashes) && separator.Match(ln):
+		case IsSeparator(ln):
 			flush(i)
 			start, startLine = end+1, line+1
 			if start > len(data) {
@@ -174,7 +172,7 @@ func splitDocuments(data []byte) []document {
 			// `--- {type: Dataplane, ...}` or `--- |`: the document starts on the marker's line.
 			flush(i)
 			start, startLine = i+4, line
-		case bytes.HasPrefix(ln, dots) && docEnd.Match(ln):
+		case markerLine(ln, dots):
 			// `...` ends a document; what follows (with or without `---`) is the next one.
 			flush(i)
 			start, startLine = end+1, line+1
@@ -195,8 +193,23 @@ func splitDocuments(data []byte) []document {
 var (
 	dashes = []byte("---")
 	dots   = []byte("...")
-	docEnd = regexp.MustCompile(`^\.\.\.(\s+(#.*)?)?$`)
 )
+
+// IsSeparator reports whether line (without its line break) separates two YAML documents:
+// `---`, alone or followed by blanks and a comment (`--- # web`), as the directory source
+// and the control plane's directory store cut files too.
+func IsSeparator(line []byte) bool { return markerLine(line, dashes) }
+
+// markerLine reports whether line is marker (`---` or `...`), alone or followed by blanks
+// and then nothing or a comment.
+func markerLine(line, marker []byte) bool {
+	rest, ok := bytes.CutPrefix(line, marker)
+	if !ok {
+		return false
+	}
+	after := bytes.TrimLeft(rest, " \t\n\f\r")
+	return len(rest) == 0 || (len(after) < len(rest) && (len(after) == 0 || after[0] == '#'))
+}
 
 func blankYAML(b []byte) bool {
 	for len(b) > 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -648,5 +649,21 @@ func TestValidateBuiltInCode(t *testing.T) {
 	want := `code: hostnamegenerator "h": spec.template: template: function "nope" not defined (value "{{ nope }}")`
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate = %v, want %s", err, want)
+	}
+}
+
+// A document separator is `---` alone or followed by blanks and a comment, as the YAML
+// line rule `^---(\s+(#.*)?)?$` says; `...` ends a document by the same rule.
+func TestSeparatorLines(t *testing.T) {
+	rule := regexp.MustCompile(`^---(\s+(#.*)?)?$`)
+	for _, line := range []string{"---", "--- ", "---\t", "--- # web", "---\t#x", "---  \r", "---#x", "--- x",
+		"----", "--", "", " ---", "--- # a\r", "---\f", "---\v", "-- -"} {
+		if got, want := IsSeparator([]byte(line)), rule.MatchString(line); got != want {
+			t.Errorf("IsSeparator(%q) = %v, the YAML rule says %v", line, got, want)
+		}
+		dots := strings.Replace(line, "---", "...", 1)
+		if got, want := markerLine([]byte(dots), []byte("...")), rule.MatchString(line); got != want {
+			t.Errorf("markerLine(%q) = %v, want %v", dots, got, want)
+		}
 	}
 }

@@ -527,8 +527,7 @@ func splitParts(path string, data []byte) parts {
 	lines := strings.SplitAfter(string(data), "\n")
 	first := true
 	for _, line := range lines {
-		trimmed := strings.TrimRight(line, " \t\r\n")
-		if trimmed == "---" || strings.HasPrefix(trimmed, "--- ") {
+		if mesh.IsSeparator([]byte(strings.TrimRight(line, "\r\n"))) {
 			if first && strings.TrimSpace(cur.String()) == "" {
 				p.head = cur.String() + line
 				cur.Reset()
