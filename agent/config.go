@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -178,7 +177,7 @@ func (c *Config) Validate() error {
 		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file (or a control plane: controlPlane.url)")
 	}
 	for k, v := range c.Runtime.ResourceVars {
-		if !varName.MatchString(k) {
+		if !cplink.ValidVarName(k) {
 			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the name must be a letter or _ followed by letters, digits, _ . or -")
 		}
 		// A line break in a value adds lines to the dataplane file (fields of their own, or
@@ -246,8 +245,6 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
-
-var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 // validPort tells whether p is a port number, 0-65535, written in decimal.
 func validPort(p string) bool {

@@ -60,13 +60,25 @@ func RenderVars(data []byte, vars map[string]string) ([]byte, error) {
 // anyBraces is any {{ ... }} on one line: each must be a placeholder.
 var anyBraces = regexp.MustCompile(`\{\{[^\n]*?\}\}`)
 
-var placeholderName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+// ValidVarName reports whether name can be a `{{ name }}` placeholder's (--dataplane-var):
+// a letter or _, then letters, digits, _ . or -.
+func ValidVarName(name string) bool {
+	for i, r := range name {
+		switch {
+		case r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z':
+		case i > 0 && ('0' <= r && r <= '9' || r == '.' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return name != ""
+}
 
 // suggestName is the placeholder name an operator probably meant in {{ inner }}: Go
 // template's {{ .name }} and pipelines ({{ name | upper }}) are not rendered.
 func suggestName(inner string) string {
 	f := strings.FieldsFunc(strings.TrimPrefix(strings.TrimSpace(inner), "."), func(r rune) bool { return r == ' ' || r == '|' || r == '\t' })
-	if len(f) > 0 && placeholderName.MatchString(f[0]) {
+	if len(f) > 0 && ValidVarName(f[0]) {
 		return f[0]
 	}
 	return "name"

@@ -31,3 +31,13 @@ func TestRenderVars(t *testing.T) {
 		})
 	}
 }
+
+// A placeholder name is a letter or _, then letters, digits, _ . or -.
+func TestValidVarName(t *testing.T) {
+	for name, want := range map[string]bool{"address": true, "_x": true, "pod.ip-1": true, "a_b9": true,
+		"": false, "1x": false, ".x": false, "-x": false, "a b": false, "é": false, "a/b": false, "x=y": false} {
+		if got := ValidVarName(name); got != want {
+			t.Errorf("ValidVarName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
