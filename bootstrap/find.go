@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -70,7 +71,9 @@ func executable(p string) error {
 
 // `envoy --version` prints e.g.
 // "envoy  version: 6fcb7b0a/1.31.2/Clean/RELEASE/BoringSSL".
-var versionRE = regexp.MustCompile(`version:\s*[0-9a-fA-F]+/([0-9]+\.[0-9]+\.[0-9]+[^/\s]*)/`)
+var versionRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`version:\s*[0-9a-fA-F]+/([0-9]+\.[0-9]+\.[0-9]+[^/\s]*)/`)
+})
 
 // EnvoyVersion runs `path --version` and returns the release number (e.g. "1.31.2").
 func EnvoyVersion(path string) (string, error) {
@@ -84,7 +87,7 @@ func EnvoyVersion(path string) (string, error) {
 }
 
 func parseVersion(out []byte) (string, error) {
-	m := versionRE.FindSubmatch(out)
+	m := versionRE().FindSubmatch(out)
 	if m == nil {
 		return "", fmt.Errorf("envoy: cannot read a version in --version output %q", bytes.TrimSpace(out))
 	}

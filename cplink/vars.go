@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // placeholder is `{{ name }}` (spaces optional), the form of Kuma's dataplane templates.
@@ -19,7 +20,7 @@ func RenderVars(data []byte, vars map[string]string) ([]byte, error) {
 	if !bytes.Contains(data, []byte("{{")) {
 		return data, nil
 	}
-	for _, m := range anyBraces.FindAllIndex(data, -1) {
+	for _, m := range anyBraces().FindAllIndex(data, -1) {
 		if whole := data[m[0]:m[1]]; !placeholder.Match(whole) {
 			line := 1 + bytes.Count(data[:m[0]], []byte("\n"))
 			return nil, fmt.Errorf("line %d: %s is not a placeholder: write {{ %s }} (a letter or _, then letters, digits, _ . or -)",
@@ -58,7 +59,7 @@ func RenderVars(data []byte, vars map[string]string) ([]byte, error) {
 }
 
 // anyBraces is any {{ ... }} on one line: each must be a placeholder.
-var anyBraces = regexp.MustCompile(`\{\{[^\n]*?\}\}`)
+var anyBraces = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{[^\n]*?\}\}`) })
 
 // ValidVarName reports whether name can be a `{{ name }}` placeholder's (--dataplane-var):
 // a letter or _, then letters, digits, _ . or -.

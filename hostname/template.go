@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 
@@ -522,14 +523,14 @@ func stripTemplatePrefix(msg, name string) string {
 		}
 		msg = strings.TrimSpace(rest)
 	}
-	if m := execContext.FindStringIndex(msg); m != nil {
+	if m := execContext().FindStringIndex(msg); m != nil {
 		msg = msg[m[1]:]
 	}
 	return msg
 }
 
 // execContext is text/template's `executing "name" at <node>: ` prefix.
-var execContext = regexp.MustCompile(`^executing ".*?" at <.*?>: `)
+var execContext = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^executing ".*?" at <.*?>: `) })
 
 // CheckStandIns renders the templates with stand-in values for every tag ("a1" in the host,
 // "80" in the port), so that templates whose fixed parts can never give a hostname or a

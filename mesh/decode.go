@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/yaml"
 )
@@ -229,7 +230,9 @@ func blankYAML(b []byte) bool {
 
 // infinity matches a plain scalar YAML 1.1 reads as infinity or NaN, with the text before it
 // on its line.
-var infinity = regexp.MustCompile(`(?m)^([^#\n]*?(?:[:\[{,-][ \t]*))([-+]?\.(?:inf|Inf|INF|nan|NaN|NAN))[ \t]*(?:[,\]}#].*)?\r?$`)
+var infinity = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^([^#\n]*?(?:[:\[{,-][ \t]*))([-+]?\.(?:inf|Inf|INF|nan|NaN|NAN))[ \t]*(?:[,\]}#].*)?\r?$`)
+})
 
 // explainParseError names the line and the text of a value YAML reads as a number JSON
 // cannot hold (.inf, .nan): the library says only "json: unsupported value: +Inf".
@@ -239,7 +242,7 @@ func explainParseError(err error, text []byte) string {
 	if !ok {
 		return msg
 	}
-	m := infinity.FindSubmatchIndex(text)
+	m := infinity().FindSubmatchIndex(text)
 	if m == nil {
 		return msg
 	}
@@ -414,7 +417,9 @@ func parseDocumentSlow(text []byte) ([]any, error) {
 
 // templateValue matches `key: {{...` lines: YAML would read the unquoted template as a flow
 // mapping (the MeshExternalService design writes `template: {{ name }}.svc.meshext.local`).
-var templateValue = regexp.MustCompile(`(?m)^(\s*(?:-\s+)?[\w./"'-]+:[ \t]+)(\{\{.*?)(\s+#.*)?\r?$`)
+var templateValue = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^(\s*(?:-\s+)?[\w./"'-]+:[ \t]+)(\{\{.*?)(\s+#.*)?\r?$`)
+})
 
 // quoteTemplates quotes unquoted template values, keeping line numbers unchanged. Lines of
 // a block scalar (`note: |` and the more indented lines after it) are text, never touched.
@@ -439,12 +444,12 @@ func quoteTemplates(text []byte) []byte {
 			continue
 		}
 		blockIndent = -1
-		if blockHeader.Match(body) {
+		if blockHeader().Match(body) {
 			blockIndent = indent
 		}
 		if bytes.Contains(body, []byte("{{")) {
-			line = templateValue.ReplaceAllFunc(line, func(m []byte) []byte {
-				sub := templateValue.FindSubmatch(m)
+			line = templateValue().ReplaceAllFunc(line, func(m []byte) []byte {
+				sub := templateValue().FindSubmatch(m)
 				val := strings.TrimRight(string(sub[2]), " \t")
 				return []byte(string(sub[1]) + "'" + strings.ReplaceAll(val, "'", "''") + "'")
 			})
@@ -455,14 +460,14 @@ func quoteTemplates(text []byte) []byte {
 }
 
 // blockHeader matches a line that starts a block scalar: `key: |`, `- >-`, `key: |2 # c`.
-var blockHeader = regexp.MustCompile(`(?:^|:|-)[ \t]+[|>][-+0-9]*[ \t]*(#.*)?$`)
+var blockHeader = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|:|-)[ \t]+[|>][-+0-9]*[ \t]*(#.*)?$`) })
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+)`) })
 
 // shiftLines turns a YAML error's document-relative line numbers into file line numbers.
 func shiftLines(msg string, offset int) string {
 	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
-	return yamlLine.ReplaceAllStringFunc(msg, func(s string) string {
+	return yamlLine().ReplaceAllStringFunc(msg, func(s string) string {
 		n, _ := strconv.Atoi(s[len("line "):])
 		return "line " + strconv.Itoa(n+offset)
 	})

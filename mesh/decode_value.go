@@ -93,7 +93,7 @@ func (d *decoder) exactTag(key, canonical string) (raw string, ok bool) {
 	}
 	if d.byKey == nil {
 		d.byKey = map[string]*plainIndex{}
-		for _, m := range keyValueRE.FindAllSubmatch(d.raw, -1) {
+		for _, m := range keyValueRE().FindAllSubmatch(d.raw, -1) {
 			k := m[1]
 			if k == nil {
 				k = m[2]
@@ -153,14 +153,18 @@ func scanKeyValues(raw []byte, key string, add func(string)) {
 // keyValueRE matches `key: value` in block (`  version: 1.10`) or flow (`{version: 1.10}`)
 // style, the key plain or quoted, and captures the key (in one of three groups) and the
 // value as written.
-var keyValueRE = regexp.MustCompile(`(?m)(?:^|[\s{,])(?:"([^"\n]*)"|'([^'\n]*)'|((?:[^\s:{},\[\]#"']|:[^\s{},\[\]#])+)):[ \t]+([^\s,}\]#]+)`)
+var keyValueRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)(?:^|[\s{,])(?:"([^"\n]*)"|'([^'\n]*)'|((?:[^\s:{},\[\]#"']|:[^\s{},\[\]#])+)):[ \t]+([^\s,}\]#]+)`)
+})
 
 // listElement is decoder.key while a list element is decoded.
 const listElement = "\x00-"
 
 // listElementRE matches a plain list element as written, in block (`- on`) or flow
 // (`[on, 010]`) style.
-var listElementRE = regexp.MustCompile(`(?m)(?:^[ \t]*-[ \t]+|[\[,][ \t]*)([^\s,\]\[{}#'"][^\s,\]#]*)`)
+var listElementRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)(?:^[ \t]*-[ \t]+|[\[,][ \t]*)([^\s,\]\[{}#'"][^\s,\]#]*)`)
+})
 
 // exactElement is exactTag for a list element.
 func (d *decoder) exactElement(canonical string) (raw string, ok bool) {
@@ -169,7 +173,7 @@ func (d *decoder) exactElement(canonical string) (raw string, ok bool) {
 	}
 	if d.elems == nil {
 		d.elems = &plainIndex{}
-		for _, m := range listElementRE.FindAllSubmatch(d.raw, -1) {
+		for _, m := range listElementRE().FindAllSubmatch(d.raw, -1) {
 			d.elems.add(string(m[1]))
 		}
 	}

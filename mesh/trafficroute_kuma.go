@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Kuma writes a TrafficRoute's conf as a mapping (its TrafficRoute.Conf message):
@@ -96,7 +97,7 @@ func (v *validator) loadBalancer(raw json.RawMessage) {
 }
 
 // kumaConfIndex finds the index of a destination in a path of the design's form.
-var kumaConfIndex = regexp.MustCompile(`^((?:spec\.)?conf)\[(\d+)\]`)
+var kumaConfIndex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^((?:spec\.)?conf)\[(\d+)\]`) })
 
 // kumaConfPath is the path of Kuma's form for a path p of the design's form, when conf was
 // written as Kuma's split (single: as Kuma's destination).
@@ -106,7 +107,7 @@ func kumaConfPath(p string, single bool) string {
 			return strings.TrimSuffix(top, "loadBalancer") + "conf." + strings.TrimPrefix(p, strings.TrimSuffix(top, "loadBalancer"))
 		}
 	}
-	m := kumaConfIndex.FindStringSubmatchIndex(p)
+	m := kumaConfIndex().FindStringSubmatchIndex(p)
 	if m == nil {
 		return p
 	}
