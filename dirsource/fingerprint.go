@@ -14,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fingerprint summarises what a load would read: every path under dir (symlinks followed for
+// A fingerprint summarises what a load would read: every path under dir (symlinks followed for
 // their target's size and time, so a Kubernetes ConfigMap's "..data" swap shows) and the
 // dataplane file. Equal fingerprints mean nothing on disk changed that a load would see,
 // short of a same-size rewrite within the file system's time granularity.
 //
-// The source takes one every PollInterval when polling and every 10 x PollInterval beside
+// A fingerprinter takes them. The source takes one every PollInterval when polling and every 10 x PollInterval beside
 // inotify, however large the directory: a fingerprinter reuses its buffers, so that an idle
 // agent allocates nothing (os.Stat and os.ReadDir allocate ~300 bytes a file: 6 MB of
 // garbage each time for a directory of 20,000 files, which grew an idle agent's heap, and
@@ -65,13 +65,7 @@ type nameSpan struct {
 	dir        bool
 }
 
-// fingerprint is fingerprinter.take with buffers of its own (tests).
-func fingerprint(dataplaneFile, dir string) [32]byte {
-	var f fingerprinter
-	return f.take(dataplaneFile, dir)
-}
-
-// take returns the fingerprint of the dataplane file and of dir (see fingerprint).
+// take returns the fingerprint of the dataplane file and of dir (see fingerprinter).
 func (f *fingerprinter) take(dataplaneFile, dir string) [32]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()

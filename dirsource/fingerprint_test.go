@@ -17,6 +17,12 @@ import (
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
+// fingerprint is fingerprinter.take with buffers of its own.
+func fingerprint(dataplaneFile, dir string) [32]byte {
+	var f fingerprinter
+	return f.take(dataplaneFile, dir)
+}
+
 // referenceFingerprint is what fingerprint computes, written with filepath.WalkDir and
 // stat(2) on each path (the walk the source used to take; it allocates for every file).
 func referenceFingerprint(dataplaneFile, dir string) [32]byte {
