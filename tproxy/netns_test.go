@@ -2,7 +2,6 @@ package tproxy
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -344,7 +343,3 @@ func tcpLine(t *testing.T, addr netip.AddrPort) string {
 func bashTCP(addr netip.AddrPort) []string {
 	return []string{"bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%d && head -n1 <&3", addr.Addr(), addr.Port())}
 }
-
-var _ = context.Background
-
-func isRoot() bool { return os.Geteuid() == 0 }

@@ -123,7 +123,7 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 		go pres.Run(ctx)
 		shared = pres
 	}
-	go shardzones.RunShared(ctx, st, in, cp.HasAgent, shared, log, sinks...)
+	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, log, sinks...)
 	return srv, nil
 }
 

@@ -141,17 +141,6 @@ type Sink func(*authdns.Catalog)
 // replica that goes not-ready leaves the answers within about this (plus a rebuild).
 const ReadinessPoll = 100 * time.Millisecond
 
-// Run keeps the zones in step with st until ctx ends, handing every catalog it builds to
-// sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
-// after every burst of changes (re-listing; on compaction too), and, when readiness is given
-// (it is not in the store), a rebuild of the last list as soon as a gateway replica's
-// readiness differs from the one the zones were built with (asked every ReadinessPoll).
-// Serials come from the store's revisions (authdns.Serials), so replicas give the same
-// serial for the same content.
-func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, log *slog.Logger, sinks ...Sink) {
-	RunShared(ctx, st, cfg, ready, nil, log, sinks...)
-}
-
 // Shared is readiness shared between the replicas: each publishes the gateway replicas
 // whose agents hold a stream to it, and every replica takes as ready those that any
 // replica publishes, so that every replica answers the same (store.Presence).
@@ -162,9 +151,16 @@ type Shared interface {
 	Elsewhere(name string) bool
 }
 
-// RunShared is Run with readiness shared between replicas (shared nil: this replica's own):
-// a gateway replica is ready when its agent holds a stream to any replica.
-func RunShared(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, shared Shared, log *slog.Logger, sinks ...Sink) {
+// Run keeps the zones in step with st until ctx ends, handing every catalog it builds to
+// sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
+// after every burst of changes (re-listing; on compaction too), and, when readiness is given
+// (it is not in the store), a rebuild of the last list as soon as a gateway replica's
+// readiness differs from the one the zones were built with (asked every ReadinessPoll).
+// Serials come from the store's revisions (authdns.Serials), so replicas give the same
+// serial for the same content.
+// With shared (nil: this replica's readiness alone), a gateway replica is ready when its
+// agent holds a stream to any replica.
+func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, shared Shared, log *slog.Logger, sinks ...Sink) {
 	if ready != nil && shared != nil {
 		local := ready
 		ready = func(meshName, name string) bool {
