@@ -42,9 +42,6 @@ func NewAdmitter(router *mesh.Router) *Admitter {
 	return &Admitter{router: router, routes: map[string]*mesh.Route{}, last: map[string]Admission{}}
 }
 
-// SetRouter changes the router's settings (admission mode, DNS name); call Changes after.
-func (a *Admitter) SetRouter(router *mesh.Router) { a.router = router }
-
 // Set adds or replaces a route.
 func (a *Admitter) Set(r *mesh.Route) { a.routes[RouteKey(r)] = r }
 
