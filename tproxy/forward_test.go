@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,10 +58,7 @@ func testForwarded(t *testing.T, idx int, b backend) {
 	if got := fromContainer(); got != "upstream" {
 		t.Fatalf("before install, the container reaches %q, want upstream (the test's routing is wrong)", got)
 	}
-	dnsPort, outPort, inPort, _ := n.helper(t)
-	c := DefaultConfig()
-	c.NetNS, c.Executables, c.StateFile = n.name, b.name, filepath.Join(t.TempDir(), "state.json")
-	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	c, _ := helperConfig(t, n, b)
 	if err := Install(ctx, c, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -96,16 +92,14 @@ func TestVIPRoutedThroughLoopback(t *testing.T) {
 	defer cancel()
 	n := newTestNS(t, 26)
 	mustRun(t, "ip", "-n", n.name, "route", "add", "240.0.0.0/4", "dev", "lo")
-	dnsPort, outPort, inPort, localPort := n.helper(t)
-	c := DefaultConfig()
-	c.NetNS, c.Executables, c.IPFamilyMode, c.StateFile = n.name, b.name, "ipv4", filepath.Join(t.TempDir(), "state.json")
-	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	c, localPort := helperConfig(t, n, b)
+	c.IPFamilyMode = "ipv4"
 	if err := Install(ctx, c, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}
 	vip := netip.MustParseAddrPort("240.0.0.1:80")
 	local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.53"), localPort)
-	own := netip.AddrPortFrom(n.ns4, inPort)
+	own := netip.AddrPortFrom(n.ns4, c.RedirectInboundPort)
 	for _, tc := range []struct {
 		name string
 		dst  netip.AddrPort

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,10 +46,8 @@ func TestIstioLeftoversAreReported(t *testing.T) {
 		t.Fatalf("plant Istio's rules: %v\n%s", err, out)
 	}
 	upPort := n.upstream(t)
-	dnsPort, outPort, inPort, _ := n.helper(t)
-	c := DefaultConfig()
-	c.NetNS, c.Executables, c.IPFamilyMode, c.StateFile = n.name, b.name, "ipv4", filepath.Join(t.TempDir(), "state.json")
-	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	c, _ := helperConfig(t, n, b)
+	c.IPFamilyMode = "ipv4"
 	var logs strings.Builder
 	if err := Install(ctx, c, testLoggerTo(t, &logs)); err != nil {
 		t.Fatal(err)

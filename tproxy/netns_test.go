@@ -230,6 +230,18 @@ COMMIT
 }
 
 // helper starts the stand-in agent inside the namespace and returns its ports.
+// helperConfig starts the namespace's helper (see helper) and returns a configuration of
+// backend b redirecting to it, its state file in a test directory, and the helper's local
+// port.
+func helperConfig(t *testing.T, n *testNS, b backend) (Config, uint16) {
+	t.Helper()
+	dnsPort, outPort, inPort, localPort := n.helper(t)
+	c := DefaultConfig()
+	c.NetNS, c.Executables, c.StateFile = n.name, b.name, filepath.Join(t.TempDir(), "state.json")
+	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	return c, localPort
+}
+
 func (n *testNS) helper(t *testing.T) (dnsPort, outPort, inPort, localPort uint16) {
 	t.Helper()
 	exe, err := os.Executable()

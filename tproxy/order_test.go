@@ -3,7 +3,6 @@ package tproxy
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +19,8 @@ func TestJumpsDisplacedByAForeignInsert(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := newTestNS(t, 27)
-	dnsPort, outPort, inPort, _ := n.helper(t)
-	c := DefaultConfig()
-	c.NetNS, c.Executables, c.IPFamilyMode, c.StateFile = n.name, b.name, "ipv4", filepath.Join(t.TempDir(), "state.json")
-	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	c, _ := helperConfig(t, n, b)
+	c.IPFamilyMode = "ipv4"
 	if err := Install(ctx, c, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}

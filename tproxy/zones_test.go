@@ -3,7 +3,6 @@ package tproxy
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,11 +43,8 @@ COMMIT
 		}
 	}
 	n.upstream(t)
-	dnsPort, outPort, inPort, _ := n.helper(t)
 	const excluded = testAppUID + 1
-	c := DefaultConfig()
-	c.NetNS, c.Executables, c.StateFile = n.name, b.name, filepath.Join(t.TempDir(), "state.json")
-	c.RedirectDNSPort, c.RedirectOutboundPort, c.RedirectInboundPort = dnsPort, outPort, inPort
+	c, _ := helperConfig(t, n, b)
 	c.ExcludeOutboundPortsForUIDs = []string{"udp:53:1235"}
 	if err := Install(ctx, c, testLogger(t)); err != nil {
 		t.Fatal(err)
