@@ -4,6 +4,7 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -48,36 +49,55 @@ func Start(t testing.TB, n int) *Cluster {
 	if err != nil {
 		t.Skip("etcd not installed (Debian package etcd-server; make test installs it as root)")
 	}
-	c := &Cluster{t: t, bin: bin}
-	var peers []string
-	for i := range n {
-		m := &Member{Name: fmt.Sprintf("e%d", i), dir: t.TempDir()}
-		m.ClientURL = "http://" + freeAddr(t)
-		m.Peer = "http://" + freeAddr(t)
-		peers = append(peers, m.Name+"="+m.Peer)
-		c.Members = append(c.Members, m)
-	}
-	c.initial = strings.Join(peers, ",")
-	for _, m := range c.Members {
-		c.run(m, "new")
-	}
-	t.Cleanup(func() {
+	// A port found free can still be taken before etcd binds it (by a process outside these
+	// tests: ports used by them are reserved, see reserve); such a start is tried again on
+	// new ports.
+	for attempt := 1; ; attempt++ {
+		c := &Cluster{t: t, bin: bin}
+		var peers []string
+		for i := range n {
+			m := &Member{Name: fmt.Sprintf("e%d", i), dir: t.TempDir()}
+			m.ClientURL = "http://" + freeAddr(t)
+			m.Peer = "http://" + freeAddr(t)
+			peers = append(peers, m.Name+"="+m.Peer)
+			c.Members = append(c.Members, m)
+		}
+		c.initial = strings.Join(peers, ",")
+		for _, m := range c.Members {
+			c.run(m, "new")
+		}
+		t.Cleanup(func() {
+			for _, m := range c.Members {
+				m.kill()
+			}
+		})
+		err := c.waitHealthy(c.Members...)
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("etcd cluster start, attempt %d: %v; trying other ports", attempt, err)
 		for _, m := range c.Members {
 			m.kill()
 		}
-	})
-	c.WaitHealthy(c.Members...)
-	return c
+	}
 }
 
 // freeAddr returns a loopback address free now, with a port below the kernel's ephemeral
 // range: a member killed and restarted listens on its ports again, and in between any
 // listener on port 0 (every other test's) could be given a port from that range, while
-// it is never given one below it.
+// it is never given one below it. The port is reserved for the rest of the test against
+// the other test processes of the run (go test runs packages in parallel), which pick
+// from the same range.
 func freeAddr(t testing.TB) string {
 	if low := ephemeralLow(); low > 11024 {
 		for range 200 {
 			port := low - 10000 + rand.IntN(10000)
+			if !reserve(t, port) {
+				continue
+			}
 			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 				l.Close()
 				return l.Addr().String()
@@ -90,6 +110,19 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// reserve binds an abstract unix socket named for port, held until the test ends: only
+// one process can bind a name, and the kernel frees it when the process dies, so a crashed
+// run leaves nothing held and nothing behind. It reports false when another process holds
+// it.
+func reserve(t testing.TB, port int) bool {
+	l, err := net.Listen("unix", "@kuma-dp-etcdtest-port-"+strconv.Itoa(port))
+	if err != nil {
+		return !errors.Is(err, syscall.EADDRINUSE) // no abstract sockets: the listen probe alone
+	}
+	t.Cleanup(func() { l.Close() })
+	return true
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (0 when unknown).
@@ -152,6 +185,15 @@ func (c *Cluster) Restart(i int) {
 // WaitHealthy waits until each member answers /health with true.
 func (c *Cluster) WaitHealthy(ms ...*Member) {
 	c.t.Helper()
+	if err := c.waitHealthy(ms...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// errPortTaken marks a member that exited because one of its ports was in use.
+var errPortTaken = errors.New("port in use")
+
+func (c *Cluster) waitHealthy(ms ...*Member) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for _, m := range ms {
 		for {
@@ -164,13 +206,26 @@ func (c *Cluster) WaitHealthy(ms ...*Member) {
 					break
 				}
 			}
-			if time.Now().After(deadline) {
+			exited := false
+			select {
+			case <-m.exited:
+				exited = true
+			default:
+			}
+			if exited || time.Now().After(deadline) {
 				log, _ := os.ReadFile(filepath.Join(m.dir, "etcd.log"))
-				c.t.Fatalf("etcd member %s not healthy after 20s (%v):\n%s", m.Name, err, log)
+				if exited && strings.Contains(string(log), "address already in use") {
+					return fmt.Errorf("etcd member %s exited: %w:\n%s", m.Name, errPortTaken, log)
+				}
+				if exited {
+					return fmt.Errorf("etcd member %s exited:\n%s", m.Name, log)
+				}
+				return fmt.Errorf("etcd member %s not healthy after 20s (%v):\n%s", m.Name, err, log)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	return nil
 }
 
 // Endpoints are the members' client URLs.
