@@ -194,10 +194,18 @@ func (g *generator) serviceCluster(tags mesh.Tags) string {
 }
 
 // clusterName: "backend" for {service: backend}; "backend{region=us,version=2}" for more
-// tags. The service name leads so that metrics can be aggregated per service.
+// tags. The service name leads so that metrics can be aggregated per service. A service
+// named like one of the agent's own clusters ("localhost:8080", "10.0.0.1:8080",
+// "outbound:passthrough", "meshexternalservice_payments") is named "localhost:8080{}":
+// with the service's name alone, its EDS cluster and the agent's would be one, and either
+// a dataplane's inbound traffic or a MeshExternalService's would go to that service (or
+// the service's traffic to them). Tag values cannot hold '{', so "{}" cannot be a name.
 func clusterName(tags mesh.Tags) string {
 	svc := tags.Value(mesh.ServiceTag)
 	if len(tags) == 1 {
+		if ownClusterName(svc) {
+			return svc + "{}"
+		}
 		return svc
 	}
 	var b strings.Builder
@@ -218,6 +226,13 @@ func clusterName(tags mesh.Tags) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// ownClusterName reports whether name could be the name of a cluster the agent makes for
+// itself: every one of them holds a ':' (inbound's local application, the transparent
+// proxy's passthrough) or starts with MESClusterPrefix.
+func ownClusterName(name string) bool {
+	return strings.IndexByte(name, ':') >= 0 || strings.HasPrefix(name, MESClusterPrefix)
 }
 
 // hasKey: a full generation puts names in the maps before their messages are built.
