@@ -2,8 +2,11 @@ package mesh
 
 import (
 	"encoding/json"
+	"maps"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -19,8 +22,8 @@ import (
 // and every Kuma mesh starts with such a route (route-all-<mesh>: sources, destinations and
 // conf.destination all `kuma.io/service: '*'`). The L4 TrafficRoute design writes conf as
 // the list of weighted destinations itself. kumaRouteConf reads Kuma's form into the
-// design's: split is the list, destination one entry of weight 1, and loadBalancer is kept
-// (TrafficRoute.LoadBalancer). conf.http (Kuma's HTTP matching and rewriting) is refused:
+// design's: split is the list, destination one entry of weight 1, and loadBalancer is kept as
+// written (TrafficRoute.LoadBalancer; ParseLoadBalancer reads it for the route's clusters). conf.http (Kuma's HTTP matching and rewriting) is refused:
 // kuma-dp's Envoy routes TCP connections, and serving a route without its HTTP rules would
 // send the requests they match elsewhere than their author meant.
 //
@@ -72,16 +75,55 @@ func (d *decoder) kumaRouteConf(m map[string]any, prefix string) (kuma, single b
 	return true, single
 }
 
+// LoadBalancer is a TrafficRoute's conf.loadBalancer, read: Type is one of Kuma's
+// (kumaLoadBalancers; "" when not given, Envoy's round robin), with its settings - 0 or ""
+// where not given, Envoy's default.
+type LoadBalancer struct {
+	Type         string
+	ChoiceCount  uint32 // leastRequest: hosts compared per pick (Envoy's default 2)
+	HashFunction string // ringHash: XX_HASH (default) or MURMUR_HASH_2
+	MinRingSize  uint64 // ringHash: Envoy's default 1,024
+	MaxRingSize  uint64 // ringHash: Envoy's default 8,388,608, also its limit
+}
+
+// The ring sizes Envoy defaults to and accepts.
+const (
+	DefaultMinRingSize = 1024
+	MaxRingSize        = 8 * 1024 * 1024
+)
+
+// ringHashFunctions are the hash functions of Kuma's ringHash (Envoy's names).
+var ringHashFunctions = []string{"XX_HASH", "MURMUR_HASH_2"}
+
+// ParseLoadBalancer reads a TrafficRoute's loadBalancer; a validated one reads without
+// error.
+func ParseLoadBalancer(raw json.RawMessage) LoadBalancer {
+	lb, _ := parseLoadBalancer(raw, nil)
+	return lb
+}
+
 // loadBalancer checks a TrafficRoute's loadBalancer: one of Kuma's types, given as a
-// mapping (its settings are Envoy's, kept as written).
+// mapping of that type's settings (Kuma's names, checked against Envoy's limits).
 func (v *validator) loadBalancer(raw json.RawMessage) {
-	if len(raw) == 0 {
-		return
+	parseLoadBalancer(raw, v.errorf)
+}
+
+func parseLoadBalancer(raw json.RawMessage, errorf func(path, value, format string, args ...any)) (LoadBalancer, bool) {
+	ok := true
+	bad := func(path, value, format string, args ...any) {
+		ok = false
+		if errorf != nil {
+			errorf(path, value, format, args...)
+		}
+	}
+	var lb LoadBalancer
+	if len(raw) == 0 || string(raw) == "null" {
+		return lb, true
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || len(m) != 1 {
-		v.errorf("loadBalancer", string(raw), "give one of %s, e.g. {roundRobin: {}}", strings.Join(kumaLoadBalancers, ", "))
-		return
+		bad("loadBalancer", string(raw), "give one of %s, e.g. {roundRobin: {}}", strings.Join(kumaLoadBalancers, ", "))
+		return lb, false
 	}
 	for k, body := range m {
 		if !slices.Contains(kumaLoadBalancers, k) {
@@ -89,11 +131,78 @@ func (v *validator) loadBalancer(raw json.RawMessage) {
 			if s := Suggest(k, kumaLoadBalancers); s != "" {
 				msg = "unknown load balancer, did you mean " + s + "?"
 			}
-			v.errorf("loadBalancer."+k, "", "%s", msg)
-		} else if len(body) == 0 || body[0] != '{' {
-			v.errorf("loadBalancer."+k, string(body), "expected a mapping (e.g. %s: {})", k)
+			bad("loadBalancer."+k, "", "%s", msg)
+			return lb, false
+		}
+		path := "loadBalancer." + k
+		if string(body) == "null" {
+			body = json.RawMessage("{}")
+		}
+		var settings map[string]json.RawMessage
+		if err := json.Unmarshal(body, &settings); err != nil {
+			bad(path, string(body), "expected a mapping (e.g. %s: {})", k)
+			return lb, false
+		}
+		lb.Type = k
+		known := map[string][]string{"leastRequest": {"choiceCount"}, "ringHash": {"hashFunction", "minRingSize", "maxRingSize"}}[k]
+		for _, name := range slices.Sorted(maps.Keys(settings)) {
+			val := settings[name]
+			field := path + "." + name
+			if !slices.Contains(known, name) {
+				msg := "unknown setting of " + k
+				if len(known) == 0 {
+					msg += " (it has none: " + k + ": {})"
+				} else {
+					msg += " (known: " + strings.Join(known, ", ") + ")"
+				}
+				bad(field, "", "%s", msg)
+				continue
+			}
+			switch name {
+			case "choiceCount":
+				n, err := strconv.ParseUint(string(val), 10, 32)
+				switch {
+				case err != nil:
+					bad(field, string(val), "expected a whole number of hosts, 2 to %d", uint32(math.MaxUint32))
+				case n == 1:
+					bad(field, string(val), "must be 2 or more (Envoy compares at least two hosts; 0 or left out is 2)")
+				default:
+					lb.ChoiceCount = uint32(n)
+				}
+			case "hashFunction":
+				var f string
+				if err := json.Unmarshal(val, &f); err != nil || (f != "" && !slices.Contains(ringHashFunctions, f)) {
+					bad(field, strings.Trim(string(val), `"`), "must be one of %s", strings.Join(ringHashFunctions, ", "))
+					continue
+				}
+				lb.HashFunction = f
+			case "minRingSize", "maxRingSize":
+				n, err := strconv.ParseUint(string(val), 10, 64)
+				if err != nil || n > MaxRingSize {
+					bad(field, string(val), "expected a ring size, 1 to %d (Envoy's limit; 0 or left out is Envoy's default)", MaxRingSize)
+					continue
+				}
+				if name == "minRingSize" {
+					lb.MinRingSize = n
+				} else {
+					lb.MaxRingSize = n
+				}
+			}
+		}
+		if lb.MinRingSize > lb.maxRing() {
+			bad(path+".minRingSize", strconv.FormatUint(lb.MinRingSize, 10), "must not exceed maxRingSize (%d)", lb.maxRing())
+		} else if lb.MinRingSize == 0 && lb.MaxRingSize != 0 && lb.MaxRingSize < DefaultMinRingSize {
+			bad(path+".maxRingSize", strconv.FormatUint(lb.MaxRingSize, 10), "is below minRingSize's default %d: give minRingSize too", DefaultMinRingSize)
 		}
 	}
+	return lb, ok
+}
+
+func (lb LoadBalancer) maxRing() uint64 {
+	if lb.MaxRingSize == 0 {
+		return MaxRingSize
+	}
+	return lb.MaxRingSize
 }
 
 // kumaConfIndex finds the index of a destination in a path of the design's form.

@@ -121,3 +121,49 @@ func TestKumaOnlyKindsNamed(t *testing.T) {
 		t.Errorf("a misspelt kind: %v", err)
 	}
 }
+
+// A load balancer's settings are read with Kuma's names and Envoy's limits: what Envoy would
+// refuse (and with it the agent's whole update) is refused here, naming the setting.
+func TestKumaLoadBalancerSettings(t *testing.T) {
+	withLB := func(lb string) string {
+		return strings.Replace(kumaRouteAll, "    roundRobin: {}\n", lb, 1)
+	}
+	for _, tc := range []struct {
+		name, lb string
+		want     LoadBalancer
+	}{
+		{"round robin", "    roundRobin: {}\n", LoadBalancer{Type: "roundRobin"}},
+		{"settings left out", "    leastRequest: {}\n", LoadBalancer{Type: "leastRequest"}},
+		{"null settings", "    random:\n", LoadBalancer{Type: "random"}},
+		{"choice count", "    leastRequest: {choiceCount: 5}\n", LoadBalancer{Type: "leastRequest", ChoiceCount: 5}},
+		{"ring hash", "    ringHash: {hashFunction: MURMUR_HASH_2, minRingSize: 64, maxRingSize: 4096}\n",
+			LoadBalancer{Type: "ringHash", HashFunction: "MURMUR_HASH_2", MinRingSize: 64, MaxRingSize: 4096}},
+		{"maglev", "    maglev: {}\n", LoadBalancer{Type: "maglev"}},
+	} {
+		rs, err := Decode("route.yaml", []byte(withLB(tc.lb)))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := ParseLoadBalancer(rs[0].(*TrafficRoute).LoadBalancer); got != tc.want {
+			t.Errorf("%s: read %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ name, lb, want string }{
+		{"one choice", "    leastRequest: {choiceCount: 1}\n", `conf.loadBalancer.leastRequest.choiceCount: must be 2 or more (Envoy compares at least two hosts; 0 or left out is 2) (value "1")`},
+		{"a negative choice", "    leastRequest: {choiceCount: -3}\n", `conf.loadBalancer.leastRequest.choiceCount: expected a whole number`},
+		{"choices beyond uint32", "    leastRequest: {choiceCount: 4294967296}\n", `conf.loadBalancer.leastRequest.choiceCount: expected a whole number`},
+		{"an unknown hash", "    ringHash: {hashFunction: SHA1}\n", `conf.loadBalancer.ringHash.hashFunction: must be one of XX_HASH, MURMUR_HASH_2 (value "SHA1")`},
+		{"a ring beyond Envoy's limit", "    ringHash: {maxRingSize: 8388609}\n", `conf.loadBalancer.ringHash.maxRingSize: expected a ring size, 1 to 8388608`},
+		{"min above max", "    ringHash: {minRingSize: 4096, maxRingSize: 2048}\n", `conf.loadBalancer.ringHash.minRingSize: must not exceed maxRingSize (2048) (value "4096")`},
+		{"max below the default min", "    ringHash: {maxRingSize: 512}\n", `conf.loadBalancer.ringHash.maxRingSize: is below minRingSize's default 1024`},
+		{"a misplaced setting", "    random: {choiceCount: 3}\n", `conf.loadBalancer.random.choiceCount: unknown setting of random (it has none: random: {})`},
+		{"a misspelt setting", "    leastRequest: {choiceCnt: 3}\n", `conf.loadBalancer.leastRequest.choiceCnt: unknown setting of leastRequest (known: choiceCount)`},
+		{"settings not a mapping", "    maglev: fast\n", `conf.loadBalancer.maglev: expected a mapping (e.g. maglev: {})`},
+	} {
+		_, err := Decode("route.yaml", []byte(withLB(tc.lb)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}

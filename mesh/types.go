@@ -295,7 +295,7 @@ type TrafficRoute struct {
 	Destinations []Selector            `json:"destinations"`
 	Conf         []WeightedDestination `json:"conf"`
 	// LoadBalancer is Kuma's conf.loadBalancer ({roundRobin: {}}, leastRequest, ringHash,
-	// random, maglev), kept as written (trafficroute_kuma.go).
+	// random, maglev), kept as written and read by ParseLoadBalancer (trafficroute_kuma.go).
 	LoadBalancer json.RawMessage `json:"loadBalancer,omitempty"`
 }
 

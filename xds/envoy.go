@@ -12,10 +12,13 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	origdst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // Well-known extension names, as Envoy registers them.
@@ -75,13 +78,16 @@ func listenerName(direction string, ip netip.Addr, port uint32) string {
 // tcpProxy is a tcp_proxy network filter to one cluster, or to weighted clusters when the
 // destinations come from a TrafficRoute.
 func tcpProxy(statPrefix string, single string, split []weighted) *listener.Filter {
-	f, _ := tcpProxyPacked(statPrefix, single, split)
+	f, _ := tcpProxyPacked(statPrefix, single, split, false)
 	return f
 }
 
 // tcpProxyPacked is tcpProxy, also returning the message packed in the filter's typed_config.
-func tcpProxyPacked(statPrefix string, single string, split []weighted) (*listener.Filter, *tcpproxy.TcpProxy) {
+func tcpProxyPacked(statPrefix string, single string, split []weighted, hashSource bool) (*listener.Filter, *tcpproxy.TcpProxy) {
 	tp := &tcpproxy.TcpProxy{StatPrefix: statPrefix}
+	if hashSource {
+		tp.HashPolicy = sourceIPHash
+	}
 	if split == nil {
 		tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: single}
 	} else {
@@ -113,8 +119,8 @@ func (p *packedSet) add(a *anypb.Any, m proto.Message) {
 }
 
 // tcpProxy is the package-level tcpProxy, remembering what it packed.
-func (g *generator) tcpProxy(statPrefix string, single string, split []weighted) *listener.Filter {
-	f, tp := tcpProxyPacked(statPrefix, single, split)
+func (g *generator) tcpProxy(statPrefix string, single string, split []weighted, hashSource bool) *listener.Filter {
+	f, tp := tcpProxyPacked(statPrefix, single, split, hashSource)
 	g.packed.add(f.GetTypedConfig(), tp)
 	return f
 }
@@ -176,15 +182,45 @@ var (
 	sharedEDSType        = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
 	sharedBindTrue       = wrapperspb.Bool(true)
 	sharedBindFalse      = wrapperspb.Bool(false)
+	// sourceIPHash is the hash key of a tcp_proxy in front of ringHash or maglev clusters.
+	sourceIPHash = []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}}
 )
 
-func edsCluster(name string) *cluster.Cluster {
-	return &cluster.Cluster{
+// edsCluster is the EDS cluster name with load balancer lb (a TrafficRoute's; the zero
+// value is round robin, Envoy's default).
+func edsCluster(name string, lb mesh.LoadBalancer) *cluster.Cluster {
+	c := &cluster.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: sharedEDSType,
 		ConnectTimeout:       sharedConnectTimeout,
 		EdsClusterConfig:     sharedEDSConfig,
 	}
+	switch lb.Type {
+	case "leastRequest":
+		c.LbPolicy = cluster.Cluster_LEAST_REQUEST
+		if lb.ChoiceCount > 2 {
+			c.LbConfig = &cluster.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &cluster.Cluster_LeastRequestLbConfig{
+				ChoiceCount: wrapperspb.UInt32(lb.ChoiceCount)}}
+		}
+	case "random":
+		c.LbPolicy = cluster.Cluster_RANDOM
+	case "maglev":
+		c.LbPolicy = cluster.Cluster_MAGLEV
+	case "ringHash":
+		c.LbPolicy = cluster.Cluster_RING_HASH
+		rh := &cluster.Cluster_RingHashLbConfig{}
+		if lb.HashFunction == "MURMUR_HASH_2" {
+			rh.HashFunction = cluster.Cluster_RingHashLbConfig_MURMUR_HASH_2
+		}
+		if lb.MinRingSize != 0 {
+			rh.MinimumRingSize = wrapperspb.UInt64(lb.MinRingSize)
+		}
+		if lb.MaxRingSize != 0 {
+			rh.MaximumRingSize = wrapperspb.UInt64(lb.MaxRingSize)
+		}
+		c.LbConfig = &cluster.Cluster_RingHashLbConfig_{RingHashLbConfig: rh}
+	}
+	return c
 }
 
 func originalDstCluster(name string) *cluster.Cluster {

@@ -295,7 +295,7 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 			g.bind(ip, in.Port, name)
 		}
 		g.addListener(name, fmt.Sprint(bind, "|", stat, "|", local), func() *listener.Listener {
-			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, g.tcpProxy(stat, local, nil))
+			return tcpListener(name, socketAddress(ip.String(), in.Port), bind, g.tcpProxy(stat, local, nil, false))
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -46,9 +47,13 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 			src = tags(mesh.ServiceTag, "other") // does not match this dataplane
 		}
 		d1, d2 := services[rng.IntN(len(services))], services[rng.IntN(len(services))]
-		return trafficRoute(name, rng.IntN(5), src, tags(mesh.ServiceTag, services[rng.IntN(len(services))]),
+		tr := trafficRoute(name, rng.IntN(5), src, tags(mesh.ServiceTag, services[rng.IntN(len(services))]),
 			to(uint32(rng.IntN(3)), tags(mesh.ServiceTag, d1, "version", fmt.Sprint(rng.IntN(2)+1))),
 			to(uint32(rng.IntN(3)+1), tags(mesh.ServiceTag, d2)))
+		// Load balancers: routes to one destination balanced differently have a cluster each.
+		tr.LoadBalancer = []json.RawMessage{nil, nil, []byte(`{"roundRobin":{}}`), []byte(`{"leastRequest":{"choiceCount":3}}`),
+			[]byte(`{"random":{}}`), []byte(`{"ringHash":{}}`)}[rng.IntN(6)]
+		return tr
 	}
 	for i := 0; i < 12; i++ {
 		name := fmt.Sprintf("dp-%02d", i)

@@ -131,6 +131,9 @@ type proxySpec struct {
 	stat   string
 	single string
 	split  []weighted
+	// hashSource: the route's load balancer hashes (ringHash, maglev), on the client's
+	// address, the one key a TCP connection has.
+	hashSource bool
 }
 
 func (p proxySpec) sig() string {
@@ -143,6 +146,9 @@ func (p proxySpec) sig() string {
 		b.WriteString(w.cluster)
 		b.WriteByte('=')
 		b.WriteString(strconv.FormatUint(uint64(w.weight), 10))
+	}
+	if p.hashSource {
+		b.WriteString("|hash")
 	}
 	return b.String()
 }

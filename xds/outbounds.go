@@ -57,7 +57,7 @@ func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ip
 		}
 	}
 	// Built once for the addresses' listeners, which may be built concurrently.
-	filter := sync.OnceValue(func() *listener.Filter { return g.tcpProxy(spec.stat, spec.single, spec.split) })
+	filter := sync.OnceValue(func() *listener.Filter { return g.tcpProxy(spec.stat, spec.single, spec.split, spec.hashSource) })
 	for _, ip := range ips {
 		if !ip.IsValid() {
 			continue
@@ -149,20 +149,23 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 		return proxySpec{}, false
 	}
 	if r := g.routes.best(svc); r != nil {
-		return proxySpec{stat: stat, split: r.split(svc, g.serviceCluster)}, true
+		split := r.split(svc, func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) })
+		return proxySpec{stat: stat, split: split, hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}, true
 	}
-	return proxySpec{stat: stat, single: g.serviceCluster(tags)}, true
+	return proxySpec{stat: stat, single: g.serviceCluster(tags, mesh.LoadBalancer{})}, true
 }
 
 // serviceCluster ensures the EDS cluster and assignment for destination tags exist and
 // returns the cluster's name: the service name when only the service tag is given, else an
-// "ad-hoc" cluster named after the service and the other tags sorted by key.
-func (g *generator) serviceCluster(tags mesh.Tags) string {
-	name := clusterName(tags)
+// "ad-hoc" cluster named after the service and the other tags sorted by key; a load
+// balancer other than round robin (a TrafficRoute's) adds its own "{...}" (lbSuffix), so
+// that routes balancing one destination differently have a cluster each.
+func (g *generator) serviceCluster(tags mesh.Tags, lb mesh.LoadBalancer) string {
+	name := clusterName(tags) + lbSuffix(lb)
 	if _, ok := g.clusters[name]; ok {
 		return name
 	}
-	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name) })
+	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name, lb) })
 	if g.st != nil {
 		svc := tags.Value(mesh.ServiceTag)
 		g.st.dest[name] = svc
@@ -226,6 +229,38 @@ func clusterName(tags mesh.Tags) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// lbSuffix names a load balancer in a cluster's name: "" for round robin (Envoy's default,
+// and Kuma's), else the type and the settings that differ from Envoy's defaults in braces:
+// "{leastRequest}", "{leastRequest:5}", "{ringHash:MURMUR_HASH_2:64:4096}". Braces without
+// '=' cannot come from tags (clusterName), so no service's cluster has such a name.
+func lbSuffix(lb mesh.LoadBalancer) string {
+	switch lb.Type {
+	case "", "roundRobin":
+		return ""
+	case "leastRequest":
+		if lb.ChoiceCount > 2 {
+			return "{leastRequest:" + strconv.FormatUint(uint64(lb.ChoiceCount), 10) + "}"
+		}
+		return "{leastRequest}"
+	case "ringHash":
+		hf, lo, hi := lb.HashFunction, lb.MinRingSize, lb.MaxRingSize
+		if hf == "" {
+			hf = "XX_HASH"
+		}
+		if lo == 0 {
+			lo = mesh.DefaultMinRingSize
+		}
+		if hi == 0 {
+			hi = mesh.MaxRingSize
+		}
+		if hf == "XX_HASH" && lo == mesh.DefaultMinRingSize && hi == mesh.MaxRingSize {
+			return "{ringHash}"
+		}
+		return "{ringHash:" + hf + ":" + strconv.FormatUint(lo, 10) + ":" + strconv.FormatUint(hi, 10) + "}"
+	}
+	return "{" + lb.Type + "}"
 }
 
 // ownClusterName reports whether name could be the name of a cluster the agent makes for

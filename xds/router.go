@@ -140,7 +140,7 @@ func (g *generator) virtualHosts(rt *mesh.Router) map[string][]routedPath {
 			g.problem(mesh.KindRoute, r.Name, "path", fmt.Sprintf("%s%s is served by route %s already", domain, prefix, hosts[domain][i].name))
 			continue
 		}
-		cl := g.serviceCluster(mesh.Tags{{Key: mesh.ServiceTag, Value: r.To.Service}})
+		cl := g.serviceCluster(mesh.Tags{{Key: mesh.ServiceTag, Value: r.To.Service}}, mesh.LoadBalancer{})
 		hosts[domain] = append(hosts[domain], routedPath{prefix: prefix, name: id, cluster: cl})
 	}
 	for _, ps := range hosts {

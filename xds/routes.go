@@ -13,7 +13,8 @@ import (
 // route is one TrafficRoute whose sources match this dataplane, ready to apply.
 type route struct {
 	tr   *mesh.TrafficRoute
-	src  mesh.Rank // best source selector over this dataplane's inbounds
+	lb   mesh.LoadBalancer // conf.loadBalancer, applied to the clusters of the route's split
+	src  mesh.Rank         // best source selector over this dataplane's inbounds
 	dsts []mesh.Tags
 	conf []dest
 }
@@ -177,7 +178,7 @@ type routeError struct{ field, msg string }
 // compileRoute checks what the generator relies on and normalizes the tags. Weight-0
 // destinations take no traffic and are dropped; a rule left with none is an error.
 func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
-	r := &route{tr: tr}
+	r := &route{tr: tr, lb: mesh.ParseLoadBalancer(tr.LoadBalancer)}
 	if len(tr.Sources) == 0 {
 		return nil, &routeError{"sources", "at least one source selector is required"}
 	}

@@ -61,7 +61,7 @@ func TestValidateCatches(t *testing.T) {
 			r.Listeners = append(r.Listeners, l)
 		}, "no.such.Type"},
 		{"EDS cluster without assignment", func(r *Resources) {
-			r.Clusters = append(r.Clusters, edsCluster("lonely"))
+			r.Clusters = append(r.Clusters, edsCluster("lonely", mesh.LoadBalancer{}))
 		}, `cluster "lonely": EDS cluster without a cluster load assignment`},
 		{"assignment without cluster", func(r *Resources) {
 			r.Endpoints = append(r.Endpoints, &endpoint.ClusterLoadAssignment{ClusterName: "orphan"})

@@ -34,7 +34,7 @@ func TestYAMLScenarios(t *testing.T) {
 		// Kuma's forms: a split beats route-all for backend; route-all's wildcard
 		// destination is the outbound's own service for redis.
 		{name: "kuma-route-split", dataplane: "testdata/yaml/kuma-routes/dataplane.yaml", policies: "testdata/yaml/kuma-routes/policies",
-			listener: "outbound:127.0.0.1:10000", want: []string{"backend{version=v1}:90", "backend{version=v2}:10"}, golden: "yaml-kuma-routes"},
+			listener: "outbound:127.0.0.1:10000", want: []string{"backend{version=v1}{leastRequest:4}:90", "backend{version=v2}{leastRequest:4}:10"}, golden: "yaml-kuma-routes"},
 		{name: "kuma-route-all", dataplane: "testdata/yaml/kuma-routes/dataplane.yaml", policies: "testdata/yaml/kuma-routes/policies",
 			listener: "outbound:127.0.0.1:10001", want: []string{"redis:1"}, golden: "yaml-kuma-routes"},
 	}
