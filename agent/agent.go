@@ -31,6 +31,10 @@ type Agent struct {
 	// stale: the model served is the one saved at the last sync with the control plane,
 	// not yet confirmed by it (see cplink.ClientConfig.ModelFile).
 	stale atomic.Bool
+	// refusedFiles is how many files the model served was built without their newest
+	// content (cplink.Update.Refused); refusedSeen what was last logged of them.
+	refusedFiles atomic.Int64
+	refusedSeen  string
 	// envoyPublished: Envoy's resources were published at least once.
 	envoyPublished atomic.Bool
 	ready          atomic.Bool // every condition of /ready held at least once

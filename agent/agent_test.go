@@ -573,3 +573,44 @@ func TestConfigDumpRedactsPrivateKeys(t *testing.T) {
 		t.Fatalf("redaction: %s", b)
 	}
 }
+
+// A model served without a file's newest content (the directory source's refused files):
+// applied, the files named once while they stay refused (polls bring the same update
+// again), counted in /metrics, and the return to all files accepted said once.
+func TestAgentRefusedFilesLoggedOnce(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	refused := []cplink.RefusedFile{{Path: "policies/vo.yaml", Kept: true, Err: mesh.Errors{{Source: "policies/vo.yaml#1",
+		Kind: mesh.KindVirtualOutbound, Name: "by-version", Path: "conf.host", Value: "{{nope}}", Msg: "template: bad"}}}}
+	for range 3 {
+		h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "backend"), Trigger: "poll", Refused: refused})
+	}
+	eventually(t, "backend.mesh served beside the refused file", func() bool { _, ok := h.dns.lookup("backend.mesh"); return ok })
+	eventually(t, "three updates taken", func() bool {
+		_, m := h.get("/metrics")
+		return strings.Contains(m, `kuma_dp_model_reloads_total{result="unchanged"} 2`)
+	})
+	if n := strings.Count(h.logs.String(), "file refused; its last good version keeps serving"); n != 1 {
+		t.Errorf("the refused file logged %d times, want once:\n%s", n, h.logs)
+	}
+	if line := lineOf(h.logs.String(), "file refused"); !strings.Contains(line, "field=conf.host") || !strings.Contains(line, "policies/vo.yaml#1") {
+		t.Errorf("the line does not name the file and field: %s", line)
+	}
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_files_refused 1") {
+		t.Error("/metrics does not count the refused file")
+	}
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "backend"), Trigger: "poll"})
+	eventually(t, "every file accepted again", func() bool { return strings.Contains(h.logs.String(), "every file accepted again") })
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_files_refused 0") {
+		t.Error("/metrics still counts a refused file")
+	}
+}
+
+func lineOf(logs, s string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}

@@ -79,10 +79,14 @@ func newMetrics(a *Agent) *metrics {
 		}
 		return 0
 	})
+	refusedFiles := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kuma_dp_model_files_refused",
+		Help: "Files of the policies directory whose newest content was refused: each is served at its last good version, or left out when it has none (the log names field and value).",
+	}, func() float64 { return float64(a.refusedFiles.Load()) })
 	for pool, size := range a.parts.PoolSizes {
 		m.poolSize.WithLabelValues(pool).Set(size)
 	}
-	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready, stale,
+	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready, stale, refusedFiles,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,7 @@ func (a *Agent) apply(u cplink.Update) error {
 func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	start := time.Now()
 	snap := u.Snapshot
+	a.noteRefusedFiles(u)
 	prev, _, _, _ := a.model.get()
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
 		a.markStale(u)
@@ -195,18 +197,49 @@ func (a *Agent) logRefusal(u cplink.Update) {
 	if snap, _, _, _ := a.model.get(); snap == nil {
 		msg = "model refused"
 	}
+	a.logErrors(msg, u.Trigger, u.Err)
+}
+
+// noteRefusedFiles logs the files an update carrying a model was built without (their
+// newest content refused: see cplink.Update.Refused), once for as long as they stay the
+// same, and when every file is accepted again.
+func (a *Agent) noteRefusedFiles(u cplink.Update) {
+	a.refusedFiles.Store(int64(len(u.Refused)))
+	var seen strings.Builder
+	for _, f := range u.Refused {
+		fmt.Fprintf(&seen, "%s %v %v\n", f.Path, f.Kept, f.Err)
+	}
+	if seen.String() == a.refusedSeen {
+		return
+	}
+	a.refusedSeen = seen.String()
+	if len(u.Refused) == 0 {
+		a.log.Info("every file accepted again", "trigger", u.Trigger)
+		return
+	}
+	for _, f := range u.Refused {
+		msg := "file refused; its last good version keeps serving"
+		if !f.Kept {
+			msg = "file refused; left out of the model (no version of it was accepted yet)"
+		}
+		a.logErrors(msg, u.Trigger, f.Err)
+	}
+}
+
+// logErrors logs err under msg, a line per problem when it holds mesh errors.
+func (a *Agent) logErrors(msg, trigger string, err error) {
 	var errs mesh.Errors
 	var one *mesh.FieldError
 	switch {
-	case errors.As(u.Err, &errs):
-	case errors.As(u.Err, &one):
+	case errors.As(err, &errs):
+	case errors.As(err, &one):
 		errs = mesh.Errors{one}
 	default:
-		a.log.Error(msg, "trigger", u.Trigger, "error", u.Err)
+		a.log.Error(msg, "trigger", trigger, "error", err)
 		return
 	}
 	for _, e := range errs {
-		attrs := []any{"trigger", u.Trigger, "file", e.Source}
+		attrs := []any{"trigger", trigger, "file", e.Source}
 		if e.Path != "" {
 			attrs = append(attrs, "field", e.Path)
 		}

@@ -30,6 +30,20 @@ type Update struct {
 	// Stale: the model is the one saved at the last sync, served because the source could
 	// not be reached yet; a later update without Stale confirms or replaces it.
 	Stale bool
+	// Refused lists the files whose newest content was refused while Snapshot was built
+	// from the others (the directory source): each is served at its last good version, or
+	// left out when it never had one.
+	Refused []RefusedFile
+}
+
+// RefusedFile is one file refused in an update that still carries a model.
+type RefusedFile struct {
+	Path string
+	// Kept: the file's last good version is served; false when it never had one (a new
+	// file, or one broken since the agent started), and it is left out.
+	Kept bool
+	// Err is why (often mesh.Errors naming the field and value).
+	Err error
 }
 
 // Source is what the agent runs to learn the model: Load once at start (a source that has

@@ -53,7 +53,8 @@ type FilesConfig struct {
 	// by the default loader.
 	MaxFileBytes, MaxTotalBytes int64
 	// Load reads and validates the model. Default: mesh.Load's rules, decoding only the
-	// files that changed since the last load (see dirLoader).
+	// files that changed since the last load, each refused file served at its last good
+	// version (see dirLoader); a snapshot returned with a *RefusedFiles error is served.
 	Load func(dataplaneFile, policiesDir string) (*mesh.Snapshot, error)
 }
 
@@ -151,7 +152,11 @@ func (f *Files) load(ctx context.Context, trigger string) cplink.Update {
 		f.loader.setContext(ctx)
 	}
 	snap, err := f.cfg.Load(f.cfg.DataplaneFile, f.cfg.PoliciesDir)
-	return cplink.Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
+	u := cplink.Update{Snapshot: snap, Err: err, Trigger: trigger, Took: time.Since(start)}
+	if rf := (*RefusedFiles)(nil); snap != nil && errors.As(err, &rf) {
+		u.Err, u.Refused = nil, rf.Files
+	}
+	return u
 }
 
 // Reload asks Run for a load now, whether or not anything changed (SIGHUP). Never blocks.

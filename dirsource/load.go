@@ -69,12 +69,19 @@ type dirLoader struct {
 }
 
 // loadPart is one file of a load as its snapshot was built from it: its path and the
-// resources it gave (the first one's address and their count: a file decoded again gives
-// new ones; the pointer keeps them from being freed, so an address is never reused).
+// resources it gave (a file decoded again gives new ones: the slice keeps them from being
+// freed, so the address of the first is never reused). A file refused gives again the
+// resources of its last good version (see Load).
 type loadPart struct {
-	path  string
-	first *mesh.Resource
-	n     int
+	path string
+	res  []mesh.Resource
+}
+
+// sameParts reports whether two loads' files gave the same resources.
+func sameParts(a, b []loadPart) bool {
+	return slices.EqualFunc(a, b, func(x, y loadPart) bool {
+		return x.path == y.path && len(x.res) == len(y.res) && (len(x.res) == 0 || &x.res[0] == &y.res[0])
+	})
 }
 
 // loadParts describes a load's files (paths[i] gave files[i]).
@@ -82,14 +89,40 @@ func loadParts(paths []string, files ...[]cachedFile) []loadPart {
 	parts := make([]loadPart, 0, len(paths))
 	for _, fs := range files {
 		for _, f := range fs {
-			p := loadPart{path: paths[len(parts)], n: len(f.res)}
-			if len(f.res) > 0 {
-				p.first = &f.res[0]
-			}
-			parts = append(parts, p)
+			parts = append(parts, loadPart{path: paths[len(parts)], res: f.res})
 		}
 	}
 	return parts
+}
+
+// RefusedFiles is returned beside a snapshot when files of the directory were refused (a
+// decode or validation error, a file unreadable or over the size limit): each file is
+// served at its last good version - the resources it gave the last snapshot - or left out
+// when it never gave one, and the other files' changes are served. One bad file then
+// holds back nothing but itself: a broken policy does not stop every agent reading the
+// directory from taking the next dataplane, nor a new agent from starting.
+type RefusedFiles struct {
+	Files []cplink.RefusedFile
+}
+
+func (r *RefusedFiles) Error() string {
+	var b strings.Builder
+	for i, f := range r.Files {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap gives each file's error (errors.As finds a mesh.Errors among them).
+func (r *RefusedFiles) Unwrap() []error {
+	out := make([]error, len(r.Files))
+	for i, f := range r.Files {
+		out[i] = f.Err
+	}
+	return out
 }
 
 // setContext makes the next loads stop early once ctx is cancelled.
@@ -185,21 +218,24 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		return nil, err
 	}
 
+	// The dataplane file and the directory's listing are the model's frame: without them
+	// there is nothing to serve, and the whole load is refused. A file of the directory
+	// refused is served at its last good version (RefusedFiles).
 	errs = append(selfErrs, errs...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	refused := l.lastGood(paths, results)
 	n := 0
 	for _, r := range results {
 		n += len(r.res)
-		errs = mesh.AppendErrors(errs, r.err)
-	}
-	if len(errs) > 0 {
-		return nil, errs
 	}
 	// Every file giving back the resources it gave for the last snapshot (nothing changed,
 	// or only stamps: a touch, a ConfigMap resync, a poll) gives back that snapshot: built
 	// again, it would be the same model at the cost of a model's worth of garbage.
 	from := loadParts(all, first, results)
-	if l.last != nil && slices.Equal(from, l.lastFrom) {
-		return l.last, nil
+	if l.last != nil && sameParts(from, l.lastFrom) {
+		return l.last, refused
 	}
 	runs := make([][]mesh.Resource, len(results))
 	for i, r := range results {
@@ -210,7 +246,37 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		return nil, err
 	}
 	l.last, l.lastFrom = snap, from
-	return snap, nil
+	return snap, refused
+}
+
+// lastGood replaces the result of each file refused in this load (results[i], of
+// paths[i]) by the resources that file gave the last snapshot - none when it gave none or
+// is new - and reports them all; nil when every file was accepted.
+func (l *dirLoader) lastGood(paths []string, results []cachedFile) error {
+	var byPath map[string][]mesh.Resource
+	var refused []cplink.RefusedFile
+	for i := range results {
+		if results[i].err == nil {
+			continue
+		}
+		if byPath == nil {
+			byPath = make(map[string][]mesh.Resource, len(l.lastFrom))
+			for _, p := range l.lastFrom {
+				byPath[p.path] = p.res
+			}
+		}
+		good, kept := byPath[paths[i]]
+		kept = kept && good != nil
+		if kept && l.reach != nil {
+			good = l.reach.Filter(good) // kept for another list of reachable services
+		}
+		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Err: results[i].err})
+		results[i] = cachedFile{res: good}
+	}
+	if refused == nil {
+		return nil
+	}
+	return &RefusedFiles{Files: refused}
 }
 
 // keptPaths returns all with each path the last snapshot was built from replaced by the

@@ -793,3 +793,59 @@ func TestDirLoaderNeverReadsPipesOrDevices(t *testing.T) {
 		t.Fatal("still loading after 10 s")
 	}
 }
+
+// A file refused is served at its last good version, a new one refused is left out, and
+// both are reported beside the snapshot; the other files' changes are taken meanwhile.
+func TestDirLoaderRefusedFileKeepsItsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	has := func(s *mesh.Snapshot, name string) bool {
+		return slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == name })
+	}
+	s, err := l.Load(exampleDataplane, dir)
+	if err != nil || !has(s, "redis-1") {
+		t.Fatalf("first load: %v", err)
+	}
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	must(t, os.WriteFile(redis, []byte(strings.Replace(string(good), "  address: 10.0.3.1", "  adress: 10.0.3.1", 1)), 0o644))
+	extra := filepath.Join(dir, "extra.yaml")
+	must(t, os.WriteFile(extra, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	fresh := filepath.Join(dir, "fresh.yaml")
+	must(t, os.WriteFile(fresh, []byte("type: VirtualOutbound\nmesh: default\nname: fresh\nconf: {hosts: x}\n"), 0o644))
+
+	for range 2 { // the second load, nothing changed, gives the same
+		s, err = l.Load(exampleDataplane, dir)
+		var rf *RefusedFiles
+		if s == nil || !errors.As(err, &rf) {
+			t.Fatalf("want a snapshot and RefusedFiles, got %v, %v", s, err)
+		}
+		if len(rf.Files) != 2 || rf.Files[0].Path != fresh || rf.Files[0].Kept || rf.Files[1].Path != redis || !rf.Files[1].Kept { // in lexical order
+			t.Fatalf("refused files: %+v", rf.Files)
+		}
+		var errs mesh.Errors
+		if !errors.As(err, &errs) || !strings.Contains(err.Error(), "adress") {
+			t.Errorf("the error does not name the field: %v", err)
+		}
+		if !has(s, "redis-1") || !has(s, "extra") {
+			t.Errorf("want redis-1 (its last good version) and extra (a change of another file) served")
+		}
+		if r := s.Dataplanes[slices.IndexFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" })]; r.Networking.Address != "10.0.3.1" {
+			t.Errorf("redis-1 served with address %q", r.Networking.Address)
+		}
+	}
+	// A problem between files (the kept redis-1 and a copy of it) refuses the load whole.
+	twin := filepath.Join(dir, "twin.yaml")
+	must(t, os.WriteFile(twin, good, 0o644))
+	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), "redis-1") {
+		t.Fatalf("the same dataplane in two files: %v, %v", s, err)
+	}
+	must(t, os.Remove(twin))
+	// Deleted while refused: gone, as any deleted file.
+	must(t, os.Remove(redis))
+	must(t, os.Remove(fresh))
+	if s, err = l.Load(exampleDataplane, dir); err != nil || has(s, "redis-1") {
+		t.Fatalf("after the refused files are deleted: %v, redis-1 served %v", err, s != nil && has(s, "redis-1"))
+	}
+}

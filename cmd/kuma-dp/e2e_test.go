@@ -273,6 +273,9 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 	waitFor(t, "SIGHUP reload", 5*time.Second, func() bool { return strings.Contains(p.logs.String(), "trigger=reload") })
 }
 
+// One broken file holds back nothing but itself: the agent serves it at its last good
+// version, takes the other files' changes meanwhile, says which file and field, stays
+// ready, and takes the fixed file like any change.
 func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
@@ -283,13 +286,14 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 		t.Fatalf("v1.httpbin.mesh: %v", before)
 	}
 
-	broken := filepath.Join(policies, "broken.yaml")
-	writeFile(t, broken, strings.Replace(virtualOutbound("{{nope}}.mesh"), "name: by-version", "name: broken", 1))
+	// The VirtualOutbound behind v1.httpbin.mesh broken in place.
+	vo := filepath.Join(policies, "virtual-outbound.yaml")
+	writeFile(t, vo, virtualOutbound("{{nope}}.mesh"))
 	waitFor(t, "the refusal naming the file in the logs", 5*time.Second, func() bool {
-		return strings.Contains(p.logs.String(), "broken.yaml")
+		return strings.Contains(p.logs.String(), "virtual-outbound.yaml")
 	})
-	line := lineWith(p.logs.String(), "broken.yaml")
-	if !strings.Contains(line, "change refused") || !strings.Contains(line, "conf.host") {
+	line := lineWith(p.logs.String(), "virtual-outbound.yaml")
+	if !strings.Contains(line, "file refused; its last good version keeps serving") || !strings.Contains(line, "conf.host") {
 		t.Errorf("refusal line lacks the reason or the field: %s", line)
 	}
 	if a, _ := p.query("v1.httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != before[0] {
@@ -298,13 +302,52 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 	if code, _ := p.get("/ready"); code != 200 {
 		t.Errorf("/ready after a refused change: %d", code)
 	}
+	if _, body := p.get("/metrics"); !strings.Contains(body, "kuma_dp_model_files_refused 1") {
+		t.Errorf("/metrics does not count the refused file:\n%s", lineWith(body, "files_refused"))
+	}
 
-	// Fixing the file is picked up like any change.
-	writeFile(t, broken, strings.Replace(virtualOutbound("fixed.{{version}}.{{service}}.mesh"), "name: by-version", "name: broken", 1))
+	// Another file's change is taken while the broken one waits: a new service gets its
+	// names, and the kept VirtualOutbound gives them too.
+	writeFile(t, filepath.Join(policies, "echo.yaml"), strings.NewReplacer("httpbin-1", "echo-1", "10.0.0.2", "10.0.0.3",
+		"kuma.io/service: httpbin", "kuma.io/service: echo").Replace(e2eHTTPBin))
+	waitFor(t, "v1.echo.mesh answering beside the broken file", 5*time.Second, func() bool {
+		a, _ := p.query("v1.echo.mesh", dns.TypeA)
+		return len(a) == 1
+	})
+	// A new file that never was good is left out, and said so; the rest keeps coming.
+	writeFile(t, filepath.Join(policies, "new-broken.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	waitFor(t, "the new broken file named as left out", 5*time.Second, func() bool {
+		return strings.Contains(lineWith(p.logs.String(), "new-broken.yaml"), "left out of the model")
+	})
+
+	// Fixing the files is picked up like any change.
+	writeFile(t, vo, virtualOutbound("fixed.{{version}}.{{service}}.mesh"))
+	if err := os.Remove(filepath.Join(policies, "new-broken.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "fixed.v1.httpbin.mesh answering", 5*time.Second, func() bool {
 		a, _ := p.query("fixed.v1.httpbin.mesh", dns.TypeA)
 		return len(a) == 1
 	})
+	waitFor(t, "every file accepted again", 5*time.Second, func() bool {
+		return strings.Contains(p.logs.String(), "every file accepted again")
+	})
+}
+
+// A broken policy file at start: the agent starts without it, serving the other files.
+// One bad file in a directory every pod reads must not keep every new agent from starting.
+func TestE2EBrokenPolicyAtStartLeftOut(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	writeFile(t, filepath.Join(policies, "zz-broken.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	p := startAgent(t, dpFile, policies)
+	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 {
+		t.Fatalf("httpbin.mesh = %v: the other files must be served", a)
+	}
+	line := lineWith(p.logs.String(), "zz-broken.yaml")
+	if !strings.Contains(line, "left out of the model") || !strings.Contains(line, "hosts") {
+		t.Errorf("the start does not name the file left out and its field: %s", line)
+	}
 }
 
 func lineWith(logs, s string) string {
@@ -397,10 +440,12 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 	}
 }
 
+// The dataplane file is the model's frame: without it nothing can be served, and the start
+// fails naming its file and field.
 func TestE2EInvalidFirstModelExits1(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	writeFile(t, dpFile, strings.Replace(e2eDataplane, "  inbound:", "  inbounds:", 1))
 	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
 		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", t.TempDir(), "--dns-upstream", "127.0.0.1:9")
 	out, err := cmd.CombinedOutput()
@@ -408,7 +453,7 @@ func TestE2EInvalidFirstModelExits1(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
 		t.Fatalf("want exit %d, got %v:\n%s", exitInvalid, err, out)
 	}
-	if !strings.Contains(string(out), "virtual-outbound.yaml") || !strings.Contains(string(out), "hosts") {
+	if !strings.Contains(string(out), "dataplane.yaml") || !strings.Contains(string(out), "inbounds") {
 		t.Fatalf("output does not name the file and field:\n%s", out)
 	}
 }
@@ -489,7 +534,7 @@ func TestE2EWorkDirLocked(t *testing.T) {
 func TestE2EFailedStartLeavesNoWorkDir(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	writeFile(t, dpFile, strings.Replace(e2eDataplane, "  inbound:", "  inbounds:", 1))
 	parent := t.TempDir()
 	work := filepath.Join(parent, "new", "work")
 	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
