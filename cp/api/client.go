@@ -137,7 +137,7 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	var all []decoded
 	var errs mesh.Errors
 	for _, src := range sources {
-		rs, err := mesh.Decode(src.Name, src.Data)
+		rs, err := mesh.Decode(src.Name, fromAPIForm(src.Data))
 		if err != nil {
 			var es mesh.Errors
 			if errors.As(err, &es) {
@@ -188,6 +188,60 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// fromAPIForm is a file in the API's form - what get -o json prints: one resource
+// ({"mesh", "type": "dataplanes", ..., "resource": {...}}) or a list ({"total", "items": [...]}
+// of those) - as the documents it holds, in order (multi-document YAML; JSON is YAML), so
+// that get's output is applied back as it is. Any other file is returned unchanged: the
+// type of the API's form is the URL's ("dataplanes"), never a resource's kind.
+func fromAPIForm(data []byte) []byte {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return data
+	}
+	if doc, ok := apiDocument(trimmed); ok {
+		return doc
+	}
+	var list struct {
+		Total *int              `json:"total"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if json.Unmarshal(trimmed, &list) != nil || list.Total == nil || list.Items == nil {
+		return data
+	}
+	var out []byte
+	for i, item := range list.Items {
+		doc, ok := apiDocument(item)
+		if !ok {
+			return data
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, doc...)
+	}
+	return out
+}
+
+// apiDocument is the document of one resource in the API's form (false when raw is not).
+func apiDocument(raw []byte) ([]byte, bool) {
+	var r struct {
+		Type     string          `json:"type"`
+		Resource json.RawMessage `json:"resource"`
+	}
+	if json.Unmarshal(raw, &r) != nil || Types[r.Type] == "" || len(r.Resource) == 0 {
+		return nil, false
+	}
+	doc := []byte(r.Resource)
+	var text string
+	if json.Unmarshal(r.Resource, &text) == nil {
+		doc = []byte(text) // a document that is YAML only, served as its text
+	}
+	if len(doc) == 0 || doc[len(doc)-1] != '\n' {
+		doc = append(doc, '\n')
+	}
+	return doc, true
 }
 
 // sameDocument says whether the stored document cur holds what the applied document doc
