@@ -185,6 +185,9 @@ func readSources(path string) ([]api.Source, error) {
 		if len(errs) > 0 {
 			return nil, errs
 		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no resource in %s (no .yaml, .yml or .json file under it): nothing applied", path)
+		}
 		paths = files
 	default:
 		paths = []string{path}

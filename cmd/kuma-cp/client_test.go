@@ -91,3 +91,22 @@ func TestClientGetOutputAppliesBack(t *testing.T) {
 		}
 	}
 }
+
+// apply of nothing - a directory without a resource file, a file without a resource - is an
+// error naming it, not a silent success (kubectl: "no objects passed to apply").
+func TestClientApplyOfNothingFails(t *testing.T) {
+	url, tok, _ := clientEnv(t)
+	u := "--api-url=" + url
+	dir := t.TempDir()
+	emptyDir := t.TempDir()
+	emptyFile := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(emptyFile, []byte("# nothing yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{emptyDir, emptyFile} {
+		rc, out, errb := run("apply", "-f", f, u, "--admin-token-file", tok)
+		if rc != exitFail || !strings.Contains(errb, "no resource") || !strings.Contains(errb, filepath.Base(f)) {
+			t.Errorf("apply -f %s (nothing in it): exit %d, stdout %q, stderr %q", f, rc, out, errb)
+		}
+	}
+}

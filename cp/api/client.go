@@ -128,7 +128,7 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 
 // ApplyAll is Apply of several files: every document of every file is checked before any is
 // written (the problems of every file at once, nothing written then), then they are
-// applied in order.
+// applied in order. Files without a single resource are an error.
 func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, error) {
 	type decoded struct {
 		source string
@@ -152,6 +152,15 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	}
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	if len(all) == 0 {
+		// kubectl's "no objects passed to apply": a wrong file or an empty directory is not
+		// a success
+		names := make([]string, len(sources))
+		for i, src := range sources {
+			names[i] = src.Name
+		}
+		return nil, fmt.Errorf("no resource in %s: nothing applied", strings.Join(names, ", "))
 	}
 	var out []Applied
 	for _, d := range all {
