@@ -39,6 +39,9 @@ func TestClientRefusesBadCommandLines(t *testing.T) {
 		{[]string{"apply", "-f", "x.yaml", "--mesh", "other", u, "--admin-token-file", tok}, "--mesh"},
 		{[]string{"apply", "-f", "x.yaml", "-o", "json", u, "--admin-token-file", tok}, "--output"},
 		{[]string{"get", "dataplanes", "web-1", "-n", "shop", u}, "-n"},
+		{[]string{"describe", "router", "shard-a", "--mesh", "*", u}, "--mesh"},
+		{[]string{"describe", "route", "web", "-n", "shop", "-m", "*", u}, "--mesh"},
+		{[]string{"describe", "router", "shard-a", "-n", "shop", u}, "-n"},
 	} {
 		rc, out, errb := run(c.args...)
 		if rc != exitUsage || !strings.Contains(errb, c.inErr) {
