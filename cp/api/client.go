@@ -59,7 +59,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if resp.StatusCode >= 300 {
 		var ae apiError
-		_ = json.Unmarshal(b, &ae)
+		if json.Unmarshal(b, &ae) != nil || ae.Title == "" {
+			// not the API's answer (a proxy, a mux's page): its status text and body
+			ae = apiError{Title: http.StatusText(resp.StatusCode), Details: strings.TrimSpace(string(b))}
+			if ae.Details == "" {
+				ae.Details = method + " " + c.URL + path
+			}
+		}
 		return resp.Header, &Error{Status: resp.StatusCode, Title: ae.Title, Details: ae.Details}
 	}
 	if out != nil && len(b) > 0 {
