@@ -54,6 +54,9 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			return usage("--%s is for %s, not %s%s", f, strings.Join(flagCommands[f], ", "), name, flagWhy[f+" "+name])
 		}
 	}
+	if *meshName == "" {
+		return usage("--mesh is empty: want a mesh's name (or \"*\": every mesh, for a list)")
+	}
 	if err := api.CheckURL(*apiURL); err != nil {
 		return usage("%v", err)
 	}

@@ -40,6 +40,8 @@ func TestClientRefusesBadCommandLines(t *testing.T) {
 		{[]string{"apply", "-f", "x.yaml", "-o", "json", u, "--admin-token-file", tok}, "--output"},
 		{[]string{"get", "dataplanes", "web-1", "-n", "shop", u}, "-n"},
 		{[]string{"describe", "router", "shard-a", "--mesh", "*", u}, "--mesh"},
+		{[]string{"get", "dataplanes", "--mesh", "", u}, "--mesh"},
+		{[]string{"delete", "dataplanes", "web-1", "-m", "", u, "--admin-token-file", tok}, "--mesh"},
 		{[]string{"describe", "route", "web", "-n", "shop", "-m", "*", u}, "--mesh"},
 		{[]string{"describe", "router", "shard-a", "-n", "shop", u}, "-n"},
 	} {
