@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,10 +33,10 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	apiURL := fs.String("api-url", "http://127.0.0.1:5681", "the control plane's API")
 	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes)")
-	meshName := fs.String("mesh", "default", "the mesh (get, delete; \"*\" lists every mesh)")
+	meshName := fs.StringP("mesh", "m", "default", "the mesh (get, delete, describe; \"*\" lists every mesh)")
 	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
 	output := fs.StringP("output", "o", "table", "get: table, yaml or json")
-	namespace := fs.StringP("namespace", "n", "", "describe route: the route's namespace (or give NAME as name.namespace)")
+	namespace := fs.StringP("namespace", "n", "", "get, delete, describe of one route (or its binding): the route's namespace (or give NAME as name.namespace)")
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
@@ -48,6 +49,17 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp %s: %s\nRun 'kuma-cp %s --help' for the flags.\n", name, fmt.Sprintf(format, a...), name)
 		return exitUsage
 	}
+	for _, f := range []string{"filename", "wait", "timeout", "output", "namespace", "mesh"} {
+		if fs.Changed(f) && !slices.Contains(flagCommands[f], name) {
+			return usage("--%s is for %s, not %s%s", f, strings.Join(flagCommands[f], ", "), name, flagWhy[f+" "+name])
+		}
+	}
+	if *meshName == "" {
+		return usage("--mesh is empty: want a mesh's name (or \"*\": every mesh, for a list)")
+	}
+	if err := api.CheckURL(*apiURL); err != nil {
+		return usage("%v", err)
+	}
 	token := ""
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
@@ -55,6 +67,9 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			return usage("--admin-token-file %q: %v", *tokenFile, err)
 		}
 		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return usage("--admin-token-file %q is empty: it holds the admin token kuma-cp serve was given", *tokenFile)
+		}
 	}
 	c := api.NewClient(*apiURL, token)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -67,11 +82,31 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() == 0 {
 			return "", usage("a TYPE is needed: %s", strings.Join(typeNames(), ", "))
 		}
-		t := strings.ToLower(fs.Arg(0))
-		if _, ok := api.Types[t]; !ok && t != "status" {
-			return "", usage("TYPE %q: want one of %s", fs.Arg(0), strings.Join(typeNames(), ", "))
+		if strings.ToLower(fs.Arg(0)) == "status" && name == "get" {
+			return "status", exitOK
+		}
+		t, ok := api.ParseType(fs.Arg(0))
+		if !ok {
+			return "", usage("TYPE %q: want one of %s (or the singular)", fs.Arg(0), strings.Join(typeNames(), ", "))
 		}
 		return t, exitOK
+	}
+	// nameArg is the NAME of get or delete (ok false: refused): one mesh, and a route's
+	// namespace joined to it as the store names it.
+	nameArg := func(t string) (string, int, bool) {
+		if *meshName == "*" {
+			return "", usage("--mesh \"*\" lists every mesh: %s %s NAME needs one mesh (--mesh M)", name, t), false
+		}
+		n := fs.Arg(1)
+		if *namespace != "" {
+			if t != "routes" && t != "routebindings" {
+				return "", usage("-n %q: only routes and routebindings have a namespace, not %s", *namespace, t), false
+			}
+			if !strings.Contains(n, ".") {
+				n += "." + *namespace
+			}
+		}
+		return n, exitOK, true
 	}
 	switch name {
 	case "apply":
@@ -110,8 +145,17 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if rc != exitOK {
 			return rc
 		}
+		if err := api.CheckFormat(*output); err != nil {
+			return usage("%v", err)
+		}
+		if fs.NArg() > 2 || (t == "status" && fs.NArg() > 1) {
+			return usage("unexpected argument %q: want get TYPE [NAME] (or get status)", fs.Arg(fs.NArg()-1))
+		}
+		if *namespace != "" && fs.NArg() < 2 {
+			return usage("-n %q: give the route's NAME (get %s NAME -n NAMESPACE); a list is of every namespace", *namespace, t)
+		}
 		if t == "status" {
-			if err := getStatus(ctx, c, stdout); err != nil {
+			if err := getStatus(c, *output, stdout); err != nil {
 				return fail(err)
 			}
 			return exitOK
@@ -123,7 +167,11 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		if fs.NArg() > 1 {
-			r, err := c.Get(ctx, *meshName, t, fs.Arg(1))
+			n, rc, ok := nameArg(t)
+			if !ok {
+				return rc
+			}
+			r, err := c.Get(ctx, *meshName, t, n)
 			if err != nil {
 				return fail(err)
 			}
@@ -145,13 +193,20 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if rc != exitOK {
 			return rc
 		}
-		if fs.NArg() != 2 {
+		switch {
+		case fs.NArg() < 2:
 			return usage("want: delete TYPE NAME")
+		case fs.NArg() > 2:
+			return usage("unexpected argument %q: want delete TYPE NAME", fs.Arg(2))
 		}
-		if err := c.Delete(ctx, *meshName, t, fs.Arg(1)); err != nil {
+		n, rc, ok := nameArg(t)
+		if !ok {
+			return rc
+		}
+		if err := c.Delete(ctx, *meshName, t, n); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "deleted %s %s/%s\n", t, *meshName, fs.Arg(1))
+		fmt.Fprintf(stdout, "deleted %s %s/%s\n", t, *meshName, n)
 		return exitOK
 	}
 }
@@ -160,7 +215,22 @@ func typeNames() []string {
 	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings"}
 }
 
-func getStatus(ctx context.Context, c *api.Client, out io.Writer) error {
+// flagCommands are the commands a flag is for: another refuses it (it used to be ignored).
+var flagCommands = map[string][]string{
+	"filename":  {"apply"},
+	"wait":      {"apply"},
+	"timeout":   {"apply"},
+	"output":    {"get"},
+	"namespace": {"get", "delete", "describe"},
+	"mesh":      {"get", "delete", "describe"},
+}
+
+// flagWhy completes the refusal of a flag a user may expect a command to take.
+var flagWhy = map[string]string{
+	"mesh apply": " (each resource's mesh is its document's)",
+}
+
+func getStatus(c *api.Client, format string, out io.Writer) error {
 	r, err := c.HTTP.Get(c.URL + "/status")
 	if err != nil {
 		return err
@@ -169,7 +239,7 @@ func getStatus(ctx context.Context, c *api.Client, out io.Writer) error {
 	if r.StatusCode != 200 {
 		return fmt.Errorf("GET /status: %s", r.Status)
 	}
-	return api.PrintStatus(out, r.Body)
+	return api.PrintStatusAs(out, format, r.Body)
 }
 
 // readSources reads a file, every resource file under a directory, or standard input.
@@ -184,6 +254,9 @@ func readSources(path string) ([]api.Source, error) {
 		files, errs := mesh.ResourceFiles(path)
 		if len(errs) > 0 {
 			return nil, errs
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no resource in %s (no .yaml, .yml or .json file under it): nothing applied", path)
 		}
 		paths = files
 	default:

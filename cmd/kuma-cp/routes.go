@@ -35,6 +35,9 @@ func describeCmd(ctx context.Context, c *api.Client, args []string, meshName, na
 	if len(args) != 2 {
 		return usage("want: describe route|router NAME (a route: NAME -n NAMESPACE, or name.namespace)")
 	}
+	if meshName == "*" {
+		return usage("--mesh \"*\" lists every mesh: describe %s NAME needs one mesh (--mesh M)", args[0])
+	}
 	switch strings.TrimSuffix(strings.ToLower(args[0]), "s") {
 	case "route":
 		name := args[1]
@@ -55,6 +58,9 @@ func describeCmd(ctx context.Context, c *api.Client, args []string, meshName, na
 			return fail(err)
 		}
 	case "router":
+		if namespace != "" {
+			return usage("-n %q: a router has no namespace (-n is for describe route)", namespace)
+		}
 		r, err := c.Get(ctx, meshName, "routers", args[1])
 		if err != nil {
 			return fail(err)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,8 @@ type Resource struct {
 	Spec             json.RawMessage `json:"resource"`
 }
 
-// List is a page of resources.
+// List is a page of resources: Total counts every page's (the resources matching the
+// list), Next is the next page's path ("" on the last).
 type List struct {
 	Total int        `json:"total"`
 	Items []Resource `json:"items"`
@@ -201,18 +203,25 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if meshName == "*" {
 		meshName = ""
 	}
-	items, next, _, err := s.Store.List(r.Context(), meshName, kind, r.URL.Query().Get("after"), size)
+	after := r.URL.Query().Get("after")
+	items, next, rev, err := s.Store.List(r.Context(), meshName, kind, after, size)
 	if err != nil {
 		storeError(w, err)
 		return
 	}
-	out := List{Items: []Resource{}}
+	out := List{Items: []Resource{}, Total: len(items)}
 	for _, it := range items {
 		out.Items = append(out.Items, toResource(it))
 	}
-	out.Total = len(out.Items)
+	if after != "" || next != "" {
+		// total is every page's (as Kuma's API): counted by the store, at the page's revision
+		if out.Total, err = s.Store.Count(r.Context(), meshName, kind, rev); err != nil {
+			storeError(w, err)
+			return
+		}
+	}
 	if next != "" {
-		out.Next = fmt.Sprintf("%s?size=%d&after=%s", r.URL.Path, size, next)
+		out.Next = fmt.Sprintf("%s?size=%d&after=%s", r.URL.EscapedPath(), size, url.QueryEscape(next))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -59,7 +59,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if resp.StatusCode >= 300 {
 		var ae apiError
-		_ = json.Unmarshal(b, &ae)
+		if json.Unmarshal(b, &ae) != nil || ae.Title == "" {
+			// not the API's answer (a proxy, a mux's page): its status text and body
+			ae = apiError{Title: http.StatusText(resp.StatusCode), Details: strings.TrimSpace(string(b))}
+			if ae.Details == "" {
+				ae.Details = method + " " + c.URL + path
+			}
+		}
 		return resp.Header, &Error{Status: resp.StatusCode, Title: ae.Title, Details: ae.Details}
 	}
 	if out != nil && len(b) > 0 {
@@ -128,7 +134,7 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 
 // ApplyAll is Apply of several files: every document of every file is checked before any is
 // written (the problems of every file at once, nothing written then), then they are
-// applied in order.
+// applied in order. Files without a single resource are an error.
 func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, error) {
 	type decoded struct {
 		source string
@@ -137,7 +143,7 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	var all []decoded
 	var errs mesh.Errors
 	for _, src := range sources {
-		rs, err := mesh.Decode(src.Name, src.Data)
+		rs, err := mesh.Decode(src.Name, fromAPIForm(src.Data))
 		if err != nil {
 			var es mesh.Errors
 			if errors.As(err, &es) {
@@ -152,6 +158,15 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	}
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	if len(all) == 0 {
+		// kubectl's "no objects passed to apply": a wrong file or an empty directory is not
+		// a success
+		names := make([]string, len(sources))
+		for i, src := range sources {
+			names[i] = src.Name
+		}
+		return nil, fmt.Errorf("no resource in %s: nothing applied", strings.Join(names, ", "))
 	}
 	var out []Applied
 	for _, d := range all {
@@ -188,6 +203,60 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// fromAPIForm is a file in the API's form - what get -o json prints: one resource
+// ({"mesh", "type": "dataplanes", ..., "resource": {...}}) or a list ({"total", "items": [...]}
+// of those) - as the documents it holds, in order (multi-document YAML; JSON is YAML), so
+// that get's output is applied back as it is. Any other file is returned unchanged: the
+// type of the API's form is the URL's ("dataplanes"), never a resource's kind.
+func fromAPIForm(data []byte) []byte {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return data
+	}
+	if doc, ok := apiDocument(trimmed); ok {
+		return doc
+	}
+	var list struct {
+		Total *int              `json:"total"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if json.Unmarshal(trimmed, &list) != nil || list.Total == nil || list.Items == nil {
+		return data
+	}
+	var out []byte
+	for i, item := range list.Items {
+		doc, ok := apiDocument(item)
+		if !ok {
+			return data
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, doc...)
+	}
+	return out
+}
+
+// apiDocument is the document of one resource in the API's form (false when raw is not).
+func apiDocument(raw []byte) ([]byte, bool) {
+	var r struct {
+		Type     string          `json:"type"`
+		Resource json.RawMessage `json:"resource"`
+	}
+	if json.Unmarshal(raw, &r) != nil || Types[r.Type] == "" || len(r.Resource) == 0 {
+		return nil, false
+	}
+	doc := []byte(r.Resource)
+	var text string
+	if json.Unmarshal(r.Resource, &text) == nil {
+		doc = []byte(text) // a document that is YAML only, served as its text
+	}
+	if len(doc) == 0 || doc[len(doc)-1] != '\n' {
+		doc = append(doc, '\n')
+	}
+	return doc, true
 }
 
 // sameDocument says whether the stored document cur holds what the applied document doc

@@ -239,6 +239,20 @@ func (s *Store) List(_ context.Context, meshName, typ, after string, limit int) 
 	return out, next, s.rev, nil
 }
 
+// Count implements store.Store: the index's resources of the list (rev is not kept: now).
+func (s *Store) Count(_ context.Context, meshName, typ string, _ int64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	n := 0
+	for k := range s.index {
+		if (meshName == "" || k.Mesh == meshName) && (typ == "" || k.Type == typ) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // checkLocked applies a write's expected version to what is there, and refuses a write to a
 // resource whose file is broken.
 func (s *Store) checkLocked(k store.Key, cur *indexed, expect int64) error {

@@ -191,6 +191,75 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	return out, next, r.Header.Revision, nil
 }
 
+// Count implements Store: count-only range reads (etcd counts the keys, none is sent), one
+// over the list's prefix, or for one type across every mesh one a mesh (finding the next
+// mesh with a one-key read, as listType). A revision compacted away is counted now.
+func (s *Etcd) Count(ctx context.Context, mesh, typ string, rev int64) (int, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	n, err := s.count(ctx, mesh, typ, rev)
+	if rev > 0 && errors.Is(err, rpctypes.ErrCompacted) {
+		n, err = s.count(ctx, mesh, typ, 0)
+	}
+	if err != nil {
+		return 0, unavailable("store: count", err)
+	}
+	return n, nil
+}
+
+func (s *Etcd) count(ctx context.Context, mesh, typ string, rev int64) (int, error) {
+	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		return opts
+	}
+	root := s.prefix + "/"
+	if mesh != "" || typ == "" {
+		prefix := root
+		if mesh != "" {
+			prefix += mesh + "/"
+			if typ != "" {
+				prefix += typ + "/"
+			}
+		}
+		r, err := s.get(ctx, prefix, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly())...)
+		if err != nil {
+			return 0, err
+		}
+		return int(r.Count), nil
+	}
+	end := clientv3.GetPrefixRangeEnd(root)
+	cursor, total := root, 0
+	for {
+		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))...)
+		if err != nil {
+			return 0, err
+		}
+		if rev == 0 {
+			rev = r.Header.Revision // every read at the first one's revision
+		}
+		if len(r.Kvs) == 0 {
+			return total, nil
+		}
+		key := string(r.Kvs[0].Key)
+		parts := strings.SplitN(strings.TrimPrefix(key, root), "/", 3)
+		if len(parts) != 3 {
+			cursor = key + "\x00"
+			continue
+		}
+		meshPrefix := root + parts[0] + "/"
+		typePrefix := meshPrefix + typ + "/"
+		c, err := s.get(ctx, typePrefix, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix)), clientv3.WithCountOnly())...)
+		if err != nil {
+			return 0, err
+		}
+		total += int(c.Count)
+		cursor = clientv3.GetPrefixRangeEnd(meshPrefix)
+	}
+}
+
 // listType is one type across every mesh (a page of at most limit, or all when limit is 0):
 // keys are <mesh>/<type>/<name>, so it reads each mesh's range of that type only, finding
 // the next mesh with a one-key read and jumping over the other types, all at one revision.

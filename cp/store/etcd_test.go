@@ -452,3 +452,59 @@ func TestListOneTypeOfEveryMeshPaged(t *testing.T) {
 		t.Errorf("%d keys read to list 200 routes", n)
 	}
 }
+
+// Count gives what List without paging returns - one mesh, one type of every mesh, a mesh,
+// everything - at a revision when asked (a resource created later is not counted then), and
+// reads no resource to count (count-only reads; a one-key probe a mesh for one type of every
+// mesh).
+func TestCount(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	s := NewEtcd(cl, "/kuma")
+	ctx := context.Background()
+	var rev int64
+	for _, m := range []string{"a", "a.b", "a-c", "b"} {
+		for typ, n := range map[string]int{"Dataplane": 3, "Route": 20, "Zone": 5} {
+			for i := range n {
+				it, err := s.Put(ctx, Key{m, typ, fmt.Sprint("x-", i)}, []byte("x"), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rev = it.Version
+			}
+		}
+	}
+	if _, err := s.Put(ctx, Key{"b", "Dataplane", "late"}, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	kv := &countingKV{KV: cl.KV}
+	cl.KV = kv
+	for _, c := range []struct {
+		mesh, typ string
+		rev       int64
+		want      int
+	}{
+		{"a", "Dataplane", 0, 3}, {"b", "Dataplane", 0, 4}, {"b", "Dataplane", rev, 3},
+		{"", "Dataplane", 0, 13}, {"", "Dataplane", rev, 12}, {"", "Route", 0, 80},
+		{"a.b", "", 0, 28}, {"", "", 0, 113}, {"", "Nothing", 0, 0}, {"nomesh", "Route", 0, 0},
+	} {
+		got, err := s.Count(ctx, c.mesh, c.typ, c.rev)
+		if err != nil || got != c.want {
+			t.Errorf("Count(%q, %q, %d) = %d, %v; want %d", c.mesh, c.typ, c.rev, got, err, c.want)
+		}
+		if c.mesh == "" && c.typ == "" {
+			continue
+		}
+		items, _, _, err := s.List(ctx, c.mesh, c.typ, "", 0)
+		if err == nil && c.rev == 0 && len(items) != c.want {
+			t.Errorf("List(%q, %q) = %d items, Count %d", c.mesh, c.typ, len(items), got)
+		}
+	}
+	kv.keys.Store(0)
+	if _, err := s.Count(ctx, "", "Dataplane", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := kv.keys.Load(); n > 4 {
+		t.Errorf("counting the dataplanes of 4 meshes read %d keys, want a probe a mesh", n)
+	}
+}

@@ -89,6 +89,10 @@ type Store interface {
 	// (0: all); next is the key to pass as `after` for the next page ("" at the end); rev
 	// is the store revision the list is consistent at (watch from it).
 	List(ctx context.Context, mesh, typ, after string, limit int) (items []Item, next string, rev int64, err error)
+	// Count is how many resources List(mesh, typ, "", 0) returns - every page of the list -
+	// at the store revision rev (0: now; a backend without revisions counts now), without
+	// reading them.
+	Count(ctx context.Context, mesh, typ string, rev int64) (int, error)
 	// Put writes a resource. expect is the version it replaces: 0 = create (ErrExists when
 	// it exists), a version = update only if unchanged since (ErrConflict otherwise, or
 	// ErrNotFound when it is gone), Any = create or replace.

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ParseType is the URL type a command line names: the plural (dataplanes), kumactl's
+// singular for one resource (dataplane), a kind (Dataplane) or kumactl's hyphenated name
+// (traffic-routes), in any case; false when it names none.
+func ParseType(arg string) (string, bool) {
+	t := strings.ToLower(strings.ReplaceAll(arg, "-", ""))
+	if _, ok := Types[t]; ok {
+		return t, true
+	}
+	if _, ok := Types[t+"s"]; ok {
+		return t + "s", true
+	}
+	return "", false
+}
+
+// Formats are get's -o values.
+var Formats = []string{"table", "yaml", "json"}
+
+// CheckFormat refuses an -o that get does not print ("" is the table).
+func CheckFormat(format string) error {
+	switch format {
+	case "", "table", "yaml", "json":
+		return nil
+	}
+	return fmt.Errorf("-o %q: want %s", format, strings.Join(Formats, ", "))
+}
+
+// CheckURL refuses an --api-url that is not http(s)://HOST[:PORT], naming it.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--api-url %q: want http://HOST:PORT or https://HOST:PORT (e.g. http://127.0.0.1:5681)", raw)
+	}
+	return nil
+}
+
+// PrintStatusAs writes GET /status's body (JSON) as -o asks: "key: value" lines (table,
+// PrintStatus), or the body as JSON or YAML.
+func PrintStatusAs(w io.Writer, format string, body io.Reader) error {
+	if format == "" || format == "table" {
+		return PrintStatus(w, body)
+	}
+	if err := CheckFormat(format); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	var st map[string]any
+	if err := dec.Decode(&st); err != nil {
+		return fmt.Errorf("GET /status: %w", err)
+	}
+	if format == "json" {
+		return printJSON(w, st)
+	}
+	j, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	b, err := yaml.JSONToYAML(j)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
