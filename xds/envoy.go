@@ -212,11 +212,14 @@ func edsCluster(name string, lb mesh.LoadBalancer) *cluster.Cluster {
 		if lb.HashFunction == "MURMUR_HASH_2" {
 			rh.HashFunction = cluster.Cluster_RingHashLbConfig_MURMUR_HASH_2
 		}
-		if lb.MinRingSize != 0 {
-			rh.MinimumRingSize = wrapperspb.UInt64(lb.MinRingSize)
+		// Envoy's defaults are left out, as lbSuffix leaves them out of the name: a cluster
+		// is a function of its name (two routes naming one differently would otherwise get
+		// whichever was built first).
+		if n := lb.MinRingSize; n != 0 && n != mesh.DefaultMinRingSize {
+			rh.MinimumRingSize = wrapperspb.UInt64(n)
 		}
-		if lb.MaxRingSize != 0 {
-			rh.MaximumRingSize = wrapperspb.UInt64(lb.MaxRingSize)
+		if n := lb.MaxRingSize; n != 0 && n != mesh.MaxRingSize {
+			rh.MaximumRingSize = wrapperspb.UInt64(n)
 		}
 		c.LbConfig = &cluster.Cluster_RingHashLbConfig_{RingHashLbConfig: rh}
 	}

@@ -8,6 +8,7 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // A TrafficRoute's conf.loadBalancer (Kuma's) is the load balancer of the clusters its
@@ -109,5 +110,30 @@ func TestRouteLoadBalancersShareNoCluster(t *testing.T) {
 	}
 	if eps["db{random}"] != 1 || eps["db{leastRequest}"] != 1 {
 		t.Errorf("endpoints per cluster: %v", eps)
+	}
+}
+
+// A load balancer written with Envoy's defaults spelt out is the same cluster as one
+// leaving them out: same name, same content, whichever route builds it first.
+func TestRouteLoadBalancerDefaultsSpeltOut(t *testing.T) {
+	var built []*cluster.Cluster
+	for _, lb := range []string{`{"ringHash":{}}`, `{"ringHash":{"hashFunction":"XX_HASH","minRingSize":1024,"maxRingSize":8388608}}`,
+		`{"leastRequest":{}}`, `{"leastRequest":{"choiceCount":2}}`} {
+		tr := trafficRoute("r", 0, tags("service", "mobile"), tags("service", "backend"), to(1, tags("service", "db")))
+		tr.LoadBalancer = json.RawMessage(lb)
+		r := generateValid(t, mobile(tags("service", "mobile")), append(backends(), tr), tproxy)
+		for _, c := range r.Clusters {
+			if strings.HasPrefix(c.Name, "db{") {
+				built = append(built, c)
+			}
+		}
+	}
+	if len(built) != 4 {
+		t.Fatalf("clusters: %v", built)
+	}
+	for i := 0; i < 4; i += 2 {
+		if a, b := built[i], built[i+1]; a.Name != b.Name || !proto.Equal(a, b) {
+			t.Errorf("defaults spelt out give another cluster:\n%v\n%v", a, b)
+		}
 	}
 }
