@@ -75,6 +75,10 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fail := func(err error) int {
+		if nf := (*api.NotFoundError)(nil); errors.As(err, &nf) {
+			fmt.Fprintf(stderr, "Error: %v\n", nf) // as kumactl's
+			return exitFail
+		}
 		fmt.Fprintf(stderr, "kuma-cp %s: %v\n", name, err)
 		return exitFail
 	}
