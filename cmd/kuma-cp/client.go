@@ -164,8 +164,15 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			}
 			return exitOK
 		}
-		if (t == "routers" || t == "routes") && fs.NArg() == 1 && (*output == "table" || *output == "") {
-			if err := printRouting(ctx, c, t, *meshName, stdout); err != nil {
+		if (t == "routers" || t == "routes") && (*output == "table" || *output == "") && (fs.NArg() == 1 || t == "routers") {
+			n := ""
+			if fs.NArg() > 1 { // a router: --mesh and -n checked as for any NAME
+				var ok bool
+				if n, rc, ok = nameArg(t); !ok {
+					return rc
+				}
+			}
+			if err := printRouting(ctx, c, t, *meshName, n, stdout); err != nil {
 				return fail(err)
 			}
 			return exitOK
@@ -188,7 +195,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		if err := api.Print(stdout, *output, rs, time.Now()); err != nil {
+		if err := api.Print(stdout, *output, t, rs, time.Now()); err != nil {
 			return usage("%v", err)
 		}
 		return exitOK

@@ -44,6 +44,8 @@ func TestClientRefusesBadCommandLines(t *testing.T) {
 		{[]string{"delete", "dataplanes", "web-1", "-m", "", u, "--admin-token-file", tok}, "--mesh"},
 		{[]string{"describe", "route", "web", "-n", "shop", "-m", "*", u}, "--mesh"},
 		{[]string{"describe", "router", "shard-a", "-n", "shop", u}, "-n"},
+		{[]string{"get", "routers", "shard-a", "-n", "shop", u}, "-n"},
+		{[]string{"get", "routers", "shard-a", "-m", "*", u}, "--mesh"},
 	} {
 		rc, out, errb := run(c.args...)
 		if rc != exitUsage || !strings.Contains(errb, c.inErr) {

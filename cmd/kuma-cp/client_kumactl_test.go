@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +43,37 @@ func TestClientNotFoundReadsAsKumactl(t *testing.T) {
 		rc, out, errb := run(append(c.args, u)...)
 		if rc != exitFail || errb != c.want || out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1, stderr %q", c.args, rc, out, errb, c.want)
+		}
+	}
+}
+
+// get's tables are kumactl's per type: dataplanes MESH NAME TAGS ADDRESS AGE, other types
+// MESH NAME AGE, a router (by NAME too) its view - no VERSION column (a store revision, on
+// the directory store a 16-digit number), no TYPE column.
+func TestClientTablesPerType(t *testing.T) {
+	url, tok, _ := clientEnv(t)
+	u := "--api-url=" + url
+	applyFile(t, url, tok, clientDataplane)
+	router, err := os.ReadFile("../../testdata/routes/shard-a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyFile(t, url, tok, string(router))
+	for _, c := range []struct {
+		args   []string
+		header string
+		row    *regexp.Regexp
+	}{
+		{[]string{"get", "dataplanes"}, "MESH     NAME   TAGS                 ADDRESS   AGE", regexp.MustCompile(`(?m)^default  web-1  kuma\.io/service=web  10\.0\.0\.1  \d+s$`)},
+		{[]string{"get", "dataplane", "web-1"}, "MESH     NAME   TAGS                 ADDRESS   AGE", regexp.MustCompile(`(?m)^default  web-1  kuma\.io/service=web  10\.0\.0\.1  \d+s$`)},
+		{[]string{"get", "traffic-routes"}, "MESH  NAME  AGE", nil},
+		{[]string{"get", "routers", "shard-a"}, "NAME     DNS                       SELECTOR  NAMESPACES  REPLICAS (READY/ALL)  ROUTES", regexp.MustCompile(`(?m)^shard-a  shard-a\.apps\.example\.com  shard=a   shop,blog   0/0 `)},
+		{[]string{"get", "routes", "web.shop"}, "NAMESPACE  NAME  HOST      TYPE    ROUTER  PHASE  DNS  ADMITTED  AGE", regexp.MustCompile(`(?m)^shop       web   www/cart  system  -       new`)},
+	} {
+		rc, out, errb := run(append(c.args, u)...)
+		first, _, _ := strings.Cut(out, "\n")
+		if rc != exitOK || strings.TrimRight(first, " ") != c.header || (c.row != nil && !c.row.MatchString(out)) || strings.Contains(out, "VERSION") {
+			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s\nwant the header %q and a row %v", c.args, rc, errb, out, c.header, c.row)
 		}
 	}
 }
