@@ -36,7 +36,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	meshName := fs.StringP("mesh", "m", "default", "the mesh (get, delete, describe; \"*\" lists every mesh)")
 	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
 	output := fs.StringP("output", "o", "table", "get: table, yaml or json")
-	namespace := fs.StringP("namespace", "n", "", "get, delete, describe of one route (or its binding): the route's namespace (or give NAME as name.namespace)")
+	namespace := fs.StringP("namespace", "n", "", "routes, routebindings: get, delete, describe of one: its namespace (or give NAME as name.namespace); get of a list: that namespace's only")
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
@@ -155,8 +155,8 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() > 2 || (t == "status" && fs.NArg() > 1) {
 			return usage("unexpected argument %q: want get TYPE [NAME] (or get status)", fs.Arg(fs.NArg()-1))
 		}
-		if *namespace != "" && fs.NArg() < 2 {
-			return usage("-n %q: give the route's NAME (get %s NAME -n NAMESPACE); a list is of every namespace", *namespace, t)
+		if *namespace != "" && fs.NArg() < 2 && t != "routes" && t != "routebindings" {
+			return usage("-n %q: only routes and routebindings have a namespace, not %s", *namespace, t)
 		}
 		if t == "status" {
 			if err := getStatus(c, *output, stdout); err != nil {
@@ -172,7 +172,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 					return rc
 				}
 			}
-			if err := printRouting(ctx, c, t, *meshName, n, stdout); err != nil {
+			if err := printRouting(ctx, c, t, *meshName, n, *namespace, stdout); err != nil {
 				return fail(err)
 			}
 			return exitOK
@@ -194,6 +194,9 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		rs, err := c.List(ctx, *meshName, t)
 		if err != nil {
 			return fail(err)
+		}
+		if *namespace != "" {
+			rs = api.InNamespace(rs, *namespace)
 		}
 		if err := api.Print(stdout, *output, t, rs, time.Now()); err != nil {
 			return usage("%v", err)

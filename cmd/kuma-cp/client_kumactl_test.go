@@ -77,3 +77,31 @@ func TestClientTablesPerType(t *testing.T) {
 		}
 	}
 }
+
+// get routes -n NAMESPACE (and routebindings) lists that namespace's only, as `oc get routes
+// -n`, in every format; it was refused ("give the route's NAME"). Another type's -n is still
+// refused with exit 2.
+func TestClientListRoutesOfANamespace(t *testing.T) {
+	url, tok, _ := clientEnv(t)
+	u := "--api-url=" + url
+	route := func(name, ns string) string {
+		return "type: Route\nname: " + name + "\nnamespace: " + ns + "\nhost: " + name + "-" + ns + "\nto: {service: web, port: 8080}\n"
+	}
+	applyFile(t, url, tok, route("web", "shop")+"---\n"+route("api.v1", "shop")+"---\n"+route("web", "blog")+"---\n"+route("shop", "shopping"))
+	for _, args := range [][]string{{"get", "routes", "-n", "shop"}, {"get", "routes", "-n", "shop", "-o", "yaml"}, {"get", "routes", "--namespace=shop", "-o", "json"}} {
+		rc, out, errb := run(append(args, u)...)
+		if rc != exitOK || !strings.Contains(out, "web") || !strings.Contains(out, "api.v1") || strings.Contains(out, "blog") || strings.Contains(out, "shopping") {
+			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s", args, rc, errb, out)
+		}
+	}
+	rc, out, errb := run("get", "routes", "-n", "shop", "-o", "json", u)
+	if rc != exitOK || !strings.Contains(out, `"total": 2`) {
+		t.Errorf("get routes -n shop -o json: exit %d, stderr %q, stdout:\n%s", rc, errb, out)
+	}
+	if rc, out, errb := run("get", "routes", "-n", "none", u); rc != exitOK || strings.TrimSpace(out) != "NAMESPACE  NAME  HOST  TYPE  ROUTER  PHASE  DNS  ADMITTED  AGE" {
+		t.Errorf("get routes -n none: exit %d, stderr %q, stdout:\n%s", rc, errb, out)
+	}
+	if rc, _, errb := run("get", "dataplanes", "-n", "shop", u); rc != exitUsage || !strings.Contains(errb, "-n") {
+		t.Errorf("get dataplanes -n shop: exit %d, stderr %q", rc, errb)
+	}
+}

@@ -10,13 +10,16 @@ import (
 	"github.com/kumadp/kuma-dp/cp/api"
 )
 
-// printRouting is `get routers [NAME]` and `get routes` as tables.
-func printRouting(ctx context.Context, c *api.Client, typ, meshName, name string, stdout io.Writer) error {
+// printRouting is `get routers [NAME]` and `get routes [-n NAMESPACE]` as tables.
+func printRouting(ctx context.Context, c *api.Client, typ, meshName, name, namespace string, stdout io.Writer) error {
 	routes, err := c.List(ctx, meshName, "routes")
 	if err != nil {
 		return err
 	}
 	if typ == "routes" {
+		if namespace != "" {
+			routes = api.InNamespace(routes, namespace)
+		}
 		return api.PrintRoutes(stdout, routes, time.Now())
 	}
 	var routers []api.Resource
