@@ -24,6 +24,7 @@ const clientExample = `Examples (etcd, then a control plane on it with its API o
   kuma-cp apply -f testdata/mesh/policies/virtualoutbounds-kuma.yaml --admin-token-file /tmp/cp/admin.token
   kuma-cp get virtualoutbounds
   kuma-cp get virtualoutbounds kuma-versioned -o yaml
+  kuma-cp inspect dataplanes
   kuma-cp delete virtualoutbounds kuma-versioned --admin-token-file /tmp/cp/admin.token
   kuma-cp get status
 `
@@ -144,6 +145,25 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "describe":
 		return describeCmd(ctx, c, fs.Args(), *meshName, *namespace, stdout, usage, fail)
+	case "inspect":
+		if fs.NArg() != 1 || fs.Arg(0) == "" {
+			return usage("want: inspect dataplanes [-m MESH]")
+		}
+		if t, ok := api.ParseType(fs.Arg(0)); !ok || t != "dataplanes" {
+			return usage("inspect %q: only dataplanes are inspected", fs.Arg(0))
+		}
+		dps, err := c.List(ctx, *meshName, "dataplanes")
+		if err != nil {
+			return fail(err)
+		}
+		agents, err := c.Agents(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if err := api.PrintInspectDataplanes(stdout, dps, agents, time.Now()); err != nil {
+			return fail(err)
+		}
+		return exitOK
 	case "get":
 		t, rc := typeArg()
 		if rc != exitOK {
@@ -236,7 +256,7 @@ var flagCommands = map[string][]string{
 	"timeout":   {"apply"},
 	"output":    {"get"},
 	"namespace": {"get", "delete", "describe"},
-	"mesh":      {"get", "delete", "describe"},
+	"mesh":      {"get", "delete", "describe", "inspect"},
 }
 
 // flagWhy completes the refusal of a flag a user may expect a command to take.

@@ -46,6 +46,9 @@ func TestClientRefusesBadCommandLines(t *testing.T) {
 		{[]string{"describe", "router", "shard-a", "-n", "shop", u}, "-n"},
 		{[]string{"get", "routers", "shard-a", "-n", "shop", u}, "-n"},
 		{[]string{"get", "routers", "shard-a", "-m", "*", u}, "--mesh"},
+		{[]string{"inspect", "routes", u}, "only dataplanes"},
+		{[]string{"inspect", u}, "inspect dataplanes"},
+		{[]string{"inspect", "dataplanes", "-o", "json", u}, "--output"},
 	} {
 		rc, out, errb := run(c.args...)
 		if rc != exitUsage || !strings.Contains(errb, c.inErr) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,17 @@ func (p *Presence) Elsewhere(name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.others[name]) > 0
+}
+
+// Others are the names the other replicas hold, each with those replicas (sorted).
+func (p *Presence) Others() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]string, len(p.others))
+	for name, ids := range p.others {
+		out[name] = slices.Sorted(maps.Keys(ids))
+	}
+	return out
 }
 
 // Run keeps this replica's names in etcd and follows the others' until ctx ends; its names
