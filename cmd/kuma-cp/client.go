@@ -24,6 +24,7 @@ const clientExample = `Examples (etcd, then a control plane on it with its API o
   kuma-cp apply -f testdata/mesh/policies/virtualoutbounds-kuma.yaml --admin-token-file /tmp/cp/admin.token
   kuma-cp get virtualoutbounds
   kuma-cp get virtualoutbounds kuma-versioned -o yaml
+  kuma-cp inspect dataplanes
   kuma-cp delete virtualoutbounds kuma-versioned --admin-token-file /tmp/cp/admin.token
   kuma-cp get status
 `
@@ -36,7 +37,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	meshName := fs.StringP("mesh", "m", "default", "the mesh (get, delete, describe; \"*\" lists every mesh)")
 	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
 	output := fs.StringP("output", "o", "table", "get: table, yaml or json")
-	namespace := fs.StringP("namespace", "n", "", "get, delete, describe of one route (or its binding): the route's namespace (or give NAME as name.namespace)")
+	namespace := fs.StringP("namespace", "n", "", "routes, routebindings: get, delete, describe of one: its namespace (or give NAME as name.namespace); get of a list: that namespace's only")
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
@@ -75,6 +76,10 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fail := func(err error) int {
+		if nf := (*api.NotFoundError)(nil); errors.As(err, &nf) {
+			fmt.Fprintf(stderr, "Error: %v\n", nf) // as kumactl's
+			return exitFail
+		}
 		fmt.Fprintf(stderr, "kuma-cp %s: %v\n", name, err)
 		return exitFail
 	}
@@ -140,6 +145,25 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "describe":
 		return describeCmd(ctx, c, fs.Args(), *meshName, *namespace, stdout, usage, fail)
+	case "inspect":
+		if fs.NArg() != 1 || fs.Arg(0) == "" {
+			return usage("want: inspect dataplanes [-m MESH]")
+		}
+		if t, ok := api.ParseType(fs.Arg(0)); !ok || t != "dataplanes" {
+			return usage("inspect %q: only dataplanes are inspected", fs.Arg(0))
+		}
+		dps, err := c.List(ctx, *meshName, "dataplanes")
+		if err != nil {
+			return fail(err)
+		}
+		agents, err := c.Agents(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if err := api.PrintInspectDataplanes(stdout, dps, agents, time.Now()); err != nil {
+			return fail(err)
+		}
+		return exitOK
 	case "get":
 		t, rc := typeArg()
 		if rc != exitOK {
@@ -151,8 +175,8 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() > 2 || (t == "status" && fs.NArg() > 1) {
 			return usage("unexpected argument %q: want get TYPE [NAME] (or get status)", fs.Arg(fs.NArg()-1))
 		}
-		if *namespace != "" && fs.NArg() < 2 {
-			return usage("-n %q: give the route's NAME (get %s NAME -n NAMESPACE); a list is of every namespace", *namespace, t)
+		if *namespace != "" && fs.NArg() < 2 && t != "routes" && t != "routebindings" {
+			return usage("-n %q: only routes and routebindings have a namespace, not %s", *namespace, t)
 		}
 		if t == "status" {
 			if err := getStatus(c, *output, stdout); err != nil {
@@ -160,8 +184,15 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			}
 			return exitOK
 		}
-		if (t == "routers" || t == "routes") && fs.NArg() == 1 && (*output == "table" || *output == "") {
-			if err := printRouting(ctx, c, t, *meshName, stdout); err != nil {
+		if (t == "routers" || t == "routes") && (*output == "table" || *output == "") && (fs.NArg() == 1 || t == "routers") {
+			n := ""
+			if fs.NArg() > 1 { // a router: --mesh and -n checked as for any NAME
+				var ok bool
+				if n, rc, ok = nameArg(t); !ok {
+					return rc
+				}
+			}
+			if err := printRouting(ctx, c, t, *meshName, n, *namespace, stdout); err != nil {
 				return fail(err)
 			}
 			return exitOK
@@ -184,7 +215,10 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		if err := api.Print(stdout, *output, rs, time.Now()); err != nil {
+		if *namespace != "" {
+			rs = api.InNamespace(rs, *namespace)
+		}
+		if err := api.Print(stdout, *output, t, rs, time.Now()); err != nil {
 			return usage("%v", err)
 		}
 		return exitOK
@@ -222,7 +256,7 @@ var flagCommands = map[string][]string{
 	"timeout":   {"apply"},
 	"output":    {"get"},
 	"namespace": {"get", "delete", "describe"},
-	"mesh":      {"get", "delete", "describe"},
+	"mesh":      {"get", "delete", "describe", "inspect"},
 }
 
 // flagWhy completes the refusal of a flag a user may expect a command to take.

@@ -44,6 +44,11 @@ func TestClientRefusesBadCommandLines(t *testing.T) {
 		{[]string{"delete", "dataplanes", "web-1", "-m", "", u, "--admin-token-file", tok}, "--mesh"},
 		{[]string{"describe", "route", "web", "-n", "shop", "-m", "*", u}, "--mesh"},
 		{[]string{"describe", "router", "shard-a", "-n", "shop", u}, "-n"},
+		{[]string{"get", "routers", "shard-a", "-n", "shop", u}, "-n"},
+		{[]string{"get", "routers", "shard-a", "-m", "*", u}, "--mesh"},
+		{[]string{"inspect", "routes", u}, "only dataplanes"},
+		{[]string{"inspect", u}, "inspect dataplanes"},
+		{[]string{"inspect", "dataplanes", "-o", "json", u}, "--output"},
 	} {
 		rc, out, errb := run(c.args...)
 		if rc != exitUsage || !strings.Contains(errb, c.inErr) {

@@ -184,7 +184,13 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	p.leaderID.Store("")
 	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
-	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status}
+	// Every replica publishes the agents connected to it (store.Presence): GET /agents of
+	// any replica names them all.
+	agents := p.st.Presence("agents", c.replicaID, c.leaseTTL)
+	go agents.Run(ctx)
+	go cp.ShareAgents(ctx, agents, time.Second)
+	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status,
+		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) }}
 	ln, err := net.Listen("tcp", c.apiAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)

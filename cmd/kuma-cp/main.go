@@ -58,6 +58,7 @@ Commands:
   delete  delete a resource: delete TYPE NAME
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
   describe  a route or a router in full: describe route NAME -n NAMESPACE | describe router NAME
+  inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
 
@@ -108,7 +109,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stdout, stderr)
 	case "token":
 		return tokenCmd(args[1:], stdout, stderr)
-	case "apply", "get", "delete", "describe":
+	case "apply", "get", "delete", "describe", "inspect":
 		return clientCmd(args[0], args[1:], stdout, stderr)
 	case "zones":
 		return zonesCmd(args[1:], stdout, stderr)
@@ -311,7 +312,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 		log.Info("resources loaded", "dir", c.dir, "resources", sv.Count(), "meshes", sv.Meshes())
 		go st.Watch(ctx, cp, c.poll)
 		if c.etcd.adminTokenFile != "" {
-			addr, err := serveDirAPI(ctx, c, log)
+			addr, err := serveDirAPI(ctx, c, cp, log)
 			if err != nil {
 				return err
 			}
@@ -371,7 +372,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 
 // serveDirAPI serves the API on the resources directory (--store dir with an admin token):
 // writes land in the directory's files, which the directory source serves at its next poll.
-func serveDirAPI(ctx context.Context, c serveConfig, log *slog.Logger) (string, error) {
+func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, log *slog.Logger) (string, error) {
 	tok, err := os.ReadFile(c.etcd.adminTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("--admin-token-file %q: %w", c.etcd.adminTokenFile, err)
@@ -383,7 +384,7 @@ func serveDirAPI(ctx context.Context, c serveConfig, log *slog.Logger) (string, 
 	srv := &api.Server{Store: st, AdminToken: strings.TrimSpace(string(tok)), Status: func() any {
 		_, _, rev, _ := st.List(context.Background(), "", "", "", 1)
 		return map[string]any{"store": "dir", "dir": c.dir, "storeRevision": rev}
-	}}
+	}, Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), "", nil) }}
 	ln, err := net.Listen("tcp", c.etcd.apiAddress)
 	if err != nil {
 		return "", fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)

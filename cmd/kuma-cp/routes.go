@@ -10,17 +10,26 @@ import (
 	"github.com/kumadp/kuma-dp/cp/api"
 )
 
-// printRouting is `get routers` and `get routes` as tables.
-func printRouting(ctx context.Context, c *api.Client, typ, meshName string, stdout io.Writer) error {
+// printRouting is `get routers [NAME]` and `get routes [-n NAMESPACE]` as tables.
+func printRouting(ctx context.Context, c *api.Client, typ, meshName, name, namespace string, stdout io.Writer) error {
 	routes, err := c.List(ctx, meshName, "routes")
 	if err != nil {
 		return err
 	}
 	if typ == "routes" {
+		if namespace != "" {
+			routes = api.InNamespace(routes, namespace)
+		}
 		return api.PrintRoutes(stdout, routes, time.Now())
 	}
-	routers, err := c.List(ctx, meshName, "routers")
-	if err != nil {
+	var routers []api.Resource
+	if name != "" {
+		r, err := c.Get(ctx, meshName, "routers", name)
+		if err != nil {
+			return err
+		}
+		routers = []api.Resource{r}
+	} else if routers, err = c.List(ctx, meshName, "routers"); err != nil {
 		return err
 	}
 	dps, err := c.List(ctx, meshName, "dataplanes")

@@ -62,6 +62,9 @@ type Server struct {
 	AdminToken string
 	// Status, when set, is served at GET /status (the replica, the leader...).
 	Status func() any
+	// Agents, when set, is served at GET /agents: the dataplanes whose agents are connected
+	// now, to this replica or another (MergeAgents).
+	Agents func() []Agent
 
 	mu     sync.Mutex
 	writes map[int]uint64 // by status code, for metrics
@@ -105,6 +108,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.counted(s.put))
 	mux.HandleFunc("DELETE /meshes/{mesh}/{type}/{name}", s.counted(s.delete))
 	mux.HandleFunc("GET /meshes/{mesh}/{type}", s.list)
+	mux.HandleFunc("GET /agents", s.agents)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		if s.Status == nil {
 			fail(w, http.StatusNotFound, "no status", "")

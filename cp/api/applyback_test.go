@@ -37,7 +37,7 @@ func TestApplyBackJSONOutput(t *testing.T) {
 		all = append(all, rs...)
 	}
 	var list bytes.Buffer
-	if err := Print(&list, "json", all, time.Now()); err != nil {
+	if err := Print(&list, "json", "", all, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, data []byte, n int) {

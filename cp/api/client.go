@@ -36,6 +36,39 @@ type Error struct {
 	Status  int
 	Title   string
 	Details string
+	// api: the body was the API's own error (not a proxy's or a mux's page).
+	api bool
+}
+
+// NotFoundError is the API's answer that a resource is not there (Get, Delete): it reads as
+// kumactl's error of a missing resource, naming the kind, the name (a route's name and
+// namespace) and the mesh.
+type NotFoundError struct {
+	Kind, Mesh, Name string
+	err              *Error
+}
+
+func (e *NotFoundError) Unwrap() error { return e.err }
+
+func (e *NotFoundError) Error() string {
+	if e.Kind == mesh.KindRoute || e.Kind == mesh.KindRouteBinding {
+		i := strings.LastIndexByte(e.Name, '.')
+		if i < 0 {
+			return fmt.Sprintf("%s %q not found in mesh %q (a route is named NAME.NAMESPACE: give -n NAMESPACE)", e.Kind, e.Name, e.Mesh)
+		}
+		return fmt.Sprintf("%s %q not found in namespace %q of mesh %q", e.Kind, e.Name[:i], e.Name[i+1:], e.Mesh)
+	}
+	return fmt.Sprintf("%s %q not found in mesh %q", e.Kind, e.Name, e.Mesh)
+}
+
+// notFound is err as a NotFoundError when it is the API's 404 for the resource itself (not
+// an unknown type, not another server's page).
+func notFound(err error, meshName, typ, name string) error {
+	var ae *Error
+	if errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.api && ae.Title != "unknown type" && Types[typ] != "" {
+		return &NotFoundError{Kind: Types[typ], Mesh: meshName, Name: name, err: ae}
+	}
+	return err
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Title, e.Details) }
@@ -59,14 +92,16 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if resp.StatusCode >= 300 {
 		var ae apiError
+		fromAPI := true
 		if json.Unmarshal(b, &ae) != nil || ae.Title == "" {
 			// not the API's answer (a proxy, a mux's page): its status text and body
+			fromAPI = false
 			ae = apiError{Title: http.StatusText(resp.StatusCode), Details: strings.TrimSpace(string(b))}
 			if ae.Details == "" {
 				ae.Details = method + " " + c.URL + path
 			}
 		}
-		return resp.Header, &Error{Status: resp.StatusCode, Title: ae.Title, Details: ae.Details}
+		return resp.Header, &Error{Status: resp.StatusCode, Title: ae.Title, Details: ae.Details, api: fromAPI}
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -84,11 +119,11 @@ func path(meshName, typ, name string) string {
 	return p
 }
 
-// Get returns one resource.
+// Get returns one resource (a *NotFoundError when it is not there).
 func (c *Client) Get(ctx context.Context, meshName, typ, name string) (Resource, error) {
 	var r Resource
 	_, err := c.do(ctx, http.MethodGet, path(meshName, typ, name), nil, 0, &r)
-	return r, err
+	return r, notFound(err, meshName, typ, name)
 }
 
 // List returns every resource of a type in a mesh ("*": every mesh), following pages.
@@ -106,10 +141,10 @@ func (c *Client) List(ctx context.Context, meshName, typ string) ([]Resource, er
 	return out, nil
 }
 
-// Delete removes a resource.
+// Delete removes a resource (a *NotFoundError when it is not there).
 func (c *Client) Delete(ctx context.Context, meshName, typ, name string) error {
 	_, err := c.do(ctx, http.MethodDelete, path(meshName, typ, name), nil, 0, nil)
-	return err
+	return notFound(err, meshName, typ, name)
 }
 
 // Applied is what Apply did with one resource.
@@ -286,13 +321,7 @@ func sameDocument(source string, cur, doc []byte, r mesh.Resource) bool {
 	return bytes.Equal(norm(asJSON(withoutZeroTime(stored))), want)
 }
 
-func asError(err error, target **Error) bool {
-	e, ok := err.(*Error)
-	if ok {
-		*target = e
-	}
-	return ok
-}
+func asError(err error, target **Error) bool { return errors.As(err, target) }
 
 // asJSON is a YAML (or JSON) document as JSON.
 func asJSON(doc []byte) []byte {

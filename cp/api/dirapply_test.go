@@ -125,7 +125,7 @@ func TestPrintYAMLOfTextDocument(t *testing.T) {
 	quoted, _ := json.Marshal(text)
 	var b strings.Builder
 	rs := []Resource{{Spec: quoted}, {Spec: json.RawMessage(`{"name":"v","type":"VirtualOutbound"}`)}}
-	if err := Print(&b, "yaml", rs, time.Now()); err != nil {
+	if err := Print(&b, "yaml", "", rs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if want := text + "---\nname: v\ntype: VirtualOutbound\n"; b.String() != want {
@@ -141,7 +141,7 @@ func TestPrintJSONListShape(t *testing.T) {
 	r := Resource{Mesh: "default", Type: "virtualoutbounds", Name: "a", Version: 1, Spec: json.RawMessage(`{"name":"a"}`)}
 	for n := range 3 {
 		var b strings.Builder
-		if err := Print(&b, "json", slices.Repeat([]Resource{r}, n), time.Now()); err != nil {
+		if err := Print(&b, "json", "", slices.Repeat([]Resource{r}, n), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		var l List

@@ -7,20 +7,19 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"sigs.k8s.io/yaml"
 )
 
-// Print writes a list of resources as a table (MESH NAME VERSION AGE), YAML (one document
-// each: what apply reads back) or JSON (a List, {"total": N, "items": [...]}, as the API
-// gives a page, whatever the count).
-func Print(w io.Writer, format string, rs []Resource, now time.Time) error {
+// Print writes a list of resources of type typ (the URL's) as a table (kumactl's columns,
+// Table), YAML (one document each: what apply reads back) or JSON (a List, {"total": N,
+// "items": [...]}, as the API gives a page, whatever the count).
+func Print(w io.Writer, format, typ string, rs []Resource, now time.Time) error {
 	if format == "json" {
 		return printJSON(w, List{Total: len(rs), Items: append([]Resource{}, rs...)})
 	}
-	return printAs(w, format, rs, now)
+	return printAs(w, format, typ, rs, now)
 }
 
 // PrintOne writes one resource (get TYPE NAME): in JSON the resource itself.
@@ -28,7 +27,7 @@ func PrintOne(w io.Writer, format string, r Resource, now time.Time) error {
 	if format == "json" {
 		return printJSON(w, r)
 	}
-	return printAs(w, format, []Resource{r}, now)
+	return printAs(w, format, r.Type, []Resource{r}, now)
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -37,7 +36,7 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printAs(w io.Writer, format string, rs []Resource, now time.Time) error {
+func printAs(w io.Writer, format, typ string, rs []Resource, now time.Time) error {
 	switch format {
 	case "yaml":
 		for i, r := range rs {
@@ -58,12 +57,7 @@ func printAs(w io.Writer, format string, rs []Resource, now time.Time) error {
 		}
 		return nil
 	case "table", "":
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MESH\tTYPE\tNAME\tVERSION\tAGE")
-		for _, r := range rs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Mesh, r.Type, r.Name, r.Version, now.Sub(r.CreationTime).Round(time.Second))
-		}
-		return tw.Flush()
+		return Table(w, typ, rs, now)
 	}
 	return fmt.Errorf("-o %q: want table, yaml or json", format)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
@@ -22,6 +23,19 @@ func StoreName(r mesh.Resource) string {
 		return mesh.RouteKeyName(r.RouteNamespace, r.RouteName)
 	}
 	return r.GetMeta().Name
+}
+
+// InNamespace is the routes (or route bindings) of rs in namespace ns, as `get routes -n
+// NS` lists them: each is stored as name.namespace (a namespace has no dot, a name may).
+// Filtered here: keys are ordered by name, so a namespace is no range of the store.
+func InNamespace(rs []Resource, ns string) []Resource {
+	var out []Resource
+	for _, r := range rs {
+		if i := strings.LastIndexByte(r.Name, '.'); i >= 0 && r.Name[i+1:] == ns {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // routeWrite applies the route API's rules to a Route write: no status on create; on update

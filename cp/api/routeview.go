@@ -125,7 +125,7 @@ func PrintRoutes(w io.Writer, routes []Resource, now time.Time) error {
 		if s := r.Status; s != nil && s.Router != "" {
 			router, dns = s.Router, s.DNS
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Host, r.Path, r.DNSTypeOf(), router, r.PhaseOf(), dns, admitted(r), now.Sub(r.CreationTime).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Host, r.Path, r.DNSTypeOf(), router, r.PhaseOf(), dns, admitted(r), Age(r.CreationTime, now))
 	}
 	return tw.Flush()
 }

@@ -48,6 +48,8 @@ type ControlPlane struct {
 	lastID  int64
 	streams map[int64]*streamState
 	agents  map[token.Identity]int // streams per dataplane (mesh, name), once named
+	// agentsGen counts the changes of agents (a dataplane's first stream, its last gone).
+	agentsGen uint64
 }
 
 type streamState struct {
@@ -158,6 +160,7 @@ func (cp *ControlPlane) close(id int64) {
 	if st != nil && st.node != nil {
 		if cp.agents[*st.node]--; cp.agents[*st.node] <= 0 {
 			delete(cp.agents, *st.node)
+			cp.agentsGen++
 		}
 	}
 	cp.smu.Unlock()
@@ -188,7 +191,9 @@ func (cp *ControlPlane) onRequest(st *streamState, req *discovery.DeltaDiscovery
 		}
 		cp.smu.Lock()
 		st.node = &node
-		cp.agents[node]++
+		if cp.agents[node]++; cp.agents[node] == 1 {
+			cp.agentsGen++
+		}
 		cp.smu.Unlock()
 		cp.log.Info("dataplane connected", "dataplane", node.Name, "mesh", node.Mesh, "peer", st.peer,
 			"resumed_resources", len(req.GetInitialResourceVersions()))

@@ -265,10 +265,11 @@ func (s *Etcd) count(ctx context.Context, mesh, typ string, rev int64) (int, err
 // the next mesh with a one-key read and jumping over the other types, all at one revision.
 // It reads what it returns and a few keys a mesh, instead of every key of the store after
 // the cursor (the route scheduler lists routers, routes and bindings at every pass, beside
-// every dataplane).
+// every dataplane). A page that is full gives a next only when a key of the type follows
+// (etcd's More within a mesh, else a one-key probe of the later meshes): the last page is
+// never followed by an empty one.
 func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]Item, string, int64, error) {
 	root := s.prefix + "/"
-	end := clientv3.GetPrefixRangeEnd(root)
 	cursor := root
 	if after != "" {
 		cursor = root + after + "\x00"
@@ -282,16 +283,72 @@ func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]It
 		return opts
 	}
 	var out []Item
-	for limit <= 0 || len(out) < limit {
-		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly())...)
+	for {
+		var typePrefix string
+		var err error
+		typePrefix, cursor, rev, err = s.nextTypeRange(ctx, root, typ, cursor, rev)
 		if err != nil {
 			return nil, "", 0, unavailable("store: list", err)
+		}
+		if typePrefix == "" {
+			return out, "", rev, nil // no mesh after the cursor holds the type
+		}
+		typeEnd := clientv3.GetPrefixRangeEnd(typePrefix)
+		if limit > 0 && len(out) == limit {
+			// the page is full: a next only when a key of the type follows
+			r, err := s.get(ctx, cursor, at(clientv3.WithRange(typeEnd), clientv3.WithLimit(1), clientv3.WithKeysOnly())...)
+			if err != nil {
+				return nil, "", 0, unavailable("store: list", err)
+			}
+			if len(r.Kvs) > 0 {
+				return out, out[len(out)-1].Key.String(), rev, nil
+			}
+			cursor = typeEnd
+			continue
+		}
+		opts := []clientv3.OpOption{clientv3.WithRange(typeEnd)}
+		if limit > 0 {
+			opts = append(opts, clientv3.WithLimit(int64(limit-len(out))))
+		}
+		r, err := s.get(ctx, cursor, at(opts...)...)
+		if err != nil {
+			return nil, "", 0, unavailable("store: list", err)
+		}
+		for _, kv := range r.Kvs {
+			it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, "", 0, err
+			}
+			out = append(out, it)
+		}
+		if r.More {
+			return out, out[len(out)-1].Key.String(), rev, nil // the page is full within this mesh
+		}
+		cursor = typeEnd
+	}
+}
+
+// nextTypeRange finds, with one-key reads from cursor on, the first mesh whose range of
+// type typ may hold a key at or after cursor: it returns that range's prefix ("" when no
+// key follows) and where to read it from; rev is the revision to read at (0: now, and the
+// first read's is returned).
+func (s *Etcd) nextTypeRange(ctx context.Context, root, typ, cursor string, rev int64) (typePrefix, from string, _ int64, _ error) {
+	end := clientv3.GetPrefixRangeEnd(root)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		r, err := s.get(ctx, cursor, opts...)
+		if err != nil {
+			return "", "", 0, err
 		}
 		if rev == 0 {
 			rev = r.Header.Revision
 		}
 		if len(r.Kvs) == 0 {
-			return out, "", rev, nil
+			return "", "", rev, nil
 		}
 		key := string(r.Kvs[0].Key)
 		parts := strings.SplitN(strings.TrimPrefix(key, root), "/", 3)
@@ -304,32 +361,12 @@ func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]It
 		switch {
 		case parts[1] < typ: // this mesh's type comes later
 			cursor = typePrefix
-			continue
 		case parts[1] > typ: // past it: the next mesh
 			cursor = clientv3.GetPrefixRangeEnd(meshPrefix)
-			continue
+		default:
+			return typePrefix, cursor, rev, nil
 		}
-		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix))}
-		if limit > 0 {
-			opts = append(opts, clientv3.WithLimit(int64(limit-len(out))))
-		}
-		r, err = s.get(ctx, cursor, at(opts...)...)
-		if err != nil {
-			return nil, "", 0, unavailable("store: list", err)
-		}
-		for _, kv := range r.Kvs {
-			it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
-			if err != nil {
-				return nil, "", 0, err
-			}
-			out = append(out, it)
-		}
-		if r.More {
-			break // the page is full within this mesh
-		}
-		cursor = clientv3.GetPrefixRangeEnd(typePrefix)
 	}
-	return out, out[len(out)-1].Key.String(), rev, nil
 }
 
 // Put implements Store: read the current version and times, then write only if the key is

@@ -508,3 +508,62 @@ func TestCount(t *testing.T) {
 		t.Errorf("counting the dataplanes of 4 meshes read %d keys, want a probe a mesh", n)
 	}
 }
+
+// A page that is exactly full at the end of a list is the last: no next (a client followed
+// it to an empty page) - for one type of every mesh whether later meshes hold only other
+// types or nothing, and a next when a later mesh does hold the type.
+func TestListLastFullPageHasNoNext(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	put := func(m, typ, name string) {
+		t.Helper()
+		if _, err := s.Put(ctx, Key{m, typ, name}, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []string{"a", "b"} {
+		put(m, "Dataplane", "dp-1")
+		put(m, "Dataplane", "dp-2")
+	}
+	put("c", "Route", "r") // a later mesh without dataplanes
+	put("c", "Zone", "z")
+	pages := func(mesh, typ string, size int) (n, items int) {
+		t.Helper()
+		after := ""
+		for n < 20 {
+			got, next, _, err := s.List(ctx, mesh, typ, after, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, items = n+1, items+len(got)
+			if next == "" {
+				return n, items
+			}
+			if len(got) == 0 {
+				t.Errorf("List(%q, %q, size %d) after %q: an empty page with next %q", mesh, typ, size, after, next)
+			}
+			after = next
+		}
+		t.Fatalf("List(%q, %q, size %d): no end", mesh, typ, size)
+		return
+	}
+	for _, tc := range []struct {
+		mesh, typ   string
+		size, pages int
+		items       int
+	}{
+		{"", "Dataplane", 2, 2, 4},  // full at mesh b's end, mesh c has other types only
+		{"", "Dataplane", 4, 1, 4},  // everything on one full page
+		{"", "Dataplane", 1, 4, 4},  // full at mesh a's end: mesh b follows (a next)
+		{"", "Dataplane", 3, 2, 4},  // not full
+		{"a", "Dataplane", 2, 1, 2}, // one mesh
+		{"", "", 6, 1, 6},           // everything
+		{"", "Route", 1, 1, 1},
+	} {
+		n, items := pages(tc.mesh, tc.typ, tc.size)
+		if n != tc.pages || items != tc.items {
+			t.Errorf("List(%q, %q) in pages of %d: %d pages, %d items; want %d pages, %d items", tc.mesh, tc.typ, tc.size, n, items, tc.pages, tc.items)
+		}
+	}
+}

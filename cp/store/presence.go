@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,17 @@ func (p *Presence) Elsewhere(name string) bool {
 	return len(p.others[name]) > 0
 }
 
+// Others are the names the other replicas hold, each with those replicas (sorted).
+func (p *Presence) Others() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]string, len(p.others))
+	for name, ids := range p.others {
+		out[name] = slices.Sorted(maps.Keys(ids))
+	}
+	return out
+}
+
 // Run keeps this replica's names in etcd and follows the others' until ctx ends; its names
 // are removed when it returns.
 func (p *Presence) Run(ctx context.Context) {
@@ -73,6 +85,10 @@ func (p *Presence) Run(ctx context.Context) {
 		}
 	}
 }
+
+// maxTxnOps is the most operations a presence transaction holds: etcd's default
+// --max-txn-ops.
+const maxTxnOps = 128
 
 var errPresenceLost = errors.New("presence: session or watch lost")
 
@@ -126,27 +142,51 @@ func (p *Presence) session(ctx context.Context) error {
 		p.mu.Lock()
 		want := maps.Clone(p.want)
 		p.mu.Unlock()
+		// the changes, maxTxnOps a transaction: thousands of agents connecting at once
+		// are a few writes, not one each (one a name took 54 s for 10,000 on three members)
+		var ops []clientv3.Op
+		var put, del []string
+		flush := func() error {
+			if len(ops) == 0 {
+				return nil
+			}
+			wc, cancel := p.s.ctx(ctx)
+			_, err := p.s.c.Txn(wc).Then(ops...).Commit()
+			cancel()
+			if err != nil {
+				return err
+			}
+			for _, n := range put {
+				held[n] = true
+			}
+			for _, n := range del {
+				delete(held, n)
+			}
+			ops, put, del = ops[:0], put[:0], del[:0]
+			return nil
+		}
 		for n := range want {
 			if !held[n] {
-				wc, cancel := p.s.ctx(ctx)
-				_, err := p.s.c.Put(wc, pre+n+"/"+p.id, "", clientv3.WithLease(sess.Lease()))
-				cancel()
-				if err != nil {
-					return err
+				ops, put = append(ops, clientv3.OpPut(pre+n+"/"+p.id, "", clientv3.WithLease(sess.Lease()))), append(put, n)
+				if len(ops) == maxTxnOps {
+					if err := flush(); err != nil {
+						return err
+					}
 				}
-				held[n] = true
 			}
 		}
 		for n := range held {
 			if !want[n] {
-				wc, cancel := p.s.ctx(ctx)
-				_, err := p.s.c.Delete(wc, pre+n+"/"+p.id)
-				cancel()
-				if err != nil {
-					return err
+				ops, del = append(ops, clientv3.OpDelete(pre+n+"/"+p.id)), append(del, n)
+				if len(ops) == maxTxnOps {
+					if err := flush(); err != nil {
+						return err
+					}
 				}
-				delete(held, n)
 			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
