@@ -57,7 +57,12 @@ func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ip
 		}
 	}
 	// Built once for the addresses' listeners, which may be built concurrently.
-	filter := sync.OnceValue(func() *listener.Filter { return g.tcpProxy(spec.stat, spec.single, spec.split, spec.hashSource) })
+	filter := sync.OnceValue(func() *listener.Filter {
+		if spec.http != nil {
+			return g.httpProxy(spec)
+		}
+		return g.tcpProxy(spec.stat, spec.single, spec.split, spec.hashSource)
+	})
 	for _, ip := range ips {
 		if !ip.IsValid() {
 			continue
@@ -142,7 +147,8 @@ func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
 }
 
 // serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
-// TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the tags.
+// TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the
+// tags; with the route's HTTP rules when it has some and the service is HTTP (httproute.go).
 func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
 	svc := tags.Value(mesh.ServiceTag)
 	if svc == "" {
@@ -150,7 +156,11 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 	}
 	if r := g.routes.best(svc); r != nil {
 		split := r.split(svc, func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) })
-		return proxySpec{stat: stat, split: split, hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}, true
+		spec := proxySpec{stat: stat, split: split, hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}
+		if r.http != nil && g.httpService(svc) {
+			spec.http = g.httpRoutes(r, svc)
+		}
+		return spec, true
 	}
 	return proxySpec{stat: stat, single: g.serviceCluster(tags, mesh.LoadBalancer{})}, true
 }
