@@ -9,7 +9,9 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/kumadp/kuma-dp/mesh"
@@ -101,14 +103,43 @@ func httpInbounds(ins []inboundRef) bool {
 	return len(ins) > 0
 }
 
-// httpRoutes is the httpSpec of route r for an outbound to svc, its clusters ensured.
-func (g *generator) httpRoutes(r *route, svc string) *httpSpec {
+// httpRoutes is the httpSpec of route r for an outbound to svc; cluster ensures a
+// destination's cluster and names it.
+func httpRoutes(r *route, svc string, cluster func(mesh.Tags) string) *httpSpec {
 	h := &httpSpec{route: r.tr.Name, rules: r.http, splits: make([][]weighted, len(r.http))}
 	for i, hr := range r.http {
-		h.splits[i] = destSplit(hr.conf, svc, func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) })
+		h.splits[i] = destSplit(hr.conf, svc, cluster)
 	}
 	return h
 }
+
+// http2Suffix ends the name of a cluster whose upstream connections are HTTP/2 (braces
+// without '=' name no tags: clusterName).
+const http2Suffix = "{http2}"
+
+// http2Service reports whether svc speaks HTTP/2 only: it has serving inbounds and every one
+// is tagged kuma.io/protocol http2 or grpc. The HTTP rules' requests to it go out as HTTP/2
+// (Envoy's default, HTTP/1.1, would break gRPC).
+func (g *generator) http2Service(svc string) bool {
+	ins := g.byService[svc]
+	for _, in := range ins {
+		if p := in.tags.Value(mesh.ProtocolTag); p != "http2" && p != "grpc" {
+			return false
+		}
+	}
+	return len(ins) > 0
+}
+
+// http2Options are the protocol options of an HTTP/2 cluster.
+func http2Options() map[string]*anypb.Any {
+	o := &upstreamhttp.HttpProtocolOptions{UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &core.Http2ProtocolOptions{}}}}}
+	return map[string]*anypb.Any{httpProtocolOptionsName: mustAny(o)}
+}
+
+// httpProtocolOptionsName is the key of Envoy's HTTP upstream options in a cluster.
+const httpProtocolOptionsName = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 // httpProxy is the http_connection_manager filter of an outbound with HTTP rules.
 func (g *generator) httpProxy(spec proxySpec) *listener.Filter {

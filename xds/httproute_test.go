@@ -9,6 +9,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -193,16 +194,34 @@ func TestHTTPRulesRouteConfig(t *testing.T) {
 			for _, rt := range vhs[0].Routes {
 				got = append(got, describeRoute(rt))
 			}
+			// An http2 or grpc service's clusters speak HTTP/2 upstream (a cluster of their
+			// own); db, a TCP service, keeps its plain cluster.
+			h2 := ""
+			if protocol != "http" {
+				h2 = "{http2}"
+			}
 			want := []string{
-				"backend-http/http[0]: prefix /api :method=GET x-canary=true x-user~^u[0-9]+$ -> backend{version=2}:90 backend{version=3}:10 rewrite /v2/api host api.internal" +
+				"backend-http/http[0]: prefix /api :method=GET x-canary=true x-user~^u[0-9]+$ -> backend{version=2}" + h2 + ":90 backend{version=3}" + h2 + ":10 rewrite /v2/api host api.internal" +
 					" req+x-routed=canary(APPEND_IF_EXISTS_OR_ADD) req+x-env=prod(OVERWRITE_IF_EXISTS_OR_ADD) req-x-debug" +
 					" resp+x-served-by=canary(OVERWRITE_IF_EXISTS_OR_ADD) resp-server",
 				`backend-http/http[1]: regex ^/users/([0-9]+)$ -> db:1 rewrite ^/users/([0-9]+)$=>/people/\1 host ^/users/([0-9]+)$=>u\1.internal`,
-				"backend-http/http[2]: path /health :method^P -> backend:1",
-				"backend-http: prefix / -> backend{version=2}:3 backend{version=3}:1",
+				"backend-http/http[2]: path /health :method^P -> backend" + h2 + ":1",
+				"backend-http: prefix / -> backend{version=2}" + h2 + ":3 backend{version=3}" + h2 + ":1",
 			}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("routes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			for _, c := range r.Clusters {
+				opts := c.GetTypedExtensionProtocolOptions()[httpProtocolOptionsName]
+				if strings.HasSuffix(c.Name, "{http2}") != (opts != nil) {
+					t.Errorf("cluster %s: protocol options %v", c.Name, opts)
+				}
+				if opts != nil {
+					var o upstreamhttp.HttpProtocolOptions
+					if err := opts.UnmarshalTo(&o); err != nil || o.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+						t.Errorf("cluster %s: not HTTP/2 upstream: %v %v", c.Name, &o, err)
+					}
+				}
 			}
 			// db, a TCP service, keeps its tcp_proxy (no route of its own here).
 			if got := strings.Join(splitOf(t, r, "outbound:240.0.0.2:5432"), " "); got != "db" {

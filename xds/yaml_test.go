@@ -47,7 +47,7 @@ func TestYAMLScenarios(t *testing.T) {
 			listener: "outbound:127.0.0.1:10000", golden: "yaml-kuma-http-routes", routes: []string{
 				"backend-http/http[0]: prefix /api/ :method=GET x-canary=true -> backend{version=v1}{maglev}:50 backend{version=v2}{maglev}:50 rewrite /" +
 					" hash source_ip=true req+x-canary-routed=yes(APPEND_IF_EXISTS_OR_ADD) req-x-canary resp+x-served-by=backend-canary(OVERWRITE_IF_EXISTS_OR_ADD)",
-				`backend-http/http[1]: regex ^/users/([0-9]+)/profile$ -> users{maglev}:1 rewrite ^/users/([0-9]+)/profile$=>/profiles/\1 host users.internal hash source_ip=true`,
+				`backend-http/http[1]: regex ^/users/([0-9]+)/profile$ -> users{maglev}{http2}:1 rewrite ^/users/([0-9]+)/profile$=>/profiles/\1 host users.internal hash source_ip=true`,
 				"backend-http: prefix / -> backend{version=v1}{maglev}:90 backend{version=v2}{maglev}:10 hash source_ip=true",
 			}},
 		{name: "kuma-http-redis", dataplane: "testdata/yaml/kuma-http-routes/dataplane.yaml", policies: "testdata/yaml/kuma-http-routes/policies",
