@@ -291,6 +291,13 @@ func TestHTTPRulesNotForTCPServices(t *testing.T) {
 	mixed := httpBackends("http")
 	in := &mixed[2].(*mesh.Dataplane).Networking.Inbound[0]
 	in.Tags = in.Tags.With(mesh.ProtocolTag, "tcp")
+	// An empty list of rules is none: an HTTP service keeps its tcp_proxy too.
+	empty := *withRules
+	empty.HTTP = []mesh.HTTPRule{}
+	r := generateValid(t, mobile(tags("service", "mobile")), append(httpBackends("http"), &empty), tproxy)
+	if listenerHCM(t, r, "outbound:240.0.0.1:80") != nil {
+		t.Error("http: [] served as HTTP rules")
+	}
 	for name, res := range map[string][]mesh.Resource{"no protocol": backends(), "tcp": httpBackends("tcp"), "mixed": mixed} {
 		t.Run(name, func(t *testing.T) {
 			r := generateValid(t, mobile(tags("service", "mobile")), append(res, withRules), tproxy)
@@ -321,5 +328,42 @@ func TestHTTPRulesOnDataplaneOutbound(t *testing.T) {
 	}
 	if m.StatPrefix != "backend" {
 		t.Errorf("stat prefix %q", m.StatPrefix)
+	}
+}
+
+// A destination service turning HTTP (its inbounds' protocol tags change, nothing else) turns
+// its outbounds' HTTP rules on in an incremental generation, and TCP again turns them off,
+// each time equal to a full generation - also when the route sends none of its traffic to
+// the service's own endpoints (no cluster of the outbound changes).
+func TestHTTPRulesFollowTheServiceProtocol(t *testing.T) {
+	tr := decodeRoute(t, `type: TrafficRoute
+name: backend-to-db
+mesh: default
+sources: [{match: {kuma.io/service: mobile}}]
+destinations: [{match: {kuma.io/service: backend}}]
+conf:
+  destination: {kuma.io/service: db}
+  http:
+  - match: {path: {prefix: /api}}
+    destination: {kuma.io/service: db, kuma.io/protocol: tcp}
+`)
+	gen := NewGenerator()
+	for step, protocol := range []string{"tcp", "http", "grpc", "tcp"} {
+		s, err := mesh.NewSnapshot(mobile(tags("service", "mobile")), append(httpBackends(protocol), tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := Generate(s, defaultTable(), tproxy)
+		got, err := gen.Generate(s, defaultTable(), tproxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAsFull(t, step, want, got)
+		if isHTTP := listenerHCM(t, got, "outbound:240.0.0.1:80") != nil; isHTTP != (protocol != "tcp") {
+			t.Errorf("step %d (%s): HTTP rules served: %v", step, protocol, isHTTP)
+		}
+	}
+	if gen.partial != 3 {
+		t.Errorf("%d incremental generations, want 3", gen.partial)
 	}
 }

@@ -201,7 +201,7 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 		return nil, err
 	}
 	r.conf = conf
-	if tr.HTTP != nil {
+	if len(tr.HTTP) > 0 { // `http: []` is no rules
 		if r.http, err = compileHTTP(tr.HTTP); err != nil {
 			return nil, err
 		}
