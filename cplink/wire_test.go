@@ -205,3 +205,44 @@ func TestKumaRouteCrossesTheLink(t *testing.T) {
 		t.Fatalf("read back: %+v\n%s", tr, body)
 	}
 }
+
+// A TrafficRoute with Kuma's conf.http crosses the link (http beside conf in the canonical
+// form) and reads back with every rule equal: matchers (an empty exact value too), rewrites,
+// header changes, splits and destinations.
+func TestKumaHTTPRouteCrossesTheLink(t *testing.T) {
+	doc := "type: TrafficRoute\nname: api\nmesh: default\n" +
+		"sources:\n  - match:\n      kuma.io/service: '*'\ndestinations:\n  - match:\n      kuma.io/service: backend\n" +
+		"conf:\n  destination:\n    kuma.io/service: backend\n  loadBalancer:\n    maglev: {}\n  http:\n" +
+		"  - match:\n      method: {exact: GET}\n      path: {prefix: /api}\n      headers:\n        x-canary: {exact: 'true'}\n        x-empty: {exact: ''}\n" +
+		"    modify:\n      path: {rewritePrefix: /v2}\n      host: {value: api.internal}\n" +
+		"      requestHeaders:\n        add: [{name: x-a, value: '1', append: true}]\n        remove: [{name: x-b}]\n" +
+		"      responseHeaders:\n        add: [{name: x-c, value: 'yes'}]\n" +
+		"    split:\n    - weight: 3\n      destination: {kuma.io/service: backend, version: v2}\n" +
+		"  - match:\n      path: {regex: '^/u/([0-9]+)$'}\n" +
+		"    modify:\n      path: {regex: {pattern: '^/u/([0-9]+)$', substitution: '/users/\\1'}}\n" +
+		"      host: {fromPath: {pattern: '^/u/([0-9]+)$', substitution: 'u\\1.internal'}}\n" +
+		"    destination: {kuma.io/service: '*'}\n"
+	rs, err := mesh.Decode("api.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	sent := rs[0].(*mesh.TrafficRoute)
+	if len(sent.HTTP) != 2 {
+		t.Fatalf("decoded %d rules", len(sent.HTTP))
+	}
+	body, err := EncodeResource(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeResource(mesh.KindTrafficRoute, "api", body)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	tr := back.(*mesh.TrafficRoute)
+	if !reflect.DeepEqual(tr.HTTP, sent.HTTP) || !reflect.DeepEqual(tr.Conf, sent.Conf) || string(tr.LoadBalancer) != `{"maglev":{}}` {
+		t.Fatalf("read back differently:\n%s", body)
+	}
+	if sub := tr.HTTP[1].Modify.Path.Regex.Substitution; sub != `/users/\1` {
+		t.Errorf("substitution %q", sub)
+	}
+}

@@ -23,9 +23,9 @@ import (
 // conf.destination all `kuma.io/service: '*'`). The L4 TrafficRoute design writes conf as
 // the list of weighted destinations itself. kumaRouteConf reads Kuma's form into the
 // design's: split is the list, destination one entry of weight 1, and loadBalancer is kept as
-// written (TrafficRoute.LoadBalancer; ParseLoadBalancer reads it for the route's clusters). conf.http (Kuma's HTTP matching and rewriting) is refused:
-// kuma-dp's Envoy routes TCP connections, and serving a route without its HTTP rules would
-// send the requests they match elsewhere than their author meant.
+// written (TrafficRoute.LoadBalancer; ParseLoadBalancer reads it for the route's clusters), and
+// conf.http (Kuma's HTTP matching and rewriting) is read into TrafficRoute.HTTP
+// (trafficroute_http.go).
 //
 // A wildcard service in a destination (`kuma.io/service: '*'`, as in route-all) is, as in
 // Kuma, the service the connection was for.
@@ -66,8 +66,10 @@ func (d *decoder) kumaRouteConf(m map[string]any, prefix string) (kuma, single b
 			}
 			m["loadBalancer"] = c[k]
 		case "http":
-			d.errorf(prefix+"conf.http", "", "HTTP rules are not supported: kuma-dp routes TCP connections (the L4 TrafficRoute); "+
-				"give the split for all of the service's traffic, or keep this route at a Kuma control plane")
+			if _, both := m["http"]; both {
+				d.errorf(prefix+"http", "", "give the HTTP rules in conf only")
+			}
+			m["http"] = c[k]
 		default:
 			d.unknown(prefix+"conf."+k, k, []string{"split", "destination", "loadBalancer", "http"})
 		}
@@ -211,9 +213,10 @@ var kumaConfIndex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCom
 // kumaConfPath is the path of Kuma's form for a path p of the design's form, when conf was
 // written as Kuma's split (single: as Kuma's destination).
 func kumaConfPath(p string, single bool) string {
-	for _, top := range []string{"loadBalancer", "spec.loadBalancer"} {
+	for _, top := range []string{"loadBalancer", "spec.loadBalancer", "http", "spec.http"} {
 		if within(p, top) {
-			return strings.TrimSuffix(top, "loadBalancer") + "conf." + strings.TrimPrefix(p, strings.TrimSuffix(top, "loadBalancer"))
+			spec := strings.TrimSuffix(strings.TrimSuffix(top, "loadBalancer"), "http")
+			return spec + "conf." + strings.TrimPrefix(p, spec)
 		}
 	}
 	m := kumaConfIndex().FindStringSubmatchIndex(p)

@@ -297,6 +297,8 @@ type TrafficRoute struct {
 	// LoadBalancer is Kuma's conf.loadBalancer ({roundRobin: {}}, leastRequest, ringHash,
 	// random, maglev), kept as written and read by ParseLoadBalancer (trafficroute_kuma.go).
 	LoadBalancer json.RawMessage `json:"loadBalancer,omitempty"`
+	// HTTP is Kuma's conf.http (trafficroute_http.go): nil for a route without HTTP rules.
+	HTTP []HTTPRule `json:"http,omitempty"`
 }
 
 // WeightedDestination is one element of TrafficRoute.conf.

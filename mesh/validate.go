@@ -410,26 +410,11 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 			}
 		}
 	}
-	if len(tr.Conf) == 0 {
-		v.errorf("conf", "", "at least one weighted destination is required")
-	}
-	var total uint64
-	for i, c := range tr.Conf {
-		total += uint64(c.Weight)
-		p := fmt.Sprintf("conf[%d].destination", i)
-		// "*" as the service (Kuma's route-all) is the service the connection was for;
-		// every other tag names one value.
-		v.tags(p, c.Destination, true, true)
-		for _, tg := range c.Destination {
-			if tg.Value == Wildcard && tg.Key != ServiceTag {
-				v.errorf(keyPath(p, tg.Key), tg.Value, `"*" is only allowed as %s (the service the connection was for) and in selectors`, ServiceTag)
-			}
-		}
-	}
-	if len(tr.Conf) > 0 && total == 0 {
-		v.errorf("conf", "", "weights add up to 0")
-	}
+	v.weightedDestinations("conf", tr.Conf)
 	v.loadBalancer(tr.LoadBalancer)
+	if tr.HTTP != nil {
+		v.httpRules(tr.HTTP)
+	}
 }
 
 func (v *validator) hostnameGenerator(hg *HostnameGenerator) {

@@ -72,6 +72,13 @@ func (g *generator) track(svc string, spec proxySpec) {
 	for _, w := range spec.split {
 		add(w.cluster)
 	}
+	if spec.http != nil {
+		for _, ws := range spec.http.splits {
+			for _, w := range ws {
+				add(w.cluster)
+			}
+		}
+	}
 }
 
 // newState records a full generation.
@@ -139,7 +146,16 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 	}
 	g := newGeneratorFrom(st, s, t, o)
 	st.patchMembership(ch.dps)
+	wasHTTP := map[string]bool{}
+	for d := range ch.dirtyDest {
+		wasHTTP[d] = httpInbounds(st.byService[d])
+	}
 	st.reindexDestinations(ch.dirtyDest)
+	for d := range ch.dirtyDest {
+		if httpInbounds(st.byService[d]) != wasHTTP[d] {
+			ch.dirtyOut[d] = true // its outbounds' HTTP rules apply now, or no longer (httproute.go)
+		}
+	}
 	names := changedNames{listeners: map[string]bool{}, clusters: map[string]bool{}, endpoints: map[string]bool{}}
 	st.dropDestinationClusters(ch.dirtyDest, names)
 	released := st.releaseOutbounds(ch.dirtyOut, s.Self, names)

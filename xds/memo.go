@@ -126,7 +126,8 @@ func (t *trustStore) keepOnly(live map[memoKey]memoEntry) {
 	}
 }
 
-// proxySpec is what a tcp_proxy filter is built from.
+// proxySpec is what an outbound's filter is built from: a tcp_proxy, or the
+// http_connection_manager of a route's HTTP rules.
 type proxySpec struct {
 	stat   string
 	single string
@@ -134,6 +135,9 @@ type proxySpec struct {
 	// hashSource: the route's load balancer hashes (ringHash, maglev), on the client's
 	// address, the one key a TCP connection has.
 	hashSource bool
+	// http: the route's HTTP rules, for an outbound to an HTTP service (httproute.go); nil
+	// for a tcp_proxy.
+	http *httpSpec
 }
 
 func (p proxySpec) sig() string {
@@ -149,6 +153,9 @@ func (p proxySpec) sig() string {
 	}
 	if p.hashSource {
 		b.WriteString("|hash")
+	}
+	if p.http != nil {
+		p.http.sig(&b)
 	}
 	return b.String()
 }

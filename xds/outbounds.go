@@ -57,7 +57,12 @@ func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ip
 		}
 	}
 	// Built once for the addresses' listeners, which may be built concurrently.
-	filter := sync.OnceValue(func() *listener.Filter { return g.tcpProxy(spec.stat, spec.single, spec.split, spec.hashSource) })
+	filter := sync.OnceValue(func() *listener.Filter {
+		if spec.http != nil {
+			return g.httpProxy(spec)
+		}
+		return g.tcpProxy(spec.stat, spec.single, spec.split, spec.hashSource)
+	})
 	for _, ip := range ips {
 		if !ip.IsValid() {
 			continue
@@ -142,15 +147,26 @@ func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
 }
 
 // serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
-// TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the tags.
+// TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the
+// tags; with the route's HTTP rules when it has some and the service is HTTP (httproute.go).
 func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
 	svc := tags.Value(mesh.ServiceTag)
 	if svc == "" {
 		return proxySpec{}, false
 	}
 	if r := g.routes.best(svc); r != nil {
-		split := r.split(svc, func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) })
-		return proxySpec{stat: stat, split: split, hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}, true
+		cluster := func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) }
+		http := r.http != nil && g.httpService(svc)
+		if http {
+			cluster = func(t mesh.Tags) string {
+				return g.serviceClusterFor(t, r.lb, g.http2Service(t.Value(mesh.ServiceTag)))
+			}
+		}
+		spec := proxySpec{stat: stat, split: r.split(svc, cluster), hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}
+		if http {
+			spec.http = httpRoutes(r, svc, cluster)
+		}
+		return spec, true
 	}
 	return proxySpec{stat: stat, single: g.serviceCluster(tags, mesh.LoadBalancer{})}, true
 }
@@ -161,11 +177,27 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 // balancer other than round robin (a TrafficRoute's) adds its own "{...}" (lbSuffix), so
 // that routes balancing one destination differently have a cluster each.
 func (g *generator) serviceCluster(tags mesh.Tags, lb mesh.LoadBalancer) string {
+	return g.serviceClusterFor(tags, lb, false)
+}
+
+// serviceClusterFor is serviceCluster; h2 makes the cluster's upstream connections HTTP/2
+// (the HTTP rules of an outbound sending to an http2 or grpc service: httproute.go), in a
+// cluster of its own named with http2Suffix.
+func (g *generator) serviceClusterFor(tags mesh.Tags, lb mesh.LoadBalancer, h2 bool) string {
 	name := clusterName(tags) + lbSuffix(lb)
+	if h2 {
+		name += http2Suffix
+	}
 	if _, ok := g.clusters[name]; ok {
 		return name
 	}
-	g.addCluster(name, "", func() *cluster.Cluster { return edsCluster(name, lb) })
+	g.addCluster(name, "", func() *cluster.Cluster {
+		c := edsCluster(name, lb)
+		if h2 {
+			c.TypedExtensionProtocolOptions = http2Options()
+		}
+		return c
+	})
 	if g.st != nil {
 		svc := tags.Value(mesh.ServiceTag)
 		g.st.dest[name] = svc

@@ -167,17 +167,21 @@ func (g *generator) httpRouter(router string, hosts map[string][]routedPath) *li
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 	}
-	rf := &routerfilter.Router{}
-	rfAny := mustAny(rf)
-	g.packed.add(rfAny, rf)
-	m := &hcm.HttpConnectionManager{
+	return g.hcmFilter(&hcm.HttpConnectionManager{
 		StatPrefix:     "router_" + router,
 		CodecType:      hcm.HttpConnectionManager_AUTO,
 		StripPortMode:  &hcm.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
 		RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: rc},
-		HttpFilters: []*hcm.HttpFilter{{Name: httpRouterFilter,
-			ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: rfAny}}},
-	}
+	})
+}
+
+// hcmFilter is the network filter of http_connection_manager m, Envoy's router filter
+// added as its one HTTP filter.
+func (g *generator) hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
+	rf := &routerfilter.Router{}
+	rfAny := mustAny(rf)
+	g.packed.add(rfAny, rf)
+	m.HttpFilters = []*hcm.HttpFilter{{Name: httpRouterFilter, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: rfAny}}}
 	a := mustAny(m)
 	g.packed.add(a, m)
 	return &listener.Filter{Name: httpConnectionManagerFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: a}}
@@ -205,6 +209,9 @@ func routeClusters(l *listener.Listener, packed map[*anypb.Any]proto.Message) []
 				for _, r := range vh.GetRoutes() {
 					if c := r.GetRoute().GetCluster(); c != "" {
 						out = append(out, c)
+					}
+					for _, w := range r.GetRoute().GetWeightedClusters().GetClusters() {
+						out = append(out, w.GetName()) // an outbound's HTTP rules (httproute.go)
 					}
 				}
 			}

@@ -17,6 +17,9 @@ type route struct {
 	src  mesh.Rank         // best source selector over this dataplane's inbounds
 	dsts []mesh.Tags
 	conf []dest
+	// http are conf.http's rules, compiled (nil for a route without them): used for an
+	// outbound to an HTTP service (httproute.go).
+	http []httpRule
 }
 
 type dest struct {
@@ -29,9 +32,14 @@ type dest struct {
 // destinations that then name one cluster added up, in the route's order. Sums are taken
 // in 64 bits; when they exceed Envoy's uint32 weights, all are scaled down in proportion.
 func (r *route) split(svc string, cluster func(mesh.Tags) string) []weighted {
-	names := make([]string, 0, len(r.conf))
-	sums := make([]uint64, 0, len(r.conf))
-	for _, d := range r.conf {
+	return destSplit(r.conf, svc, cluster)
+}
+
+// destSplit is route.split for the destinations conf (the route's, or an HTTP rule's).
+func destSplit(conf []dest, svc string, cluster func(mesh.Tags) string) []weighted {
+	names := make([]string, 0, len(conf))
+	sums := make([]uint64, 0, len(conf))
+	for _, d := range conf {
 		tags := d.tags
 		if tags.Value(mesh.ServiceTag) == mesh.Wildcard {
 			tags = tags.With(mesh.ServiceTag, svc)
@@ -188,16 +196,33 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 	for _, d := range tr.Destinations {
 		r.dsts = append(r.dsts, normalizeTags(d.Match))
 	}
+	conf, err := compileDests("conf", tr.Conf)
+	if err != nil {
+		return nil, err
+	}
+	r.conf = conf
+	if len(tr.HTTP) > 0 { // `http: []` is no rules
+		if r.http, err = compileHTTP(tr.HTTP); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// compileDests normalizes the weighted destinations at path (conf, or an HTTP rule's
+// split); destinations with the same tags are one, their weights added up.
+func compileDests(path string, ds []mesh.WeightedDestination) ([]dest, *routeError) {
+	var out []dest
 	index := map[string]int{}
-	for i, c := range tr.Conf {
+	for i, c := range ds {
 		tags := normalizeTags(c.Destination)
 		svc := tags.Value(mesh.ServiceTag)
 		if svc == "" {
-			return nil, &routeError{fmt.Sprintf("conf[%d].destination", i), "needs a kuma.io/service (or service) tag"}
+			return nil, &routeError{fmt.Sprintf("%s[%d].destination", path, i), "needs a kuma.io/service (or service) tag"}
 		}
 		for _, tg := range tags {
 			if k, v := tg.Key, tg.Value; (v == mesh.Wildcard && k != mesh.ServiceTag) || v == "" {
-				return nil, &routeError{fmt.Sprintf("conf[%d].destination.%s", i, k), fmt.Sprintf("destination tags need exact values (value %q)", v)}
+				return nil, &routeError{fmt.Sprintf("%s[%d].destination.%s", path, i, k), fmt.Sprintf("destination tags need exact values (value %q)", v)}
 			}
 		}
 		if c.Weight == 0 {
@@ -206,16 +231,16 @@ func compileRoute(tr *mesh.TrafficRoute) (*route, *routeError) {
 		// Two destinations with the same tags are one cluster: their weights add up.
 		name := clusterName(tags)
 		if j, ok := index[name]; ok {
-			r.conf[j].weight += uint64(c.Weight)
+			out[j].weight += uint64(c.Weight)
 			continue
 		}
-		index[name] = len(r.conf)
-		r.conf = append(r.conf, dest{tags: tags, weight: uint64(c.Weight)})
+		index[name] = len(out)
+		out = append(out, dest{tags: tags, weight: uint64(c.Weight)})
 	}
-	if len(r.conf) == 0 {
-		return nil, &routeError{"conf", "no destination with a weight above 0"}
+	if len(out) == 0 {
+		return nil, &routeError{path, "no destination with a weight above 0"}
 	}
-	return r, nil
+	return out, nil
 }
 
 // best returns the best rule for an outbound to service svc, or nil. The rank of a rule is

@@ -21,6 +21,9 @@ func TestYAMLScenarios(t *testing.T) {
 		want        []string
 		wantLoadErr string
 		golden      string // the golden file's name when not "yaml-" + name (a scenario checked at two listeners)
+		// routes: the listener is an http_connection_manager with these routes (describeRoute)
+		// instead of a tcp_proxy.
+		routes []string
 	}{
 		{name: "A-identical-selectors", want: []string{"backend{region=eu-west-3}:100"}},
 		{name: "B-more-tags", want: []string{"backend{region=eu-west-3}:100"}},
@@ -37,6 +40,20 @@ func TestYAMLScenarios(t *testing.T) {
 			listener: "outbound:127.0.0.1:10000", want: []string{"backend{version=v1}{leastRequest:4}:90", "backend{version=v2}{leastRequest:4}:10"}, golden: "yaml-kuma-routes"},
 		{name: "kuma-route-all", dataplane: "testdata/yaml/kuma-routes/dataplane.yaml", policies: "testdata/yaml/kuma-routes/policies",
 			listener: "outbound:127.0.0.1:10001", want: []string{"redis:1"}, golden: "yaml-kuma-routes"},
+		// Kuma's conf.http: backend (HTTP) serves the rules, then the route's split; redis
+		// (TCP) keeps the tcp_proxy of its route's destination; web (HTTP, routed by
+		// route-all without rules) keeps its tcp_proxy.
+		{name: "kuma-http-backend", dataplane: "testdata/yaml/kuma-http-routes/dataplane.yaml", policies: "testdata/yaml/kuma-http-routes/policies",
+			listener: "outbound:127.0.0.1:10000", golden: "yaml-kuma-http-routes", routes: []string{
+				"backend-http/http[0]: prefix /api/ :method=GET x-canary=true -> backend{version=v1}{maglev}:50 backend{version=v2}{maglev}:50 rewrite /" +
+					" hash source_ip=true req+x-canary-routed=yes(APPEND_IF_EXISTS_OR_ADD) req-x-canary resp+x-served-by=backend-canary(OVERWRITE_IF_EXISTS_OR_ADD)",
+				`backend-http/http[1]: regex ^/users/([0-9]+)/profile$ -> users{maglev}{http2}:1 rewrite ^/users/([0-9]+)/profile$=>/profiles/\1 host users.internal hash source_ip=true`,
+				"backend-http: prefix / -> backend{version=v1}{maglev}:90 backend{version=v2}{maglev}:10 hash source_ip=true",
+			}},
+		{name: "kuma-http-redis", dataplane: "testdata/yaml/kuma-http-routes/dataplane.yaml", policies: "testdata/yaml/kuma-http-routes/policies",
+			listener: "outbound:127.0.0.1:10001", want: []string{"redis:1"}, golden: "yaml-kuma-http-routes"},
+		{name: "kuma-http-web", dataplane: "testdata/yaml/kuma-http-routes/dataplane.yaml", policies: "testdata/yaml/kuma-http-routes/policies",
+			listener: "outbound:127.0.0.1:10002", want: []string{"web:1"}, golden: "yaml-kuma-http-routes"},
 	}
 	for _, c := range cases {
 		dp, pol := c.dataplane, c.policies
@@ -83,7 +100,19 @@ func TestYAMLScenarios(t *testing.T) {
 			if l == "" {
 				l = "outbound:127.0.0.1:10000"
 			}
-			if got := splitOf(t, r, l); strings.Join(got, " ") != strings.Join(c.want, " ") {
+			if c.routes != nil {
+				m := listenerHCM(t, r, l)
+				if m == nil {
+					t.Fatalf("%s has no http_connection_manager", l)
+				}
+				var got []string
+				for _, rt := range m.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+					got = append(got, describeRoute(rt))
+				}
+				if strings.Join(got, "\n") != strings.Join(c.routes, "\n") {
+					t.Errorf("%s routes:\n%s\nwant:\n%s", l, strings.Join(got, "\n"), strings.Join(c.routes, "\n"))
+				}
+			} else if got := splitOf(t, r, l); strings.Join(got, " ") != strings.Join(c.want, " ") {
 				t.Errorf("%s routes to %v, want %v", l, got, c.want)
 			}
 			checkGolden(t, golden, goldenJSON(t, r))
