@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +32,18 @@ type envelope struct {
 	Doc      []byte    `json:"doc"`
 	Created  time.Time `json:"created"`
 	Modified time.Time `json:"modified"`
+	// Write is random, a write's own: a write retried after its answer was lost knows its
+	// earlier attempt landed by finding its bytes (ours), and two writers putting the same
+	// document in the same millisecond put the same bytes without it - the loser, finding
+	// the winner's, took the write for its own (an increment counted twice, one lost).
+	Write string `json:"write,omitempty"`
+}
+
+// newEnvelope is a write's envelope: created and modified now, its own Write.
+func newEnvelope(doc []byte, now time.Time) envelope {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return envelope{Doc: doc, Created: now, Modified: now, Write: hex.EncodeToString(b[:])}
 }
 
 // NewEtcd is the store under prefix (e.g. "/kuma") on an existing client.
@@ -388,7 +402,7 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 		return Item{}, unavailable("store: put "+k.String(), err)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	env := envelope{Doc: doc, Created: now, Modified: now}
+	env := newEnvelope(doc, now)
 	var cmp clientv3.Cmp
 	switch {
 	case len(cur.Kvs) == 0 && expect > 0:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -237,6 +238,34 @@ func TestQuorumLossAndRecovery(t *testing.T) {
 	case e := <-ch:
 		t.Fatalf("an extra event: %+v", e)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// A write retried after its answer was lost asks whether its earlier attempt landed. Another
+// writer that put the same document in the same millisecond, under the same comparison,
+// wrote the same bytes: the loser took the winner's write for its own, and an increment
+// was counted twice (TestLeaderKilledMidWrite: "counter 167 after 168 increments
+// succeeded"). Each write's envelope is its own.
+func TestRetriedWriteKnowsAnotherWritersSameBytes(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	s := NewEtcd(cl, "/kuma")
+	ctx := context.Background()
+	read, err := s.Put(ctx, k1, []byte("5"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	winner, _ := json.Marshal(newEnvelope([]byte("6"), now))
+	loser, _ := json.Marshal(newEnvelope([]byte("6"), now))
+	if _, err := cl.Put(ctx, s.key(k1), string(winner)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.ours(ctx, s.key(k1), read.Version, loser); ok {
+		t.Fatal("the loser of two same-document writes took the winner's for its own")
+	}
+	if _, ok := s.ours(ctx, s.key(k1), read.Version, winner); !ok {
+		t.Fatal("the winner does not know its own write")
 	}
 }
 

@@ -73,7 +73,7 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 			ops = append(ops, clientv3.OpDelete(key))
 			continue
 		}
-		env := envelope{Doc: w.Doc, Created: now, Modified: now}
+		env := newEnvelope(w.Doc, now)
 		if w.Expect > 0 && !w.Created.IsZero() {
 			env.Created = w.Created
 		} else if w.Expect != 0 { // an update keeps the creation time
