@@ -367,6 +367,12 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 			}
 			continue
 		}
+		if out[i].err != nil && paths[i] != l.dpFile {
+			// A refused file's resources are never served (its last good version is, see
+			// lastGood): those decoded beside its errors are garbage now, not held by the
+			// cache until the file changes again.
+			out[i].res = nil
+		}
 		// The others are garbage once their file is decoded, and never cached.
 		out[i].res = l.reach.Filter(out[i].res)
 		// In name order (documents of the same name as in the file), a snapshot finds a

@@ -849,3 +849,33 @@ func TestDirLoaderRefusedFileKeepsItsLastGood(t *testing.T) {
 		t.Fatalf("after the refused files are deleted: %v, redis-1 served %v", err, s != nil && has(s, "redis-1"))
 	}
 }
+
+// A file refused keeps nothing of its broken content: the resources decoded beside its
+// errors are never served, nor held by the cache until the file changes again (a large
+// inventory broken in one place would otherwise stay in memory, as a second copy of it).
+func TestDirLoaderRefusedFileHoldsNoPartialDecode(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	inv := filepath.Join(dir, "zz-inventory.yaml")
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("inv-%d", i)))
+	}
+	b.WriteString("type: Bogus\nname: x\n")
+	must(t, os.WriteFile(inv, []byte(b.String()), 0o644))
+	s, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Kept {
+		t.Fatalf("want the new broken file refused and left out: %v", err)
+	}
+	if slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return strings.HasPrefix(d.Name, "inv-") }) {
+		t.Error("a resource of the refused file is served")
+	}
+	if n := len(l.cache[inv].res); n != 0 {
+		t.Errorf("the cache holds %d resources decoded from the refused file", n)
+	}
+}
