@@ -225,7 +225,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	refused := l.lastGood(paths, results)
+	refused := l.lastGood(self, paths, results)
 	n := 0
 	for _, r := range results {
 		n += len(r.res)
@@ -251,10 +251,15 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 
 // lastGood replaces the result of each file refused in this load (results[i], of
 // paths[i]) by the resources that file gave the last snapshot - none when it gave none or
-// is new - and reports them all; nil when every file was accepted.
-func (l *dirLoader) lastGood(paths []string, results []cachedFile) error {
+// is new - and reports them all; nil when every file was accepted. A resource of a last
+// good version that an accepted file (or the dataplane file, self) now defines gives way
+// to it: moved out of the refused file, it is served from where it is now, instead of
+// the two copies refusing the whole load. It does not come back to the last good
+// version (the version kept from then on is the one served).
+func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cachedFile) error {
 	var byPath map[string][]mesh.Resource
 	var refused []cplink.RefusedFile
+	var keptAt []int
 	for i := range results {
 		if results[i].err == nil {
 			continue
@@ -271,12 +276,68 @@ func (l *dirLoader) lastGood(paths []string, results []cachedFile) error {
 			good = l.reach.Filter(good) // kept for another list of reachable services
 		}
 		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Err: results[i].err})
-		results[i] = cachedFile{res: good}
+		results[i] = cachedFile{res: good, err: results[i].err}
+		if len(good) > 0 {
+			keptAt = append(keptAt, i)
+		}
 	}
 	if refused == nil {
 		return nil
 	}
+	giveWay(self, results, keptAt)
+	for i := range results {
+		if results[i].err != nil {
+			results[i].err = nil
+		}
+	}
 	return &RefusedFiles{Files: refused}
+}
+
+// nameKey is what two resources must not share in a snapshot: their kind and name.
+type nameKey struct{ kind, name string }
+
+// giveWay drops from the last good versions at keptAt (results[i] for i in keptAt) each
+// resource that self or a file accepted in this load (a result without err) defines too.
+func giveWay(self *mesh.Dataplane, results []cachedFile, keptAt []int) {
+	if len(keptAt) == 0 {
+		return
+	}
+	keys := map[nameKey]bool{}
+	for _, i := range keptAt {
+		for _, r := range results[i].res {
+			keys[nameKey{r.Kind(), r.GetMeta().Name}] = false
+		}
+	}
+	taken := 0
+	mark := func(r mesh.Resource) {
+		k := nameKey{r.Kind(), r.GetMeta().Name}
+		if seen, ok := keys[k]; ok && !seen {
+			keys[k] = true
+			taken++
+		}
+	}
+	if self != nil {
+		mark(self)
+	}
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		for _, res := range r.res {
+			mark(res)
+		}
+	}
+	if taken == 0 {
+		return
+	}
+	for _, i := range keptAt {
+		res := results[i].res
+		drop := func(r mesh.Resource) bool { return keys[nameKey{r.Kind(), r.GetMeta().Name}] }
+		if slices.ContainsFunc(res, drop) {
+			// a new slice: the last good version, held by the last snapshot, is not modified
+			results[i].res = slices.DeleteFunc(slices.Clone(res), drop)
+		}
+	}
 }
 
 // keptPaths returns all with each path the last snapshot was built from replaced by the

@@ -835,10 +835,10 @@ func TestDirLoaderRefusedFileKeepsItsLastGood(t *testing.T) {
 			t.Errorf("redis-1 served with address %q", r.Networking.Address)
 		}
 	}
-	// A problem between files (the kept redis-1 and a copy of it) refuses the load whole.
+	// A problem between files accepted (extra and a copy of it) refuses the load whole.
 	twin := filepath.Join(dir, "twin.yaml")
-	must(t, os.WriteFile(twin, good, 0o644))
-	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), "redis-1") {
+	must(t, os.WriteFile(twin, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), `"extra"`) {
 		t.Fatalf("the same dataplane in two files: %v, %v", s, err)
 	}
 	must(t, os.Remove(twin))
@@ -877,5 +877,44 @@ func TestDirLoaderRefusedFileHoldsNoPartialDecode(t *testing.T) {
 	}
 	if n := len(l.cache[inv].res); n != 0 {
 		t.Errorf("the cache holds %d resources decoded from the refused file", n)
+	}
+}
+
+// A resource moved from a file now refused to another file is served from the file that
+// holds it now: the refused file's last good version gives way, instead of the two
+// copies refusing the whole load (every other change held back by the broken file, and
+// the error naming a file that no longer defines the resource).
+func TestDirLoaderRefusedFileGivesWayToAMovedResource(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	moved := filepath.Join(dir, "zz-moved.yaml")
+	must(t, os.WriteFile(moved, bytes.Replace(good, []byte("10.0.3.1"), []byte("10.0.3.9"), 1), 0o644))
+	must(t, os.WriteFile(redis, []byte("type: Bogus\nname: x\n"), 0o644))
+	extra := filepath.Join(dir, "zz-extra.yaml")
+	must(t, os.WriteFile(extra, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	var first *mesh.Snapshot
+	for i := range 2 {
+		s, err := l.Load(exampleDataplane, dir)
+		var rf *RefusedFiles
+		if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Path != redis {
+			t.Fatalf("load %d: want a snapshot with redis.yaml refused, got %v", i, err)
+		}
+		at := slices.IndexFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" })
+		if at < 0 || s.Dataplanes[at].Networking.Address != "10.0.3.9" || !strings.Contains(s.Dataplanes[at].Source.String(), "zz-moved.yaml") {
+			t.Fatalf("load %d: redis-1 not served from the file it moved to", i)
+		}
+		if !slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "extra" }) {
+			t.Fatalf("load %d: another file's change held back", i)
+		}
+		if i == 1 && s != first {
+			t.Error("nothing changed, yet the snapshot was built again")
+		}
+		first = s
 	}
 }
