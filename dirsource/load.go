@@ -59,6 +59,11 @@ type dirLoader struct {
 	// files all give back the resources they gave then returns it again (see Load).
 	last     *mesh.Snapshot
 	lastFrom []loadPart
+	// good is, for each file of the directory now refused, its last version accepted (its
+	// decode cache entry as it was then): served when the last snapshot does not hold the
+	// file (the first load after a restart, when the decode cache restored it), and kept in
+	// the decode cache while the file stays refused.
+	good map[string]cachedFile
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
 	// changes counts the changes to cache that change what the decode cache holds (a file
@@ -162,7 +167,7 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile, writeEntry: cplink.WriteCacheStream, changes: 1}
+	return &dirLoader{cache: map[string]cachedFile{}, good: map[string]cachedFile{}, readFile: os.ReadFile, writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources
@@ -210,6 +215,10 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		if k := l.reach.Key(); k != l.reachKey {
 			l.forgetLocked()
 			l.reachKey = k
+			for p, g := range l.good {
+				g.sum = [32]byte{} // kept for the old list: not written under the new one
+				l.good[p] = g
+			}
 		}
 	}
 	results := l.decodeAll(paths)
@@ -271,6 +280,9 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 			}
 		}
 		good, kept := byPath[paths[i]]
+		if !kept {
+			good, kept = l.good[paths[i]].res, true // not in the last snapshot (a restart)
+		}
 		kept = kept && good != nil
 		if kept && l.reach != nil {
 			good = l.reach.Filter(good) // kept for another list of reachable services
@@ -403,16 +415,21 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		st, err := stampOf(p)
 		if err != nil {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
+			l.keepGood(p)
 			continue
 		}
 		if l.maxFile > 0 && st.size > l.maxFile {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
 				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
 				mib(st.size), mib(l.maxFile))}}}
+			l.keepGood(p)
 			continue
 		}
 		if c, ok := l.cache[p]; ok && c.stamp == st {
 			out[i] = c
+			if c.err == nil {
+				delete(l.good, p)
+			}
 			continue
 		}
 		out[i].stamp = st
@@ -421,6 +438,11 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	l.decodeParallel(paths, todo, out)
 	for _, i := range todo {
 		prev, had := l.cache[paths[i]]
+		if out[i].err != nil {
+			l.keepGood(paths[i])
+		} else {
+			delete(l.good, paths[i])
+		}
 		if out[i].readFailed {
 			if had {
 				delete(l.cache, paths[i])
@@ -456,11 +478,31 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	return out
 }
 
+// keepGood keeps the cache's entry for path, a file refused in this load, as its last
+// good version (l.good) when it holds one and none is kept yet.
+func (l *dirLoader) keepGood(path string) {
+	if path == l.dpFile {
+		return
+	}
+	if _, ok := l.good[path]; ok {
+		return
+	}
+	if c, ok := l.cache[path]; ok && c.err == nil && !c.readFailed {
+		l.good[path] = c
+	}
+}
+
 // forgetAllBut drops the cached files that are not in paths (gone since the last load).
 func (l *dirLoader) forgetAllBut(paths []string) {
 	seen := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		seen[p] = true
+	}
+	for p := range l.good {
+		if !seen[p] {
+			delete(l.good, p)
+			l.changes++
+		}
 	}
 	for p := range l.cache {
 		if !seen[p] {
