@@ -614,3 +614,37 @@ func lineOf(logs, s string) string {
 	}
 	return ""
 }
+
+// A second file refused beside one already logged is logged alone: the first, unchanged,
+// is not named again; a file accepted again while another stays refused is said, and its
+// refusal, should it come back, is logged again.
+func TestAgentRefusedFilesLoggedOncePerFile(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	errOf := func(path string) error {
+		return mesh.Errors{{Source: path + "#1", Kind: mesh.KindVirtualOutbound, Name: "vo", Path: "conf.host", Value: "{{nope}}", Msg: "template: bad"}}
+	}
+	a := cplink.RefusedFile{Path: "policies/a.yaml", Kept: true, Err: errOf("policies/a.yaml")}
+	b := cplink.RefusedFile{Path: "policies/b.yaml", Kept: true, Err: errOf("policies/b.yaml")}
+	send := func(n int, rf ...cplink.RefusedFile) {
+		h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", fmt.Sprintf("svc%d", n)), Trigger: "poll", Refused: rf})
+		eventually(t, fmt.Sprintf("update %d applied", n), func() bool { _, ok := h.dns.lookup(fmt.Sprintf("svc%d.mesh", n)); return ok })
+	}
+	send(1, a)
+	send(2, a, b)
+	send(3, b)
+	send(4, a, b)
+	logs := h.logs.String()
+	if n := strings.Count(logs, "file=policies/a.yaml#1"); n != 2 {
+		t.Errorf("a.yaml named %d times, want 2 (refused, accepted, refused again):\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "file=policies/b.yaml#1"); n != 1 {
+		t.Errorf("b.yaml named %d times, want once:\n%s", n, logs)
+	}
+	if !strings.HasSuffix(lineOf(logs, "file no longer refused"), "file=policies/a.yaml") {
+		t.Errorf("a.yaml accepted again not said:\n%s", logs)
+	}
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_files_refused 2") {
+		t.Error("/metrics does not count both files")
+	}
+}
