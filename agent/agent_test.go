@@ -648,3 +648,20 @@ func TestAgentRefusedFilesLoggedOncePerFile(t *testing.T) {
 		t.Error("/metrics does not count both files")
 	}
 }
+
+// A refused file whose last good version was kept for another list of reachable services
+// is logged so: the dataplanes of the services reachable since are missing from it.
+func TestAgentRefusedFileNarrowedSaysSo(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	f := cplink.RefusedFile{Path: "policies/inv.yaml", Kept: true, Err: errors.New("policies/inv.yaml#1: bad")}
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "a"), Trigger: "poll", Refused: []cplink.RefusedFile{f}})
+	f.Narrowed = true
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "a", "b"), Trigger: "poll", Refused: []cplink.RefusedFile{f}})
+	eventually(t, "the narrowed version said", func() bool {
+		return strings.Contains(h.logs.String(), "without its dataplanes of the services reachable since")
+	})
+	if n := strings.Count(h.logs.String(), "file refused"); n != 2 {
+		t.Errorf("%d refusal lines, want 2 (kept, then kept narrowed):\n%s", n, h.logs)
+	}
+}

@@ -209,7 +209,7 @@ func (a *Agent) noteRefusedFiles(u cplink.Update) {
 	a.refusedFiles.Store(int64(len(u.Refused)))
 	seen := make(map[string]string, len(u.Refused))
 	for _, f := range u.Refused {
-		seen[f.Path] = fmt.Sprintf("%v %v", f.Kept, f.Err)
+		seen[f.Path] = fmt.Sprintf("%v %v %v", f.Kept, f.Narrowed, f.Err)
 	}
 	if len(seen) == 0 {
 		if len(a.refusedSeen) > 0 {
@@ -228,7 +228,10 @@ func (a *Agent) noteRefusedFiles(u cplink.Update) {
 			continue
 		}
 		msg := "file refused; its last good version keeps serving"
-		if !f.Kept {
+		switch {
+		case f.Kept && f.Narrowed:
+			msg = "file refused; its last good version keeps serving, without its dataplanes of the services reachable since (it was kept for another list)"
+		case !f.Kept:
 			msg = "file refused; left out of the model (no version of it was accepted yet)"
 		}
 		a.logErrors(msg, u.Trigger, f.Err)

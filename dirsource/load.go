@@ -59,11 +59,17 @@ type dirLoader struct {
 	// files all give back the resources they gave then returns it again (see Load).
 	last     *mesh.Snapshot
 	lastFrom []loadPart
+	// lastFromFor is the reachable services' key lastFrom's files were kept for.
+	lastFromFor string
 	// good is, for each file of the directory now refused, its last version accepted (its
 	// decode cache entry as it was then): served when the last snapshot does not hold the
 	// file (the first load after a restart, when the decode cache restored it), and kept in
 	// the decode cache while the file stays refused.
 	good map[string]cachedFile
+	// keptFor is, for each file refused in the last load, the reachable services its last
+	// good version can still hold (a key as reachKey's; "": every service): those of the
+	// list it was kept for, less those of every list since (each load filters it again).
+	keptFor map[string]string
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
 	// changes counts the changes to cache that change what the decode cache holds (a file
@@ -193,6 +199,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dpFile = dataplaneFile
+	wasFor := l.reachKey // what the files held were kept for
 	var errs mesh.Errors
 	var paths []string
 	if policiesDir != "" {
@@ -234,7 +241,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	refused := l.lastGood(self, paths, results)
+	refused := l.lastGood(self, paths, results, wasFor)
 	n := 0
 	for _, r := range results {
 		n += len(r.res)
@@ -254,7 +261,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	l.last, l.lastFrom = snap, from
+	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reach.Key()
 	return snap, refused
 }
 
@@ -265,10 +272,13 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 // to it: moved out of the refused file, it is served from where it is now, instead of
 // the two copies refusing the whole load. It does not come back to the last good
 // version (the version kept from then on is the one served).
-func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cachedFile) error {
+func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cachedFile, wasFor string) error {
 	var byPath map[string][]mesh.Resource
 	var refused []cplink.RefusedFile
 	var keptAt []int
+	keptFor := l.keptFor
+	l.keptFor = nil
+	now := l.reach.Key()
 	for i := range results {
 		if results[i].err == nil {
 			continue
@@ -280,14 +290,25 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 			}
 		}
 		good, kept := byPath[paths[i]]
+		from := l.lastFromFor
 		if !kept {
+			from = wasFor
 			good, kept = l.good[paths[i]].res, true // not in the last snapshot (a restart)
 		}
 		kept = kept && good != nil
 		if kept && l.reach != nil {
 			good = l.reach.Filter(good) // kept for another list of reachable services
 		}
-		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Err: results[i].err})
+		holds, tracked := keptFor[paths[i]]
+		if !tracked {
+			holds = from // refused since this load
+		}
+		if l.keptFor == nil {
+			l.keptFor = map[string]string{}
+		}
+		l.keptFor[paths[i]] = reachMeet(holds, now)
+		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Narrowed: kept && !reachCovers(holds, now),
+			Err: results[i].err})
 		results[i] = cachedFile{res: good, err: results[i].err}
 		if len(good) > 0 {
 			keptAt = append(keptAt, i)
@@ -303,6 +324,46 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 		}
 	}
 	return &RefusedFiles{Files: refused}
+}
+
+// reachCovers reports whether a version kept for the reachable services of key have
+// holds every dataplane the list of key want keeps (keys as mesh.Reach.Key: "" is every
+// service).
+func reachCovers(have, want string) bool {
+	if have == "" {
+		return true
+	}
+	if want == "" {
+		return false
+	}
+	h := strings.Split(have, "\n")
+	for _, s := range strings.Split(want, "\n") {
+		if _, ok := slices.BinarySearch(h, s); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// reachMeet is the key of the services both keys keep.
+func reachMeet(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	bs := strings.Split(b, "\n")
+	var out []string
+	for _, s := range strings.Split(a, "\n") {
+		if _, ok := slices.BinarySearch(bs, s); ok {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return "\x00" // none: covers no list
+	}
+	return strings.Join(out, "\n")
 }
 
 // nameKey is what two resources must not share in a snapshot: their kind and name.
