@@ -3,6 +3,7 @@ package dirsource
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
@@ -268,7 +269,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 // lastGood replaces the result of each file refused in this load (results[i], of
 // paths[i]) by the resources that file gave the last snapshot - none when it gave none or
 // is new - and reports them all; nil when every file was accepted. A resource of a last
-// good version that an accepted file (or the dataplane file, self) now defines gives way
+// good version that an accepted file now defines (the same in self's snapshot) gives way
 // to it: moved out of the refused file, it is served from where it is now, instead of
 // the two copies refusing the whole load. It does not come back to the last good
 // version (the version kept from then on is the one served).
@@ -370,43 +371,42 @@ func reachMeet(a, b string) string {
 type nameKey struct{ kind, name string }
 
 // giveWay drops from the last good versions at keptAt (results[i] for i in keptAt) each
-// resource that self or a file accepted in this load (a result without err) defines too.
+// resource that a file accepted in this load (a result without err) defines too: of the
+// same kind and name, both in self's mesh (or of every mesh) - the two a snapshot holds
+// and finds duplicated. The dataplane file's own dataplane wins over a copy in any file.
 func giveWay(self *mesh.Dataplane, results []cachedFile, keptAt []int) {
-	if len(keptAt) == 0 {
+	if len(keptAt) == 0 || self == nil {
 		return
 	}
+	meshName := cmp.Or(self.Mesh, "default")
+	in := func(r mesh.Resource) bool { return mesh.Meshless(r) || mesh.ResourceMesh(r.GetMeta()) == meshName }
 	keys := map[nameKey]bool{}
 	for _, i := range keptAt {
 		for _, r := range results[i].res {
-			keys[nameKey{r.Kind(), r.GetMeta().Name}] = false
+			if in(r) {
+				keys[nameKey{r.Kind(), r.GetMeta().Name}] = false
+			}
 		}
 	}
 	taken := 0
-	mark := func(r mesh.Resource) {
-		k := nameKey{r.Kind(), r.GetMeta().Name}
-		if seen, ok := keys[k]; ok && !seen {
-			keys[k] = true
-			taken++
-		}
-	}
-	if self != nil {
-		mark(self)
-	}
 	for _, r := range results {
 		if r.err != nil {
 			continue
 		}
 		for _, res := range r.res {
-			mark(res)
+			k := nameKey{res.Kind(), res.GetMeta().Name}
+			if seen, ok := keys[k]; ok && !seen && in(res) {
+				keys[k] = true
+				taken++
+			}
 		}
 	}
 	if taken == 0 {
 		return
 	}
+	drop := func(r mesh.Resource) bool { return keys[nameKey{r.Kind(), r.GetMeta().Name}] && in(r) }
 	for _, i := range keptAt {
-		res := results[i].res
-		drop := func(r mesh.Resource) bool { return keys[nameKey{r.Kind(), r.GetMeta().Name}] }
-		if slices.ContainsFunc(res, drop) {
+		if res := results[i].res; slices.ContainsFunc(res, drop) {
 			// a new slice: the last good version, held by the last snapshot, is not modified
 			results[i].res = slices.DeleteFunc(slices.Clone(res), drop)
 		}

@@ -918,3 +918,26 @@ func TestDirLoaderRefusedFileGivesWayToAMovedResource(t *testing.T) {
 		first = s
 	}
 }
+
+// A resource of another mesh named as one of a refused file's last good version does not
+// take its place: only what would be the same resource in the snapshot makes it give way.
+func TestDirLoaderRefusedFileKeepsWhatAnotherMeshNames(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	must(t, os.WriteFile(filepath.Join(dir, "zz-other.yaml"), bytes.Replace(good, []byte("mesh: default"), []byte("mesh: other"), 1), 0o644))
+	must(t, os.WriteFile(redis, []byte("type: Bogus\nname: x\n"), 0o644))
+	s, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) {
+		t.Fatalf("want redis.yaml refused: %v", err)
+	}
+	if !slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Fatal("redis-1 of the refused file's last good version dropped for a dataplane of another mesh")
+	}
+}
