@@ -653,8 +653,8 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 				continue
 			}
 		}
-		if hadPrev && !prev.readFailed && len(prev.res) > 0 {
-			idx := indexResources(prev.res)
+		if reuse := l.reuseFrom(paths[i]); len(reuse) > 0 {
+			idx := indexResources(reuse)
 			mu.Lock() // the workers decode the files before this one meanwhile
 			before[i] = idx
 			mu.Unlock()
@@ -765,10 +765,17 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		}
 	}
 	for i := range results {
-		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed {
-			reuseUnchanged(prev.res, out[i].res)
-		}
+		reuseUnchanged(l.reuseFrom(paths[i]), out[i].res)
 	}
+}
+
+// reuseFrom is what a file decoded again reuses the objects of: its resources as decoded
+// before, or, refused then, those of its last good version (the objects served meanwhile).
+func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
+	if c, ok := l.cache[path]; ok && !c.readFailed && (c.err == nil || path == l.dpFile) {
+		return c.res
+	}
+	return l.good[path].res
 }
 
 // fileSum is the SHA-256 of the file at path, read through buf.

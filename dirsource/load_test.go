@@ -941,3 +941,49 @@ func TestDirLoaderRefusedFileKeepsWhatAnotherMeshNames(t *testing.T) {
 		t.Fatal("redis-1 of the refused file's last good version dropped for a dataplane of another mesh")
 	}
 }
+
+// A refused file fixed gives back the objects of its last good version for the resources
+// that did not change (as any file edited does): the model does not get a second copy of
+// every dataplane of an inventory that was broken in one place.
+func TestDirLoaderFixedFileReusesItsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	inv := filepath.Join(dir, "zz-inventory.yaml")
+	doc := func(i int, field string) string {
+		return strings.Replace(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("inv-%d", i)), "address:", field+":", 1) + "---\n"
+	}
+	write := func(broken, last string) {
+		var b strings.Builder
+		for i := range 20 {
+			field := "address"
+			if i == 10 {
+				field = broken
+			}
+			b.WriteString(doc(i, field))
+		}
+		b.WriteString(strings.ReplaceAll(extraDataplane, "NAME", last))
+		must(t, os.WriteFile(inv, []byte(b.String()), 0o644))
+		future := time.Now().Add(time.Duration(len(last)) * time.Hour)
+		must(t, os.Chtimes(inv, future, future))
+	}
+	write("address", "last")
+	l := newDirLoader()
+	before, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	write("adress", "last")
+	if _, err := l.Load(exampleDataplane, dir); err == nil {
+		t.Fatal("the broken inventory was accepted")
+	}
+	write("address", "last-renamed")
+	after, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	byName := map[string]*mesh.Dataplane{}
+	for _, d := range before.Dataplanes {
+		byName[d.Name] = d
+	}
+	for _, d := range after.Dataplanes {
+		if strings.HasPrefix(d.Name, "inv-") && byName[d.Name] != d {
+			t.Fatalf("%s is a new copy after the fix", d.Name)
+		}
+	}
+}
