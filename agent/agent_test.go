@@ -665,3 +665,35 @@ func TestAgentRefusedFileNarrowedSaysSo(t *testing.T) {
 		t.Errorf("%d refusal lines, want 2 (kept, then kept narrowed):\n%s", n, h.logs)
 	}
 }
+
+// A model the agent refuses (another dataplane than the one it runs as) is not the model
+// served: its refused files are neither logged as served at their last good version nor
+// counted, and a file it says accepted again is not taken as such.
+func TestAgentRefusedFilesOfARefusedModelNotNoted(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	f := cplink.RefusedFile{Path: "policies/vo.yaml", Kept: true, Err: errors.New("policies/vo.yaml#1: bad")}
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "a"), Trigger: "poll", Refused: []cplink.RefusedFile{f}})
+	eventually(t, "the refused file logged", func() bool { return strings.Contains(h.logs.String(), "file refused") })
+
+	other := snapshot(t, "httpbin", "b")
+	self := *other.Self
+	self.Name = "web-2"
+	other, err := mesh.NewSnapshot(&self, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cplink.RefusedFile{Path: "policies/other.yaml", Kept: true, Err: errors.New("policies/other.yaml#1: bad")}
+	h.send(cplink.Update{Snapshot: other, Trigger: "poll", Refused: []cplink.RefusedFile{g}})
+	eventually(t, "the other dataplane refused", func() bool {
+		_, m := h.get("/metrics")
+		return strings.Contains(m, `kuma_dp_model_reloads_total{result="refused"} 1`)
+	})
+	logs := h.logs.String()
+	if strings.Contains(logs, "other.yaml") || strings.Contains(logs, "no longer refused") {
+		t.Errorf("the refused model's files were noted as served:\n%s", logs)
+	}
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_files_refused 1") {
+		t.Errorf("the count is not the served model's: %s", lineOf(m, "kuma_dp_model_files_refused "))
+	}
+}

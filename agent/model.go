@@ -48,9 +48,11 @@ func (a *Agent) apply(u cplink.Update) error {
 func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	start := time.Now()
 	snap := u.Snapshot
-	a.noteRefusedFiles(u)
 	prev, _, _, _ := a.model.get()
+	// The files refused are noted once the model is taken (unchanged, its zones, or whole):
+	// a model refused here is not the one served, nor are its files.
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
+		a.noteRefusedFiles(u)
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
 		a.memory.settle() // what checking the sources allocated
@@ -64,6 +66,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		a.model.mu.Lock()
 		a.model.snap = snap
 		a.model.mu.Unlock()
+		a.noteRefusedFiles(u)
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("zones").Inc()
 		a.log.Debug("route zones applied", "trigger", u.Trigger, "zones", len(snap.DNSZones))
@@ -83,6 +86,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	}
 	a.parts.DNS.Swap(table)
 	a.swapZones(snap)
+	a.noteRefusedFiles(u)
 	a.markStale(u)
 	a.model.mu.Lock()
 	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
