@@ -203,12 +203,23 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	wasFor := l.reachKey // what the files held were kept for
 	var errs mesh.Errors
 	var paths []string
+	var odd []*mesh.FieldError // files that are not regular: each refused, never read
 	if policiesDir != "" {
 		var walkErrs mesh.Errors
 		paths, walkErrs = mesh.ResourceFiles(policiesDir)
-		errs = append(errs, walkErrs...)
+		for _, e := range walkErrs {
+			if isOddFile(e.Source) {
+				odd = append(odd, e)
+				continue
+			}
+			errs = append(errs, e)
+		}
 	}
-	all := l.keptPaths(append([]string{dataplaneFile}, paths...))
+	listed := append([]string{dataplaneFile}, paths...)
+	for _, e := range odd {
+		listed = append(listed, e.Source)
+	}
+	all := l.keptPaths(listed)
 	paths = all[1:]
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
@@ -229,7 +240,11 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 			}
 		}
 	}
-	results := l.decodeAll(paths)
+	results := l.decodeAll(paths[:len(paths)-len(odd)])
+	for j, e := range odd {
+		l.keepGood(paths[len(paths)-len(odd)+j])
+		results = append(results, cachedFile{err: mesh.Errors{e}})
+	}
 	l.forgetAllBut(all)
 	if err := l.cancelled(); err != nil {
 		return nil, err
@@ -537,6 +552,14 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		l.cache[paths[i]] = out[i]
 	}
 	return out
+}
+
+// isOddFile reports whether path, named by a problem of the directory's listing, is a file
+// that is not a regular one (a named pipe, a device, a socket): a problem of that file,
+// not of the listing.
+func isOddFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && !fi.Mode().IsRegular()
 }
 
 // keepGood keeps the cache's entry for path, a file refused in this load, as its last

@@ -778,19 +778,50 @@ func TestDirLoaderNeverReadsPipesOrDevices(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	must(t, os.Symlink("/dev/zero", filepath.Join(dir, "zz-zero.yaml")))
-	done := make(chan error, 1)
-	go func() {
-		_, err := newDirLoader().Load(exampleDataplane, dir)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "zz-fifo.yaml: not a regular file (named pipe)") ||
-			!strings.Contains(err.Error(), "zz-zero.yaml: not a regular file (device)") {
-			t.Fatalf("error %v, want the pipe and the device named", err)
+	l := newDirLoader()
+	load := func() (*mesh.Snapshot, error) {
+		t.Helper()
+		type result struct {
+			s   *mesh.Snapshot
+			err error
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("still loading after 10 s")
+		done := make(chan result, 1)
+		go func() {
+			s, err := l.Load(exampleDataplane, dir)
+			done <- result{s, err}
+		}()
+		select {
+		case r := <-done:
+			return r.s, r.err
+		case <-time.After(10 * time.Second):
+			t.Fatal("still loading after 10 s")
+		}
+		return nil, nil
+	}
+	// Each is a file refused, left out: the other files are served (a pipe dropped in the
+	// directory every agent reads does not keep them all from starting).
+	s, err := load()
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 2 || rf.Files[0].Kept || rf.Files[1].Kept ||
+		!strings.Contains(err.Error(), "zz-fifo.yaml: not a regular file (named pipe)") ||
+		!strings.Contains(err.Error(), "zz-zero.yaml: not a regular file (device)") {
+		t.Fatalf("want a snapshot and the pipe and the device refused, named: %v", err)
+	}
+	// A good file replaced by a pipe: its last good version stays.
+	redis := filepath.Join(dir, "redis.yaml")
+	must(t, os.Remove(redis))
+	if err := syscall.Mkfifo(redis, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = load()
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 3 || !strings.Contains(err.Error(), "redis.yaml: not a regular file (named pipe)") ||
+		!slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Fatalf("a file replaced by a pipe: want its last good version served, got %v", err)
+	}
+	for _, f := range rf.Files {
+		if f.Kept != (f.Path == redis) {
+			t.Errorf("%s kept: %v", f.Path, f.Kept)
+		}
 	}
 }
 
