@@ -9,6 +9,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -45,7 +46,7 @@ type dirLoader struct {
 	vars   map[string]string
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
-	// readFile is os.ReadFile, and writeEntry cplink.WriteCacheStream; tests make them fail.
+	// readFile is readRegular, and writeEntry cplink.WriteCacheStream; tests make them fail.
 	readFile   func(string) ([]byte, error)
 	writeEntry func(path, pattern string, encode func(*gob.Encoder) error) error
 	// maxFile and maxTotal are the size limits of one file and of all (0: none).
@@ -174,7 +175,7 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{cache: map[string]cachedFile{}, good: map[string]cachedFile{}, readFile: os.ReadFile, writeEntry: cplink.WriteCacheStream, changes: 1}
+	return &dirLoader{cache: map[string]cachedFile{}, good: map[string]cachedFile{}, readFile: readRegular, writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources
@@ -804,7 +805,7 @@ func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
 // fileSum is the SHA-256 of the file at path, read through buf.
 func fileSum(path string, buf []byte) ([32]byte, error) {
 	var sum [32]byte
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
 	}
@@ -1068,7 +1069,7 @@ const streamMin = 4 << 20
 // piece to send (a buffer of its own, the caller's from then on), and returns the SHA-256
 // of every byte read. An error of send stops it.
 func streamPieces(path string, size int64, cores int, send func([]byte) error) (sum [32]byte, err error) {
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
 	}
@@ -1109,6 +1110,60 @@ func streamPieces(path string, size int64, cores int, send func([]byte) error) (
 	}
 	h.Sum(sum[:0])
 	return sum, nil
+}
+
+// openRegular opens the file at path for reading, refusing one that is not a regular file:
+// a file replaced by a named pipe since it was listed would otherwise hold the load in its
+// open until a writer comes (opened without waiting, then checked). It returns the size
+// the file has once open.
+func openRegular(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		kind := "irregular file"
+		switch m := fi.Mode(); {
+		case m&fs.ModeNamedPipe != 0:
+			kind = "named pipe"
+		case m&fs.ModeSocket != 0:
+			kind = "socket"
+		case m&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+			kind = "device"
+		case m.IsDir():
+			kind = "directory"
+		}
+		err = fmt.Errorf("not a regular file (%s): not read", kind)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// readRegular is os.ReadFile for a regular file only (see openRegular).
+func readRegular(path string) ([]byte, error) {
+	f, size, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, 0, size+1) // +1: the read that finds the end does not grow it
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) { // grown since the stat
+			data = append(data, 0)[:len(data)]
+		}
+	}
 }
 
 func stampOf(path string) (fileStamp, error) {

@@ -1018,3 +1018,37 @@ func TestDirLoaderFixedFileReusesItsLastGood(t *testing.T) {
 		}
 	}
 }
+
+// A file replaced by a named pipe after the directory was listed is never read either (an
+// open of a pipe without a writer waits forever, and the load with it): it is refused as
+// one that is not a regular file.
+func TestDirLoaderFileTurnedPipeWhileLoading(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	redis := filepath.Join(dir, "redis.yaml")
+	l := newDirLoader()
+	read := l.readFile
+	l.readFile = func(p string) ([]byte, error) {
+		if filepath.Base(p) == "dataplanes.yaml" { // read before redis.yaml
+			if _, err := os.Stat(redis); err == nil {
+				must(t, os.Remove(redis))
+				must(t, syscall.Mkfifo(redis, 0o644))
+			}
+		}
+		return read(p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Load(exampleDataplane, dir)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "redis.yaml") || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("want redis.yaml refused as not a regular file, got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		os.WriteFile(redis, nil, 0o644) // a writer: the blocked open returns
+		t.Fatal("still loading after 10 s: the pipe was opened")
+	}
+}
