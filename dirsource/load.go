@@ -454,14 +454,16 @@ func (l *dirLoader) keptPaths(all []string) []string {
 	return all
 }
 
-// checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
+// checkTotal refuses a model whose files are larger than maxTotal in all, before any is read
+// (those over maxFile, refused each and never read, left out of the sum).
 func (l *dirLoader) checkTotal(paths []string) error {
 	if l.maxTotal <= 0 {
 		return nil
 	}
 	var total int64
 	for _, p := range paths {
-		if st, err := stampOf(p); err == nil {
+		// A file over the limit for one is refused as a file, never read: not counted.
+		if st, err := stampOf(p); err == nil && (l.maxFile <= 0 || st.size <= l.maxFile) {
 			total += st.size
 		}
 	}

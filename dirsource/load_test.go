@@ -1052,3 +1052,31 @@ func TestDirLoaderFileTurnedPipeWhileLoading(t *testing.T) {
 		t.Fatal("still loading after 10 s: the pipe was opened")
 	}
 }
+
+// A file over the limit for one file is refused before it is read, as a file: it does not
+// count in the total either, so it cannot push the model over --max-total-size-mib and
+// refuse every other file's change with it.
+func TestDirLoaderOversizedFileNotInTheTotal(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	l.maxFile, l.maxTotal = 16<<10, 64<<10
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "zz-huge.yaml"), bytes.Repeat([]byte("# padding\n"), 10<<10), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "zz-extra.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	s, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || !strings.Contains(err.Error(), "--max-file-size-mib") {
+		t.Fatalf("want the huge file refused alone, got %v", err)
+	}
+	if !slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "extra" }) {
+		t.Error("another file's change held back")
+	}
+	// The files read still count: over the total, the load is refused whole.
+	l.maxTotal = 8 << 10
+	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), "--max-total-size-mib") {
+		t.Fatalf("over the total: %v, %v", s != nil, err)
+	}
+}
