@@ -72,6 +72,10 @@ type dirLoader struct {
 	// good version can still hold (a key as reachKey's; "": every service): those of the
 	// list it was kept for, less those of every list since (each load filters it again).
 	keptFor map[string]string
+	// forgot is the content hash of each file a forced reload (forget) made the next load
+	// decode again: a file refused in that load keeps it with its last good version, so
+	// that version is still written to the decode cache.
+	forgot map[string][32]byte
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
 	// changes counts the changes to cache that change what the decode cache holds (a file
@@ -185,6 +189,10 @@ func newDirLoader() *dirLoader {
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forgot = make(map[string][32]byte, len(l.cache))
+	for p, c := range l.cache {
+		l.forgot[p] = c.sum
+	}
 	l.forgetLocked()
 }
 
@@ -234,6 +242,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		l.reach = mesh.ReachOf(self)
 		if k := l.reach.Key(); k != l.reachKey {
 			l.forgetLocked()
+			l.forgot = nil // what was decoded before is for the old list
 			l.reachKey = k
 			for p, g := range l.good {
 				g.sum = [32]byte{} // kept for the old list: not written under the new one
@@ -242,6 +251,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		}
 	}
 	results := l.decodeAll(paths[:len(paths)-len(odd)])
+	defer func() { l.forgot = nil }()
 	for j, e := range odd {
 		l.keepGood(paths[len(paths)-len(odd)+j])
 		results = append(results, cachedFile{err: mesh.Errors{e}})
@@ -575,6 +585,9 @@ func (l *dirLoader) keepGood(path string) {
 		return
 	}
 	if c, ok := l.cache[path]; ok && c.err == nil && !c.readFailed {
+		if c.sum == ([32]byte{}) {
+			c.sum = l.forgot[path] // forgotten by a forced reload: its content's hash then
+		}
 		l.good[path] = c
 	}
 }

@@ -817,3 +817,31 @@ func TestDecodeCacheKeepsTheLastGoodOfARefusedFile(t *testing.T) {
 		})
 	}
 }
+
+// A file broken and then a forced reload (SIGHUP, as after an edit): the last good
+// version's entry stays in the decode cache all the same, and a restart serves it.
+func TestDecodeCacheKeepsTheLastGoodAcrossAForcedReload(t *testing.T) {
+	dir, _, cache := cacheMesh(t)
+	l, _ := loadPersisted(t, dir, cache)
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	must(t, os.WriteFile(redis, bytes.Replace(good, []byte("address: 10.0.3.1"), []byte("adress: 10.0.3.1"), 1), 0o644))
+	future := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(redis, future, future))
+	l.forget()
+	var rf *RefusedFiles
+	if s, err := l.Load(exampleDataplane, dir); s == nil || !errors.As(err, &rf) || !rf.Files[0].Kept {
+		t.Fatalf("the forced reload: %v", err)
+	}
+	_, err := l.writeCache(cache)
+	must(t, err)
+	warm := newDirLoader()
+	if _, err := warm.restore(cache); err != nil {
+		t.Fatal(err)
+	}
+	s, err := warm.Load(exampleDataplane, dir)
+	if s == nil || !errors.As(err, &rf) || !rf.Files[0].Kept ||
+		!slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Fatalf("after the restart: want redis.yaml's last good version served, got %v", err)
+	}
+}
