@@ -369,6 +369,36 @@ func TestE2EBrokenPolicyKeptAcrossARestart(t *testing.T) {
 	}
 }
 
+// Polling, a file that stays broken is named once, however many polls pass, while the
+// other files' changes are taken; /ready stays 200 and the count stays 1.
+func TestE2EBrokenPolicyLoggedOnceWhilePolling(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies, "--watch", "poll")
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{nope}}.mesh"))
+	waitFor(t, "the refusal", 5*time.Second, func() bool {
+		return strings.Contains(p.logs.String(), "file refused; its last good version keeps serving")
+	})
+	for i := range 3 { // other files change, polls pass
+		writeFile(t, filepath.Join(policies, fmt.Sprintf("echo-%d.yaml", i)), strings.NewReplacer("httpbin-1", fmt.Sprintf("echo-%d", i),
+			"10.0.0.2", fmt.Sprintf("10.0.0.%d", 10+i), "kuma.io/service: httpbin", fmt.Sprintf("kuma.io/service: echo%d", i)).Replace(e2eHTTPBin))
+		waitFor(t, fmt.Sprintf("v1.echo%d.mesh", i), 5*time.Second, func() bool {
+			a, _ := p.query(fmt.Sprintf("v1.echo%d.mesh", i), dns.TypeA)
+			return len(a) == 1
+		})
+	}
+	time.Sleep(1500 * time.Millisecond) // polls with nothing changed
+	if n := strings.Count(p.logs.String(), "msg=\"file refused"); n != 1 {
+		t.Errorf("the broken file named %d times, want once", n)
+	}
+	if code, _ := p.get("/ready"); code != 200 {
+		t.Errorf("/ready: %d", code)
+	}
+	if _, body := p.get("/metrics"); !strings.Contains(body, "kuma_dp_model_files_refused 1") {
+		t.Errorf("/metrics: %s", lineWith(body, "files_refused"))
+	}
+}
+
 // A broken policy file at start: the agent starts without it, serving the other files.
 // One bad file in a directory every pod reads must not keep every new agent from starting.
 func TestE2EBrokenPolicyAtStartLeftOut(t *testing.T) {
