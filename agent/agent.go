@@ -32,9 +32,9 @@ type Agent struct {
 	// not yet confirmed by it (see cplink.ClientConfig.ModelFile).
 	stale atomic.Bool
 	// refusedFiles is how many files the model served was built without their newest
-	// content (cplink.Update.Refused); refusedSeen what was last logged of them.
+	// content (cplink.Update.Refused); refusedSeen what was last logged of each, by path.
 	refusedFiles atomic.Int64
-	refusedSeen  string
+	refusedSeen  map[string]string
 	// envoyPublished: Envoy's resources were published at least once.
 	envoyPublished atomic.Bool
 	ready          atomic.Bool // every condition of /ready held at least once

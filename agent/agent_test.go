@@ -614,3 +614,86 @@ func lineOf(logs, s string) string {
 	}
 	return ""
 }
+
+// A second file refused beside one already logged is logged alone: the first, unchanged,
+// is not named again; a file accepted again while another stays refused is said, and its
+// refusal, should it come back, is logged again.
+func TestAgentRefusedFilesLoggedOncePerFile(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	errOf := func(path string) error {
+		return mesh.Errors{{Source: path + "#1", Kind: mesh.KindVirtualOutbound, Name: "vo", Path: "conf.host", Value: "{{nope}}", Msg: "template: bad"}}
+	}
+	a := cplink.RefusedFile{Path: "policies/a.yaml", Kept: true, Err: errOf("policies/a.yaml")}
+	b := cplink.RefusedFile{Path: "policies/b.yaml", Kept: true, Err: errOf("policies/b.yaml")}
+	send := func(n int, rf ...cplink.RefusedFile) {
+		h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", fmt.Sprintf("svc%d", n)), Trigger: "poll", Refused: rf})
+		eventually(t, fmt.Sprintf("update %d applied", n), func() bool { _, ok := h.dns.lookup(fmt.Sprintf("svc%d.mesh", n)); return ok })
+	}
+	send(1, a)
+	send(2, a, b)
+	send(3, b)
+	send(4, a, b)
+	logs := h.logs.String()
+	if n := strings.Count(logs, "file=policies/a.yaml#1"); n != 2 {
+		t.Errorf("a.yaml named %d times, want 2 (refused, accepted, refused again):\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "file=policies/b.yaml#1"); n != 1 {
+		t.Errorf("b.yaml named %d times, want once:\n%s", n, logs)
+	}
+	if !strings.HasSuffix(lineOf(logs, "file no longer refused"), "file=policies/a.yaml") {
+		t.Errorf("a.yaml accepted again not said:\n%s", logs)
+	}
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_files_refused 2") {
+		t.Error("/metrics does not count both files")
+	}
+}
+
+// A refused file whose last good version was kept for another list of reachable services
+// is logged so: the dataplanes of the services reachable since are missing from it.
+func TestAgentRefusedFileNarrowedSaysSo(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	f := cplink.RefusedFile{Path: "policies/inv.yaml", Kept: true, Err: errors.New("policies/inv.yaml#1: bad")}
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "a"), Trigger: "poll", Refused: []cplink.RefusedFile{f}})
+	f.Narrowed = true
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "a", "b"), Trigger: "poll", Refused: []cplink.RefusedFile{f}})
+	eventually(t, "the narrowed version said", func() bool {
+		return strings.Contains(h.logs.String(), "without its dataplanes of the services reachable since")
+	})
+	if n := strings.Count(h.logs.String(), "file refused"); n != 2 {
+		t.Errorf("%d refusal lines, want 2 (kept, then kept narrowed):\n%s", n, h.logs)
+	}
+}
+
+// A model the agent refuses (another dataplane than the one it runs as) is not the model
+// served: its refused files are neither logged as served at their last good version nor
+// counted, and a file it says accepted again is not taken as such.
+func TestAgentRefusedFilesOfARefusedModelNotNoted(t *testing.T) {
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"})
+	h.waitReady()
+	f := cplink.RefusedFile{Path: "policies/vo.yaml", Kept: true, Err: errors.New("policies/vo.yaml#1: bad")}
+	h.send(cplink.Update{Snapshot: snapshot(t, "httpbin", "a"), Trigger: "poll", Refused: []cplink.RefusedFile{f}})
+	eventually(t, "the refused file logged", func() bool { return strings.Contains(h.logs.String(), "file refused") })
+
+	other := snapshot(t, "httpbin", "b")
+	self := *other.Self
+	self.Name = "web-2"
+	other, err := mesh.NewSnapshot(&self, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cplink.RefusedFile{Path: "policies/other.yaml", Kept: true, Err: errors.New("policies/other.yaml#1: bad")}
+	h.send(cplink.Update{Snapshot: other, Trigger: "poll", Refused: []cplink.RefusedFile{g}})
+	eventually(t, "the other dataplane refused", func() bool {
+		_, m := h.get("/metrics")
+		return strings.Contains(m, `kuma_dp_model_reloads_total{result="refused"} 1`)
+	})
+	logs := h.logs.String()
+	if strings.Contains(logs, "other.yaml") || strings.Contains(logs, "no longer refused") {
+		t.Errorf("the refused model's files were noted as served:\n%s", logs)
+	}
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_files_refused 1") {
+		t.Errorf("the count is not the served model's: %s", lineOf(m, "kuma_dp_model_files_refused "))
+	}
+}

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,9 +48,11 @@ func (a *Agent) apply(u cplink.Update) error {
 func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	start := time.Now()
 	snap := u.Snapshot
-	a.noteRefusedFiles(u)
 	prev, _, _, _ := a.model.get()
+	// The files refused are noted once the model is taken (unchanged, its zones, or whole):
+	// a model refused here is not the one served, nor are its files.
 	if prev != nil && snap.Hash != "" && snap.Hash == prev.Hash {
+		a.noteRefusedFiles(u)
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("unchanged").Inc()
 		a.memory.settle() // what checking the sources allocated
@@ -63,6 +66,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 		a.model.mu.Lock()
 		a.model.snap = snap
 		a.model.mu.Unlock()
+		a.noteRefusedFiles(u)
 		a.markStale(u)
 		a.metrics.reloads.WithLabelValues("zones").Inc()
 		a.log.Debug("route zones applied", "trigger", u.Trigger, "zones", len(snap.DNSZones))
@@ -82,6 +86,7 @@ func (a *Agent) applyTable(u cplink.Update) (*vipalloc.Table, error) {
 	}
 	a.parts.DNS.Swap(table)
 	a.swapZones(snap)
+	a.noteRefusedFiles(u)
 	a.markStale(u)
 	a.model.mu.Lock()
 	a.model.snap, a.model.table, a.model.loadedAt = snap, table, time.Now()
@@ -201,29 +206,41 @@ func (a *Agent) logRefusal(u cplink.Update) {
 }
 
 // noteRefusedFiles logs the files an update carrying a model was built without (their
-// newest content refused: see cplink.Update.Refused), once for as long as they stay the
-// same, and when every file is accepted again.
+// newest content refused: see cplink.Update.Refused), each once for as long as it stays
+// the same (another file refused beside it does not log it again), a file no longer
+// refused while others stay so, and when every file is accepted again.
 func (a *Agent) noteRefusedFiles(u cplink.Update) {
 	a.refusedFiles.Store(int64(len(u.Refused)))
-	var seen strings.Builder
+	seen := make(map[string]string, len(u.Refused))
 	for _, f := range u.Refused {
-		fmt.Fprintf(&seen, "%s %v %v\n", f.Path, f.Kept, f.Err)
+		seen[f.Path] = fmt.Sprintf("%v %v %v", f.Kept, f.Narrowed, f.Err)
 	}
-	if seen.String() == a.refusedSeen {
+	if len(seen) == 0 {
+		if len(a.refusedSeen) > 0 {
+			a.log.Info("every file accepted again", "trigger", u.Trigger)
+		}
+		a.refusedSeen = nil
 		return
 	}
-	a.refusedSeen = seen.String()
-	if len(u.Refused) == 0 {
-		a.log.Info("every file accepted again", "trigger", u.Trigger)
-		return
+	for _, p := range slices.Sorted(maps.Keys(a.refusedSeen)) {
+		if _, ok := seen[p]; !ok {
+			a.log.Info("file no longer refused (accepted again, or gone)", "trigger", u.Trigger, "file", p)
+		}
 	}
 	for _, f := range u.Refused {
+		if a.refusedSeen[f.Path] == seen[f.Path] {
+			continue
+		}
 		msg := "file refused; its last good version keeps serving"
-		if !f.Kept {
+		switch {
+		case f.Kept && f.Narrowed:
+			msg = "file refused; its last good version keeps serving, without its dataplanes of the services reachable since (it was kept for another list)"
+		case !f.Kept:
 			msg = "file refused; left out of the model (no version of it was accepted yet)"
 		}
 		a.logErrors(msg, u.Trigger, f.Err)
 	}
+	a.refusedSeen = seen
 }
 
 // logErrors logs err under msg, a line per problem when it holds mesh errors.

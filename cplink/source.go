@@ -42,6 +42,10 @@ type RefusedFile struct {
 	// Kept: the file's last good version is served; false when it never had one (a new
 	// file, or one broken since the agent started), and it is left out.
 	Kept bool
+	// Narrowed: the last good version served was kept for another list of the dataplane's
+	// reachable services, one without some reachable now: the file's dataplanes of those
+	// are missing from it until the file is accepted again.
+	Narrowed bool
 	// Err is why (often mesh.Errors naming the field and value).
 	Err error
 }

@@ -3,11 +3,13 @@ package dirsource
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -44,7 +46,7 @@ type dirLoader struct {
 	vars   map[string]string
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
-	// readFile is os.ReadFile, and writeEntry cplink.WriteCacheStream; tests make them fail.
+	// readFile is readRegular, and writeEntry cplink.WriteCacheStream; tests make them fail.
 	readFile   func(string) ([]byte, error)
 	writeEntry func(path, pattern string, encode func(*gob.Encoder) error) error
 	// maxFile and maxTotal are the size limits of one file and of all (0: none).
@@ -59,6 +61,21 @@ type dirLoader struct {
 	// files all give back the resources they gave then returns it again (see Load).
 	last     *mesh.Snapshot
 	lastFrom []loadPart
+	// lastFromFor is the reachable services' key lastFrom's files were kept for.
+	lastFromFor string
+	// good is, for each file of the directory now refused, its last version accepted (its
+	// decode cache entry as it was then): served when the last snapshot does not hold the
+	// file (the first load after a restart, when the decode cache restored it), and kept in
+	// the decode cache while the file stays refused.
+	good map[string]cachedFile
+	// keptFor is, for each file refused in the last load, the reachable services its last
+	// good version can still hold (a key as reachKey's; "": every service): those of the
+	// list it was kept for, less those of every list since (each load filters it again).
+	keptFor map[string]string
+	// forgot is the content hash of each file a forced reload (forget) made the next load
+	// decode again: a file refused in that load keeps it with its last good version, so
+	// that version is still written to the decode cache.
+	forgot map[string][32]byte
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
 	// changes counts the changes to cache that change what the decode cache holds (a file
@@ -162,7 +179,7 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{cache: map[string]cachedFile{}, readFile: os.ReadFile, writeEntry: cplink.WriteCacheStream, changes: 1}
+	return &dirLoader{cache: map[string]cachedFile{}, good: map[string]cachedFile{}, readFile: readRegular, writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources
@@ -172,6 +189,10 @@ func newDirLoader() *dirLoader {
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forgot = make(map[string][32]byte, len(l.cache))
+	for p, c := range l.cache {
+		l.forgot[p] = c.sum
+	}
 	l.forgetLocked()
 }
 
@@ -188,14 +209,26 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dpFile = dataplaneFile
+	wasFor := l.reachKey // what the files held were kept for
 	var errs mesh.Errors
 	var paths []string
+	var odd []*mesh.FieldError // files that are not regular: each refused, never read
 	if policiesDir != "" {
 		var walkErrs mesh.Errors
 		paths, walkErrs = mesh.ResourceFiles(policiesDir)
-		errs = append(errs, walkErrs...)
+		for _, e := range walkErrs {
+			if isOddFile(e.Source) {
+				odd = append(odd, e)
+				continue
+			}
+			errs = append(errs, e)
+		}
 	}
-	all := l.keptPaths(append([]string{dataplaneFile}, paths...))
+	listed := append([]string{dataplaneFile}, paths...)
+	for _, e := range odd {
+		listed = append(listed, e.Source)
+	}
+	all := l.keptPaths(listed)
 	paths = all[1:]
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
@@ -209,10 +242,20 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		l.reach = mesh.ReachOf(self)
 		if k := l.reach.Key(); k != l.reachKey {
 			l.forgetLocked()
+			l.forgot = nil // what was decoded before is for the old list
 			l.reachKey = k
+			for p, g := range l.good {
+				g.sum = [32]byte{} // kept for the old list: not written under the new one
+				l.good[p] = g
+			}
 		}
 	}
-	results := l.decodeAll(paths)
+	results := l.decodeAll(paths[:len(paths)-len(odd)])
+	defer func() { l.forgot = nil }()
+	for j, e := range odd {
+		l.keepGood(paths[len(paths)-len(odd)+j])
+		results = append(results, cachedFile{err: mesh.Errors{e}})
+	}
 	l.forgetAllBut(all)
 	if err := l.cancelled(); err != nil {
 		return nil, err
@@ -225,7 +268,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	refused := l.lastGood(paths, results)
+	refused := l.lastGood(self, paths, results, wasFor)
 	n := 0
 	for _, r := range results {
 		n += len(r.res)
@@ -245,16 +288,24 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	l.last, l.lastFrom = snap, from
+	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reach.Key()
 	return snap, refused
 }
 
 // lastGood replaces the result of each file refused in this load (results[i], of
 // paths[i]) by the resources that file gave the last snapshot - none when it gave none or
-// is new - and reports them all; nil when every file was accepted.
-func (l *dirLoader) lastGood(paths []string, results []cachedFile) error {
+// is new - and reports them all; nil when every file was accepted. A resource of a last
+// good version that an accepted file now defines (the same in self's snapshot) gives way
+// to it: moved out of the refused file, it is served from where it is now, instead of
+// the two copies refusing the whole load. It does not come back to the last good
+// version (the version kept from then on is the one served).
+func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cachedFile, wasFor string) error {
 	var byPath map[string][]mesh.Resource
 	var refused []cplink.RefusedFile
+	var keptAt []int
+	keptFor := l.keptFor
+	l.keptFor = nil
+	now := l.reach.Key()
 	for i := range results {
 		if results[i].err == nil {
 			continue
@@ -266,17 +317,126 @@ func (l *dirLoader) lastGood(paths []string, results []cachedFile) error {
 			}
 		}
 		good, kept := byPath[paths[i]]
+		from := l.lastFromFor
+		if !kept {
+			from = wasFor
+			good, kept = l.good[paths[i]].res, true // not in the last snapshot (a restart)
+		}
 		kept = kept && good != nil
 		if kept && l.reach != nil {
 			good = l.reach.Filter(good) // kept for another list of reachable services
 		}
-		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Err: results[i].err})
-		results[i] = cachedFile{res: good}
+		holds, tracked := keptFor[paths[i]]
+		if !tracked {
+			holds = from // refused since this load
+		}
+		if l.keptFor == nil {
+			l.keptFor = map[string]string{}
+		}
+		l.keptFor[paths[i]] = reachMeet(holds, now)
+		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Narrowed: kept && !reachCovers(holds, now),
+			Err: results[i].err})
+		results[i] = cachedFile{res: good, err: results[i].err}
+		if len(good) > 0 {
+			keptAt = append(keptAt, i)
+		}
 	}
 	if refused == nil {
 		return nil
 	}
+	giveWay(self, results, keptAt)
+	for i := range results {
+		if results[i].err != nil {
+			results[i].err = nil
+		}
+	}
 	return &RefusedFiles{Files: refused}
+}
+
+// reachCovers reports whether a version kept for the reachable services of key have
+// holds every dataplane the list of key want keeps (keys as mesh.Reach.Key: "" is every
+// service).
+func reachCovers(have, want string) bool {
+	if have == "" {
+		return true
+	}
+	if want == "" {
+		return false
+	}
+	h := strings.Split(have, "\n")
+	for _, s := range strings.Split(want, "\n") {
+		if _, ok := slices.BinarySearch(h, s); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// reachMeet is the key of the services both keys keep.
+func reachMeet(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	bs := strings.Split(b, "\n")
+	var out []string
+	for _, s := range strings.Split(a, "\n") {
+		if _, ok := slices.BinarySearch(bs, s); ok {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return "\x00" // none: covers no list
+	}
+	return strings.Join(out, "\n")
+}
+
+// nameKey is what two resources must not share in a snapshot: their kind and name.
+type nameKey struct{ kind, name string }
+
+// giveWay drops from the last good versions at keptAt (results[i] for i in keptAt) each
+// resource that a file accepted in this load (a result without err) defines too: of the
+// same kind and name, both in self's mesh (or of every mesh) - the two a snapshot holds
+// and finds duplicated. The dataplane file's own dataplane wins over a copy in any file.
+func giveWay(self *mesh.Dataplane, results []cachedFile, keptAt []int) {
+	if len(keptAt) == 0 || self == nil {
+		return
+	}
+	meshName := cmp.Or(self.Mesh, "default")
+	in := func(r mesh.Resource) bool { return mesh.Meshless(r) || mesh.ResourceMesh(r.GetMeta()) == meshName }
+	keys := map[nameKey]bool{}
+	for _, i := range keptAt {
+		for _, r := range results[i].res {
+			if in(r) {
+				keys[nameKey{r.Kind(), r.GetMeta().Name}] = false
+			}
+		}
+	}
+	taken := 0
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		for _, res := range r.res {
+			k := nameKey{res.Kind(), res.GetMeta().Name}
+			if seen, ok := keys[k]; ok && !seen && in(res) {
+				keys[k] = true
+				taken++
+			}
+		}
+	}
+	if taken == 0 {
+		return
+	}
+	drop := func(r mesh.Resource) bool { return keys[nameKey{r.Kind(), r.GetMeta().Name}] && in(r) }
+	for _, i := range keptAt {
+		if res := results[i].res; slices.ContainsFunc(res, drop) {
+			// a new slice: the last good version, held by the last snapshot, is not modified
+			results[i].res = slices.DeleteFunc(slices.Clone(res), drop)
+		}
+	}
 }
 
 // keptPaths returns all with each path the last snapshot was built from replaced by the
@@ -304,14 +464,16 @@ func (l *dirLoader) keptPaths(all []string) []string {
 	return all
 }
 
-// checkTotal refuses a model whose files are larger than maxTotal in all, before any is read.
+// checkTotal refuses a model whose files are larger than maxTotal in all, before any is read
+// (those over maxFile, refused each and never read, left out of the sum).
 func (l *dirLoader) checkTotal(paths []string) error {
 	if l.maxTotal <= 0 {
 		return nil
 	}
 	var total int64
 	for _, p := range paths {
-		if st, err := stampOf(p); err == nil {
+		// A file over the limit for one is refused as a file, never read: not counted.
+		if st, err := stampOf(p); err == nil && (l.maxFile <= 0 || st.size <= l.maxFile) {
 			total += st.size
 		}
 	}
@@ -342,16 +504,21 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		st, err := stampOf(p)
 		if err != nil {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
+			l.keepGood(p)
 			continue
 		}
 		if l.maxFile > 0 && st.size > l.maxFile {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
 				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
 				mib(st.size), mib(l.maxFile))}}}
+			l.keepGood(p)
 			continue
 		}
 		if c, ok := l.cache[p]; ok && c.stamp == st {
 			out[i] = c
+			if c.err == nil {
+				delete(l.good, p)
+			}
 			continue
 		}
 		out[i].stamp = st
@@ -360,12 +527,23 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	l.decodeParallel(paths, todo, out)
 	for _, i := range todo {
 		prev, had := l.cache[paths[i]]
+		if out[i].err != nil {
+			l.keepGood(paths[i])
+		} else {
+			delete(l.good, paths[i])
+		}
 		if out[i].readFailed {
 			if had {
 				delete(l.cache, paths[i])
 				l.changes++
 			}
 			continue
+		}
+		if out[i].err != nil && paths[i] != l.dpFile {
+			// A refused file's resources are never served (its last good version is, see
+			// lastGood): those decoded beside its errors are garbage now, not held by the
+			// cache until the file changes again.
+			out[i].res = nil
 		}
 		// The others are garbage once their file is decoded, and never cached.
 		out[i].res = l.reach.Filter(out[i].res)
@@ -389,11 +567,42 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	return out
 }
 
+// isOddFile reports whether path, named by a problem of the directory's listing, is a file
+// that is not a regular one (a named pipe, a device, a socket): a problem of that file,
+// not of the listing.
+func isOddFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && !fi.Mode().IsRegular()
+}
+
+// keepGood keeps the cache's entry for path, a file refused in this load, as its last
+// good version (l.good) when it holds one and none is kept yet.
+func (l *dirLoader) keepGood(path string) {
+	if path == l.dpFile {
+		return
+	}
+	if _, ok := l.good[path]; ok {
+		return
+	}
+	if c, ok := l.cache[path]; ok && c.err == nil && !c.readFailed {
+		if c.sum == ([32]byte{}) {
+			c.sum = l.forgot[path] // forgotten by a forced reload: its content's hash then
+		}
+		l.good[path] = c
+	}
+}
+
 // forgetAllBut drops the cached files that are not in paths (gone since the last load).
 func (l *dirLoader) forgetAllBut(paths []string) {
 	seen := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		seen[p] = true
+	}
+	for p := range l.good {
+		if !seen[p] {
+			delete(l.good, p)
+			l.changes++
+		}
 	}
 	for p := range l.cache {
 		if !seen[p] {
@@ -483,8 +692,8 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 				continue
 			}
 		}
-		if hadPrev && !prev.readFailed && len(prev.res) > 0 {
-			idx := indexResources(prev.res)
+		if reuse := l.reuseFrom(paths[i]); len(reuse) > 0 {
+			idx := indexResources(reuse)
 			mu.Lock() // the workers decode the files before this one meanwhile
 			before[i] = idx
 			mu.Unlock()
@@ -595,16 +804,23 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		}
 	}
 	for i := range results {
-		if prev, ok := l.cache[paths[i]]; ok && !prev.readFailed {
-			reuseUnchanged(prev.res, out[i].res)
-		}
+		reuseUnchanged(l.reuseFrom(paths[i]), out[i].res)
 	}
+}
+
+// reuseFrom is what a file decoded again reuses the objects of: its resources as decoded
+// before, or, refused then, those of its last good version (the objects served meanwhile).
+func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
+	if c, ok := l.cache[path]; ok && !c.readFailed && (c.err == nil || path == l.dpFile) {
+		return c.res
+	}
+	return l.good[path].res
 }
 
 // fileSum is the SHA-256 of the file at path, read through buf.
 func fileSum(path string, buf []byte) ([32]byte, error) {
 	var sum [32]byte
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
 	}
@@ -868,7 +1084,7 @@ const streamMin = 4 << 20
 // piece to send (a buffer of its own, the caller's from then on), and returns the SHA-256
 // of every byte read. An error of send stops it.
 func streamPieces(path string, size int64, cores int, send func([]byte) error) (sum [32]byte, err error) {
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
 	}
@@ -909,6 +1125,60 @@ func streamPieces(path string, size int64, cores int, send func([]byte) error) (
 	}
 	h.Sum(sum[:0])
 	return sum, nil
+}
+
+// openRegular opens the file at path for reading, refusing one that is not a regular file:
+// a file replaced by a named pipe since it was listed would otherwise hold the load in its
+// open until a writer comes (opened without waiting, then checked). It returns the size
+// the file has once open.
+func openRegular(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		kind := "irregular file"
+		switch m := fi.Mode(); {
+		case m&fs.ModeNamedPipe != 0:
+			kind = "named pipe"
+		case m&fs.ModeSocket != 0:
+			kind = "socket"
+		case m&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+			kind = "device"
+		case m.IsDir():
+			kind = "directory"
+		}
+		err = fmt.Errorf("not a regular file (%s): not read", kind)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// readRegular is os.ReadFile for a regular file only (see openRegular).
+func readRegular(path string) ([]byte, error) {
+	f, size, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, 0, size+1) // +1: the read that finds the end does not grow it
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) { // grown since the stat
+			data = append(data, 0)[:len(data)]
+		}
+	}
 }
 
 func stampOf(path string) (fileStamp, error) {

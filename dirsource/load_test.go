@@ -778,19 +778,50 @@ func TestDirLoaderNeverReadsPipesOrDevices(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	must(t, os.Symlink("/dev/zero", filepath.Join(dir, "zz-zero.yaml")))
-	done := make(chan error, 1)
-	go func() {
-		_, err := newDirLoader().Load(exampleDataplane, dir)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "zz-fifo.yaml: not a regular file (named pipe)") ||
-			!strings.Contains(err.Error(), "zz-zero.yaml: not a regular file (device)") {
-			t.Fatalf("error %v, want the pipe and the device named", err)
+	l := newDirLoader()
+	load := func() (*mesh.Snapshot, error) {
+		t.Helper()
+		type result struct {
+			s   *mesh.Snapshot
+			err error
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("still loading after 10 s")
+		done := make(chan result, 1)
+		go func() {
+			s, err := l.Load(exampleDataplane, dir)
+			done <- result{s, err}
+		}()
+		select {
+		case r := <-done:
+			return r.s, r.err
+		case <-time.After(10 * time.Second):
+			t.Fatal("still loading after 10 s")
+		}
+		return nil, nil
+	}
+	// Each is a file refused, left out: the other files are served (a pipe dropped in the
+	// directory every agent reads does not keep them all from starting).
+	s, err := load()
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 2 || rf.Files[0].Kept || rf.Files[1].Kept ||
+		!strings.Contains(err.Error(), "zz-fifo.yaml: not a regular file (named pipe)") ||
+		!strings.Contains(err.Error(), "zz-zero.yaml: not a regular file (device)") {
+		t.Fatalf("want a snapshot and the pipe and the device refused, named: %v", err)
+	}
+	// A good file replaced by a pipe: its last good version stays.
+	redis := filepath.Join(dir, "redis.yaml")
+	must(t, os.Remove(redis))
+	if err := syscall.Mkfifo(redis, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = load()
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 3 || !strings.Contains(err.Error(), "redis.yaml: not a regular file (named pipe)") ||
+		!slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Fatalf("a file replaced by a pipe: want its last good version served, got %v", err)
+	}
+	for _, f := range rf.Files {
+		if f.Kept != (f.Path == redis) {
+			t.Errorf("%s kept: %v", f.Path, f.Kept)
+		}
 	}
 }
 
@@ -835,10 +866,10 @@ func TestDirLoaderRefusedFileKeepsItsLastGood(t *testing.T) {
 			t.Errorf("redis-1 served with address %q", r.Networking.Address)
 		}
 	}
-	// A problem between files (the kept redis-1 and a copy of it) refuses the load whole.
+	// A problem between files accepted (extra and a copy of it) refuses the load whole.
 	twin := filepath.Join(dir, "twin.yaml")
-	must(t, os.WriteFile(twin, good, 0o644))
-	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), "redis-1") {
+	must(t, os.WriteFile(twin, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), `"extra"`) {
 		t.Fatalf("the same dataplane in two files: %v, %v", s, err)
 	}
 	must(t, os.Remove(twin))
@@ -847,5 +878,205 @@ func TestDirLoaderRefusedFileKeepsItsLastGood(t *testing.T) {
 	must(t, os.Remove(fresh))
 	if s, err = l.Load(exampleDataplane, dir); err != nil || has(s, "redis-1") {
 		t.Fatalf("after the refused files are deleted: %v, redis-1 served %v", err, s != nil && has(s, "redis-1"))
+	}
+}
+
+// A file refused keeps nothing of its broken content: the resources decoded beside its
+// errors are never served, nor held by the cache until the file changes again (a large
+// inventory broken in one place would otherwise stay in memory, as a second copy of it).
+func TestDirLoaderRefusedFileHoldsNoPartialDecode(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	inv := filepath.Join(dir, "zz-inventory.yaml")
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("inv-%d", i)))
+	}
+	b.WriteString("type: Bogus\nname: x\n")
+	must(t, os.WriteFile(inv, []byte(b.String()), 0o644))
+	s, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Kept {
+		t.Fatalf("want the new broken file refused and left out: %v", err)
+	}
+	if slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return strings.HasPrefix(d.Name, "inv-") }) {
+		t.Error("a resource of the refused file is served")
+	}
+	if n := len(l.cache[inv].res); n != 0 {
+		t.Errorf("the cache holds %d resources decoded from the refused file", n)
+	}
+}
+
+// A resource moved from a file now refused to another file is served from the file that
+// holds it now: the refused file's last good version gives way, instead of the two
+// copies refusing the whole load (every other change held back by the broken file, and
+// the error naming a file that no longer defines the resource).
+func TestDirLoaderRefusedFileGivesWayToAMovedResource(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	moved := filepath.Join(dir, "zz-moved.yaml")
+	must(t, os.WriteFile(moved, bytes.Replace(good, []byte("10.0.3.1"), []byte("10.0.3.9"), 1), 0o644))
+	must(t, os.WriteFile(redis, []byte("type: Bogus\nname: x\n"), 0o644))
+	extra := filepath.Join(dir, "zz-extra.yaml")
+	must(t, os.WriteFile(extra, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	var first *mesh.Snapshot
+	for i := range 2 {
+		s, err := l.Load(exampleDataplane, dir)
+		var rf *RefusedFiles
+		if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Path != redis {
+			t.Fatalf("load %d: want a snapshot with redis.yaml refused, got %v", i, err)
+		}
+		at := slices.IndexFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" })
+		if at < 0 || s.Dataplanes[at].Networking.Address != "10.0.3.9" || !strings.Contains(s.Dataplanes[at].Source.String(), "zz-moved.yaml") {
+			t.Fatalf("load %d: redis-1 not served from the file it moved to", i)
+		}
+		if !slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "extra" }) {
+			t.Fatalf("load %d: another file's change held back", i)
+		}
+		if i == 1 && s != first {
+			t.Error("nothing changed, yet the snapshot was built again")
+		}
+		first = s
+	}
+}
+
+// A resource of another mesh named as one of a refused file's last good version does not
+// take its place: only what would be the same resource in the snapshot makes it give way.
+func TestDirLoaderRefusedFileKeepsWhatAnotherMeshNames(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	must(t, os.WriteFile(filepath.Join(dir, "zz-other.yaml"), bytes.Replace(good, []byte("mesh: default"), []byte("mesh: other"), 1), 0o644))
+	must(t, os.WriteFile(redis, []byte("type: Bogus\nname: x\n"), 0o644))
+	s, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) {
+		t.Fatalf("want redis.yaml refused: %v", err)
+	}
+	if !slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Fatal("redis-1 of the refused file's last good version dropped for a dataplane of another mesh")
+	}
+}
+
+// A refused file fixed gives back the objects of its last good version for the resources
+// that did not change (as any file edited does): the model does not get a second copy of
+// every dataplane of an inventory that was broken in one place.
+func TestDirLoaderFixedFileReusesItsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	inv := filepath.Join(dir, "zz-inventory.yaml")
+	doc := func(i int, field string) string {
+		return strings.Replace(strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("inv-%d", i)), "address:", field+":", 1) + "---\n"
+	}
+	write := func(broken, last string) {
+		var b strings.Builder
+		for i := range 20 {
+			field := "address"
+			if i == 10 {
+				field = broken
+			}
+			b.WriteString(doc(i, field))
+		}
+		b.WriteString(strings.ReplaceAll(extraDataplane, "NAME", last))
+		must(t, os.WriteFile(inv, []byte(b.String()), 0o644))
+		future := time.Now().Add(time.Duration(len(last)) * time.Hour)
+		must(t, os.Chtimes(inv, future, future))
+	}
+	write("address", "last")
+	l := newDirLoader()
+	before, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	write("adress", "last")
+	if _, err := l.Load(exampleDataplane, dir); err == nil {
+		t.Fatal("the broken inventory was accepted")
+	}
+	write("address", "last-renamed")
+	after, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	byName := map[string]*mesh.Dataplane{}
+	for _, d := range before.Dataplanes {
+		byName[d.Name] = d
+	}
+	for _, d := range after.Dataplanes {
+		if strings.HasPrefix(d.Name, "inv-") && byName[d.Name] != d {
+			t.Fatalf("%s is a new copy after the fix", d.Name)
+		}
+	}
+}
+
+// A file replaced by a named pipe after the directory was listed is never read either (an
+// open of a pipe without a writer waits forever, and the load with it): it is refused as
+// one that is not a regular file.
+func TestDirLoaderFileTurnedPipeWhileLoading(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	copyDir(t, examplePolicies, dir)
+	redis := filepath.Join(dir, "redis.yaml")
+	l := newDirLoader()
+	read := l.readFile
+	l.readFile = func(p string) ([]byte, error) {
+		if filepath.Base(p) == "dataplanes.yaml" { // read before redis.yaml
+			if _, err := os.Stat(redis); err == nil {
+				must(t, os.Remove(redis))
+				must(t, syscall.Mkfifo(redis, 0o644))
+			}
+		}
+		return read(p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Load(exampleDataplane, dir)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "redis.yaml") || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("want redis.yaml refused as not a regular file, got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		os.WriteFile(redis, nil, 0o644) // a writer: the blocked open returns
+		t.Fatal("still loading after 10 s: the pipe was opened")
+	}
+}
+
+// A file over the limit for one file is refused before it is read, as a file: it does not
+// count in the total either, so it cannot push the model over --max-total-size-mib and
+// refuse every other file's change with it.
+func TestDirLoaderOversizedFileNotInTheTotal(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	l.maxFile, l.maxTotal = 16<<10, 64<<10
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "zz-huge.yaml"), bytes.Repeat([]byte("# padding\n"), 10<<10), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "zz-extra.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	s, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || !strings.Contains(err.Error(), "--max-file-size-mib") {
+		t.Fatalf("want the huge file refused alone, got %v", err)
+	}
+	if !slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "extra" }) {
+		t.Error("another file's change held back")
+	}
+	// The files read still count: over the total, the load is refused whole.
+	l.maxTotal = 8 << 10
+	if s, err := l.Load(exampleDataplane, dir); s != nil || err == nil || !strings.Contains(err.Error(), "--max-total-size-mib") {
+		t.Fatalf("over the total: %v, %v", s != nil, err)
 	}
 }

@@ -25,13 +25,14 @@ import (
 // modification time and inode are those recorded, or whose content has the SHA-256
 // recorded, is not decoded again. Decoding YAML is most of a start with a large inventory
 // (about 470 ms for 10,000 dataplanes, against 25 ms to read them back from this cache).
-// Only files that decoded without a problem are kept, and the cache is dropped when the
+// Only files that decoded without a problem are kept (a file refused keeps the entry of
+// its last good version, dirLoader.good, which a restart serves), and the cache is dropped when the
 // kuma-dp binary changes (a new version may decode or validate differently).
 //
 // The cache is a directory with one entry per large source file and one entry for all the
 // small ones, so that what a change costs is what it changed: a write adds the entries of
 // the files decoded to new resources since the last write and removes those of the files
-// gone (or now failing); an inventory file that did not change is never written again.
+// gone; an inventory file that did not change is never written again.
 // Files under bundleBelow bytes share one entry (the bundle), written again when any of
 // them changes: a directory of a file per resource (20,000 of them) would otherwise cost
 // 20,000 entries, each a file with gob's type descriptions of its own (1.6 KB, 80 MB on
@@ -268,8 +269,18 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 	}
 	want := make(map[string][]file, len(l.cache)) // by entry name, in path order
 	var bundle []file
-	for _, path := range slices.Sorted(maps.Keys(l.cache)) {
+	paths := slices.Collect(maps.Keys(l.cache))
+	for p := range l.good {
+		if _, ok := l.cache[p]; !ok {
+			paths = append(paths, p) // unreadable now: its entry is no more in the cache
+		}
+	}
+	slices.Sort(paths)
+	for _, path := range paths {
 		c := l.cache[path]
+		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == ([32]byte{})) {
+			c = g // refused: its last good version's entry stays, for a restart to serve it
+		}
 		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == ([32]byte{}) {
 			continue // failed, or not known to hold what its file holds (forget)
 		}

@@ -1,8 +1,10 @@
 package dirsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -242,7 +244,8 @@ func TestDecodeCacheWritesOnlyWhatChanged(t *testing.T) {
 	restartDecodes(t, cache, dir, 1, "a restart after a touch")
 }
 
-// A file gone from the directory, or no longer decoding, loses its entry.
+// A file gone from the directory loses its entry; one no longer decoding keeps the entry of
+// its last good version (served in its place, at a restart too) until it is gone.
 func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
 	dir, files, cache := cacheMesh(t, invFile{"gone.yaml", "gone", 3}, invFile{"bad.yaml", "bad", 3})
 	gone, bad := files[0], files[1]
@@ -263,14 +266,24 @@ func TestDecodeCacheDropsRemovedFiles(t *testing.T) {
 	}
 
 	must(t, os.WriteFile(bad, []byte("type: Dataplane\nname: [\n"), 0o644))
-	if _, err := l.Load(exampleDataplane, dir); err == nil {
-		t.Fatal("a broken file loaded")
+	var rf *RefusedFiles
+	if _, err := l.Load(exampleDataplane, dir); !errors.As(err, &rf) {
+		t.Fatalf("a broken file loaded: %v", err)
 	}
 	w, err = l.writeCache(cache)
 	must(t, err)
 	heads3, _ := cacheEntries(t, cache)
-	if w.removed != 1 || w.entries != 1 || entryOf(heads3, bad) != "" || filesIn(heads3) != filesIn(heads2)-1 {
+	if w.changed() || entryOf(heads3, bad) != entryOf(heads2, bad) || filesIn(heads3) != filesIn(heads2) {
 		t.Fatalf("after a file stopped decoding: %+v", w)
+	}
+	must(t, os.Remove(bad))
+	_, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	w, err = l.writeCache(cache)
+	must(t, err)
+	heads4, _ := cacheEntries(t, cache)
+	if w.removed != 1 || w.entries != 1 || entryOf(heads4, bad) != "" || filesIn(heads4) != filesIn(heads2)-1 {
+		t.Fatalf("after the broken file was removed: %+v", w)
 	}
 }
 
@@ -746,5 +759,89 @@ func TestDecodeCacheFailedWriteKeepsTheOld(t *testing.T) {
 	l.writeEntry = cplink.WriteCacheStream
 	if w, err := l.writeCache(cache); err != nil || w.entries != 1 || w.removed != 1 {
 		t.Fatalf("the next write: %+v, %v", w, err)
+	}
+}
+
+// A file refused is served at its last good version by an agent restarted meanwhile too:
+// the decode cache keeps that version's entry while the file stays refused (written, or
+// left from before the file broke), and a restart serves it, as the agent before it did,
+// instead of leaving the file out of the model.
+func TestDecodeCacheKeepsTheLastGoodOfARefusedFile(t *testing.T) {
+	for _, persistBroken := range []bool{true, false} {
+		t.Run(fmt.Sprint("written while refused: ", persistBroken), func(t *testing.T) {
+			dir, _, cache := cacheMesh(t)
+			l, _ := loadPersisted(t, dir, cache)
+			redis := filepath.Join(dir, "redis.yaml")
+			good, _ := os.ReadFile(redis)
+			future := time.Now().Add(time.Hour)
+			must(t, os.WriteFile(redis, bytes.Replace(good, []byte("address: 10.0.3.1"), []byte("adress: 10.0.3.1"), 1), 0o644))
+			must(t, os.Chtimes(redis, future, future))
+			if persistBroken {
+				s, err := l.Load(exampleDataplane, dir)
+				var rf *RefusedFiles
+				if s == nil || !errors.As(err, &rf) || !rf.Files[0].Kept {
+					t.Fatalf("before the restart: %v", err)
+				}
+				_, err = l.writeCache(cache)
+				must(t, err)
+			}
+			for restart := range 2 {
+				warm := newDirLoader()
+				if _, err := warm.restore(cache); err != nil {
+					t.Fatal(err)
+				}
+				s, err := warm.Load(exampleDataplane, dir)
+				var rf *RefusedFiles
+				if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Path != redis || !rf.Files[0].Kept {
+					t.Fatalf("restart %d: want redis.yaml refused and kept, got %v", restart, err)
+				}
+				at := slices.IndexFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" })
+				if at < 0 || s.Dataplanes[at].Networking.Address != "10.0.3.1" {
+					t.Fatalf("restart %d: redis-1 not served at its last good version", restart)
+				}
+				_, err = warm.writeCache(cache) // a second restart finds it still
+				must(t, err)
+			}
+			// Fixed, the file is served as it is now, and its old entry goes.
+			must(t, os.WriteFile(redis, bytes.Replace(good, []byte("10.0.3.1"), []byte("10.0.3.7"), 1), 0o644))
+			must(t, os.Chtimes(redis, future.Add(time.Hour), future.Add(time.Hour)))
+			warm := newDirLoader()
+			if _, err := warm.restore(cache); err != nil {
+				t.Fatal(err)
+			}
+			s, err := warm.Load(exampleDataplane, dir)
+			must(t, err)
+			if at := slices.IndexFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }); at < 0 || s.Dataplanes[at].Networking.Address != "10.0.3.7" {
+				t.Fatal("the fixed file is not served")
+			}
+		})
+	}
+}
+
+// A file broken and then a forced reload (SIGHUP, as after an edit): the last good
+// version's entry stays in the decode cache all the same, and a restart serves it.
+func TestDecodeCacheKeepsTheLastGoodAcrossAForcedReload(t *testing.T) {
+	dir, _, cache := cacheMesh(t)
+	l, _ := loadPersisted(t, dir, cache)
+	redis := filepath.Join(dir, "redis.yaml")
+	good, _ := os.ReadFile(redis)
+	must(t, os.WriteFile(redis, bytes.Replace(good, []byte("address: 10.0.3.1"), []byte("adress: 10.0.3.1"), 1), 0o644))
+	future := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(redis, future, future))
+	l.forget()
+	var rf *RefusedFiles
+	if s, err := l.Load(exampleDataplane, dir); s == nil || !errors.As(err, &rf) || !rf.Files[0].Kept {
+		t.Fatalf("the forced reload: %v", err)
+	}
+	_, err := l.writeCache(cache)
+	must(t, err)
+	warm := newDirLoader()
+	if _, err := warm.restore(cache); err != nil {
+		t.Fatal(err)
+	}
+	s, err := warm.Load(exampleDataplane, dir)
+	if s == nil || !errors.As(err, &rf) || !rf.Files[0].Kept ||
+		!slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Fatalf("after the restart: want redis.yaml's last good version served, got %v", err)
 	}
 }

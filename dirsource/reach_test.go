@@ -1,6 +1,7 @@
 package dirsource
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -8,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -199,5 +202,59 @@ func TestLargeFileInPiecesKeepsReachable(t *testing.T) {
 	}
 	if n := len(l.cache[big].res); n != 2 {
 		t.Fatalf("the cache holds %d resources of the inventory, want the 2 reachable", n)
+	}
+}
+
+// A file refused while the dataplane's reachable services grow is served at its last good
+// version, which was kept for the old list: the dataplanes of the services reachable since
+// are not in it. The file is reported so (Narrowed), not as if its whole last good version
+// were served; fixed, it gives them.
+func TestDirLoaderRefusedFileKeptForAnotherReach(t *testing.T) {
+	dpFile, policies := reachMesh(t, t.TempDir(), "a")
+	l := newDirLoader()
+	_, err := l.Load(dpFile, policies)
+	must(t, err)
+	inv := filepath.Join(policies, "dataplanes.yaml")
+	good, _ := os.ReadFile(inv)
+	must(t, os.WriteFile(inv, append([]byte("type: Bogus\nname: x\n---\n"), good...), 0o644))
+	refusedOf := func(what string) cplink.RefusedFile {
+		t.Helper()
+		s, err := l.Load(dpFile, policies)
+		var rf *RefusedFiles
+		if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return rf.Files[0]
+	}
+	if f := refusedOf("broken"); !f.Kept || f.Narrowed {
+		t.Fatalf("broken: %+v", f)
+	}
+	writeReach(t, dpFile, "a") // the same list, rewritten: nothing missing
+	if f := refusedOf("same list"); !f.Kept || f.Narrowed {
+		t.Fatalf("the same list: %+v", f)
+	}
+	writeReach(t, dpFile, "a", "b")
+	if f := refusedOf("widened"); !f.Kept || !f.Narrowed {
+		t.Fatalf("widened: %+v, want kept and narrowed", f)
+	}
+	writeReach(t, dpFile, "a") // back to the list it was kept for: whole again
+	if f := refusedOf("back"); !f.Kept || f.Narrowed {
+		t.Fatalf("back to the first list: %+v", f)
+	}
+	writeReach(t, dpFile, "b")
+	if f := refusedOf("moved"); !f.Kept || !f.Narrowed {
+		t.Fatalf("another list: %+v", f)
+	}
+	writeReach(t, dpFile, "a") // a-1 and a-2 were dropped for the list of b: not whole
+	if f := refusedOf("after b"); !f.Kept || !f.Narrowed {
+		t.Fatalf("after the list of b: %+v", f)
+	}
+	future := time.Now().Add(time.Hour)
+	must(t, os.WriteFile(inv, good, 0o644))
+	must(t, os.Chtimes(inv, future, future))
+	s, err := l.Load(dpFile, policies)
+	must(t, err)
+	if got, want := names(s), []string{"a-1", "a-2", "me"}; !slices.Equal(got, want) {
+		t.Fatalf("fixed: %q, want %q", got, want)
 	}
 }

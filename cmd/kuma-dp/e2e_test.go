@@ -334,6 +334,71 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 	})
 }
 
+// A file broken while the agent runs is still served at its last good version by the
+// agent restarted on the same work dir (its decode cache keeps that version), as the agent
+// before the restart served it: a restart does not drop a policy the mesh was using.
+func TestE2EBrokenPolicyKeptAcrossARestart(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	work := t.TempDir()
+	p := startAgent(t, dpFile, policies, "--work-dir", work)
+	before, _ := p.query("v1.httpbin.mesh", dns.TypeA)
+	if len(before) != 1 {
+		t.Fatalf("v1.httpbin.mesh: %v", before)
+	}
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{nope}}.mesh"))
+	waitFor(t, "the refusal", 5*time.Second, func() bool {
+		return strings.Contains(p.logs.String(), "file refused; its last good version keeps serving")
+	})
+	time.Sleep(300 * time.Millisecond) // the decode cache's write after the update (it removed the file's entry)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+
+	again := startAgent(t, dpFile, policies, "--work-dir", work)
+	if a, _ := again.query("v1.httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != before[0] {
+		t.Errorf("after the restart v1.httpbin.mesh = %v, want %v (the last good VirtualOutbound)", a, before)
+	}
+	if line := lineWith(again.logs.String(), "virtual-outbound.yaml"); !strings.Contains(line, "file refused; its last good version keeps serving") {
+		t.Errorf("the restarted agent does not say it serves the last good version: %s", line)
+	}
+}
+
+// Polling, a file that stays broken is named once, however many polls pass, while the
+// other files' changes are taken; /ready stays 200 and the count stays 1.
+func TestE2EBrokenPolicyLoggedOnceWhilePolling(t *testing.T) {
+	t.Parallel()
+	dpFile, policies := meshDir(t)
+	p := startAgent(t, dpFile, policies, "--watch", "poll")
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{nope}}.mesh"))
+	waitFor(t, "the refusal", 5*time.Second, func() bool {
+		return strings.Contains(p.logs.String(), "file refused; its last good version keeps serving")
+	})
+	for i := range 3 { // other files change, polls pass
+		writeFile(t, filepath.Join(policies, fmt.Sprintf("echo-%d.yaml", i)), strings.NewReplacer("httpbin-1", fmt.Sprintf("echo-%d", i),
+			"10.0.0.2", fmt.Sprintf("10.0.0.%d", 10+i), "kuma.io/service: httpbin", fmt.Sprintf("kuma.io/service: echo%d", i)).Replace(e2eHTTPBin))
+		waitFor(t, fmt.Sprintf("v1.echo%d.mesh", i), 5*time.Second, func() bool {
+			a, _ := p.query(fmt.Sprintf("v1.echo%d.mesh", i), dns.TypeA)
+			return len(a) == 1
+		})
+	}
+	time.Sleep(1500 * time.Millisecond) // polls with nothing changed
+	if n := strings.Count(p.logs.String(), "msg=\"file refused"); n != 1 {
+		t.Errorf("the broken file named %d times, want once", n)
+	}
+	if code, _ := p.get("/ready"); code != 200 {
+		t.Errorf("/ready: %d", code)
+	}
+	if _, body := p.get("/metrics"); !strings.Contains(body, "kuma_dp_model_files_refused 1") {
+		t.Errorf("/metrics: %s", lineWith(body, "files_refused"))
+	}
+}
+
 // A broken policy file at start: the agent starts without it, serving the other files.
 // One bad file in a directory every pod reads must not keep every new agent from starting.
 func TestE2EBrokenPolicyAtStartLeftOut(t *testing.T) {
