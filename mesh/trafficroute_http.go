@@ -262,18 +262,33 @@ func (v *validator) regexReplace(p string, r RegexReplace) {
 	}
 }
 
+// Envoy's limits on a route's headers to add (its validation rules refuse more): bytes of
+// a name or a value, and headers per route and direction.
+const (
+	maxHeaderBytes  = 16384
+	maxHeadersToAdd = 1000
+)
+
 func (v *validator) headerChange(p string, c *HTTPHeaderChange) {
 	if c == nil {
 		return
+	}
+	if len(c.Add) > maxHeadersToAdd {
+		v.errorf(p+".add", "", "at most %d headers (Envoy's limit), not %d", maxHeadersToAdd, len(c.Add))
 	}
 	for i, a := range c.Add {
 		ap := indexPath(p+".add", i)
 		if msg := headerNameProblem(a.Name, false); msg != "" {
 			v.errorf(ap+".name", a.Name, "%s", msg)
+		} else if len(a.Name) > maxHeaderBytes {
+			v.errorf(ap+".name", "", "at most %d bytes (Envoy's limit), not %d", maxHeaderBytes, len(a.Name))
 		}
-		if a.Value == "" {
+		switch {
+		case a.Value == "":
 			v.errorf(ap+".value", "", "required")
-		} else if strings.ContainsAny(a.Value, "\x00\r\n") {
+		case len(a.Value) > maxHeaderBytes:
+			v.errorf(ap+".value", "", "at most %d bytes (Envoy's limit), not %d", maxHeaderBytes, len(a.Value))
+		case strings.ContainsAny(a.Value, "\x00\r\n"):
 			v.errorf(ap+".value", a.Value, "must not hold NUL, CR or LF")
 		}
 	}

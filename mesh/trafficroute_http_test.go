@@ -261,3 +261,29 @@ func TestValidateTrafficRouteHTTP(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// Envoy refuses a header to add whose name or value is over 16 KiB, and more than 1000
+// headers to add on a route (its validation rules): one such rule refused every update of
+// the agent's resources, so the rule is refused when the route is read.
+func TestKumaTrafficRouteHTTPHeaderLimits(t *testing.T) {
+	rule0 := func(old, new string) string { return strings.Replace(kumaRouteHTTP, old, new, 1) }
+	big := strings.Repeat("v", 16385)
+	many := strings.Repeat("        - {name: x-a, value: b}\n", 1000)
+	for _, tc := range []struct{ name, doc, want string }{
+		{"a value over 16 KiB", rule0("value: canary", "value: "+big),
+			`conf.http[0].modify.responseHeaders.add[0].value: at most 16384 bytes (Envoy's limit), not 16385`},
+		{"a name over 16 KiB", rule0("name: x-routed", "name: x"+big),
+			`conf.http[0].modify.requestHeaders.add[0].name: at most 16384 bytes (Envoy's limit), not 16386`},
+		{"more than 1000 headers to add", rule0("        add:\n", "        add:\n"+many),
+			`conf.http[0].modify.requestHeaders.add: at most 1000 headers (Envoy's limit), not 1001`},
+	} {
+		_, err := Decode("route.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %.300v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	// At the limits, the route is read.
+	if _, err := Decode("route.yaml", []byte(rule0("value: canary", "value: "+big[1:]))); err != nil {
+		t.Errorf("a value of 16384 bytes: %.300v", err)
+	}
+}
