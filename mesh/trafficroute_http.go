@@ -202,7 +202,8 @@ func (v *validator) stringMatcher(p string, m StringMatcher) (kind, value string
 	return kind, value
 }
 
-// regex checks an RE2 regular expression (Go's regexp reads RE2's syntax).
+// regex checks an RE2 regular expression (Go's regexp reads RE2's syntax) that Envoy
+// compiles (re2size.go).
 func (v *validator) regex(p, re string) bool {
 	if re == "" {
 		v.errorf(p, re, "must not be empty")
@@ -210,6 +211,10 @@ func (v *validator) regex(p, re string) bool {
 	}
 	if _, err := regexp.Compile(re); err != nil {
 		v.errorf(p, re, "not an RE2 regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		return false
+	}
+	if n, err := re2ProgramSize(re); err == nil && n > maxRE2ProgramSize {
+		v.errorf(p, re, "over Envoy's limit of %d RE2 instructions (re2.max_program_size.error_level): about %d; simplify it (fewer or shorter bounded repetitions, ASCII classes)", maxRE2ProgramSize, n)
 		return false
 	}
 	return true
