@@ -156,7 +156,11 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 	}
 	if r := g.routes.best(svc); r != nil {
 		cluster := func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) }
-		http := r.http != nil && g.httpService(svc)
+		kind := notHTTP
+		if r.http != nil {
+			kind = httpKind(g.byService[svc])
+		}
+		http := kind != notHTTP
 		if http {
 			cluster = func(t mesh.Tags) string {
 				return g.serviceClusterFor(t, r.lb, g.http2Service(t.Value(mesh.ServiceTag)))
@@ -164,7 +168,7 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 		}
 		spec := proxySpec{stat: stat, split: r.split(svc, cluster), hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}
 		if http {
-			spec.http = httpRoutes(r, svc, cluster)
+			spec.http = httpRoutes(r, svc, kind == grpcOnly, cluster)
 		}
 		return spec, true
 	}
