@@ -259,12 +259,41 @@ func (v *validator) httpModify(p string, m *HTTPModify, match HTTPMatch) {
 }
 
 func (v *validator) regexReplace(p string, r RegexReplace) {
-	v.regex(p+".pattern", r.Pattern)
-	if r.Substitution == "" {
+	patternOK := v.regex(p+".pattern", r.Pattern)
+	switch {
+	case r.Substitution == "":
 		v.errorf(p+".substitution", "", "required")
-	} else if strings.ContainsAny(r.Substitution, "\x00\r\n") {
+	case strings.ContainsAny(r.Substitution, "\x00\r\n"):
 		v.errorf(p+".substitution", r.Substitution, "must not hold NUL, CR or LF")
+	case patternOK:
+		if msg := substitutionProblem(r.Substitution, regexp.MustCompile(r.Pattern).NumSubexp()); msg != "" {
+			v.errorf(p+".substitution", r.Substitution, "%s", msg)
+		}
 	}
+}
+
+// substitutionProblem is what RE2 (Envoy's rewrites) refuses in a substitution for a pattern
+// of groups groups ("" when nothing): \0 to \9 name the match and its groups, \\ is a
+// backslash, and nothing else may follow a backslash. RE2 refuses the substitution on every
+// request: naming a missing group leaves the path or host as it was, another escape cuts the
+// rewrite short there.
+func substitutionProblem(sub string, groups int) string {
+	for i := 0; i < len(sub); i++ {
+		if sub[i] != '\\' {
+			continue
+		}
+		i++
+		switch {
+		case i < len(sub) && sub[i] == '\\':
+		case i < len(sub) && sub[i] >= '0' && sub[i] <= '9':
+			if n := int(sub[i] - '0'); n > groups {
+				return fmt.Sprintf("\\%d names a group the pattern has not (it has %d)", n, groups)
+			}
+		default:
+			return `"\" is followed by a digit (a group) or "\"`
+		}
+	}
+	return ""
 }
 
 // Envoy's limits on a route's headers to add (its validation rules refuse more): bytes of

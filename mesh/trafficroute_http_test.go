@@ -339,3 +339,28 @@ func TestRE2ProgramSizeEstimate(t *testing.T) {
 		}
 	}
 }
+
+// Envoy rewrites with RE2, whose substitution takes \0 to \9 (the pattern's groups) and \\:
+// a substitution naming a group the pattern lacks, or another escape, makes RE2 refuse the
+// rewrite on every request (the path or host left as it was), so it is refused when read.
+func TestKumaTrafficRouteHTTPSubstitution(t *testing.T) {
+	rule0 := func(old, new string) string { return strings.Replace(kumaRouteHTTP, old, new, 1) }
+	for _, tc := range []struct{ name, doc, want string }{
+		{"a group the pattern lacks", rule0(`substitution: u\1.internal`, `substitution: u\2.internal`),
+			`conf.http[1].modify.host.fromPath.substitution: \2 names a group the pattern has not (it has 1) (value "u\\2.internal")`},
+		{"an escape RE2 does not know", rule0(`substitution: u\1.internal`, `substitution: u\1\.internal`),
+			`conf.http[1].modify.host.fromPath.substitution: "\" is followed by a digit (a group) or "\" (value`},
+		{"a trailing backslash", rule0(`substitution: u\1.internal`, `substitution: u\1\`),
+			`conf.http[1].modify.host.fromPath.substitution: "\" is followed by a digit (a group) or "\" (value`},
+	} {
+		_, err := Decode("route.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	for _, sub := range []string{`u\0`, `\\u\1`, `x`} {
+		if _, err := Decode("route.yaml", []byte(rule0(`substitution: u\1.internal`, "substitution: '"+sub+"'"))); err != nil {
+			t.Errorf("%s: %v", sub, err)
+		}
+	}
+}
