@@ -202,7 +202,8 @@ func (v *validator) stringMatcher(p string, m StringMatcher) (kind, value string
 	return kind, value
 }
 
-// regex checks an RE2 regular expression (Go's regexp reads RE2's syntax).
+// regex checks an RE2 regular expression (Go's regexp reads RE2's syntax) that Envoy
+// compiles (re2size.go).
 func (v *validator) regex(p, re string) bool {
 	if re == "" {
 		v.errorf(p, re, "must not be empty")
@@ -210,6 +211,10 @@ func (v *validator) regex(p, re string) bool {
 	}
 	if _, err := regexp.Compile(re); err != nil {
 		v.errorf(p, re, "not an RE2 regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		return false
+	}
+	if n, err := re2ProgramSize(re); err == nil && n > maxRE2ProgramSize {
+		v.errorf(p, re, "over Envoy's limit of %d RE2 instructions (re2.max_program_size.error_level): about %d; simplify it (fewer or shorter bounded repetitions, ASCII classes)", maxRE2ProgramSize, n)
 		return false
 	}
 	return true
@@ -254,26 +259,70 @@ func (v *validator) httpModify(p string, m *HTTPModify, match HTTPMatch) {
 }
 
 func (v *validator) regexReplace(p string, r RegexReplace) {
-	v.regex(p+".pattern", r.Pattern)
-	if r.Substitution == "" {
+	patternOK := v.regex(p+".pattern", r.Pattern)
+	switch {
+	case r.Substitution == "":
 		v.errorf(p+".substitution", "", "required")
-	} else if strings.ContainsAny(r.Substitution, "\x00\r\n") {
+	case strings.ContainsAny(r.Substitution, "\x00\r\n"):
 		v.errorf(p+".substitution", r.Substitution, "must not hold NUL, CR or LF")
+	case patternOK:
+		if msg := substitutionProblem(r.Substitution, regexp.MustCompile(r.Pattern).NumSubexp()); msg != "" {
+			v.errorf(p+".substitution", r.Substitution, "%s", msg)
+		}
 	}
 }
+
+// substitutionProblem is what RE2 (Envoy's rewrites) refuses in a substitution for a pattern
+// of groups groups ("" when nothing): \0 to \9 name the match and its groups, \\ is a
+// backslash, and nothing else may follow a backslash. RE2 refuses the substitution on every
+// request: naming a missing group leaves the path or host as it was, another escape cuts the
+// rewrite short there.
+func substitutionProblem(sub string, groups int) string {
+	for i := 0; i < len(sub); i++ {
+		if sub[i] != '\\' {
+			continue
+		}
+		i++
+		switch {
+		case i < len(sub) && sub[i] == '\\':
+		case i < len(sub) && sub[i] >= '0' && sub[i] <= '9':
+			if n := int(sub[i] - '0'); n > groups {
+				return fmt.Sprintf("\\%d names a group the pattern has not (it has %d)", n, groups)
+			}
+		default:
+			return `"\" is followed by a digit (a group) or "\"`
+		}
+	}
+	return ""
+}
+
+// Envoy's limits on a route's headers to add (its validation rules refuse more): bytes of
+// a name or a value, and headers per route and direction.
+const (
+	maxHeaderBytes  = 16384
+	maxHeadersToAdd = 1000
+)
 
 func (v *validator) headerChange(p string, c *HTTPHeaderChange) {
 	if c == nil {
 		return
 	}
+	if len(c.Add) > maxHeadersToAdd {
+		v.errorf(p+".add", "", "at most %d headers (Envoy's limit), not %d", maxHeadersToAdd, len(c.Add))
+	}
 	for i, a := range c.Add {
 		ap := indexPath(p+".add", i)
 		if msg := headerNameProblem(a.Name, false); msg != "" {
 			v.errorf(ap+".name", a.Name, "%s", msg)
+		} else if len(a.Name) > maxHeaderBytes {
+			v.errorf(ap+".name", "", "at most %d bytes (Envoy's limit), not %d", maxHeaderBytes, len(a.Name))
 		}
-		if a.Value == "" {
+		switch {
+		case a.Value == "":
 			v.errorf(ap+".value", "", "required")
-		} else if strings.ContainsAny(a.Value, "\x00\r\n") {
+		case len(a.Value) > maxHeaderBytes:
+			v.errorf(ap+".value", "", "at most %d bytes (Envoy's limit), not %d", maxHeaderBytes, len(a.Value))
+		case strings.ContainsAny(a.Value, "\x00\r\n"):
 			v.errorf(ap+".value", a.Value, "must not hold NUL, CR or LF")
 		}
 	}

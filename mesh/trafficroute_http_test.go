@@ -261,3 +261,106 @@ func TestValidateTrafficRouteHTTP(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// Envoy refuses a header to add whose name or value is over 16 KiB, and more than 1000
+// headers to add on a route (its validation rules): one such rule refused every update of
+// the agent's resources, so the rule is refused when the route is read.
+func TestKumaTrafficRouteHTTPHeaderLimits(t *testing.T) {
+	rule0 := func(old, new string) string { return strings.Replace(kumaRouteHTTP, old, new, 1) }
+	big := strings.Repeat("v", 16385)
+	many := strings.Repeat("        - {name: x-a, value: b}\n", 1000)
+	for _, tc := range []struct{ name, doc, want string }{
+		{"a value over 16 KiB", rule0("value: canary", "value: "+big),
+			`conf.http[0].modify.responseHeaders.add[0].value: at most 16384 bytes (Envoy's limit), not 16385`},
+		{"a name over 16 KiB", rule0("name: x-routed", "name: x"+big),
+			`conf.http[0].modify.requestHeaders.add[0].name: at most 16384 bytes (Envoy's limit), not 16386`},
+		{"more than 1000 headers to add", rule0("        add:\n", "        add:\n"+many),
+			`conf.http[0].modify.requestHeaders.add: at most 1000 headers (Envoy's limit), not 1001`},
+	} {
+		_, err := Decode("route.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %.300v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	// At the limits, the route is read.
+	if _, err := Decode("route.yaml", []byte(rule0("value: canary", "value: "+big[1:]))); err != nil {
+		t.Errorf("a value of 16384 bytes: %.300v", err)
+	}
+}
+
+// Envoy refuses a regex whose RE2 program is over re2.max_program_size.error_level (100 by
+// default), and with it the outbound's listener; such a regex is refused when the route is
+// read, wherever it is (matches, rewrites). RE2's sizes are given beside each.
+func TestKumaTrafficRouteHTTPRegexProgramSize(t *testing.T) {
+	rule0 := func(old, new string) string { return strings.Replace(kumaRouteHTTP, old, new, 1) }
+	for _, tc := range []struct{ name, doc, want string }{
+		// RE2: 259.
+		{"a path regex", rule0("regex: ^/users/[0-9]+$", "regex: ^/users/[a-z0-9-]{1,64}$"),
+			`conf.http[1].match.path.regex: over Envoy's limit of 100 RE2 instructions (re2.max_program_size.error_level)`},
+		// RE2: 1198.
+		{"a Unicode class", rule0("regex: ^/users/[0-9]+$", `regex: '^/users/\p{L}+$'`),
+			`conf.http[1].match.path.regex: over Envoy's limit`},
+		// RE2: 544.
+		{"a rewrite pattern", rule0("pattern: ^/users/([0-9]+)$", "pattern: ^/files/(.{0,60})$"),
+			`conf.http[1].modify.path.regex.pattern: over Envoy's limit`},
+	} {
+		_, err := Decode("route.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	// Under the limit, as Envoy takes them (RE2: 34 and 68).
+	for _, re := range []string{"^/api/v[0-9]+/(users|accounts|orders)/[a-zA-Z0-9_-]+$", "[0-9a-f]{32}"} {
+		if _, err := Decode("route.yaml", []byte(rule0("regex: ^/users/[0-9]+$", "regex: '"+re+"'"))); err != nil {
+			t.Errorf("%s: %v", re, err)
+		}
+	}
+}
+
+// The estimate of RE2's program size, against RE2's own (ProgramSize of RE2 2022-06-01):
+// close for ASCII, a byte automaton for other classes, never far over RE2's.
+func TestRE2ProgramSizeEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		re  string
+		re2 int
+	}{
+		{"a", 5}, {"GET|HEAD", 11}, {".", 12}, {"[^/]+", 13}, {"[a-z]{1,32}", 67}, {"[0-9a-f]{32}", 68},
+		{`\d{3}-\d{4}`, 12}, {"é", 6}, {"[^a-zé]", 22}, {`\p{Greek}`, 66}, {`\p{Cyrillic}+`, 38},
+		{`[\x{370}\x{372}\x{374}\x{376}\x{378}]`, 10}, {`[\x{10000}-\x{1000B}\x{1000D}-\x{10026}]`, 9},
+		{"^/users[A-Za-z0-9_-]+[A-Za-z0-9_-]{0,20}[A-Za-z0-9_-]{2}/+[a-z]*", 22},
+		{`^/users/[a-z0-9-]{1,64}$`, 259}, {`^/files/.{0,60}$`, 544},
+	} {
+		n, err := re2ProgramSize(tc.re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > tc.re2+5 || (tc.re2 > maxRE2ProgramSize) != (n > maxRE2ProgramSize) || n < tc.re2/2 {
+			t.Errorf("%s: estimated %d, RE2's %d", tc.re, n, tc.re2)
+		}
+	}
+}
+
+// Envoy rewrites with RE2, whose substitution takes \0 to \9 (the pattern's groups) and \\:
+// a substitution naming a group the pattern lacks, or another escape, makes RE2 refuse the
+// rewrite on every request (the path or host left as it was), so it is refused when read.
+func TestKumaTrafficRouteHTTPSubstitution(t *testing.T) {
+	rule0 := func(old, new string) string { return strings.Replace(kumaRouteHTTP, old, new, 1) }
+	for _, tc := range []struct{ name, doc, want string }{
+		{"a group the pattern lacks", rule0(`substitution: u\1.internal`, `substitution: u\2.internal`),
+			`conf.http[1].modify.host.fromPath.substitution: \2 names a group the pattern has not (it has 1) (value "u\\2.internal")`},
+		{"an escape RE2 does not know", rule0(`substitution: u\1.internal`, `substitution: u\1\.internal`),
+			`conf.http[1].modify.host.fromPath.substitution: "\" is followed by a digit (a group) or "\" (value`},
+		{"a trailing backslash", rule0(`substitution: u\1.internal`, `substitution: u\1\`),
+			`conf.http[1].modify.host.fromPath.substitution: "\" is followed by a digit (a group) or "\" (value`},
+	} {
+		_, err := Decode("route.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	for _, sub := range []string{`u\0`, `\\u\1`, `x`} {
+		if _, err := Decode("route.yaml", []byte(rule0(`substitution: u\1.internal`, "substitution: '"+sub+"'"))); err != nil {
+			t.Errorf("%s: %v", sub, err)
+		}
+	}
+}

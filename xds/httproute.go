@@ -12,6 +12,7 @@ import (
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/kumadp/kuma-dp/mesh"
@@ -72,10 +73,17 @@ type httpSpec struct {
 	route  string // the TrafficRoute's name: its routes are named after it
 	rules  []httpRule
 	splits [][]weighted // each rule's clusters
+	// grpc: the outbound's service is a gRPC one (httpKind): its routes have no request
+	// timeout (Envoy's default, 15 s, cut every longer stream; Kuma's Timeout policy has
+	// none for gRPC).
+	grpc bool
 }
 
 func (h *httpSpec) sig(b *strings.Builder) {
 	b.WriteString("|http:")
+	if h.grpc {
+		b.WriteString("grpc:")
+	}
 	b.WriteString(h.route)
 	for i, r := range h.rules {
 		b.WriteString("|")
@@ -89,24 +97,40 @@ func (h *httpSpec) sig(b *strings.Builder) {
 	}
 }
 
-// httpService reports whether svc is an HTTP service (httpInbounds).
-func (g *generator) httpService(svc string) bool { return httpInbounds(g.byService[svc]) }
-
 // httpInbounds reports whether a service of these serving inbounds is an HTTP service:
 // it has some, and every one is tagged kuma.io/protocol http, http2 or grpc.
-func httpInbounds(ins []inboundRef) bool {
-	for _, in := range ins {
-		if !mesh.IsHTTPProtocol(in.tags.Value(mesh.ProtocolTag)) {
-			return false
-		}
+func httpInbounds(ins []inboundRef) bool { return httpKind(ins) != notHTTP }
+
+// What a service's serving inbounds make it for its outbounds' HTTP rules.
+const (
+	notHTTP  = iota // none, or one not tagged http, http2 or grpc
+	anyHTTP         // every one http, http2 or grpc
+	grpcOnly        // every one grpc
+)
+
+// httpKind is notHTTP, anyHTTP or grpcOnly for a service of these serving inbounds.
+func httpKind(ins []inboundRef) int {
+	if len(ins) == 0 {
+		return notHTTP
 	}
-	return len(ins) > 0
+	grpc := true
+	for _, in := range ins {
+		p := in.tags.Value(mesh.ProtocolTag)
+		if !mesh.IsHTTPProtocol(p) {
+			return notHTTP
+		}
+		grpc = grpc && p == "grpc"
+	}
+	if grpc {
+		return grpcOnly
+	}
+	return anyHTTP
 }
 
 // httpRoutes is the httpSpec of route r for an outbound to svc; cluster ensures a
 // destination's cluster and names it.
-func httpRoutes(r *route, svc string, cluster func(mesh.Tags) string) *httpSpec {
-	h := &httpSpec{route: r.tr.Name, rules: r.http, splits: make([][]weighted, len(r.http))}
+func httpRoutes(r *route, svc string, grpc bool, cluster func(mesh.Tags) string) *httpSpec {
+	h := &httpSpec{route: r.tr.Name, rules: r.http, splits: make([][]weighted, len(r.http)), grpc: grpc}
 	for i, hr := range r.http {
 		h.splits[i] = destSplit(hr.conf, svc, cluster)
 	}
@@ -158,6 +182,11 @@ func (g *generator) httpProxy(spec proxySpec) *listener.Filter {
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 		Action: &routev3.Route_Route{Route: weightedAction(spec.split, hash)},
 	})
+	if h.grpc {
+		for _, rt := range vh.Routes {
+			rt.GetRoute().Timeout = durationpb.New(0)
+		}
+	}
 	rc := &routev3.RouteConfiguration{Name: "outbound:" + spec.stat, VirtualHosts: []*routev3.VirtualHost{vh}}
 	return g.hcmFilter(&hcm.HttpConnectionManager{
 		StatPrefix:     spec.stat,

@@ -333,7 +333,7 @@ func TestHTTPRulesOnDataplaneOutbound(t *testing.T) {
 
 // A destination service turning HTTP (its inbounds' protocol tags change, nothing else) turns
 // its outbounds' HTTP rules on in an incremental generation, and TCP again turns them off,
-// each time equal to a full generation - also when the route sends none of its traffic to
+// gRPC and back their routes' timeout off and on, each time equal to a full generation - also when the route sends none of its traffic to
 // the service's own endpoints (no cluster of the outbound changes).
 func TestHTTPRulesFollowTheServiceProtocol(t *testing.T) {
 	tr := decodeRoute(t, `type: TrafficRoute
@@ -348,7 +348,7 @@ conf:
     destination: {kuma.io/service: db, kuma.io/protocol: tcp}
 `)
 	gen := NewGenerator()
-	for step, protocol := range []string{"tcp", "http", "grpc", "tcp"} {
+	for step, protocol := range []string{"tcp", "http", "grpc", "http2", "grpc", "tcp"} {
 		s, err := mesh.NewSnapshot(mobile(tags("service", "mobile")), append(httpBackends(protocol), tr))
 		if err != nil {
 			t.Fatal(err)
@@ -363,7 +363,32 @@ conf:
 			t.Errorf("step %d (%s): HTTP rules served: %v", step, protocol, isHTTP)
 		}
 	}
-	if gen.partial != 3 {
-		t.Errorf("%d incremental generations, want 3", gen.partial)
+	if gen.partial != 5 {
+		t.Errorf("%d incremental generations, want 5", gen.partial)
+	}
+}
+
+// Envoy gives a route a 15 s timeout unless told otherwise: an outbound to a gRPC service
+// whose route has HTTP rules cut every stream (server streaming, long polls) after 15 s,
+// which its tcp_proxy never did. Its routes have no request timeout (0), Kuma's Timeout
+// policy having none for gRPC; an HTTP service's keep Envoy's default (Kuma's default
+// requestTimeout, 15 s).
+func TestHTTPRulesGRPCStreamsHaveNoRouteTimeout(t *testing.T) {
+	tr := decodeRoute(t, httpRouteDoc("{roundRobin: {}}"))
+	for _, protocol := range []string{"http", "http2", "grpc"} {
+		r := generateValid(t, mobile(tags("service", "mobile")), append(httpBackends(protocol), tr), tproxy)
+		m := listenerHCM(t, r, "outbound:240.0.0.1:80")
+		if m == nil {
+			t.Fatalf("%s: no http_connection_manager", protocol)
+		}
+		for _, rt := range m.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+			to := rt.GetRoute().GetTimeout()
+			switch {
+			case protocol == "grpc" && (to == nil || to.AsDuration() != 0):
+				t.Errorf("grpc: route %s has timeout %v, want 0 (none)", rt.GetName(), to)
+			case protocol != "grpc" && to != nil:
+				t.Errorf("%s: route %s has timeout %v, want Envoy's default", protocol, rt.GetName(), to)
+			}
+		}
 	}
 }

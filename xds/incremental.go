@@ -146,14 +146,16 @@ func (st *genState) incremental(s *mesh.Snapshot, t *vipalloc.Table, o Options, 
 	}
 	g := newGeneratorFrom(st, s, t, o)
 	st.patchMembership(ch.dps)
-	wasHTTP := map[string]bool{}
+	wasKind := map[string]int{}
 	for d := range ch.dirtyDest {
-		wasHTTP[d] = httpInbounds(st.byService[d])
+		wasKind[d] = httpKind(st.byService[d])
 	}
 	st.reindexDestinations(ch.dirtyDest)
 	for d := range ch.dirtyDest {
-		if httpInbounds(st.byService[d]) != wasHTTP[d] {
-			ch.dirtyOut[d] = true // its outbounds' HTTP rules apply now, or no longer (httproute.go)
+		if httpKind(st.byService[d]) != wasKind[d] {
+			// its outbounds' HTTP rules apply now, or no longer, or their routes' timeout
+			// changes (httproute.go)
+			ch.dirtyOut[d] = true
 		}
 	}
 	names := changedNames{listeners: map[string]bool{}, clusters: map[string]bool{}, endpoints: map[string]bool{}}

@@ -32,6 +32,9 @@ func TestGeneratorMatchesGenerate(t *testing.T) {
 		// HTTP services (a, b, c) and TCP ones (d, e); now and then an inbound of another
 		// protocol turns an HTTP service into a TCP one, and its HTTP rules off.
 		if p := map[string]string{"a": "http", "b": "http2", "c": "grpc"}[svc]; p != "" && rng.IntN(5) != 0 {
+			if rng.IntN(4) == 0 { // another HTTP protocol: the service's clusters turn HTTP/2 or back
+				p = []string{"http", "http2", "grpc"}[rng.IntN(3)]
+			}
 			in = in.With(mesh.ProtocolTag, p)
 		} else if rng.IntN(2) == 0 {
 			in = in.With(mesh.ProtocolTag, "tcp")

@@ -156,7 +156,11 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 	}
 	if r := g.routes.best(svc); r != nil {
 		cluster := func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) }
-		http := r.http != nil && g.httpService(svc)
+		kind := notHTTP
+		if r.http != nil {
+			kind = httpKind(g.byService[svc])
+		}
+		http := kind != notHTTP
 		if http {
 			cluster = func(t mesh.Tags) string {
 				return g.serviceClusterFor(t, r.lb, g.http2Service(t.Value(mesh.ServiceTag)))
@@ -164,7 +168,7 @@ func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) 
 		}
 		spec := proxySpec{stat: stat, split: r.split(svc, cluster), hashSource: r.lb.Type == "ringHash" || r.lb.Type == "maglev"}
 		if http {
-			spec.http = httpRoutes(r, svc, cluster)
+			spec.http = httpRoutes(r, svc, kind == grpcOnly, cluster)
 		}
 		return spec, true
 	}
@@ -231,7 +235,7 @@ func (g *generator) serviceClusterFor(tags mesh.Tags, lb mesh.LoadBalancer, h2 b
 // clusterName: "backend" for {service: backend}; "backend{region=us,version=2}" for more
 // tags. The service name leads so that metrics can be aggregated per service. A service
 // named like one of the agent's own clusters ("localhost:8080", "10.0.0.1:8080",
-// "outbound:passthrough", "meshexternalservice_payments") is named "localhost:8080{}":
+// "outbound:passthrough", "meshexternalservice_payments", "kuma-dp-xds") is named "localhost:8080{}":
 // with the service's name alone, its EDS cluster and the agent's would be one, and either
 // a dataplane's inbound traffic or a MeshExternalService's would go to that service (or
 // the service's traffic to them). Tag values cannot hold '{', so "{}" cannot be a name.
@@ -297,10 +301,16 @@ func lbSuffix(lb mesh.LoadBalancer) string {
 
 // ownClusterName reports whether name could be the name of a cluster the agent makes for
 // itself: every one of them holds a ':' (inbound's local application, the transparent
-// proxy's passthrough) or starts with MESClusterPrefix.
+// proxy's passthrough) or starts with MESClusterPrefix, or is the bootstrap's static cluster
+// of the agent's xDS server (which CDS cannot replace: the service's traffic went to the
+// agent's socket).
 func ownClusterName(name string) bool {
-	return strings.IndexByte(name, ':') >= 0 || strings.HasPrefix(name, MESClusterPrefix)
+	return strings.IndexByte(name, ':') >= 0 || strings.HasPrefix(name, MESClusterPrefix) || name == xdsServerCluster
 }
+
+// xdsServerCluster is bootstrap.XDSClusterName (bootstrap imports this package;
+// TestServiceNamedLikeTheBootstrapCluster keeps them equal).
+const xdsServerCluster = "kuma-dp-xds"
 
 // hasKey: a full generation puts names in the maps before their messages are built.
 func hasKey[V any](m map[string]V, k string) bool {

@@ -16,7 +16,7 @@ func TestServiceNamedLikeAnOwnCluster(t *testing.T) {
 	self := dataplane("mobile-1", "10.0.0.1", inbound(8080, tags("service", "mobile")))
 	self.Networking.Inbound[0].ServicePort = 18080
 	pay := mesExample("payments", nil, mesh.MESEndpoint{Address: "203.0.113.7", Port: 443})
-	for _, svc := range []string{"localhost:18080", "10.0.0.1:18080", "outbound:passthrough", "inbound:passthrough", MESClusterPrefix + "payments"} {
+	for _, svc := range []string{"localhost:18080", "10.0.0.1:18080", "outbound:passthrough", "inbound:passthrough", MESClusterPrefix + "payments", "kuma-dp-xds"} {
 		t.Run(svc, func(t *testing.T) {
 			res := append(backends(), pay, dataplane("evil", "10.0.9.9", inbound(9000, tags("service", svc))))
 			s, err := mesh.NewSnapshot(self, res)
