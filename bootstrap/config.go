@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/kumadp/kuma-dp/xds"
 )
@@ -115,11 +117,30 @@ func Build(c Config) (*bootstrapv3.Bootstrap, error) {
 			// xDS is gRPC: HTTP/2 to the agent.
 			TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2},
 		}}},
+		LayeredRuntime: runtimeLayers(),
 	}
 	if err := xds.ValidateMessage(b); err != nil {
 		return nil, fmt.Errorf("bootstrap: invalid: %w", err)
 	}
 	return b, nil
+}
+
+// runtimeLayers are Envoy's runtime: what it has without a layered_runtime (a static layer,
+// then the admin endpoint's, so /runtime_modify works), the static layer lifting Envoy's
+// limit on a regex's RE2 program (100 instructions by default, under what routes commonly
+// hold: ^/users/[a-z0-9-]{1,64}$ is 259), as Kuma's bootstrap does. A route's regexes are
+// bounded when their TrafficRoute is read (package mesh, 32,768), where a regex over the
+// bound is refused naming its field: the limit left in Envoy refused the listener, and with
+// it every update of the agent's resources. Larger ones are logged by Envoy (warn_level).
+func runtimeLayers() *bootstrapv3.LayeredRuntime {
+	static, _ := structpb.NewStruct(map[string]any{
+		"re2.max_program_size.error_level": float64(math.MaxUint32),
+		"re2.max_program_size.warn_level":  float64(1000),
+	})
+	return &bootstrapv3.LayeredRuntime{Layers: []*bootstrapv3.RuntimeLayer{
+		{Name: "kuma-dp", LayerSpecifier: &bootstrapv3.RuntimeLayer_StaticLayer{StaticLayer: static}},
+		{Name: "admin", LayerSpecifier: &bootstrapv3.RuntimeLayer_AdminLayer_{AdminLayer: &bootstrapv3.RuntimeLayer_AdminLayer{}}},
+	}}
 }
 
 func adminAddress(c Config) (*core.Address, error) {

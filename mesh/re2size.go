@@ -8,17 +8,23 @@ import (
 
 // Envoy compiles a route's regexes with RE2 and refuses one whose RE2 program is larger than
 // its runtime key re2.max_program_size.error_level, 100 by default: the listener holding it
-// is refused, and the outbound keeps its last configuration. Go's regexp reads RE2's syntax
+// is refused, and the outbound keeps its last configuration. 100 refuses regexes routes
+// commonly hold (^/users/[a-z0-9-]{1,64}$ is 259), so the agent's bootstrap lifts Envoy's
+// limit (bootstrap.Build, as Kuma's does) and the bound is kept here instead, at
+// maxRE2ProgramSize, where a regex over it is refused naming its field rather than taking
+// an update of Envoy's resources down with it. Go's regexp reads RE2's syntax
 // but compiles to another program, so re2ProgramSize estimates RE2's size from Go's as RE2
 // builds it: adjacent repetitions of one character merged (x{0,20}x+ is x+), a character as
 // its UTF-8 bytes (a class beyond ASCII as a byte automaton), anchors and the literal prefix
 // of an anchored regex outside the program, alternations flattened. The estimate leaves out
 // what the flattening adds back, so it is at most RE2's size plus a few instructions and
-// mostly under it: a regex refused for its size is one Envoy refuses too, while some over
-// the limit still pass (tested against RE2 on random regexes).
+// mostly under it: a regex refused for its size is over the bound in RE2 too, while some
+// over it still pass (tested against RE2 on random regexes) - Envoy, its limit lifted,
+// takes them.
 
-// maxRE2ProgramSize is Envoy's default re2.max_program_size.error_level.
-const maxRE2ProgramSize = 100
+// maxRE2ProgramSize bounds a route regex's RE2 program (Istio's error level for Envoy):
+// RE2 runs in linear time, and this keeps each regex's memory in Envoy bounded too.
+const maxRE2ProgramSize = 32768
 
 // re2ProgramSize is the estimated size of RE2's program for re (which Go's regexp/syntax
 // parses).

@@ -214,7 +214,7 @@ func (v *validator) regex(p, re string) bool {
 		return false
 	}
 	if n, err := re2ProgramSize(re); err == nil && n > maxRE2ProgramSize {
-		v.errorf(p, re, "over Envoy's limit of %d RE2 instructions (re2.max_program_size.error_level): about %d; simplify it (fewer or shorter bounded repetitions, ASCII classes)", maxRE2ProgramSize, n)
+		v.errorf(p, re, "over kuma-dp's limit of %d RE2 instructions: about %d; simplify it (fewer or shorter bounded repetitions, ASCII classes)", maxRE2ProgramSize, n)
 		return false
 	}
 	return true
