@@ -175,9 +175,16 @@ func (g *generator) httpRouter(router string, hosts map[string][]routedPath) *li
 	})
 }
 
+// websocketUpgrade is every HTTP connection manager's upgrade list (shared: never modified).
+var websocketUpgrade = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
+
 // hcmFilter is the network filter of http_connection_manager m, Envoy's router filter
 // added as its one HTTP filter.
 func (g *generator) hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
+	// WebSocket upgrades pass, as they did through the tcp_proxy an outbound has without
+	// HTTP rules (and as OpenShift's routers pass them): without it Envoy answers an
+	// upgrade request 403 (envoy.extensions.filters.network.http_connection_manager).
+	m.UpgradeConfigs = websocketUpgrade
 	rf := &routerfilter.Router{}
 	rfAny := mustAny(rf)
 	g.packed.add(rfAny, rf)

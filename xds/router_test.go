@@ -181,3 +181,20 @@ func TestRouterRouteToMissingClusterRefused(t *testing.T) {
 		t.Fatalf("want an error naming cluster api, got %v", err)
 	}
 }
+
+// Every HTTP connection manager the agent makes (a router's, an outbound's HTTP rules) lets
+// WebSocket upgrades through, as a tcp_proxy did: without the upgrade config Envoy answers
+// an upgrade request 403.
+func TestHTTPConnectionManagersPassWebSockets(t *testing.T) {
+	g := &generator{}
+	for _, m := range []*hcm.HttpConnectionManager{{StatPrefix: "a"}, {StatPrefix: "b"}} {
+		f := g.hcmFilter(m)
+		var got hcm.HttpConnectionManager
+		if err := f.GetTypedConfig().UnmarshalTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.UpgradeConfigs) != 1 || got.UpgradeConfigs[0].UpgradeType != "websocket" {
+			t.Errorf("%s: upgrade configs %v, want websocket", m.StatPrefix, got.UpgradeConfigs)
+		}
+	}
+}
