@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -502,6 +503,12 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	var todo []int
 	for i, p := range paths {
 		st, err := stampOf(p)
+		if err != nil && errors.Is(err, fs.ErrNotExist) && p != l.dpFile {
+			// Gone since the listing, or a symlink to nothing: a ConfigMap key removed
+			// leaves its link dangling until the kubelet deletes it after the ..data swap.
+			// The file is absent, as it is at the next listing (no refusal logged for it).
+			continue
+		}
 		if err != nil {
 			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
 			l.keepGood(p)

@@ -1080,3 +1080,25 @@ func TestDirLoaderOversizedFileNotInTheTotal(t *testing.T) {
 		t.Fatalf("over the total: %v, %v", s != nil, err)
 	}
 }
+
+// A ConfigMap key removed leaves its symlink dangling until the kubelet deletes it, after the
+// ..data swap: the file is absent (its resources gone, as at the next listing), not refused
+// with "no such file or directory" and named again as accepted a load later.
+func TestDirLoaderDanglingSymlinkIsAbsent(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	redis := filepath.Join(dir, "redis.yaml")
+	must(t, os.Remove(redis))
+	must(t, os.Symlink(filepath.Join(dir, "..data", "redis.yaml"), redis))
+	s, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatalf("a dangling symlink: %v", err)
+	}
+	if slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
+		t.Error("the removed key's dataplane is still served")
+	}
+}
