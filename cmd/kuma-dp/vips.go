@@ -77,7 +77,7 @@ func runVIPsEnv(args []string, stdout, stderr io.Writer, getenv func(string) (st
 	cmd := subcommand{name: "vips", fs: fs, stdout: stdout, stderr: stderr, usage: func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: kuma-dp vips --dataplane-file FILE [--policies-dir DIR] [flags]\n\n"+
 			"Shows the hostnames, VIPs (IPv4 + IPv6 twin), ports and statuses the dataplane would serve.\n"+
-			"Exit codes: 0 ok, 1 invalid input (every error listed), 2 usage.\n\nFlags:\n%s\n%s", fs.FlagUsages(), vipsExample)
+			"Exit codes: 0 ok, 1 invalid input (every error listed: a check for CI; kuma-dp run serves a\nrefused policy file at its last good version, or without it), 2 usage.\n\nFlags:\n%s\n%s", fs.FlagUsages(), vipsExample)
 	}}
 	if rc, done := cmd.parse(args); done {
 		return rc
