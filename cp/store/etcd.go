@@ -173,7 +173,9 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 		}
 	}
 	from := prefix
-	if after != "" {
+	if after != "" && s.prefix+"/"+after+"\x00" > prefix {
+		// a cursor before the range (any client may send one) starts at its beginning: the
+		// range read from it held other meshes' keys
 		from = s.prefix + "/" + after + "\x00"
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}

@@ -596,3 +596,45 @@ func TestListLastFullPageHasNoNext(t *testing.T) {
 		}
 	}
 }
+
+// A page's cursor (the API's after, which any client may send) outside the listed range
+// reads nothing outside it: a cursor before a mesh's range listed other meshes' and other
+// types' resources under that mesh's list.
+func TestListCursorOutsideTheRange(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	for _, m := range []string{"a", "b", "c"} {
+		for _, typ := range []string{"Dataplane", "Zone"} {
+			if _, err := s.Put(ctx, Key{m, typ, "x"}, []byte("x"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		mesh, typ, after string
+		want             []string
+	}{
+		{"b", "Dataplane", "a/Dataplane/w", []string{"b/Dataplane/x"}},
+		{"b", "Dataplane", "a", []string{"b/Dataplane/x"}},
+		{"b", "Dataplane", "", []string{"b/Dataplane/x"}},
+		{"b", "Dataplane", "b/Dataplane/x", nil},
+		{"b", "Dataplane", "b/Zone/x", nil},
+		{"b", "", "a/Dataplane/w", []string{"b/Dataplane/x", "b/Zone/x"}},
+		{"b", "", "c", nil},
+	} {
+		for _, size := range []int{0, 10} {
+			items, _, _, err := s.List(ctx, tc.mesh, tc.typ, tc.after, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, it := range items {
+				got = append(got, it.Key.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("List(%q, %q, after %q, size %d) = %v, want %v", tc.mesh, tc.typ, tc.after, size, got, tc.want)
+			}
+		}
+	}
+}
