@@ -207,9 +207,9 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	return out, next, r.Header.Revision, nil
 }
 
-// Count implements Store: count-only range reads (etcd counts the keys, none is sent), one
-// over the list's prefix, or for one type across every mesh one a mesh (finding the next
-// mesh with a one-key read, as listType). A revision compacted away is counted now.
+// Count implements Store: a count-only range read over the list's prefix (etcd counts the
+// keys, none is sent), or for one type across every mesh names read in batches (countType).
+// A revision compacted away is counted now.
 func (s *Etcd) Count(ctx context.Context, mesh, typ string, rev int64) (int, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
@@ -245,34 +245,65 @@ func (s *Etcd) count(ctx context.Context, mesh, typ string, rev int64) (int, err
 		}
 		return int(r.Count), nil
 	}
+	return s.countType(ctx, root, typ, rev)
+}
+
+// countBatch is how many names a count of one type of every mesh reads a round trip.
+const countBatch = 1000
+
+// countType counts one type of every mesh at rev (0: now, every read at the first one's):
+// it reads names only (no value), countBatch at a time, counting those of the type, and the
+// batch's last mesh, which may go on past it, with a count-only read of its range of the
+// type, the next batch starting after that mesh. A store of many small meshes is a few
+// round trips (a count-only read and a one-key probe a mesh were two round trips a mesh, one
+// after the other: 4.4 s for 3,000 meshes on three members, over the store's timeout from
+// about 3,400), a mesh of many keys is skipped over after countBatch of them.
+func (s *Etcd) countType(ctx context.Context, root, typ string, rev int64) (int, error) {
+	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		return opts
+	}
 	end := clientv3.GetPrefixRangeEnd(root)
 	cursor, total := root, 0
 	for {
-		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly(),
+		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(countBatch), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))...)
 		if err != nil {
 			return 0, err
 		}
 		if rev == 0 {
-			rev = r.Header.Revision // every read at the first one's revision
+			rev = r.Header.Revision
 		}
 		if len(r.Kvs) == 0 {
 			return total, nil
 		}
-		key := string(r.Kvs[0].Key)
-		parts := strings.SplitN(strings.TrimPrefix(key, root), "/", 3)
-		if len(parts) != 3 {
-			cursor = key + "\x00"
+		last := strings.SplitN(strings.TrimPrefix(string(r.Kvs[len(r.Kvs)-1].Key), root), "/", 3)
+		lastMesh := "" // counted apart: its keys may go on past this batch
+		if r.More && len(last) == 3 {
+			lastMesh = last[0]
+		}
+		for _, kv := range r.Kvs {
+			parts := strings.SplitN(strings.TrimPrefix(string(kv.Key), root), "/", 3)
+			if len(parts) == 3 && parts[1] == typ && (lastMesh == "" || parts[0] != lastMesh) {
+				total++
+			}
+		}
+		switch {
+		case !r.More:
+			return total, nil
+		case lastMesh == "": // a key that is no resource's: on after it
+			cursor = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 			continue
 		}
-		meshPrefix := root + parts[0] + "/"
-		typePrefix := meshPrefix + typ + "/"
+		typePrefix := root + lastMesh + "/" + typ + "/"
 		c, err := s.get(ctx, typePrefix, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix)), clientv3.WithCountOnly())...)
 		if err != nil {
 			return 0, err
 		}
 		total += int(c.Count)
-		cursor = clientv3.GetPrefixRangeEnd(meshPrefix)
+		cursor = clientv3.GetPrefixRangeEnd(root + lastMesh + "/")
 	}
 }
 
