@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,4 +96,23 @@ func TestClientKumactlHabits(t *testing.T) {
 		t.Errorf("get status -o json: exit %d, stdout %q, stderr %q", rc, out, errb)
 	}
 
+}
+
+// Every command reached nowhere (nothing listens at --api-url) exits 1 saying where it
+// looked and what to check - get status said only "connection refused".
+func TestClientNothingListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "--api-url=http://" + ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"get", "status"}, {"get", "dataplanes"}, {"get", "dataplanes", "x"}, {"inspect", "dataplanes"}, {"describe", "routes", "a.b"},
+	} {
+		rc, _, errb := run(append(args, u)...)
+		if rc != exitFail || !strings.Contains(errb, "is kuma-cp serving its API there? --api-url") {
+			t.Errorf("%v with nothing listening: exit %d, stderr %q", args, rc, errb)
+		}
+	}
 }
