@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,7 @@ type Presence struct {
 	want      map[string]bool
 	others    map[string]map[string]bool // name -> the other replicas holding it
 	kick      chan struct{}
+	passes    atomic.Int64 // comparisons of want with what is written
 }
 
 // Presence is the presence of replica id among those of group, on a session lease of ttl
@@ -138,7 +140,11 @@ func (p *Presence) session(ctx context.Context) error {
 	defer stop()
 	events := p.s.c.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
 	held := map[string]bool{} // written on this session
-	for {
+	// write compares the names wanted with those written and writes the changes: at the
+	// session's start and after a Publish only - the others' changes (a watch answer for
+	// each of their transactions) need none, and each pass goes over every name
+	write := func() error {
+		p.passes.Add(1)
 		p.mu.Lock()
 		want := maps.Clone(p.want)
 		p.mu.Unlock()
@@ -185,8 +191,14 @@ func (p *Presence) session(ctx context.Context) error {
 				}
 			}
 		}
-		if err := flush(); err != nil {
-			return err
+		return flush()
+	}
+	for pending := true; ; {
+		if pending {
+			if err := write(); err != nil {
+				return err
+			}
+			pending = false
 		}
 		select {
 		case <-ctx.Done():
@@ -194,6 +206,7 @@ func (p *Presence) session(ctx context.Context) error {
 		case <-sess.Done():
 			return errPresenceLost
 		case <-p.kick:
+			pending = true
 		case wr, ok := <-events:
 			if !ok || wr.Err() != nil || wr.CompactRevision != 0 {
 				return errPresenceLost // list again
