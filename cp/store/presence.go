@@ -139,7 +139,7 @@ func (p *Presence) session(ctx context.Context) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	events := p.s.c.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
-	held := map[string]bool{} // written on this session
+	held := map[string]int64{} // written on this session, at that revision
 	// write compares the names wanted with those written and writes the changes: at the
 	// session's start and after a Publish only - the others' changes (a watch answer for
 	// each of their transactions) need none, and each pass goes over every name
@@ -157,13 +157,13 @@ func (p *Presence) session(ctx context.Context) error {
 				return nil
 			}
 			wc, cancel := p.s.ctx(ctx)
-			_, err := p.s.c.Txn(wc).Then(ops...).Commit()
+			tr, err := p.s.c.Txn(wc).Then(ops...).Commit()
 			cancel()
 			if err != nil {
 				return err
 			}
 			for _, n := range put {
-				held[n] = true
+				held[n] = tr.Header.Revision
 			}
 			for _, n := range del {
 				delete(held, n)
@@ -172,7 +172,7 @@ func (p *Presence) session(ctx context.Context) error {
 			return nil
 		}
 		for n := range want {
-			if !held[n] {
+			if held[n] == 0 {
 				ops, put = append(ops, clientv3.OpPut(pre+n+"/"+p.id, "", clientv3.WithLease(sess.Lease()))), append(put, n)
 				if len(ops) == maxTxnOps {
 					if err := flush(); err != nil {
@@ -214,7 +214,16 @@ func (p *Presence) session(ctx context.Context) error {
 			p.mu.Lock()
 			for _, ev := range wr.Events {
 				name, id, ok := p.split(string(ev.Kv.Key))
-				if !ok || id == p.id {
+				if !ok {
+					continue
+				}
+				if id == p.id {
+					// one of this replica's deleted by someone else (etcdctl del, a
+					// restore) after it was written: written again
+					if ev.Type == clientv3.EventTypeDelete && held[name] != 0 && ev.Kv.ModRevision > held[name] {
+						delete(held, name)
+						pending = true
+					}
 					continue
 				}
 				if ev.Type == clientv3.EventTypeDelete {

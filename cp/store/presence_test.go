@@ -151,3 +151,48 @@ func TestPresenceOthersChangesCostNoPass(t *testing.T) {
 		t.Errorf("the others' 6,000 changes cost replica a %d passes over its 2,000 names", n)
 	}
 }
+
+// A name of this replica's deleted by someone else (etcdctl del, a restore) while its
+// session lives is written again: the replica took it for written, and the other replicas
+// showed its agent gone (Offline) until the agent reconnected.
+func TestPresenceOwnKeyDeletedIsWrittenAgain(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	s := NewEtcd(cl, "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := s.Presence("agents", "replica-a", 30*time.Second), s.Presence("agents", "replica-b", 30*time.Second)
+	go a.Run(ctx)
+	go b.Run(ctx)
+	b.Publish([]string{"m/x", "m/y"})
+	wait := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(a.Others()) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: a sees %v, want %d names", what, a.Others(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait("published", 2)
+	dr, err := cl.Delete(ctx, "/kuma-presence/agents/m/x/replica-b")
+	if err != nil || dr.Deleted != 1 {
+		t.Fatal(dr, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := cl.Get(ctx, "/kuma-presence/agents/m/x/replica-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Kvs) == 1 && r.Kvs[0].ModRevision > dr.Header.Revision {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a name deleted by hand is not written again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wait("written again", 2)
+}
