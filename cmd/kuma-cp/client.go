@@ -30,8 +30,19 @@ const clientExample = `Examples (etcd, then a control plane on it with its API o
   kuma-cp get status
 `
 
-// clientCmd is apply, get and delete: the API's client.
+// clientCmd is apply, get and delete: the API's client. What it printed and could not
+// write (a full disk) fails it: exit 1.
 func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
+	out := &api.ErrWriter{W: stdout}
+	rc := clientRun(name, args, out, stderr)
+	if out.Err != nil && rc != exitFail {
+		fmt.Fprintf(stderr, "kuma-cp %s: writing the output: %v\n", name, out.Err)
+		return exitFail
+	}
+	return rc
+}
+
+func clientRun(name string, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	apiURL := fs.String("api-url", "http://127.0.0.1:5681", "the control plane's API")
 	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes)")
@@ -208,7 +219,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 				return fail(err)
 			}
 			if err := api.PrintOne(stdout, *output, r, time.Now()); err != nil {
-				return usage("%v", err)
+				return fail(err)
 			}
 			return exitOK
 		}
@@ -220,7 +231,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			rs = api.InNamespace(rs, *namespace)
 		}
 		if err := api.Print(stdout, *output, t, rs, time.Now()); err != nil {
-			return usage("%v", err)
+			return fail(err)
 		}
 		return exitOK
 	default: // delete

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,6 +115,37 @@ func TestClientNothingListening(t *testing.T) {
 		rc, _, errb := run(append(args, u)...)
 		if rc != exitFail || !strings.Contains(errb, "is kuma-cp serving its API there? --api-url") {
 			t.Errorf("%v with nothing listening: exit %d, stderr %q", args, rc, errb)
+		}
+	}
+}
+
+// fullWriter fails every write, as standard output on a full disk does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// What get prints that cannot be written (a full disk) exits 1 saying
+// so - a list exited 2 with "Run 'kuma-cp get --help' for the flags", one resource in YAML
+// and get status exited 0 with nothing written.
+func TestClientOutputNotWritten(t *testing.T) {
+	url, tok, _ := clientEnv(t)
+	u := "--api-url=" + url
+	file := filepath.Join(t.TempDir(), "dp.yaml")
+	if err := os.WriteFile(file, []byte(clientDataplane), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc, out, errb := run("apply", "-f", file, u, "--admin-token-file", tok); rc != exitOK {
+		t.Fatalf("apply: %d %s %s", rc, out, errb)
+	}
+	for _, args := range [][]string{
+		{"get", "dataplanes"}, {"get", "dataplanes", "-o", "json"}, {"get", "dataplanes", "-o", "yaml"},
+		{"get", "dataplanes", "web-1"}, {"get", "dataplanes", "web-1", "-o", "yaml"}, {"get", "dataplanes", "web-1", "-o", "json"},
+		{"get", "status"}, {"get", "status", "-o", "yaml"}, {"get", "routes"}, {"get", "routers"},
+	} {
+		var errb bytes.Buffer
+		rc := dispatch(append(args, u), fullWriter{}, &errb)
+		if rc != exitFail || !strings.Contains(errb.String(), "no space left on device") || strings.Contains(errb.String(), "--help") {
+			t.Errorf("%v to a full disk: exit %d, stderr %q", args, rc, errb.String())
 		}
 	}
 }
