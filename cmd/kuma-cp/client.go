@@ -30,19 +30,8 @@ const clientExample = `Examples (etcd, then a control plane on it with its API o
   kuma-cp get status
 `
 
-// clientCmd is apply, get and delete: the API's client. What it printed and could not
-// write (a full disk) fails it: exit 1.
+// clientCmd is apply, get and delete: the API's client.
 func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
-	out := &api.ErrWriter{W: stdout}
-	rc := clientRun(name, args, out, stderr)
-	if out.Err != nil && rc != exitFail {
-		fmt.Fprintf(stderr, "kuma-cp %s: writing the output: %v\n", name, out.Err)
-		return exitFail
-	}
-	return rc
-}
-
-func clientRun(name string, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	apiURL := fs.String("api-url", "http://127.0.0.1:5681", "the control plane's API")
 	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes)")

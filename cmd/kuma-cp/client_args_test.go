@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/cp/certs"
 )
 
 // What a kumactl (or oc) user types: a bad command line is refused with exit 2 naming the
@@ -124,7 +126,7 @@ type fullWriter struct{}
 
 func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
 
-// What get prints that cannot be written (a full disk) exits 1 saying
+// What get or token prints that cannot be written (a full disk) exits 1 saying
 // so - a list exited 2 with "Run 'kuma-cp get --help' for the flags", one resource in YAML
 // and get status exited 0 with nothing written.
 func TestClientOutputNotWritten(t *testing.T) {
@@ -147,5 +149,15 @@ func TestClientOutputNotWritten(t *testing.T) {
 		if rc != exitFail || !strings.Contains(errb.String(), "no space left on device") || strings.Contains(errb.String(), "--help") {
 			t.Errorf("%v to a full disk: exit %d, stderr %q", args, rc, errb.String())
 		}
+	}
+	// kuma-cp token > file: an empty file and exit 0
+	dir := t.TempDir()
+	if rc, _, errb := run("certs", "--out-dir", dir); rc != exitOK {
+		t.Fatalf("certs: %d %s", rc, errb)
+	}
+	var errb bytes.Buffer
+	rc := dispatch([]string{"token", "--token-key-file", filepath.Join(dir, certs.TokenKeyFile), "--name", "web-1"}, fullWriter{}, &errb)
+	if rc != exitFail || !strings.Contains(errb.String(), "no space left on device") {
+		t.Errorf("token to a full disk: exit %d, stderr %q", rc, errb.String())
 	}
 }
