@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			return usage("-n %q: only routes and routebindings have a namespace, not %s", *namespace, t)
 		}
 		if t == "status" {
-			if err := getStatus(c, *output, stdout); err != nil {
+			if err := getStatus(ctx, c, *output, stdout); err != nil {
 				return fail(err)
 			}
 			return exitOK
@@ -207,7 +208,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 				return fail(err)
 			}
 			if err := api.PrintOne(stdout, *output, r, time.Now()); err != nil {
-				return usage("%v", err)
+				return fail(err)
 			}
 			return exitOK
 		}
@@ -219,7 +220,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			rs = api.InNamespace(rs, *namespace)
 		}
 		if err := api.Print(stdout, *output, t, rs, time.Now()); err != nil {
-			return usage("%v", err)
+			return fail(err)
 		}
 		return exitOK
 	default: // delete
@@ -264,16 +265,12 @@ var flagWhy = map[string]string{
 	"mesh apply": " (each resource's mesh is its document's)",
 }
 
-func getStatus(c *api.Client, format string, out io.Writer) error {
-	r, err := c.HTTP.Get(c.URL + "/status")
+func getStatus(ctx context.Context, c *api.Client, format string, out io.Writer) error {
+	st, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
-	defer r.Body.Close()
-	if r.StatusCode != 200 {
-		return fmt.Errorf("GET /status: %s", r.Status)
-	}
-	return api.PrintStatusAs(out, format, r.Body)
+	return api.PrintStatusAs(out, format, bytes.NewReader(st))
 }
 
 // readSources reads a file, every resource file under a directory, or standard input.

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/cp/certs"
 )
 
 // What a kumactl (or oc) user types: a bad command line is refused with exit 2 naming the
@@ -95,4 +100,64 @@ func TestClientKumactlHabits(t *testing.T) {
 		t.Errorf("get status -o json: exit %d, stdout %q, stderr %q", rc, out, errb)
 	}
 
+}
+
+// Every command reached nowhere (nothing listens at --api-url) exits 1 saying where it
+// looked and what to check - get status said only "connection refused".
+func TestClientNothingListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "--api-url=http://" + ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"get", "status"}, {"get", "dataplanes"}, {"get", "dataplanes", "x"}, {"inspect", "dataplanes"}, {"describe", "routes", "a.b"},
+	} {
+		rc, _, errb := run(append(args, u)...)
+		if rc != exitFail || !strings.Contains(errb, "is kuma-cp serving its API there? --api-url") {
+			t.Errorf("%v with nothing listening: exit %d, stderr %q", args, rc, errb)
+		}
+	}
+}
+
+// fullWriter fails every write, as standard output on a full disk does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// What get or token prints that cannot be written (a full disk) exits 1 saying
+// so - a list exited 2 with "Run 'kuma-cp get --help' for the flags", one resource in YAML
+// and get status exited 0 with nothing written.
+func TestClientOutputNotWritten(t *testing.T) {
+	url, tok, _ := clientEnv(t)
+	u := "--api-url=" + url
+	file := filepath.Join(t.TempDir(), "dp.yaml")
+	if err := os.WriteFile(file, []byte(clientDataplane), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc, out, errb := run("apply", "-f", file, u, "--admin-token-file", tok); rc != exitOK {
+		t.Fatalf("apply: %d %s %s", rc, out, errb)
+	}
+	for _, args := range [][]string{
+		{"get", "dataplanes"}, {"get", "dataplanes", "-o", "json"}, {"get", "dataplanes", "-o", "yaml"},
+		{"get", "dataplanes", "web-1"}, {"get", "dataplanes", "web-1", "-o", "yaml"}, {"get", "dataplanes", "web-1", "-o", "json"},
+		{"get", "status"}, {"get", "status", "-o", "yaml"}, {"get", "routes"}, {"get", "routers"},
+	} {
+		var errb bytes.Buffer
+		rc := dispatch(append(args, u), fullWriter{}, &errb)
+		if rc != exitFail || !strings.Contains(errb.String(), "no space left on device") || strings.Contains(errb.String(), "--help") {
+			t.Errorf("%v to a full disk: exit %d, stderr %q", args, rc, errb.String())
+		}
+	}
+	// kuma-cp token > file: an empty file and exit 0
+	dir := t.TempDir()
+	if rc, _, errb := run("certs", "--out-dir", dir); rc != exitOK {
+		t.Fatalf("certs: %d %s", rc, errb)
+	}
+	var errb bytes.Buffer
+	rc := dispatch([]string{"token", "--token-key-file", filepath.Join(dir, certs.TokenKeyFile), "--name", "web-1"}, fullWriter{}, &errb)
+	if rc != exitFail || !strings.Contains(errb.String(), "no space left on device") {
+		t.Errorf("token to a full disk: exit %d, stderr %q", rc, errb.String())
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -135,6 +136,9 @@ func (c *etcdConfig) check() error {
 		return errors.New("--store etcd needs --etcd-endpoints")
 	case c.adminTokenFile == "":
 		return errors.New("--store etcd needs --admin-token-file (writes through the API are guarded by it)")
+	case c.replicaID == "" || strings.ContainsFunc(c.replicaID, func(r rune) bool { return r == '/' || r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r) }):
+		// inspect's REPLICAS names it as given: a presence key holds no '/', a comma joins them
+		return fmt.Errorf("--replica-id %q: want a name without '/', ',' or whitespace", c.replicaID)
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
 	}

@@ -96,7 +96,23 @@ var commandExamples = map[string]string{
 `,
 }
 
+// dispatch runs a command; what it printed and could not write (a full disk: a token
+// written to a file, get's output) fails it, exit 1 - it exited 0.
 func dispatch(args []string, stdout, stderr io.Writer) int {
+	out := &api.ErrWriter{W: stdout}
+	rc := dispatchTo(args, out, stderr)
+	if out.Err != nil && rc != exitFail {
+		name := "kuma-cp"
+		if len(args) > 0 {
+			name += " " + args[0]
+		}
+		fmt.Fprintf(stderr, "%s: writing the output: %v\n", name, out.Err)
+		return exitFail
+	}
+	return rc
+}
+
+func dispatchTo(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
 		return exitUsage

@@ -191,3 +191,16 @@ func TestEveryHelpHasWorkingExampleFlags(t *testing.T) {
 		}
 	}
 }
+
+// A --replica-id that inspect's REPLICAS cannot show as given is refused (serve exits 2 on
+// check's error): the presence keys wrote "a/b" as "a_b", so replicas named it two ways, and
+// a comma split it.
+func TestServeReplicaIDRefused(t *testing.T) {
+	for id, ok := range map[string]bool{"a/b": false, "a,b": false, "a b": false, "": false, "kuma-cp-0.example-1234": true} {
+		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
+		err := c.check()
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--replica-id")) {
+			t.Errorf("--replica-id %q: %v", id, err)
+		}
+	}
+}

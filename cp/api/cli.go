@@ -74,3 +74,22 @@ func PrintStatusAs(w io.Writer, format string, body io.Reader) error {
 	_, err = w.Write(b)
 	return err
 }
+
+// ErrWriter writes to W and keeps the first error (a full disk): a command checks once, at
+// its end, that what it printed was written - printing a YAML document or a status line
+// does not look at each write's error.
+type ErrWriter struct {
+	W   io.Writer
+	Err error
+}
+
+func (e *ErrWriter) Write(p []byte) (int, error) {
+	if e.Err != nil {
+		return 0, e.Err
+	}
+	n, err := e.W.Write(p)
+	if err != nil {
+		e.Err = err
+	}
+	return n, err
+}

@@ -390,3 +390,12 @@ func withoutStatus(spec []byte, r mesh.Resource) []byte {
 	out, _ := json.Marshal(m)
 	return out
 }
+
+// Status is GET /status as the API answers it (JSON), its errors as every request's.
+func (c *Client) Status(ctx context.Context) ([]byte, error) {
+	var st json.RawMessage
+	if _, err := c.do(ctx, http.MethodGet, "/status", nil, 0, &st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kumadp/kuma-dp/cp/store"
 )
 
 func resourceOf(t *testing.T, typ, doc string, created, modified time.Time) Resource {
@@ -95,5 +97,34 @@ default  by-version  3d
 		if got := Age(now.Add(-d), now); got != want {
 			t.Errorf("Age of %s: %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A gateway's tags are shown whatever YAML read their values as: a number or a boolean
+// (version: 2, which the API takes) dropped every gateway tag from TAGS ("-"). And a tag
+// key the API takes with whitespace in it is quoted, so that TAGS stays one cell of
+// space-separated key=value pairs.
+func TestTableGatewayTagsOfEveryValue(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	doc := `type: Dataplane
+mesh: default
+name: edge
+networking:
+  address: 10.0.0.2
+  gateway:
+    tags: {kuma.io/service: edge, version: 2, canary: true, "my	team": a}
+`
+	if msg := Check(store.Key{Mesh: "default", Type: "Dataplane", Name: "edge"}, []byte(doc)); msg != "" {
+		t.Fatalf("the API refuses the dataplane: %s", msg)
+	}
+	var b strings.Builder
+	if err := Print(&b, "table", "dataplanes", []Resource{resourceOf(t, "dataplanes", doc, now, now)}, now); err != nil {
+		t.Fatal(err)
+	}
+	want := `MESH     NAME  TAGS                                                     ADDRESS   AGE
+default  edge  canary=true kuma.io/service=edge "my\tteam"=a version=2  10.0.0.2  0s
+`
+	if b.String() != want {
+		t.Errorf("gateway tags:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

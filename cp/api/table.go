@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -84,23 +86,36 @@ func dataplaneColumns(r Resource) (tags, address string) {
 		add(in.Tags.Map())
 	}
 	if n.NetworkingExtra != nil && len(n.Gateway) > 0 {
+		// values as the API takes them: text, or what YAML read as a number or a boolean
+		// (version: 2) - a map of strings refused the whole map, and TAGS showed none
 		var gw struct {
-			Tags map[string]string `json:"tags"`
+			Tags map[string]any `json:"tags"`
 		}
 		if json.Unmarshal(n.Gateway, &gw) == nil {
-			add(gw.Tags)
+			tags := make(map[string]string, len(gw.Tags))
+			for k, v := range gw.Tags {
+				switch v.(type) {
+				case string, float64, bool:
+					tags[k] = fmt.Sprint(v)
+				}
+			}
+			add(tags)
 		}
 	}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // by key, whether shown quoted or not
 	var pairs []string
-	for k, vs := range values {
+	for _, k := range keys {
 		var list []string
-		for v := range vs {
+		for v := range values[k] {
 			list = append(list, v)
 		}
 		sort.Strings(list)
-		pairs = append(pairs, k+"="+strings.Join(list, ","))
+		pairs = append(pairs, tagText(k)+"="+tagText(strings.Join(list, ",")))
 	}
-	sort.Strings(pairs)
 	address = n.AdvertisedAddress()
 	if address == "" {
 		address = n.Address
@@ -109,4 +124,16 @@ func dataplaneColumns(r Resource) (tags, address string) {
 		return "-", address
 	}
 	return strings.Join(pairs, " "), address
+}
+
+// tagText is a tag's key or value as TAGS shows it: quoted (Go's syntax) when it holds
+// whitespace or a character that is not printable, which would split the cell or the table
+// (the API takes a key with a tab or a newline).
+func tagText(s string) string {
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,6 +26,7 @@ type Presence struct {
 	want      map[string]bool
 	others    map[string]map[string]bool // name -> the other replicas holding it
 	kick      chan struct{}
+	passes    atomic.Int64 // comparisons of want with what is written
 }
 
 // Presence is the presence of replica id among those of group, on a session lease of ttl
@@ -137,8 +139,12 @@ func (p *Presence) session(ctx context.Context) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	events := p.s.c.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
-	held := map[string]bool{} // written on this session
-	for {
+	held := map[string]int64{} // written on this session, at that revision
+	// write compares the names wanted with those written and writes the changes: at the
+	// session's start and after a Publish only - the others' changes (a watch answer for
+	// each of their transactions) need none, and each pass goes over every name
+	write := func() error {
+		p.passes.Add(1)
 		p.mu.Lock()
 		want := maps.Clone(p.want)
 		p.mu.Unlock()
@@ -151,13 +157,13 @@ func (p *Presence) session(ctx context.Context) error {
 				return nil
 			}
 			wc, cancel := p.s.ctx(ctx)
-			_, err := p.s.c.Txn(wc).Then(ops...).Commit()
+			tr, err := p.s.c.Txn(wc).Then(ops...).Commit()
 			cancel()
 			if err != nil {
 				return err
 			}
 			for _, n := range put {
-				held[n] = true
+				held[n] = tr.Header.Revision
 			}
 			for _, n := range del {
 				delete(held, n)
@@ -166,7 +172,7 @@ func (p *Presence) session(ctx context.Context) error {
 			return nil
 		}
 		for n := range want {
-			if !held[n] {
+			if held[n] == 0 {
 				ops, put = append(ops, clientv3.OpPut(pre+n+"/"+p.id, "", clientv3.WithLease(sess.Lease()))), append(put, n)
 				if len(ops) == maxTxnOps {
 					if err := flush(); err != nil {
@@ -185,8 +191,14 @@ func (p *Presence) session(ctx context.Context) error {
 				}
 			}
 		}
-		if err := flush(); err != nil {
-			return err
+		return flush()
+	}
+	for pending := true; ; {
+		if pending {
+			if err := write(); err != nil {
+				return err
+			}
+			pending = false
 		}
 		select {
 		case <-ctx.Done():
@@ -194,6 +206,7 @@ func (p *Presence) session(ctx context.Context) error {
 		case <-sess.Done():
 			return errPresenceLost
 		case <-p.kick:
+			pending = true
 		case wr, ok := <-events:
 			if !ok || wr.Err() != nil || wr.CompactRevision != 0 {
 				return errPresenceLost // list again
@@ -201,7 +214,16 @@ func (p *Presence) session(ctx context.Context) error {
 			p.mu.Lock()
 			for _, ev := range wr.Events {
 				name, id, ok := p.split(string(ev.Kv.Key))
-				if !ok || id == p.id {
+				if !ok {
+					continue
+				}
+				if id == p.id {
+					// one of this replica's deleted by someone else (etcdctl del, a
+					// restore) after it was written: written again
+					if ev.Type == clientv3.EventTypeDelete && held[name] != 0 && ev.Kv.ModRevision > held[name] {
+						delete(held, name)
+						pending = true
+					}
 					continue
 				}
 				if ev.Type == clientv3.EventTypeDelete {

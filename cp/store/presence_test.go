@@ -108,3 +108,91 @@ func TestPresenceWritesInBatches(t *testing.T) {
 		t.Errorf("900 names removed in %d writes, want at most 10", n)
 	}
 }
+
+// A replica compares the names it holds with those it has written when they change (a
+// Publish) or on a new session, not at every change of the others' names - with 10,000
+// agents on each of three replicas, every transaction of 128 another replica wrote cost a
+// pass over 10,000 names.
+func TestPresenceOthersChangesCostNoPass(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := NewEtcd(c.Client(), "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := s.Presence("agents", "replica-a", 5*time.Second), s.Presence("agents", "replica-b", 5*time.Second)
+	go a.Run(ctx)
+	go b.Run(ctx)
+	names := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("default/%s-%04d", prefix, i)
+		}
+		return out
+	}
+	a.Publish(names("a", 2000))
+	wait := func(what string, p *Presence, n int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for len(p.Others()) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d names seen, want %d", what, len(p.Others()), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait("a's names seen by b", b, 2000)
+	before := a.passes.Load()
+	for i := range 10 {
+		b.Publish(names("b", 300))
+		wait(fmt.Sprint("b's names seen by a, ", i), a, 300)
+		b.Publish(nil)
+		wait(fmt.Sprint("b's names gone, seen by a, ", i), a, 0)
+	}
+	if n := a.passes.Load() - before; n > 2 {
+		t.Errorf("the others' 6,000 changes cost replica a %d passes over its 2,000 names", n)
+	}
+}
+
+// A name of this replica's deleted by someone else (etcdctl del, a restore) while its
+// session lives is written again: the replica took it for written, and the other replicas
+// showed its agent gone (Offline) until the agent reconnected.
+func TestPresenceOwnKeyDeletedIsWrittenAgain(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	s := NewEtcd(cl, "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := s.Presence("agents", "replica-a", 30*time.Second), s.Presence("agents", "replica-b", 30*time.Second)
+	go a.Run(ctx)
+	go b.Run(ctx)
+	b.Publish([]string{"m/x", "m/y"})
+	wait := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(a.Others()) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: a sees %v, want %d names", what, a.Others(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait("published", 2)
+	dr, err := cl.Delete(ctx, "/kuma-presence/agents/m/x/replica-b")
+	if err != nil || dr.Deleted != 1 {
+		t.Fatal(dr, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := cl.Get(ctx, "/kuma-presence/agents/m/x/replica-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Kvs) == 1 && r.Kvs[0].ModRevision > dr.Header.Revision {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a name deleted by hand is not written again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wait("written again", 2)
+}
