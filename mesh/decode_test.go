@@ -667,3 +667,22 @@ func TestSeparatorLines(t *testing.T) {
 		}
 	}
 }
+
+// A tag key with whitespace is refused, as Kuma refuses it (it split kuma-cp's tables and
+// cannot be a template parameter's tag); a character beyond ASCII in a name is named as
+// written, not as the first byte of its UTF-8 encoding ('Ã' for 'ä').
+func TestTagKeyWhitespaceAndNonASCIINames(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"type: Dataplane\nmesh: default\nname: dp\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: a, \"my\\tteam\": x}\n",
+			`networking.inbound[0].tags["my\tteam"]: tag keys cannot contain whitespace`},
+		{"type: Dataplane\nmesh: default\nname: dp\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: \"a\\u00a0b\"}\n",
+			`tag values cannot contain whitespace`},
+		{"type: Dataplane\nmesh: default\nname: bär\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: a}\n",
+			`character 'ä' not allowed`},
+	} {
+		_, err := Decode("f.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error with %q", err, tc.want)
+		}
+	}
+}

@@ -349,11 +349,10 @@ func headerNameProblem(name string, match bool) string {
 	if token == "" {
 		return "not a header name"
 	}
-	for i := 0; i < len(token); i++ {
-		c := token[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return fmt.Sprintf("not a header name: character %q not allowed", c)
-		}
+	if c, bad := firstNotAllowed(token, func(c byte) bool {
+		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	}); bad {
+		return fmt.Sprintf("not a header name: character %q not allowed", c)
 	}
 	return ""
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kumadp/kuma-dp/hostname"
 )
@@ -92,15 +94,25 @@ func checkName(s string) error {
 		return errors.New("longer than 253 characters")
 	}
 	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !alnum(c) && c != '-' && c != '.' && c != '_' {
-			return fmt.Errorf("character %q not allowed (use letters, digits, '-', '.', '_')", c)
-		}
+	if c, bad := firstNotAllowed(s, func(c byte) bool { return alnum(c) || c == '-' || c == '.' || c == '_' }); bad {
+		return fmt.Errorf("character %q not allowed (use letters, digits, '-', '.', '_')", c)
 	}
 	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
 		return errors.New("must start and end with a letter or digit")
 	}
 	return nil
+}
+
+// firstNotAllowed is the first character of s that ok does not allow (every character
+// beyond ASCII is refused), as the character written: not a byte of its UTF-8 encoding
+// ('ä' was named 'Ã', its first byte quoted).
+func firstNotAllowed(s string, ok func(byte) bool) (rune, bool) {
+	for _, r := range s {
+		if r >= utf8.RuneSelf || !ok(byte(r)) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 func (v *validator) dataplane(dp *Dataplane) {
@@ -288,8 +300,10 @@ func tagProblem(k, val string, wildcard bool) string {
 		return "empty tag value"
 	case val == Wildcard && !wildcard:
 		return `"*" is only allowed in selectors`
-	case strings.ContainsAny(val, " \t\n"):
+	case strings.IndexFunc(val, unicode.IsSpace) >= 0:
 		return "tag values cannot contain whitespace"
+	case strings.IndexFunc(k, unicode.IsSpace) >= 0: // as Kuma refuses them: a key is a name
+		return "tag keys cannot contain whitespace"
 	case strings.ContainsAny(val, tupleSyntax):
 		return "tag values cannot contain ',', '=', '{' or '}'"
 	case strings.ContainsAny(k, tupleSyntax):

@@ -25,11 +25,8 @@ func CheckDNSLabel(s string) error {
 	if len(s) > MaxDNSLabel {
 		return fmt.Errorf("label %q is %d characters, more than %d", errtext.Clip(s, 80), len(s), MaxDNSLabel)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return fmt.Errorf("label %q: character %q not allowed (lower-case letters, digits and '-')", errtext.Clip(s, 80), c)
-		}
+	if c, bad := firstNotAllowed(s, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }); bad {
+		return fmt.Errorf("label %q: character %q not allowed (lower-case letters, digits and '-')", errtext.Clip(s, 80), c)
 	}
 	if s[0] == '-' || s[len(s)-1] == '-' {
 		return fmt.Errorf("label %q must start and end with a letter or digit", s)
