@@ -130,7 +130,14 @@ func (c *Client) Get(ctx context.Context, meshName, typ, name string) (Resource,
 func (c *Client) List(ctx context.Context, meshName, typ string) ([]Resource, error) {
 	var out []Resource
 	next := path(meshName, typ, "") + "?size=500"
+	seen := map[string]bool{}
 	for next != "" {
+		// A server (or a proxy in front of it) giving a page already read would be followed
+		// until the command's timeout: stopped at once.
+		if seen[next] {
+			return nil, fmt.Errorf("list %s: the server's next page %s was read already (a paging loop)", typ, next)
+		}
+		seen[next] = true
 		var l List
 		if _, err := c.do(ctx, http.MethodGet, next, nil, 0, &l); err != nil {
 			return nil, err
