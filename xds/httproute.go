@@ -97,10 +97,6 @@ func (h *httpSpec) sig(b *strings.Builder) {
 	}
 }
 
-// httpInbounds reports whether a service of these serving inbounds is an HTTP service:
-// it has some, and every one is tagged kuma.io/protocol http, http2 or grpc.
-func httpInbounds(ins []inboundRef) bool { return httpKind(ins) != notHTTP }
-
 // What a service's serving inbounds make it for its outbounds' HTTP rules.
 const (
 	notHTTP  = iota // none, or one not tagged http, http2 or grpc
