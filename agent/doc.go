@@ -6,5 +6,6 @@
 //
 // It never parses resources, renders hostnames, answers DNS or builds Envoy resources
 // itself: each part does that, and the agent only hands one part's result to the next,
-// keeping the last good model when a change is refused.
+// keeping the last good model when a change is refused, and logging and counting the files
+// a source served at their last good version (cplink.Update.Refused).
 package agent

@@ -7,7 +7,9 @@
 //
 // A source produces mesh.Snapshots, or refusals carrying the validation errors; it never
 // allocates VIPs, answers DNS or builds Envoy resources, and it never decides whether a
-// refused change replaces what is serving (the agent keeps the last good model).
+// refused change replaces what is serving (the agent keeps the last good model). The
+// directory source refuses a file alone where it can: its model is built with that file at
+// its last good version, which the Update names (Refused).
 package cplink
 
 import (
@@ -17,7 +19,8 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// Update is one result of a source: a new Snapshot, or the reason a change was refused.
+// Update is one result of a source: a new Snapshot (with the files it was built without,
+// Refused), or the reason a change was refused.
 type Update struct {
 	// Snapshot is the model loaded; nil when Err is set.
 	Snapshot *mesh.Snapshot

@@ -3,6 +3,12 @@
 // inotify (polling as a fallback), decoded in parallel and only when a file changed, with
 // the decoded resources kept in a gob cache across restarts.
 //
-// It never talks to a control plane (package cplink does), allocates VIPs or decides what is
-// served: a refused change comes back as an Update carrying the errors.
+// A file refused (it does not decode or validate, cannot be read, is over the size limit or
+// not a regular file) holds back nothing but itself: it is served at its last good version,
+// or left out when it has none, and named in the Update's Refused beside the model built
+// from the other files. What frames the model - the dataplane file, the listing, the total
+// size, a problem between files - refuses the load whole: the Update carries the errors and
+// no model, and the agent keeps the last good one.
+//
+// It never talks to a control plane (package cplink does) or allocates VIPs.
 package dirsource

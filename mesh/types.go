@@ -288,7 +288,8 @@ type Parameter struct {
 	TagKey string `json:"tagKey,omitempty"`
 }
 
-// TrafficRoute is the L4 TrafficRoute of the L4 TrafficRoute design (one rule per resource).
+// TrafficRoute is the L4 TrafficRoute of the L4 TrafficRoute design (one rule per resource),
+// with Kuma's conf.loadBalancer and conf.http.
 type TrafficRoute struct {
 	Meta
 	Sources      []Selector            `json:"sources"`

@@ -5,9 +5,11 @@
 // replace (If-Match) and a stale one gets 409; a store without quorum gives 503; an admin
 // token guards writes.
 //
-// It owns the HTTP shape and the status codes, and the client kuma-cp's apply, get, delete
-// and describe use (client.go; what they print: print.go, routeview.go); storing is package
-// store's (etcd) or package dirstore's (a directory), validating package mesh's.
+// It owns the HTTP shape and the status codes, GET /agents (the agents connected to any
+// replica: inspect.go), and the client kuma-cp's apply, get, delete, describe and inspect
+// use (client.go; their command lines' checks: cli.go; what they print: print.go, table.go
+// for kumactl's columns, routeview.go); storing is package store's (etcd) or package
+// dirstore's (a directory), validating package mesh's.
 package api
 
 import (

@@ -1,8 +1,10 @@
 // Package fanout is the control plane's side of the link to agents: the incremental ADS
 // (delta xDS) server, with what it serves kept per mesh and kind as a versioned table with a
 // change log (table.go) so that one change costs the agents subscribed work in proportion to
-// what changed, token checks on every stream, the served resources (Served) and the Feed
-// that keeps them in step with the store. It never decodes files or writes the store.
+// what changed, token checks on every stream, the served resources (Served), the Feed
+// that keeps them in step with the store, and which agents hold a stream to this replica
+// (AgentNames; ShareAgents hands them to the other replicas: agents.go). It never decodes
+// files or writes the store.
 package fanout
 
 import (

@@ -14,10 +14,11 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// Presence shares between replicas which names each holds (the gateway dataplanes whose
-// agents hold a stream to it): a name held is a key <prefix>-presence/<group>/<name>/<id> on
-// the replica's session lease, so the names of a replica that stops go at once, and those of
-// one killed or cut off within the lease's TTL. Every replica follows the others' keys.
+// Presence shares between replicas which names each holds (the dataplanes whose agents
+// hold a stream to it: kuma-cp's group "agents" for all of them, "gateways" for the
+// gateways' readiness): a name held is a key <prefix>-presence/<group>/<name>/<id> on the
+// replica's session lease, so the names of a replica that stops go at once, and those of one
+// killed or cut off within the lease's TTL. Every replica follows the others' keys.
 type Presence struct {
 	s         *Etcd
 	group, id string

@@ -1,8 +1,9 @@
 // Package store is the control plane's resource store: resources kept as documents under
 // (mesh, type, name), each with a version (the store's revision of its last write), server-set
-// creation and modification times, compare-and-set writes, and a watch that resumes from a
-// revision. It owns the Store interface and its etcd backend (go.etcd.io/etcd/client/v3:
-// consensus, leases and watches are etcd's, never ours) and leader election on it.
+// creation and modification times, compare-and-set writes, paged lists and their counts, and
+// a watch that resumes from a revision. It owns the Store interface and its etcd backend
+// (go.etcd.io/etcd/client/v3: consensus, leases and watches are etcd's, never ours), leader
+// election on it, and Presence (which names each replica holds, on its session's lease).
 //
 // It never decodes or validates a document (package mesh does, before a write) and knows
 // nothing of agents or DNS: it is general, for today's kinds and the next ones.
