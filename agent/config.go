@@ -77,8 +77,9 @@ type RuntimeConfig struct {
 	BinaryPath string `json:"binaryPath,omitempty"`
 	// ReadyFile, when set, receives the bound addresses as JSON once the agent is ready.
 	ReadyFile string `json:"readyFile,omitempty"`
-	// MaxFileSizeMiB refuses a resource file larger than this, MaxTotalSizeMiB a model
-	// whose files are larger in all (the last good model stays); 0 = no limit.
+	// MaxFileSizeMiB refuses a resource file larger than this (served at its last good
+	// version), MaxTotalSizeMiB a model whose files are larger in all (the last good model
+	// stays); 0 = no limit.
 	MaxFileSizeMiB  int64 `json:"maxFileSizeMiB"`
 	MaxTotalSizeMiB int64 `json:"maxTotalSizeMiB"`
 }

@@ -46,7 +46,7 @@ var runSettings = &settings.Table[agent.Config]{
 		{Flag: "watch", Env: "KUMA_DATAPLANE_RUNTIME_WATCH", Field: "dataplaneRuntime.watch",
 			Usage: "how changes are seen: auto (inotify, else polling), inotify or poll"},
 		{Flag: "max-file-size-mib", Env: "KUMA_DATAPLANE_RUNTIME_MAX_FILE_SIZE_MIB", Field: "dataplaneRuntime.maxFileSizeMiB",
-			Usage: "refuse a resource file larger than this many MiB (the last good model stays); 0: no limit"},
+			Usage: "refuse a resource file larger than this many MiB (served at its last good version); 0: no limit"},
 		{Flag: "max-total-size-mib", Env: "KUMA_DATAPLANE_RUNTIME_MAX_TOTAL_SIZE_MIB", Field: "dataplaneRuntime.maxTotalSizeMiB",
 			Usage: "refuse a model whose files are larger than this many MiB in all; 0: no limit"},
 		{Flag: "cp-address", Env: "KUMA_CONTROL_PLANE_URL", Field: "controlPlane.url",

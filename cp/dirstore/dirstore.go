@@ -31,9 +31,9 @@ import (
 // code, each resource encoded once in the link's envelope (cplink.EncodeResource).
 //
 // A file that fails validation is refused whole: its errors are logged and the resources it
-// held at its last good version keep being served (agents keep the last good model the
-// same way). With validate off (--skip-validation) the documents that fail are served as
-// written, for the agents to judge (and NACK).
+// held at its last good version keep being served (the agents' directory source keeps a
+// refused file's last good version the same way). With validate off (--skip-validation)
+// the documents that fail are served as written, for the agents to judge (and NACK).
 type Dir struct {
 	dir      string
 	validate bool
