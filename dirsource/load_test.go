@@ -58,6 +58,18 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
+// loadedCopy is a copy of the example policies and a loader that has loaded it once.
+func loadedCopy(t *testing.T) (dir string, l *dirLoader) {
+	t.Helper()
+	dir = t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	l = newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir, l
+}
+
 // A ConfigMap volume: files in ..<timestamp>/, a ..data symlink to it, and one symlink per
 // key. Every resource is loaded once.
 func TestDirLoaderConfigMapVolume(t *testing.T) {
@@ -885,12 +897,7 @@ func TestDirLoaderRefusedFileKeepsItsLastGood(t *testing.T) {
 // errors are never served, nor held by the cache until the file changes again (a large
 // inventory broken in one place would otherwise stay in memory, as a second copy of it).
 func TestDirLoaderRefusedFileHoldsNoPartialDecode(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	l := newDirLoader()
-	if _, err := l.Load(exampleDataplane, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, l := loadedCopy(t)
 	inv := filepath.Join(dir, "zz-inventory.yaml")
 	var b strings.Builder
 	for i := range 50 {
@@ -916,12 +923,7 @@ func TestDirLoaderRefusedFileHoldsNoPartialDecode(t *testing.T) {
 // copies refusing the whole load (every other change held back by the broken file, and
 // the error naming a file that no longer defines the resource).
 func TestDirLoaderRefusedFileGivesWayToAMovedResource(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	l := newDirLoader()
-	if _, err := l.Load(exampleDataplane, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, l := loadedCopy(t)
 	redis := filepath.Join(dir, "redis.yaml")
 	good, _ := os.ReadFile(redis)
 	moved := filepath.Join(dir, "zz-moved.yaml")
@@ -953,12 +955,7 @@ func TestDirLoaderRefusedFileGivesWayToAMovedResource(t *testing.T) {
 // A resource of another mesh named as one of a refused file's last good version does not
 // take its place: only what would be the same resource in the snapshot makes it give way.
 func TestDirLoaderRefusedFileKeepsWhatAnotherMeshNames(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	l := newDirLoader()
-	if _, err := l.Load(exampleDataplane, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, l := loadedCopy(t)
 	redis := filepath.Join(dir, "redis.yaml")
 	good, _ := os.ReadFile(redis)
 	must(t, os.WriteFile(filepath.Join(dir, "zz-other.yaml"), bytes.Replace(good, []byte("mesh: default"), []byte("mesh: other"), 1), 0o644))
@@ -1085,12 +1082,7 @@ func TestDirLoaderOversizedFileNotInTheTotal(t *testing.T) {
 // ..data swap: the file is absent (its resources gone, as at the next listing), not refused
 // with "no such file or directory" and named again as accepted a load later.
 func TestDirLoaderDanglingSymlinkIsAbsent(t *testing.T) {
-	dir := t.TempDir()
-	copyDir(t, examplePolicies, dir)
-	l := newDirLoader()
-	if _, err := l.Load(exampleDataplane, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, l := loadedCopy(t)
 	redis := filepath.Join(dir, "redis.yaml")
 	must(t, os.Remove(redis))
 	must(t, os.Symlink(filepath.Join(dir, "..data", "redis.yaml"), redis))
