@@ -3,13 +3,10 @@ package api
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/kumadp/kuma-dp/cp/dirstore"
 )
 
 // What get -o json prints - a list, or one resource, in the API's form - is applied back
@@ -20,13 +17,7 @@ func TestApplyBackJSONOutput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte(handWritten), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := dirstore.NewStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer((&Server{Store: st, AdminToken: token}).Handler())
-	t.Cleanup(srv.Close)
-	cl := NewClient(srv.URL, token)
+	cl := dirAPI(t, dir)
 	ctx := context.Background()
 	var all []Resource
 	for _, typ := range []string{"dataplanes", "hostnamegenerators", "virtualoutbounds"} {

@@ -56,6 +56,18 @@ conf:
   - {name: version, tagKey: version}
 `
 
+// dirAPI is the write API on a directory store of dir, and its client.
+func dirAPI(t *testing.T, dir string) *Client {
+	t.Helper()
+	st, err := dirstore.NewStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&Server{Store: st, AdminToken: token}).Handler())
+	t.Cleanup(srv.Close)
+	return NewClient(srv.URL, token)
+}
+
 // Applying the very files a directory store serves says "unchanged" for each resource and
 // leaves the files byte for byte (it used to say "updated" and rewrite every document not
 // in the canonical form, comments gone); a real change is still "updated".
@@ -65,13 +77,7 @@ func TestApplyUnchangedOnHandWrittenDirectory(t *testing.T) {
 	if err := os.WriteFile(file, []byte(handWritten), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := dirstore.NewStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer((&Server{Store: st, AdminToken: token}).Handler())
-	t.Cleanup(srv.Close)
-	cl := NewClient(srv.URL, token)
+	cl := dirAPI(t, dir)
 	ctx := context.Background()
 
 	applied, err := cl.Apply(ctx, "mesh.yaml", []byte(handWritten))
