@@ -88,12 +88,7 @@ func (h *httpSpec) sig(b *strings.Builder) {
 	for i, r := range h.rules {
 		b.WriteString("|")
 		b.WriteString(r.key)
-		for _, w := range h.splits[i] {
-			b.WriteString(">")
-			b.WriteString(w.cluster)
-			b.WriteByte('=')
-			b.WriteString(strconv.FormatUint(uint64(w.weight), 10))
-		}
+		writeSplit(b, '>', h.splits[i])
 	}
 }
 

@@ -140,17 +140,22 @@ type proxySpec struct {
 	http *httpSpec
 }
 
+// writeSplit writes split to a signature, each cluster=weight after sep.
+func writeSplit(b *strings.Builder, sep byte, split []weighted) {
+	for _, w := range split {
+		b.WriteByte(sep)
+		b.WriteString(w.cluster)
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatUint(uint64(w.weight), 10))
+	}
+}
+
 func (p proxySpec) sig() string {
 	var b strings.Builder
 	b.WriteString(p.stat)
 	b.WriteByte('|')
 	b.WriteString(p.single)
-	for _, w := range p.split {
-		b.WriteByte('|')
-		b.WriteString(w.cluster)
-		b.WriteByte('=')
-		b.WriteString(strconv.FormatUint(uint64(w.weight), 10))
-	}
+	writeSplit(&b, '|', p.split)
 	if p.hashSource {
 		b.WriteString("|hash")
 	}
