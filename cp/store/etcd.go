@@ -224,12 +224,6 @@ func (s *Etcd) Count(ctx context.Context, mesh, typ string, rev int64) (int, err
 }
 
 func (s *Etcd) count(ctx context.Context, mesh, typ string, rev int64) (int, error) {
-	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		return opts
-	}
 	root := s.prefix + "/"
 	if mesh != "" || typ == "" {
 		prefix := root
@@ -239,13 +233,21 @@ func (s *Etcd) count(ctx context.Context, mesh, typ string, rev int64) (int, err
 				prefix += typ + "/"
 			}
 		}
-		r, err := s.get(ctx, prefix, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly())...)
+		r, err := s.get(ctx, prefix, atRev(rev, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly())...)
 		if err != nil {
 			return 0, err
 		}
 		return int(r.Count), nil
 	}
 	return s.countType(ctx, root, typ, rev)
+}
+
+// atRev is opts reading at store revision rev (0: now).
+func atRev(rev int64, opts ...clientv3.OpOption) []clientv3.OpOption {
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	return opts
 }
 
 // countBatch is how many names a count of one type of every mesh reads a round trip.
@@ -259,16 +261,10 @@ const countBatch = 1000
 // after the other: 4.4 s for 3,000 meshes on three members, over the store's timeout from
 // about 3,400), a mesh of many keys is skipped over after countBatch of them.
 func (s *Etcd) countType(ctx context.Context, root, typ string, rev int64) (int, error) {
-	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		return opts
-	}
 	end := clientv3.GetPrefixRangeEnd(root)
 	cursor, total := root, 0
 	for {
-		r, err := s.get(ctx, cursor, at(clientv3.WithRange(end), clientv3.WithLimit(countBatch), clientv3.WithKeysOnly(),
+		r, err := s.get(ctx, cursor, atRev(rev, clientv3.WithRange(end), clientv3.WithLimit(countBatch), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))...)
 		if err != nil {
 			return 0, err
@@ -298,7 +294,7 @@ func (s *Etcd) countType(ctx context.Context, root, typ string, rev int64) (int,
 			continue
 		}
 		typePrefix := root + lastMesh + "/" + typ + "/"
-		c, err := s.get(ctx, typePrefix, at(clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix)), clientv3.WithCountOnly())...)
+		c, err := s.get(ctx, typePrefix, atRev(rev, clientv3.WithRange(clientv3.GetPrefixRangeEnd(typePrefix)), clientv3.WithCountOnly())...)
 		if err != nil {
 			return 0, err
 		}
@@ -333,12 +329,8 @@ func (s *Etcd) listType(ctx context.Context, typ, after string, limit int) ([]It
 		batch = min(limit+1, countBatch)
 	}
 	for ; ; batch = min(2*batch, countBatch) {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(batch)), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		r, err := s.get(ctx, cursor, opts...)
+		r, err := s.get(ctx, cursor, atRev(rev, clientv3.WithRange(end), clientv3.WithLimit(int64(batch)), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))...)
 		if err != nil {
 			return nil, "", 0, unavailable("store: list", err)
 		}
