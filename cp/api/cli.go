@@ -54,11 +54,9 @@ func PrintStatusAs(w io.Writer, format string, body io.Reader) error {
 	if err := CheckFormat(format); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(body)
-	dec.UseNumber()
-	var st map[string]any
-	if err := dec.Decode(&st); err != nil {
-		return fmt.Errorf("GET /status: %w", err)
+	st, err := decodeStatus(body)
+	if err != nil {
+		return err
 	}
 	if format == "json" {
 		return printJSON(w, st)

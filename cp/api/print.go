@@ -66,15 +66,24 @@ func printAs(w io.Writer, format, typ string, rs []Resource, now time.Time) erro
 // (etcd) the replica and its leader, then how far it has read.
 var statusKeys = []string{"store", "dir", "replica", "leader", "isLeader", "storeRevision", "synced"}
 
-// PrintStatus writes GET /status's body (JSON) as "key: value" lines: the fields this
-// control plane reports, and only those (a directory store has no replica or leader), with
-// numbers as written (a revision is an integer, never 1.8e+15).
-func PrintStatus(w io.Writer, body io.Reader) error {
+// decodeStatus reads GET /status's body (JSON), numbers as written.
+func decodeStatus(body io.Reader) (map[string]any, error) {
 	dec := json.NewDecoder(body)
 	dec.UseNumber()
 	var st map[string]any
 	if err := dec.Decode(&st); err != nil {
-		return fmt.Errorf("GET /status: %w", err)
+		return nil, fmt.Errorf("GET /status: %w", err)
+	}
+	return st, nil
+}
+
+// PrintStatus writes GET /status's body (JSON) as "key: value" lines: the fields this
+// control plane reports, and only those (a directory store has no replica or leader), with
+// numbers as written (a revision is an integer, never 1.8e+15).
+func PrintStatus(w io.Writer, body io.Reader) error {
+	st, err := decodeStatus(body)
+	if err != nil {
+		return err
 	}
 	keys := slices.Clone(statusKeys)
 	var rest []string
