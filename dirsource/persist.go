@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -206,7 +207,8 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 				continue // an older entry of a file restored already: the next write removes it
 			}
 			settler.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
-			files[heads[i].Path] = c
+			// keyed by the path as its resources' sources intern it (one copy of it, see keptPaths)
+			files[unique.Make(heads[i].Path).Value()] = c
 		}
 		return false, nil
 	}
