@@ -21,11 +21,14 @@ type strArena struct {
 	first  int // the first block's size: arenaFirstBlock, or less for a shorter text
 }
 
-// A file's first block of copied strings holds arenaFirstBlock bytes (or the file's size when
-// smaller), each next one twice the last, up to arenaBlock: a file of one resource (a
-// directory of one file per resource is common, a ConfigMap's keys for instance) holds a
-// few hundred bytes of blocks, not 32 KiB, and a file of 100,000 dataplanes gets 32 KiB
-// blocks after a few small ones.
+// A file's first block of copied strings holds arenaFirstBlock bytes (or a third of the
+// file's size when smaller: the keys, indentation and punctuation of a text are never
+// copied, so its strings seldom fill more), each next one twice the last, up to
+// arenaBlock: a file of one resource (a directory of one file per resource is common, a
+// ConfigMap's keys for instance) holds a few dozen bytes of blocks, not 32 KiB nor its
+// whole size, and a file of 100,000 dataplanes gets 32 KiB blocks after a few small ones.
+// A text whose strings do fill more than a third gets a second block of two thirds: about
+// its size in all, as one block of its size would be.
 const (
 	arenaFirstBlock = 512
 	arenaBlock      = 32 << 10
@@ -36,7 +39,7 @@ const (
 func newStrArena(textLen int) *strArena {
 	first := arenaFirstBlock
 	if textLen > 0 {
-		first = min(max(textLen, 64), arenaFirstBlock)
+		first = min(max(textLen/3, 64), arenaFirstBlock)
 	}
 	return &strArena{common: make(map[string]string, 16), first: first}
 }

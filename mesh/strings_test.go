@@ -220,3 +220,21 @@ func TestStringBlocksGrow(t *testing.T) {
 		t.Fatalf("a %d-byte string: %d, block %d", len(long), len(got), cap(a.block))
 	}
 }
+
+// A small file's strings start in a block of a third of its size (at least 64 bytes): a
+// directory of one dataplane per file holds a few dozen bytes of blocks a file, not the
+// file's size; a file whose strings fill more gets a second block of two thirds.
+func TestStringBlocksOfASmallFile(t *testing.T) {
+	data := []byte("type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.9.9.9\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n")
+	a := newStrArena(len(data))
+	a.put("x")
+	if c := cap(a.block); c != 64 {
+		t.Fatalf("first block of a %d-byte text: %d bytes, want 64", len(data), c)
+	}
+	b := newStrArena(900)
+	b.put(strings.Repeat("y", 250))
+	b.put(strings.Repeat("y", 100))
+	if c := cap(b.block); c != 600 {
+		t.Fatalf("second block of a 900-byte text: %d bytes, want 600", c)
+	}
+}
