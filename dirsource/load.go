@@ -41,7 +41,7 @@ import (
 // Decoding and validation are mesh's (mesh.LoadFile, mesh.NewSnapshot).
 type dirLoader struct {
 	mu    sync.Mutex
-	cache map[string]cachedFile
+	cache fileCache
 	// dpFile is the dataplane file, rendered with vars before it is decoded; it is never
 	// persisted (its variables may differ at the next start, e.g. a new pod IP).
 	dpFile string
@@ -181,7 +181,7 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{cache: map[string]cachedFile{}, good: map[string]cachedFile{}, readFile: readRegular, writeEntry: cplink.WriteCacheStream, changes: 1}
+	return &dirLoader{good: map[string]cachedFile{}, readFile: readRegular, writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources
@@ -191,8 +191,8 @@ func newDirLoader() *dirLoader {
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.forgot = make(map[string][32]byte, len(l.cache))
-	for p, c := range l.cache {
+	l.forgot = make(map[string][32]byte, l.cache.len())
+	for p, c := range l.cache.all() {
 		l.forgot[p] = c.sum
 	}
 	l.forgetLocked()
@@ -200,9 +200,9 @@ func (l *dirLoader) forget() {
 
 func (l *dirLoader) forgetLocked() {
 	l.changes++
-	for p, c := range l.cache {
+	for i := range l.cache.files {
+		c := &l.cache.files[i]
 		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
-		l.cache[p] = c
 	}
 }
 
@@ -210,6 +210,7 @@ func (l *dirLoader) forgetLocked() {
 func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.cache.dropIndex()
 	l.dpFile = dataplaneFile
 	wasFor := l.reachKey // what the files held were kept for
 	var errs mesh.Errors
@@ -534,7 +535,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 			l.keepGood(p)
 			continue
 		}
-		if c, ok := l.cache[p]; ok && c.stamp == st {
+		if c, ok := l.cache.get(p); ok && c.stamp == st {
 			out[i] = c
 			if c.err == nil {
 				delete(l.good, p)
@@ -545,8 +546,9 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		todo = append(todo, i)
 	}
 	l.decodeParallel(paths, todo, out)
+	l.cache.grow(len(todo))
 	for _, i := range todo {
-		prev, had := l.cache[paths[i]]
+		prev, had := l.cache.get(paths[i])
 		if out[i].err != nil {
 			l.keepGood(paths[i])
 		} else {
@@ -554,7 +556,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		}
 		if out[i].readFailed {
 			if had {
-				delete(l.cache, paths[i])
+				l.cache.del(paths[i])
 				l.changes++
 			}
 			continue
@@ -582,7 +584,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		if !had || prev.sum != out[i].sum || (prev.err == nil) != (out[i].err == nil) {
 			l.changes++
 		}
-		l.cache[paths[i]] = out[i]
+		l.cache.set(paths[i], out[i])
 	}
 	return out
 }
@@ -604,7 +606,7 @@ func (l *dirLoader) keepGood(path string) {
 	if _, ok := l.good[path]; ok {
 		return
 	}
-	if c, ok := l.cache[path]; ok && c.err == nil && !c.readFailed {
+	if c, ok := l.cache.get(path); ok && c.err == nil && !c.readFailed {
 		if c.sum == ([32]byte{}) {
 			c.sum = l.forgot[path] // forgotten by a forced reload: its content's hash then
 		}
@@ -624,9 +626,9 @@ func (l *dirLoader) forgetAllBut(paths []string) {
 			l.changes++
 		}
 	}
-	for p := range l.cache {
-		if !seen[p] {
-			delete(l.cache, p)
+	for i := l.cache.len() - 1; i >= 0; i-- { // from the end: a dropped entry takes the last one's place
+		if p := l.cache.files[i].path; !seen[p] {
+			l.cache.del(p)
 			l.changes++
 		}
 	}
@@ -702,7 +704,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 		// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
 		// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 		// not read into memory (15 MB) beside the model it already gave.
-		prev, hadPrev := l.cache[paths[i]]
+		prev, hadPrev := l.cache.get(paths[i])
 		if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && paths[i] != l.dpFile {
 			if sumBuf == nil {
 				sumBuf = make([]byte, 64<<10)
@@ -831,7 +833,7 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 // reuseFrom is what a file decoded again reuses the objects of: its resources as decoded
 // before, or, refused then, those of its last good version (the objects served meanwhile).
 func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
-	if c, ok := l.cache[path]; ok && !c.readFailed && (c.err == nil || path == l.dpFile) {
+	if c, ok := l.cache.get(path); ok && !c.readFailed && (c.err == nil || path == l.dpFile) {
 		return c.res
 	}
 	return l.good[path].res

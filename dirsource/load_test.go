@@ -913,7 +913,7 @@ func TestDirLoaderRefusedFileHoldsNoPartialDecode(t *testing.T) {
 	if slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return strings.HasPrefix(d.Name, "inv-") }) {
 		t.Error("a resource of the refused file is served")
 	}
-	if n := len(l.cache[inv].res); n != 0 {
+	if n := len(l.cache.entry(inv).res); n != 0 {
 		t.Errorf("the cache holds %d resources decoded from the refused file", n)
 	}
 }
@@ -1093,4 +1093,10 @@ func TestDirLoaderDanglingSymlinkIsAbsent(t *testing.T) {
 	if slices.ContainsFunc(s.Dataplanes, func(d *mesh.Dataplane) bool { return d.Name == "redis-1" }) {
 		t.Error("the removed key's dataplane is still served")
 	}
+}
+
+// entry is the cache's entry for path (the zero one when it has none).
+func (c *fileCache) entry(path string) cachedFile {
+	f, _ := c.get(path)
+	return f
 }

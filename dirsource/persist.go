@@ -146,7 +146,7 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 	})
 
 	l.mu.Lock()
-	reach, reachSet := l.reachKey, len(l.cache) > 0
+	reach, reachSet := l.reachKey, l.cache.len() > 0
 	l.mu.Unlock()
 	build := cplink.BuildID()
 	files := make(map[string]cachedFile, len(entries))
@@ -225,7 +225,10 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 	}
 	if len(files) > 0 {
 		l.mu.Lock()
-		maps.Copy(l.cache, files)
+		for p, c := range files {
+			l.cache.set(p, c)
+		}
+		l.cache.dropIndex()
 		l.reachKey = reach
 		l.mu.Unlock()
 	}
@@ -269,17 +272,20 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		l.mu.Unlock()
 		return w, nil // what the last write wrote is still what the cache holds
 	}
-	want := make(map[string][]file, len(l.cache)) // by entry name, in path order
+	want := make(map[string][]file, l.cache.len()) // by entry name, in path order
 	var bundle []file
-	paths := slices.Collect(maps.Keys(l.cache))
+	paths := make([]string, 0, l.cache.len())
+	for p := range l.cache.all() {
+		paths = append(paths, p)
+	}
 	for p := range l.good {
-		if _, ok := l.cache[p]; !ok {
+		if _, ok := l.cache.get(p); !ok {
 			paths = append(paths, p) // unreadable now: its entry is no more in the cache
 		}
 	}
 	slices.Sort(paths)
 	for _, path := range paths {
-		c := l.cache[path]
+		c, _ := l.cache.get(path)
 		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == ([32]byte{})) {
 			c = g // refused: its last good version's entry stays, for a restart to serve it
 		}
@@ -295,6 +301,7 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		want[entryName(path, build, l.reachKey, c.sum)] = []file{f}
 	}
 	reach := l.reachKey
+	l.cache.dropIndex()
 	l.mu.Unlock()
 	if len(bundle) > 0 {
 		heads := make([]cacheEntry, len(bundle))

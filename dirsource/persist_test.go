@@ -669,7 +669,7 @@ func TestTouchedFilesKeepNothingNew(t *testing.T) {
 	cache := filepath.Join(t.TempDir(), "model-cache")
 	l, first := loadPersisted(t, dir, cache)
 	keys := map[*byte]bool{}
-	for p := range l.cache {
+	for p := range l.cache.all() {
 		keys[unsafe.StringData(p)] = true
 	}
 
@@ -684,7 +684,7 @@ func TestTouchedFilesKeepNothingNew(t *testing.T) {
 	if again != first || l.decodes != 201 {
 		t.Fatalf("a touch: same snapshot %v, %d files decoded in all (want 201)", again == first, l.decodes)
 	}
-	for p := range l.cache {
+	for p := range l.cache.all() {
 		if !keys[unsafe.StringData(p)] {
 			t.Fatalf("the cache holds a new string for %s", p)
 		}

@@ -61,7 +61,7 @@ func TestDirLoaderKeepsReachableDataplanes(t *testing.T) {
 		t.Fatalf("dataplanes %q, want %q", got, want)
 	}
 	inv := filepath.Join(policies, "dataplanes.yaml")
-	if got := len(l.cache[inv].res); got != 2 {
+	if got := len(l.cache.entry(inv).res); got != 2 {
 		t.Errorf("the cache holds %d resources of the inventory, want the 2 reachable", got)
 	}
 	decodes := l.decodes
@@ -147,7 +147,7 @@ func TestRestoredReachNotGivenToUnfilteredFiles(t *testing.T) {
 	if _, err := restarted.Load(dpFile, policies); err == nil {
 		t.Fatal("a broken dataplane file loaded")
 	}
-	if c, ok := restarted.cache[inv]; ok && len(c.res) != 2 {
+	if c, ok := restarted.cache.get(inv); ok && len(c.res) != 2 {
 		t.Fatalf("with the dataplane file broken, the changed inventory is cached with %d resources, want none or the 2 reachable", len(c.res))
 	}
 	writeReach(t, dpFile, "a")
@@ -156,7 +156,7 @@ func TestRestoredReachNotGivenToUnfilteredFiles(t *testing.T) {
 	if got, want := names(s), []string{"a-1", "a-2", "me"}; !slices.Equal(got, want) {
 		t.Fatalf("dataplanes %q, want %q", got, want)
 	}
-	if got := len(restarted.cache[inv].res); got != 2 {
+	if got := len(restarted.cache.entry(inv).res); got != 2 {
 		t.Fatalf("the cache holds %d resources of the inventory, want the 2 reachable", got)
 	}
 }
@@ -200,7 +200,7 @@ func TestLargeFileInPiecesKeepsReachable(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("kept %v, want %v (name: source)", got, want)
 	}
-	if n := len(l.cache[big].res); n != 2 {
+	if n := len(l.cache.entry(big).res); n != 2 {
 		t.Fatalf("the cache holds %d resources of the inventory, want the 2 reachable", n)
 	}
 }

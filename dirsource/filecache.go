@@ -1,0 +1,109 @@
+package dirsource
+
+import (
+	"iter"
+	"slices"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// fileCache is the decode cache held in memory: each file's entry by path. A directory of
+// a file per dataplane holds 10,000 entries or more, so they are kept in one slice, with
+// no map beside them between loads: a map keyed by path with an entry of ~100 bytes costs
+// twice that a file in its buckets (a Go map is often half empty after it grows). The
+// index by path is built when a load (or a write of the cache) first looks a file up, and
+// dropped once it is done (dropIndex): garbage then, as the load's other work.
+type fileCache struct {
+	files []fileSlot
+	at    map[string]int32 // files' index by path; nil: not built
+}
+
+// fileSlot is a file's entry. A file that could not be read (cachedFile.readFailed) is
+// never cached, so an entry has no such flag.
+type fileSlot struct {
+	path  string
+	stamp fileStamp
+	sum   [32]byte
+	res   []mesh.Resource
+	err   error
+}
+
+func (s *fileSlot) file() cachedFile {
+	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.res, err: s.err}
+}
+
+func (c *fileCache) index() map[string]int32 {
+	if c.at == nil {
+		c.at = make(map[string]int32, len(c.files))
+		for i := range c.files {
+			c.at[c.files[i].path] = int32(i)
+		}
+	}
+	return c.at
+}
+
+// get is the entry of the file at path.
+func (c *fileCache) get(path string) (cachedFile, bool) {
+	i, ok := c.index()[path]
+	if !ok {
+		return cachedFile{}, false
+	}
+	return c.files[i].file(), true
+}
+
+// set makes f the entry of the file at path (f.readFailed is false: such a file is never
+// cached). As a Go map given a key it holds, the entry keeps path, the string given now.
+func (c *fileCache) set(path string, f cachedFile) {
+	s := fileSlot{path: path, stamp: f.stamp, sum: f.sum, res: f.res, err: f.err}
+	idx := c.index()
+	if i, ok := idx[path]; ok {
+		c.files[i] = s
+		return
+	}
+	idx[path] = int32(len(c.files))
+	c.files = append(c.files, s)
+}
+
+// grow makes room for n more entries (the files a load decodes), so that the slice is not
+// left up to a quarter larger than the files it holds.
+func (c *fileCache) grow(n int) { c.files = slices.Grow(c.files, n) }
+
+// del drops the entry of the file at path, if any.
+func (c *fileCache) del(path string) {
+	idx := c.index()
+	i, ok := idx[path]
+	if !ok {
+		return
+	}
+	last := len(c.files) - 1
+	if int(i) != last {
+		c.files[i] = c.files[last]
+		idx[c.files[i].path] = i
+	}
+	c.files[last] = fileSlot{}
+	c.files = c.files[:last]
+	delete(idx, path)
+}
+
+// len is how many files have an entry.
+func (c *fileCache) len() int { return len(c.files) }
+
+// all gives each file's path and entry, in no particular order.
+func (c *fileCache) all() iter.Seq2[string, cachedFile] {
+	return func(yield func(string, cachedFile) bool) {
+		for i := range c.files {
+			if !yield(c.files[i].path, c.files[i].file()) {
+				return
+			}
+		}
+	}
+}
+
+// dropIndex drops the index by path (built again when next needed), and the slice's room
+// for entries of files gone since, when it is most of it.
+func (c *fileCache) dropIndex() {
+	c.at = nil
+	if cap(c.files) > 2*len(c.files)+16 {
+		c.files = slices.Clip(slices.Clone(c.files))
+	}
+}

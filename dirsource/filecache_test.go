@@ -1,0 +1,80 @@
+package dirsource
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+)
+
+// The in-memory decode cache answers as a map by path would, across entries set again,
+// dropped from the middle and the end, and its index dropped and built again; and it holds
+// no map between loads.
+func TestFileCacheIsAMapByPath(t *testing.T) {
+	var c fileCache
+	want := map[string]cachedFile{}
+	set := func(p string, size int64) {
+		f := cachedFile{stamp: fileStamp{size: size}, sum: [32]byte{byte(size)}}
+		c.set(p, f)
+		want[p] = f
+	}
+	del := func(p string) {
+		c.del(p)
+		delete(want, p)
+	}
+	check := func(when string) {
+		t.Helper()
+		same := func(a, b cachedFile) bool {
+			return a.stamp == b.stamp && a.sum == b.sum && a.err == b.err && len(a.res) == len(b.res)
+		}
+		if got := maps.Collect(c.all()); !maps.EqualFunc(got, want, same) || c.len() != len(want) {
+			t.Fatalf("%s: %d entries %v, want %v", when, c.len(), got, want)
+		}
+		for p, w := range want {
+			if got, ok := c.get(p); !ok || !same(got, w) {
+				t.Fatalf("%s: get(%s) = %v, %v; want %v", when, p, got, ok, w)
+			}
+		}
+		if _, ok := c.get("none"); ok {
+			t.Fatalf("%s: an entry for a file never set", when)
+		}
+	}
+	c.grow(10)
+	for i := range 10 {
+		set(fmt.Sprintf("f%d", i), int64(i+1))
+	}
+	check("set")
+	set("f3", 33)
+	del("f0")
+	del("f9")
+	del("f5")
+	del("absent")
+	check("set again and dropped")
+	c.dropIndex()
+	if c.at != nil {
+		t.Fatal("the index outlives dropIndex")
+	}
+	check("index built again")
+	del("f3")
+	set("f0", 100)
+	check("dropped and set again")
+	for p := range want {
+		del(p)
+	}
+	c.dropIndex()
+	check("all dropped")
+	if cap(c.files) > 16 {
+		t.Fatalf("%d entries' room kept for none", cap(c.files))
+	}
+}
+
+// A load leaves no index by path beside the cache's entries.
+func TestLoadDropsTheCacheIndex(t *testing.T) {
+	dir := fileADataplane(t, 20)
+	l := newDirLoader()
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	if l.cache.at != nil || l.cache.len() != 21 {
+		t.Fatalf("after a load: index %v, %d entries (want none, 21)", l.cache.at != nil, l.cache.len())
+	}
+}
