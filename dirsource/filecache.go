@@ -16,20 +16,21 @@ import (
 type fileCache struct {
 	files []fileSlot
 	at    map[string]int32 // files' index by path; nil: not built
+	// errs is the error of each file refused (few, or none: not a field of every entry).
+	errs map[string]error
 }
 
-// fileSlot is a file's entry. A file that could not be read (cachedFile.readFailed) is
-// never cached, so an entry has no such flag.
+// fileSlot is a file's entry (its error in fileCache.errs). A file that could not be read
+// (cachedFile.readFailed) is never cached, so an entry has no such flag.
 type fileSlot struct {
 	path  string
 	stamp fileStamp
 	sum   [32]byte
 	res   []mesh.Resource
-	err   error
 }
 
-func (s *fileSlot) file() cachedFile {
-	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.res, err: s.err}
+func (c *fileCache) file(s *fileSlot) cachedFile {
+	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.res, err: c.errs[s.path]}
 }
 
 func (c *fileCache) index() map[string]int32 {
@@ -48,13 +49,21 @@ func (c *fileCache) get(path string) (cachedFile, bool) {
 	if !ok {
 		return cachedFile{}, false
 	}
-	return c.files[i].file(), true
+	return c.file(&c.files[i]), true
 }
 
 // set makes f the entry of the file at path (f.readFailed is false: such a file is never
 // cached). As a Go map given a key it holds, the entry keeps path, the string given now.
 func (c *fileCache) set(path string, f cachedFile) {
-	s := fileSlot{path: path, stamp: f.stamp, sum: f.sum, res: f.res, err: f.err}
+	s := fileSlot{path: path, stamp: f.stamp, sum: f.sum, res: f.res}
+	if f.err != nil {
+		if c.errs == nil {
+			c.errs = map[string]error{}
+		}
+		c.errs[path] = f.err
+	} else {
+		delete(c.errs, path)
+	}
 	idx := c.index()
 	if i, ok := idx[path]; ok {
 		c.files[i] = s
@@ -83,6 +92,7 @@ func (c *fileCache) del(path string) {
 	c.files[last] = fileSlot{}
 	c.files = c.files[:last]
 	delete(idx, path)
+	delete(c.errs, path)
 }
 
 // len is how many files have an entry.
@@ -92,7 +102,7 @@ func (c *fileCache) len() int { return len(c.files) }
 func (c *fileCache) all() iter.Seq2[string, cachedFile] {
 	return func(yield func(string, cachedFile) bool) {
 		for i := range c.files {
-			if !yield(c.files[i].path, c.files[i].file()) {
+			if !yield(c.files[i].path, c.file(&c.files[i])) {
 				return
 			}
 		}
@@ -103,6 +113,9 @@ func (c *fileCache) all() iter.Seq2[string, cachedFile] {
 // for entries of files gone since, when it is most of it.
 func (c *fileCache) dropIndex() {
 	c.at = nil
+	if len(c.errs) == 0 {
+		c.errs = nil // a map emptied keeps its buckets
+	}
 	if cap(c.files) > 2*len(c.files)+16 {
 		c.files = slices.Clip(slices.Clone(c.files))
 	}

@@ -1,6 +1,7 @@
 package dirsource
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"testing"
@@ -12,8 +13,8 @@ import (
 func TestFileCacheIsAMapByPath(t *testing.T) {
 	var c fileCache
 	want := map[string]cachedFile{}
-	set := func(p string, size int64) {
-		f := cachedFile{stamp: fileStamp{size: size}, sum: [32]byte{byte(size)}}
+	set := func(p string, size int64, err error) {
+		f := cachedFile{stamp: fileStamp{size: size}, sum: [32]byte{byte(size)}, err: err}
 		c.set(p, f)
 		want[p] = f
 	}
@@ -40,11 +41,16 @@ func TestFileCacheIsAMapByPath(t *testing.T) {
 	}
 	c.grow(10)
 	for i := range 10 {
-		set(fmt.Sprintf("f%d", i), int64(i+1))
+		set(fmt.Sprintf("f%d", i), int64(i+1), nil)
 	}
 	check("set")
-	set("f3", 33)
+	refused := errors.New("refused")
+	set("f3", 33, refused)
+	set("f4", 44, refused)
+	set("f4", 45, nil)
+	set("f8", 88, refused)
 	del("f0")
+	del("f8")
 	del("f9")
 	del("f5")
 	del("absent")
@@ -55,15 +61,15 @@ func TestFileCacheIsAMapByPath(t *testing.T) {
 	}
 	check("index built again")
 	del("f3")
-	set("f0", 100)
+	set("f0", 100, refused)
 	check("dropped and set again")
 	for p := range want {
 		del(p)
 	}
 	c.dropIndex()
 	check("all dropped")
-	if cap(c.files) > 16 {
-		t.Fatalf("%d entries' room kept for none", cap(c.files))
+	if cap(c.files) > 16 || c.errs != nil {
+		t.Fatalf("%d entries' room and %d errors kept for none", cap(c.files), len(c.errs))
 	}
 }
 
