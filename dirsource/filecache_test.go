@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // The in-memory decode cache answers as a map by path would, across entries set again,
@@ -82,5 +85,36 @@ func TestLoadDropsTheCacheIndex(t *testing.T) {
 	}
 	if l.cache.at != nil || l.cache.len() != 21 {
 		t.Fatalf("after a load: index %v, %d entries (want none, 21)", l.cache.at != nil, l.cache.len())
+	}
+}
+
+// A load's part gives back its resources as they were given, nil or empty alike, and two
+// parts are the same only for the same resources (the same first object), not equal ones.
+func TestLoadPartKeepsItsResources(t *testing.T) {
+	if got := newLoadPart("a", nil).res(); got != nil {
+		t.Fatalf("nil resources came back as %#v", got)
+	}
+	if got := newLoadPart("a", []mesh.Resource{}).res(); got == nil || len(got) != 0 {
+		t.Fatalf("no resources came back as %#v", got)
+	}
+	res := []mesh.Resource{&mesh.Dataplane{}, &mesh.Dataplane{}, nil}[:2]
+	got := newLoadPart("a", res).res()
+	if len(got) != 2 || cap(got) != 2 || &got[0] != &res[0] || got[1] != res[1] {
+		t.Fatalf("resources came back as %v (capacity %d)", got, cap(got))
+	}
+	copied := slices.Clone(res)
+	for _, c := range []struct {
+		a, b []loadPart
+		same bool
+	}{
+		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("a", res[:2:2])}, true},
+		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("a", copied)}, false},
+		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("a", res[:1])}, false},
+		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("b", res)}, false},
+		{[]loadPart{newLoadPart("a", nil)}, []loadPart{newLoadPart("a", []mesh.Resource{})}, true},
+	} {
+		if got := sameParts(c.a, c.b); got != c.same {
+			t.Errorf("sameParts(%v, %v) = %v", c.a, c.b, got)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"syscall"
 	"unique"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -91,15 +92,27 @@ type dirLoader struct {
 // resources it gave (a file decoded again gives new ones: the slice keeps them from being
 // freed, so the address of the first is never reused). A file refused gives again the
 // resources of its last good version (see Load).
+//
+// The resources are held as their slice's first element and length (a directory of a file
+// per dataplane holds 10,000 parts or more: a slice's capacity, which nothing reads, would
+// be 8 bytes more each); a nil slice stays nil (no first element).
 type loadPart struct {
-	path string
-	res  []mesh.Resource
+	path  string
+	first *mesh.Resource
+	n     int
 }
+
+func newLoadPart(path string, res []mesh.Resource) loadPart {
+	return loadPart{path: path, first: unsafe.SliceData(res), n: len(res)}
+}
+
+// res is the part's resources (nil when they were nil), of capacity their length.
+func (p loadPart) res() []mesh.Resource { return unsafe.Slice(p.first, p.n) }
 
 // sameParts reports whether two loads' files gave the same resources.
 func sameParts(a, b []loadPart) bool {
 	return slices.EqualFunc(a, b, func(x, y loadPart) bool {
-		return x.path == y.path && len(x.res) == len(y.res) && (len(x.res) == 0 || &x.res[0] == &y.res[0])
+		return x.path == y.path && x.n == y.n && (x.n == 0 || x.first == y.first)
 	})
 }
 
@@ -108,7 +121,7 @@ func loadParts(paths []string, files ...[]cachedFile) []loadPart {
 	parts := make([]loadPart, 0, len(paths))
 	for _, fs := range files {
 		for _, f := range fs {
-			parts = append(parts, loadPart{path: paths[len(parts)], res: f.res})
+			parts = append(parts, newLoadPart(paths[len(parts)], f.res))
 		}
 	}
 	return parts
@@ -317,7 +330,7 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 		if byPath == nil {
 			byPath = make(map[string][]mesh.Resource, len(l.lastFrom))
 			for _, p := range l.lastFrom {
-				byPath[p.path] = p.res
+				byPath[p.path] = p.res()
 			}
 		}
 		good, kept := byPath[paths[i]]
