@@ -73,8 +73,22 @@ func (c *fileCache) set(path string, f cachedFile) {
 	c.files = append(c.files, s)
 }
 
-// grow makes room for n more entries (the files a load decodes), so that the slice is not
-// left up to a quarter larger than the files it holds.
+// growFor makes room for the entries of the files at paths[i], i in todo, that have none
+// (the files a load decodes, new to the cache), so that the slice is not left up to a
+// quarter larger than the files it holds, nor larger at all when the files decoded all
+// had entries (a touch of every file).
+func (c *fileCache) growFor(paths []string, todo []int) {
+	idx := c.index()
+	n := 0
+	for _, i := range todo {
+		if _, ok := idx[paths[i]]; !ok {
+			n++
+		}
+	}
+	c.grow(n)
+}
+
+// grow makes room for n more entries.
 func (c *fileCache) grow(n int) { c.files = slices.Grow(c.files, n) }
 
 // del drops the entry of the file at path, if any.

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -42,7 +45,10 @@ func TestFileCacheIsAMapByPath(t *testing.T) {
 			t.Fatalf("%s: an entry for a file never set", when)
 		}
 	}
-	c.grow(10)
+	c.growFor([]string{"f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9"}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	if cap(c.files) < 10 {
+		t.Fatalf("room for %d entries, want 10", cap(c.files))
+	}
 	for i := range 10 {
 		set(fmt.Sprintf("f%d", i), int64(i+1), nil)
 	}
@@ -85,6 +91,21 @@ func TestLoadDropsTheCacheIndex(t *testing.T) {
 	}
 	if l.cache.at != nil || l.cache.len() != 21 {
 		t.Fatalf("after a load: index %v, %d entries (want none, 21)", l.cache.at != nil, l.cache.len())
+	}
+	room := cap(l.cache.files)
+	later := time.Now().Add(time.Hour)
+	des, err := os.ReadDir(dir)
+	must(t, err)
+	for _, de := range des {
+		must(t, os.Chtimes(filepath.Join(dir, de.Name()), later, later))
+	}
+	decodes := l.decodes
+	if _, err := l.Load(exampleDataplane, dir); err != nil {
+		t.Fatal(err)
+	}
+	if l.decodes != decodes || l.cache.len() != 21 || cap(l.cache.files) != room {
+		t.Fatalf("a touch of every file: %d decoded, %d entries, room for %d (want 0, 21, %d)",
+			l.decodes-decodes, l.cache.len(), cap(l.cache.files), room)
 	}
 }
 

@@ -559,7 +559,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		todo = append(todo, i)
 	}
 	l.decodeParallel(paths, todo, out)
-	l.cache.grow(len(todo))
+	l.cache.growFor(paths, todo)
 	for _, i := range todo {
 		prev, had := l.cache.get(paths[i])
 		if out[i].err != nil {

@@ -225,6 +225,7 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 	}
 	if len(files) > 0 {
 		l.mu.Lock()
+		l.cache.grow(len(files)) // (a restore comes first: the cache holds none of them)
 		for p, c := range files {
 			l.cache.set(p, c)
 		}
