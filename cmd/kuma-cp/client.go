@@ -37,7 +37,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes)")
 	meshName := fs.StringP("mesh", "m", "default", "the mesh (get, delete, describe; \"*\" lists every mesh)")
 	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
-	output := fs.StringP("output", "o", "table", "get: table, yaml or json")
+	output := fs.StringP("output", "o", "table", "get, inspect: table, yaml or json")
 	namespace := fs.StringP("namespace", "n", "", "routes, routebindings: get, delete, describe of one: its namespace (or give NAME as name.namespace); get of a list: that namespace's only")
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
@@ -148,10 +148,13 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return describeCmd(ctx, c, fs.Args(), *meshName, *namespace, stdout, usage, fail)
 	case "inspect":
 		if fs.NArg() != 1 || fs.Arg(0) == "" {
-			return usage("want: inspect dataplanes [-m MESH]")
+			return usage("want: inspect dataplanes [-m MESH] [-o table|yaml|json]")
 		}
 		if t, ok := api.ParseType(fs.Arg(0)); !ok || t != "dataplanes" {
 			return usage("inspect %q: only dataplanes are inspected", fs.Arg(0))
+		}
+		if err := api.CheckFormat(*output); err != nil {
+			return usage("%v", err)
 		}
 		dps, err := c.List(ctx, *meshName, "dataplanes")
 		if err != nil {
@@ -161,7 +164,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		if err := api.PrintInspectDataplanes(stdout, dps, agents, time.Now()); err != nil {
+		if err := api.PrintInspectDataplanesAs(stdout, *output, dps, agents, time.Now()); err != nil {
 			return fail(err)
 		}
 		return exitOK
@@ -255,7 +258,7 @@ var flagCommands = map[string][]string{
 	"filename":  {"apply"},
 	"wait":      {"apply"},
 	"timeout":   {"apply"},
-	"output":    {"get"},
+	"output":    {"get", "inspect"},
 	"namespace": {"get", "delete", "describe"},
 	"mesh":      {"get", "delete", "describe", "inspect"},
 }

@@ -53,7 +53,7 @@ func TestClientRefusesBadCommandLines(t *testing.T) {
 		{[]string{"get", "routers", "shard-a", "-m", "*", u}, "--mesh"},
 		{[]string{"inspect", "routes", u}, "only dataplanes"},
 		{[]string{"inspect", u}, "inspect dataplanes"},
-		{[]string{"inspect", "dataplanes", "-o", "json", u}, "--output"},
+		{[]string{"inspect", "dataplanes", "-o", "wide", u}, `-o "wide"`},
 	} {
 		rc, out, errb := run(c.args...)
 		if rc != exitUsage || !strings.Contains(errb, c.inErr) {

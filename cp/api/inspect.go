@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Agent is a dataplane whose agent holds a stream to a replica now, and those replicas
@@ -78,27 +81,74 @@ func (c *Client) Agents(ctx context.Context) ([]Agent, error) {
 	return l.Items, nil
 }
 
-// PrintInspectDataplanes is `inspect dataplanes`: each dataplane's MESH NAME TAGS, STATUS
-// (Online: its agent holds a stream to a replica now, else Offline), the REPLICAS it is
-// connected to (etcd) and AGE, as get's.
-func PrintInspectDataplanes(w io.Writer, dataplanes []Resource, agents []Agent, now time.Time) error {
+// InspectedDataplane is one row of `inspect dataplanes` in -o json/yaml.
+type InspectedDataplane struct {
+	Mesh     string   `json:"mesh"`
+	Name     string   `json:"name"`
+	Status   string   `json:"status"` // Online or Offline
+	Replicas []string `json:"replicas,omitempty"`
+}
+
+// inspected joins the dataplanes with the agents connected now.
+func inspected(dataplanes []Resource, agents []Agent) []InspectedDataplane {
 	type key struct{ mesh, name string }
 	on := make(map[key][]string, len(agents))
 	for _, a := range agents {
 		on[key{a.Mesh, a.Name}] = append([]string{}, a.Replicas...)
 	}
+	out := make([]InspectedDataplane, len(dataplanes))
+	for i, r := range dataplanes {
+		out[i] = InspectedDataplane{Mesh: r.Mesh, Name: r.Name, Status: "Offline"}
+		if ids, ok := on[key{r.Mesh, r.Name}]; ok {
+			out[i].Status, out[i].Replicas = "Online", ids
+		}
+	}
+	return out
+}
+
+// PrintInspectDataplanes is `inspect dataplanes`: each dataplane's MESH NAME TAGS, STATUS
+// (Online: its agent holds a stream to a replica now, else Offline), the REPLICAS it is
+// connected to (etcd) and AGE, as get's.
+func PrintInspectDataplanes(w io.Writer, dataplanes []Resource, agents []Agent, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESH\tNAME\tTAGS\tSTATUS\tREPLICAS\tAGE")
-	for _, r := range dataplanes {
-		tags, _ := dataplaneColumns(r)
-		status, replicas := "Offline", "-"
-		if ids, ok := on[key{r.Mesh, r.Name}]; ok {
-			status = "Online"
-			if len(ids) > 0 {
-				replicas = strings.Join(ids, ",")
-			}
+	for i, row := range inspected(dataplanes, agents) {
+		tags, _ := dataplaneColumns(dataplanes[i])
+		replicas := "-"
+		if len(row.Replicas) > 0 {
+			replicas = strings.Join(row.Replicas, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Mesh, r.Name, tags, status, replicas, Age(modified(r), now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Mesh, row.Name, tags, row.Status, replicas, Age(modified(dataplanes[i]), now))
 	}
 	return tw.Flush()
+}
+
+// PrintInspectDataplanesAs is PrintInspectDataplanes in format (table, json or yaml): the
+// json and yaml forms are {total, items: [{mesh, name, status, replicas}]}, as kumactl's
+// inspect prints its rows for scripts.
+func PrintInspectDataplanesAs(w io.Writer, format string, dataplanes []Resource, agents []Agent, now time.Time) error {
+	if format == "" || format == "table" {
+		return PrintInspectDataplanes(w, dataplanes, agents, now)
+	}
+	if err := CheckFormat(format); err != nil {
+		return err
+	}
+	rows := inspected(dataplanes, agents)
+	doc := struct {
+		Total int                  `json:"total"`
+		Items []InspectedDataplane `json:"items"`
+	}{len(rows), rows}
+	if format == "json" {
+		return printJSON(w, doc)
+	}
+	j, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	b, err := yaml.JSONToYAML(j)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }

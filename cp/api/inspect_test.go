@@ -48,4 +48,50 @@ default  web-2  kuma.io/service=web  Offline  -                    2m
 	if b.String() != wantTable {
 		t.Errorf("inspect dataplanes:\n%s\nwant:\n%s", b.String(), wantTable)
 	}
+	// -o json and yaml: the same rows, for scripts.
+	for format, want := range map[string]string{
+		"json": `{
+  "total": 2,
+  "items": [
+    {
+      "mesh": "default",
+      "name": "web-1",
+      "status": "Online",
+      "replicas": [
+        "replica-a",
+        "replica-b"
+      ]
+    },
+    {
+      "mesh": "default",
+      "name": "web-2",
+      "status": "Offline"
+    }
+  ]
+}
+`,
+		"yaml": `items:
+- mesh: default
+  name: web-1
+  replicas:
+  - replica-a
+  - replica-b
+  status: Online
+- mesh: default
+  name: web-2
+  status: Offline
+total: 2
+`,
+	} {
+		b.Reset()
+		if err := PrintInspectDataplanesAs(&b, format, []Resource{dp("web-1", "web"), dp("web-2", "web")}, read, now); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != want {
+			t.Errorf("inspect dataplanes -o %s:\n%s\nwant:\n%s", format, b.String(), want)
+		}
+	}
+	if err := PrintInspectDataplanesAs(&b, "wide", nil, nil, now); err == nil || !strings.Contains(err.Error(), `-o "wide"`) {
+		t.Errorf("-o wide: %v", err)
+	}
 }
