@@ -1,13 +1,10 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // ParseType is the URL type a command line names: the plural (dataplanes), kumactl's
@@ -58,19 +55,7 @@ func PrintStatusAs(w io.Writer, format string, body io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if format == "json" {
-		return printJSON(w, st)
-	}
-	j, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	b, err := yaml.JSONToYAML(j)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return printDoc(w, format, st)
 }
 
 // ErrWriter writes to W and keeps the first error (a full disk): a command checks once, at

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,8 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Agent is a dataplane whose agent holds a stream to a replica now, and those replicas
@@ -138,17 +135,5 @@ func PrintInspectDataplanesAs(w io.Writer, format string, dataplanes []Resource,
 		Total int                  `json:"total"`
 		Items []InspectedDataplane `json:"items"`
 	}{len(rows), rows}
-	if format == "json" {
-		return printJSON(w, doc)
-	}
-	j, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	b, err := yaml.JSONToYAML(j)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return printDoc(w, format, doc)
 }

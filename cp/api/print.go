@@ -36,6 +36,23 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printDoc writes v as JSON (indented) or, for "yaml", as the YAML of its JSON form.
+func printDoc(w io.Writer, format string, v any) error {
+	if format == "json" {
+		return printJSON(w, v)
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err := yaml.JSONToYAML(j)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
 func printAs(w io.Writer, format, typ string, rs []Resource, now time.Time) error {
 	switch format {
 	case "yaml":
