@@ -86,11 +86,7 @@ func testForwarded(t *testing.T, idx int, b backend) {
 // the applications' connections to VIPs leave through lo. They are not the applications
 // talking to themselves - no local address is there - and must still reach Envoy.
 func TestVIPRoutedThroughLoopback(t *testing.T) {
-	b := backend{name: "nft"}
-	requireNetns(t, "bash", "timeout", b.bin(IPv4, "restore"))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n := newTestNS(t, 26)
+	b, n, ctx := nftNamespace(t, 26, "bash", "timeout")
 	mustRun(t, "ip", "-n", n.name, "route", "add", "240.0.0.0/4", "dev", "lo")
 	c, localPort := helperConfig(t, n, b)
 	c.IPFamilyMode = "ipv4"

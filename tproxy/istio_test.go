@@ -1,12 +1,10 @@
 package tproxy
 
 import (
-	"context"
 	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // istioLeftovers is what istio-iptables leaves in nat (its sidecar mode, UID 1337).
@@ -35,11 +33,7 @@ COMMIT
 // calling Envoy. Install cannot remove them (they are not ours) but says so, naming the
 // rule; the application's traffic is still ours.
 func TestIstioLeftoversAreReported(t *testing.T) {
-	b := backend{name: "nft"}
-	requireNetns(t, "bash", "timeout", b.bin(IPv4, "restore"))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n := newTestNS(t, 23)
+	b, n, ctx := nftNamespace(t, 23, "bash", "timeout")
 	cmd := exec.Command("ip", "netns", "exec", n.name, b.bin(IPv4, "restore"), "--noflush", "--wait=5")
 	cmd.Stdin = strings.NewReader(istioLeftovers)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -2,6 +2,7 @@ package tproxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,18 @@ const (
 	testAgentUID = 5678
 	testAppUID   = 1234
 )
+
+// nftNamespace is the usual start of a test on the nft backend: the tools it needs (and the
+// backend's IPv4 restore), a fresh namespace idx, and a context that ends with the test or
+// after 30 s.
+func nftNamespace(t *testing.T, idx int, tools ...string) (backend, *testNS, context.Context) {
+	t.Helper()
+	b := backend{name: "nft"}
+	requireNetns(t, append(tools, b.bin(IPv4, "restore"))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return b, newTestNS(t, idx), ctx
+}
 
 // requireNetns skips unless the test can create network namespaces and run the tools.
 func requireNetns(t *testing.T, tools ...string) {

@@ -1,11 +1,9 @@
 package tproxy
 
 import (
-	"context"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A tool that inserts its rules at the top of the built-in chains after we did (Docker
@@ -14,11 +12,7 @@ import (
 // ours. Verify says so, and install puts our jumps back on top - it used to find our rules
 // all there and change nothing.
 func TestJumpsDisplacedByAForeignInsert(t *testing.T) {
-	b := backend{name: "nft"}
-	requireNetns(t, "dig", b.bin(IPv4, "restore"))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n := newTestNS(t, 27)
+	b, n, ctx := nftNamespace(t, 27, "dig")
 	c, _ := helperConfig(t, n, b)
 	c.IPFamilyMode = "ipv4"
 	if err := Install(ctx, c, testLogger(t)); err != nil {

@@ -1,11 +1,9 @@
 package tproxy
 
 import (
-	"context"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A user whose DNS is excluded (--exclude-outbound-ports-for-uids udp:53:UID) asks the
@@ -14,11 +12,7 @@ import (
 // the zone split put the query in the applications' zone 2 and the answer (source port 53)
 // in zone 1, so the answer matched no connection, was NEW, and the firewall dropped it.
 func TestExcludedDNSUserBehindStatefulFirewall(t *testing.T) {
-	b := backend{name: "nft"}
-	requireNetns(t, "dig", b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n := newTestNS(t, 16)
+	b, n, ctx := nftNamespace(t, 16, "dig", backend{name: "nft"}.bin(IPv6, "restore"))
 	firewall := `*filter
 :INPUT DROP [0:0]
 -A INPUT -i lo -j ACCEPT
