@@ -454,11 +454,11 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 	if err != nil {
 		return Item{}, unavailable("store: put "+k.String(), err)
 	}
+	read := int64(0) // the version compared on (0: none, a create)
+	if len(cur.Kvs) > 0 {
+		read = cur.Kvs[0].ModRevision
+	}
 	if !tr.Succeeded && retried {
-		read := int64(0)
-		if len(cur.Kvs) > 0 {
-			read = cur.Kvs[0].ModRevision
-		}
 		if rev, ok := s.ours(ctx, key, read, val); ok {
 			// An earlier attempt landed (its answer was lost): this is our write.
 			return Item{Key: k, Doc: doc, Version: rev, Created: env.Created, Modified: env.Modified}, nil
@@ -466,10 +466,6 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 	}
 	if !tr.Succeeded {
 		// Written by someone else between the read and the write.
-		read := int64(0)
-		if len(cur.Kvs) > 0 {
-			read = cur.Kvs[0].ModRevision
-		}
 		return Item{}, conflict(k, tr, expect, read)
 	}
 	return Item{Key: k, Doc: doc, Version: tr.Header.Revision, Created: env.Created, Modified: env.Modified}, nil
@@ -494,7 +490,7 @@ func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
 	if tr.Succeeded || retried && elseKV(tr, 0) == nil {
 		return nil // deleted (by an earlier attempt whose answer was lost, when retried)
 	}
-	if rs := tr.Responses[0].GetResponseRange(); rs == nil || len(rs.Kvs) == 0 {
+	if elseKV(tr, 0) == nil {
 		return fmt.Errorf("store: %s: %w", k, ErrNotFound)
 	}
 	return conflict(k, tr, expect, expect)
