@@ -73,7 +73,7 @@ func TestClientKumactlHabits(t *testing.T) {
 	u := "--api-url=" + url
 	dir := t.TempDir()
 	file := filepath.Join(dir, "dp.yaml")
-	if err := os.WriteFile(file, []byte(clientDataplane), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(dpWeb), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if rc, out, errb := run("apply", "-f", file, u, "--admin-token-file", tok); rc != exitOK || !strings.Contains(out, "created") {
@@ -133,7 +133,7 @@ func TestClientOutputNotWritten(t *testing.T) {
 	url, tok, _ := clientEnv(t)
 	u := "--api-url=" + url
 	file := filepath.Join(t.TempDir(), "dp.yaml")
-	if err := os.WriteFile(file, []byte(clientDataplane), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(dpWeb), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if rc, out, errb := run("apply", "-f", file, u, "--admin-token-file", tok); rc != exitOK {

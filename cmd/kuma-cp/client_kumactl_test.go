@@ -26,7 +26,7 @@ func applyFile(t *testing.T, url, tok, body string) {
 func TestClientNotFoundReadsAsKumactl(t *testing.T) {
 	url, tok, _ := clientEnv(t)
 	u := "--api-url=" + url
-	applyFile(t, url, tok, clientDataplane)
+	applyFile(t, url, tok, dpWeb)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -53,7 +53,7 @@ func TestClientNotFoundReadsAsKumactl(t *testing.T) {
 func TestClientTablesPerType(t *testing.T) {
 	url, tok, _ := clientEnv(t)
 	u := "--api-url=" + url
-	applyFile(t, url, tok, clientDataplane)
+	applyFile(t, url, tok, dpWeb)
 	router, err := os.ReadFile("../../testdata/routes/shard-a.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -14,17 +14,6 @@ import (
 	"github.com/kumadp/kuma-dp/cp/dirstore"
 )
 
-const clientDataplane = `type: Dataplane
-mesh: default
-name: web-1
-networking:
-  address: 10.0.0.1
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: web
-`
-
 // clientEnv is the write API on a directory store in a temporary directory, its URL, the
 // admin token's file, and a count of the requests it was sent.
 func clientEnv(t *testing.T) (url, tokenFile string, requests *atomic.Int64) {
@@ -62,8 +51,8 @@ func TestClientGetOutputAppliesBack(t *testing.T) {
 	u := "--api-url=" + url
 	dir := t.TempDir()
 	file := filepath.Join(dir, "dp.yaml")
-	second := strings.Replace(clientDataplane, "web-1", "web-2", 1)
-	if err := os.WriteFile(file, []byte(clientDataplane+"---\n"+second), 0o644); err != nil {
+	second := strings.Replace(dpWeb, "web-1", "web-2", 1)
+	if err := os.WriteFile(file, []byte(dpWeb+"---\n"+second), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if rc, out, errb := run("apply", "-f", file, u, "--admin-token-file", tok); rc != exitOK {

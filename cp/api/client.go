@@ -234,7 +234,7 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
 			}
 			a.Result = "updated"
-		case asError(err, &ae) && ae.Status == http.StatusNotFound:
+		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
 			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, name), doc, 0, nil); err != nil {
 				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
 			}
@@ -327,8 +327,6 @@ func sameDocument(source string, cur, doc []byte, r mesh.Resource) bool {
 	}
 	return bytes.Equal(norm(asJSON(withoutZeroTime(stored))), want)
 }
-
-func asError(err error, target **Error) bool { return errors.As(err, target) }
 
 // asJSON is a YAML (or JSON) document as JSON.
 func asJSON(doc []byte) []byte {

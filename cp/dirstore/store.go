@@ -226,7 +226,7 @@ func (s *Store) List(_ context.Context, meshName, typ, after string, limit int) 
 	s.refreshLocked()
 	var out []store.Item
 	for k, cur := range s.index {
-		if (meshName == "" || k.Mesh == meshName) && (typ == "" || k.Type == typ) && (after == "" || k.String() > after) {
+		if inList(k, meshName, typ) && (after == "" || k.String() > after) {
 			out = append(out, cur.item)
 		}
 	}
@@ -239,6 +239,12 @@ func (s *Store) List(_ context.Context, meshName, typ, after string, limit int) 
 	return out, next, s.rev, nil
 }
 
+// inList says whether k is of the list of meshName's ("": every mesh) type typ ("": every
+// type).
+func inList(k store.Key, meshName, typ string) bool {
+	return (meshName == "" || k.Mesh == meshName) && (typ == "" || k.Type == typ)
+}
+
 // Count implements store.Store: the index's resources of the list (rev is not kept: now).
 func (s *Store) Count(_ context.Context, meshName, typ string, _ int64) (int, error) {
 	s.mu.Lock()
@@ -246,7 +252,7 @@ func (s *Store) Count(_ context.Context, meshName, typ string, _ int64) (int, er
 	s.refreshLocked()
 	n := 0
 	for k := range s.index {
-		if (meshName == "" || k.Mesh == meshName) && (typ == "" || k.Type == typ) {
+		if inList(k, meshName, typ) {
 			n++
 		}
 	}

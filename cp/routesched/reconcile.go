@@ -560,7 +560,6 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 	return true
 }
 
-// listAll lists every resource of a kind in every mesh, following pages.
 // foreignZone refuses a user route of meshName whose name lies in the zone of a router of
 // another mesh (routing.ZoneOwner over every mesh's routers): only that router may serve it;
 // and one whose DNS name a route of another mesh holds (one DNS serves every mesh, and a
@@ -643,6 +642,7 @@ func (rc *Reconciler) shadowedRouters(items []store.Item) map[string]string {
 	return out
 }
 
+// listAll lists every resource of a kind in every mesh.
 func listAll(ctx context.Context, st store.Store, kind string) ([]store.Item, int64, error) {
 	items, _, rev, err := st.List(ctx, "", kind, "", 0)
 	return items, rev, err

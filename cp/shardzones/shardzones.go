@@ -196,7 +196,8 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 		ready      bool
 	}
 	var probes []probe
-	var gateways func([]probe) []string
+	// gateways: the probes' gateway replicas ("mesh/name"), for tick; set at each build
+	var gateways []string
 	recording := ready
 	if ready != nil {
 		recording = func(meshName, name string) bool {
@@ -217,15 +218,12 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 			sink(cat)
 		}
 		if tick != nil {
-			tick(gateways(probes))
+			gateways = make([]string, 0, len(probes))
+			for _, p := range probes {
+				gateways = append(gateways, p.mesh+"/"+p.name)
+			}
+			tick(gateways)
 		}
-	}
-	gateways = func(ps []probe) []string {
-		out := make([]string, 0, len(ps))
-		for _, p := range ps {
-			out = append(out, p.mesh+"/"+p.name)
-		}
-		return out
 	}
 	readinessChanged := func() bool {
 		for _, p := range probes {
@@ -291,11 +289,10 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 				cancel()
 				return
 			case <-poll:
-				if tick != nil {
-					tick(gateways(probes))
-				}
 				if readinessChanged() {
-					build()
+					build() // ticks
+				} else if tick != nil {
+					tick(gateways)
 				}
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {

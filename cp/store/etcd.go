@@ -165,13 +165,7 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	if mesh == "" && typ != "" {
 		return s.listType(ctx, typ, after, limit)
 	}
-	prefix := s.prefix + "/"
-	if mesh != "" {
-		prefix += mesh + "/"
-		if typ != "" {
-			prefix += typ + "/"
-		}
-	}
+	prefix := s.rangePrefix(mesh, typ)
 	from := prefix
 	if after != "" && s.prefix+"/"+after+"\x00" > prefix {
 		// a cursor before the range (any client may send one) starts at its beginning: the
@@ -179,32 +173,39 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 		from = s.prefix + "/" + after + "\x00"
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-	if limit > 0 && (mesh != "" || typ == "") {
+	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
 	}
 	r, err := s.get(ctx, from, opts...)
 	if err != nil {
 		return nil, "", 0, unavailable("store: list", err)
 	}
-	var out []Item
+	out := make([]Item, 0, len(r.Kvs))
 	for _, kv := range r.Kvs {
 		it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
 		if err != nil {
 			return nil, "", 0, err
 		}
-		if typ != "" && it.Type != typ {
-			continue // all meshes, one type: filtered here
-		}
 		out = append(out, it)
-		if limit > 0 && len(out) == limit {
-			break
-		}
 	}
 	next := ""
-	if limit > 0 && len(out) == limit && (r.More || len(r.Kvs) > len(out)) {
+	if r.More && len(out) > 0 {
 		next = out[len(out)-1].Key.String()
 	}
 	return out, next, r.Header.Revision, nil
+}
+
+// rangePrefix is the keys' prefix of a mesh's type (typ "": every type of the mesh; mesh
+// "": every resource).
+func (s *Etcd) rangePrefix(mesh, typ string) string {
+	prefix := s.prefix + "/"
+	if mesh != "" {
+		prefix += mesh + "/"
+		if typ != "" {
+			prefix += typ + "/"
+		}
+	}
+	return prefix
 }
 
 // Count implements Store: a count-only range read over the list's prefix (etcd counts the
@@ -224,22 +225,15 @@ func (s *Etcd) Count(ctx context.Context, mesh, typ string, rev int64) (int, err
 }
 
 func (s *Etcd) count(ctx context.Context, mesh, typ string, rev int64) (int, error) {
-	root := s.prefix + "/"
 	if mesh != "" || typ == "" {
-		prefix := root
-		if mesh != "" {
-			prefix += mesh + "/"
-			if typ != "" {
-				prefix += typ + "/"
-			}
-		}
+		prefix := s.rangePrefix(mesh, typ)
 		r, err := s.get(ctx, prefix, atRev(rev, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithCountOnly())...)
 		if err != nil {
 			return 0, err
 		}
 		return int(r.Count), nil
 	}
-	return s.countType(ctx, root, typ, rev)
+	return s.countType(ctx, s.prefix+"/", typ, rev)
 }
 
 // atRev is opts reading at store revision rev (0: now).
@@ -460,11 +454,11 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 	if err != nil {
 		return Item{}, unavailable("store: put "+k.String(), err)
 	}
+	read := int64(0) // the version compared on (0: none, a create)
+	if len(cur.Kvs) > 0 {
+		read = cur.Kvs[0].ModRevision
+	}
 	if !tr.Succeeded && retried {
-		read := int64(0)
-		if len(cur.Kvs) > 0 {
-			read = cur.Kvs[0].ModRevision
-		}
 		if rev, ok := s.ours(ctx, key, read, val); ok {
 			// An earlier attempt landed (its answer was lost): this is our write.
 			return Item{Key: k, Doc: doc, Version: rev, Created: env.Created, Modified: env.Modified}, nil
@@ -472,10 +466,6 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 	}
 	if !tr.Succeeded {
 		// Written by someone else between the read and the write.
-		read := int64(0)
-		if len(cur.Kvs) > 0 {
-			read = cur.Kvs[0].ModRevision
-		}
 		return Item{}, conflict(k, tr, expect, read)
 	}
 	return Item{Key: k, Doc: doc, Version: tr.Header.Revision, Created: env.Created, Modified: env.Modified}, nil
@@ -500,7 +490,7 @@ func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
 	if tr.Succeeded || retried && elseKV(tr, 0) == nil {
 		return nil // deleted (by an earlier attempt whose answer was lost, when retried)
 	}
-	if rs := tr.Responses[0].GetResponseRange(); rs == nil || len(rs.Kvs) == 0 {
+	if elseKV(tr, 0) == nil {
 		return fmt.Errorf("store: %s: %w", k, ErrNotFound)
 	}
 	return conflict(k, tr, expect, expect)
