@@ -108,14 +108,7 @@ type HTTPHeaderRemove struct {
 var httpProtocols = []string{"http", "http2", "grpc"}
 
 // IsHTTPProtocol reports whether a kuma.io/protocol value is one of an HTTP service.
-func IsHTTPProtocol(p string) bool {
-	for _, h := range httpProtocols {
-		if p == h {
-			return true
-		}
-	}
-	return false
-}
+func IsHTTPProtocol(p string) bool { return slices.Contains(httpProtocols, p) }
 
 // httpRules checks conf.http (paths are the design's: http[i]...; the Kuma form's
 // conf.http[i]... is given by the decoder).
