@@ -55,8 +55,8 @@ func (c Config) check() error {
 		errs = append(errs, fmt.Errorf("bootstrap: admin socket: the xds socket's path (value %q)", c.AdminSocket))
 	}
 	for _, p := range []struct{ field, path string }{{"xds socket", c.XDSSocket}, {"admin socket", c.AdminSocket}} {
-		if len(p.path) > 107 {
-			errs = append(errs, fmt.Errorf("bootstrap: %s: path is %d bytes, unix sockets allow 107 (value %q)", p.field, len(p.path), p.path))
+		if len(p.path) > xds.MaxSocketPath {
+			errs = append(errs, fmt.Errorf("bootstrap: %s: path is %d bytes, unix sockets allow %d (value %q)", p.field, len(p.path), xds.MaxSocketPath, p.path))
 		}
 	}
 	return errors.Join(errs...)

@@ -108,14 +108,7 @@ type HTTPHeaderRemove struct {
 var httpProtocols = []string{"http", "http2", "grpc"}
 
 // IsHTTPProtocol reports whether a kuma.io/protocol value is one of an HTTP service.
-func IsHTTPProtocol(p string) bool {
-	for _, h := range httpProtocols {
-		if p == h {
-			return true
-		}
-	}
-	return false
-}
+func IsHTTPProtocol(p string) bool { return slices.Contains(httpProtocols, p) }
 
 // httpRules checks conf.http (paths are the design's: http[i]...; the Kuma form's
 // conf.http[i]... is given by the decoder).
@@ -191,7 +184,7 @@ func (v *validator) stringMatcher(p string, m StringMatcher) (kind, value string
 			return "", ""
 		}
 	case "regex":
-		if !v.regex(p+".regex", value) {
+		if v.regex(p+".regex", value) == nil {
 			return "", ""
 		}
 	}
@@ -203,21 +196,22 @@ func (v *validator) stringMatcher(p string, m StringMatcher) (kind, value string
 }
 
 // regex checks an RE2 regular expression (Go's regexp reads RE2's syntax) that Envoy
-// compiles (re2size.go).
-func (v *validator) regex(p, re string) bool {
+// compiles (re2size.go), returning it compiled (nil when refused).
+func (v *validator) regex(p, re string) *regexp.Regexp {
 	if re == "" {
 		v.errorf(p, re, "must not be empty")
-		return false
+		return nil
 	}
-	if _, err := regexp.Compile(re); err != nil {
+	compiled, err := regexp.Compile(re)
+	if err != nil {
 		v.errorf(p, re, "not an RE2 regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-		return false
+		return nil
 	}
 	if n, err := re2ProgramSize(re); err == nil && n > maxRE2ProgramSize {
 		v.errorf(p, re, "over kuma-dp's limit of %d RE2 instructions: about %d; simplify it (fewer or shorter bounded repetitions, ASCII classes)", maxRE2ProgramSize, n)
-		return false
+		return nil
 	}
-	return true
+	return compiled
 }
 
 func (v *validator) httpModify(p string, m *HTTPModify, match HTTPMatch) {
@@ -259,14 +253,14 @@ func (v *validator) httpModify(p string, m *HTTPModify, match HTTPMatch) {
 }
 
 func (v *validator) regexReplace(p string, r RegexReplace) {
-	patternOK := v.regex(p+".pattern", r.Pattern)
+	pattern := v.regex(p+".pattern", r.Pattern)
 	switch {
 	case r.Substitution == "":
 		v.errorf(p+".substitution", "", "required")
 	case strings.ContainsAny(r.Substitution, "\x00\r\n"):
 		v.errorf(p+".substitution", r.Substitution, "must not hold NUL, CR or LF")
-	case patternOK:
-		if msg := substitutionProblem(r.Substitution, regexp.MustCompile(r.Pattern).NumSubexp()); msg != "" {
+	case pattern != nil:
+		if msg := substitutionProblem(r.Substitution, pattern.NumSubexp()); msg != "" {
 			v.errorf(p+".substitution", r.Substitution, "%s", msg)
 		}
 	}

@@ -92,28 +92,35 @@ func (h *httpSpec) sig(b *strings.Builder) {
 	}
 }
 
-// What a service's serving inbounds make it for its outbounds' HTTP rules.
+// What a service's serving inbounds make it for its outbounds' HTTP rules, each kind
+// implying the ones before it but notHTTP.
 const (
-	notHTTP  = iota // none, or one not tagged http, http2 or grpc
-	anyHTTP         // every one http, http2 or grpc
-	grpcOnly        // every one grpc
+	notHTTP   = iota // none, or one not tagged http, http2 or grpc
+	anyHTTP          // every one http, http2 or grpc
+	http2Only        // every one http2 or grpc: its requests go out as HTTP/2
+	grpcOnly         // every one grpc
 )
 
-// httpKind is notHTTP, anyHTTP or grpcOnly for a service of these serving inbounds.
+// httpKind is notHTTP, anyHTTP, http2Only or grpcOnly for a service of these serving
+// inbounds.
 func httpKind(ins []inboundRef) int {
 	if len(ins) == 0 {
 		return notHTTP
 	}
-	grpc := true
+	h2, grpc := true, true
 	for _, in := range ins {
 		p := in.tags.Value(mesh.ProtocolTag)
 		if !mesh.IsHTTPProtocol(p) {
 			return notHTTP
 		}
+		h2 = h2 && p != "http"
 		grpc = grpc && p == "grpc"
 	}
-	if grpc {
+	switch {
+	case grpc:
 		return grpcOnly
+	case h2:
+		return http2Only
 	}
 	return anyHTTP
 }
@@ -132,17 +139,11 @@ func httpRoutes(r *route, svc string, grpc bool, cluster func(mesh.Tags) string)
 // without '=' name no tags: clusterName).
 const http2Suffix = "{http2}"
 
-// http2Service reports whether svc speaks HTTP/2 only: it has serving inbounds and every one
-// is tagged kuma.io/protocol http2 or grpc. The HTTP rules' requests to it go out as HTTP/2
-// (Envoy's default, HTTP/1.1, would break gRPC).
+// http2Service reports whether svc speaks HTTP/2 only (httpKind http2Only or grpcOnly).
+// The HTTP rules' requests to it go out as HTTP/2 (Envoy's default, HTTP/1.1, would break
+// gRPC).
 func (g *generator) http2Service(svc string) bool {
-	ins := g.byService[svc]
-	for _, in := range ins {
-		if p := in.tags.Value(mesh.ProtocolTag); p != "http2" && p != "grpc" {
-			return false
-		}
-	}
-	return len(ins) > 0
+	return httpKind(g.byService[svc]) >= http2Only
 }
 
 // http2Options are the protocol options of an HTTP/2 cluster.

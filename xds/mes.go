@@ -50,8 +50,8 @@ func (g *generator) meshExternalService(name string) (string, bool) {
 	return cname, true
 }
 
-// maxSocketPath is the longest unix socket path: sun_path is 108 bytes with its NUL.
-const maxSocketPath = 107
+// MaxSocketPath is the longest unix socket path: sun_path is 108 bytes with its NUL.
+const MaxSocketPath = 107
 
 type mesEndpoint struct {
 	addr   *core.Address
@@ -82,8 +82,8 @@ func mesCluster(name string, m *mesh.MeshExternalService, caBundle string) (*clu
 			if path == "" {
 				return nil, &routeError{field + ".address", fmt.Sprintf("empty unix socket path (value %q)", e.Address)}
 			}
-			if len(path) > maxSocketPath { // Envoy refuses it (a sockaddr_un holds 108 bytes with the NUL)
-				return nil, &routeError{field + ".address", fmt.Sprintf("the socket path is %d bytes, unix sockets allow %d (value %q)", len(path), maxSocketPath, e.Address)}
+			if len(path) > MaxSocketPath { // Envoy refuses it (a sockaddr_un holds 108 bytes with the NUL)
+				return nil, &routeError{field + ".address", fmt.Sprintf("the socket path is %d bytes, unix sockets allow %d (value %q)", len(path), MaxSocketPath, e.Address)}
 			}
 			unix++
 			eps = append(eps, mesEndpoint{addr: pipeAddress(path), unix: true})

@@ -66,7 +66,7 @@ type burial struct {
 	until time.Time
 }
 
-// NewServer returns a server that will listen on socketPath (at most 107 bytes) once Run is
+// NewServer returns a server that will listen on socketPath (at most MaxSocketPath bytes) once Run is
 // called. log may be nil.
 func NewServer(socketPath string, log *slog.Logger) *Server {
 	if log == nil {
@@ -464,8 +464,8 @@ func hashResource(m proto.Message) (string, error) {
 // Run serves ADS on the unix socket until ctx is cancelled. A stale socket file left by a
 // previous run is removed; the socket is removed again on return.
 func (s *Server) Run(ctx context.Context) error {
-	if len(s.socketPath) > 107 {
-		return fmt.Errorf("xds: socket path %q is %d bytes, unix sockets allow 107", s.socketPath, len(s.socketPath))
+	if len(s.socketPath) > MaxSocketPath {
+		return fmt.Errorf("xds: socket path %q is %d bytes, unix sockets allow %d", s.socketPath, len(s.socketPath), MaxSocketPath)
 	}
 	if err := removeStaleSocket(s.socketPath); err != nil {
 		return err
