@@ -133,7 +133,9 @@ func TestClientFrozenReplicaFailsOver(t *testing.T) {
 	if u := c.Load(ctx); u.Err != nil {
 		t.Fatalf("no model: %v", u.Err)
 	}
-	if took := time.Since(start); took > 4*time.Second {
+	// The handshake's wait is the keepalive timeout (1 s); the defect waited the interval
+	// (10 s) as well. 8 s tells them apart with room for a loaded machine.
+	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("served by the second replica after %v", took)
 	} else {
 		t.Logf("served by the second replica after %v", took)
