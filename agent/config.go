@@ -249,8 +249,8 @@ func (c *Config) Validate() error {
 
 // validPort tells whether p is a port number, 0-65535, written in decimal.
 func validPort(p string) bool {
-	n, err := strconv.ParseUint(p, 10, 16)
-	return err == nil && n <= 65535
+	_, err := strconv.ParseUint(p, 10, 16) // 16 bits: a value over 65535 is an error
+	return err == nil
 }
 
 func validUpstream(u string) bool {

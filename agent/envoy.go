@@ -229,8 +229,6 @@ func (e *envoyPart) Drain(ctx context.Context, _ time.Duration) error {
 	return e.sup.Drain(ctx)
 }
 
-// envoyDump is /config_dump's "envoy" section: every resource in Envoy's own JSON form
-// (protojson), secrets by name only (they hold keys).
 // hostHasIPv6 tells whether this network namespace (Envoy's too) can listen on [::], as
 // the capture listeners then do.
 func hostHasIPv6() bool {
@@ -242,6 +240,8 @@ func hostHasIPv6() bool {
 	return true
 }
 
+// envoyDump is /config_dump's "envoy" section: every resource in Envoy's own JSON form
+// (protojson), secrets by name only (they hold keys).
 type envoyDump struct{ r *xds.Resources }
 
 func (d envoyDump) MarshalJSON() ([]byte, error) {

@@ -305,7 +305,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reach.Key()
+	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reachKey
 	return snap, refused
 }
 
@@ -322,7 +322,7 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 	var keptAt []int
 	keptFor := l.keptFor
 	l.keptFor = nil
-	now := l.reach.Key()
+	now := l.reachKey // reach.Key(), set with reach above (a load without self returns before)
 	for i := range results {
 		if results[i].err == nil {
 			continue

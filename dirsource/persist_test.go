@@ -845,3 +845,39 @@ func TestDecodeCacheKeepsTheLastGoodAcrossAForcedReload(t *testing.T) {
 		t.Fatalf("after the restart: want redis.yaml's last good version served, got %v", err)
 	}
 }
+
+// A file refused because it cannot be read has no entry in the decode cache any more (a
+// read error is never cached): its last good version's entry is written all the same.
+func TestDecodeCacheKeepsTheLastGoodOfAnUnreadableFile(t *testing.T) {
+	dir, _, cache := cacheMesh(t)
+	l, _ := loadPersisted(t, dir, cache)
+	redis := filepath.Join(dir, "redis.yaml")
+	heads, _ := cacheEntries(t, cache)
+	was, _ := headOf(heads, redis)
+	if was.Path == "" {
+		t.Fatal("redis.yaml has no entry after the first write")
+	}
+	good, _ := os.ReadFile(redis)
+	must(t, os.WriteFile(redis, bytes.Replace(good, []byte("10.0.3.1"), []byte("10.0.3.7"), 1), 0o644))
+	future := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(redis, future, future))
+	l.readFile = func(p string) ([]byte, error) {
+		if p == redis {
+			return nil, &os.PathError{Op: "open", Path: p, Err: os.ErrPermission}
+		}
+		return os.ReadFile(p)
+	}
+	var rf *RefusedFiles
+	if s, err := l.Load(exampleDataplane, dir); s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || !rf.Files[0].Kept {
+		t.Fatalf("want redis.yaml refused and kept: %v", err)
+	}
+	if _, ok := l.cache.get(redis); ok {
+		t.Fatal("the unreadable file still has an entry in the cache: this test covers one that has none")
+	}
+	_, err := l.writeCache(cache)
+	must(t, err)
+	heads, _ = cacheEntries(t, cache)
+	if h, _ := headOf(heads, redis); h.Sum != was.Sum {
+		t.Errorf("redis.yaml's last good version not in the decode cache (header %+v)", h)
+	}
+}
