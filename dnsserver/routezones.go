@@ -14,7 +14,7 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/miekg/dns"
 
-	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 

@@ -20,8 +20,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
-	"github.com/kumadp/kuma-dp/cp/authdns"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"

@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/authdns"
 	"strings"
 	"time"
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
 )

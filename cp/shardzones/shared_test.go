@@ -11,7 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/kumadp/kuma-dp/cp/authdns"
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
 )

@@ -69,8 +69,8 @@ func TestNoControlPlaneDependencies(t *testing.T) {
 		t.Skipf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.Contains(dep, "/kuma-dp/") && !strings.HasSuffix(dep, "/cp/authdns") {
-			t.Errorf("cp/authdns depends on %s: the agents import it", dep)
+		if strings.Contains(dep, "/kuma-dp/") && !strings.HasSuffix(dep, "/authdns") {
+			t.Errorf("authdns depends on %s: the agents import it", dep)
 		}
 	}
 }

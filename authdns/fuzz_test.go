@@ -10,7 +10,7 @@ import (
 // answers what does not parse as a query, and what it answers unpacks and is the reference
 // engine's answer to the same query.
 //
-//	go test -run '^$' -fuzz FuzzAppendAnswer -fuzztime 30s ./cp/authdns
+//	go test -run '^$' -fuzz FuzzAppendAnswer -fuzztime 30s ./authdns
 func FuzzAppendAnswer(f *testing.F) {
 	cat, problems := Build(fixture(), nil)
 	if len(problems) > 0 {

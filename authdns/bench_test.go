@@ -19,7 +19,7 @@ func benchCatalog(b testing.TB) *Catalog {
 // BenchmarkAnswer is the cost of one answer, packed as it goes on the wire: a shard's
 // wildcard (3 addresses, rotated) and a user name (the CNAME chased to them).
 //
-//	go test -run '^$' -bench Answer -benchmem ./cp/authdns
+//	go test -run '^$' -bench Answer -benchmem ./authdns
 func BenchmarkAnswer(b *testing.B) {
 	cat := benchCatalog(b)
 	for _, q := range []struct{ name, qname string }{
@@ -46,7 +46,7 @@ func BenchmarkAnswer(b *testing.B) {
 // BenchmarkPrepared is the same answers from the prepared form, as the UDP path gives them:
 // query packet in, answer packet out.
 //
-//	go test -run '^$' -bench Prepared -benchmem ./cp/authdns
+//	go test -run '^$' -bench Prepared -benchmem ./authdns
 func BenchmarkPrepared(b *testing.B) {
 	cat := benchCatalog(b)
 	for _, q := range []struct{ name, qname string }{
