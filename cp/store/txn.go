@@ -11,12 +11,16 @@ import (
 )
 
 // Write is one write of a transaction: a Put of Doc (Delete false) or a Delete, each
-// conditional on Expect as in Store.Put and Store.Delete.
+// conditional on Expect as in Store.Put and Store.Delete; or, with Check, only the
+// condition: the transaction holds only while Key is still at version Expect (0: absent),
+// and nothing is written to it - a write decided from what was read of other keys names
+// them so, and never lands once they changed.
 type Write struct {
 	Key    Key
 	Doc    []byte
 	Expect int64
 	Delete bool
+	Check  bool
 	// Created, when set on an update, is the creation time kept (as read with the version
 	// expected), sparing a read.
 	Created time.Time
@@ -50,6 +54,13 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 			if err := ValidKeyPart(p.what, p.v); err != nil {
 				return fmt.Errorf("store: %w", err)
 			}
+		}
+		if w.Check {
+			if w.Expect < 0 {
+				return fmt.Errorf("store: check %s: a version or 0 (absent) is needed", w.Key)
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.key(w.Key)), "=", w.Expect))
+			continue
 		}
 		if !w.Delete {
 			if err := checkSize(w.Key, w.Doc); err != nil {

@@ -63,3 +63,40 @@ func TestTxnAllOrNothing(t *testing.T) {
 		t.Error("a key with '/' accepted")
 	}
 }
+
+// A Check write is a condition only: the transaction lands while the checked key is at the
+// version read (0: absent) and writes nothing to it; once that key changed, nothing lands.
+func TestTxnCheck(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	guard, gone, w := Key{"default", "Router", "g"}, Key{"default", "Router", "gone"}, Key{"default", "RouteBinding", "w"}
+	ig, err := s.Put(ctx, guard, []byte("g1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Txn(ctx, Write{Key: guard, Check: true, Expect: ig.Version}, Write{Key: gone, Check: true}, Write{Key: w, Doc: []byte("1"), Expect: Any}); err != nil {
+		t.Fatalf("checks that hold: %v", err)
+	}
+	if g, err := s.Get(ctx, guard); err != nil || g.Version != ig.Version || string(g.Doc) != "g1" {
+		t.Errorf("the checked key was written: %+v %v", g, err)
+	}
+	if _, err := s.Get(ctx, gone); !errors.Is(err, ErrNotFound) {
+		t.Errorf("checking an absent key created it: %v", err)
+	}
+	if _, err := s.Put(ctx, guard, []byte("g2"), Any); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Txn(ctx, Write{Key: guard, Check: true, Expect: ig.Version}, Write{Key: w, Doc: []byte("2"), Expect: Any}); !errors.Is(err, ErrConflict) {
+		t.Errorf("a changed key's check: %v, want a conflict", err)
+	}
+	if _, err := s.Put(ctx, gone, []byte("now"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Txn(ctx, Write{Key: gone, Check: true}, Write{Key: w, Doc: []byte("3"), Expect: Any}); !errors.Is(err, ErrConflict) {
+		t.Errorf("an absent key's check once it exists: %v, want a conflict", err)
+	}
+	if g, _ := s.Get(ctx, w); string(g.Doc) != "1" {
+		t.Errorf("a write landed past a failed check: %q", g.Doc)
+	}
+}
