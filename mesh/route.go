@@ -68,6 +68,16 @@ type Router struct {
 	Dataplanes Tags `json:"dataplanes,omitempty"`
 	// RouteAdmission: how the router resolves host claims.
 	RouteAdmission RouteAdmission `json:"routeAdmission,omitempty"`
+	// Status is written by the control plane only: why the router takes no routes (its dns
+	// is held by an older router), when it takes none.
+	Status *RouterStatus `json:"status,omitempty"`
+}
+
+// RouterStatus is a router's state as the control plane's scheduler sees it.
+type RouterStatus struct {
+	// Conditions: type DNS, False with reason RouterDNSInUse and a message naming the
+	// router that holds the dns, while another (older) router has it.
+	Conditions []RouteCondition `json:"conditions,omitempty"`
 }
 
 // RouteAdmission is Router.routeAdmission.

@@ -72,11 +72,13 @@ func bindingKey(meshName, ns, name string) store.Key {
 // route's version: a route changed meanwhile is read again and the binding retried; never
 // half-applied. A route that already has a binding gives ErrBound.
 func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress) error {
-	return bind(ctx, st, meshName, b, canonical, ingress, nil)
+	return bind(ctx, st, meshName, b, canonical, ingress, nil, nil)
 }
 
-// bind is Bind, starting from the route as read (read is nil: read it).
-func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress, read *store.Item) error {
+// bind is Bind, starting from the route as read (read is nil: read it). With guards (the
+// keys the router was chosen from, as read), nothing lands once one of them changed: that
+// conflict is returned, not retried.
+func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress, read *store.Item, guards []store.Write) error {
 	b.Name = mesh.RouteKeyName(b.RouteNamespace, b.RouteName)
 	if b.Mesh == "" {
 		b.Mesh = meshName
@@ -99,7 +101,8 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		}
 		r.CreationTime = time.Time{} // the store keeps it
 		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: b.DNS, Router: b.Router, RouterCanonicalHostname: canonical, Ingress: ingress}
-		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created})
+		writes := append([]store.Write{{Key: bk, Doc: Encode(b)}, {Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created}}, guards...)
+		err = st.Txn(ctx, writes...)
 		if err == nil {
 			return nil
 		}
@@ -109,7 +112,7 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		if _, gerr := st.Get(ctx, bk); gerr == nil {
 			return fmt.Errorf("route %s/%s: %w", b.RouteNamespace, b.RouteName, ErrBound)
 		}
-		if attempt >= 20 {
+		if attempt >= 20 || len(guards) > 0 {
 			return err
 		}
 	}
@@ -148,6 +151,25 @@ func Unbind(ctx context.Context, st store.Transactional, meshName, ns, name, rea
 			return err
 		}
 	}
+}
+
+// unbindAsRead is Unbind decided from a snapshot: the route and its binding as read (binding
+// nil: it had none), compared on the versions read and on guards - the other keys the
+// decision was made from (store.Write Check) - in one transaction, never on a newer read. A
+// route, binding or guarded key changed since gives store.ErrConflict and nothing is
+// written: the next pass decides again from what the store holds then.
+func unbindAsRead(ctx context.Context, st store.Transactional, route store.Item, r *mesh.Route, binding *store.Item, reason, message string, guards []store.Write) error {
+	c := *r
+	c.CreationTime = time.Time{}
+	c.Status = &mesh.RouteStatus{Phase: mesh.PhaseNew, Reason: reason, Message: message}
+	writes := append([]store.Write{{Key: route.Key, Doc: Encode(&c), Expect: route.Version, Created: route.Created}}, guards...)
+	bk := bindingKey(route.Mesh, r.Namespace, r.Name)
+	if binding != nil {
+		writes = append(writes, store.Write{Key: bk, Delete: true, Expect: binding.Version})
+	} else {
+		writes = append(writes, store.Write{Key: bk, Check: true})
+	}
+	return st.Txn(ctx, writes...)
 }
 
 // SetStatus writes a route's status fields other than phase and dns (the reason it is not

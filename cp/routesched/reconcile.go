@@ -1,6 +1,7 @@
 package routesched
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,8 +41,11 @@ type Metrics struct {
 	Rescheduled atomic.Uint64 // bindings removed to schedule again
 	Passes      atomic.Uint64
 	Pending     atomic.Int64 // routes not scheduled after the last pass
-	mu          sync.Mutex
-	failures    map[string]uint64 // by reason
+	// MassUnbindSlowed counts the passes that undid a router's bindings in steps (more than
+	// half of them at once).
+	MassUnbindSlowed atomic.Uint64
+	mu               sync.Mutex
+	failures         map[string]uint64 // by reason
 }
 
 // Failures is the count of scheduling failures by reason.
@@ -88,12 +92,15 @@ type Reconciler struct {
 	zones []*mesh.Router
 	// names: each user DNS name bound in some mesh, held by its oldest bound route.
 	names map[string]nameClaim
+	// routerVer: the version read of each router (mesh/name), what unbinding is checked on.
+	routerVer map[string]int64
 }
 
-// nameClaim is the route that holds a user DNS name across meshes.
+// nameClaim is the route that holds a user DNS name across meshes, as read.
 type nameClaim struct {
 	mesh  string
 	route *mesh.Route
+	item  store.Item
 }
 
 // cached is a decoded resource at one version: a pass decodes only what changed.
@@ -278,6 +285,10 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 		}
 	}
 	rc.shadowed = rc.shadowedRouters(routers)
+	rc.routerVer = make(map[string]int64, len(routers))
+	for _, it := range routers {
+		rc.routerVer[it.Mesh+"/"+it.Name] = it.Version
+	}
 	rc.zones = rc.zones[:0]
 	for _, it := range routers {
 		if res, err := rc.decode(it); err == nil && rc.shadowed[it.Mesh+"/"+it.Name] == "" {
@@ -299,6 +310,7 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 		}
 	}
 	rc.Metrics.Pending.Store(pending)
+	rc.writeRouterStatus(ctx, routers, time.Now())
 	return rev, next, ctx.Err()
 }
 
@@ -320,10 +332,12 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		}
 	}
 	bindings := map[string]*mesh.RouteBinding{}
+	bindingAt := map[string]store.Item{}
 	for _, it := range bindingItems {
 		if res, err := rc.decode(it); err == nil {
 			if b, ok := res.(*mesh.RouteBinding); ok {
 				bindings[it.Name] = b
+				bindingAt[it.Name] = it
 			}
 		}
 	}
@@ -349,25 +363,34 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	})
 	seen := map[string]bool{}
 	var pending []routeItem
-	// Keep the bindings that hold; undo the others.
+	var next time.Time
+	// Keep the bindings that hold; undo the others (a router's mass undoing slowed).
+	var undo []undoing
+	boundTo := map[string]int{} // router -> routes bound to it in the store
 	for _, ri := range routes {
 		seen[ri.it.Name] = true
 		b := bindings[ri.it.Name]
-		reason, msg := rc.check(s, meshName, ri.r, b)
+		if b != nil {
+			boundTo[b.Router]++
+		}
+		reason, msg, guards := rc.check(s, meshName, ri.r, b)
 		switch {
 		case b != nil && reason == "":
 			s.Bind(ri.r, b.Router)
-			continue
 		case b != nil || ri.r.PhaseOf() == mesh.PhaseScheduled:
-			if err := Unbind(ctx, rc.Store, meshName, ri.r.Namespace, ri.r.Name, reason, msg); err != nil {
-				rc.Log.Warn("cannot unbind route", "route", routing.RouteKey(ri.r), "error", err)
-				continue
+			u := undoing{ri: ri, reason: reason, msg: msg, guards: guards}
+			if b != nil {
+				bi := bindingAt[ri.it.Name]
+				u.router, u.binding = b.Router, &bi
 			}
-			rc.Metrics.Rescheduled.Add(1)
-			rc.Log.Info("route unbound to be scheduled again", "route", routing.RouteKey(ri.r), "reason", reason, "message", msg)
-			continue // its new version comes with the next pass
+			undo = append(undo, u)
+		default:
+			pending = append(pending, ri)
 		}
-		pending = append(pending, ri)
+	}
+	kept, deferred := rc.limitUndo(meshName, undo, boundTo)
+	if n := rc.undo(ctx, meshName, kept, deferred); !n.IsZero() {
+		next = n
 	}
 	for name, b := range bindings {
 		if !seen[name] { // the route is gone
@@ -378,7 +401,6 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	}
 	// Schedule the new routes, oldest first.
 	now := time.Now()
-	var next time.Time
 	type decided struct {
 		ri     routeItem
 		router *mesh.Router
@@ -396,7 +418,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		}
 		var router *mesh.Router
 		var err error
-		if fz := rc.foreignZone(meshName, ri.r); fz != nil {
+		if fz, _ := rc.foreignZone(meshName, ri.r); fz != nil {
 			err = fz
 		} else {
 			router, err = s.Schedule(ri.r)
@@ -431,13 +453,19 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		k := routing.RouteKey(d.ri.r)
 		ing := ingressFor(d.router, d.ri.r, admission[k], nil, now)
 		b := &mesh.RouteBinding{RouteNamespace: d.ri.r.Namespace, RouteName: d.ri.r.Name, Router: d.router.Name, DNS: d.dns}
-		err := bind(ctx, rc.Store, meshName, b, Canonical(d.router), ing, &d.ri.it)
+		err := bind(ctx, rc.Store, meshName, b, Canonical(d.router), ing, &d.ri.it, []store.Write{rc.routerGuard(meshName, d.router.Name)})
 		switch {
 		case err == nil:
 			rc.Metrics.Scheduled.Add(1)
 			delete(rc.retries, d.ri.it.Key.String())
 		case errors.Is(err, ErrBound):
 			// made meanwhile (a previous leader's last write): the next pass reads it
+		case errors.Is(err, store.ErrConflict):
+			// the route or its router changed since the pass read them: the next pass
+			// decides again, at once
+			s.Unbind(k)
+			left++
+			next = now
 		default:
 			s.Unbind(k)
 			left++
@@ -468,44 +496,50 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	return next, left
 }
 
-// check says why binding b of r no longer holds ("" when it does, or there is none).
-func (rc *Reconciler) check(s *routing.Scheduler, meshName string, r *mesh.Route, b *mesh.RouteBinding) (string, string) {
+// check says why binding b of r no longer holds ("" when it does, or there is none), and
+// the keys that decision was read from besides the route and its binding (to check them
+// unchanged when the binding is undone).
+func (rc *Reconciler) check(s *routing.Scheduler, meshName string, r *mesh.Route, b *mesh.RouteBinding) (string, string, []store.Write) {
 	if b == nil {
 		if r.PhaseOf() == mesh.PhaseScheduled {
-			return ReasonBindingRemoved, "the route's binding was removed"
+			return ReasonBindingRemoved, "the route's binding was removed", nil
 		}
-		return "", ""
+		return "", "", nil
 	}
-	if err := rc.foreignZone(meshName, r); err != nil {
-		return err.Reason, err.Message
+	bound := rc.routerGuard(meshName, b.Router)
+	if err, guard := rc.foreignZone(meshName, r); err != nil {
+		return err.Reason, err.Message, append(guard, bound)
 	}
 	if holder := rc.shadowed[meshName+"/"+b.Router]; holder != "" {
-		return ReasonDNSInUse, fmt.Sprintf("router %s has the dns of router %s, whose zone the control plane's DNS serves", b.Router, holder)
+		hm, hn, _ := strings.Cut(holder, "/")
+		return ReasonDNSInUse, fmt.Sprintf("router %s has the dns of router %s, which is older and whose zone the control plane's DNS serves", b.Router, holder),
+			[]store.Write{bound, rc.routerGuard(hm, hn)}
 	}
 	router := s.Router(b.Router)
 	if router == nil {
-		return ReasonRouterDeleted, fmt.Sprintf("router %s was deleted", b.Router)
+		return ReasonRouterDeleted, fmt.Sprintf("router %s was deleted", b.Router), []store.Write{bound}
 	}
 	if !routing.Matches(router, r) {
-		return ReasonNotSelected, fmt.Sprintf("router %s no longer takes the route (its labels or namespace changed)", b.Router)
+		return ReasonNotSelected, fmt.Sprintf("router %s no longer takes the route (its labels or namespace changed)", b.Router), []store.Write{bound}
 	}
 	if owner, err := routing.ZoneOwner(s.Routers(), r); err != nil {
 		var e *routing.Error
 		if errors.As(err, &e) {
-			return e.Reason, e.Message
+			return e.Reason, e.Message, []store.Write{bound}
 		}
-		return ReasonNotSelected, err.Error()
+		return ReasonNotSelected, err.Error(), []store.Write{bound}
 	} else if owner != nil && owner.Name != b.Router {
-		return ReasonNotSelected, fmt.Sprintf("host %s is in router %s's zone %s: only that router may serve it", r.Host, owner.Name, owner.DNS)
+		return ReasonNotSelected, fmt.Sprintf("host %s is in router %s's zone %s: only that router may serve it", r.Host, owner.Name, owner.DNS),
+			[]store.Write{bound, rc.routerGuard(meshName, owner.Name)}
 	}
 	dns, err := routing.FinalDNS(r, router)
 	if err != nil || dns != b.DNS {
-		return ReasonNameChanged, fmt.Sprintf("the route's name is now %q, not %q (its host or DNS type changed)", dns, b.DNS)
+		return ReasonNameChanged, fmt.Sprintf("the route's name is now %q, not %q (its host or DNS type changed)", dns, b.DNS), []store.Write{bound}
 	}
 	if r.Status == nil || r.Status.DNS != b.DNS || r.Status.Router != b.Router || r.PhaseOf() != mesh.PhaseScheduled {
-		return ReasonNameChanged, "the route's status does not match its binding"
+		return ReasonNameChanged, "the route's status does not match its binding", nil
 	}
-	return "", ""
+	return "", "", nil
 }
 
 // failed records a scheduling failure: metrics, the reason in the route's status (when it
@@ -563,19 +597,21 @@ func sameIngress(a, b []mesh.RouteIngress) bool {
 // foreignZone refuses a user route of meshName whose name lies in the zone of a router of
 // another mesh (routing.ZoneOwner over every mesh's routers): only that router may serve it;
 // and one whose DNS name a route of another mesh holds (one DNS serves every mesh, and a
-// name leads to one router).
-func (rc *Reconciler) foreignZone(meshName string, r *mesh.Route) *routing.Error {
+// name leads to one router). The guard is the key that decided it, as read.
+func (rc *Reconciler) foreignZone(meshName string, r *mesh.Route) (*routing.Error, []store.Write) {
 	if r.DNSTypeOf() != mesh.DNSTypeUser {
-		return nil
+		return nil, nil
 	}
 	if c, ok := rc.names[userDNSName(r)]; ok && c.mesh != meshName {
-		return &routing.Error{Reason: mesh.ReasonHostAlreadyClaimed, Message: fmt.Sprintf("the name %s is held by route %s of mesh %s (one DNS name leads to one router)", userDNSName(r), routing.RouteKey(c.route), c.mesh)}
+		return &routing.Error{Reason: mesh.ReasonHostAlreadyClaimed, Message: fmt.Sprintf("the name %s is held by route %s of mesh %s (one DNS name leads to one router)", userDNSName(r), routing.RouteKey(c.route), c.mesh)},
+			[]store.Write{{Key: c.item.Key, Check: true, Expect: c.item.Version}}
 	}
 	owner, _ := routing.ZoneOwner(rc.zones, r)
 	if owner == nil || owner.Mesh == meshName {
-		return nil // none, or this mesh's scheduler's to decide
+		return nil, nil // none, or this mesh's scheduler's to decide
 	}
-	return &routing.Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("host %s is in router %s/%s's zone %s, of another mesh: only that router may serve it", r.Host, owner.Mesh, owner.Name, owner.DNS)}
+	return &routing.Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("host %s is in router %s/%s's zone %s, of another mesh: only that router may serve it", r.Host, owner.Mesh, owner.Name, owner.DNS)},
+		[]store.Write{rc.routerGuard(owner.Mesh, owner.Name)}
 }
 
 // userDNSName is the DNS name a user route claims: its host, or *.<domain> for a Subdomain
@@ -607,19 +643,23 @@ func (rc *Reconciler) boundNames(routes, bindings []store.Item) map[string]nameC
 		}
 		name := userDNSName(r)
 		if c, held := out[name]; !held || routing.Older(r, c.route) {
-			out[name] = nameClaim{mesh: it.Mesh, route: r}
+			out[name] = nameClaim{mesh: it.Mesh, route: r, item: it}
 		}
 	}
 	return out
 }
 
-// shadowedRouters are the routers (mesh/name) whose dns is already another's, with that
-// router: the control plane's DNS serves a zone for the first router by mesh and name
-// (shardzones' order), so names scheduled onto the others would be answered with its
-// replicas. Each newly shadowed router is logged once.
+// shadowedRouters are the routers (mesh/name) whose dns another router already has, with
+// that router: the oldest router with a dns holds it (the store's creation time, then mesh
+// and name, as the control plane's DNS serves its zone: shardzones' order), so a router
+// created later with the same dns - a shard copied and its dns left as it was - takes no
+// routes and never takes the zone from the router serving it. Each newly shadowed router is
+// logged once.
 func (rc *Reconciler) shadowedRouters(items []store.Item) map[string]string {
 	items = slices.Clone(items)
-	slices.SortFunc(items, func(a, b store.Item) int { return strings.Compare(a.Mesh+"/"+a.Name, b.Mesh+"/"+b.Name) })
+	slices.SortFunc(items, func(a, b store.Item) int {
+		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Mesh+"/"+a.Name, b.Mesh+"/"+b.Name))
+	})
 	first := map[string]string{} // dns -> mesh/name
 	out := map[string]string{}
 	for _, it := range items {
@@ -633,13 +673,57 @@ func (rc *Reconciler) shadowedRouters(items []store.Item) map[string]string {
 		if holder, taken := first[zone]; taken {
 			out[key] = holder
 			if rc.shadowed[key] != holder {
-				rc.Log.Warn("router has the dns of another router: it takes no routes until its dns is its own", "router", key, "dns", rt.DNS, "zone of", holder)
+				rc.Log.Warn("router has the dns of an older router: it takes no routes until its dns is its own", "router", key, "dns", rt.DNS, "held by", holder)
 			}
 			continue
 		}
 		first[zone] = key
 	}
 	return out
+}
+
+// dnsCondition is the condition a router's status carries while an older router holds its
+// dns (nil when it holds its own).
+func dnsCondition(rt *mesh.Router, holder string, now time.Time) []mesh.RouteCondition {
+	if holder == "" {
+		return nil
+	}
+	return []mesh.RouteCondition{{Type: "DNS", Status: "False", Reason: ReasonDNSInUse, LastTransitionTime: now,
+		Message: fmt.Sprintf("dns %s is held by router %s, which is older: this router takes no routes until its dns is its own", rt.DNS, holder)}}
+}
+
+// writeRouterStatus writes each router's DNS condition where it changed: set on a router
+// whose dns an older one holds, cleared once its dns is its own. Compared on the version
+// read: a router changed meanwhile is written by the next pass.
+func (rc *Reconciler) writeRouterStatus(ctx context.Context, items []store.Item, now time.Time) {
+	for _, it := range items {
+		res, err := rc.decode(it)
+		rt, ok := res.(*mesh.Router)
+		if err != nil || !ok {
+			continue
+		}
+		want := dnsCondition(rt, rc.shadowed[it.Mesh+"/"+rt.Name], now)
+		var have []mesh.RouteCondition
+		if rt.Status != nil {
+			have = rt.Status.Conditions
+		}
+		if len(have) == len(want) && (len(want) == 0 || sameCondition(have[0], want[0])) {
+			continue
+		}
+		c := *rt
+		c.CreationTime = time.Time{}
+		c.Status = nil
+		if want != nil {
+			c.Status = &mesh.RouterStatus{Conditions: want}
+		}
+		if _, err := rc.Store.Put(ctx, it.Key, Encode(&c), it.Version); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			rc.Log.Warn("cannot write router status", "router", it.Key.String(), "error", err)
+		}
+	}
+}
+
+func sameCondition(c, d mesh.RouteCondition) bool {
+	return c.Type == d.Type && c.Status == d.Status && c.Reason == d.Reason && c.Message == d.Message
 }
 
 // listAll lists every resource of a kind in every mesh.

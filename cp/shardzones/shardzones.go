@@ -8,12 +8,12 @@
 package shardzones
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -37,6 +37,7 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 	var in authdns.Input
 	var routers []*mesh.Router
 	routerRev := map[string]int64{} // mesh/name -> revision of the zone's newest input
+	created := map[*mesh.Router]time.Time{}
 	var dps []*mesh.Dataplane
 	dpRev := map[*mesh.Dataplane]int64{}
 	var routes []*mesh.Route
@@ -57,6 +58,7 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 			r.Mesh = it.Mesh
 			routers = append(routers, r)
 			routerRev[it.Mesh+"/"+r.Name] = it.Version
+			created[r] = it.Created
 		case *mesh.Dataplane:
 			r.Mesh = it.Mesh
 			dps = append(dps, r)
@@ -67,7 +69,11 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 			routeRev[r] = it.Version
 		}
 	}
-	sort.Slice(routers, func(i, j int) bool { return routers[i].Mesh+"/"+routers[i].Name < routers[j].Mesh+"/"+routers[j].Name })
+	// Oldest first (the store's creation time, then mesh and name): of two routers with one
+	// dns, the older keeps its zone (authdns serves the first), as the scheduler decides.
+	slices.SortFunc(routers, func(a, b *mesh.Router) int {
+		return cmp.Or(created[a].Compare(created[b]), strings.Compare(a.Mesh+"/"+a.Name, b.Mesh+"/"+b.Name))
+	})
 	for _, rt := range routers {
 		zr := authdns.Router{Name: rt.Name, Mesh: rt.Mesh, DNS: rt.DNS, Revision: routerRev[rt.Mesh+"/"+rt.Name]}
 		for _, dp := range dps {

@@ -3,6 +3,7 @@ package shardzones
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -80,5 +81,21 @@ func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
 	text := strings.Join(got, "\n")
 	if !strings.Contains(text, "10.0.1.1") || strings.Contains(text, "10.0.2.1") || strings.Contains(text, "m2.test") {
 		t.Fatalf("m1's user name answered with:\n%s\nwant m1's router's gateway (10.0.1.1)", text)
+	}
+}
+
+// Two routers with one dns: the older (the store's creation time) keeps the zone, whatever
+// their names - the first by name used to take it from the router serving it.
+func TestOlderRouterKeepsItsDNS(t *testing.T) {
+	older := item("Router", "shard-b", 3, "type: Router\nmesh: default\nname: shard-b\ndns: shard-b.apps.test\n")
+	older.Created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	newer := item("Router", "dup-a", 4, "type: Router\nmesh: default\nname: dup-a\ndns: shard-b.apps.test\n")
+	newer.Created = older.Created.Add(time.Millisecond)
+	cat, problems := authdns.Build(Input([]store.Item{newer, older}, nil, nil), nil)
+	if z := cat.Zone("shard-b.apps.test"); z == nil || z.Router != "shard-b" {
+		t.Fatalf("zone %+v, want shard-b's", z)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "dup-a") {
+		t.Errorf("problems %v, want the newer router's", problems)
 	}
 }
