@@ -265,3 +265,31 @@ func TestSerial(t *testing.T) {
 		t.Fatal("RFC 1982 wrap-around")
 	}
 }
+
+// A user name under a name the shard's wildcard answers (a system route's name) keeps that
+// name answered: the empty non-terminal it creates gets the wildcard's addresses. It used
+// to answer NOERROR with no data (RFC 4592 2.2.2: an existing name stops the wildcard),
+// taking the system route's name away.
+func TestUserNameUnderAShardNameKeepsIt(t *testing.T) {
+	in := fixture()
+	in.Users = append(in.Users, UserName{Name: "a.shop-www.shard1.apps.example.com", Router: "shard1", Revision: 16},
+		UserName{Name: "x.y.deep.shard1.apps.example.com", Router: "shard1", Revision: 17})
+	cat, problems := Build(in, nil)
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	const s1 = "shard1.apps.example.com."
+	for _, name := range []string{"shop-www." + s1, "deep." + s1, "y.deep." + s1} {
+		m := ask(t, cat, name, dns.TypeA)
+		if got, want := rrStrings(m.Answer), []string{name + " A 10.0.0.1", name + " A 10.0.0.2"}; m.Rcode != dns.RcodeSuccess || !slices.Equal(got, want) {
+			t.Errorf("%s: %s %q, want %q", name, dns.RcodeToString[m.Rcode], got, want)
+		}
+	}
+	m := ask(t, cat, "a.shop-www."+s1, dns.TypeCNAME)
+	if got := rrStrings(m.Answer); !slices.Equal(got, []string{"a.shop-www." + s1 + " CNAME router-shard1." + s1}) {
+		t.Errorf("the user name: %q", got)
+	}
+	if m := ask(t, cat, "other.shop-www."+s1, dns.TypeA); m.Rcode != dns.RcodeNameError {
+		t.Errorf("a name under the kept name: %s, want NXDOMAIN (it has no wildcard of its own)", dns.RcodeToString[m.Rcode])
+	}
+}

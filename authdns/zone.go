@@ -164,6 +164,7 @@ func Build(in Input, serials *Serials) (*Catalog, []Problem) {
 		b.addUser(u, routers)
 	}
 	for _, z := range b.cat.zones {
+		z.keepWildcardAnswers()
 		z.hash = z.contentHash()
 		z.SOA.Serial = serials.next(z.Origin, z.hash, z.rev)
 	}

@@ -228,3 +228,47 @@ func TestUserNameInTwoMeshes(t *testing.T) {
 		}
 	}
 }
+
+// A user route one level below another namespace's system name: refused in Strict
+// ownership; admitted with InterNamespaceAllowed, and then the system name is still
+// answered by the control plane's DNS (the name between them gets the shard's addresses).
+// It used to be admitted, and the system name answered NOERROR with no data (RFC 4592: the
+// user name's empty non-terminal stops the shard's wildcard).
+func TestUserNameUnderASystemName(t *testing.T) {
+	for _, ownership := range []string{mesh.NamespaceOwnershipStrict, mesh.NamespaceOwnershipAllowed} {
+		t.Run(ownership, func(t *testing.T) {
+			st := newStore(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", "")+"dataplanes: {kuma.io/service: gw}\nrouteAdmission: {namespaceOwnership: "+ownership+"}\n")
+			put(t, st, mesh.KindDataplane, "gw-1", "type: Dataplane\nname: gw-1\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: gw}\n")
+			put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "web"), routeDoc("shop", "web", "www", ""))
+			time.Sleep(5 * time.Millisecond)
+			put(t, st, mesh.KindRoute, mesh.RouteKeyName("blog", "z4"), routeDoc("blog", "z4", "a.shop-www.shard-a.apps.example.com", "")+"dnsType: user\n")
+			rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, Log: quiet}
+			go rc.Run(ctx)
+			eventually(t, "z4 decided", func() (bool, string) {
+				r := getRoute(t, st, "blog", "z4")
+				return r.Status != nil && len(r.Status.Ingress) == 1, fmt.Sprintf("%+v", r.Status)
+			})
+			z4 := getRoute(t, st, "blog", "z4")
+			if c := z4.Status.Ingress[0].Conditions[0]; ownership == mesh.NamespaceOwnershipStrict {
+				if c.Status != "False" || c.Reason != mesh.ReasonHostAlreadyClaimed || !strings.Contains(c.Message, "shop-www.shard-a.apps.example.com") {
+					t.Errorf("z4 in Strict ownership: %+v, want HostAlreadyClaimed naming shop-www", c)
+				}
+			} else if c.Status != "True" {
+				t.Errorf("z4 with InterNamespaceAllowed: %+v, want admitted", c)
+			}
+			items, _, _, err := st.List(ctx, "", "", "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+			req := new(dns.Msg)
+			req.SetQuestion("shop-www.shard-a.apps.example.com.", dns.TypeA)
+			if m := cat.Answer(req); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.0.0.1" {
+				t.Errorf("shop/web's name answers %v", m)
+			}
+		})
+	}
+}

@@ -88,6 +88,9 @@ type claim struct {
 //   - wildcardPolicy Subdomain on www.acme.test claims *.acme.test: other namespaces'
 //     hosts directly under acme.test are blocked, and a wildcard is refused when another
 //     namespace holds a host under its domain (Strict only); acme.test itself is not covered;
+//   - in Strict ownership, a name under a host or wildcard name another namespace holds is
+//     refused too (HostAlreadyClaimed): in DNS it would make that name exist, empty, and stop
+//     the wildcard that answered it (RFC 4592);
 //   - wildcards are refused (RouteNotAdmitted) unless the router allows them, and an unknown
 //     policy is RouteNotAdmitted; so is a final name that is not DNS-1123.
 func Admit(router *mesh.Router, routes []*mesh.Route) map[string]Admission {
@@ -145,6 +148,10 @@ func Admit(router *mesh.Router, routes []*mesh.Route) map[string]Admission {
 					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds %s, under the wildcard *.%s", hostOf(c.holder, router), domain)
 					continue
 				}
+				if held, ok := heldAbove(hostOwner, wildOwner, domain, r.Namespace); ok {
+					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds %s, which the wildcard *.%s would hide (a name under it stops a wildcard that answered it, RFC 4592)", held, domain)
+					continue
+				}
 			} else {
 				if c, ok := hostOwner[bare]; ok && c.namespace != r.Namespace {
 					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds host %s", bare)
@@ -152,6 +159,10 @@ func Admit(router *mesh.Router, routes []*mesh.Route) map[string]Admission {
 				}
 				if c, ok := wildOwner[domain]; ok && domain != "" && c.namespace != r.Namespace {
 					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds the wildcard *.%s, which covers host %s", domain, bare)
+					continue
+				}
+				if held, ok := heldAbove(hostOwner, wildOwner, domain, r.Namespace); ok {
+					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds %s, which host %s under it would hide (a name under it stops a wildcard that answered it, RFC 4592)", held, bare)
 					continue
 				}
 			}
@@ -180,6 +191,26 @@ func Admit(router *mesh.Router, routes []*mesh.Route) map[string]Admission {
 		out[k] = Admission{Admitted: true, Host: host}
 	}
 	return out
+}
+
+// heldAbove is the name at or above name (name, then its ancestors) that a route of a
+// namespace other than ns holds and a wildcard answers: a system route's name (the shard's
+// wildcard answers it), or a name under another namespace's wildcard. A name added under it
+// makes it exist with no data of its own and stops the wildcard that answered it (RFC 4592
+// 2.2.2), so in Strict ownership such a name is another namespace's to take. (A user name
+// is a CNAME of its own: names under it take nothing from it.)
+func heldAbove(hostOwner, wildOwner map[string]claim, name, ns string) (string, bool) {
+	for a := name; a != ""; {
+		if c, ok := hostOwner[a]; ok && c.namespace != ns && c.holder.DNSTypeOf() == mesh.DNSTypeSystem {
+			return a, true
+		}
+		_, up, _ := strings.Cut(a, ".")
+		if c, ok := wildOwner[up]; ok && up != "" && c.namespace != ns {
+			return "*." + up, true
+		}
+		a = up
+	}
+	return "", false
 }
 
 // otherNamespace is a claim in m by a namespace other than ns (the lowest namespace, for

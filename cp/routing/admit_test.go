@@ -22,6 +22,8 @@ func rt(ns, name, host, path string, age int, opts ...func(*mesh.Route)) *mesh.R
 
 func wildcard(r *mesh.Route) { r.WildcardPolicy = mesh.WildcardSubdomain }
 
+func system(r *mesh.Route) { r.DNSType = mesh.DNSTypeSystem }
+
 func router(name string, opts ...func(*mesh.Router)) *mesh.Router {
 	r := &mesh.Router{Meta: mesh.Meta{Name: name}, DNS: name + ".apps.example.com"}
 	for _, o := range opts {
@@ -68,7 +70,21 @@ func TestAdmit(t *testing.T) {
 			rt("a", "w", "www.acme.test", "", 1, wildcard), rt("b", "shop", "shop.acme.test", "", 2), rt("a", "mine", "shop.acme.test", "/x", 3),
 			rt("b", "apex", "acme.test", "", 4), rt("b", "deeper", "a.b.acme.test", "", 5)},
 			map[string]string{"a/w": "", "b/shop": "HostAlreadyClaimed: a route in another namespace holds the wildcard *.acme.test", "a/mine": "",
-				"b/apex": "", "b/deeper": ""}},
+				"b/apex": "", "b/deeper": "HostAlreadyClaimed: a route in another namespace holds *.acme.test, which host a.b.acme.test under it would hide"}},
+		// Item 2 of issue 27: a user name one level below another namespace's system name
+		// made that name exist with no data, so the shard's wildcard stopped answering it.
+		{"strict: a user name under another namespace's system name", router("r"), []*mesh.Route{
+			rt("shop", "web", "www", "", 1, system), rt("blog", "z4", "a.shop-www.r.apps.example.com", "", 2),
+			rt("shop", "own", "b.shop-www.r.apps.example.com", "", 3), rt("blog", "cname", "x.cart.acme.test", "", 5),
+			rt("shop", "cart", "cart.acme.test", "", 4)},
+			map[string]string{"shop/web": "", "blog/z4": "HostAlreadyClaimed: a route in another namespace holds shop-www.r.apps.example.com, which host a.shop-www.r.apps.example.com under it would hide",
+				"shop/own": "", "shop/cart": "", "blog/cname": ""}},
+		{"strict: an older name under a newer system name keeps it, and so does the system route", router("r"), []*mesh.Route{
+			rt("blog", "z4", "a.shop-www.r.apps.example.com", "", 1), rt("shop", "web", "www", "", 2, system)},
+			map[string]string{"blog/z4": "", "shop/web": ""}},
+		{"inter-namespace allowed: a user name under another namespace's system name", router("r", interNamespace), []*mesh.Route{
+			rt("shop", "web", "www", "", 1, system), rt("blog", "z4", "a.shop-www.r.apps.example.com", "", 2)},
+			map[string]string{"shop/web": "", "blog/z4": ""}},
 		{"a host blocks other namespaces' wildcards over it", router("r", wildcardsOn), []*mesh.Route{
 			rt("b", "shop", "shop.acme.test", "", 1), rt("a", "w", "*.acme.test", "", 2, wildcard), rt("b", "w", "www.acme.test", "", 3, wildcard)},
 			map[string]string{"b/shop": "", "a/w": "HostAlreadyClaimed: a route in another namespace holds shop.acme.test, under the wildcard *.acme.test", "b/w": ""}},

@@ -59,9 +59,10 @@ func Candidates(routers []*mesh.Router, r *mesh.Route) []*mesh.Router {
 // a name in no router's zone. Only that router may serve the name: the control plane's DNS
 // answers every name of the zone, and a CNAME there to another router would take the name (a
 // shard's system name, or with a wildcard over the zone every one of them) away from it.
-// The zone's apex, the router's canonical name and a wildcard over the whole zone are
-// refused (RouteNotAdmitted): the apex holds the zone's SOA and NS, user names' CNAMEs point
-// at the canonical name, and the wildcard is the shard's own.
+// The zone's apex, the router's canonical name (and names under it) and a wildcard over the
+// whole zone are refused (RouteNotAdmitted): the apex holds the zone's SOA and NS, user
+// names' CNAMEs point at the canonical name, which a name under it would leave empty (RFC
+// 4592), and the wildcard is the shard's own.
 func ZoneOwner(routers []*mesh.Router, r *mesh.Route) (*mesh.Router, error) {
 	if r.DNSTypeOf() != mesh.DNSTypeUser {
 		return nil, nil
@@ -81,15 +82,19 @@ func ZoneOwner(routers []*mesh.Router, r *mesh.Route) (*mesh.Router, error) {
 			owner = rt
 		}
 	}
-	switch {
-	case owner == nil:
+	if owner == nil {
 		return nil, nil
+	}
+	canonical := "router-" + strings.ToLower(owner.Name) + "." + strings.ToLower(owner.DNS)
+	switch {
 	case wild && name == strings.ToLower(owner.DNS):
 		return owner, &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("a wildcard over *.%s would take every name of router %s's zone %s", name, owner.Name, owner.DNS)}
 	case !wild && name == strings.ToLower(owner.DNS):
 		return owner, &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("host %s is the apex of router %s's zone (its SOA and NS): use a name under it", r.Host, owner.Name)}
-	case !wild && name == "router-"+strings.ToLower(owner.Name)+"."+strings.ToLower(owner.DNS):
+	case !wild && name == canonical:
 		return owner, &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("host %s is router %s's canonical name, where user names point: use another name", r.Host, owner.Name)}
+	case name == canonical || strings.HasSuffix(name, "."+canonical):
+		return owner, &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("host %s is under router %s's canonical name %s, where user names point: a name under it would stop the shard's wildcard answering it (RFC 4592)", r.Host, owner.Name, canonical)}
 	}
 	return owner, nil
 }

@@ -290,6 +290,10 @@ func TestZoneOwner(t *testing.T) {
 		{rt("ns", "a", "xshard1.apps.example.com", "", 1), "apps", ""},
 		// the router's canonical name: every user name's CNAME points there
 		{rt("ns", "a", "router-shard1.shard1.apps.example.com", "", 1), "shard1", mesh.ReasonRouteNotAdmitted},
+		// and names under it, which would leave it empty (RFC 4592): no user name would resolve
+		{rt("ns", "a", "x.router-shard1.shard1.apps.example.com", "", 1), "shard1", mesh.ReasonRouteNotAdmitted},
+		{rt("ns", "a", "x.router-shard1.shard1.apps.example.com", "", 1, wildcard), "shard1", mesh.ReasonRouteNotAdmitted},
+		{rt("ns", "a", "x.y.router-shard1.shard1.apps.example.com", "", 1, wildcard), "shard1", mesh.ReasonRouteNotAdmitted},
 		{rt("ns", "a", "www", "", 1, func(r *mesh.Route) { r.DNSType = mesh.DNSTypeSystem }), "", ""},
 	}
 	for _, tt := range tests {
