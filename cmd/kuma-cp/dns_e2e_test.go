@@ -476,7 +476,7 @@ func TestE2ERouterReplicaEnvoyConfig(t *testing.T) {
 	put("Route", "shop.acme", route("shop", "acme", "www.acme.test", "user", "web"))
 	put("Route", "www.acme", route("www", "acme", "www", "system", "web"))
 	var r struct{ DNS, Address string }
-	r.DNS, r.Address = env.startCP(t)
+	r.DNS, r.Address = env.startCP(t, "--dns-user-zone", "acme.test")
 	// the newer claim on www.acme.test, from another namespace, to another service:
 	// HostAlreadyClaimed (were it admitted, it would take the name: it sorts first)
 	time.Sleep(50 * time.Millisecond)

@@ -142,6 +142,11 @@ func (c *etcdConfig) check() error {
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
 	}
+	for _, z := range c.dns.userZones {
+		if err := routing.CheckUserZone(z); err != nil {
+			return fmt.Errorf("--dns-user-zone: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -214,7 +219,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		p.leader.Store(true)
 		log.Info("this replica is the leader", "replica", c.replicaID)
 		// The route scheduler runs on the leader only, until leadership is lost.
-		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes}
+		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes, UserZones: c.dns.userZones}
 		rc.Run(lctx)
 		p.leader.Store(false)
 		log.Info("leadership lost", "replica", c.replicaID)

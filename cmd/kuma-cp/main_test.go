@@ -204,3 +204,16 @@ func TestServeReplicaIDRefused(t *testing.T) {
 		}
 	}
 }
+
+// A --dns-user-zone that is not a user's domain (a top-level domain, a public suffix, a name
+// in arpa) is refused at start, naming the flag and the value.
+func TestServeUserZoneRefused(t *testing.T) {
+	for zone, ok := range map[string]bool{"com": false, "co.uk": false, "in-addr.arpa": false, "acme.test": true, "apps.example.com": true} {
+		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r"}
+		c.dns.userZones = []string{zone}
+		err := c.check()
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), `--dns-user-zone: users' zone "`+zone+`"`)) {
+			t.Errorf("--dns-user-zone %q: %v", zone, err)
+		}
+	}
+}

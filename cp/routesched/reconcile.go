@@ -81,6 +81,9 @@ type Reconciler struct {
 	Backoff  time.Duration
 	Log      *slog.Logger
 	Metrics  *Metrics
+	// UserZones are the users' domains the operator gave (kuma-cp serve --dns-user-zone): a
+	// user route's name lies in one of them or in a router's zone (routing.CheckUserName).
+	UserZones []string
 
 	scheds  map[string]*routing.Scheduler
 	retries map[string]retry // route store key -> backoff
@@ -418,7 +421,9 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		}
 		var router *mesh.Router
 		var err error
-		if fz, _ := rc.foreignZone(meshName, ri.r); fz != nil {
+		if ue := routing.CheckUserName(ri.r, rc.UserZones, rc.zones); ue != nil {
+			err = ue
+		} else if fz, _ := rc.foreignZone(meshName, ri.r); fz != nil {
 			err = fz
 		} else {
 			router, err = s.Schedule(ri.r)
@@ -507,6 +512,9 @@ func (rc *Reconciler) check(s *routing.Scheduler, meshName string, r *mesh.Route
 		return "", "", nil
 	}
 	bound := rc.routerGuard(meshName, b.Router)
+	if err := routing.CheckUserName(r, rc.UserZones, rc.zones); err != nil {
+		return err.Reason, err.Message, []store.Write{bound}
+	}
 	if err, guard := rc.foreignZone(meshName, r); err != nil {
 		return err.Reason, err.Message, append(guard, bound)
 	}

@@ -216,7 +216,7 @@ func TestReconcilerAdmission(t *testing.T) {
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("a", "first"), user("a", "first"))
 	time.Sleep(5 * time.Millisecond) // distinct creation times (milliseconds)
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("b", "second"), user("b", "second"))
-	rc := &Reconciler{Store: st, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	admitted := func(ns, name string) (string, string) {
 		r := getRoute(t, st, ns, name)
@@ -292,7 +292,7 @@ func TestReconcilerDisplacement(t *testing.T) {
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("a", "older"), user("a", "older", "none"))
 	time.Sleep(5 * time.Millisecond)
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("a", "newer"), user("a", "newer", "t"))
-	rc := &Reconciler{Store: st, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	cond := func(name string) string {
 		r := getRoute(t, st, "a", name)

@@ -29,7 +29,7 @@ func TestUserRouteInAnotherRoutersZone(t *testing.T) {
 		put(t, st, mesh.KindRouter, n, routerDoc(n, "")+"routeAdmission: {wildcardPolicy: WildcardsAllowed}\n")
 	}
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www", ""))
-	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	eventually(t, "shop/www on shard1", func() (bool, string) { return scheduled(t, st, "shop", "www", "shard1") })
 
@@ -86,7 +86,7 @@ func TestForgedCreationTimeDoesNotWin(t *testing.T) {
 	defer cancel()
 	put(t, st, mesh.KindRouter, "shard1", routerDoc("shard1", ""))
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
-	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	eventually(t, "shop/www admitted", func() (bool, string) {
 		r := getRoute(t, st, "shop", "www")
@@ -137,7 +137,7 @@ func TestRouterWithAnotherRoutersDNSTakesNoRoutes(t *testing.T) {
 	defer cancel()
 	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
 	put(t, st, mesh.KindRouter, "shard-b", "type: Router\nname: shard-b\ndns: shard-a.apps.example.com\n")
-	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	for i := range 4 {
 		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
@@ -165,7 +165,7 @@ func TestUserRouteInAnotherMeshsZone(t *testing.T) {
 	}
 	other(mesh.KindRouter, "shard9", routerDoc("shard9", ""))
 	other(mesh.KindRoute, mesh.RouteKeyName("evil", "hijack"), routeDoc("evil", "hijack", "shop-www.shard1.apps.example.com", "")+"dnsType: user\n")
-	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	eventually(t, "shop/www on shard1", func() (bool, string) { return scheduled(t, st, "shop", "www", "shard1") })
 	eventually(t, "the other mesh's route refused", func() (bool, string) {
@@ -200,7 +200,7 @@ func TestUserNameInTwoMeshes(t *testing.T) {
 	inMesh("m1", mesh.KindRouter, "z-shard", routerDoc("z-shard", ""))
 	inMesh("m2", mesh.KindRouter, "a-shard", routerDoc("a-shard", ""))
 	inMesh("m1", mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
-	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond}
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"acme.test"}}
 	go rc.Run(ctx)
 	get := func(m, ns, name string) *mesh.Route { return getMeshRoute(t, st, m, ns, name) }
 	eventually(t, "m1's route admitted", func() (bool, string) {
@@ -269,6 +269,45 @@ func TestUserNameUnderASystemName(t *testing.T) {
 			if m := cat.Answer(req); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.0.0.1" {
 				t.Errorf("shop/web's name answers %v", m)
 			}
+		})
+	}
+}
+
+// User routes of another mesh on public names (api.github.com, a wildcard over com,
+// in-addr.arpa) are never scheduled: a user name lies in a users' zone the operator gave
+// or in a router's zone. They used to be bound and admitted, and every mesh's agents
+// answered those names with the route's router.
+func TestUserNamesOnlyInTheOperatorsDomains(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	other := func(kind, name, doc string) {
+		if _, err := st.Put(ctx, store.Key{Mesh: "other", Type: kind, Name: name}, []byte("mesh: other\n"+doc), store.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other(mesh.KindRouter, "evil", routerDoc("evil", "")+"routeAdmission: {wildcardPolicy: WildcardsAllowed}\n")
+	user := func(name, host, extra string) {
+		other(mesh.KindRoute, mesh.RouteKeyName("attacker", name), routeDoc("attacker", name, host, "")+"dnsType: user\n"+extra)
+	}
+	user("github", "api.github.com", "")
+	user("com", "www.com", "wildcardPolicy: Subdomain\n")
+	user("arpa", "in-addr.arpa", "")
+	user("fine", "api.users.test", "")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Resync: 200 * time.Millisecond, Backoff: 20 * time.Millisecond, UserZones: []string{"users.test"}, Log: quiet}
+	go rc.Run(ctx)
+	get := func(name string) *mesh.Route { return getMeshRoute(t, st, "other", "attacker", name) }
+	eventually(t, "the route in the users' zone scheduled", func() (bool, string) {
+		r := get("fine")
+		return r.PhaseOf() == mesh.PhaseScheduled && r.Admitted(), fmt.Sprintf("%+v", r.Status)
+	})
+	for name, want := range map[string]string{"github": "in no users' zone", "com": "the wildcard *.com", "arpa": "in arpa"} {
+		eventually(t, name+" refused", func() (bool, string) {
+			r := get(name)
+			if r.PhaseOf() == mesh.PhaseScheduled {
+				t.Fatalf("%s scheduled: %+v", name, r.Status)
+			}
+			return r.Status != nil && r.Status.Reason == mesh.ReasonRouteNotAdmitted && strings.Contains(r.Status.Message, want), fmt.Sprintf("%+v", r.Status)
 		})
 	}
 }
