@@ -22,7 +22,7 @@ func TestCheckUserName(t *testing.T) {
 		{rt("ns", "a", "x.users.test", "", 1, wildcard), ""},
 		{rt("ns", "a", "web.apps.example.co.uk", "", 1), ""},
 		{rt("ns", "a", "x.shard1.apps.example.com", "", 1), ""}, // a router's zone
-		{rt("ns", "a", "www", "", 1, system), ""},                // not a user name
+		{rt("ns", "a", "www", "", 1, system), ""},               // not a user name
 		{rt("ns", "a", "api.github.com", "", 1), "in no users' zone"},
 		{rt("ns", "a", "users.test.evil.org", "", 1), "in no users' zone"},
 		{rt("ns", "a", "xusers.test", "", 1), "in no users' zone"},
