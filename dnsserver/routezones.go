@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -29,11 +30,35 @@ const routesPluginName = "kumaroutes"
 type routeZones struct {
 	mu     sync.Mutex // serializes SwapZones
 	parsed map[string]parsedZone
+	// origins: every zone's origin (lower case, fully qualified) -> whether it is partial (a
+	// users' domain holding this mesh's names only: a name it does not hold goes upstream).
+	origins atomic.Pointer[map[string]bool]
 }
 
 type parsedZone struct {
-	text string
-	zone *authdns.Zone
+	text    string
+	partial bool
+	zone    *authdns.Zone
+}
+
+// partialMiss reports whether a name the route zones answer NXDOMAIN for lies in a partial
+// zone (its closest zone is one): not this mesh's name, so it goes upstream.
+func (z *routeZones) partialMiss(name string) bool {
+	origins := z.origins.Load()
+	if origins == nil {
+		return false
+	}
+	name = strings.ToLower(dns.Fqdn(name))
+	for {
+		if partial, ok := (*origins)[name]; ok {
+			return partial
+		}
+		i := strings.IndexByte(name, '.')
+		if i < 0 || i == len(name)-1 {
+			return false
+		}
+		name = name[i+1:]
+	}
 }
 
 // SwapZones makes zones (the control plane's DNSZones) the route names this resolver
@@ -43,23 +68,26 @@ func (s *Server) SwapZones(zones []*mesh.DNSZone) error {
 	s.zones.mu.Lock()
 	defer s.zones.mu.Unlock()
 	next := make(map[string]parsedZone, len(zones))
+	origins := make(map[string]bool, len(zones))
 	var kept []*authdns.Zone
 	var errs []error
 	for _, dz := range zones {
-		if p, ok := s.zones.parsed[dz.Origin]; ok && p.text == dz.Zone {
-			next[dz.Origin] = p
-			kept = append(kept, p.zone)
-			continue
+		p, ok := s.zones.parsed[dz.Origin]
+		if !ok || p.text != dz.Zone {
+			z, err := authdns.ParseZone(dz.Origin, strings.NewReader(dz.Zone))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("dnszone %q: %w", dz.Name, err))
+				continue
+			}
+			p = parsedZone{text: dz.Zone, zone: z}
 		}
-		z, err := authdns.ParseZone(dz.Origin, strings.NewReader(dz.Zone))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("dnszone %q: %w", dz.Name, err))
-			continue
-		}
-		next[dz.Origin] = parsedZone{text: dz.Zone, zone: z}
-		kept = append(kept, z)
+		p.partial = dz.Partial
+		next[dz.Origin] = p
+		origins[p.zone.Origin] = p.partial
+		kept = append(kept, p.zone)
 	}
 	s.zones.parsed = next
+	s.zones.origins.Store(&origins) // before the catalog: a partial zone's miss is never answered
 	s.routes.Store(authdns.NewCatalog(kept...))
 	s.log.Debug("route zones swapped", "zones", len(kept))
 	return errors.Join(errs...)
@@ -76,6 +104,9 @@ func (s *Server) answerRoute(out, p []byte, do bool) ([]byte, bool) {
 	}
 	resp, rcode, ok := cat.AppendAnswer(out, p, true)
 	if !ok || rcode == dns.RcodeRefused { // REFUSED: outside every zone, not ours
+		return out, false
+	}
+	if rcode == dns.RcodeNameError && s.zones.partialMiss(wireName(p)) { // another mesh's name
 		return out, false
 	}
 	resp[len(out)+3] |= flagRA // RA: this server recurses (the chain's answers have it too)
@@ -131,9 +162,23 @@ func (h *routesHandler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *d
 	}
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
 	resp := cat.Reply(r, tcp)
+	if resp.Rcode == dns.RcodeNameError && h.s.zones.partialMiss(r.Question[0].Name) { // another mesh's name
+		return plugin.NextOrFailure(routesPluginName, h.next, ctx, w, r)
+	}
 	h.s.met.answer(srcLocal, r.Question[0].Qtype)
 	if err := w.WriteMsg(resp); err != nil {
 		return dns.RcodeServerFailure, plugin.Error(routesPluginName, err)
 	}
 	return dns.RcodeSuccess, nil // written: CoreDNS must not write an error answer too
+}
+
+// wireName is the question name of a well-formed query packet (the prepared form took it),
+// in presentation form.
+func wireName(p []byte) string {
+	var b strings.Builder
+	for off := headerLen; off < len(p) && p[off] != 0 && off+1+int(p[off]) <= len(p); off += 1 + int(p[off]) {
+		b.Write(p[off+1 : off+1+int(p[off])])
+		b.WriteByte('.')
+	}
+	return b.String()
 }

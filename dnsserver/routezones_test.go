@@ -215,3 +215,44 @@ func BenchmarkSwapZones1k(b *testing.B) {
 	}
 	b.ReportMetric(held, "held-KiB")
 }
+
+// A partial zone (a users' domain sent with this mesh's names only) answers the names it
+// holds; a name it does not hold is another mesh's or nobody's and goes upstream, over UDP
+// and TCP, instead of an authoritative NXDOMAIN (issue 27 item 3: an agent answers its own
+// mesh's route names only). A router's zone is answered whole as before.
+func TestPartialZoneMissGoesUpstream(t *testing.T) {
+	up := startUpstream(t)
+	ts := startServer(t, Config{Upstreams: []string{up.addr}}, testTable())
+	zones := dnsZones(t, buildCatalog(t, shardInput(true, true, false)))
+	for _, z := range zones {
+		z.Partial = z.Origin == "acme.test"
+	}
+	if err := ts.SwapZones(zones); err != nil {
+		t.Fatal(err)
+	}
+	for _, nw := range []string{"udp", "tcp"} {
+		before := up.queries.Load()
+		if r := ts.exchange(t, nw, question("Other-Mesh.acme.test.", dns.TypeA)); r.Authoritative || r.Rcode != dns.RcodeNameError || up.queries.Load() == before {
+			t.Errorf("%s: a name the partial zone does not hold: %v (upstream asked: %v), want the upstream's answer", nw, r, up.queries.Load() != before)
+		}
+		if r := ts.exchange(t, nw, question("www.acme.test.", dns.TypeA)); !r.Authoritative || len(r.Answer) != 3 {
+			t.Errorf("%s: this mesh's name in the partial zone: %v", nw, r)
+		}
+		if r := ts.exchange(t, nw, question("www.acme.test.", dns.TypeMX)); !r.Authoritative || r.Rcode != dns.RcodeSuccess {
+			t.Errorf("%s: NODATA of this mesh's name: %v, want it answered here", nw, r)
+		}
+		if r := ts.exchange(t, nw, question("x.shard1.apps.test.", dns.TypeA)); !r.Authoritative || len(r.Answer) != 2 {
+			t.Errorf("%s: the router's zone: %v", nw, r)
+		}
+	}
+	// the same zone not partial: its NXDOMAIN is its own, as before
+	for _, z := range zones {
+		z.Partial = false
+	}
+	if err := ts.SwapZones(zones); err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.exchange(t, "udp", question("other-mesh.acme.test.", dns.TypeA)); !r.Authoritative || r.Rcode != dns.RcodeNameError {
+		t.Errorf("not partial: %v, want an authoritative NXDOMAIN", r)
+	}
+}

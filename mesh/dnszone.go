@@ -20,6 +20,10 @@ type DNSZone struct {
 	Origin string `json:"origin"`
 	// Zone is the zone in RFC 1035 master-file form ($ORIGIN, $TTL, the SOA first).
 	Zone string `json:"zone"`
+	// Partial: a users' domain that every mesh shares, holding only the names of the mesh it
+	// is sent to; a name it does not hold (NXDOMAIN here) is another mesh's or nobody's, and
+	// the agent asks upstream for it.
+	Partial bool `json:"partial,omitempty"`
 }
 
 func (*DNSZone) Kind() string { return KindDNSZone }

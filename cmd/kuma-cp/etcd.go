@@ -114,7 +114,7 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 			return nil, err
 		}
 		go srv.Run(ctx)
-		sinks = append(sinks, srv.Swap)
+		sinks = append(sinks, func(z *shardzones.Zones) { srv.Swap(z.All) })
 	}
 	// A gateway dataplane is ready while its agent holds a stream to any replica: each
 	// publishes its own in etcd (store.Presence), so every replica answers the same.

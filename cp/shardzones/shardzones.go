@@ -140,8 +140,46 @@ func address(dp *mesh.Dataplane) string {
 	return dp.Networking.Address
 }
 
-// Sink receives every catalog built; it must not keep the caller waiting.
-type Sink func(*authdns.Catalog)
+// Zones is one build of the zones.
+type Zones struct {
+	// All is every mesh's zones: what the control plane's DNS serves (one DNS for all).
+	All *authdns.Catalog
+	// Meshes is each mesh's own (MeshCatalogs): what that mesh's agents answer.
+	Meshes map[string]*authdns.Catalog
+}
+
+// Sink receives every build; it must not keep the caller waiting.
+type Sink func(*Zones)
+
+// MeshCatalogs builds each mesh's own zones from the input of every mesh: the zones of its
+// routers, and the users' zones holding its user names only. An agent answers the route
+// names of its own mesh, never another's (a route writer of one mesh must not rewrite the
+// names another mesh's agents resolve); everything else it asks upstream, where the control
+// plane's DNS answers every mesh. serials keeps each mesh's serials from build to build
+// (created as needed); a router's zone gets the serial it has in the catalog of every mesh.
+func MeshCatalogs(in authdns.Input, serials map[string]*authdns.Serials) map[string]*authdns.Catalog {
+	per := map[string]*authdns.Input{}
+	of := func(m string) *authdns.Input {
+		if per[m] == nil {
+			per[m] = &authdns.Input{UserZones: in.UserZones, Nameservers: in.Nameservers, DefaultNSAddr: in.DefaultNSAddr, Hostmaster: in.Hostmaster}
+		}
+		return per[m]
+	}
+	for _, r := range in.Routers {
+		of(r.Mesh).Routers = append(of(r.Mesh).Routers, r)
+	}
+	for _, u := range in.Users {
+		of(u.Mesh).Users = append(of(u.Mesh).Users, u)
+	}
+	out := make(map[string]*authdns.Catalog, len(per))
+	for m, mi := range per {
+		if serials[m] == nil {
+			serials[m] = authdns.NewSerials()
+		}
+		out[m], _ = authdns.Build(*mi, serials[m]) // the problems are the whole build's, logged from it
+	}
+	return out
+}
 
 // ReadinessPoll is how often Run asks whether the gateway replicas' readiness changed: a
 // replica that goes not-ready leaves the answers within about this (plus a rebuild).
@@ -157,8 +195,8 @@ type Shared interface {
 	Elsewhere(name string) bool
 }
 
-// Run keeps the zones in step with st until ctx ends, handing every catalog it builds to
-// sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
+// Run keeps the zones in step with st until ctx ends, handing every build to sinks (the DNS
+// server's Swap of every mesh's zones; each mesh's zones sent to its agents, FeedSink): a list, then a rebuild
 // after every burst of changes (re-listing; on compaction too), and, when readiness is given
 // (it is not in the store), a rebuild of the last list as soon as a gateway replica's
 // readiness differs from the one the zones were built with (asked every ReadinessPoll).
@@ -195,6 +233,7 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, sh
 // build) with the gateway replicas ("mesh/name") of the last build.
 func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, tick func([]string), log *slog.Logger, sinks ...Sink) {
 	serials := authdns.NewSerials()
+	meshSerials := map[string]*authdns.Serials{}
 	var items []store.Item
 	// probes: the readiness each replica had when the zones were built.
 	type probe struct {
@@ -220,8 +259,9 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 		for _, p := range problems {
 			log.Warn("not served in DNS", "name", p.Name, "problem", p.Message)
 		}
+		zones := &Zones{All: cat, Meshes: MeshCatalogs(in, meshSerials)}
 		for _, sink := range sinks {
-			sink(cat)
+			sink(zones)
 		}
 		if tick != nil {
 			gateways = make([]string, 0, len(probes))
