@@ -195,3 +195,25 @@ func TestMassUnbindingIsSlowed(t *testing.T) {
 		t.Errorf("after the selector is reverted: %d bindings (want all %d: the rest kept, the unbound bound again), %d unbound in all (want %d)", got, n, m.Rescheduled.Load(), MassUnbindMin)
 	}
 }
+
+// A route stored under a key that is not its name.namespace (written to the store past the
+// API) is left alone: its binding and every write of the binding path name the route by
+// name.namespace, so undoing its status (checked on the key read) would leave it unbound for
+// good - it used to be "unbound" on every pass (the binding path found no route there).
+func TestRouteUnderAnotherKeyLeftAlone(t *testing.T) {
+	st := newStore(t)
+	put(t, st, mesh.KindRouter, "shard1", routerDoc("shard1", ""))
+	doc := routeDoc("acme", "shop", "www", "") + "status: {phase: scheduled, router: shard1, dns: acme-www.shard1.apps.example.com}\n"
+	put(t, st, mesh.KindRoute, "shop", doc)
+	m := &Metrics{}
+	rc := &Reconciler{Store: st, Metrics: m, Log: quiet}
+	pass(t, rc)
+	pass(t, rc)
+	it, err := st.Get(context.Background(), store.Key{Mesh: "default", Type: mesh.KindRoute, Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(it.Doc) != doc || m.Rescheduled.Load() != 0 || len(bindingsOf(t, st)) != 0 {
+		t.Errorf("the route under another key: %s, %d unbound, %d bindings", it.Doc, m.Rescheduled.Load(), len(bindingsOf(t, st)))
+	}
+}

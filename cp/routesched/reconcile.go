@@ -352,6 +352,11 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 			continue
 		}
 		if r, ok := res.(*mesh.Route); ok {
+			if want := mesh.RouteKeyName(r.Namespace, r.Name); it.Name != want {
+				// its binding and every write of the binding path name it so
+				rc.Log.Error("a stored route is not under its name.namespace; ignored", "route", it.Key.String(), "want", want)
+				continue
+			}
 			routes = append(routes, routeItem{it, r})
 		}
 	}
@@ -468,6 +473,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 		case errors.Is(err, store.ErrConflict):
 			// the route or its router changed since the pass read them: the next pass
 			// decides again, at once
+			rc.Log.Debug("the store changed since the pass read it: binding again from the next pass", "route", k, "error", err)
 			s.Unbind(k)
 			left++
 			next = now
