@@ -272,6 +272,7 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_scheduled_total", Help: "Route bindings made by this replica while leader."}, func() float64 { return float64(p.routes.Scheduled.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_rescheduled_total", Help: "Route bindings removed to schedule the route again (relabel, host change, router deleted)."}, func() float64 { return float64(p.routes.Rescheduled.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_route_mass_unbinding_slowed_total", Help: "Scheduling passes that undid a router's bindings in steps (more than half of them at once)."}, func() float64 { return float64(p.routes.MassUnbindSlowed.Load()) }),
 		routeFailures{&p.routes},
 	)
 }
