@@ -215,14 +215,7 @@ func TestUserNameInTwoMeshes(t *testing.T) {
 		}
 		return r.Status != nil && r.Status.Reason != "" && strings.Contains(r.Status.Message, "m1"), fmt.Sprintf("%+v", r.Status)
 	})
-	items, _, _, err := st.List(ctx, "", "", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
-	req := new(dns.Msg)
-	req.SetQuestion("www.acme.test.", dns.TypeA)
-	for _, rr := range cat.Answer(req).Answer {
+	for _, rr := range storeAnswer(t, st, "www.acme.test.", dns.TypeA).Answer {
 		if c, ok := rr.(*dns.CNAME); ok && !strings.HasPrefix(c.Target, "router-z-shard.") {
 			t.Errorf("www.acme.test answered with %v, not m1's router", rr)
 		}
@@ -259,14 +252,7 @@ func TestUserNameUnderASystemName(t *testing.T) {
 			} else if c.Status != "True" {
 				t.Errorf("z4 with InterNamespaceAllowed: %+v, want admitted", c)
 			}
-			items, _, _, err := st.List(ctx, "", "", "", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
-			req := new(dns.Msg)
-			req.SetQuestion("shop-www.shard-a.apps.example.com.", dns.TypeA)
-			if m := cat.Answer(req); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.0.0.1" {
+			if m := storeAnswer(t, st, "shop-www.shard-a.apps.example.com.", dns.TypeA); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.0.0.1" {
 				t.Errorf("shop/web's name answers %v", m)
 			}
 		})
@@ -310,4 +296,18 @@ func TestUserNamesOnlyInTheOperatorsDomains(t *testing.T) {
 			return r.Status != nil && r.Status.Reason == mesh.ReasonRouteNotAdmitted && strings.Contains(r.Status.Message, want), fmt.Sprintf("%+v", r.Status)
 		})
 	}
+}
+
+// storeAnswer is the control plane's DNS answer to name/qtype from the zones of what st
+// holds now.
+func storeAnswer(t *testing.T, st store.Store, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	items, _, _, err := st.List(context.Background(), "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	req := new(dns.Msg)
+	req.SetQuestion(name, qtype)
+	return cat.Answer(req)
 }
