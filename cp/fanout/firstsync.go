@@ -2,7 +2,9 @@ package fanout
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -13,35 +15,51 @@ import (
 // link at once and all finishing last (and the sockets holding every answer at once).
 const FirstSyncBudget = 64 << 20
 
+// FirstSyncHold is the longest a first sync holds its share of the budget: an agent's ACK
+// comes after it has decoded the mesh, which is the agent's time, not the link's, so a
+// slow agent does not hold back the others past this.
+const FirstSyncHold = time.Second
+
 // firstSyncs is the FIFO queue of first syncs; a response holds its share until the agent
-// ACKs or NACKs it, or its stream ends.
+// ACKs or NACKs it, its stream ends or FirstSyncHold has passed.
 type firstSyncs struct {
+	hold    atomic.Int64 // a time.Duration
 	budget  int64
 	sem     *semaphore.Weighted
 	waiting atomic.Int64 // streams queued now (metrics)
 }
 
 func newFirstSyncs(budget int64) *firstSyncs {
-	return &firstSyncs{budget: budget, sem: semaphore.NewWeighted(budget)}
+	q := &firstSyncs{budget: budget, sem: semaphore.NewWeighted(budget)}
+	q.hold.Store(int64(FirstSyncHold))
+	return q
+}
+
+// turn is a first sync's share of the budget, given back once (ACK, stream end or hold).
+type turn struct {
+	once sync.Once
+	q    *firstSyncs
+	w    int64
 }
 
 // acquire waits for room for n bytes (a body larger than the budget takes all of it) and
-// returns the weight held, or ctx's error when the stream ends first.
-func (q *firstSyncs) acquire(ctx context.Context, n int) (int64, error) {
+// returns the turn held, or ctx's error when the stream ends first.
+func (q *firstSyncs) acquire(ctx context.Context, n int) (*turn, error) {
 	w := min(int64(n), q.budget)
-	if w == 0 {
-		return 0, nil
-	}
 	q.waiting.Add(1)
 	defer q.waiting.Add(-1)
 	if err := q.sem.Acquire(ctx, w); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return w, nil
+	t := &turn{q: q, w: w}
+	time.AfterFunc(time.Duration(q.hold.Load()), t.release) // after an ACK it does nothing
+	return t, nil
 }
 
-func (q *firstSyncs) release(w int64) {
-	if w > 0 {
-		q.sem.Release(w)
+// release gives the turn's share back; nil and repeated calls do nothing.
+func (t *turn) release() {
+	if t == nil {
+		return
 	}
+	t.once.Do(func() { t.q.sem.Release(t.w) })
 }

@@ -75,6 +75,7 @@ func TestFirstSyncsWaitTheirTurn(t *testing.T) {
 	cp.Apply(sv)
 	body, _ := cp.tableFor("default", mesh.KindDataplane).subscribeFresh(&kindSub{})
 	cp.first = newFirstSyncs(int64(len(body))) // room for one answer at a time
+	cp.first.hold.Store(int64(time.Minute))
 	addr := serve(t, cp)
 
 	a := dial(t, addr, "default", nil, mesh.KindDataplane)
@@ -91,7 +92,17 @@ func TestFirstSyncsWaitTheirTurn(t *testing.T) {
 	// b does not ACK but goes away: c gets its turn all the same.
 	b.close()
 	c := dial(t, addr, "default", nil, mesh.KindDataplane)
-	if n := len(c.recv().GetResources()); n != 200 {
+	rc := c.recv()
+	if n := len(rc.GetResources()); n != 200 {
 		t.Fatalf("c after b left: %d resources, want 200", n)
+	}
+	// An agent that neither ACKs nor goes away holds its turn for the hold time only.
+	cp.first.hold.Store(int64(200 * time.Millisecond))
+	c.ack(rc) // c's turn was taken with the minute's hold: give it back
+	d := dial(t, addr, "default", nil, mesh.KindDataplane)
+	d.recv() // d holds the budget, without ACKing, for 200 ms
+	e := dial(t, addr, "default", nil, mesh.KindDataplane)
+	if n := len(e.recv().GetResources()); n != 200 {
+		t.Fatalf("e after d's hold: %d resources, want 200", n)
 	}
 }

@@ -42,7 +42,7 @@ func (a ads) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_De
 	defer func() {
 		for _, k := range s.kinds {
 			k.t.unsubscribe(k)
-			a.cp.first.release(k.queued)
+			k.turn.release()
 		}
 		a.cp.close(id)
 	}()
@@ -130,11 +130,11 @@ func (s *stream) handle(req *discovery.DeltaDiscoveryRequest) error {
 		s.kinds[typeURL] = k
 		if len(req.GetInitialResourceVersions()) == 0 { // holds nothing: the shared full answer, in turn
 			body, _ := k.t.subscribeFresh(k)
-			w, err := s.cp.first.acquire(s.gs.Context(), len(body))
+			t, err := s.cp.first.acquire(s.gs.Context(), len(body))
 			if err != nil {
 				return nil // the stream ended while it waited
 			}
-			k.queued = w
+			k.turn = t
 			return s.sendEncoded(k, body)
 		}
 		res, removed, _ := k.t.subscribe(k, req.GetInitialResourceVersions())
@@ -142,8 +142,8 @@ func (s *stream) handle(req *discovery.DeltaDiscoveryRequest) error {
 	}
 	if n := req.GetResponseNonce(); n != "" && n == k.inflight {
 		k.inflight = ""
-		s.cp.first.release(k.queued)
-		k.queued = 0
+		k.turn.release()
+		k.turn = nil
 		return s.sendChanges(k)
 	}
 	return nil // a stale nonce, or a repeated subscription: nothing to answer

@@ -247,5 +247,5 @@ type kindSub struct {
 	t        *table
 	seq      atomic.Uint64 // what the stream was brought up to
 	inflight string        // the nonce of the response not yet ACKed or NACKed
-	queued   int64         // the first-sync budget the response in flight holds
+	turn     *turn         // the first-sync budget the response in flight holds
 }
