@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kumadp/kuma-dp/bench/internal/procstat"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
 
@@ -68,15 +68,15 @@ func run(sizeList string, runs int, kumaCP string) error {
 	defer os.RemoveAll(tmp)
 	if kumaCP == "" {
 		kumaCP = filepath.Join(tmp, "kuma-cp")
-		if out, err := exec.Command("go", "build", "-o", kumaCP, "./cmd/kuma-cp").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/kuma-cp (run from the top of the clone): %v\n%s", err, out)
+		if err := procstat.Build("./cmd/kuma-cp", kumaCP); err != nil {
+			return err
 		}
 	}
 	token := filepath.Join(tmp, "admin.token")
 	if err := os.WriteFile(token, []byte("bench-admin-token-0123456789abcdef\n"), 0o600); err != nil {
 		return err
 	}
-	fmt.Printf("kuma-cp start and memory with N dataplanes in etcd, %d runs each, load %s\n", runs, loadavg())
+	fmt.Printf("kuma-cp start and memory with N dataplanes in etcd, %d runs each, load %s\n", runs, procstat.LoadAvg())
 	fmt.Printf("%-11s %22s %18s %18s %18s %16s %12s\n", "DATAPLANES", "TO-READY med (min-max)", "RSS MiB", "ANON MiB", "PEAK MiB", "B/DATAPLANE", "STORED B/DP")
 	var base sample
 	for i, n := range ns {
@@ -206,7 +206,8 @@ func startOnce(kumaCP, endpoint, token string, run int) (sample, error) {
 				if resp.StatusCode == 200 {
 					s := sample{ready: time.Since(start)}
 					time.Sleep(2 * time.Second)
-					s.rss, s.anon, s.peak = memory(cmd.Process.Pid)
+					m := procstat.ReadMemory(cmd.Process.Pid)
+					s.rss, s.anon, s.peak = m.RSS, m.Anon, m.Peak
 					return s, nil
 				}
 			}
@@ -214,36 +215,6 @@ func startOnce(kumaCP, endpoint, token string, run int) (sample, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return sample{}, fmt.Errorf("kuma-cp not ready within 5 minutes")
-}
-
-// memory reads VmRSS, RssAnon and VmHWM of a process, in bytes.
-func memory(pid int) (rss, anon, peak int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "RssAnon":
-			anon = kb << 10
-		case "VmHWM":
-			peak = kb << 10
-		}
-	}
-	return rss, anon, peak
 }
 
 func freePorts() (string, string, error) {
@@ -263,12 +234,4 @@ func freePorts() (string, string, error) {
 		addrs = append(addrs, l.Addr().String())
 	}
 	return addrs[0], addrs[1], nil
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }

@@ -22,7 +22,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,6 +48,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/kumadp/kuma-dp/bench/internal/procstat"
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
@@ -88,8 +88,8 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 	defer os.RemoveAll(tmp)
 	if kumaCP == "" {
 		kumaCP = filepath.Join(tmp, "kuma-cp")
-		if out, err := exec.Command("go", "build", "-o", kumaCP, "./cmd/kuma-cp").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/kuma-cp (run from the top of the clone): %v\n%s", err, out)
+		if err := procstat.Build("./cmd/kuma-cp", kumaCP); err != nil {
+			return err
 		}
 	}
 	self, err := os.Executable()
@@ -97,7 +97,7 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 		return err
 	}
 	raiseOpenFiles()
-	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", loadavg())
+	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", procstat.LoadAvg())
 	fmt.Printf("%-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s\n",
 		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P50", "P99", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES")
 	for _, d := range ds {
@@ -227,7 +227,7 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 	}
 	var cpu0 time.Duration
 	for _, r := range rs {
-		cpu0 += cpuTime(r.cmd.Process.Pid)
+		cpu0 += procstat.CPUTime(r.cmd.Process.Pid)
 	}
 	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
 		"--addresses", strings.Join(addrs, ","), "--timeout", timeout.String())
@@ -243,52 +243,11 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 	res := result{all: rep.All, p50: rep.P50, p99: rep.P99, bytes: rep.Bytes, retries: rep.Retries,
 		agentsCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	for _, r := range rs {
-		res.cpu += cpuTime(r.cmd.Process.Pid)
-		res.peak = max(res.peak, vmHWM(r.cmd.Process.Pid))
+		res.cpu += procstat.CPUTime(r.cmd.Process.Pid)
+		res.peak = max(res.peak, procstat.ReadMemory(r.cmd.Process.Pid).Peak)
 	}
 	res.cpu -= cpu0
 	return res, nil
-}
-
-// cpuTime is a process's user+system CPU time so far, from /proc/PID/stat.
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-}
-
-// vmHWM is a process's peak resident set, in bytes.
-func vmHWM(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func raiseOpenFiles() {
