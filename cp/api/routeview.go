@@ -180,6 +180,11 @@ func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource)
 	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s; user domains CNAME here)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
 	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
 		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
+	if rt.Status != nil {
+		for _, c := range rt.Status.Conditions {
+			fmt.Fprintf(w, "Condition:        %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
 	names, ready := replicas(rt, decodeAs[*mesh.Dataplane](dataplanes))
 	fmt.Fprintf(w, "Replicas:         %s (%d)\n", selector(rt.Dataplanes.Map()), len(names))
 	for i, n := range names {

@@ -64,3 +64,16 @@ func TestRouterViews(t *testing.T) {
 		t.Errorf("describe route:\n%s", b.String())
 	}
 }
+
+// describe router shows the conditions the scheduler wrote into its status: a router whose
+// dns an older router holds says which.
+func TestDescribeRouterConditions(t *testing.T) {
+	rt := res(t, "routers", "dup-a", "type: Router\nname: dup-a\ndns: shard-b.apps.example.com\nstatus:\n  conditions:\n  - {type: DNS, status: 'False', reason: RouterDNSInUse, message: dns shard-b.apps.example.com is held by router default/shard-b}\n")
+	var b strings.Builder
+	if err := DescribeRouter(&b, rt, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Condition:        DNS=False RouterDNSInUse: dns shard-b.apps.example.com is held by router default/shard-b"; !strings.Contains(b.String(), want) {
+		t.Errorf("describe router lacks %q:\n%s", want, b.String())
+	}
+}
