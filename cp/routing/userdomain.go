@@ -67,6 +67,10 @@ func CheckUserName(r *mesh.Route, zones []string, routers []*mesh.Router) *Error
 		}
 	}
 	if owner, _ := ZoneOwner(routers, r); owner != nil {
+		zone := strings.ToLower(strings.TrimSuffix(owner.DNS, "."))
+		if why := publicName(zone); why != "" {
+			return &Error{Reason: mesh.ReasonRouteNotAdmitted, Message: fmt.Sprintf("%s is in router %s's zone %s, which is not a domain of the operator's: %s", what, owner.Name, owner.DNS, why)}
+		}
 		return nil
 	}
 	given := "none given"

@@ -42,6 +42,10 @@ func TestCheckUserName(t *testing.T) {
 			t.Errorf("%s (%s): %v, want RouteNotAdmitted with %q", tt.route.Host, tt.route.WildcardPolicy, err, tt.want)
 		}
 	}
+	com := []*mesh.Router{router("evil", func(r *mesh.Router) { r.DNS = "com" })}
+	if err := CheckUserName(rt("ns", "a", "api.github.com", "", 1), nil, com); err == nil || !strings.Contains(err.Message, "router evil's zone com, which is not a domain of the operator's") {
+		t.Errorf("a user name in the zone of a router whose dns is a top-level domain: %v", err)
+	}
 	if err := CheckUserName(rt("ns", "a", "www.users.test", "", 1), nil, nil); err == nil || !strings.Contains(err.Message, "none given") {
 		t.Errorf("no users' zone given: %v", err)
 	}
