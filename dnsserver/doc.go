@@ -1,8 +1,9 @@
 // Package dnsserver is kuma-dp's resolver: CoreDNS embedded as a library (core/dnsserver
 // with the bind, kumavip, kumaroutes, cache and forward plugins, never coremain) answering
-// the VIP hostnames of a vipalloc.Table and the router shards' names (the zones the control
-// plane builds, answered by package authdns's engine: routezones.go) and forwarding every
-// other name to the host's resolvers.
+// the VIP hostnames of a vipalloc.Table and its mesh's router shards' names (the zones the
+// control plane builds for the mesh, answered by package authdns's engine: routezones.go; a
+// name a partial users' zone does not hold is forwarded) and forwarding every other name to
+// the host's resolvers.
 //
 // It owns: the generated Corefile (or a user template), the listening sockets (UDP and
 // TCP, bound by this package, not by Caddy), the kumavip plugin and its answers (A, AAAA,
