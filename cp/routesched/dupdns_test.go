@@ -13,6 +13,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -148,7 +149,8 @@ func (h *txnHook) Txn(ctx context.Context, ws ...store.Write) error {
 // (each is checked on the router as read). It used to re-read only the route and unbind
 // every one.
 func TestUnbindingChecksWhatThePassRead(t *testing.T) {
-	st := newStore(t)
+	c := etcdtest.Start(t, 3)
+	st := store.NewEtcd(c.Client(), "/kuma")
 	ctx := context.Background()
 	const doc = "type: Router\nname: a\ndns: a.apps.example.com\n"
 	put(t, st, mesh.KindRouter, "a", doc)
@@ -156,6 +158,7 @@ func TestUnbindingChecksWhatThePassRead(t *testing.T) {
 	if err := st.Delete(ctx, store.Key{Mesh: "default", Type: mesh.KindRouter, Name: "a"}, store.Any); err != nil {
 		t.Fatal(err)
 	}
+	c.Kill(0) // a member down, quorum kept: the checks hold on the members left
 	m := &Metrics{}
 	rc := &Reconciler{Store: &txnHook{Transactional: st, before: func() { put(t, st, mesh.KindRouter, "a", doc) }}, Metrics: m, Log: quiet}
 	next := pass(t, rc)
@@ -165,6 +168,7 @@ func TestUnbindingChecksWhatThePassRead(t *testing.T) {
 	if next.IsZero() || time.Until(next) > time.Second {
 		t.Errorf("next pass at %v: want one at once", next)
 	}
+	c.Restart(0)
 	pass(t, rc)
 	if got := len(bindingsOf(t, st)); got != 10 || m.Rescheduled.Load() != 0 {
 		t.Errorf("the next pass: %d bindings, %d unbound", got, m.Rescheduled.Load())
