@@ -118,47 +118,14 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 	}
 }
 
-// Unbind deletes a route's binding and puts it back to phase new, with reason and message
-// saying why and nothing else of the old binding left (no stale router, dns or ingress), in
-// one transaction compared on the route's version. A route already gone just loses its
-// binding.
-func Unbind(ctx context.Context, st store.Transactional, meshName, ns, name, reason, message string) error {
-	rk, bk := routeKey(meshName, ns, name), bindingKey(meshName, ns, name)
-	for attempt := 0; ; attempt++ {
-		it, err := st.Get(ctx, rk)
-		if errors.Is(err, store.ErrNotFound) {
-			if err := st.Delete(ctx, bk, store.Any); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		r, err := DecodeRoute(it)
-		if err != nil {
-			return err
-		}
-		r.CreationTime = time.Time{}
-		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseNew, Reason: reason, Message: message}
-		writes := []store.Write{{Key: rk, Doc: Encode(r), Expect: it.Version}}
-		bit, berr := st.Get(ctx, bk)
-		if berr == nil {
-			writes = append(writes, store.Write{Key: bk, Delete: true, Expect: bit.Version})
-		}
-		err = st.Txn(ctx, writes...)
-		if err == nil || !errors.Is(err, store.ErrConflict) || attempt >= 20 {
-			return err
-		}
-	}
-}
-
-// unbindAsRead is Unbind decided from a snapshot: the route and its binding as read (binding
-// nil: it had none), compared on the versions read and on guards - the other keys the
-// decision was made from (store.Write Check) - in one transaction, never on a newer read. A
-// route, binding or guarded key changed since gives store.ErrConflict and nothing is
-// written: the next pass decides again from what the store holds then.
-func unbindAsRead(ctx context.Context, st store.Transactional, route store.Item, r *mesh.Route, binding *store.Item, reason, message string, guards []store.Write) error {
+// unbind deletes a route's binding and puts it back to phase new, with reason and message
+// saying why and nothing else of the old binding left (no stale router, dns or ingress), as
+// decided from a snapshot: the route and its binding as read (binding nil: it had none),
+// compared on the versions read and on guards - the other keys the decision was made from
+// (store.Write Check) - in one transaction, never on a newer read. A route, binding or
+// guarded key changed since gives store.ErrConflict and nothing is written: the next pass
+// decides again from what the store holds then.
+func unbind(ctx context.Context, st store.Transactional, route store.Item, r *mesh.Route, binding *store.Item, reason, message string, guards []store.Write) error {
 	c := *r
 	c.CreationTime = time.Time{}
 	c.Status = &mesh.RouteStatus{Phase: mesh.PhaseNew, Reason: reason, Message: message}

@@ -84,7 +84,7 @@ func (rc *Reconciler) undo(ctx context.Context, meshName string, undo []undoing,
 		next = time.Now().Add(MassUnbindPause)
 	}
 	for _, u := range undo {
-		err := unbindAsRead(ctx, rc.Store, u.ri.it, u.ri.r, u.binding, u.reason, u.msg, u.guards)
+		err := unbind(ctx, rc.Store, u.ri.it, u.ri.r, u.binding, u.reason, u.msg, u.guards)
 		if errors.Is(err, store.ErrConflict) {
 			rc.Log.Info("the store changed since the pass read it: unbinding stops until the next pass", "mesh", meshName, "route", routing.RouteKey(u.ri.r))
 			return time.Now()
