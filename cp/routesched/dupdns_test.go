@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
@@ -78,18 +80,39 @@ func routerStatus(t *testing.T, st store.Store, name string) *mesh.RouterStatus 
 }
 
 // A router created with the dns of a router that serves ~10,000 routes: the older router
-// keeps its dns, its zone and every binding; the newcomer is the one in conflict, with a
+// keeps its dns, its zone (asked with real packets of the control plane's DNS, built from the
+// store as kuma-cp builds it) and every binding; the newcomer is the one in conflict, with a
 // condition naming the holder, and takes no routes; deleting it changes nothing. The first
 // router by name used to win, so the scheduler unbound every route of the older one (and
 // went on unbinding from its old snapshot after the newcomer was deleted).
 func TestRouterReusingADNSNeverTakesItsZone(t *testing.T) {
 	const n = 10000
 	st := newStore(t)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	holder := &mesh.Router{Meta: mesh.Meta{Name: "shard-b"}, DNS: "shard-b.apps.example.com"}
-	put(t, st, mesh.KindRouter, "shard-b", "type: Router\nname: shard-b\ndns: shard-b.apps.example.com\n")
+	put(t, st, mesh.KindRouter, "shard-b", "type: Router\nname: shard-b\ndns: shard-b.apps.example.com\ndataplanes: {kuma.io/service: gw-b}\n")
+	put(t, st, mesh.KindDataplane, "gw-b-1", gateway("gw-b-1", "10.2.0.1", "gw-b"))
+	put(t, st, mesh.KindDataplane, "gw-dup-1", gateway("gw-dup-1", "10.9.9.9", "gw-dup"))
 	time.Sleep(5 * time.Millisecond) // distinct creation times (milliseconds)
 	seedBound(t, st, holder, "shop", n)
+	srv, ask := shardDNS(ctx, t, st)
+	// shardB: once the zones are rebuilt after what was written since last, shard-b's
+	// replica answers its routes' names at the listener
+	const name = "shop-h1.shard-b.apps.example.com."
+	eventually(t, "the zones served at first", func() (bool, string) { return len(ask(name).Answer) == 1, "not yet" })
+	built := srv.Catalog()
+	shardB := func(when string) {
+		t.Helper()
+		eventually(t, "the zones rebuilt "+when, func() (bool, string) { return srv.Catalog() != built, "not yet" })
+		built = srv.Catalog()
+		if m := ask(name); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.2.0.1" {
+			t.Errorf("%s: shop/h1's name answered %v, want shard-b's replica 10.2.0.1", when, m)
+		}
+	}
+	if m := ask(name); m.Answer[0].(*dns.A).A.String() != "10.2.0.1" {
+		t.Fatalf("at first: %v", m)
+	}
 	m := &Metrics{}
 	rc := &Reconciler{Store: st, Metrics: m, Log: quiet}
 	pass(t, rc)
@@ -97,7 +120,7 @@ func TestRouterReusingADNSNeverTakesItsZone(t *testing.T) {
 		t.Fatalf("before the newcomer: %d bindings, %d unbound", got, m.Rescheduled.Load())
 	}
 
-	put(t, st, mesh.KindRouter, "dup-a", "type: Router\nname: dup-a\ndns: shard-b.apps.example.com\n")
+	put(t, st, mesh.KindRouter, "dup-a", "type: Router\nname: dup-a\ndns: shard-b.apps.example.com\ndataplanes: {kuma.io/service: gw-dup}\n")
 	put(t, st, mesh.KindRoute, mesh.RouteKeyName("blog", "new"), routeDoc("blog", "new", "new", ""))
 	pass(t, rc)
 	pass(t, rc) // the newcomer's status written by the first is read back
@@ -114,14 +137,7 @@ func TestRouterReusingADNSNeverTakesItsZone(t *testing.T) {
 	if s := routerStatus(t, st, "shard-b"); s != nil {
 		t.Errorf("the holder's status %+v: want none", s)
 	}
-	items, _, _, err := st.List(ctx, "", "", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
-	if z := cat.Zone("shard-b.apps.example.com"); z == nil || z.Router != "shard-b" {
-		t.Errorf("the control plane's DNS serves the zone for %+v, want shard-b", z)
-	}
+	shardB("with the newcomer")
 
 	if err := st.Delete(ctx, store.Key{Mesh: "default", Type: mesh.KindRouter, Name: "dup-a"}, store.Any); err != nil {
 		t.Fatal(err)
@@ -129,6 +145,33 @@ func TestRouterReusingADNSNeverTakesItsZone(t *testing.T) {
 	pass(t, rc)
 	if got := len(bindingsOf(t, st)); got != n+1 || m.Rescheduled.Load() != 0 {
 		t.Errorf("after the newcomer is deleted: %d bindings (want %d), %d unbound", got, n+1, m.Rescheduled.Load())
+	}
+	shardB("after the newcomer is deleted")
+}
+
+func gateway(name, ip, svc string) string {
+	return "type: Dataplane\nname: " + name + "\nnetworking:\n  address: " + ip + "\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: " + svc + "}\n"
+}
+
+// shardDNS runs the control plane's DNS on the store's zones, as kuma-cp does (a real
+// listener on a free port), and returns it and a function asking it for a name's A records.
+func shardDNS(ctx context.Context, t *testing.T, st store.Store) (*authdns.Server, func(name string) *dns.Msg) {
+	t.Helper()
+	srv, err := authdns.New(authdns.Config{Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Run(ctx)
+	go shardzones.Run(ctx, st, authdns.Input{}, nil, nil, quiet, func(z *shardzones.Zones) { srv.Swap(z.All) })
+	udp, _ := srv.Addrs()
+	return srv, func(name string) *dns.Msg {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeA)
+		m, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(req, udp.String())
+		if err != nil {
+			return &dns.Msg{}
+		}
+		return m
 	}
 }
 
