@@ -217,3 +217,12 @@ func TestServeUserZoneRefused(t *testing.T) {
 		}
 	}
 }
+
+// kuma-cp zones refuses the same --dns-user-zone values as serve, before reaching etcd.
+func TestZonesUserZoneRefused(t *testing.T) {
+	var out, errb bytes.Buffer
+	rc := dispatch([]string{"zones", "--etcd-endpoints", "http://127.0.0.1:1", "--dns-user-zone", "com"}, &out, &errb)
+	if rc != exitUsage || !strings.Contains(errb.String(), `kuma-cp zones: --dns-user-zone: users' zone "com": a top-level domain`) {
+		t.Errorf("exit %d: %s", rc, errb.String())
+	}
+}

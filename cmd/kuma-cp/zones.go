@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
@@ -34,6 +35,12 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	if *output != "zone" && *output != "json" {
 		fmt.Fprintf(stderr, "kuma-cp zones: -o %q: want zone or json\n", *output)
 		return exitUsage
+	}
+	for _, z := range *userZones {
+		if err := routing.CheckUserZone(z); err != nil {
+			fmt.Fprintf(stderr, "kuma-cp zones: --dns-user-zone: %v\n", err)
+			return exitUsage
+		}
 	}
 	cl, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ","), DialTimeout: 5 * time.Second})
 	if err != nil {
