@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -25,6 +26,8 @@ type Etcd struct {
 	// Timeout bounds each request, so that a store without quorum answers ErrUnavailable
 	// instead of hanging the writer.
 	Timeout time.Duration
+	health  atomic.Pointer[Health] // when set, requests are refused at once while it is down
+	members []member               // Client.Store's: each member alone, for Health
 }
 
 // envelope is what a key holds.
@@ -87,17 +90,21 @@ func (s *Etcd) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // attempts runs op (one request) until it gets an answer, within ctx: an attempt whose
 // answer is lost - the member it went to died, the leader changed, or no answer within per
-// (0: none; a write's share of the timeout, as a follower holding a proposal its dead leader
-// never committed answers only after etcd's own 5 s) - is made again. Every write is a
-// transaction compared on the revisions it read, so running it again is safe: once an
-// earlier attempt has landed the comparison fails, and the caller's else branch reads
-// whether it was its own (retried says an earlier attempt may have landed).
+// (a member frozen or cut off: the next attempt goes to another member; a write's per is a
+// share of the timeout, as a follower holding a proposal its dead leader never committed
+// answers only after etcd's own 5 s) - is made again. Every write is a transaction
+// compared on the revisions it read, so running it again is safe: once an earlier attempt
+// has landed the comparison fails, and the caller's else branch reads whether it was its
+// own (retried says an earlier attempt may have landed). While Health says no quorum is
+// reached, no attempt is made: the request is refused at once.
 func (s *Etcd) attempts(ctx context.Context, per time.Duration, op func(context.Context) error) (retried bool, err error) {
 	for {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if per > 0 {
-			actx, cancel = context.WithTimeout(ctx, per)
+		if h := s.health.Load(); h != nil {
+			if herr := h.Err(); herr != nil {
+				return retried, herr
+			}
 		}
+		actx, cancel := context.WithTimeout(ctx, per)
 		err = op(actx)
 		cancel()
 		if err == nil || !lost(err) || ctx.Err() != nil {
@@ -112,6 +119,12 @@ func (s *Etcd) attempts(ctx context.Context, per time.Duration, op func(context.
 	}
 }
 
+// Attempt timeouts: a small read or a write (a key, a batch of names) gets a quarter of the
+// request's timeout, a read of a whole range of values half of it, at least a second each:
+// a frozen member costs one such attempt, the next goes to another.
+func (s *Etcd) attemptSmall() time.Duration { return max(s.Timeout/4, time.Second) }
+func (s *Etcd) attemptLarge() time.Duration { return max(s.Timeout/2, time.Second) }
+
 // lost says whether a request's answer was lost (it may or may not have been applied).
 func lost(err error) bool {
 	switch status.Code(err) {
@@ -123,11 +136,20 @@ func lost(err error) bool {
 		errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
-// get reads (a linearizable read, made again when its answer is lost; each attempt has the
-// whole timeout: a large list may take long, and a read waits for a new leader, not for a
-// lost proposal).
-func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (r *clientv3.GetResponse, err error) {
-	_, err = s.attempts(ctx, 0, func(ctx context.Context) error {
+// get reads a key or a bounded range (a linearizable read, made again when its answer is
+// lost).
+func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.getAttempts(ctx, s.attemptSmall(), key, opts...)
+}
+
+// getRange reads a range of any size (a list of everything), each attempt with the larger
+// timeout.
+func (s *Etcd) getRange(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.getAttempts(ctx, s.attemptLarge(), key, opts...)
+}
+
+func (s *Etcd) getAttempts(ctx context.Context, per time.Duration, key string, opts ...clientv3.OpOption) (r *clientv3.GetResponse, err error) {
+	_, err = s.attempts(ctx, per, func(ctx context.Context) error {
 		r, err = s.c.Get(ctx, key, opts...)
 		return err
 	})
@@ -137,7 +159,7 @@ func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (
 // commit runs a transaction (made again when its answer is lost); retried says an earlier
 // attempt may have landed.
 func (s *Etcd) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (tr *clientv3.TxnResponse, retried bool, err error) {
-	retried, err = s.attempts(ctx, max(s.Timeout/4, time.Second), func(ctx context.Context) error {
+	retried, err = s.attempts(ctx, s.attemptSmall(), func(ctx context.Context) error {
 		tr, err = s.c.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 		return err
 	})
@@ -173,10 +195,13 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 		from = s.prefix + "/" + after + "\x00"
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-	if limit > 0 {
+	read := s.getRange
+	if limit > 0 && limit <= countBatch {
+		opts, read = append(opts, clientv3.WithLimit(int64(limit))), s.get
+	} else if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
 	}
-	r, err := s.get(ctx, from, opts...)
+	r, err := read(ctx, from, opts...)
 	if err != nil {
 		return nil, "", 0, unavailable("store: list", err)
 	}
@@ -391,7 +416,7 @@ func (s *Etcd) readRuns(ctx context.Context, runs [][2]string, rev int64) ([]Ite
 		}
 		runs = runs[n:]
 		var tr *clientv3.TxnResponse
-		_, err := s.attempts(ctx, 0, func(ctx context.Context) (err error) {
+		_, err := s.attempts(ctx, s.attemptLarge(), func(ctx context.Context) (err error) {
 			tr, err = s.c.Txn(ctx).Then(ops...).Commit()
 			return err
 		})
