@@ -82,14 +82,15 @@ func (c *Client) Close() error {
 	return c.Client.Close()
 }
 
-// slogCore is a zap core writing to a slog.Logger at debug level.
+// slogCore is a zap core writing the etcd client's warnings and errors to a slog.Logger at
+// debug level (its own debug lines, one per request, are dropped).
 type slogCore struct {
 	log    *slog.Logger
 	fields []zapcore.Field
 }
 
-func (c slogCore) Enabled(zapcore.Level) bool {
-	return c.log.Enabled(context.Background(), slog.LevelDebug)
+func (c slogCore) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.WarnLevel && c.log.Enabled(context.Background(), slog.LevelDebug)
 }
 
 func (c slogCore) With(fields []zapcore.Field) zapcore.Core {
