@@ -50,7 +50,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.store, "store", "dir", "where resources live: dir (--resources-dir, the default) or etcd (--etcd-endpoints; replicas, the write API)")
 	fs.StringVar(&c.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--store etcd)")
-	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of the resources in etcd")
+	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of this installation in etcd: one path segment (its keys are under /kuma/, /kuma-leader/, /kuma-presence/)")
 	fs.StringVar(&c.caFile, "etcd-ca-file", "", "CA (PEM) of etcd's certificate (TLS to etcd)")
 	fs.StringVar(&c.certFile, "etcd-cert-file", "", "client certificate (PEM) for etcd")
 	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
@@ -139,6 +139,8 @@ func (c *etcdConfig) check() error {
 	case c.replicaID == "" || strings.ContainsFunc(c.replicaID, func(r rune) bool { return r == '/' || r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		// inspect's REPLICAS names it as given: a presence key holds no '/', a comma joins them
 		return fmt.Errorf("--replica-id %q: want a name without '/', ',' or whitespace", c.replicaID)
+	case cpstore.ValidPrefix(c.prefix) != nil:
+		return fmt.Errorf("--etcd-prefix %q: %w", c.prefix, cpstore.ValidPrefix(c.prefix))
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
 	}
@@ -287,6 +289,7 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
 		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
 		gauge("kuma_cp_store_synced", "1 while the store is read and its changes followed (a quorum of etcd reached); 0 before, and while it is not (/ready says why).", func() float64 { return b(p.ready() == nil) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_store_unreadable_keys_total", Help: "Keys under the store's prefix found holding no resource (skipped; each version counted once, logged once)."}, func() float64 { return float64(p.st.Unreadable()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_scheduled_total", Help: "Route bindings made by this replica while leader."}, func() float64 { return float64(p.routes.Scheduled.Load()) }),

@@ -30,6 +30,7 @@ const (
 type Client struct {
 	*clientv3.Client
 	members []member
+	log     *slog.Logger
 }
 
 // member is one endpoint and a client of it alone.
@@ -51,7 +52,7 @@ func NewClient(cfg clientv3.Config, log *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{Client: main}
+	c := &Client{Client: main, log: log}
 	if len(cfg.Endpoints) > 1 {
 		for _, ep := range cfg.Endpoints {
 			one := cfg
@@ -67,10 +68,12 @@ func NewClient(cfg clientv3.Config, log *slog.Logger) (*Client, error) {
 	return c, nil
 }
 
-// Store is the store under prefix on c (NewEtcd), its Health steering c's requests.
+// Store is the store under prefix on c (NewEtcd), its Health steering c's requests, the
+// keys it skips logged (part=store).
 func (c *Client) Store(prefix string) *Etcd {
 	s := NewEtcd(c.Client, prefix)
 	s.members = c.members
+	s.Log = c.log.With("part", "store")
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,11 @@ type Etcd struct {
 	// Timeout bounds each request, so that a store without quorum answers ErrUnavailable
 	// instead of hanging the writer.
 	Timeout time.Duration
-	health  atomic.Pointer[Health] // when set, requests are refused at once while it is down
-	members []member               // Client.Store's: each member alone, for Health
+	// Log, when set, receives a line for each key found holding no resource (unreadable).
+	Log        *slog.Logger
+	health     atomic.Pointer[Health] // when set, requests are refused at once while it is down
+	members    []member               // Client.Store's: each member alone, for Health
+	unreadable unreadable
 }
 
 // envelope is what a key holds.
@@ -56,16 +60,25 @@ func NewEtcd(c *clientv3.Client, prefix string) *Etcd {
 
 func (s *Etcd) key(k Key) string { return s.prefix + "/" + k.Mesh + "/" + k.Type + "/" + k.Name }
 
-func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
+// keyOf is the resource key of an etcd key under the prefix.
+func (s *Etcd) keyOf(key string) (Key, error) {
 	parts := strings.SplitN(strings.TrimPrefix(key, s.prefix+"/"), "/", 3)
-	if len(parts) != 3 {
-		return Item{}, fmt.Errorf("store: key %q is not %s/<mesh>/<type>/<name>", key, s.prefix)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.Contains(parts[2], "/") {
+		return Key{}, fmt.Errorf("store: key %q is not %s/<mesh>/<type>/<name>", key, s.prefix)
+	}
+	return Key{parts[0], parts[1], parts[2]}, nil
+}
+
+func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
+	k, err := s.keyOf(key)
+	if err != nil {
+		return Item{}, err
 	}
 	var e envelope
 	if err := json.Unmarshal(val, &e); err != nil {
 		return Item{}, fmt.Errorf("store: key %q: %w", key, err)
 	}
-	return Item{Key: Key{parts[0], parts[1], parts[2]}, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
+	return Item{Key: k, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
 }
 
 // unavailable turns etcd's "no quorum / no leader / timeout / member gone" into
@@ -209,13 +222,14 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	for _, kv := range r.Kvs {
 		it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
 		if err != nil {
-			return nil, "", 0, err
+			s.skip(string(kv.Key), kv.ModRevision, err)
+			continue
 		}
 		out = append(out, it)
 	}
 	next := ""
-	if r.More && len(out) > 0 {
-		next = out[len(out)-1].Key.String()
+	if r.More && len(r.Kvs) > 0 { // after the last key read, a resource's or not
+		next = strings.TrimPrefix(string(r.Kvs[len(r.Kvs)-1].Key), s.prefix+"/")
 	}
 	return out, next, r.Header.Revision, nil
 }
@@ -427,7 +441,8 @@ func (s *Etcd) readRuns(ctx context.Context, runs [][2]string, rev int64) ([]Ite
 			for _, kv := range resp.GetResponseRange().GetKvs() {
 				it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
 				if err != nil {
-					return nil, err
+					s.skip(string(kv.Key), kv.ModRevision, err)
+					continue
 				}
 				out = append(out, it)
 			}
@@ -627,13 +642,15 @@ func (s *Etcd) Watch(ctx context.Context, from int64) <-chan Event {
 				for _, ev := range wr.Events {
 					e := Event{Revision: ev.Kv.ModRevision}
 					if ev.Type == clientv3.EventTypeDelete {
-						parts := strings.SplitN(strings.TrimPrefix(string(ev.Kv.Key), s.prefix+"/"), "/", 3)
-						if len(parts) == 3 {
-							e.Type, e.Item = Delete, Item{Key: Key{parts[0], parts[1], parts[2]}, Version: ev.Kv.ModRevision}
+						k, err := s.keyOf(string(ev.Kv.Key))
+						if err != nil {
+							continue // no resource's key: nothing to delete
 						}
+						e.Type, e.Item = Delete, Item{Key: k, Version: ev.Kv.ModRevision}
 					} else {
 						it, err := s.parse(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
 						if err != nil {
+							s.skip(string(ev.Kv.Key), ev.Kv.ModRevision, err)
 							continue
 						}
 						e.Type, e.Item = Put, it

@@ -107,7 +107,8 @@ func whileRenewed(ctx context.Context, sessDone <-chan struct{}, renewals <-chan
 func (s *Etcd) Leader(ctx context.Context, name string) (string, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	r, err := s.get(ctx, s.electionKey(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	// the election's keys (concurrency.Election's: name + "/" + lease), not another name's
+	r, err := s.get(ctx, s.electionKey(name)+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
 		return "", unavailable("store: leader of "+name, err)
 	}
