@@ -47,23 +47,11 @@ func startReplica(t *testing.T, endpoints []string, ttl time.Duration) *replica 
 		r.leading.Store(false)
 		r.lost.Add(1)
 	})
-	waitUntil(t, "the replica leads", 10*time.Second, func() bool { return r.leading.Load() })
+	testutil.WaitFor(t, "the replica leads", 10*time.Second, func() bool { return r.leading.Load() })
 	if _, err := r.s.Put(ctx, Key{"m", "T", "before"}, []byte("x"), 0); err != nil {
 		t.Fatal(err)
 	}
 	return r
-}
-
-func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // outage checks what a replica cut off from every member (by cut) shows, then that it
@@ -75,12 +63,12 @@ func (r *replica) outage(t *testing.T, ttl time.Duration, cut, heal func()) {
 	ctx := context.Background()
 	cut()
 	// liveness bounds: the design's are 0.7 TTL (Health) and 2/3 TTL (the lease)
-	took := waitUntil(t, "the outage known", ttl+2*time.Second, func() bool { return r.h.Err() != nil })
+	took := testutil.WaitFor(t, "the outage known", ttl+2*time.Second, func() bool { return r.h.Err() != nil })
 	t.Logf("outage known after %v (lease TTL %v): %v", took, ttl, r.h.Err())
 	if err := r.h.Err(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no quorum of etcd reached since") {
 		t.Fatalf("the outage's reason: %v", err)
 	}
-	waitUntil(t, "leadership given up", ttl+2*time.Second, func() bool { return !r.leading.Load() })
+	testutil.WaitFor(t, "leadership given up", ttl+2*time.Second, func() bool { return !r.leading.Load() })
 	start := time.Now()
 	_, err := r.s.Put(ctx, Key{"m", "T", "during"}, []byte("x"), 0)
 	if refused := time.Since(start); !errors.Is(err, ErrUnavailable) || refused > time.Second {
@@ -91,15 +79,15 @@ func (r *replica) outage(t *testing.T, ttl time.Duration, cut, heal func()) {
 		t.Fatalf("%d lines for one outage, want 1:\n%s", n, r.logs)
 	}
 	heal()
-	waitUntil(t, "the outage over", 15*time.Second, func() bool { return r.h.Err() == nil })
+	testutil.WaitFor(t, "the outage over", 15*time.Second, func() bool { return r.h.Err() == nil })
 	if n := strings.Count(r.logs.String(), "etcd quorum reached again"); n != 1 {
 		t.Fatalf("%d lines for the end of one outage, want 1:\n%s", n, r.logs)
 	}
-	waitUntil(t, "a write after the outage", 15*time.Second, func() bool {
+	testutil.WaitFor(t, "a write after the outage", 15*time.Second, func() bool {
 		_, err := r.s.Put(ctx, Key{"m", "T", "after"}, []byte("x"), 0)
 		return err == nil
 	})
-	waitUntil(t, "leading again", 15*time.Second, func() bool { return r.leading.Load() })
+	testutil.WaitFor(t, "leading again", 15*time.Second, func() bool { return r.leading.Load() })
 	if l := r.logs.String(); strings.Contains(l, `"level":`) || strings.Contains(l, "retrying of unary invoker") {
 		t.Fatalf("the etcd client's own lines at info level:\n%s", l)
 	}
