@@ -193,3 +193,51 @@ func TestFrozenMemberFailsNoCall(t *testing.T) {
 		t.Fatalf("%d of 36 calls failed with a member frozen:\n%s", len(failed), strings.Join(failed, "\n"))
 	}
 }
+
+// A watch whose member is cut off from this replica alone (its relay stops forwarding,
+// nothing closed) while the others answer: the watch asks for progress, hears nothing, and
+// starts again on another member - a write made meanwhile arrives within a few seconds,
+// not when gRPC keepalive gives the connection up (12 s). An idle watch on a cluster that
+// answers is never started again: etcd answers its progress requests.
+func TestWatchCutOffFromItsMemberMovesOn(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	relays := c.Relays()
+	cl, err := NewClient(clientv3.Config{Endpoints: etcdtest.URLs(relays), DialTimeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s := cl.Store("/kuma")
+	s.Timeout = 2 * time.Second // the watch asks for progress after 1 s of silence
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Health(2*time.Second, slog.New(slog.DiscardHandler)).Run(ctx)
+	_, _, rev, err := s.List(ctx, "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := s.Watch(ctx, rev)
+	time.Sleep(500 * time.Millisecond) // the watch's own start
+	started := watchStreams.Load()
+	time.Sleep(4 * time.Second)
+	if n := watchStreams.Load() - started; n != 0 {
+		t.Fatalf("an idle watch on a cluster that answers started again %d times", n)
+	}
+	other := NewEtcd(c.Client(), "/kuma")
+	for i, r := range relays { // one of them carries the watch
+		r.Pause()
+		k := Key{"m", "T", fmt.Sprint("while-", i, "-cut")}
+		if _, err := other.Put(ctx, k, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-events:
+			if e.Item.Key != k {
+				t.Fatalf("the watch gave %+v, want %s", e, k)
+			}
+		case <-time.After(8 * time.Second):
+			t.Fatalf("member %d cut off: the write made meanwhile did not reach the watch within 8 s", i)
+		}
+		r.Resume()
+	}
+}
