@@ -34,11 +34,10 @@ type Health struct {
 	every, grace time.Duration
 	log          *slog.Logger
 
-	mu      sync.Mutex
-	lastOK  time.Time // the last probe answered (or the start)
-	lastErr error     // the last probe's failure
-	down    error     // the outage's error while down, nil while up
-	since   time.Time // when the outage began
+	mu     sync.Mutex
+	lastOK time.Time // the last probe answered (or the start)
+	down   error     // the outage's error while down, nil while up
+	since  time.Time // when the outage began
 
 	missed []int // probes each member left unanswered in a row (Run's goroutine only)
 	left   []bool
@@ -67,20 +66,7 @@ func (h *Health) Run(ctx context.Context) {
 	h.missed, h.left = make([]int, len(h.s.members)), make([]bool, len(h.s.members))
 	for ctx.Err() == nil {
 		start := time.Now()
-		pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), h.every)
-		var wg sync.WaitGroup
-		answered := make([]bool, len(h.s.members))
-		for i, m := range h.s.members {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := m.c.Get(pctx, h.s.prefix, clientv3.WithSerializable(), clientv3.WithCountOnly())
-				answered[i] = err == nil
-			}()
-		}
-		_, err := h.s.c.Get(pctx, h.s.prefix, clientv3.WithCountOnly())
-		wg.Wait()
-		cancel()
+		answered, err := h.probe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -91,6 +77,26 @@ func (h *Health) Run(ctx context.Context) {
 		case <-time.After(h.every - time.Since(start)):
 		}
 	}
+}
+
+// probe reads from each member alone (answered) and through the quorum (err), all at once,
+// within the probe interval.
+func (h *Health) probe(ctx context.Context) (answered []bool, err error) {
+	pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), h.every)
+	defer cancel()
+	var wg sync.WaitGroup
+	answered = make([]bool, len(h.s.members))
+	for i, m := range h.s.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := m.c.Get(pctx, h.s.prefix, clientv3.WithSerializable(), clientv3.WithCountOnly())
+			answered[i] = err == nil
+		}()
+	}
+	_, err = h.s.c.Get(pctx, h.s.prefix, clientv3.WithCountOnly())
+	wg.Wait()
+	return answered, err
 }
 
 // steer keeps the client's requests on the members that answer: one is left out after two
@@ -142,10 +148,9 @@ func (h *Health) observe(err error, now time.Time) {
 		}
 		return
 	}
-	h.lastErr = err
 	if h.down == nil && now.Sub(h.lastOK) > h.grace {
 		h.since = h.lastOK
 		h.down = fmt.Errorf("%w: no quorum of etcd reached since %s (%v)", ErrUnavailable, h.lastOK.UTC().Format(time.RFC3339), err)
-		h.log.Warn("etcd quorum lost: serving agents the last resources read, refusing writes, leadership given up", "error", h.down)
+		h.log.Warn("etcd quorum lost: agents are served the last resources read, writes are refused, this replica does not lead", "error", h.down)
 	}
 }
