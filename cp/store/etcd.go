@@ -208,11 +208,12 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 		from = s.prefix + "/" + after + "\x00"
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-	read := s.getRange
-	if limit > 0 && limit <= countBatch {
-		opts, read = append(opts, clientv3.WithLimit(int64(limit))), s.get
-	} else if limit > 0 {
+	read := s.getRange // every key of the range: the larger attempt timeout
+	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
+		if limit <= countBatch {
+			read = s.get
+		}
 	}
 	r, err := read(ctx, from, opts...)
 	if err != nil {
