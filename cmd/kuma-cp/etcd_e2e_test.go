@@ -136,8 +136,9 @@ func metricValue(page, name string) float64 {
 // stop forwarding without closing a connection - says so within the lease TTL (2 s here):
 // /ready 503 with the reason, kuma_cp_store_synced 0, one log line; it no longer calls
 // itself the leader and get status names no stale leader; a write is refused within 1 s;
-// its agent is still served the last resources read. Healed: one line, ready again. (It
-// used to stay ready, synced and leader for 30 s and more, writes failing after 5 s.)
+// its agent is still served the last resources read. Healed: one line, ready again, and a
+// change applied through another replica during the partition reaches the agent. (It used
+// to stay ready, synced and leader for 30 s and more, writes failing after 5 s.)
 func TestE2EStoreOutage(t *testing.T) {
 	for _, fault := range []string{"every member killed", "partition"} {
 		t.Run(strings.ReplaceAll(fault, " ", "-"), func(t *testing.T) {
@@ -226,8 +227,16 @@ func TestE2EStoreOutage(t *testing.T) {
 				t.Fatalf("%d lines for one outage, want 1", n)
 			}
 
+			if fault == "partition" { // applied elsewhere meanwhile: reaches the agent once healed
+				_, _, api2 := e.startReplicaOn(c.Endpoints(), "replica-2")
+				e.kumaCP("apply", "-f", file("vo3.yaml", virtualOutbound("default", "{{service}}.{{version}}.elsewhere.mesh")),
+					"--api-url", "http://"+api2, "--admin-token-file", tok)
+			}
 			heal()
 			waitFor(t, "/ready 200 after the outage", 15*time.Second, func() bool { code, _ := ready(); return code == 200 })
+			if fault == "partition" {
+				waitFor(t, "the change applied elsewhere reaches the agent", 10*time.Second, func() bool { return ag.answers("httpbin.v1.elsewhere.mesh") })
+			}
 			waitFor(t, "the outage's end logged", 5*time.Second, func() bool { return r1.count("etcd quorum reached again") > 0 })
 			time.Sleep(time.Second)
 			if n := r1.count("etcd quorum reached again"); n != 1 {
