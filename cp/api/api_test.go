@@ -207,3 +207,26 @@ func TestMeshlessResourceOnlyUnderDefault(t *testing.T) {
 		t.Fatalf("apply: %+v %v", a, err)
 	}
 }
+
+// A DNSZone is the control plane's own: a write of one is refused, under any type's URL
+// and by apply before anything is written, with the reason; nothing is stored.
+func TestDNSZoneNeverApplied(t *testing.T) {
+	_, st, cl := startAPI(t)
+	zone := "type: DNSZone\nname: evil.test\norigin: evil.test\nzone: |\n  $ORIGIN evil.test.\n" +
+		"  @ 30 IN SOA ns.evil.test. h.evil.test. 1 300 60 1209600 30\n  $GENERATE 0-65535 a$ A 10.0.0.1\n"
+	for _, typ := range []string{"routers", "dnszones"} {
+		resp, body := put(t, cl, "/meshes/default/"+typ+"/evil.test", zone, token, "")
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("PUT under %s: %d %s", typ, resp.StatusCode, body)
+		}
+		if typ == "routers" && !strings.Contains(body, "built by the control plane") {
+			t.Errorf("PUT under %s does not say why: %s", typ, body)
+		}
+	}
+	if _, err := cl.Apply(context.Background(), "zone.yaml", []byte(voDoc+"---\n"+zone)); err == nil || !strings.Contains(err.Error(), `zone.yaml#2: dnszone "evil.test"`) {
+		t.Errorf("apply: %v", err)
+	}
+	if items, _, _, _ := st.List(context.Background(), "", "", "", 0); len(items) != 0 {
+		t.Fatalf("stored: %v", items)
+	}
+}
