@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kumadp/kuma-dp/cp/store"
+	cptoken "github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -234,8 +235,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 // authorized checks the admin token of a write.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
+	got, bearer := cptoken.FromBearer(r.Header.Get("Authorization"))
+	if s.AdminToken == "" || !bearer || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
 		fail(w, http.StatusUnauthorized, "admin token required", "writes need Authorization: Bearer <admin token> (kuma-cp ... --admin-token-file)")
 		return false
 	}
