@@ -13,7 +13,6 @@
 package api
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -378,23 +377,4 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) int {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
-}
-
-// ServeContext serves h on the listener until ctx ends.
-func ServeContext(ctx context.Context, srv *http.Server, serve func() error) error {
-	errc := make(chan error, 1)
-	go func() { errc <- serve() }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-errc
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}
 }
