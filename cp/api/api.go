@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -31,9 +30,6 @@ import (
 	cptoken "github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/mesh"
 )
-
-// MaxBody bounds a request body.
-const MaxBody = 4 << 20
 
 // Types maps the URL's type (Kuma's plural, lower case) to the resource kind.
 var Types = map[string]string{
@@ -70,6 +66,9 @@ type Server struct {
 
 	mu     sync.Mutex
 	writes map[int]uint64 // by status code, for metrics
+
+	decodeOnce sync.Once
+	decoding   decoding // the bytes decoded at once (cost.go)
 }
 
 // Writes returns the count of writes by HTTP status code.
@@ -105,6 +104,7 @@ type List struct {
 
 // Handler is the API's routes.
 func (s *Server) Handler() http.Handler {
+	s.decodeOnce.Do(func() { s.decoding = newDecoding() })
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /meshes/{mesh}/{type}/{name}", s.get)
 	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.counted(s.put))
@@ -295,11 +295,20 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 	if !ok {
 		return code
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil || len(body) > MaxBody {
-		fail(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("a resource is at most %d bytes", MaxBody))
+	body, code, ok := readBody(w, r)
+	if !ok {
+		return code
+	}
+	if msg := checkCost(sourceOf(k), body); msg != "" {
+		fail(w, http.StatusRequestEntityTooLarge, "document too large", msg)
 		return http.StatusRequestEntityTooLarge
 	}
+	release, err := s.decoding.acquire(r.Context(), len(body))
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "request ended", err.Error())
+		return http.StatusServiceUnavailable
+	}
+	defer release()
 	if msg := Check(k, body); msg != "" {
 		fail(w, http.StatusBadRequest, "invalid resource", msg)
 		return http.StatusBadRequest
@@ -343,7 +352,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 // one resource, of k's type, name and mesh. It returns the problem ("" when none), naming
 // file, field and value.
 func Check(k store.Key, doc []byte) string {
-	source := fmt.Sprintf("%s/%s/%s", k.Mesh, TypeOf(k.Type), k.Name)
+	source := sourceOf(k)
 	rs, err := mesh.Decode(source, doc)
 	if err != nil {
 		return err.Error()
@@ -366,6 +375,9 @@ func Check(k store.Key, doc []byte) string {
 	}
 	return ""
 }
+
+// sourceOf names a write's document in errors: mesh/type/name.
+func sourceOf(k store.Key) string { return fmt.Sprintf("%s/%s/%s", k.Mesh, TypeOf(k.Type), k.Name) }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) int {
 	k, expect, code, ok := s.target(w, r, store.Any)

@@ -89,7 +89,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 		return nil, fmt.Errorf("%s %s: %w (is kuma-cp serving its API there? --api-url)", method, c.URL+path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if resp.StatusCode >= 300 {
 		var ae apiError
 		fromAPI := true
