@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -109,5 +110,24 @@ func TestLargeWritesDecodeInTurn(t *testing.T) {
 		if code := <-done; code != http.StatusCreated {
 			t.Errorf("write: %d", code)
 		}
+	}
+}
+
+// apply checks the API's bounds on every document before writing any: a file whose second
+// document is over them names it, and the first is not written either.
+func TestApplyChecksTheBoundsFirst(t *testing.T) {
+	dir := t.TempDir()
+	cl := dirAPI(t, dir)
+	var big strings.Builder
+	big.WriteString("type: Dataplane\nmesh: default\nname: big\nnetworking:\n  address: 10.0.0.1\n  inbound:\n")
+	for i := 0; big.Len() < MaxBody+1; i++ {
+		fmt.Fprintf(&big, "  - port: %d\n    tags: {kuma.io/service: s%d}\n", 1+i%60000, i)
+	}
+	_, err := cl.Apply(context.Background(), "two.yaml", []byte(voDoc+"---\n"+big.String()))
+	if err == nil || !strings.Contains(err.Error(), `dataplane "big"`) || !strings.Contains(err.Error(), strconv.Itoa(MaxBody)) {
+		t.Fatalf("apply of a document over the bounds: %v", err)
+	}
+	if items, err := cl.List(context.Background(), "default", "virtualoutbounds"); err != nil || len(items) != 0 {
+		t.Fatalf("written before the check: %v %v", items, err)
 	}
 }
