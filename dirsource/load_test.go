@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -1108,9 +1109,7 @@ func TestDirLoaderRefusesDNSZoneFile(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, examplePolicies, dir)
 	zone := filepath.Join(dir, "zone.yaml")
-	must(t, os.WriteFile(zone, []byte("type: DNSZone\nname: evil.test\norigin: evil.test\nzone: |\n"+
-		"  $ORIGIN evil.test.\n  @ 30 IN SOA ns.evil.test. h.evil.test. 1 300 60 1209600 30\n"+
-		"  $GENERATE 0-65535 a$ A 10.0.0.1\n"), 0o644))
+	must(t, os.WriteFile(zone, []byte(testutil.GeneratingZone()), 0o644))
 	s, err := newDirLoader().Load(exampleDataplane, dir)
 	var rf *RefusedFiles
 	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Path != zone {

@@ -3,22 +3,13 @@ package mesh
 import (
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
-const zoneDoc = `type: Dataplane
-name: web-1
-networking:
-  address: 10.0.0.1
-  inbound: [{port: 80, tags: {kuma.io/service: web}}]
----
-type: DNSZone
-name: evil.test
-origin: evil.test
-zone: |
-  $ORIGIN evil.test.
-  @ 30 IN SOA ns.evil.test. h.evil.test. 1 300 60 1209600 30
-  $GENERATE 0-65535 a$ A 10.0.0.1
-`
+// zoneDoc is a Dataplane and a DNSZone in one file.
+var zoneDoc = "type: Dataplane\nname: web-1\nnetworking:\n  address: 10.0.0.1\n  inbound: [{port: 80, tags: {kuma.io/service: web}}]\n---\n" +
+	testutil.GeneratingZone()
 
 // A DNSZone is the control plane's: a file (or the store, or the API, which all decode with
 // Decode) holding one is refused, naming the document and the kind, and the file's other

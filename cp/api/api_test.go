@@ -13,6 +13,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 const voDoc = `type: VirtualOutbound
@@ -212,8 +213,7 @@ func TestMeshlessResourceOnlyUnderDefault(t *testing.T) {
 // and by apply before anything is written, with the reason; nothing is stored.
 func TestDNSZoneNeverApplied(t *testing.T) {
 	_, st, cl := startAPI(t)
-	zone := "type: DNSZone\nname: evil.test\norigin: evil.test\nzone: |\n  $ORIGIN evil.test.\n" +
-		"  @ 30 IN SOA ns.evil.test. h.evil.test. 1 300 60 1209600 30\n  $GENERATE 0-65535 a$ A 10.0.0.1\n"
+	zone := testutil.GeneratingZone()
 	for _, typ := range []string{"routers", "dnszones"} {
 		resp, body := put(t, cl, "/meshes/default/"+typ+"/evil.test", zone, token, "")
 		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {

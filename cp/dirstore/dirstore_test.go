@@ -155,14 +155,7 @@ conf:
 `, meshName, host)
 }
 
-const dnsZoneFile = `type: DNSZone
-name: evil.test
-origin: evil.test
-zone: |
-  $ORIGIN evil.test.
-  @ 30 IN SOA ns.evil.test. h.evil.test. 1 300 60 1209600 30
-  $GENERATE 0-65535 a$ A 10.0.0.1
-`
+var dnsZoneFile = testutil.GeneratingZone()
 
 // A DNSZone is only ever the control plane's own: a file of the resources directory holding
 // one is refused (logged with the file and the kind), also with --skip-validation, so no
