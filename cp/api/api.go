@@ -210,7 +210,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		meshName = ""
 	}
 	after := r.URL.Query().Get("after")
-	items, next, rev, err := s.Store.List(r.Context(), meshName, kind, after, size)
+	items, next, rev, err := s.page(r.Context(), meshName, kind, after, size)
 	if err != nil {
 		storeError(w, err)
 		return

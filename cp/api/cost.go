@@ -29,6 +29,43 @@ const (
 	decodeBudget = store.MaxDocBytes
 )
 
+// A list's page is bounded too (reads need no token): at most MaxPage resources (a size of
+// 0 or more is that), and no more once pageBytes of documents are in it; the store is read
+// listChunk resources at a time, so a page costs about pageBytes whatever the store holds.
+const (
+	MaxPage   = 1000
+	pageBytes = 4 << 20
+	listChunk = 100
+)
+
+// page is one page of a list: the resources after `after`, at most size (0: MaxPage), the
+// key the next page starts after ("" on the last) and the revision of the first read.
+func (s *Server) page(ctx context.Context, meshName, kind, after string, size int) (items []store.Item, next string, rev int64, err error) {
+	if size <= 0 || size > MaxPage {
+		size = MaxPage
+	}
+	n := 0
+	for {
+		chunk, more, r, err := s.Store.List(ctx, meshName, kind, after, min(size-len(items), listChunk))
+		if err != nil {
+			return nil, "", 0, err
+		}
+		if rev == 0 {
+			rev = r
+		}
+		for i, it := range chunk {
+			items, n = append(items, it), n+len(it.Doc)
+			if n >= pageBytes && (i < len(chunk)-1 || more != "") {
+				return items, it.Key.String(), rev, nil
+			}
+		}
+		if more == "" || len(items) >= size {
+			return items, more, rev, nil
+		}
+		after = more
+	}
+}
+
 // MaxResponse bounds what the client reads of a response.
 const MaxResponse = 4 << 20
 

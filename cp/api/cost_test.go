@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -129,5 +130,80 @@ func TestApplyChecksTheBoundsFirst(t *testing.T) {
 	}
 	if items, err := cl.List(context.Background(), "default", "virtualoutbounds"); err != nil || len(items) != 0 {
 		t.Fatalf("written before the check: %v %v", items, err)
+	}
+}
+
+// sliceStore lists items kept in key order, noting the limit of every read.
+type sliceStore struct {
+	store.Store
+	items  []store.Item
+	limits []int
+}
+
+func (s *sliceStore) List(_ context.Context, _, _, after string, limit int) ([]store.Item, string, int64, error) {
+	s.limits = append(s.limits, limit)
+	i := 0
+	for i < len(s.items) && after != "" && s.items[i].Key.String() <= after {
+		i++
+	}
+	end := len(s.items)
+	if limit > 0 && i+limit < end {
+		end = i + limit
+	}
+	next := ""
+	if end < len(s.items) {
+		next = s.items[end-1].Key.String()
+	}
+	return s.items[i:end], next, 7, nil
+}
+
+func (s *sliceStore) Count(context.Context, string, string, int64) (int, error) { return len(s.items), nil }
+
+// A list's page is bounded whatever is asked (reads need no token): at most MaxPage
+// resources (size 0 listed the whole store in one answer), no more once 4 MiB of documents
+// are in it, the store read a chunk at a time; the next links still give every resource
+// once.
+func TestListPageBounded(t *testing.T) {
+	st := &sliceStore{}
+	for i := range 2500 {
+		doc := "type: Dataplane\nmesh: default\nname: dp\n"
+		if i >= 2000 { // the last 500: 40 KB each, 20 MB in all
+			doc += "# " + strings.Repeat("x", 40<<10) + "\n"
+		}
+		st.items = append(st.items, store.Item{Key: store.Key{Mesh: "default", Type: "Dataplane", Name: fmt.Sprintf("dp-%05d", i)}, Doc: []byte(doc)})
+	}
+	srv := httptest.NewServer((&Server{Store: st}).Handler())
+	t.Cleanup(srv.Close)
+	next, seen, pages := "/meshes/default/dataplanes", 0, 0
+	for next != "" && pages < 50 {
+		resp, err := http.Get(srv.URL + next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l List
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) > MaxPage {
+			t.Errorf("page %d: %d resources, over %d", pages, len(l.Items), MaxPage)
+		}
+		bytes := 0
+		for _, it := range l.Items {
+			bytes += len(it.Spec)
+		}
+		if bytes > pageBytes+(41<<10) {
+			t.Errorf("page %d: %d bytes of documents", pages, bytes)
+		}
+		seen, next, pages = seen+len(l.Items), l.Next, pages+1
+	}
+	if seen != len(st.items) || pages < 5 {
+		t.Errorf("%d resources in %d pages, want all %d in pages of at most %d resources or 4 MiB", seen, pages, len(st.items), MaxPage)
+	}
+	for _, n := range st.limits {
+		if n <= 0 || n > listChunk {
+			t.Fatalf("the store was asked for %d resources at once: %v", n, st.limits)
+		}
 	}
 }
