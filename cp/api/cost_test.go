@@ -157,7 +157,9 @@ func (s *sliceStore) List(_ context.Context, _, _, after string, limit int) ([]s
 	return s.items[i:end], next, 7, nil
 }
 
-func (s *sliceStore) Count(context.Context, string, string, int64) (int, error) { return len(s.items), nil }
+func (s *sliceStore) Count(context.Context, string, string, int64) (int, error) {
+	return len(s.items), nil
+}
 
 // A list's page is bounded whatever is asked (reads need no token): at most MaxPage
 // resources (size 0 listed the whole store in one answer), no more once 4 MiB of documents
