@@ -575,8 +575,8 @@ func (hg *hostnameGeneratorIn) toHostnameGenerator(d *decoder, specPath string) 
 		out.Spec.TargetRef = *s.TargetRef
 	case s.Selector != nil:
 		// Kuma's generators for MeshService and MeshMultiZoneService (it creates some in
-		// every zone) are kept with their kind: they select nothing here, where services
-		// are kuma.io/service tags, rather than refuse the mesh they come in.
+		// every zone) are kept with their kind (a MeshMultiZoneService's selects nothing
+		// here) rather than refuse the mesh they come in.
 		var kinds []string
 		for _, k := range []struct {
 			kind string

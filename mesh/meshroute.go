@@ -235,21 +235,17 @@ func (v *validator) topRef(r *PolicyRef) {
 	}
 }
 
-// toRef checks a to[].targetRef: a MeshService (by name, or by labels), or a MeshExternalService.
+// toRef checks a to[].targetRef: a MeshService (by name, or by labels).
 func (v *validator) toRef(p string, r PolicyRef) {
 	switch r.Kind {
 	case KindMeshService:
 		if r.Name == "" && len(r.Labels) == 0 {
 			v.errorf(p+".name", "", "required (the MeshService's name, or a kuma.io/service), or labels")
 		}
-	case KindMeshExternalService:
-		if r.Name == "" {
-			v.errorf(p+".name", "", "required")
-		}
 	case "":
-		v.errorf(p+".kind", "", "required: %s or %s", KindMeshService, KindMeshExternalService)
+		v.errorf(p+".kind", "", "required: %s", KindMeshService)
 	default:
-		v.errorf(p+".kind", r.Kind, "must be %s or %s (Mesh is a gateway's, which this agent does not configure)", KindMeshService, KindMeshExternalService)
+		v.errorf(p+".kind", r.Kind, "must be %s (routes to a MeshExternalService, and a gateway's Mesh, are not acted on here)", KindMeshService)
 	}
 }
 

@@ -122,7 +122,7 @@ spec:
     rules: [{default: {backendRefs: [{kind: MeshService, name: x, port: 70000}]}}, {default: {}}]
 `))
 	for _, w := range []string{
-		`meshtcproute "t": spec.to[0].targetRef.kind: must be MeshService or MeshExternalService (Mesh is a gateway's, which this agent does not configure) (value "Mesh")`,
+		`meshtcproute "t": spec.to[0].targetRef.kind: must be MeshService (routes to a MeshExternalService, and a gateway's Mesh, are not acted on here) (value "Mesh")`,
 		`meshtcproute "t": spec.to[0].rules: exactly one rule (Kuma's MeshTCPRoute has one) (value "2")`,
 		`meshtcproute "t": spec.to[0].rules[0].default.backendRefs[0].port: port must be 1-65535 (value "70000")`,
 	} {
