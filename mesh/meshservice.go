@@ -114,7 +114,7 @@ func (ms *MeshService) SelectsInbound(dp *Dataplane, in *Inbound) bool {
 	case sel.DataplaneRef != nil:
 		return sel.DataplaneRef.Name == dp.Name
 	case sel.DataplaneLabels != nil:
-		return labelsMatch(sel.DataplaneLabels.MatchLabels, dp.Labels)
+		return LabelsMatch(sel.DataplaneLabels.MatchLabels, dp.Labels)
 	}
 	return false
 }
@@ -136,8 +136,9 @@ func (ms *MeshService) Endpoints(dps []*Dataplane, p *MeshServicePort, add func(
 	}
 }
 
-// labelsMatch reports whether every entry of sel is in labels (an empty sel matches all).
-func labelsMatch(sel, labels map[string]string) bool {
+// LabelsMatch reports whether every entry of sel is in labels (an empty sel matches all):
+// Kuma's matchLabels and a targetRef's labels.
+func LabelsMatch(sel, labels map[string]string) bool {
 	for k, v := range sel {
 		if got, ok := labels[k]; !ok || got != v {
 			return false

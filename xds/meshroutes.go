@@ -127,18 +127,9 @@ func (k *kumaRoutes) selectsSelf(r *mesh.PolicyRef) bool {
 			}
 			return self.Name == name || self.Name == r.Name
 		}
-		return labelsMatch(r.Labels, self.Labels)
+		return mesh.LabelsMatch(r.Labels, self.Labels)
 	}
 	return false
-}
-
-func labelsMatch(sel, labels map[string]string) bool {
-	for k, v := range sel {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // refNames reports whether a targetRef (of kind MeshService) names MeshService ms: by
@@ -146,7 +137,7 @@ func labelsMatch(sel, labels map[string]string) bool {
 // by labels.
 func refNames(r *mesh.PolicyRef, ms *mesh.MeshService) bool {
 	if r.Name == "" {
-		return len(r.Labels) > 0 && labelsMatch(r.Labels, ms.Labels)
+		return len(r.Labels) > 0 && mesh.LabelsMatch(r.Labels, ms.Labels)
 	}
 	if ms.Name != r.Name && ms.Labels[mesh.DisplayNameLabel] != r.Name {
 		return false
