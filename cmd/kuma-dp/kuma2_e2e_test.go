@@ -164,3 +164,30 @@ func namedObject(t *testing.T, doc, name string) string {
 	b, _ := json.Marshal(f)
 	return string(b)
 }
+
+// --mesh-service-cidr moves the MeshServices' VIPs; a pool overlapping the external one is
+// a usage error naming the flag.
+func TestKuma2MeshServiceCIDR(t *testing.T) {
+	dpFile, policies := kuma2Paths("universal")
+	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies, "--mesh-service-cidr", "10.9.0.0/16")
+	if code != exitOK || !strings.Contains(out, "backend.kuma-demo.mesh") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "  HostnameGenerator/") {
+			continue
+		}
+		rows++
+		if !strings.Contains(line, " 10.9.") {
+			t.Errorf("a MeshService name outside 10.9.0.0/16: %s", line)
+		}
+	}
+	if rows != 5 {
+		t.Errorf("%d MeshService names, want 5:\n%s", rows, out)
+	}
+	code, _, errOut = vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies, "--mesh-service-cidr", "242.0.0.0/8")
+	if code != exitUsage || !strings.Contains(errOut, `--mesh-service-cidr "242.0.0.0/8": overlaps ExternalCIDR 242.0.0.0/8`) {
+		t.Errorf("an overlapping pool: exit %d, %s", code, errOut)
+	}
+}
