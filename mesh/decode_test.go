@@ -616,6 +616,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("type: VirtualHost\nname: v\ntags: {kuma.io/service: '*'}\nhost: '{{tag kuma.io/service}}'\nport: 80\n---\n[1, {a: b}]"))
 	f.Add([]byte(`[{"type":"TrafficRoute","name":"r","sources":[{"match":{"service":"a"}}]}]`))
 	f.Add([]byte("kind: MeshExternalService\nmetadata: {name: m}\nspec: {match: {type: HostnameGenerator, port: 1}, endpoints: [{address: unix:///x}]}\n"))
+	f.Add([]byte("kind: MeshService\nmetadata: {name: s, namespace: n}\nspec: {selector: {dataplaneTags: {app: a}}, ports: [{port: 80, targetPort: {name: http}}]}\n"))
+	f.Add([]byte("type: MeshHTTPRoute\nname: r\nspec:\n  to: [{targetRef: {kind: MeshService, name: b}, rules: [{matches: [{path: {type: PathPrefix, value: /a}}], " +
+		"default: {filters: [{type: RequestMirror, requestMirror: {percentage: 5, backendRef: {kind: MeshService, name: b}}}]}}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, err := Decode("fuzz.yaml", data)
 		if err != nil {
