@@ -216,6 +216,12 @@ func (v *validator) topRef(r *PolicyRef) {
 		v.errorf(p+".kind", r.Kind, "must be one of %s (this agent configures the dataplanes it selects)", strings.Join(topRefKinds, ", "))
 		return
 	}
+	if len(r.Tags) > 0 && r.Kind != RefMeshSubset && r.Kind != RefMeshServiceSubset {
+		v.errorf(p+".tags", "", "only for %s and %s", RefMeshSubset, RefMeshServiceSubset)
+	}
+	if r.Name != "" && (r.Kind == RefMesh || r.Kind == RefMeshSubset) {
+		v.errorf(p+".name", r.Name, "not for %s", r.Kind)
+	}
 	switch r.Kind {
 	case RefMeshSubset:
 		if len(r.Tags) == 0 {
@@ -237,6 +243,12 @@ func (v *validator) topRef(r *PolicyRef) {
 
 // toRef checks a to[].targetRef: a MeshService (by name, or by labels).
 func (v *validator) toRef(p string, r PolicyRef) {
+	if len(r.Tags) > 0 {
+		v.errorf(p+".tags", "", "a to[].targetRef names a MeshService: a subset is a backendRef's (kind %s)", RefMeshServiceSubset)
+	}
+	if len(r.ProxyTypes) > 0 {
+		v.errorf(p+".proxyTypes", "", "only for a top-level targetRef")
+	}
 	switch r.Kind {
 	case KindMeshService:
 		if r.Name == "" && len(r.Labels) == 0 {
@@ -267,6 +279,12 @@ func (v *validator) backendRef(p string, b *RouteBackendRef) {
 	}
 	if b.Name == "" {
 		v.errorf(p+".name", "", "required")
+	}
+	if b.SectionName != "" {
+		v.errorf(p+".sectionName", b.SectionName, "a backendRef names its MeshService's port with port")
+	}
+	if len(b.Labels) > 0 || len(b.ProxyTypes) > 0 {
+		v.errorf(p, "", "a backendRef names its destination by name (labels and proxyTypes are a targetRef's)")
 	}
 	if b.Kind == RefMeshServiceSubset && len(b.Tags) == 0 {
 		v.errorf(p+".tags", "", "required for %s", b.Kind)

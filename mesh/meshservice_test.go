@@ -117,14 +117,21 @@ func TestKuma2Errors(t *testing.T) {
 	_, err := Decode("f.yaml", []byte(`type: MeshTCPRoute
 name: t
 spec:
+  targetRef: {kind: Mesh, name: all, tags: {a: b}}
   to:
   - targetRef: {kind: Mesh}
-    rules: [{default: {backendRefs: [{kind: MeshService, name: x, port: 70000}]}}, {default: {}}]
+    rules: [{default: {backendRefs: [{kind: MeshService, name: x, port: 70000, sectionName: http}]}}, {default: {}}]
+  - targetRef: {kind: MeshService, name: y, tags: {version: v1}}
+    rules: [{default: {}}]
 `))
 	for _, w := range []string{
 		`meshtcproute "t": spec.to[0].targetRef.kind: must be MeshService (routes to a MeshExternalService, and a gateway's Mesh, are not acted on here) (value "Mesh")`,
 		`meshtcproute "t": spec.to[0].rules: exactly one rule (Kuma's MeshTCPRoute has one) (value "2")`,
 		`meshtcproute "t": spec.to[0].rules[0].default.backendRefs[0].port: port must be 1-65535 (value "70000")`,
+		`meshtcproute "t": spec.to[0].rules[0].default.backendRefs[0].sectionName: a backendRef names its MeshService's port with port (value "http")`,
+		`meshtcproute "t": spec.targetRef.tags: only for MeshSubset and MeshServiceSubset`,
+		`meshtcproute "t": spec.targetRef.name: not for Mesh (value "all")`,
+		`meshtcproute "t": spec.to[1].targetRef.tags: a to[].targetRef names a MeshService: a subset is a backendRef's (kind MeshServiceSubset)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("missing %s in %v", w, err)
