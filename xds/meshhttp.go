@@ -340,7 +340,7 @@ func (g *generator) kumaRoute(name string, m mesh.HTTPRouteMatch, rule mergedRul
 			if p := u.Path; p != nil {
 				switch p.Type {
 				case "ReplaceFullPath":
-					action.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: ".*"}, Substitution: p.ReplaceFullPath}
+					action.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^.*$"}, Substitution: p.ReplaceFullPath}
 				case "ReplacePrefixMatch":
 					action.PrefixRewrite = p.ReplacePrefixMatch
 				}

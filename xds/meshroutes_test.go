@@ -235,7 +235,7 @@ spec:
 	want := strings.Join([]string{
 		"all/rules[0]/matches[0]: prefix /api/ ?v=2 -> meshservice_backend_80{version=v2}:3 meshservice_backend_80:1 rewrite /v2/ req+x-a=b(APPEND_IF_EXISTS_OR_ADD) req-x-debug",
 		"all/rules[1]/matches[0]: segments /old -> redirect https new.example.com:8443 MOVED_PERMANENTLY",
-		"all/rules[2]/matches[0]: regex ^/u/[0-9]+$ :method=GET -> meshservice_backend_80 rewrite .*=>/users host users.internal resp+x-served=1(APPEND_IF_EXISTS_OR_ADD)",
+		"all/rules[2]/matches[0]: regex ^/u/[0-9]+$ :method=GET -> meshservice_backend_80 rewrite ^.*$=>/users host users.internal resp+x-served=1(APPEND_IF_EXISTS_OR_ADD)",
 		"backend.mesh.local: prefix / -> meshservice_backend_80",
 	}, "\n")
 	if got != want {
