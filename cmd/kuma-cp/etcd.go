@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
@@ -33,6 +32,7 @@ import (
 type etcdConfig struct {
 	store, endpoints, prefix, caFile, certFile, keyFile, username, passwordFile string
 	apiAddress, adminTokenFile, replicaID                                       string
+	apiHTTP                                                                     connlimit.HTTPConfig // the API port's limits (bindHTTPFlags)
 	leaseTTL                                                                    time.Duration
 	dns                                                                         dnsConfig
 	routeStrategy                                                               string
@@ -152,6 +152,7 @@ type etcdParts struct {
 	st       *cpstore.Etcd
 	feed     *fanout.Feed
 	apiSrv   *api.Server
+	api      *connlimit.HTTP
 	apiAddr  string
 	dnsAddr  string
 	leader   atomic.Bool
@@ -202,11 +203,10 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go cp.ShareAgents(ctx, agents, time.Second)
 	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status,
 		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) }}
-	ln, err := net.Listen("tcp", c.apiAddress)
-	if err != nil {
+	if p.api, err = connlimit.ListenHTTP(c.apiAddress, c.apiHTTP, p.apiSrv.Handler()); err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
-	p.apiAddr = ln.Addr().String()
+	p.apiAddr = p.api.Addr().String()
 	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
@@ -215,8 +215,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		udp, _ := dns.Addrs()
 		p.dnsAddr = udp.String()
 	}
-	srv := &http.Server{Handler: p.apiSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
+	go p.api.Serve(ctx)
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
 		p.leader.Store(true)
 		log.Info("this replica is the leader", "replica", c.replicaID)
