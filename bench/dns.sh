@@ -149,7 +149,13 @@ for s in $SERVERS; do
 done
 
 # ------------------------------------------------------------ measure ----
-ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# ticks PID: utime+stime of the process and of its children alive (nsd serves from a child).
+ticks() {
+  local t=0 c
+  t=$(sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}')
+  for c in $(pgrep -P "$1"); do t=$((t + $(ticks "$c"))); done
+  echo "$t"
+}
 HZ=$(getconf CLK_TCK)
 RAW=$BENCH/run/raw.tsv
 : > "$RAW"
