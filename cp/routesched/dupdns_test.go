@@ -264,3 +264,15 @@ func TestRouteUnderAnotherKeyLeftAlone(t *testing.T) {
 		t.Errorf("the route under another key: %s, %d unbound, %d bindings", it.Doc, m.Rescheduled.Load(), len(bindingsOf(t, st)))
 	}
 }
+
+// A router's status is the scheduler's: a condition written with the router is replaced by
+// what the scheduler finds (here none: its dns is its own).
+func TestRouterStatusIsTheSchedulers(t *testing.T) {
+	st := newStore(t)
+	put(t, st, mesh.KindRouter, "a", routerDoc("a", "")+"status:\n  conditions: [{type: DNS, status: 'False', reason: RouterDNSInUse, message: forged}]\n")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Log: quiet}
+	pass(t, rc)
+	if s := routerStatus(t, st, "a"); s != nil {
+		t.Errorf("the forged status stayed: %+v", s)
+	}
+}
