@@ -285,6 +285,18 @@ func TestUserNameUnderAShardNameKeepsIt(t *testing.T) {
 			t.Errorf("%s: %s %q, want %q", name, dns.RcodeToString[m.Rcode], got, want)
 		}
 	}
+	// the prepared form (the UDP fast path, the agents' too) answers the kept name the same
+	req := new(dns.Msg)
+	req.SetQuestion("shop-www."+s1, dns.TypeA)
+	p, err := req.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, ok := cat.AppendAnswer(nil, p, true)
+	got := new(dns.Msg)
+	if !ok || got.Unpack(out) != nil || sections(got) != sections(cat.Reply(req, false)) {
+		t.Errorf("the prepared answer for shop-www (taken %v):\n%v\nthe engine's:\n%v", ok, got, cat.Reply(req, false))
+	}
 	m := ask(t, cat, "a.shop-www."+s1, dns.TypeCNAME)
 	if got := rrStrings(m.Answer); !slices.Equal(got, []string{"a.shop-www." + s1 + " CNAME router-shard1." + s1}) {
 		t.Errorf("the user name: %q", got)
