@@ -176,16 +176,6 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 }
 
-func countOPT(m *dns.Msg) int {
-	n := 0
-	for _, rr := range m.Extra {
-		if rr.Header().Rrtype == dns.TypeOPT {
-			n++
-		}
-	}
-	return n
-}
-
 // transfer serves AXFR, and IXFR with the whole zone (RFC 1995 4 allows it), to an allowed
 // client over TCP. Over UDP, an IXFR gets the current SOA (the client then asks over TCP)
 // and an AXFR is refused.

@@ -190,3 +190,33 @@ func TestZoneTransfer(t *testing.T) {
 		t.Errorf("AXFR of a foreign zone: %s", dns.RcodeToString[r.Rcode])
 	}
 }
+
+// An OPT record owned by another name than the root, or outside the additional section, is
+// a FORMERR (RFC 6891 6.1.1), as nsd answers it; DO is echoed (RFC 3225 3), on both paths.
+func TestOPTPlacementAndDO(t *testing.T) {
+	cat, _ := Build(fixture(), nil)
+	s := startServer(t, Config{}, cat)
+	notRoot := new(dns.Msg)
+	notRoot.SetQuestion("x.shard1.apps.example.com.", dns.TypeA)
+	notRoot.SetEdns0(1232, false)
+	notRoot.Extra[0].Header().Name = "example.org."
+	inAnswer := new(dns.Msg)
+	inAnswer.SetQuestion("x.shard1.apps.example.com.", dns.TypeA)
+	inAnswer.SetEdns0(1232, false)
+	inAnswer.Answer, inAnswer.Extra = inAnswer.Extra, nil
+	for what, q := range map[string]*dns.Msg{"OPT not at the root": notRoot, "OPT in the answer section": inAnswer} {
+		if r := exchange(t, s, "udp", q); r.Rcode != dns.RcodeFormatError {
+			t.Errorf("%s: %s, want FORMERR", what, dns.RcodeToString[r.Rcode])
+		}
+	}
+	for _, qtype := range []uint16{dns.TypeA, dns.TypeANY} { // the prepared path, the full one
+		q := new(dns.Msg)
+		q.SetQuestion("x.shard1.apps.example.com.", qtype)
+		q.SetEdns0(1232, true)
+		for _, net := range []string{"udp", "tcp"} {
+			if r := exchange(t, s, net, q); r.IsEdns0() == nil || !r.IsEdns0().Do() {
+				t.Errorf("%s %s with DO: the answer's OPT is %v, want DO set", net, dns.TypeToString[qtype], r.IsEdns0())
+			}
+		}
+	}
+}
