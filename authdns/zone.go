@@ -28,7 +28,7 @@ type Router struct {
 	// Replicas are the router's gateway dataplanes.
 	Replicas []Replica
 	// Revision is the store revision of the newest input of this zone (the router, its
-	// replicas' readiness, the routes in it); it seeds the SOA serial (see Serials).
+	// replicas' readiness, the routes in it); it seeds the SOA serial (see NextSerial).
 	Revision int64
 }
 
@@ -111,6 +111,13 @@ type Zone struct {
 // Serial is the zone's SOA serial.
 func (z *Zone) Serial() uint32 { return z.SOA.Serial }
 
+// Hash identifies the zone's content, serial aside: zones of equal content have equal hashes
+// (0 for a zone read by ParseZone).
+func (z *Zone) Hash() uint64 { return z.hash }
+
+// Revision is the store revision of the zone's newest input (0 for a zone read by ParseZone).
+func (z *Zone) Revision() int64 { return z.rev }
+
 // Catalog is the set of zones served at one time, immutable once built.
 type Catalog struct {
 	zones   map[string]*Zone
@@ -145,9 +152,9 @@ func (c *Catalog) find(name string) *Zone {
 	return nil
 }
 
-// Build turns the input into zones. Serials come from serials (nil: each zone's Revision).
-// Problems name what could not be served; everything else is.
-func Build(in Input, serials *Serials) (*Catalog, []Problem) {
+// Build turns the input into zones. Serials come from serials (nil: NextSerial(0, each
+// zone's Revision)). Problems name what could not be served; everything else is.
+func Build(in Input, serials SerialSource) (*Catalog, []Problem) {
 	b := builder{in: in, cat: &Catalog{zones: map[string]*Zone{}}}
 	routers := map[string]*Router{}
 	for i := range in.Routers {
@@ -165,7 +172,11 @@ func Build(in Input, serials *Serials) (*Catalog, []Problem) {
 	}
 	for _, z := range b.cat.zones {
 		z.hash = z.contentHash()
-		z.SOA.Serial = serials.next(z.Origin, z.hash, z.rev)
+		if serials == nil {
+			z.SOA.Serial = NextSerial(0, z.rev)
+		} else {
+			z.SOA.Serial = serials.Serial(z.Origin, z.hash, z.rev)
+		}
 	}
 	b.cat.prepare()
 	return b.cat, b.problems

@@ -94,7 +94,8 @@ func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 
 // shardDNS builds the zones of the router shards from the store and serves them: to the
 // agents' resolvers through feed always, and authoritatively on --dns-address when given.
-func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+// The zones' serials are kept in etcd on cl, written by the leader (leading).
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv3.Client, leading func() bool, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
 	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
@@ -124,7 +125,8 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 		go pres.Run(ctx)
 		shared = pres
 	}
-	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, log, sinks...)
+	serials := shardzones.NewSerials(cl, c.prefix, leading, log)
+	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, serials, log, sinks...)
 	return srv, nil
 }
 
@@ -200,7 +202,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = ln.Addr().String()
-	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
+	dns, err := c.shardDNS(ctx, p.st, cl, p.leader.Load, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
 	}

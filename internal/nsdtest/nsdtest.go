@@ -31,6 +31,9 @@ type Config struct {
 	Zones []Zone
 	// Key (name, base64 HMAC-SHA256 secret) signs transfers and NOTIFY; "" for none.
 	KeyName, KeySecret string
+	// Port to serve on (0: a free one). A port picked beforehand can race with another
+	// process: give one only when the address is needed before nsd starts.
+	Port int
 	// Minimal: nsd's minimal-responses (no NS set in the authority section of positive
 	// answers, no additional data but what a referral or an NS answer needs).
 	Minimal bool
@@ -48,7 +51,10 @@ func Start(t testing.TB, cfg Config) string {
 	if os.Geteuid() != 0 {
 		t.Skip("nsd needs root here (it opens its files as the user it runs as): run as root")
 	}
-	port := testutil.FreeDNSPort(t)
+	port := cfg.Port
+	if port == 0 {
+		port = testutil.FreeDNSPort(t)
+	}
 	dir := t.TempDir()
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `server:

@@ -1,0 +1,214 @@
+package shardzones
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/nsdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
+)
+
+const (
+	zoneOrigin = "shard1.apps.test."
+	xfrKey     = "kuma-xfr"
+	xfrSecret  = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTEyMzQ=" // base64
+)
+
+// cpReplica is one control-plane replica as kuma-cp serve runs it: the zones from the store
+// (Run), their serials in etcd (Serials, written while it leads), readiness shared through
+// Presence, and an authoritative DNS server that NOTIFYs the secondary.
+type cpReplica struct {
+	id        string
+	addr      string // the DNS server's address, kept over restarts (the secondary's primary)
+	connected sync.Map
+	leader    atomic.Bool
+	srv       *authdns.Server
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+}
+
+func startReplica(t *testing.T, c *etcdtest.Cluster, id, addr, secondary string) *cpReplica {
+	t.Helper()
+	r := &cpReplica{id: id}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	srv, err := authdns.New(authdns.Config{Address: addr, TSIG: map[string]string{xfrKey: xfrSecret},
+		Secondaries: []string{secondary}, NotifyKey: xfrKey, NotifyTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv = srv
+	_, tcp := srv.Addrs()
+	r.addr = tcp.String()
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := c.Client()
+	r.stop = func() { cancel(); r.done.Wait() }
+	t.Cleanup(r.stop) // before the client is closed
+	st := store.NewEtcd(cl, "/kuma")
+	pres := st.Presence("gateways", id, time.Second)
+	local := func(_, name string) bool { _, ok := r.connected.Load(name); return ok }
+	serials := NewSerials(cl, "/kuma", r.leader.Load, nil)
+	r.done.Add(4)
+	go func() { defer r.done.Done(); srv.Run(ctx) }()
+	go func() { defer r.done.Done(); pres.Run(ctx) }()
+	go func() {
+		defer r.done.Done()
+		st.RunWhileLeader(ctx, "kuma-cp", id, time.Second, func(lctx context.Context) {
+			r.leader.Store(true)
+			<-lctx.Done()
+			r.leader.Store(false)
+		})
+	}()
+	go func() { defer r.done.Done(); Run(ctx, st, authdns.Input{}, local, pres, serials, nil, srv.Swap) }()
+	return r
+}
+
+// served is the replica's zone: serial and records (serial aside), or "" before its first build.
+func (r *cpReplica) served() (uint32, string) {
+	z := r.srv.Catalog().Zone(zoneOrigin)
+	if z == nil {
+		return 0, ""
+	}
+	var recs []string
+	for _, rr := range z.Records()[1:] {
+		recs = append(recs, rr.String())
+	}
+	return z.Serial(), strings.Join(recs, "\n")
+}
+
+// nsdAddrs is what the secondary answers for a name of the shard: its serial and addresses.
+func nsdAddrs(addr string) (uint32, string) {
+	c := &dns.Client{Timeout: time.Second}
+	q := new(dns.Msg)
+	q.SetQuestion("x."+zoneOrigin, dns.TypeA)
+	r, _, err := c.Exchange(q, addr)
+	if err != nil || r.Rcode != dns.RcodeSuccess {
+		return 0, ""
+	}
+	var got []string
+	for _, rr := range r.Answer {
+		got = append(got, rr.(*dns.A).A.String())
+	}
+	slices.Sort(got)
+	return nsdtest.SOASerial(addr, zoneOrigin), strings.Join(got, ",")
+}
+
+// A rolling restart of three replicas on a three-member etcd, with nsd as the secondary of
+// all of them, and a change of content while each is down (a gateway added, its agent gone
+// with the replica it was connected to): after every step each replica serves the same
+// serial for the same content, the serial is larger after each change and never goes back,
+// `kuma-cp zones` (Served) gives that serial, and nsd follows every change. Each replica
+// used to derive its serial from its own history: after a restart it served another serial
+// for the same content (or an older one, which nsd ignored).
+func TestSerialsAgreeOverARollingRestart(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	st := store.NewEtcd(c.Client(), "/kuma")
+	ctx := context.Background()
+	put := func(it store.Item) {
+		t.Helper()
+		if _, err := st.Put(ctx, it.Key, it.Doc, store.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(item("Router", "shard1", 0, router))
+	for i := 1; i <= 3; i++ {
+		put(item("Dataplane", fmt.Sprint("gw-", i), 0, dp(fmt.Sprint("gw-", i), fmt.Sprint("10.0.0.", i), "gw")))
+	}
+
+	// nsd's port is needed by the replicas (NOTIFY) and theirs by nsd (transfers): the
+	// replicas bind first, their addresses are kept over restarts
+	nsdPort := testutil.FreeDNSPort(t)
+	secondary := fmt.Sprintf("127.0.0.1:%d", nsdPort)
+	addrOf := map[string]string{"gw-1": "10.0.0.1", "gw-2": "10.0.0.2", "gw-3": "10.0.0.3"}
+	conns := []map[string]bool{{"gw-1": true}, {"gw-2": true}, {"gw-3": true}} // each replica's agents
+	reps := make([]*cpReplica, 3)
+	var primaries []string
+	for i := range reps {
+		reps[i] = startReplica(t, c, fmt.Sprint("replica-", i+1), "", secondary)
+		for n := range conns[i] {
+			reps[i].connected.Store(n, true)
+		}
+		_, port, _ := net.SplitHostPort(reps[i].addr)
+		primaries = append(primaries, "127.0.0.1@"+port)
+	}
+	nsd := nsdtest.Start(t, nsdtest.Config{Port: nsdPort, KeyName: xfrKey, KeySecret: xfrSecret,
+		Zones: []nsdtest.Zone{{Origin: zoneOrigin, Primaries: primaries}}})
+
+	// want: the addresses of the gateways whose agent is connected to a running replica
+	want := func(running []int) string {
+		var out []string
+		for _, i := range running {
+			for n := range conns[i] {
+				out = append(out, addrOf[n])
+			}
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	var last uint32
+	agree := func(step string, running []int) {
+		t.Helper()
+		wantAddrs := want(running)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var got []string
+			ok := true
+			s0, c0 := reps[running[0]].served()
+			for _, i := range running {
+				s, content := reps[i].served()
+				got = append(got, fmt.Sprintf("%s: serial %d", reps[i].id, s))
+				ok = ok && s == s0 && content == c0 && s != 0
+			}
+			ns, nsAddrs := nsdAddrs(nsd)
+			got = append(got, fmt.Sprintf("nsd: serial %d, %s", ns, nsAddrs))
+			cat, _, err := Served(ctx, c.Client(), "/kuma", authdns.Input{})
+			var cli uint32
+			if err == nil && cat.Zone(zoneOrigin) != nil {
+				cli = cat.Zone(zoneOrigin).Serial()
+			}
+			got = append(got, fmt.Sprintf("kuma-cp zones: serial %d", cli))
+			if ok && ns == s0 && nsAddrs == wantAddrs && cli == s0 {
+				if last != 0 && !authdns.SerialAfter(s0, last) {
+					t.Fatalf("%s: serial %d after %d: want a larger one after a change", step, s0, last)
+				}
+				last = s0
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: want one serial everywhere and nsd answering %s:\n%s", step, wantAddrs, strings.Join(got, "\n"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	agree("start", []int{0, 1, 2})
+	for i, r := range reps {
+		r.stop() // its gateways' agents go with it (not ready: out of the answers)
+		next := (i + 1) % 3
+		// a gateway added while the replica is down, its agent on the next replica
+		extra := fmt.Sprint("gw-x", i)
+		addrOf[extra] = fmt.Sprint("10.0.1.", i)
+		put(item("Dataplane", extra, 0, dp(extra, addrOf[extra], "gw")))
+		conns[next][extra] = true
+		reps[next].connected.Store(extra, true)
+		agree(fmt.Sprintf("replica %d down", i+1), []int{next, (i + 2) % 3})
+		// restarted on the same address: its agents connect again
+		reps[i] = startReplica(t, c, r.id, r.addr, secondary)
+		for n := range conns[i] {
+			reps[i].connected.Store(n, true)
+		}
+		agree(fmt.Sprintf("replica %d restarted", i+1), []int{0, 1, 2})
+	}
+}
