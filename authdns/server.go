@@ -30,7 +30,10 @@ type Config struct {
 	NotifyKey string
 	// NotifyTimeout bounds one NOTIFY attempt; each is tried 5 times. Default 2 s.
 	NotifyTimeout time.Duration
-	Log           *slog.Logger
+	// NotifyRetry is the wait before the first retry of an unacknowledged NOTIFY, doubled
+	// before each next one (RFC 1996 3.6). Default 2 s.
+	NotifyRetry time.Duration
+	Log         *slog.Logger
 }
 
 // Server serves a Catalog authoritatively over UDP and TCP. Swap replaces the catalog.
@@ -57,6 +60,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.NotifyTimeout == 0 {
 		cfg.NotifyTimeout = 2 * time.Second
+	}
+	if cfg.NotifyRetry == 0 {
+		cfg.NotifyRetry = 2 * time.Second
 	}
 	if _, ok := cfg.TSIG[cfg.NotifyKey]; cfg.NotifyKey != "" && !ok {
 		return nil, fmt.Errorf("authdns: notify key %q is not one of the TSIG keys", cfg.NotifyKey)
@@ -244,9 +250,14 @@ func (s *Server) transferAllowed(w dns.ResponseWriter, req *dns.Msg) bool {
 	return false
 }
 
-// notifier sends NOTIFY for changed zones to every secondary, retrying each up to 5 times
-// until the secondary acknowledges (RFC 1996).
+// notifier sends NOTIFY for changed zones to every secondary, each (zone, secondary) on its
+// own, retrying up to 5 times at growing intervals until the secondary acknowledges (RFC
+// 1996); a newer serial of the zone replaces the retries of an older one.
 func (s *Server) notifier(ctx context.Context) {
+	var mu sync.Mutex
+	pending := map[string]context.CancelFunc{} // zone + secondary -> its retries
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,7 +265,25 @@ func (s *Server) notifier(ctx context.Context) {
 		case zones := <-s.notifyq:
 			for _, z := range zones {
 				for _, sec := range s.cfg.Secondaries {
-					s.notify(ctx, z, sec)
+					key := z.Origin + " " + sec
+					nctx, cancel := context.WithCancel(ctx)
+					mu.Lock()
+					if stop := pending[key]; stop != nil {
+						stop()
+					}
+					pending[key] = cancel
+					mu.Unlock()
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						s.notify(nctx, z, sec)
+						mu.Lock()
+						if nctx.Err() == nil {
+							delete(pending, key)
+						}
+						mu.Unlock()
+						cancel()
+					}()
 				}
 			}
 		}
@@ -271,7 +300,16 @@ func (s *Server) notify(ctx context.Context, z *Zone, addr string) {
 		c.TsigSecret = map[string]string{dns.Fqdn(k): s.cfg.TSIG[k]}
 		m.SetTsig(dns.Fqdn(k), dns.HmacSHA256, 300, time.Now().Unix())
 	}
+	wait := s.cfg.NotifyRetry
 	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait *= 2
+		}
 		if ctx.Err() != nil {
 			return
 		}
