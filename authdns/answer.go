@@ -18,10 +18,10 @@ var rotation atomic.Uint32
 
 // Holds reports whether name falls in one of the catalog's zones (a nil catalog holds none).
 func (c *Catalog) Holds(name string) bool {
-	if c == nil || len(c.origins) == 0 {
+	if c == nil || len(c.zones) == 0 {
 		return false
 	}
-	return c.find(strings.ToLower(name)) != nil
+	return c.find(strings.ToLower(dns.Fqdn(name))) != nil
 }
 
 // Reply is the whole response to a query as it goes on the wire: malformed and unsupported

@@ -2,10 +2,8 @@ package authdns
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -67,14 +65,8 @@ func ParseZone(origin string, r io.Reader) (*Zone, error) {
 func NewCatalog(zones ...*Zone) *Catalog {
 	c := &Catalog{zones: make(map[string]*Zone, len(zones))}
 	for _, z := range zones {
-		if _, dup := c.zones[z.Origin]; !dup {
-			c.origins = append(c.origins, z.Origin)
-		}
 		c.zones[z.Origin] = z
 	}
-	slices.SortFunc(c.origins, func(a, b string) int {
-		return cmp.Or(cmp.Compare(dns.CountLabel(b), dns.CountLabel(a)), cmp.Compare(a, b))
-	})
 	c.prepare()
 	return c
 }

@@ -120,9 +120,8 @@ func (z *Zone) Revision() int64 { return z.rev }
 
 // Catalog is the set of zones served at one time, immutable once built.
 type Catalog struct {
-	zones   map[string]*Zone
-	origins []string // longest first, for the closest-zone lookup
-	wire    map[string]*wireZone
+	zones map[string]*Zone // by origin: the closest zone of a name is found label by label
+	wire  map[string]*wireZone
 }
 
 // Zones returns the zones ordered by origin.
@@ -138,18 +137,23 @@ func (c *Catalog) Zones() []*Zone {
 // Zone returns the zone with this origin, or nil.
 func (c *Catalog) Zone(origin string) *Zone { return c.zones[strings.ToLower(dns.Fqdn(origin))] }
 
-// find returns the zone that holds name: the one with the longest origin that is name or one
-// of its ancestors.
+// find returns the zone that holds name (lower case, fully qualified): the one with the
+// longest origin that is name or one of its ancestors - a map lookup per label of name,
+// whatever the number of zones.
 func (c *Catalog) find(name string) *Zone {
-	if c == nil {
+	if c == nil || len(c.zones) == 0 {
 		return nil
 	}
-	for _, o := range c.origins {
-		if dns.IsSubDomain(o, name) {
-			return c.zones[o]
+	for off := 0; ; {
+		if z := c.zones[name[off:]]; z != nil {
+			return z
 		}
+		next, end := dns.NextLabel(name, off)
+		if end {
+			return c.zones["."]
+		}
+		off = next
 	}
-	return nil
 }
 
 // Build turns the input into zones. Serials come from serials (nil: NextSerial(0, each
@@ -232,10 +236,6 @@ func (b *builder) zone(origin string, ttl uint32, router string, rev int64) *Zon
 		}
 	}
 	b.cat.zones[origin] = z
-	b.cat.origins = append(b.cat.origins, origin)
-	slices.SortFunc(b.cat.origins, func(a, b string) int {
-		return cmp.Or(cmp.Compare(dns.CountLabel(b), dns.CountLabel(a)), cmp.Compare(a, b))
-	})
 	return z
 }
 
