@@ -67,7 +67,9 @@ type Input struct {
 	// (its apex holds the router's addresses, since an apex cannot hold a CNAME).
 	UserZones []string
 	// Nameservers of every zone; when empty, each zone gets "ns.<origin>" with DefaultNSAddr
-	// (default 127.0.0.1) as its address: this server itself.
+	// as its address: this server itself ("ns1.<origin>", "ns2.<origin>"... when a user
+	// name holds "ns.<origin>": a user's name is never taken). Without DefaultNSAddr (or with
+	// an unspecified one) that glue is 127.0.0.1 and Build reports it as a problem.
 	Nameservers []Nameserver
 	// DefaultNSAddr is the address of the default "ns.<origin>" (the address this server
 	// answers on, when it is a specific one).
@@ -159,7 +161,13 @@ func (c *Catalog) find(name string) *Zone {
 // Build turns the input into zones. Serials come from serials (nil: NextSerial(0, each
 // zone's Revision)). Problems name what could not be served; everything else is.
 func Build(in Input, serials SerialSource) (*Catalog, []Problem) {
-	b := builder{in: in, cat: &Catalog{zones: map[string]*Zone{}}}
+	b := builder{in: in, cat: &Catalog{zones: map[string]*Zone{}}, users: make(map[string]bool, len(in.Users))}
+	for _, u := range in.Users {
+		b.users[strings.ToLower(dns.Fqdn(u.Name))] = true
+	}
+	if a := in.DefaultNSAddr; len(in.Nameservers) == 0 && (!a.IsValid() || a.IsUnspecified()) && len(in.Routers)+len(in.UserZones) > 0 {
+		b.problem("ns.<zone>", "no name server address: the zones' NS has the glue 127.0.0.1, this machine only (give the name servers and their addresses, or a specific address to serve on)")
+	}
 	routers := map[string]*Router{}
 	for i := range in.Routers {
 		b.addRouter(&in.Routers[i], routers)
@@ -190,6 +198,7 @@ type builder struct {
 	in       Input
 	cat      *Catalog
 	problems []Problem
+	users    map[string]bool // the user names (lower case, fully qualified)
 }
 
 func (b *builder) problem(name, format string, args ...any) {
@@ -213,7 +222,7 @@ func (b *builder) zone(origin string, ttl uint32, router string, rev int64) *Zon
 		if !a.IsValid() || a.IsUnspecified() {
 			a = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 		}
-		nss = []Nameserver{{Name: "ns." + origin, Addrs: []netip.Addr{a}}}
+		nss = []Nameserver{{Name: b.defaultNS(origin), Addrs: []netip.Addr{a}}}
 	}
 	mbox := b.in.Hostmaster
 	if mbox == "" {
@@ -237,6 +246,16 @@ func (b *builder) zone(origin string, ttl uint32, router string, rev int64) *Zon
 	}
 	b.cat.zones[origin] = z
 	return z
+}
+
+// defaultNS is the zone's own name server name: ns.<origin>, or ns1, ns2... when a user
+// name holds it.
+func (b *builder) defaultNS(origin string) string {
+	name := "ns." + origin
+	for i := 1; b.users[name]; i++ {
+		name = fmt.Sprintf("ns%d.%s", i, origin)
+	}
+	return name
 }
 
 func (b *builder) addRouter(r *Router, seen map[string]*Router) {

@@ -100,6 +100,11 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv
 	if err != nil {
 		return nil, err
 	}
+	if c.dns.address == "" && len(in.Nameservers) == 0 {
+		// the zones go to the agents only: each answers them itself, on this machine's
+		// loopback as far as its pod is concerned
+		in.DefaultNSAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
 	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
 	var srv *authdns.Server
 	if c.dns.address != "" {
@@ -143,6 +148,9 @@ func (c *etcdConfig) check() error {
 		return fmt.Errorf("--replica-id %q: want a name without '/', ',' or whitespace", c.replicaID)
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
+	}
+	if ap, err := netip.ParseAddrPort(c.dns.address); err == nil && ap.Addr().IsUnspecified() && len(c.dns.nameservers) == 0 {
+		return fmt.Errorf("--dns-address %q listens on every address: give --dns-nameserver NAME=IP, the name and address secondaries and resolvers reach this server at (the zones' NS and its glue)", c.dns.address)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	for _, p := range problems {
-		fmt.Fprintf(stderr, "kuma-cp zones: not served: %v\n", p)
+		fmt.Fprintf(stderr, "kuma-cp zones: warning: %v\n", p)
 	}
 	if *output == "json" {
 		type zone struct {
