@@ -3,6 +3,7 @@ package shardzones
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -205,8 +206,10 @@ func (s *Serials) Serial(origin string, hash uint64, rev int64) uint32 {
 	switch {
 	case recorded && rec.hash == hash:
 		serial = rec.serial
-	case served && sv.hash == hash && !s.leading():
-		return sv.serial // unchanged content keeps its serial
+	case served && sv.hash == hash && (!s.leading() || authdns.SerialAfter(sv.serial, rec.serial)):
+		// unchanged content keeps its serial (on the leader, unless another content was
+		// recorded since with a serial as large: its own record is then behind)
+		return sv.serial
 	case s.leading() || !served:
 		serial = authdns.NextSerial(rec.serial, rev)
 	default:
@@ -309,31 +312,9 @@ func (s *Serials) writer(ctx context.Context) {
 		}
 		lost := false
 		for origin, rec := range want {
-			key := s.prefix + origin
-			cmp := clientv3.Compare(clientv3.ModRevision(key), "=", rec.version)
-			op := clientv3.OpDelete(key)
-			if rec.serial != 0 {
-				val, _ := json.Marshal(recordJSON{Hash: fmt.Sprintf("%016x", rec.hash), Serial: rec.serial})
-				op = clientv3.OpPut(key, string(val))
-			}
-			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			tr, err := s.cl.Txn(wctx).If(cmp).Then(op).Commit()
-			cancel()
-			switch {
-			case err != nil:
-				s.log.Warn("zone serials: the record is not written; written at the next build", "zone", origin, "error", err)
+			if err := s.write(ctx, origin, rec); err != nil {
+				s.log.Warn("zone serials: the record is not written; the zones are built again", "zone", origin, "error", err)
 				lost = true
-			case !tr.Succeeded:
-				lost = true
-			default:
-				s.mu.Lock()
-				if rec.serial == 0 {
-					delete(s.recs, origin)
-				} else {
-					rec.version = tr.Header.Revision
-					s.recs[origin] = rec
-				}
-				s.mu.Unlock()
 			}
 		}
 		if lost && ctx.Err() == nil {
@@ -366,3 +347,46 @@ func Served(ctx context.Context, cl *clientv3.Client, prefix string, cfg authdns
 	cat, problems := authdns.Build(in, serials)
 	return cat, problems, nil
 }
+
+// write sets the record of origin (serial 0: deletes it), compared on the version it was
+// read at. When the record changed since: written over when the record there now is behind
+// rec (a write of this replica's that it had not noted yet), else errRecordAhead.
+func (s *Serials) write(ctx context.Context, origin string, rec serialRecord) error {
+	key := s.prefix + origin
+	op := clientv3.OpDelete(key)
+	if rec.serial != 0 {
+		val, _ := json.Marshal(recordJSON{Hash: fmt.Sprintf("%016x", rec.hash), Serial: rec.serial})
+		op = clientv3.OpPut(key, string(val))
+	}
+	for range 3 {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		tr, err := s.cl.Txn(wctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rec.version)).Then(op).
+			Else(clientv3.OpGet(key)).Commit()
+		cancel()
+		if err != nil {
+			return err
+		}
+		if tr.Succeeded {
+			s.mu.Lock()
+			if rec.serial == 0 {
+				delete(s.recs, origin)
+			} else {
+				rec.version = tr.Header.Revision
+				s.recs[origin] = rec
+			}
+			s.mu.Unlock()
+			return nil
+		}
+		rec.version = 0 // gone since: created again
+		if kvs := tr.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			_, now, err := s.decode(kvs[0].Key, kvs[0].Value, kvs[0].ModRevision)
+			if err == nil && (rec.serial == 0 || !authdns.SerialAfter(rec.serial, now.serial)) {
+				return errRecordAhead
+			}
+			rec.version = kvs[0].ModRevision
+		}
+	}
+	return errRecordAhead
+}
+
+var errRecordAhead = errors.New("the record was changed by another writer")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -210,5 +211,112 @@ func TestSerialsAgreeOverARollingRestart(t *testing.T) {
 			reps[i].connected.Store(n, true)
 		}
 		agree(fmt.Sprintf("replica %d restarted", i+1), []int{0, 1, 2})
+	}
+}
+
+// The rules of Serials, one by one, on a real etcd: the leader records new content; another
+// replica serves the recorded serial for the recorded content, keeps serving a zone as it was
+// while its new content is not recorded, and serves its own after Hold (a serial ahead of the
+// record, never behind what it served); unchanged content keeps its serial; a replica started
+// afresh serves the record.
+func TestSerialsRules(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	leader := NewSerials(c.Client(), "/kuma", func() bool { return true }, nil)
+	other := NewSerials(c.Client(), "/kuma", nil, nil)
+	other.Hold = time.Hour
+	go leader.Run(ctx)
+	go other.Run(ctx)
+	input := func(rev int64, addrs ...string) authdns.Input {
+		in := authdns.Input{DefaultNSAddr: netip.MustParseAddr("192.0.2.53")}
+		r := authdns.Router{Name: "shard1", DNS: "shard1.apps.test", Revision: rev}
+		for _, a := range addrs {
+			r.Replicas = append(r.Replicas, authdns.Replica{Name: a, Addrs: []netip.Addr{netip.MustParseAddr(a)}, Ready: true})
+		}
+		in.Routers = []authdns.Router{r}
+		return in
+	}
+	zoneOf := func(cat *authdns.Catalog) (uint32, uint64) {
+		z := cat.Zone(zoneOrigin)
+		return z.Serial(), z.Hash()
+	}
+	recorded := func(s *Serials, hash uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s.mu.Lock()
+			got := s.recs[zoneOrigin].hash
+			s.mu.Unlock()
+			if got == hash {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the record never reached hash %x", hash)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	a, _ := leader.Build(input(10, "10.0.0.1"), nil)
+	sa, ha := zoneOf(a)
+	if sa != 10 {
+		t.Fatalf("the leader's first serial %d, want the revision 10", sa)
+	}
+	recorded(other, ha)
+	oa, _ := other.Build(input(10, "10.0.0.1"), nil)
+	if s, _ := zoneOf(oa); s != sa {
+		t.Fatalf("the other replica's serial %d for the recorded content, want %d", s, sa)
+	}
+	// new content on the other replica first: the zone as it was, until the leader records it
+	ob, _ := other.Build(input(11, "10.0.0.1", "10.0.0.2"), oa)
+	if s, h := zoneOf(ob); s != sa || h != ha {
+		t.Fatalf("unrecorded content served with serial %d (hash %x), want the zone held at %d", s, h, sa)
+	}
+	select { // a signal of before (its first read of the records)
+	case <-other.Changed():
+	default:
+	}
+	b, _ := leader.Build(input(11, "10.0.0.1", "10.0.0.2"), a)
+	sb, hb := zoneOf(b)
+	if sb != 11 {
+		t.Fatalf("the leader's serial after a change at revision 11: %d", sb)
+	}
+	select {
+	case <-other.Changed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other replica was not told of the leader's record")
+	}
+	ob, _ = other.Build(input(11, "10.0.0.1", "10.0.0.2"), ob)
+	if s, h := zoneOf(ob); s != sb || h != hb {
+		t.Fatalf("after the record: serial %d hash %x, want %d %x", s, h, sb, hb)
+	}
+	// unchanged content, a later revision elsewhere: the same serial
+	if b2, _ := leader.Build(input(12, "10.0.0.1", "10.0.0.2"), b); func() uint32 { s, _ := zoneOf(b2); return s }() != sb {
+		t.Fatal("the serial moved without a change of content")
+	}
+	// past Hold, a replica serves its own content, ahead of the record
+	other.Hold = 50 * time.Millisecond
+	other.Build(input(11, "10.0.0.3"), ob)
+	time.Sleep(100 * time.Millisecond)
+	oc, _ := other.Build(input(11, "10.0.0.3"), ob)
+	sc, hc := zoneOf(oc)
+	if hc == hb || !authdns.SerialAfter(sc, sb) {
+		t.Fatalf("after Hold: serial %d hash %x, want its own content with a serial after %d", sc, hc, sb)
+	}
+	// back to the recorded content: never behind what it served
+	od, _ := other.Build(input(11, "10.0.0.1", "10.0.0.2"), oc)
+	if sd, _ := zoneOf(od); !authdns.SerialAfter(sd, sc) {
+		t.Fatalf("back to the recorded content: serial %d, want one after %d (served before)", sd, sc)
+	}
+	// a replica started afresh: the record's serial, not one from its own history
+	fresh := NewSerials(c.Client(), "/kuma", nil, nil)
+	if _, err := fresh.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := fresh.Build(input(11, "10.0.0.1", "10.0.0.2"), nil)
+	recorded(fresh, hb)
+	if s, _ := zoneOf(f); !authdns.SerialAfter(s, sb-1) {
+		t.Fatalf("a restarted replica serves %d, behind the record %d", s, sb)
 	}
 }
