@@ -88,6 +88,12 @@ func NewSerials(cl *clientv3.Client, prefix string, leading func() bool, log *sl
 		changed: make(chan struct{}, 1), writes: make(chan map[string]serialRecord, 1)}
 }
 
+// floorKey names the record of the largest serial of a zone whose record was deleted (its
+// zone gone): a zone without a record starts past it, so a zone deleted and created again
+// never gets a serial behind one a secondary still holds. No origin is named so (an origin
+// ends with a dot).
+const floorKey = "deleted-zones-floor"
+
 // SerialsPrefix is where the zones' records live for the store prefix (outside it: lists and
 // watches of resources never see them).
 func SerialsPrefix(storePrefix string) string {
@@ -201,6 +207,9 @@ func (s *Serials) Serial(origin string, hash uint64, rev int64) uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, recorded := s.recs[origin]
+	if !recorded {
+		rec.serial = s.recs[floorKey].serial // a zone new, or deleted and back: past every deleted one
+	}
 	sv, served := s.served[origin]
 	var serial uint32
 	switch {
@@ -283,10 +292,17 @@ func (s *Serials) note(cat *authdns.Catalog) {
 		}
 	}
 	if leader {
+		floor := s.recs[floorKey]
 		for o, rec := range s.recs {
-			if _, ok := s.served[o]; !ok {
+			if _, ok := s.served[o]; !ok && o != floorKey {
 				want[o] = serialRecord{version: rec.version} // serial 0: delete
+				if floor.serial == 0 || authdns.SerialAfter(rec.serial, floor.serial) {
+					floor.serial = rec.serial
+				}
 			}
+		}
+		if floor != s.recs[floorKey] {
+			want[floorKey] = floor
 		}
 	}
 	if len(want) == 0 {
@@ -311,6 +327,13 @@ func (s *Serials) writer(ctx context.Context) {
 		case want = <-s.writes:
 		}
 		lost := false
+		if floor, ok := want[floorKey]; ok { // before the records it stands for are deleted
+			delete(want, floorKey)
+			if err := s.write(ctx, floorKey, floor); err != nil {
+				s.log.Warn("zone serials: the floor of deleted zones is not written; the zones are built again", "error", err)
+				want, lost = nil, true
+			}
+		}
 		for origin, rec := range want {
 			if err := s.write(ctx, origin, rec); err != nil {
 				s.log.Warn("zone serials: the record is not written; the zones are built again", "zone", origin, "error", err)

@@ -306,9 +306,52 @@ func TestSerialsRules(t *testing.T) {
 	}
 	// back to the recorded content: never behind what it served
 	od, _ := other.Build(input(11, "10.0.0.1", "10.0.0.2"), oc)
-	if sd, _ := zoneOf(od); !authdns.SerialAfter(sd, sc) {
+	sd, _ := zoneOf(od)
+	if !authdns.SerialAfter(sd, sc) {
 		t.Fatalf("back to the recorded content: serial %d, want one after %d (served before)", sd, sc)
 	}
+	// the zone deleted (the router gone), then back with older inputs: past its last serial
+	// all the same (a secondary may still hold the zone)
+	last := sd // the other replica's serial of the recorded content, recorded in its turn
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		leader.mu.Lock()
+		got := leader.recs[zoneOrigin].serial
+		leader.mu.Unlock()
+		if got == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record has serial %d, want the other replica's %d", got, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var gone *authdns.Catalog
+	for { // built again until the records are written, as Run does when told of a change
+		gone, _ = leader.Build(authdns.Input{DefaultNSAddr: netip.MustParseAddr("192.0.2.53")}, b)
+		if gone.Zone(zoneOrigin) != nil {
+			t.Fatal("the zone is still built without its router")
+		}
+		leader.mu.Lock()
+		_, left := leader.recs[zoneOrigin]
+		floor := leader.recs[floorKey].serial
+		leader.mu.Unlock()
+		if !left && floor == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record of the deleted zone: still there %v, floor %d (want gone, %d)", left, floor, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	back, _ := leader.Build(input(3, "10.0.0.1"), gone)
+	if s, _ := zoneOf(back); !authdns.SerialAfter(s, last) {
+		t.Fatalf("the zone back at revision 3: serial %d, want one after %d (its last)", s, last)
+	}
+	b, _ = leader.Build(input(11, "10.0.0.1", "10.0.0.2"), back)
+	sb, hb = zoneOf(b)
+	recorded(other, hb)
+
 	// a replica started afresh: the record's serial, not one from its own history
 	fresh := NewSerials(c.Client(), "/kuma", nil, nil)
 	if _, err := fresh.Load(ctx); err != nil {
