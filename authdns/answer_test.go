@@ -261,7 +261,7 @@ func TestSerial(t *testing.T) {
 	if got := other.Zone("shard1.apps.example.com").Serial(); got != 21 {
 		t.Fatalf("another replica's serial %d, want 21", got)
 	}
-	if !serialAfter(1, 0xffffffff) || serialAfter(0xffffffff, 1) {
+	if !SerialAfter(1, 0xffffffff) || SerialAfter(0xffffffff, 1) {
 		t.Fatal("RFC 1982 wrap-around")
 	}
 }

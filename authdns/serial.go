@@ -18,7 +18,7 @@ func NextSerial(prev uint32, rev int64) uint32 {
 	if want == 0 {
 		want = 1
 	}
-	if prev == 0 || serialAfter(want, prev) {
+	if prev == 0 || SerialAfter(want, prev) {
 		return want
 	}
 	if want = prev + 1; want == 0 {
@@ -60,10 +60,6 @@ func (s *Serials) Serial(origin string, hash uint64, rev int64) uint32 {
 	return serial
 }
 
-// serialAfter reports whether a is ahead of b in serial number arithmetic (RFC 1982).
-func serialAfter(a, b uint32) bool {
-	return a != b && int32(a-b) > 0
-}
-
-// SerialAfter reports whether a is ahead of b in serial number arithmetic (RFC 1982).
-func SerialAfter(a, b uint32) bool { return serialAfter(a, b) }
+// SerialAfter reports whether a is ahead of b in serial number arithmetic (RFC 1982), as
+// secondaries compare serials.
+func SerialAfter(a, b uint32) bool { return a != b && int32(a-b) > 0 }
