@@ -38,8 +38,10 @@ const DefaultHold = 10 * time.Second
 //     served or held past Hold, its own content with NextSerial - the serial the leader
 //     gives the same content.
 //
-// A replica never serves a zone's serial behind one it served (a record behind it, left by a
-// leader that lost its writes, is overtaken by the next serial).
+// A replica never serves a zone's serial behind one it served: when it must take a serial
+// past the record's for the recorded content, it records that serial (compared and set, for
+// that content only), so every replica then serves it. A zone without a record (new, or
+// deleted and back) starts past the largest serial of the zones deleted (floorKey).
 type Serials struct {
 	cl      *clientv3.Client
 	prefix  string

@@ -1,7 +1,8 @@
 // Package shardzones keeps the zones of router shards in step with the store: a zone per
 // Router with the addresses of its ready gateway dataplanes, and a CNAME per admitted
 // user-domain Route. It owns the translation from resources to authdns.Input, the loop that
-// follows the store and the replicas' readiness, and handing each catalog built to its sinks:
+// follows the store and the replicas' readiness, the zones' serials kept in etcd (Serials:
+// one serial per content on every replica), and handing each catalog built to its sinks:
 // the control plane's authoritative DNS (package authdns) and the DNSZone documents sent to
 // the agents (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route
 // scheduler's, serving agents is fanout's.
