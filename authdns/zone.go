@@ -117,9 +117,6 @@ func (z *Zone) Serial() uint32 { return z.SOA.Serial }
 // (0 for a zone read by ParseZone).
 func (z *Zone) Hash() uint64 { return z.hash }
 
-// Revision is the store revision of the zone's newest input (0 for a zone read by ParseZone).
-func (z *Zone) Revision() int64 { return z.rev }
-
 // Catalog is the set of zones served at one time, immutable once built.
 type Catalog struct {
 	zones map[string]*Zone // by origin: the closest zone of a name is found label by label
