@@ -5,7 +5,8 @@ import "sync"
 // SerialSource gives each zone of a build its SOA serial (Build asks it once per zone).
 type SerialSource interface {
 	// Serial is the serial of the zone at origin whose content, serial aside, hashes to
-	// hash (Zone.Hash), built from store inputs up to revision rev (Zone.Revision).
+	// hash (Zone.Hash), built from store inputs up to revision rev (Router.Revision,
+	// UserName.Revision: the newest).
 	Serial(origin string, hash uint64, rev int64) uint32
 }
 
