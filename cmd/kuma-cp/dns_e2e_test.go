@@ -666,7 +666,7 @@ func (s *shardEnv) startCP(tb testing.TB, extra ...string) (dnsAddr, linkAddr st
 	return dnsAddr, linkAddr
 }
 
-// startCPProc is startCP, with the process (to kill it).
+// startCPProc is startCP, returning the process too (to stop it).
 func (s *shardEnv) startCPProc(tb testing.TB, extra ...string) (p *proc, dnsAddr, linkAddr string) {
 	tb.Helper()
 	tok := s.e.path("admin.token")
