@@ -36,6 +36,10 @@ var Kinds = []string{
 	mesh.KindTrafficRoute,
 	mesh.KindMeshExternalService,
 	mesh.KindHostnameGenerator,
+	// Kuma 2.x's services and route policies.
+	mesh.KindMeshService,
+	mesh.KindMeshTCPRoute,
+	mesh.KindMeshHTTPRoute,
 	// Router shards: a router replica's agent serves its admitted routes to Envoy, and every
 	// agent's resolver answers the shards' names from the zones the control plane built.
 	mesh.KindRouter,

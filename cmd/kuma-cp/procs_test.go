@@ -238,14 +238,7 @@ func (a *agent) answers(name string) bool { return len(a.query(name)) > 0 }
 // waitFor polls cond until it holds, failing the test after within.
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testutil.WaitFor(t, what, within, cond)
 }
 
 // stallProxy forwards TCP to a target; stall freezes every connection open at the time

@@ -38,6 +38,9 @@ var Types = map[string]string{
 	"trafficroutes":        mesh.KindTrafficRoute,
 	"meshexternalservices": mesh.KindMeshExternalService,
 	"hostnamegenerators":   mesh.KindHostnameGenerator,
+	"meshservices":         mesh.KindMeshService,
+	"meshtcproutes":        mesh.KindMeshTCPRoute,
+	"meshhttproutes":       mesh.KindMeshHTTPRoute,
 	"routers":              mesh.KindRouter,
 	"routes":               mesh.KindRoute,
 	"routebindings":        mesh.KindRouteBinding,
@@ -158,7 +161,7 @@ func storeError(w http.ResponseWriter, err error) int {
 func (s *Server) key(w http.ResponseWriter, r *http.Request) (store.Key, bool) {
 	kind, ok := Types[r.PathValue("type")]
 	if !ok {
-		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, routers, routes, routebindings", r.PathValue("type")))
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, meshservices, meshtcproutes, meshhttproutes, routers, routes, routebindings", r.PathValue("type")))
 		return store.Key{}, false
 	}
 	return store.Key{Mesh: r.PathValue("mesh"), Type: kind, Name: r.PathValue("name")}, true
