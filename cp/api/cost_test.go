@@ -46,6 +46,7 @@ func TestCostlyWritesRefusedBeforeDecoding(t *testing.T) {
 		if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, tc.want) {
 			t.Errorf("a %d-byte document: %d %.300s, want 413 naming %q", len(tc.doc), code, body, tc.want)
 		}
+		t.Logf("a %d-byte document: %d, %d KB allocated", len(tc.doc), code, alloc>>10)
 		if alloc > tc.within {
 			t.Errorf("a %d-byte document refused after allocating %d MB, want at most %d MB", len(tc.doc), alloc>>20, tc.within>>20)
 		}
