@@ -101,6 +101,21 @@ func (g *generator) meshServiceProxy(stat, name string, port uint32) (proxySpec,
 	}), true
 }
 
+// mesProxy is the proxySpec of an outbound to MeshExternalService name, whose cluster is c:
+// that cluster, or what the route policies naming it make of it.
+func (g *generator) mesProxy(c, name string, port uint32) proxySpec {
+	m := g.mes[name]
+	if m == nil || len(g.kuma.policies) == 0 {
+		return proxySpec{stat: c, single: c}
+	}
+	p := m.Spec.Match.Protocol
+	o, ok := g.kuma.forOutbound(outboundKey{kind: "mes", name: name}, mesh.IsHTTPProtocol(p))
+	if !ok {
+		return proxySpec{stat: c, single: c}
+	}
+	return g.kumaProxy(c, o, port, p == "grpc", func() string { return c })
+}
+
 // kumaServiceProxy is the proxySpec the route policies make of an outbound to kuma.io/service
 // svc (the older API), false when none names it.
 func (g *generator) kumaServiceProxy(stat, svc string, port uint32) (proxySpec, bool) {

@@ -18,7 +18,7 @@ import (
 // MeshService, MeshServiceSubset, Dataplane by labels, Dataplane by name), then by name,
 // each later one overriding the earlier. A to[].targetRef names the outbound: a MeshService
 // (its ports, or the one sectionName names), else, when no MeshService has the name, the
-// kuma.io/service of the older API. For an outbound, MeshHTTPRoutes' rules are merged by
+// kuma.io/service of the older API; or a MeshExternalService. For an outbound, MeshHTTPRoutes' rules are merged by
 // their matches (the same matches: the later policy's default replaces the earlier's), and
 // apply when the destination speaks HTTP (appProtocol, or kuma.io/protocol, http, http2 or
 // grpc); otherwise the last MeshTCPRoute's backendRefs apply. Either beats a TrafficRoute
@@ -146,7 +146,8 @@ func refNames(r *mesh.PolicyRef, ms *mesh.MeshService) bool {
 }
 
 // outboundKey names what a to[].targetRef can select: a MeshService's port ("ms" with the
-// service and the port's number) or a kuma.io/service ("svc").
+// service and the port's number), a kuma.io/service ("svc") or a MeshExternalService
+// ("mes").
 type outboundKey struct {
 	kind, name string
 	port       uint32
@@ -154,6 +155,9 @@ type outboundKey struct {
 
 // selects reports whether to[].targetRef r of policy p selects outbound ob.
 func (k *kumaRoutes) selects(p *kumaPolicy, r *mesh.PolicyRef, ob outboundKey) bool {
+	if r.Kind == mesh.KindMeshExternalService || ob.kind == "mes" {
+		return r.Kind == mesh.KindMeshExternalService && ob.kind == "mes" && r.Name == ob.name
+	}
 	if r.Kind != mesh.KindMeshService {
 		return false
 	}
