@@ -82,13 +82,13 @@ func EncodeResource(r mesh.Resource) ([]byte, error) {
 // Envelope wraps a resource's canonical document for the wire.
 func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body) }
 
-// DecodeResource reads one envelope's document back with mesh.Decode (decode and validation, the
-// same as for files) and checks that it holds exactly one resource of the kind and name it
-// was sent as. Errors name the resource ("<kind>/<name> from the control plane") and the
-// field.
+// DecodeResource reads one envelope's document back with mesh.DecodeFromControlPlane (the
+// decoding and validation of files, the control plane's own kinds accepted: DNSZone) and
+// checks that it holds exactly one resource of the kind and name it was sent as. Errors
+// name the resource ("<kind>/<name> from the control plane") and the field.
 func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 	source := "control plane " + kind + "/" + name
-	rs, err := mesh.Decode(source, body)
+	rs, err := mesh.DecodeFromControlPlane(source, body)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs = append(rs, self...)
-	routing, err := mesh.Decode("routing", []byte(routingDocs))
+	routing, err := mesh.DecodeFromControlPlane("routing", []byte(routingDocs))
 	if err != nil {
 		t.Fatal(err)
 	}

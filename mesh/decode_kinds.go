@@ -394,6 +394,22 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	return r, f
 }
 
+// NewResource is an empty resource of kind, nil for a kind without a type of its own (the
+// VirtualHost draft reads as a VirtualOutbound): what the caches register to write
+// resources by their interface (gob).
+func NewResource(kind string) Resource { return newResource(kind) }
+
+// ResourceKinds are the kinds Decode reads into a resource of their own type.
+func ResourceKinds() []string {
+	var out []string
+	for _, k := range kinds {
+		if newResource(k) != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func newResource(kind string) Resource {
 	switch kind {
 	case KindDataplane:

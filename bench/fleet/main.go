@@ -17,7 +17,8 @@
 // failure. It reports: the time from the storm's start until every agent is synced, the p50
 // and p99 of each agent's time to synced, the retries, the control plane's CPU seconds (user+system,
 // all replicas) during the storm, its peak RSS (VmHWM, the largest replica) and the bytes
-// the agents received, and the simulated agents' own CPU seconds (when they approach the
+// the agents received, the replicas' resident memory per connected agent (every agent
+// synced and connected, over the idle replicas), and the simulated agents' own CPU seconds (when they approach the
 // storm's duration, the simulator on its one core, not kuma-cp, is what limits the figure).
 package main
 
@@ -26,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -49,6 +51,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/kumadp/kuma-dp/bench/internal/procstat"
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
@@ -88,8 +91,8 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 	defer os.RemoveAll(tmp)
 	if kumaCP == "" {
 		kumaCP = filepath.Join(tmp, "kuma-cp")
-		if out, err := exec.Command("go", "build", "-o", kumaCP, "./cmd/kuma-cp").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/kuma-cp (run from the top of the clone): %v\n%s", err, out)
+		if err := procstat.Build("./cmd/kuma-cp", kumaCP); err != nil {
+			return err
 		}
 	}
 	self, err := os.Executable()
@@ -97,9 +100,9 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 		return err
 	}
 	raiseOpenFiles()
-	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", loadavg())
-	fmt.Printf("%-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s\n",
-		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P50", "P99", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES")
+	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", procstat.LoadAvg())
+	fmt.Printf("%-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n",
+		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P50", "P99", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT")
 	for _, d := range ds {
 		dir := filepath.Join(tmp, fmt.Sprintf("mesh-%d", d))
 		if err := writeMesh(dir, d); err != nil {
@@ -111,9 +114,9 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 				if err != nil {
 					return fmt.Errorf("%d agents, %d dataplanes, %d replicas: %w", a, d, r, err)
 				}
-				fmt.Printf("%-7d %-11d %-9d %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d\n", a, d, r,
+				fmt.Printf("%-7d %-11d %-9d %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", a, d, r,
 					res.all.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond),
-					res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries)
+					res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024)
 			}
 		}
 	}
@@ -158,6 +161,7 @@ type result struct {
 	retries       int64
 	peak          int64
 	bytes         int64
+	perAgent      int64 // resident bytes per connected agent, once synced, over the idle replicas
 }
 
 // replica is one kuma-cp process.
@@ -227,68 +231,48 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 	}
 	var cpu0 time.Duration
 	for _, r := range rs {
-		cpu0 += cpuTime(r.cmd.Process.Pid)
+		cpu0 += procstat.CPUTime(r.cmd.Process.Pid)
+	}
+	var idle int64 // the replicas' resident memory before the storm, after the start
+	for _, r := range rs {
+		idle += procstat.ReadMemory(r.cmd.Process.Pid).RSS
 	}
 	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
 		"--addresses", strings.Join(addrs, ","), "--timeout", timeout.String())
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	hold, err := cmd.StdinPipe() // the agents stay connected until it is closed
 	if err != nil {
-		return result{}, fmt.Errorf("agents: %w", err)
+		return result{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	line, readErr := bufio.NewReader(stdout).ReadBytes('\n')
+	var connected int64 // with every agent connected and synced
+	for _, r := range rs {
+		connected += procstat.ReadMemory(r.cmd.Process.Pid).RSS
+	}
+	hold.Close()
+	if err := cmd.Wait(); err != nil || readErr != nil {
+		return result{}, fmt.Errorf("agents: %v %v", err, readErr)
 	}
 	var rep agentsReport
-	if err := json.Unmarshal(out, &rep); err != nil {
-		return result{}, fmt.Errorf("agents' report %q: %w", out, err)
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return result{}, fmt.Errorf("agents' report %q: %w", line, err)
 	}
 	res := result{all: rep.All, p50: rep.P50, p99: rep.P99, bytes: rep.Bytes, retries: rep.Retries,
+		perAgent:  (connected - idle) / int64(agents),
 		agentsCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	for _, r := range rs {
-		res.cpu += cpuTime(r.cmd.Process.Pid)
-		res.peak = max(res.peak, vmHWM(r.cmd.Process.Pid))
+		res.cpu += procstat.CPUTime(r.cmd.Process.Pid)
+		res.peak = max(res.peak, procstat.ReadMemory(r.cmd.Process.Pid).Peak)
 	}
 	res.cpu -= cpu0
 	return res, nil
-}
-
-// cpuTime is a process's user+system CPU time so far, from /proc/PID/stat.
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-}
-
-// vmHWM is a process's peak resident set, in bytes.
-func vmHWM(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func raiseOpenFiles() {
@@ -317,7 +301,7 @@ func jittered(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // agentWithRetries is one agent after its control plane went away: it waits its first
 // backoff, connects, and tries again after each failure until it is synced.
-func agentWithRetries(ctx context.Context, address, name string, bytes, retries *atomic.Int64) error {
+func agentWithRetries(ctx context.Context, address, name string, bytes, retries *atomic.Int64, synced func(), hold <-chan struct{}) error {
 	d := firstBackoff
 	for {
 		select {
@@ -325,7 +309,7 @@ func agentWithRetries(ctx context.Context, address, name string, bytes, retries 
 			return ctx.Err()
 		case <-time.After(jittered(d)):
 		}
-		err := agent(ctx, address, name, bytes)
+		err := agent(ctx, address, name, bytes, synced, hold)
 		if err == nil {
 			return nil
 		}
@@ -355,16 +339,19 @@ func agentsMain(args []string) int {
 	var wg sync.WaitGroup
 	start := time.Now()
 	var retries atomic.Int64
+	hold := make(chan struct{}) // closed with standard input: the agents then disconnect
+	var gone sync.WaitGroup
 	for i := range *n {
 		wg.Add(1)
+		gone.Add(1)
 		go func() {
-			defer wg.Done()
-			err := agentWithRetries(ctx, addrs[i%len(addrs)], fmt.Sprintf("dp-%d", i), &bytes, &retries)
+			defer gone.Done()
+			synced := func() { took[i] = time.Since(start); wg.Done() }
+			err := agentWithRetries(ctx, addrs[i%len(addrs)], fmt.Sprintf("dp-%d", i), &bytes, &retries, synced, hold)
 			if err != nil {
 				errs <- fmt.Errorf("agent %d: %w", i, err)
-				return
+				wg.Done()
 			}
-			took[i] = time.Since(start)
 		}()
 	}
 	wg.Wait()
@@ -385,13 +372,16 @@ func agentsMain(args []string) int {
 	rep := agentsReport{All: all, P50: took[len(took)/2], P99: took[len(took)*99/100], Bytes: bytes.Load(), Retries: retries.Load()}
 	b, _ := json.Marshal(rep)
 	fmt.Println(string(b))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	close(hold)
+	gone.Wait()
 	return 0
 }
 
 // agent connects as one agent would: one stream, a subscription per kind the link carries,
-// an ACK per response; it returns when every kind has answered once, and keeps acknowledging
-// nothing after that (the stream is closed).
-func agent(ctx context.Context, address, name string, bytes *atomic.Int64) error {
+// an ACK per response; once every kind has answered it calls synced and holds the stream
+// open, reading nothing more, until hold is closed.
+func agent(ctx context.Context, address, name string, bytes *atomic.Int64, synced func(), hold <-chan struct{}) error {
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(countingCodec{encoding.GetCodecV2(protoenc.Name)})))
 	if err != nil {
@@ -426,6 +416,11 @@ func agent(ctx context.Context, address, name string, bytes *atomic.Int64) error
 		if err := s.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce}); err != nil {
 			return err
 		}
+	}
+	synced()
+	select {
+	case <-hold:
+	case <-ctx.Done():
 	}
 	return nil
 }
