@@ -58,7 +58,8 @@ func (b *RouteBackendRef) WeightOr1() uint32 {
 }
 
 // MeshTCPRoute is Kuma's MeshTCPRoute. Namespace is the Kubernetes form's
-// metadata.namespace: a to[].targetRef or backendRef without one means that namespace.
+// metadata.namespace, kept (a to[].targetRef names a MeshService by its name, and by its
+// namespace only when the ref gives one).
 type MeshTCPRoute struct {
 	Meta
 	Namespace string           `json:"namespace,omitempty"`
