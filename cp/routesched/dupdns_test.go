@@ -162,7 +162,7 @@ func shardDNS(ctx context.Context, t *testing.T, st store.Store) (*authdns.Serve
 		t.Fatal(err)
 	}
 	go srv.Run(ctx)
-	go shardzones.Run(ctx, st, authdns.Input{}, nil, nil, quiet, func(z *shardzones.Zones) { srv.Swap(z.All) })
+	go shardzones.Run(ctx, st, authdns.Input{}, nil, nil, nil, quiet, func(z *shardzones.Zones) { srv.Swap(z.All) })
 	udp, _ := srv.Addrs()
 	return srv, func(name string) *dns.Msg {
 		req := new(dns.Msg)

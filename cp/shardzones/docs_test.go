@@ -3,6 +3,7 @@ package shardzones
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -17,11 +18,12 @@ import (
 func TestDocsDecodeOnTheAgentSide(t *testing.T) {
 	items := []store.Item{item("Router", "shard1", 3, router), item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw"))}
 	in := Input(items, nil, nil)
+	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
 	cat, problems := authdns.Build(in, nil)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	docs, errs := Docs(MeshCatalogs(in, map[string]*authdns.Serials{}))
+	docs, errs := Docs(MeshCatalogs(in, cat))
 	if len(errs) > 0 || len(docs) != 1 {
 		t.Fatalf("docs %v, errors %v", docs, errs)
 	}
@@ -67,7 +69,8 @@ func TestMeshCatalogsKeepMeshesApart(t *testing.T) {
 	}
 	in := Input(items, nil, nil)
 	in.UserZones = []string{"acme.test"}
-	docs, errs := Docs(MeshCatalogs(in, map[string]*authdns.Serials{}))
+	all, _ := authdns.Build(in, nil)
+	docs, errs := Docs(MeshCatalogs(in, all))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -79,6 +82,13 @@ func TestMeshCatalogsKeepMeshesApart(t *testing.T) {
 		}
 		dz := r.(*mesh.DNSZone)
 		got[d.Mesh+" "+d.Name] = fmt.Sprint(dz.Partial)
+		z, err := authdns.ParseZone(dz.Origin, strings.NewReader(dz.Zone))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z.Serial() != all.Zone(dz.Origin).Serial() {
+			t.Errorf("%s %s: serial %d, the control plane's DNS has %d", d.Mesh, d.Name, z.Serial(), all.Zone(dz.Origin).Serial())
+		}
 		if d.Name == "acme.test" && d.Mesh == "default" && (strings.Contains(dz.Zone, "api.acme.test") || !strings.Contains(dz.Zone, "www.acme.test")) {
 			t.Errorf("mesh default's users' zone:\n%s", dz.Zone)
 		}

@@ -1,6 +1,7 @@
 package shardzones
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,9 @@ func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
 		inMesh("m2", item("Router", "shard1", 6, strings.Replace(router, "shard1.apps.test", "shard1.m2.test", 1))),
 		inMesh("m2", item("Dataplane", "gw-2", 7, dp("gw-2", "10.0.2.1", "gw"))),
 	}
-	cat, problems := authdns.Build(Input(items, nil, nil), nil)
+	in := Input(items, nil, nil)
+	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
+	cat, problems := authdns.Build(in, nil)
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -91,7 +94,9 @@ func TestOlderRouterKeepsItsDNS(t *testing.T) {
 	older.Created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	newer := item("Router", "dup-a", 4, "type: Router\nmesh: default\nname: dup-a\ndns: shard-b.apps.test\n")
 	newer.Created = older.Created.Add(time.Millisecond)
-	cat, problems := authdns.Build(Input([]store.Item{newer, older}, nil, nil), nil)
+	in := Input([]store.Item{newer, older}, nil, nil)
+	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
+	cat, problems := authdns.Build(in, nil)
 	if z := cat.Zone("shard-b.apps.test"); z == nil || z.Router != "shard-b" {
 		t.Fatalf("zone %+v, want shard-b's", z)
 	}

@@ -47,7 +47,7 @@ func TestReadinessSharedBetweenReplicas(t *testing.T) {
 		pres := store.NewEtcd(c.Client(), "/kuma").Presence("gateways", id, time.Second)
 		go pres.Run(rctx)
 		local := func(_, name string) bool { _, ok := r.connected.Load(name); return ok }
-		go Run(rctx, st, authdns.Input{}, local, pres, nil, func(z *Zones) { r.cat.Store(z.All) })
+		go Run(rctx, st, authdns.Input{}, local, pres, nil, nil, func(z *Zones) { r.cat.Store(z.All) })
 		return r
 	}
 	answer := func(r *replica) []string {
