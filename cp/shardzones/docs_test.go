@@ -101,3 +101,13 @@ func TestMeshCatalogsKeepMeshesApart(t *testing.T) {
 		t.Errorf("docs %v, want %v", got, want)
 	}
 }
+
+// One mesh: its agents' catalog is the one the control plane's DNS serves, not built again.
+func TestMeshCatalogsOneMesh(t *testing.T) {
+	in := Input([]store.Item{item("Router", "shard1", 3, router), item("Route", "www", 5, route("www", "www.acme.test", "None", "True"))}, nil, nil)
+	in.UserZones = []string{"acme.test"}
+	all, _ := authdns.Build(in, nil)
+	if got := MeshCatalogs(in, all); len(got) != 1 || got["default"] != all {
+		t.Errorf("one mesh: %v, want the served catalog itself", got)
+	}
+}

@@ -157,7 +157,8 @@ type Sink func(*Zones)
 // names of its own mesh, never another's (a route writer of one mesh must not rewrite the
 // names another mesh's agents resolve); everything else it asks upstream, where the control
 // plane's DNS answers every mesh. Each zone gets the serial its origin has in all, the
-// catalog that DNS serves: a router's zone is the same zone, serial included.
+// catalog that DNS serves: a router's zone is the same zone, serial included. With one mesh,
+// its catalog is all itself (nothing built twice).
 func MeshCatalogs(in authdns.Input, all *authdns.Catalog) map[string]*authdns.Catalog {
 	per := map[string]*authdns.Input{}
 	of := func(m string) *authdns.Input {
@@ -173,6 +174,12 @@ func MeshCatalogs(in authdns.Input, all *authdns.Catalog) map[string]*authdns.Ca
 		of(u.Mesh).Users = append(of(u.Mesh).Users, u)
 	}
 	out := make(map[string]*authdns.Catalog, len(per))
+	if len(per) == 1 { // one mesh: its zones are all of them
+		for m := range per {
+			out[m] = all
+		}
+		return out
+	}
 	for m, mi := range per {
 		out[m], _ = authdns.Build(*mi, servedSerials{all}) // the problems are the whole build's, logged from it
 	}
