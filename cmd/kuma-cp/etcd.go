@@ -23,6 +23,7 @@ import (
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/gui"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
@@ -94,12 +95,12 @@ func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 
 // shardDNS builds the zones of the router shards from the store and serves them: to the
 // agents' resolvers through feed always, and authoritatively on --dns-address when given.
-func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger, more ...shardzones.Sink) (*authdns.Server, error) {
 	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
 	}
-	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
+	sinks := append([]shardzones.Sink{shardzones.FeedSink(feed, log)}, more...)
 	var srv *authdns.Server
 	if c.dns.address != "" {
 		cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
@@ -156,6 +157,7 @@ type etcdParts struct {
 	replica  string
 	leaderID atomic.Value // string
 	routes   routesched.Metrics
+	zones    atomic.Pointer[authdns.Catalog] // the shards' zones as last built (GET /zones)
 }
 
 func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *slog.Logger) (*etcdParts, error) {
@@ -194,13 +196,14 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go agents.Run(ctx)
 	go cp.ShareAgents(ctx, agents, time.Second)
 	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status,
-		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) }}
+		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) },
+		Zones:  p.zones.Load}
 	ln, err := net.Listen("tcp", c.apiAddress)
 	if err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = ln.Addr().String()
-	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
+	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"), func(cat *authdns.Catalog) { p.zones.Store(cat) })
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +211,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		udp, _ := dns.Addrs()
 		p.dnsAddr = udp.String()
 	}
-	srv := &http.Server{Handler: p.apiSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: apiHandler(p.apiSrv, log), ReadHeaderTimeout: 5 * time.Second}
 	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
 		p.leader.Store(true)
@@ -230,7 +233,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 			}
 		}
 	}()
-	log.Info("serving from etcd", "endpoints", c.endpoints, "prefix", c.prefix, "api", p.apiAddr, "replica", c.replicaID)
+	log.Info("serving from etcd", "endpoints", c.endpoints, "prefix", c.prefix, "api", p.apiAddr, "gui", "http://"+p.apiAddr+gui.Prefix+"/", "replica", c.replicaID)
 	return p, nil
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/diag"
 	"github.com/kumadp/kuma-dp/cp/dirstore"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/gui"
 	"github.com/kumadp/kuma-dp/cp/token"
 )
 
@@ -45,6 +46,20 @@ const (
 )
 
 func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// version is set at build time (make build-cp: -X main.version=...); the GUI shows it.
+var version = "dev"
+
+// apiHandler is the API and, at /gui, the GUI reading it.
+func apiHandler(srv *api.Server, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	api := srv.Handler()
+	g := gui.New(api, version, log.With("part", "gui")).Handler()
+	mux.Handle(gui.Prefix, g)
+	mux.Handle(gui.Prefix+"/", g)
+	mux.Handle("/", api)
+	return mux
+}
 
 const usageText = `kuma-cp: a reference control plane for kuma-dp agents
 
@@ -405,9 +420,9 @@ func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, lo
 	if err != nil {
 		return "", fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: apiHandler(srv, log), ReadHeaderTimeout: 5 * time.Second}
 	go api.ServeContext(ctx, hs, func() error { return hs.Serve(ln) })
-	log.Info("API serving the resources directory", "api", ln.Addr().String(), "dir", c.dir)
+	log.Info("API serving the resources directory", "api", ln.Addr().String(), "gui", "http://"+ln.Addr().String()+gui.Prefix+"/", "dir", c.dir)
 	return ln.Addr().String(), nil
 }
 

@@ -452,3 +452,7 @@ func (c *Client) Zones(ctx context.Context) ([]Zone, error) {
 	}
 	return l.Items, nil
 }
+
+// DataplaneColumns are a dataplane's TAGS and ADDRESS as `kuma-cp get dataplanes` prints
+// them (the GUI's table shows the same).
+func DataplaneColumns(r Resource) (tags, address string) { return dataplaneColumns(r) }

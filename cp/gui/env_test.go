@@ -1,0 +1,234 @@
+package gui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/certs"
+	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
+)
+
+// A real control plane for the GUI's tests: kuma-cp serve on a three-member etcd with its
+// router shard DNS, the bundled example mesh and a router shard applied through the API,
+// and real kuma-dp agents connected to it.
+
+var bins testutil.GoBinaries
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	bins.Remove()
+	os.Exit(code)
+}
+
+// proc is a process of the test, killed at its end.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	logs *testutil.LockedBuffer
+}
+
+func startProc(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), logs: &testutil.LockedBuffer{}}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", name, p.logs.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		_ = p.cmd.Wait()
+	}
+}
+
+// readyJSON waits for a ready file and decodes it.
+func readyJSON(t *testing.T, p *proc, path string, out any) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, out) == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s wrote no ready file within 30 s:\n%s", p.name, p.logs.String())
+}
+
+// cpEnv is the control plane and its agents.
+type cpEnv struct {
+	t        *testing.T
+	dir      string
+	address  string // the agents' server
+	apiURL   string
+	api      *api.Client
+	cp       *proc
+	agents   map[string]*proc
+	dpBin    string
+	key      []byte
+	upstream string
+}
+
+// gatewayA is the router shard's replica (testdata/routes/shard-a.yaml selects it).
+const gatewayA = `type: Dataplane
+mesh: default
+name: gateway-a-1
+networking:
+  address: 127.0.0.21
+  inbound:
+  - port: 8443
+    tags:
+      kuma.io/service: gateway-a
+`
+
+func newCPEnv(t *testing.T) *cpEnv {
+	t.Helper()
+	cpBin := bins.Build(t, "kuma-cp", "../../cmd/kuma-cp")
+	e := &cpEnv{t: t, dir: t.TempDir(), agents: map[string]*proc{}, dpBin: bins.Build(t, "kuma-dp", "../../cmd/kuma-dp")}
+	c := etcdtest.Start(t, 3)
+	if err := certs.Write(e.dir, []string{"localhost", "127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if e.key, err = token.ReadKey(e.path(certs.TokenKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("admin.token"), []byte("gui-admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ready := e.path("cp-ready.json")
+	e.cp = startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--dns-address", "127.0.0.1:0",
+		"--admin-token-file", e.path("admin.token"), "--replica-id", "replica-1", "--leader-lease-ttl", "2s",
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
+		"--ready-file", ready)
+	var r struct{ Address, API string }
+	readyJSON(t, e.cp, ready, &r)
+	e.address, e.apiURL = r.Address, "http://"+r.API
+	e.api = api.NewClient(e.apiURL, "gui-admin")
+	e.upstream = testutil.NXDomainUpstream(t)
+	return e
+}
+
+func (e *cpEnv) path(name string) string { return filepath.Join(e.dir, name) }
+
+// apply applies files (paths relative to the repository's top, or documents) through the API.
+func (e *cpEnv) apply(sources ...api.Source) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.api.ApplyAll(ctx, sources); err != nil {
+		e.t.Fatalf("apply: %v", err)
+	}
+}
+
+// files are the files at paths (relative to the repository's top; a directory's files).
+func files(t *testing.T, paths ...string) []api.Source {
+	t.Helper()
+	var out []api.Source
+	for _, p := range paths {
+		full := filepath.Join("../..", p)
+		names := []string{full}
+		if fi, err := os.Stat(full); err == nil && fi.IsDir() {
+			names, _ = filepath.Glob(filepath.Join(full, "*.yaml"))
+		}
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, api.Source{Name: n, Data: b})
+		}
+	}
+	return out
+}
+
+// startAgent runs kuma-dp for dataplane name of mesh default, its dataplane from the
+// control plane; it returns once the agent is ready.
+func (e *cpEnv) startAgent(name string) *proc {
+	e.t.Helper()
+	work := e.t.TempDir()
+	tok := filepath.Join(work, "token")
+	if err := os.WriteFile(tok, []byte(token.Issue(e.key, token.Identity{Name: name, Mesh: "default"})), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	ready := filepath.Join(work, "ready.json")
+	p := startProc(e.t, "kuma-dp "+name, e.dpBin, "run", "--cp-address", "grpcs://"+e.address, "--ca-cert-file", e.path(certs.CACertFile),
+		"--dataplane-token-file", tok, "--name", name, "--mesh", "default",
+		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--dns-upstream", e.upstream,
+		"--envoy=false", "--work-dir", work, "--ready-file", ready, "--drain-time", "0s", "--cp-retry-backoff", "100ms")
+	var r struct{ Admin string }
+	readyJSON(e.t, p, ready, &r)
+	e.agents[name] = p
+	return p
+}
+
+// waitFor polls cond until it holds, failing after within; it returns how long it took.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// vipsFiles writes what the API serves mesh default's agents as files kuma-dp vips reads:
+// each resource's document with the store's creation time (the agents order collisions by
+// it), dataplane name's in a file of its own. It returns the dataplane file and the dir.
+func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
+	e.t.Helper()
+	ctx := context.Background()
+	dir = filepath.Join(e.t.TempDir(), "policies")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, typ := range []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"} {
+		items, err := e.api.List(ctx, "default", typ)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, it := range items {
+			var doc map[string]any
+			if err := json.Unmarshal(it.Spec, &doc); err != nil {
+				e.t.Fatal(err)
+			}
+			doc["creationTime"] = it.CreationTime
+			b, _ := json.Marshal(doc)
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s.json", typ, it.Name))
+			if typ == "dataplanes" && it.Name == name {
+				path = filepath.Join(e.t.TempDir(), "dataplane.json")
+				dataplaneFile = path
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	if dataplaneFile == "" {
+		e.t.Fatalf("dataplane %s is not in the API", name)
+	}
+	return dataplaneFile, dir
+}
