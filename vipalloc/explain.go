@@ -72,4 +72,3 @@ func PortsText(ps []uint32) string {
 	}
 	return strings.Join(s, ",")
 }
-
