@@ -163,6 +163,7 @@ func screenshotDir(t *testing.T) string {
 // PNG into the screenshots' directory.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
+	eval[bool](b, `window.scrollTo(0, 0), true`)
 	for file, shot := range map[string]chromedp.Action[[]byte]{name: chromedp.FullScreenshot(100), name + "-view": chromedp.CaptureScreenshot()} {
 		png, err := chromedp.Run(b.ctx, shot)
 		if err != nil {

@@ -88,8 +88,11 @@ type cpEnv struct {
 	upstream string
 }
 
-// gatewayA is the router shard's replica (testdata/routes/shard-a.yaml selects it).
-const gatewayA = `type: Dataplane
+// shards are, beside testdata/routes/shard-a.yaml (its router and route web.shop): shard-a's
+// replica (an agent runs for it), a second shard whose replica has no agent (not ready),
+// a user's name on shard-a and the same name claimed later from another namespace
+// (refused), and a route on the second shard.
+const shards = `type: Dataplane
 mesh: default
 name: gateway-a-1
 networking:
@@ -98,6 +101,45 @@ networking:
   - port: 8443
     tags:
       kuma.io/service: gateway-a
+---
+type: Router
+name: shard-b
+dns: shard-b.apps.example.com
+routeSelector: {shard: b}
+dataplanes: {kuma.io/service: gateway-b}
+---
+type: Dataplane
+mesh: default
+name: gateway-b-1
+networking:
+  address: 127.0.0.22
+  inbound:
+  - port: 8443
+    tags:
+      kuma.io/service: gateway-b
+---
+type: Route
+name: store
+namespace: shop
+labels: {shard: a}
+host: www.acme.test
+dnsType: user
+to: {service: web, port: 8080}
+---
+type: Route
+name: store
+namespace: blog
+labels: {shard: a}
+host: www.acme.test
+dnsType: user
+to: {service: web, port: 8080}
+---
+type: Route
+name: docs
+namespace: blog
+labels: {shard: b}
+host: docs
+to: {service: web, port: 8080}
 `
 
 func newCPEnv(t *testing.T) *cpEnv {
@@ -118,7 +160,7 @@ func newCPEnv(t *testing.T) *cpEnv {
 	ready := e.path("cp-ready.json")
 	e.cp = startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--dns-address", "127.0.0.1:0",
-		"--admin-token-file", e.path("admin.token"), "--replica-id", "replica-1", "--leader-lease-ttl", "2s",
+		"--dns-user-zone", "acme.test", "--admin-token-file", e.path("admin.token"), "--replica-id", "replica-1", "--leader-lease-ttl", "2s",
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
 		"--ready-file", ready)
 	var r struct{ Address, API string }

@@ -11,14 +11,14 @@ import (
 // shape says in words what its colour says, for a screen reader and a tooltip.
 
 const (
-	colW    = 250
+	colW    = 290
 	colGap  = 24
 	margin  = 12
 	headH   = 52
 	boxH    = 34
 	boxGap  = 6
 	labelH  = 22
-	maxText = 34
+	maxText = 38
 )
 
 // shape is one box of the picture.
