@@ -21,7 +21,7 @@ import (
 
 // scanPage is how many resources a server-side scan reads from the store at once: the scan
 // holds one page, never a whole list.
-const scanPage = 500
+const scanPage = 2000
 
 // Total is a count, as Kuma's insights write it.
 type Total struct {
