@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
@@ -374,6 +375,9 @@ func serve(c serveConfig, log *slog.Logger) error {
 	}
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()
+		// the process's CPU, memory and goroutines, as kuma-dp exports them (the dashboards'
+		// panels, deploy/grafana)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
 		reg.MustRegister(cp.Collector())
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
