@@ -148,6 +148,7 @@ func (c *etcdConfig) check() error {
 
 // etcdParts is what serving from etcd runs beside the agents' server.
 type etcdParts struct {
+	cl       *clientv3.Client
 	st       *cpstore.Etcd
 	feed     *fanout.Feed
 	apiSrv   *api.Server
@@ -186,7 +187,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--etcd-endpoints %q: %w", c.endpoints, err)
 	}
 	go func() { <-ctx.Done(); cl.Close() }()
-	p := &etcdParts{st: cpstore.NewEtcd(cl, c.prefix), replica: c.replicaID}
+	p := &etcdParts{cl: cl, st: cpstore.NewEtcd(cl, c.prefix), replica: c.replicaID}
 	p.leaderID.Store("")
 	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
@@ -245,8 +246,50 @@ func (p *etcdParts) ready() error {
 }
 
 func (p *etcdParts) status() any {
-	return map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
+	st := map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
 		"storeRevision": p.feed.Revision(), "synced": p.feed.Synced()}
+	if total, reachable, down, err := p.members(); err != nil {
+		st["etcdMembers"] = "unknown: " + err.Error()
+	} else {
+		st["etcdMembers"], st["etcdMembersReachable"] = total, reachable
+		if len(down) > 0 {
+			st["etcdMembersUnreachable"] = strings.Join(down, ", ")
+		}
+	}
+	return st
+}
+
+// members asks etcd for its members (1 s at most) and each member for its status (500 ms
+// at most): how many there are, how many answer, and those that do not (name and client
+// URLs).
+func (p *etcdParts) members() (total, reachable int, down []string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ml, err := p.cl.MemberList(ctx)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	answers := func(url string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := p.cl.Status(ctx, url)
+		return err == nil
+	}
+	for _, m := range ml.Members {
+		ok := false
+		for _, u := range m.ClientURLs {
+			if answers(u) {
+				ok = true
+				break
+			}
+		}
+		if ok {
+			reachable++
+		} else {
+			down = append(down, m.Name+" ("+strings.Join(m.ClientURLs, ",")+")")
+		}
+	}
+	return len(ml.Members), reachable, down, nil
 }
 
 func (p *etcdParts) register(reg *prometheus.Registry) {

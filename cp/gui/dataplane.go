@@ -24,6 +24,11 @@ type inboundRow struct {
 	Port, ServicePort, Address, Tags, State string
 }
 
+// outboundRow is one of the dataplane's own outbounds (networking.outbound).
+type outboundRow struct {
+	Address, Port, To, Hostname string
+}
+
 // vipRow is one row of the VIP table: as `kuma-dp vips` prints it, and its explain story.
 type vipRow struct {
 	Hostname, IPv4, IPv6, Ports, Origin, Status, Detail, Explain string
@@ -34,6 +39,7 @@ type dataplaneData struct {
 	Name, Mesh, Address, Status, Replicas, YAML, Gateway string
 	Online                                               bool
 	Inbounds                                             []inboundRow
+	Outbounds                                            []outboundRow
 	VIPs                                                 []vipRow
 	VIPTotal, VIPFirst                                   int
 	VIPNext, VIPPrev                                     string
@@ -57,7 +63,7 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 	d := dataplaneData{Name: name, Mesh: meshName, Status: "Offline", Problems: v.Problems,
 		EnvoyJSON: pathOf("meshes", meshName, "dataplanes", name, "envoy.json")}
 	_, d.Address = api.DataplaneColumns(res)
-	d.YAML = specYAML(res.Spec)
+	d.YAML = specYAML("Dataplane", res.Spec)
 	agents, err := s.api.Agents(ctx)
 	if err != nil {
 		return "", meshName, nil, err
@@ -74,8 +80,20 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 		}
 		d.Inbounds = append(d.Inbounds, row)
 	}
-	if ne := v.Self.Networking.NetworkingExtra; ne != nil && len(ne.Gateway) > 0 {
-		d.Gateway = string(ne.Gateway)
+	if ne := v.Self.Networking.NetworkingExtra; ne != nil {
+		if len(ne.Gateway) > 0 {
+			d.Gateway = string(ne.Gateway)
+		}
+		for _, o := range ne.Outbound {
+			row := outboundRow{Address: o.Address, Port: strconv.Itoa(int(o.Port)), To: o.Tags.String(), Hostname: o.Hostname}
+			if row.Address == "" {
+				row.Address = "127.0.0.1"
+			}
+			if o.BackendRef != nil {
+				row.To = o.BackendRef.Kind + "/" + o.BackendRef.Name
+			}
+			d.Outbounds = append(d.Outbounds, row)
+		}
 	}
 	first, err := vipPage(r)
 	if err != nil {
@@ -151,13 +169,18 @@ func vipRows(t *vipalloc.Table, host string, first int) ([]vipRow, int) {
 	return out, len(match)
 }
 
-// specYAML is a resource's document as YAML, with every inline secret hidden.
-func specYAML(spec json.RawMessage) string {
-	var doc any
+// specYAML is a resource's document as YAML, with every inline secret hidden; its type
+// first (the API's document of a resource applied by kuma-cp apply has none).
+func specYAML(kind string, spec json.RawMessage) string {
+	var doc map[string]any
 	if json.Unmarshal(spec, &doc) != nil {
 		return string(spec)
 	}
-	return toYAML(hideSecrets(doc))
+	typ := ""
+	if _, ok := doc["type"]; !ok {
+		typ = "type: " + kind + "\n"
+	}
+	return typ + toYAML(hideSecrets(doc))
 }
 
 // secretKeys are the fields that hold key material inline (a DataSource's inline and

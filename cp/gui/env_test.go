@@ -77,6 +77,7 @@ func readyJSON(t *testing.T, p *proc, path string, out any) {
 // cpEnv is the control plane and its agents.
 type cpEnv struct {
 	t        *testing.T
+	etcd     *etcdtest.Cluster
 	dir      string
 	address  string // the agents' server
 	apiURL   string
@@ -147,6 +148,7 @@ func newCPEnv(t *testing.T) *cpEnv {
 	cpBin := bins.Build(t, "kuma-cp", "../../cmd/kuma-cp")
 	e := &cpEnv{t: t, dir: t.TempDir(), agents: map[string]*proc{}, dpBin: bins.Build(t, "kuma-dp", "../../cmd/kuma-dp")}
 	c := etcdtest.Start(t, 3)
+	e.etcd = c
 	if err := certs.Write(e.dir, []string{"localhost", "127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,11 @@ func TestGUIInABrowser(t *testing.T) {
 		if got := eval[string](b, `document.querySelector('[data-field=leader]').textContent`); got != "replica-1" {
 			t.Errorf("leader %q on the page, want replica-1", got)
 		}
+		for field, want := range map[string]string{"etcdMembers": "3", "etcdMembersReachable": "3", "synced": "true"} {
+			if got := eval[string](b, `document.querySelector('[data-field=`+field+`]').textContent`); got != want {
+				t.Errorf("%s %q on the page, want %s", field, got, want)
+			}
+		}
 		if got := eval[string](b, `document.getElementById('agents-total').textContent`); got != "3" {
 			t.Errorf("agents %q on the page, want 3", got)
 		}
@@ -253,6 +258,16 @@ func TestGUIInABrowser(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("status %d", resp.StatusCode)
 		}
+	})
+	t.Run("an etcd member down", func(t *testing.T) {
+		b.t = t
+		e.etcd.Kill(2)
+		waitFor(t, "the overview naming the member down", 10*time.Second, func() bool {
+			b.open(gui + "/")
+			return eval[string](b, `document.querySelector('[data-field=etcdMembersReachable]').textContent`) == "2" &&
+				strings.Contains(eval[string](b, `document.querySelector('[data-field=etcdMembersUnreachable]').textContent`), e.etcd.Endpoints()[2])
+		})
+		b.clean("an etcd member down")
 	})
 	t.Logf("screenshots in %s", b.shots)
 }

@@ -66,7 +66,7 @@ func (s *Server) policies(ctx context.Context, r *http.Request) (string, string,
 	for _, typ := range policyTypes {
 		pk := policyKind{Kind: api.Types[typ]}
 		for i, it := range lists[typ] {
-			item := policyItem{ID: fmt.Sprintf("%s-%d", typ, i), Name: it.Name, Version: it.Version, YAML: specYAML(it.Spec), Age: api.Age(it.ModificationTime, now)}
+			item := policyItem{ID: fmt.Sprintf("%s-%d", typ, i), Name: it.Name, Version: it.Version, YAML: specYAML(api.Types[typ], it.Spec), Age: api.Age(it.ModificationTime, now)}
 			x, err := decoded(it)
 			if err != nil {
 				item.Selects = []selects{{What: "does not decode:", Count: err.Error()}}
