@@ -41,16 +41,18 @@ func BenchmarkDataplaneList10k(b *testing.B) {
 	}
 	srv := &api.Server{Store: st, Agents: func() []api.Agent { return online }}
 	h := New(srv.Handler(), "bench", nil).Handler()
-	for _, c := range []struct{ name, query string }{
-		{"first page", ""},
-		{"status=online", "?status=online"},
-		{"service=svc-42", "?service=svc-42"},
+	for _, c := range []struct{ name, path, want string }{
+		{"first page", "/gui/meshes/default/dataplanes", `data-name="dp-`},
+		{"status=online", "/gui/meshes/default/dataplanes?status=online", `data-name="dp-`},
+		{"service=svc-42", "/gui/meshes/default/dataplanes?service=svc-42", `data-name="dp-`},
+		// a dataplane's page reads the whole mesh: its view is computed from every resource
+		{"a dataplane's page", "/gui/meshes/default/dataplanes/dp-00042", `svc-42.mesh`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/gui/meshes/default/dataplanes"+c.query, nil))
-				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `data-name="dp-`) {
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
+				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), c.want) {
 					b.Fatalf("%d\n%s", rec.Code, rec.Body.String())
 				}
 			}

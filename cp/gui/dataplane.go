@@ -75,6 +75,9 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 	}
 	for _, in := range v.Self.Networking.Inbound {
 		row := inboundRow{Port: strconv.Itoa(int(in.Port)), Address: in.Address, Tags: in.Tags.String(), State: in.State()}
+		if row.State == "" {
+			row.State = "Ready"
+		}
 		if in.ServicePort != 0 {
 			row.ServicePort = strconv.Itoa(int(in.ServicePort))
 		}
