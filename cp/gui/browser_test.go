@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // The GUI in a real browser: Debian's chromium, headless, driven over the DevTools
@@ -128,7 +130,7 @@ func (b *browser) open(url string) {
 	if err := chromedp.Do(b.ctx, chromedp.Navigate(url)); err != nil {
 		b.t.Fatalf("open %s: %v", url, err)
 	}
-	waitFor(b.t, "the page's event stream open ("+url+")", 10*time.Second, func() bool {
+	testutil.WaitFor(b.t, "the page's event stream open ("+url+")", 10*time.Second, func() bool {
 		return eval[bool](b, `document.body.getAttribute('data-live') === 'yes'`)
 	})
 }

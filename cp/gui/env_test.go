@@ -226,19 +226,6 @@ func (e *cpEnv) startAgent(name string) *proc {
 	return p
 }
 
-// waitFor polls cond until it holds, failing after within; it returns how long it took.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // vipsFiles writes what the API serves mesh default's agents as files kuma-dp vips reads:
 // each resource's document with the store's creation time (the agents order collisions by
 // it), dataplane name's in a file of its own. It returns the dataplane file and the dir.

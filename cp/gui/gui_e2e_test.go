@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // The GUI against a real control plane (kuma-cp on a three-member etcd, real agents) in a
@@ -27,12 +28,12 @@ func TestGUIInABrowser(t *testing.T) {
 		e.startAgent(name)
 	}
 	ctx := context.Background()
-	waitFor(t, "the routes scheduled, store.blog refused", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "the routes scheduled, store.blog refused", 20*time.Second, func() bool {
 		web, err1 := e.api.Get(ctx, "default", "routes", "web.shop")
 		blog, err2 := e.api.Get(ctx, "default", "routes", "store.blog")
 		return err1 == nil && err2 == nil && strings.Contains(string(web.Spec), `"status":"True"`) && strings.Contains(string(blog.Spec), `"status":"False"`)
 	})
-	waitFor(t, "the three agents online", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the three agents online", 10*time.Second, func() bool {
 		as, err := e.api.Agents(ctx)
 		return err == nil && len(as) == 3
 	})
@@ -105,7 +106,7 @@ func TestGUIInABrowser(t *testing.T) {
 		if err := chromedpClick(b, `#envoy-json-box summary`); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the Envoy JSON read", 10*time.Second, func() bool {
+		testutil.WaitFor(t, "the Envoy JSON read", 10*time.Second, func() bool {
 			return strings.HasPrefix(eval[string](b, `document.getElementById('envoy-json').textContent`), "{")
 		})
 		var doc map[string][]json.RawMessage
@@ -128,7 +129,7 @@ func TestGUIInABrowser(t *testing.T) {
 			t.Fatalf("%s names with 'live' before the change", got)
 		}
 		e.apply(api.Source{Name: "live.yaml", Data: []byte("type: VirtualOutbound\nmesh: default\nname: gui-live\nselectors:\n- match:\n    kuma.io/service: httpbin\nconf:\n  host: '{{.service}}.live.mesh'\n  port: '80'\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n")})
-		took := waitFor(t, "the new name on the open page", 2*time.Second, func() bool {
+		took := testutil.WaitFor(t, "the new name on the open page", 2*time.Second, func() bool {
 			return eval[string](b, `document.getElementById('vip-total').textContent`) == "1"
 		})
 		t.Logf("the applied change showed on the page %v after apply returned", took)
@@ -151,7 +152,7 @@ func TestGUIInABrowser(t *testing.T) {
 		}
 		b.screenshot("dataplanes")
 		e.agents["httpbin-1"].kill()
-		took := waitFor(t, "httpbin-1 Offline on the open page", 10*time.Second, func() bool { return eval[string](b, status) == "Offline" })
+		took := testutil.WaitFor(t, "httpbin-1 Offline on the open page", 10*time.Second, func() bool { return eval[string](b, status) == "Offline" })
 		t.Logf("the killed agent showed Offline %v after the kill", took)
 		if !eval[bool](b, `window.guiMarker === true`) {
 			t.Error("the page was reloaded; it should have changed in place")
@@ -262,7 +263,7 @@ func TestGUIInABrowser(t *testing.T) {
 	t.Run("an etcd member down", func(t *testing.T) {
 		b.t = t
 		e.etcd.Kill(2)
-		waitFor(t, "the overview naming the member down", 10*time.Second, func() bool {
+		testutil.WaitFor(t, "the overview naming the member down", 10*time.Second, func() bool {
 			b.open(gui + "/")
 			return eval[string](b, `document.querySelector('[data-field=etcdMembersReachable]').textContent`) == "2" &&
 				strings.Contains(eval[string](b, `document.querySelector('[data-field=etcdMembersUnreachable]').textContent`), e.etcd.Endpoints()[2])
