@@ -162,10 +162,20 @@ func (c *Client) getPath(ctx context.Context, p string, out any) error {
 	return err
 }
 
-// GET /events sends a change event after a write to the store (etcd's watch) and after an
-// agent comes or goes, and nothing while nothing changes.
+// GET /events sends a change event after a write to the store (its watch: etcd's, the
+// directory's rescans) and after an agent comes or goes, and nothing while nothing changes.
 func TestEventsOnStoreAndAgentChanges(t *testing.T) {
-	st := store.NewEtcd(etcdtest.Start(t, 1).Client(), "/kuma")
+	t.Run("etcd", func(t *testing.T) { eventsOn(t, store.NewEtcd(etcdtest.Start(t, 1).Client(), "/kuma")) })
+	t.Run("dir", func(t *testing.T) {
+		st, err := dirstore.NewStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventsOn(t, st)
+	})
+}
+
+func eventsOn(t *testing.T, st store.Store) {
 	agents := &agentList{}
 	srv := &Server{Store: st, Agents: agents.get, AgentsEvery: 50 * time.Millisecond}
 	hs := httptest.NewServer(srv.Handler())
