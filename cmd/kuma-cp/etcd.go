@@ -213,6 +213,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		p.dnsAddr = udp.String()
 	}
 	srv := &http.Server{Handler: apiHandler(p.apiSrv, log), ReadHeaderTimeout: 5 * time.Second}
+	srv.RegisterOnShutdown(p.apiSrv.CloseEvents)
 	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
 		p.leader.Store(true)

@@ -425,6 +425,7 @@ func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, lo
 		return "", fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
 	}
 	hs := &http.Server{Handler: apiHandler(srv, log), ReadHeaderTimeout: 5 * time.Second}
+	hs.RegisterOnShutdown(srv.CloseEvents)
 	go api.ServeContext(ctx, hs, func() error { return hs.Serve(ln) })
 	log.Info("API serving the resources directory", "api", ln.Addr().String(), "gui", "http://"+ln.Addr().String()+gui.Prefix+"/", "dir", c.dir)
 	return ln.Addr().String(), nil

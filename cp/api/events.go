@@ -22,6 +22,27 @@ type events struct {
 	mu     sync.Mutex
 	subs   map[chan int64]struct{}
 	cancel context.CancelFunc
+	once   sync.Once
+	closed chan struct{} // closed by CloseEvents
+}
+
+func (e *events) done() chan struct{} {
+	e.once.Do(func() { e.closed = make(chan struct{}) })
+	return e.closed
+}
+
+// CloseEvents ends every GET /events stream, now and later: an HTTP server's Shutdown waits
+// for its connections to go idle, and a stream never does (register it with the server's
+// RegisterOnShutdown).
+func (s *Server) CloseEvents() {
+	done := s.events.done()
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	select {
+	case <-done:
+	default:
+		close(done)
+	}
 }
 
 // subscribe adds a subscriber (the watch starts with the first); the returned func removes
@@ -125,8 +146,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "no streaming", "this connection cannot stream events")
 		return
 	}
-	ch, done := s.subscribe()
-	defer done()
+	closed := s.events.done()
+	ch, unsubscribe := s.subscribe()
+	defer unsubscribe()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	fmt.Fprint(w, "retry: 1000\n: subscribed\n\n")
@@ -136,6 +158,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
+			return
+		case <-closed:
 			return
 		case rev := <-ch:
 			fmt.Fprintf(w, "event: change\ndata: %d\n\n", rev)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -231,5 +232,39 @@ func eventsOn(t *testing.T, st store.Store) {
 	case l := <-lines:
 		t.Fatalf("an event with nothing changed: %q", l)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// CloseEvents ends the open streams (an HTTP server's Shutdown would wait for them), and a
+// stream asked for afterwards ends at once.
+func TestCloseEventsEndsStreams(t *testing.T) {
+	st, err := dirstore.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Store: st}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); ended <- err }()
+	srv.CloseEvents()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end within 10 s of CloseEvents")
+	}
+	srv.CloseEvents() // twice is fine
+	resp2, err := http.Get(hs.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	if _, err := io.ReadAll(resp2.Body); err != nil {
+		t.Fatalf("a stream after CloseEvents: %v", err)
 	}
 }
