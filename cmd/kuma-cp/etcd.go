@@ -57,7 +57,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
 	fs.StringVar(&c.username, "etcd-username", "", "etcd user (with --etcd-password-file)")
 	fs.StringVar(&c.passwordFile, "etcd-password-file", "", "file holding the etcd user's password")
-	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape), loopback unless told otherwise; with --store dir it is served when --admin-token-file is given")
+	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape) and the web GUI at /gui, loopback unless told otherwise; with --store dir they are served when --admin-token-file is given")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (required with --store etcd; with --store dir it turns the API on)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
 	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
