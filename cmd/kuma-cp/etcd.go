@@ -249,6 +249,11 @@ func (p *etcdParts) ready() error {
 func (p *etcdParts) status() any {
 	st := map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
 		"storeRevision": p.feed.Revision(), "synced": p.feed.Synced()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ids, err := p.st.Candidates(ctx, "kuma-cp"); err == nil {
+		st["replicas"] = strings.Join(ids, ", ") // every replica alive, the leader first
+	}
 	if total, reachable, down, err := p.members(); err != nil {
 		st["etcdMembers"] = "unknown: " + err.Error()
 	} else {

@@ -79,10 +79,11 @@ type cpEnv struct {
 	t        *testing.T
 	etcd     *etcdtest.Cluster
 	dir      string
-	address  string // the agents' server
-	apiURL   string
+	address  string // replica-1's agents' server (the leader: started first)
+	address2 string // replica-2's
+	apiURL   string // replica-1's API, which the browser reads
 	api      *api.Client
-	cp       *proc
+	cpBin    string
 	agents   map[string]*proc
 	dpBin    string
 	key      []byte
@@ -159,18 +160,34 @@ func newCPEnv(t *testing.T) *cpEnv {
 	if err := os.WriteFile(e.path("admin.token"), []byte("gui-admin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ready := e.path("cp-ready.json")
-	e.cp = startProc(t, "kuma-cp", cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--dns-address", "127.0.0.1:0",
-		"--dns-user-zone", "acme.test", "--admin-token-file", e.path("admin.token"), "--replica-id", "replica-1", "--leader-lease-ttl", "2s",
-		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
-		"--ready-file", ready)
-	var r struct{ Address, API string }
-	readyJSON(t, e.cp, ready, &r)
-	e.address, e.apiURL = r.Address, "http://"+r.API
+	e.cpBin = cpBin
+	var api1 string
+	e.address, api1 = e.startReplica("replica-1")
+	e.apiURL = "http://" + api1
+	e.api = api.NewClient(e.apiURL, "gui-admin")
+	testutil.WaitFor(t, "replica-1 leading", 10*time.Second, func() bool {
+		st, err := e.api.Status(context.Background())
+		return err == nil && strings.Contains(string(st), `"leader":"replica-1"`)
+	})
+	e.address2, _ = e.startReplica("replica-2")
 	e.api = api.NewClient(e.apiURL, "gui-admin")
 	e.upstream = testutil.NXDomainUpstream(t)
 	return e
+}
+
+// startReplica runs a replica of kuma-cp serve on the env's etcd (its shard DNS on a port
+// of its own); it returns its agents' and API addresses.
+func (e *cpEnv) startReplica(id string) (address, apiAddr string) {
+	e.t.Helper()
+	ready := e.path(id + "-ready.json")
+	p := startProc(e.t, "kuma-cp "+id, e.cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(e.etcd.Endpoints(), ","),
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--dns-address", "127.0.0.1:0",
+		"--dns-user-zone", "acme.test", "--admin-token-file", e.path("admin.token"), "--replica-id", id, "--leader-lease-ttl", "2s",
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
+		"--ready-file", ready)
+	var r struct{ Address, API string }
+	readyJSON(e.t, p, ready, &r)
+	return r.Address, r.API
 }
 
 func (e *cpEnv) path(name string) string { return filepath.Join(e.dir, name) }
@@ -207,8 +224,8 @@ func files(t *testing.T, paths ...string) []api.Source {
 }
 
 // startAgent runs kuma-dp for dataplane name of mesh default, its dataplane from the
-// control plane; it returns once the agent is ready.
-func (e *cpEnv) startAgent(name string) *proc {
+// control plane at address; it returns once the agent is ready.
+func (e *cpEnv) startAgent(name, address string) *proc {
 	e.t.Helper()
 	work := e.t.TempDir()
 	tok := filepath.Join(work, "token")
@@ -216,7 +233,7 @@ func (e *cpEnv) startAgent(name string) *proc {
 		e.t.Fatal(err)
 	}
 	ready := filepath.Join(work, "ready.json")
-	p := startProc(e.t, "kuma-dp "+name, e.dpBin, "run", "--cp-address", "grpcs://"+e.address, "--ca-cert-file", e.path(certs.CACertFile),
+	p := startProc(e.t, "kuma-dp "+name, e.dpBin, "run", "--cp-address", "grpcs://"+address, "--ca-cert-file", e.path(certs.CACertFile),
 		"--dataplane-token-file", tok, "--name", name, "--mesh", "default",
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--dns-upstream", e.upstream,
 		"--envoy=false", "--work-dir", work, "--ready-file", ready, "--drain-time", "0s", "--cp-retry-backoff", "100ms")

@@ -24,9 +24,9 @@ func TestGUIInABrowser(t *testing.T) {
 	e := newCPEnv(t)
 	e.apply(append(files(t, "testdata/mesh/policies", "testdata/mesh/dataplane.yaml", "testdata/routes/shard-a.yaml"),
 		api.Source{Name: "shards.yaml", Data: []byte(shards)})...)
-	for _, name := range []string{"web-1", "httpbin-1", "gateway-a-1"} {
-		e.startAgent(name)
-	}
+	e.startAgent("web-1", e.address)
+	e.startAgent("httpbin-1", e.address)
+	e.startAgent("gateway-a-1", e.address2) // on the other replica
 	ctx := context.Background()
 	testutil.WaitFor(t, "the routes scheduled, store.blog refused", 20*time.Second, func() bool {
 		web, err1 := e.api.Get(ctx, "default", "routes", "web.shop")
@@ -66,7 +66,7 @@ func TestGUIInABrowser(t *testing.T) {
 		if got := eval[string](b, `document.querySelector('[data-field=leader]').textContent`); got != "replica-1" {
 			t.Errorf("leader %q on the page, want replica-1", got)
 		}
-		for field, want := range map[string]string{"etcdMembers": "3", "etcdMembersReachable": "3", "synced": "true"} {
+		for field, want := range map[string]string{"etcdMembers": "3", "etcdMembersReachable": "3", "synced": "true", "replicas": "replica-1, replica-2"} {
 			if got := eval[string](b, `document.querySelector('[data-field=`+field+`]').textContent`); got != want {
 				t.Errorf("%s %q on the page, want %s", field, got, want)
 			}
@@ -74,10 +74,18 @@ func TestGUIInABrowser(t *testing.T) {
 		if got := eval[string](b, `document.getElementById('agents-total').textContent`); got != "3" {
 			t.Errorf("agents %q on the page, want 3", got)
 		}
+		if got := eval[string](b, `Array.from(document.querySelectorAll('#replicas tbody tr')).map(tr => Array.from(tr.cells).map(c => c.textContent.replace(/\s+/g, ' ').trim()).join(' ')).join('; ')`); got != "replica-1 leader 2; replica-2 1" {
+			t.Errorf("agents per replica on the page: %q", got)
+		}
 		b.accessible("overview")
 		b.screenshot("overview")
 		b.phone("overview")
 		b.clean("overview")
+		b.open(gui + "/meshes/default/dataplanes?replica=replica-2")
+		if got := eval[[]string](b, `Array.from(document.querySelectorAll('#dataplanes tbody tr')).map(tr => tr.dataset.name)`); strings.Join(got, ",") != "gateway-a-1" {
+			t.Errorf("the dataplanes connected to replica-2: %v, want gateway-a-1", got)
+		}
+		b.clean("dataplanes of replica-2")
 	})
 
 	t.Run("dataplane VIP table is kuma-dp vips", func(t *testing.T) {

@@ -86,8 +86,8 @@ func fields(m map[string]any) []field {
 	return out
 }
 
-// perReplica counts the agents of each replica: those the agents name, this one and the
-// leader (with none when none is connected to them). The directory store's one control
+// perReplica counts the agents of each replica: those the agents name and those the status
+// names (this one, the leader, every replica alive), with none when none is connected. The directory store's one control
 // plane names no replica: its agents are counted under "this control plane".
 func perReplica(agents []api.Agent, status map[string]any) []replicaAgents {
 	count := map[string]int{}
@@ -100,8 +100,15 @@ func perReplica(agents []api.Agent, status map[string]any) []replicaAgents {
 		}
 	}
 	leader, _ := status["leader"].(string)
-	for _, k := range []string{"replica", "leader"} {
-		if id, _ := status[k].(string); id != "" {
+	known := []string{leader}
+	if id, _ := status["replica"].(string); id != "" {
+		known = append(known, id)
+	}
+	if all, _ := status["replicas"].(string); all != "" { // every replica alive (etcd)
+		known = append(known, strings.Split(all, ", ")...)
+	}
+	for _, id := range known {
+		if id != "" {
 			count[id] += 0
 		}
 	}
