@@ -34,6 +34,8 @@ type routerView struct {
 	Status                                       []field
 	Replicas                                     []replicaRow
 	Ready                                        int
+	// MoreReplicas are the replicas beyond the page's (api.MaxPageSize), not listed.
+	MoreReplicas int
 	Routes                                       []routeRow
 }
 
@@ -66,9 +68,11 @@ func (s *Server) routers(ctx context.Context, r *http.Request) (string, string, 
 		if v.Namespaces == "" {
 			v.Namespaces = "<all>"
 		}
-		if v.Replicas, err = s.replicasOf(ctx, meshName, rt); err != nil {
+		total := 0
+		if v.Replicas, total, err = s.replicasOf(ctx, meshName, rt); err != nil {
 			return "", meshName, nil, err
 		}
+		v.MoreReplicas = total - len(v.Replicas)
 		for _, rep := range v.Replicas {
 			if rep.Ready {
 				v.Ready++
@@ -91,11 +95,12 @@ func (s *Server) routers(ctx context.Context, r *http.Request) (string, string, 
 }
 
 // replicasOf are a router's gateway dataplanes (an inbound with every tag of its dataplanes
-// selector, through the API's filter) and whether each is ready: its agent connected and
-// the inbound neither NotReady nor unhealthy; the reason when not.
-func (s *Server) replicasOf(ctx context.Context, meshName string, rt *mesh.Router) ([]replicaRow, error) {
+// selector, through the API's filter; at most api.MaxPageSize, of total) and whether each
+// is ready: its agent connected and the inbound neither NotReady nor unhealthy; the reason
+// when not.
+func (s *Server) replicasOf(ctx context.Context, meshName string, rt *mesh.Router) (rows []replicaRow, total int, err error) {
 	if len(rt.Dataplanes) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	q := url.Values{"size": {strconv.Itoa(api.MaxPageSize)}}
 	for _, t := range rt.Dataplanes {
@@ -103,9 +108,8 @@ func (s *Server) replicasOf(ctx context.Context, meshName string, rt *mesh.Route
 	}
 	page, err := s.api.DataplaneOverviews(ctx, meshName, q)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var out []replicaRow
 	for _, it := range page.Items {
 		row := replicaRow{Name: it.Name, Ready: true}
 		_, row.Address = api.DataplaneColumns(it.Resource)
@@ -131,9 +135,9 @@ func (s *Server) replicasOf(ctx context.Context, meshName string, rt *mesh.Route
 		if len(reasons) > 0 {
 			row.Ready, row.Reason = false, strings.Join(reasons, "; ")
 		}
-		out = append(out, row)
+		rows = append(rows, row)
 	}
-	return out, nil
+	return rows, page.Total, nil
 }
 
 // routeRows are the routes as the page lists them, with the route holding the host of each

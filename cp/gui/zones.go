@@ -91,7 +91,7 @@ func (s *Server) replicaAddrs(ctx context.Context) (map[string]string, error) {
 			if err != nil || !ok {
 				continue
 			}
-			reps, err := s.replicasOf(ctx, mi.Name, rt)
+			reps, _, err := s.replicasOf(ctx, mi.Name, rt)
 			if err != nil {
 				return nil, err
 			}
