@@ -36,7 +36,7 @@ type routerView struct {
 	Ready                                        int
 	// MoreReplicas are the replicas beyond the page's (api.MaxPageSize), not listed.
 	MoreReplicas int
-	Routes                                       []routeRow
+	Routes       []routeRow
 }
 
 type routersData struct {
