@@ -144,12 +144,12 @@ host: docs
 to: {service: web, port: 8080}
 `
 
-func newCPEnv(t *testing.T) *cpEnv {
+// baseEnv is what every control plane of the tests needs: the binaries, a CA and server
+// certificate, the token key and the admin token.
+func baseEnv(t *testing.T) *cpEnv {
 	t.Helper()
-	cpBin := bins.Build(t, "kuma-cp", "../../cmd/kuma-cp")
-	e := &cpEnv{t: t, dir: t.TempDir(), agents: map[string]*proc{}, dpBin: bins.Build(t, "kuma-dp", "../../cmd/kuma-dp")}
-	c := etcdtest.Start(t, 3)
-	e.etcd = c
+	e := &cpEnv{t: t, dir: t.TempDir(), agents: map[string]*proc{},
+		cpBin: bins.Build(t, "kuma-cp", "../../cmd/kuma-cp"), dpBin: bins.Build(t, "kuma-dp", "../../cmd/kuma-dp")}
 	if err := certs.Write(e.dir, []string{"localhost", "127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,15 @@ func newCPEnv(t *testing.T) *cpEnv {
 	if err := os.WriteFile(e.path("admin.token"), []byte("gui-admin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.cpBin = cpBin
+	e.upstream = testutil.NXDomainUpstream(t)
+	return e
+}
+
+// newCPEnv is two replicas of kuma-cp on a three-member etcd, replica-1 leading.
+func newCPEnv(t *testing.T) *cpEnv {
+	t.Helper()
+	e := baseEnv(t)
+	e.etcd = etcdtest.Start(t, 3)
 	var api1 string
 	e.address, api1 = e.startReplica("replica-1")
 	e.apiURL = "http://" + api1
@@ -170,9 +178,33 @@ func newCPEnv(t *testing.T) *cpEnv {
 		return err == nil && strings.Contains(string(st), `"leader":"replica-1"`)
 	})
 	e.address2, _ = e.startReplica("replica-2")
-	e.api = api.NewClient(e.apiURL, "gui-admin")
-	e.upstream = testutil.NXDomainUpstream(t)
 	return e
+}
+
+// newDirEnv is kuma-cp serving a directory (the default store) with its API on, the
+// directory holding the bundled example mesh.
+func newDirEnv(t *testing.T) (e *cpEnv, resources string) {
+	t.Helper()
+	e = baseEnv(t)
+	resources = filepath.Join(e.dir, "resources")
+	if err := os.MkdirAll(resources, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range files(t, "testdata/mesh/policies", "testdata/mesh/dataplane.yaml") {
+		if err := os.WriteFile(filepath.Join(resources, filepath.Base(src.Name)), src.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := e.path("dir-ready.json")
+	p := startProc(t, "kuma-cp dir", e.cpBin, "serve", "--resources-dir", resources,
+		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "", "--admin-token-file", e.path("admin.token"),
+		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
+		"--ready-file", ready)
+	var r struct{ Address, API string }
+	readyJSON(t, p, ready, &r)
+	e.address, e.apiURL = r.Address, "http://"+r.API
+	e.api = api.NewClient(e.apiURL, "gui-admin")
+	return e, resources
 }
 
 // startReplica runs a replica of kuma-cp serve on the env's etcd (its shard DNS on a port

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +281,53 @@ func TestGUIInABrowser(t *testing.T) {
 		b.clean("an etcd member down")
 	})
 	t.Logf("screenshots in %s", b.shots)
+}
+
+// The GUI on the directory store (kuma-cp's default, with --admin-token-file): the overview
+// and the lists load clean and match the API, an agent shows online, and a file edited by
+// hand shows on an open page within 2 s.
+func TestGUIOnTheDirectoryStore(t *testing.T) {
+	b := newBrowser(t)
+	e, resources := newDirEnv(t)
+	e.startAgent("web-1", e.address)
+	ctx := context.Background()
+	testutil.WaitFor(t, "web-1 online", 10*time.Second, func() bool {
+		as, err := e.api.Agents(ctx)
+		return err == nil && len(as) == 1
+	})
+	gui := e.apiURL + "/gui"
+	b.open(gui + "/")
+	insights, err := e.api.MeshInsights(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mi := range insights {
+		got := eval[string](b, fmt.Sprintf(`document.querySelector('tr[data-mesh=%q] [data-count=online]').textContent.trim() + '/' + document.querySelector('tr[data-mesh=%q] [data-count=dataplanes]').textContent`, mi.Name, mi.Name))
+		if want := fmt.Sprintf("%d/%d", mi.Dataplanes.Online, mi.Dataplanes.Total); got != want {
+			t.Errorf("mesh %s: online/dataplanes %s on the page, %s in the API", mi.Name, got, want)
+		}
+	}
+	if got := eval[string](b, `document.querySelector('[data-field=store]').textContent`); got != "dir" {
+		t.Errorf("store %q on the page", got)
+	}
+	b.accessible("overview (directory)")
+	b.clean("overview (directory)")
+	for _, page := range []string{"/meshes/default/dataplanes", "/meshes/default/policies", "/meshes/default/routers", "/zones"} {
+		b.open(gui + page)
+		b.clean(page + " (directory)")
+	}
+	b.open(gui + "/meshes/default/dataplanes/web-1?host=byhand")
+	eval[bool](b, `window.guiMarker = true`)
+	vo := "type: VirtualOutbound\nmesh: default\nname: by-hand\nselectors:\n- match:\n    kuma.io/service: httpbin\nconf:\n  host: '{{.service}}.byhand.mesh'\n  port: '80'\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n"
+	if err := os.WriteFile(filepath.Join(resources, "by-hand.yaml"), []byte(vo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	took := testutil.WaitFor(t, "the hand-written file's name on the open page", 2*time.Second, func() bool {
+		return eval[string](b, `document.getElementById('vip-total').textContent`) == "1"
+	})
+	t.Logf("a file written by hand showed on the page %v later", took)
+	if !eval[bool](b, `window.guiMarker === true`) {
+		t.Error("the page was reloaded; it should have changed in place")
+	}
+	b.clean("a hand edit (directory)")
 }
