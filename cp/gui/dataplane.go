@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 	"github.com/kumadp/kuma-dp/xds"
 )
@@ -52,6 +53,10 @@ type dataplaneData struct {
 
 func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string, any, error) {
 	meshName, name := r.PathValue("mesh"), r.PathValue("name")
+	first, err := vipPage(r)
+	if err != nil {
+		return "", meshName, nil, err
+	}
 	res, err := s.api.Get(ctx, meshName, "dataplanes", name)
 	if err != nil {
 		return "", meshName, nil, err
@@ -60,20 +65,27 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 	if err != nil {
 		return "", meshName, nil, err
 	}
-	d := dataplaneData{Name: name, Mesh: meshName, Status: "Offline", Problems: v.Problems,
-		EnvoyJSON: pathOf("meshes", meshName, "dataplanes", name, "envoy.json")}
-	_, d.Address = api.DataplaneColumns(res)
-	d.YAML = specYAML("Dataplane", res.Spec)
 	agents, err := s.api.Agents(ctx)
 	if err != nil {
 		return "", meshName, nil, err
 	}
+	d := dataplaneData{Name: name, Mesh: meshName, Status: "Offline", Problems: v.Problems,
+		EnvoyJSON: pathOf("meshes", meshName, "dataplanes", name, "envoy.json"), YAML: specYAML("Dataplane", res.Spec)}
+	_, d.Address = api.DataplaneColumns(res)
 	for _, a := range agents {
 		if a.Mesh == meshName && a.Name == name {
 			d.Status, d.Online, d.Replicas = "Online", true, strings.Join(a.Replicas, ", ")
 		}
 	}
-	for _, in := range v.Self.Networking.Inbound {
+	d.networking(v.Self.Networking)
+	d.vips(r, v.Table, first)
+	d.Envoy = summarize(v.Envoy, v.EnvoyErr)
+	return "Dataplane " + name, meshName, d, nil
+}
+
+// networking fills the inbounds, outbounds and gateway.
+func (d *dataplaneData) networking(n mesh.Networking) {
+	for _, in := range n.Inbound {
 		row := inboundRow{Port: strconv.Itoa(int(in.Port)), Address: in.Address, Tags: in.Tags.String(), State: in.State()}
 		if row.State == "" {
 			row.State = "Ready"
@@ -83,32 +95,35 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 		}
 		d.Inbounds = append(d.Inbounds, row)
 	}
-	if ne := v.Self.Networking.NetworkingExtra; ne != nil {
-		if len(ne.Gateway) > 0 {
-			d.Gateway = string(ne.Gateway)
-		}
-		for _, o := range ne.Outbound {
-			row := outboundRow{Address: o.Address, Port: strconv.Itoa(int(o.Port)), To: o.Tags.String(), Hostname: o.Hostname}
-			if row.Address == "" {
-				row.Address = "127.0.0.1"
-			}
-			if o.BackendRef != nil {
-				row.To = o.BackendRef.Kind + "/" + o.BackendRef.Name
-			}
-			d.Outbounds = append(d.Outbounds, row)
-		}
+	ne := n.NetworkingExtra
+	if ne == nil {
+		return
 	}
-	first, err := vipPage(r)
-	if err != nil {
-		return "", meshName, nil, err
+	if len(ne.Gateway) > 0 {
+		d.Gateway = string(ne.Gateway)
 	}
+	for _, o := range ne.Outbound {
+		row := outboundRow{Address: o.Address, Port: strconv.Itoa(int(o.Port)), To: o.Tags.String(), Hostname: o.Hostname}
+		if row.Address == "" {
+			row.Address = "127.0.0.1"
+		}
+		if o.BackendRef != nil {
+			row.To = o.BackendRef.Kind + "/" + o.BackendRef.Name
+		}
+		d.Outbounds = append(d.Outbounds, row)
+	}
+}
+
+// vips fills the VIP table's page from first (the query's host filtering it), its links
+// and the tuples without a hostname.
+func (d *dataplaneData) vips(r *http.Request, t *vipalloc.Table, first int) {
 	d.Host = r.URL.Query().Get("host")
-	d.VIPs, d.VIPTotal = vipRows(v.Table, d.Host, first)
+	d.VIPs, d.VIPTotal = vipRows(t, d.Host, first)
 	d.VIPFirst = first + 1
 	link := func(from int) string {
 		q := r.URL.Query()
 		q.Set("vfrom", strconv.Itoa(from))
-		return pathOf("meshes", meshName, "dataplanes", name) + "?" + q.Encode() + "#vips"
+		return pathOf("meshes", d.Mesh, "dataplanes", d.Name) + "?" + q.Encode() + "#vips"
 	}
 	if first+vipPageSize < d.VIPTotal {
 		d.VIPNext = link(first + vipPageSize)
@@ -116,11 +131,9 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 	if first > 0 {
 		d.VIPPrev = link(max(0, first-vipPageSize))
 	}
-	for _, sk := range v.Table.Skipped() {
+	for _, sk := range t.Skipped() {
 		d.Skipped = append(d.Skipped, sk.Origin.Kind+"/"+sk.Origin.Name+" "+sk.Key+": "+sk.Reason)
 	}
-	d.Envoy = summarize(v.Envoy, v.EnvoyErr)
-	return "Dataplane " + name, meshName, d, nil
 }
 
 // vipPage is the VIP table's first row shown (vfrom, from 0).

@@ -124,6 +124,9 @@ func TestErrorPageIsOneRequest(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `id="dataplanes"`) {
 		t.Fatalf("the page after an error: %d\n%s", code, body)
 	}
+	if code, body := get(t, hs.URL+"/gui/meshes/default/dataplanes/web-1?vfrom=x"); code != http.StatusBadRequest || !strings.Contains(body, `vfrom &#34;x&#34;`) {
+		t.Errorf("a bad vfrom: %d\n%s", code, body)
+	}
 	if code, _ := get(t, hs.URL+"/gui/meshes/default/dataplanes/nope"); code != http.StatusNotFound {
 		t.Errorf("a missing dataplane: %d, want 404", code)
 	}
