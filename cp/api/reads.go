@@ -257,12 +257,15 @@ func (f DataplaneFilter) matches(it store.Item, dp *mesh.Dataplane, in Dataplane
 	if (f.Gateway == "true" && !gw) || (f.Gateway == "false" && gw) {
 		return false
 	}
-	if len(f.Tags) == 0 {
-		return true
-	}
+	return len(f.Tags) == 0 || HasTags(dp, f.Tags)
+}
+
+// HasTags says whether an inbound of dp, or its gateway, has every tag (a value "*": any
+// value): the API's tag filter, and what the GUI counts for a policy's selector.
+func HasTags(dp *mesh.Dataplane, want []mesh.Tag) bool {
 	for _, tags := range tagSets(dp) {
 		all := true
-		for _, t := range f.Tags {
+		for _, t := range want {
 			if v, ok := tags[t.Key]; !ok || (t.Value != mesh.Wildcard && v != t.Value) {
 				all = false
 				break

@@ -35,6 +35,13 @@ func BenchmarkDataplaneList10k(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "dataplanes.yaml"), []byte(doc.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	var vos strings.Builder // 20 policies of 2 selectors each, for the policies page
+	for i := range 20 {
+		fmt.Fprintf(&vos, "---\ntype: VirtualOutbound\nmesh: default\nname: vo-%d\nselectors:\n- match:\n    kuma.io/service: svc-%d\n- match:\n    version: v%d\nconf:\n  host: '{{.service}}.vo%d.mesh'\n  port: '80'\n  parameters:\n  - name: service\n    tagKey: kuma.io/service\n", i, i, i%3, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policies.yaml"), []byte(vos.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	st, err := dirstore.NewStore(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -45,6 +52,8 @@ func BenchmarkDataplaneList10k(b *testing.B) {
 		{"first page", "/gui/meshes/default/dataplanes", `data-name="dp-`},
 		{"status=online", "/gui/meshes/default/dataplanes?status=online", `data-name="dp-`},
 		{"service=svc-42", "/gui/meshes/default/dataplanes?service=svc-42", `data-name="dp-`},
+		// the policies page counts 40 selectors' dataplanes in one pass over the mesh's
+		{"policies", "/gui/meshes/default/policies", `data-policy="vo-19"`},
 		// a dataplane's page reads the whole mesh: its view is computed from every resource
 		{"a dataplane's page", "/gui/meshes/default/dataplanes/dp-00042", `svc-42.mesh`},
 	} {

@@ -2,11 +2,13 @@ package gui
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -162,5 +164,30 @@ func TestSecurityHeaders(t *testing.T) {
 	resp.Body.Close()
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Errorf("Content-Security-Policy %q", csp)
+	}
+}
+
+// Each selector's count on the policies page (one pass over the dataplanes) is the total
+// of the list it links to (the API's filter).
+func TestPolicySelectorCountsAreTheFilters(t *testing.T) {
+	hs := testServer(t)
+	_, body := get(t, hs.URL+"/gui/meshes/default/policies")
+	links := regexp.MustCompile(`<a href="([^"]+)">(\d+) dataplanes</a>`).FindAllStringSubmatch(body, -1)
+	if len(links) < 10 {
+		t.Fatalf("%d selectors with dataplanes on the page", len(links))
+	}
+	nonzero := 0
+	for _, l := range links {
+		href := html.UnescapeString(l[1])
+		_, list := get(t, hs.URL+href)
+		if !strings.Contains(list, `id="total">`+l[2]+`<`) {
+			t.Errorf("%s dataplanes counted for %s, the list says otherwise", l[2], href)
+		}
+		if l[2] != "0" {
+			nonzero++
+		}
+	}
+	if nonzero == 0 {
+		t.Error("every selector counts 0 dataplanes")
 	}
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // A mesh's policies, every kind, each as it was applied (its YAML, inline secrets hidden)
-// with what it selects: the dataplanes of each selector (counted by the API's filter, a
-// few named, the rest a link to the filtered list), or the MeshExternalServices a
-// HostnameGenerator names.
+// with what it selects: the dataplanes of each selector (counted in one pass over the
+// mesh's dataplanes, whatever the number of selectors; a few named, the rest a link to the
+// list the API filters the same way), or the MeshExternalServices a HostnameGenerator names.
 
 // policyTypes are the policy kinds' API types, in the page's order.
 var policyTypes = []string{"virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"}
@@ -28,6 +28,14 @@ const namesShown = 5
 type selects struct {
 	What, Tags, Link, Names string
 	Count                   string
+	sel                     *selCount // a selector's, filled by countSelected
+}
+
+// selCount is one selector's dataplanes: how many, and the first few names.
+type selCount struct {
+	tags  mesh.Tags
+	n     int
+	names []string
 }
 
 type policyItem struct {
@@ -63,44 +71,52 @@ func (s *Server) policies(ctx context.Context, r *http.Request) (string, string,
 		}
 	}
 	now := time.Now()
+	var counts []*selCount
 	for _, typ := range policyTypes {
 		pk := policyKind{Kind: api.Types[typ]}
 		for i, it := range lists[typ] {
 			item := policyItem{ID: fmt.Sprintf("%s-%d", typ, i), Name: it.Name, Version: it.Version, YAML: specYAML(api.Types[typ], it.Spec), Age: api.Age(it.ModificationTime, now)}
-			x, err := decoded(it)
-			if err != nil {
+			if x, err := decoded(it); err != nil {
 				item.Selects = []selects{{What: "does not decode:", Count: err.Error()}}
-			} else if item.Selects, err = s.selected(ctx, meshName, x, mess); err != nil {
-				return "", meshName, nil, err
+			} else {
+				item.Selects = selected(x, mess)
+			}
+			for _, sel := range item.Selects {
+				if sel.sel != nil {
+					counts = append(counts, sel.sel)
+				}
 			}
 			pk.Items = append(pk.Items, item)
 		}
 		d.Kinds = append(d.Kinds, pk)
 	}
+	if err := s.countSelected(ctx, meshName, counts); err != nil {
+		return "", meshName, nil, err
+	}
+	for _, pk := range d.Kinds {
+		for _, item := range pk.Items {
+			for i := range item.Selects {
+				item.Selects[i].fill(meshName)
+			}
+		}
+	}
 	return "Policies of " + meshName, meshName, d, nil
 }
 
-// selected is what a policy selects.
-func (s *Server) selected(ctx context.Context, meshName string, r mesh.Resource, mess []*mesh.MeshExternalService) ([]selects, error) {
+// selected is what a policy selects; a selector's dataplanes are counted later.
+func selected(r mesh.Resource, mess []*mesh.MeshExternalService) []selects {
 	var out []selects
-	add := func(what string, sels []mesh.Selector) error {
+	add := func(what string, sels []mesh.Selector) {
 		for _, sel := range sels {
-			one, err := s.dataplanesOf(ctx, meshName, what, sel.Match)
-			if err != nil {
-				return err
-			}
-			out = append(out, one)
+			out = append(out, selects{What: what, Tags: sel.Match.String(), sel: &selCount{tags: sel.Match}})
 		}
-		return nil
 	}
-	var err error
 	switch p := r.(type) {
 	case *mesh.VirtualOutbound:
-		err = add("dataplanes", p.Selectors)
+		add("dataplanes", p.Selectors)
 	case *mesh.TrafficRoute:
-		if err = add("sources", p.Sources); err == nil {
-			err = add("destinations", p.Destinations)
-		}
+		add("sources", p.Sources)
+		add("destinations", p.Destinations)
 	case *mesh.MeshExternalService:
 		out = append(out, selects{What: "every dataplane of the mesh reaches it", Count: "-"})
 	case *mesh.HostnameGenerator:
@@ -113,28 +129,59 @@ func (s *Server) selected(ctx context.Context, meshName string, r mesh.Resource,
 		out = append(out, selects{What: p.Spec.TargetRef.Kind + "s labelled", Tags: p.Spec.TargetRef.Tags.String(),
 			Count: strconv.Itoa(len(names)), Names: strings.Join(names, ", ")})
 	}
-	return out, err
+	return out
 }
 
-// dataplanesOf counts the dataplanes whose inbound (or gateway) has every tag of match, and
-// names a few, through the API's filter.
-func (s *Server) dataplanesOf(ctx context.Context, meshName, what string, match mesh.Tags) (selects, error) {
-	q := url.Values{"size": {strconv.Itoa(namesShown)}}
-	for _, t := range match {
+// countSelected counts the dataplanes of every selector in one pass over the mesh's
+// dataplanes (read through the API a page at a time), with the API's tag filter
+// (api.HasTags).
+func (s *Server) countSelected(ctx context.Context, meshName string, counts []*selCount) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	q := url.Values{"size": {strconv.Itoa(api.MaxPageSize)}}
+	for {
+		page, err := s.api.DataplaneOverviews(ctx, meshName, q)
+		if err != nil {
+			return err
+		}
+		for _, it := range page.Items {
+			x, err := decoded(it.Resource)
+			dp, ok := x.(*mesh.Dataplane)
+			if err != nil || !ok {
+				continue
+			}
+			for _, c := range counts {
+				if api.HasTags(dp, c.tags) {
+					c.n++
+					if len(c.names) < namesShown {
+						c.names = append(c.names, it.Name)
+					}
+				}
+			}
+		}
+		u, err := url.Parse(page.Next)
+		if page.Next == "" || err != nil {
+			return err
+		}
+		q = u.Query()
+	}
+}
+
+// fill writes a selector's count, names and the link to its dataplanes.
+func (sel *selects) fill(meshName string) {
+	c := sel.sel
+	if c == nil {
+		return
+	}
+	q := url.Values{}
+	for _, t := range c.tags {
 		q.Add("tag", t.Key+":"+t.Value)
 	}
-	page, err := s.api.DataplaneOverviews(ctx, meshName, q)
-	if err != nil {
-		return selects{}, err
-	}
-	var names []string
-	for _, it := range page.Items {
-		names = append(names, it.Name)
-	}
-	if page.Total > len(names) {
+	names := c.names
+	if c.n > len(names) {
 		names = append(names, "...")
 	}
-	q.Del("size")
-	return selects{What: what, Tags: match.String(), Count: strconv.Itoa(page.Total), Names: strings.Join(names, ", "),
-		Link: pathOf("meshes", meshName, "dataplanes") + "?" + q.Encode()}, nil
+	sel.Count, sel.Names = strconv.Itoa(c.n), strings.Join(names, ", ")
+	sel.Link = pathOf("meshes", meshName, "dataplanes") + "?" + q.Encode()
 }
