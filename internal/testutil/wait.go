@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// WaitFor polls cond every 50 ms until it holds and returns how long that took; the test
-// fails (naming what) when it has not held within the bound.
+// WaitFor polls cond until it holds, failing the test after within; it returns how long
+// that took.
 func WaitFor(t testing.TB, what string, within time.Duration, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -14,7 +14,7 @@ func WaitFor(t testing.TB, what string, within time.Duration, cond func() bool) 
 		if time.Since(start) > within {
 			t.Fatalf("%s: not within %v", what, within)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	return time.Since(start)
 }
