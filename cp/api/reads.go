@@ -53,8 +53,10 @@ type MeshInsights struct {
 	Items []MeshInsight `json:"items"`
 }
 
-// policyKinds are the kinds a mesh insight counts as policies.
-var policyKinds = []string{mesh.KindVirtualOutbound, mesh.KindTrafficRoute, mesh.KindMeshExternalService, mesh.KindHostnameGenerator}
+// PolicyKinds are the kinds a mesh insight counts by kind (its "policies"): every kind of
+// the API but dataplanes and router shards, in the order the GUI lists them.
+var PolicyKinds = []string{mesh.KindVirtualOutbound, mesh.KindTrafficRoute, mesh.KindMeshExternalService, mesh.KindHostnameGenerator,
+	mesh.KindMeshService, mesh.KindMeshTCPRoute, mesh.KindMeshHTTPRoute}
 
 // scan calls f with every resource of a list, a page of the store at a time.
 func scan(ctx context.Context, st store.Store, meshName, kind string, f func(store.Item)) error {
@@ -128,7 +130,7 @@ func (s *Server) meshInsights(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	})
-	for _, kind := range append(slices.Clone(policyKinds), mesh.KindRouter, mesh.KindRoute) {
+	for _, kind := range append(slices.Clone(PolicyKinds), mesh.KindRouter, mesh.KindRoute) {
 		if err != nil {
 			break
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
 	"github.com/kumadp/kuma-dp/internal/testutil"
 )
@@ -275,7 +276,7 @@ func (e *cpEnv) startAgent(name, address string) *proc {
 	return p
 }
 
-// vipsFiles writes what the API serves mesh default's agents as files kuma-dp vips reads:
+// vipsFiles writes what the control plane serves mesh default's agents as files kuma-dp vips reads:
 // each resource's document with the store's creation time (the agents order collisions by
 // it), dataplane name's in a file of its own. It returns the dataplane file and the dir.
 func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
@@ -285,7 +286,11 @@ func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		e.t.Fatal(err)
 	}
-	for _, typ := range []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"} {
+	for _, kind := range cplink.Kinds { // what the control plane serves agents
+		typ := api.TypeOf(kind)
+		if typ == "" {
+			continue // derived by the control plane (zones), not in the API
+		}
 		items, err := e.api.List(ctx, "default", typ)
 		if err != nil {
 			e.t.Fatal(err)
@@ -297,7 +302,9 @@ func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
 			}
 			doc["creationTime"] = it.CreationTime
 			b, _ := json.Marshal(doc)
-			path := filepath.Join(dir, fmt.Sprintf("%s-%s.json", typ, it.Name))
+			// a file per kind and name: of two stored under one name (routes of two
+			// namespaces), the later replaces the other, as the control plane serves them
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s.json", typ, doc["name"]))
 			if typ == "dataplanes" && it.Name == name {
 				path = filepath.Join(e.t.TempDir(), "dataplane.json")
 				dataplaneFile = path

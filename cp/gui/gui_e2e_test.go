@@ -244,9 +244,8 @@ func TestGUIInABrowser(t *testing.T) {
 		b.screenshot("zones")
 		b.phone("zones")
 		b.open(gui + "/meshes/default/policies")
-		for typ, kind := range map[string]string{"virtualoutbounds": "VirtualOutbound", "trafficroutes": "TrafficRoute",
-			"meshexternalservices": "MeshExternalService", "hostnamegenerators": "HostnameGenerator"} {
-			items, err := e.api.List(ctx, "default", typ)
+		for _, kind := range api.PolicyKinds {
+			items, err := e.api.List(ctx, "default", api.TypeOf(kind))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,10 +41,13 @@ spec:
         inlineString: "-----BEGIN PRIVATE KEY-----\n` + testutil.SecretMarker + `\n-----END PRIVATE KEY-----\n"
 `
 
-func testServer(t *testing.T) *httptest.Server {
+func testServer(t *testing.T) *httptest.Server { return testServerWith(t, "") }
+
+// testServerWith is testServer with more documents in a file of their own.
+func testServerWith(t *testing.T, more string) *httptest.Server {
 	t.Helper()
 	dir := t.TempDir()
-	for _, src := range []string{"../../testdata/mesh/policies", "../../testdata/mesh/dataplane.yaml"} {
+	for _, src := range []string{"../../testdata/mesh/policies", "../../testdata/mesh/dataplane.yaml", "../../testdata/routes/shard-a.yaml"} {
 		names := []string{src}
 		if fi, _ := os.Stat(src); fi.IsDir() {
 			names, _ = filepath.Glob(filepath.Join(src, "*.yaml"))
@@ -61,6 +64,11 @@ func testServer(t *testing.T) *httptest.Server {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "secret.yaml"), []byte(secretMES), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if more != "" {
+		if err := os.WriteFile(filepath.Join(dir, "more.yaml"), []byte(more), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st, err := dirstore.NewStore(dir)
 	if err != nil {
@@ -97,7 +105,7 @@ func TestPages(t *testing.T) {
 		"/gui/meshes/default/dataplanes?status=online":    {`id="total">1<`, `data-name="web-1"`},
 		"/gui/meshes/default/dataplanes/web-1":            {"httpbin.mesh", "produced by", `id="listener-count"`, "servicePort: 18080"},
 		"/gui/meshes/default/policies":                    {`data-policy="with-key"`, "(hidden)", `data-count="VirtualOutbound">14<`},
-		"/gui/meshes/default/routers":                     {"No router and no route"},
+		"/gui/meshes/default/routers":                     {`data-router="shard-a"`, "Routes not scheduled", `data-route="shop/web"`},
 		"/gui/zones":                                      {"serves no router shard DNS"},
 		"/gui/meshes/default/dataplanes/web-1/envoy.json": {`"listeners"`, `"clusters"`},
 	} {
@@ -189,5 +197,36 @@ func TestPolicySelectorCountsAreTheFilters(t *testing.T) {
 	}
 	if nonzero == 0 {
 		t.Error("every selector counts 0 dataplanes")
+	}
+}
+
+// sameNamedRoutes are two routes named store, of two namespaces: stored as store.shop and
+// store.blog, served to agents by their name.
+const sameNamedRoutes = `type: Route
+name: store
+namespace: shop
+host: www.acme.test
+dnsType: user
+to: {service: web, port: 8080}
+---
+type: Route
+name: store
+namespace: blog
+host: www.acme.test
+dnsType: user
+to: {service: web, port: 8080}
+`
+
+// Two resources of a kind served under one name (routes of two namespaces) leave a
+// dataplane's page standing, saying which one its agent gets: the page was a 502 (the
+// snapshot refused the duplicate name).
+func TestSameNamedRoutesLeaveTheDataplanePage(t *testing.T) {
+	hs := testServerWith(t, sameNamedRoutes)
+	code, body := get(t, hs.URL+"/gui/meshes/default/dataplanes/web-1")
+	if code != http.StatusOK {
+		t.Fatalf("%d\n%s", code, body)
+	}
+	if !strings.Contains(body, `Route &#34;store&#34;: two are stored under this name (default/routes/store.shop is served`) {
+		t.Errorf("the page does not say which route is served:\n%s", body)
 	}
 }

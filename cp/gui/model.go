@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 	"github.com/kumadp/kuma-dp/xds"
@@ -16,8 +17,17 @@ import (
 // hostnames and VIPs by package vipalloc with the agent's defaults (kuma-dp vips without a
 // state file), and its Envoy resources by package xds.
 
-// agentTypes are the API types whose resources the control plane serves agents.
-var agentTypes = []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"}
+// agentTypes are the API types of the kinds the control plane serves agents (the link's
+// kinds that the API holds: not the zones it derives).
+var agentTypes = func() []string {
+	var out []string
+	for _, kind := range cplink.Kinds {
+		if typ := api.TypeOf(kind); typ != "" {
+			out = append(out, typ)
+		}
+	}
+	return out
+}()
 
 // decoded is an API resource as the agent decodes it: the store's creation time is its own.
 func decoded(r api.Resource) (mesh.Resource, error) {
@@ -50,6 +60,10 @@ func (s *Server) meshResources(ctx context.Context, meshName string) (rs []mesh.
 			}
 			items = append(items, global...)
 		}
+		// The control plane serves a kind's resources by their names: of two stored under
+		// the same name (routes of two namespaces), the later in the store's order is the
+		// one served.
+		byName := map[string]int{}
 		for _, it := range items {
 			r, err := decoded(it)
 			if err != nil {
@@ -59,6 +73,13 @@ func (s *Server) meshResources(ctx context.Context, meshName string) (rs []mesh.
 			if it.Mesh != meshName && !mesh.Meshless(r) {
 				continue // default's own HostnameGenerators
 			}
+			name := r.GetMeta().Name
+			if i, ok := byName[name]; ok {
+				problems = append(problems, fmt.Sprintf("%s %q: two are stored under this name (%s/%s/%s is served to agents in place of the other)", r.Kind(), name, it.Mesh, it.Type, it.Name))
+				rs[i] = r
+				continue
+			}
+			byName[name] = len(rs)
 			rs = append(rs, r)
 		}
 	}

@@ -42,7 +42,7 @@ func (s *Server) overview(ctx context.Context, _ *http.Request) (string, string,
 	if err != nil {
 		return "", "", nil, err
 	}
-	d := overviewData{Meshes: meshes, PolicyKinds: policyKindNames, KindTitles: kindTitles}
+	d := overviewData{Meshes: meshes, PolicyKinds: api.PolicyKinds, KindTitles: kindTitles}
 	raw, err := s.api.Status(ctx)
 	status := map[string]any{}
 	if err == nil {
@@ -120,13 +120,11 @@ func perReplica(agents []api.Agent, status map[string]any) []replicaAgents {
 	return out
 }
 
-// policyKindNames are the policy kinds, as the mesh insights name them.
-var policyKindNames = []string{"VirtualOutbound", "TrafficRoute", "MeshExternalService", "HostnameGenerator"}
-
 // kindTitles are the policy kinds as the overview's columns name them (short enough for
 // 1280 pixels).
 var kindTitles = map[string]string{"VirtualOutbound": "Virtual outbounds", "TrafficRoute": "Traffic routes",
-	"MeshExternalService": "External services", "HostnameGenerator": "Hostname generators"}
+	"MeshExternalService": "External services", "HostnameGenerator": "Hostname generators",
+	"MeshService": "Mesh services", "MeshTCPRoute": "TCP routes", "MeshHTTPRoute": "HTTP routes"}
 
 // policyCount is a mesh insight's count of one kind.
 func policyCount(mi api.MeshInsight, kind string) int { return mi.Policies[kind].Total }

@@ -19,8 +19,14 @@ import (
 // mesh's dataplanes, whatever the number of selectors; a few named, the rest a link to the
 // list the API filters the same way), or the MeshExternalServices a HostnameGenerator names.
 
-// policyTypes are the policy kinds' API types, in the page's order.
-var policyTypes = []string{"virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators"}
+// policyTypes are the policy kinds' API types, in the page's order (api.PolicyKinds').
+var policyTypes = func() []string {
+	out := make([]string, len(api.PolicyKinds))
+	for i, kind := range api.PolicyKinds {
+		out[i] = api.TypeOf(kind)
+	}
+	return out
+}()
 
 // namesShown is how many selected dataplanes a selector names.
 const namesShown = 5
@@ -119,6 +125,19 @@ func selected(r mesh.Resource, mess []*mesh.MeshExternalService) []selects {
 		add("destinations", p.Destinations)
 	case *mesh.MeshExternalService:
 		out = append(out, selects{What: "every dataplane of the mesh reaches it", Count: "-"})
+	case *mesh.MeshService:
+		switch sel := p.Spec.Selector; {
+		case len(sel.DataplaneTags) > 0:
+			out = append(out, selects{What: "dataplanes", Tags: sel.DataplaneTags.String(), sel: &selCount{tags: sel.DataplaneTags}})
+		case sel.DataplaneRef != nil:
+			out = append(out, selects{What: "the dataplane", Tags: sel.DataplaneRef.Name, Count: "1"})
+		case sel.DataplaneLabels != nil:
+			out = append(out, selects{What: "dataplanes labelled", Tags: tagset.Of(sel.DataplaneLabels.MatchLabels).String(), Count: "-"})
+		}
+	case *mesh.MeshTCPRoute:
+		out = append(out, targetRef(p.Spec.TargetRef))
+	case *mesh.MeshHTTPRoute:
+		out = append(out, targetRef(p.Spec.TargetRef))
 	case *mesh.HostnameGenerator:
 		var names []string
 		for _, m := range mess {
@@ -130,6 +149,22 @@ func selected(r mesh.Resource, mess []*mesh.MeshExternalService) []selects {
 			Count: strconv.Itoa(len(names)), Names: strings.Join(names, ", ")})
 	}
 	return out
+}
+
+// targetRef is what a route policy's targetRef names (the whole mesh when it has none).
+func targetRef(ref *mesh.PolicyRef) selects {
+	if ref == nil {
+		return selects{What: "the whole mesh", Count: "-"}
+	}
+	what := ref.Kind
+	if ref.Name != "" {
+		what += " " + ref.Name
+	}
+	tags := ref.Tags
+	if len(ref.Labels) > 0 {
+		tags = tagset.Of(ref.Labels)
+	}
+	return selects{What: "applies to " + what, Tags: tags.String(), Count: "-"}
 }
 
 // countSelected counts the dataplanes of every selector in one pass over the mesh's
