@@ -119,19 +119,18 @@ func settleIn(rs []Resource, strs *strArena) {
 		if !ok {
 			continue
 		}
-		c := *dp
+		c, tagSlot := newDataplaneCell(dp)
 		n := &c.Networking
 		if strs != nil {
 			c.Mesh, c.Name = strs.share(c.Mesh), strs.copy(c.Name)
 			n.Address = strs.copy(n.Address)
 		}
-		n.Inbound = slices.Clone(n.Inbound)
 		for j := range n.Inbound {
 			in := &n.Inbound[j]
 			if strs != nil {
 				in.Address = strs.copy(in.Address)
 			}
-			in.Tags = sets.share(in.Tags)
+			in.Tags = sets.share(in.Tags, tagSlot)
 			if in.InboundExtra != nil {
 				x := *in.InboundExtra
 				if strs != nil {
@@ -159,8 +158,33 @@ func settleIn(rs []Resource, strs *strArena) {
 			}
 			n.NetworkingExtra = sharedNetworkingExtra(&x)
 		}
-		rs[i] = &c
+		rs[i] = c
 	}
+}
+
+// A dataplaneCell is a Dataplane of one inbound allocated with that inbound and room for a
+// set of one tag (the common dataplane of a universal mesh: its kuma.io/service): one
+// object of 224 bytes, a size class of Go's allocator, where the three apart take 144, 64
+// and 32 (a size class each): 16 bytes less per dataplane and two objects fewer for the
+// GC. The slot holds the inbound's tags when they are a new set of one tag (tagSets.share);
+// a set seen before is shared from where it already is, and the slot stays unused.
+type dataplaneCell struct {
+	dp  Dataplane
+	in  [1]Inbound
+	tag [1]Tag
+}
+
+// newDataplaneCell returns a copy of dp whose inbounds are copied too: into a cell when dp
+// has one inbound (with the cell's tag slot, else nil), into a slice of their own else.
+func newDataplaneCell(dp *Dataplane) (*Dataplane, []Tag) {
+	if len(dp.Networking.Inbound) != 1 {
+		c := *dp
+		c.Networking.Inbound = slices.Clone(dp.Networking.Inbound)
+		return &c, nil
+	}
+	cell := &dataplaneCell{dp: *dp, in: [1]Inbound{dp.Networking.Inbound[0]}}
+	cell.dp.Networking.Inbound = cell.in[:]
+	return &cell.dp, cell.tag[:]
 }
 
 // tagSets finds the tag sets already seen by their content.
@@ -170,8 +194,9 @@ type tagSets struct {
 	strs   *strArena // when set, a new set's strings are copied there
 }
 
-// share returns the set seen before with t's tags, or a copy of t (kept for the next ones).
-func (s *tagSets) share(t Tags) Tags {
+// share returns the set seen before with t's tags, or a copy of t (kept for the next ones),
+// made in slot when it has room for it.
+func (s *tagSets) share(t Tags, slot []Tag) Tags {
 	if len(t) == 0 {
 		return t
 	}
@@ -186,7 +211,10 @@ func (s *tagSets) share(t Tags) Tags {
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
-	m := make(Tags, len(t))
+	m := Tags(slot)
+	if len(slot) != len(t) {
+		m = make(Tags, len(t))
+	}
 	for i, tg := range t {
 		if s.strs == nil {
 			m[i] = tg
