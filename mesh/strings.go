@@ -119,7 +119,7 @@ func settleIn(rs []Resource, strs *strArena) {
 		if !ok {
 			continue
 		}
-		c := sets.copyDataplane(dp)
+		c := copyDataplane(dp)
 		n := &c.Networking
 		if strs != nil {
 			c.Mesh, c.Name = strs.share(c.Mesh), strs.copy(c.Name)
@@ -130,9 +130,7 @@ func settleIn(rs []Resource, strs *strArena) {
 			if strs != nil {
 				in.Address = strs.copy(in.Address)
 			}
-			if len(n.Inbound) != 1 { // one inbound: its set is copyDataplane's
-				in.Tags = sets.share(in.Tags)
-			}
+			in.Tags = sets.share(in.Tags)
 			if in.InboundExtra != nil {
 				x := *in.InboundExtra
 				if strs != nil {
@@ -164,47 +162,25 @@ func settleIn(rs []Resource, strs *strArena) {
 	}
 }
 
-// A one-inbound Dataplane is allocated with its inbound (the common universal dataplane):
-// one object of 192 bytes, a size class of Go's allocator, where the two apart take 144
-// and 64; when the inbound's tags are a new set of one tag (its kuma.io/service), the
-// object holds that set too (224 bytes, a size class, where apart it takes 32 more): 16
-// bytes and one or two objects fewer per dataplane. A set seen before (a replica's) is
-// shared from where it is, so no object has room it does not use.
-type (
-	dataplaneCell struct {
-		dp Dataplane
-		in [1]Inbound
-	}
-	dataplaneTagCell struct {
-		dataplaneCell
-		tag [1]Tag
-	}
-)
+// A dataplaneCell is a one-inbound Dataplane allocated with its inbound (the common
+// universal dataplane): one object of 192 bytes, a size class of Go's allocator, where the
+// two apart take 144 and 64. The tag set stays an object of its own: an edited dataplane
+// keeps its unchanged inbounds' sets (dirsource), which would keep a whole old dataplane
+// alive were the set a part of it.
+type dataplaneCell struct {
+	dp Dataplane
+	in [1]Inbound
+}
 
-// copyDataplane returns a copy of dp whose inbounds are copied too, with the tags of a
-// single inbound shared (tagSets.share) and in the same object when they are a new set of
-// one tag; the tags of several inbounds are left to the caller.
-func (s *tagSets) copyDataplane(dp *Dataplane) *Dataplane {
+// copyDataplane returns a copy of dp whose inbounds are copied too (in its object when it
+// has one).
+func copyDataplane(dp *Dataplane) *Dataplane {
 	if len(dp.Networking.Inbound) != 1 {
 		c := *dp
 		c.Networking.Inbound = slices.Clone(dp.Networking.Inbound)
 		return &c
 	}
-	in := dp.Networking.Inbound[0]
-	set, seen := s.find(in.Tags)
-	var cell *dataplaneCell
-	if !seen && len(in.Tags) == 1 {
-		tc := &dataplaneTagCell{}
-		set = s.add(in.Tags, tc.tag[:])
-		cell = &tc.dataplaneCell
-	} else {
-		if !seen {
-			set = s.add(in.Tags, nil)
-		}
-		cell = &dataplaneCell{}
-	}
-	in.Tags = set
-	cell.dp, cell.in[0] = *dp, in
+	cell := &dataplaneCell{dp: *dp, in: [1]Inbound{dp.Networking.Inbound[0]}}
 	cell.dp.Networking.Inbound = cell.in[:]
 	return &cell.dp
 }
@@ -218,36 +194,21 @@ type tagSets struct {
 
 // share returns the set seen before with t's tags, or a copy of t (kept for the next ones).
 func (s *tagSets) share(t Tags) Tags {
-	if m, ok := s.find(t); ok {
-		return m
-	}
-	return s.add(t, nil)
-}
-
-// find returns the set seen before with t's tags (t itself when it is empty), and whether
-// there is one; add keeps a copy of the t find did not find, made in slot when slot has
-// room for it (and in memory of its own else), and returns it.
-func (s *tagSets) find(t Tags) (Tags, bool) {
 	if len(t) == 0 {
-		return t, true
+		return t
 	}
 	b := s.buf[:0]
 	for _, tg := range t { // sorted by key
 		b = append(append(append(append(b, tg.Key...), 0), tg.Value...), 0)
 	}
 	s.buf = b
-	m, ok := s.byText[string(b)]
-	return m, ok
-}
-
-func (s *tagSets) add(t Tags, slot []Tag) Tags {
+	if m, ok := s.byText[string(b)]; ok {
+		return m
+	}
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
-	m := Tags(slot)
-	if len(slot) != len(t) {
-		m = make(Tags, len(t))
-	}
+	m := make(Tags, len(t))
 	for i, tg := range t {
 		if s.strs == nil {
 			m[i] = tg
@@ -255,6 +216,6 @@ func (s *tagSets) add(t Tags, slot []Tag) Tags {
 			m[i] = Tag{Key: s.strs.share(tg.Key), Value: s.strs.copy(tg.Value)}
 		}
 	}
-	s.byText[string(s.buf)] = m
+	s.byText[string(b)] = m
 	return m
 }
