@@ -84,7 +84,8 @@ func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body
 
 // DecodeResource reads one envelope's document back with mesh.DecodeFromControlPlane (the
 // decoding and validation of files, the control plane's own kinds accepted: DNSZone) and
-// checks that it holds exactly one resource of the kind and name it was sent as. Errors
+// checks that it holds exactly one resource of the kind and name (mesh.StoreName) it was
+// sent as. Errors
 // name the resource ("<kind>/<name> from the control plane") and the field.
 func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 	source := "control plane " + kind + "/" + name
@@ -97,9 +98,11 @@ func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 			Msg: fmt.Sprintf("the envelope must hold exactly one resource, found %d", len(rs))}}
 	}
 	r := rs[0]
-	if r.Kind() != kind || r.GetMeta().Name != name {
+	// A resource is sent under its stored name (a route's is name.namespace); a control
+	// plane before that sent a route under its plain name, which is accepted too.
+	if r.Kind() != kind || (mesh.StoreName(r) != name && r.GetMeta().Name != name) {
 		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
-			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), r.GetMeta().Name, kind)}}
+			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), mesh.StoreName(r), kind)}}
 	}
 	return r, nil
 }
