@@ -1,7 +1,7 @@
 // Command cpstart measures what a control-plane replica costs for the mesh it holds: the
 // time from its start to /ready and its resident memory, with N dataplanes stored in etcd.
 //
-//	go run ./bench/cpstart [--dataplanes 0,10000,100000] [--runs 3]
+//	go run ./bench/cpstart [--dataplanes 0,10000,100000] [--runs 3] [--baseline BIN] [--profile DIR]
 //
 // It starts one etcd member (the etcd binary, on free loopback ports, in a temporary
 // directory), writes N one-inbound Dataplanes through the store (transactions of 128, as
@@ -10,12 +10,18 @@
 // listed and decoded, the agents' tables built), RSS and anonymous RSS once ready (after
 // 2 s, the start's garbage collected), the peak (VmHWM), and the bytes per stored dataplane
 // over the empty store's figure, beside the stored size of a dataplane (its etcd value).
+//
+// With --baseline (another kuma-cp binary, e.g. the previous build), both are started in
+// turn on the same etcd, run after run, and reported side by side. With --profile, this
+// build serves its profiles (--metrics-pprof) and its heap profile once ready is written to
+// DIR/heap-N.pb.gz for each size N (go tool pprof -sample_index=inuse_space).
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -37,8 +43,10 @@ func main() {
 	sizes := pflag.String("dataplanes", "0,10000,100000", "dataplanes stored, comma-separated")
 	runs := pflag.Int("runs", 3, "starts of kuma-cp per size (medians reported)")
 	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
+	baseline := pflag.String("baseline", "", "another kuma-cp binary (the previous build) started in turn with it, on the same etcd")
+	profile := pflag.String("profile", "", "write this build's heap profile once ready to DIR/heap-N.pb.gz")
 	pflag.Parse()
-	if err := run(*sizes, *runs, *kumaCP); err != nil {
+	if err := run(*sizes, *runs, *kumaCP, *baseline, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "cpstart:", err)
 		os.Exit(1)
 	}
@@ -49,7 +57,12 @@ type sample struct {
 	rss, anon, peak int64
 }
 
-func run(sizeList string, runs int, kumaCP string) error {
+// build is a kuma-cp binary measured; profile, when set, is where its heap profiles go.
+type build struct {
+	name, bin, profile string
+}
+
+func run(sizeList string, runs int, kumaCP, baseline, profile string) error {
 	var ns []int
 	for _, f := range strings.Split(sizeList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -72,42 +85,53 @@ func run(sizeList string, runs int, kumaCP string) error {
 			return err
 		}
 	}
+	builds := []build{{name: "this", bin: kumaCP, profile: profile}}
+	if baseline != "" {
+		builds = append(builds, build{name: "baseline", bin: baseline})
+	}
+	if profile != "" {
+		if err := os.MkdirAll(profile, 0o755); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+	}
 	token := filepath.Join(tmp, "admin.token")
 	if err := os.WriteFile(token, []byte("bench-admin-token-0123456789abcdef\n"), 0o600); err != nil {
 		return err
 	}
 	fmt.Printf("kuma-cp start and memory with N dataplanes in etcd, %d runs each, load %s\n", runs, procstat.LoadAvg())
-	fmt.Printf("%-11s %22s %18s %18s %18s %16s %12s\n", "DATAPLANES", "TO-READY med (min-max)", "RSS MiB", "ANON MiB", "PEAK MiB", "B/DATAPLANE", "STORED B/DP")
-	var base sample
+	fmt.Printf("%-9s %-11s %22s %18s %18s %18s %16s %12s\n", "BUILD", "DATAPLANES", "TO-READY med (min-max)", "RSS MiB", "ANON MiB", "PEAK MiB", "B/DATAPLANE", "STORED B/DP")
+	base := make([]sample, len(builds))
 	for i, n := range ns {
-		s, stored, err := measure(kumaCP, tmp, token, n, runs)
+		res, stored, err := measure(builds, tmp, token, n, runs)
 		if err != nil {
 			return fmt.Errorf("%d dataplanes: %w", n, err)
 		}
-		perDP := "-"
-		if i > 0 && n > ns[0] {
-			perDP = strconv.FormatInt((s[1].anon-base.anon)/int64(n-ns[0]), 10)
+		for b, s := range res {
+			perDP := "-"
+			if i > 0 && n > ns[0] {
+				perDP = strconv.FormatInt((s[1].anon-base[b].anon)/int64(n-ns[0]), 10)
+			}
+			if i == 0 {
+				base[b] = s[1]
+			}
+			fmt.Printf("%-9s %-11d %22s %18s %18s %18s %16s %12d\n", builds[b].name, n,
+				fmt.Sprintf("%s (%s-%s)", s[1].ready.Round(time.Millisecond), s[0].ready.Round(time.Millisecond), s[2].ready.Round(time.Millisecond)),
+				mib(s[1].rss), mib(s[1].anon), mib(s[1].peak), perDP, stored)
 		}
-		if i == 0 {
-			base = s[1]
-		}
-		fmt.Printf("%-11d %22s %18s %18s %18s %16s %12d\n", n,
-			fmt.Sprintf("%s (%s-%s)", s[1].ready.Round(time.Millisecond), s[0].ready.Round(time.Millisecond), s[2].ready.Round(time.Millisecond)),
-			mib(s[1].rss), mib(s[1].anon), mib(s[1].peak), perDP, stored)
 	}
 	return nil
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
 
-// measure stores n dataplanes in a new etcd and starts kuma-cp runs times; it returns the
-// min, median and max of each figure (each sorted on its own) and a dataplane's stored size.
-func measure(kumaCP, tmp, token string, n, runs int) ([3]sample, int, error) {
-	var out [3]sample
+// measure stores n dataplanes in a new etcd and starts each build runs times, in turn; it
+// returns for each build the min, median and max of each figure (each sorted on its own)
+// and a dataplane's stored size.
+func measure(builds []build, tmp, token string, n, runs int) ([][3]sample, int, error) {
 	dir := filepath.Join(tmp, fmt.Sprintf("etcd-%d", n))
 	client, peer, err := freePorts()
 	if err != nil {
-		return out, 0, err
+		return nil, 0, err
 	}
 	etcd := exec.Command("etcd", "--name", "bench", "--data-dir", dir,
 		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
@@ -115,21 +139,36 @@ func measure(kumaCP, tmp, token string, n, runs int) ([3]sample, int, error) {
 		"--initial-cluster", "bench=http://"+peer, "--quota-backend-bytes", strconv.Itoa(8<<30),
 		"--log-level", "error")
 	if err := etcd.Start(); err != nil {
-		return out, 0, fmt.Errorf("start etcd (apt-get install etcd-server): %w", err)
+		return nil, 0, fmt.Errorf("start etcd (apt-get install etcd-server): %w", err)
 	}
 	defer func() { _ = etcd.Process.Kill(); _ = etcd.Wait() }()
 	stored, err := fill(client, n)
 	if err != nil {
-		return out, 0, err
+		return nil, 0, err
 	}
-	var ss []sample
+	ss := make([][]sample, len(builds))
 	for r := range runs {
-		s, err := startOnce(kumaCP, client, token, r)
-		if err != nil {
-			return out, 0, err
+		for b, bd := range builds {
+			prof := ""
+			if bd.profile != "" && r == 0 {
+				prof = filepath.Join(bd.profile, fmt.Sprintf("heap-%d.pb.gz", n))
+			}
+			s, err := startOnce(bd.bin, client, token, r, prof)
+			if err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", bd.name, err)
+			}
+			ss[b] = append(ss[b], s)
 		}
-		ss = append(ss, s)
 	}
+	out := make([][3]sample, len(builds))
+	for b := range builds {
+		out[b] = spread(ss[b])
+	}
+	return out, stored, nil
+}
+
+// spread is the min, median and max of each figure of ss, each sorted on its own.
+func spread(ss []sample) [3]sample {
 	pick := func(get func(sample) int64) [3]int64 {
 		v := make([]int64, len(ss))
 		for i, s := range ss {
@@ -142,10 +181,11 @@ func measure(kumaCP, tmp, token string, n, runs int) ([3]sample, int, error) {
 	rss := pick(func(s sample) int64 { return s.rss })
 	anon := pick(func(s sample) int64 { return s.anon })
 	peak := pick(func(s sample) int64 { return s.peak })
+	var out [3]sample
 	for i := range out {
 		out[i] = sample{ready: time.Duration(ready[i]), rss: rss[i], anon: anon[i], peak: peak[i]}
 	}
-	return out, stored, nil
+	return out
 }
 
 // fill writes n Dataplanes of mesh default, 128 to a transaction, and returns the size of
@@ -180,18 +220,24 @@ func fill(endpoint string, n int) (int, error) {
 	return len(resp.Kvs[0].Value), nil
 }
 
-func startOnce(kumaCP, endpoint, token string, run int) (sample, error) {
+// startOnce starts kumaCP on the store at endpoint and measures it once ready; with
+// profile, it serves its profiles and its heap profile is written there.
+func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample, error) {
 	dir, err := os.MkdirTemp("", "cpstart-run-")
 	if err != nil {
 		return sample{}, err
 	}
 	defer os.RemoveAll(dir)
 	readyFile := filepath.Join(dir, "ready.json")
-	start := time.Now()
-	cmd := exec.Command(kumaCP, "serve", "--store", "etcd", "--etcd-endpoints", "http://"+endpoint,
+	args := []string{"serve", "--store", "etcd", "--etcd-endpoints", "http://" + endpoint,
 		"--admin-token-file", token, "--api-address", "127.0.0.1:0", "--address", "127.0.0.1:0",
 		"--metrics-address", "127.0.0.1:0", "--ready-file", readyFile, "--replica-id", fmt.Sprintf("bench-%d", run),
-		"--log-level", "warn")
+		"--log-level", "warn"}
+	if profile != "" {
+		args = append(args, "--metrics-pprof")
+	}
+	start := time.Now()
+	cmd := exec.Command(kumaCP, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
@@ -208,6 +254,9 @@ func startOnce(kumaCP, endpoint, token string, run int) (sample, error) {
 					time.Sleep(2 * time.Second)
 					m := procstat.ReadMemory(cmd.Process.Pid)
 					s.rss, s.anon, s.peak = m.RSS, m.Anon, m.Peak
+					if profile != "" {
+						return s, saveHeap(info.Metrics, profile)
+					}
 					return s, nil
 				}
 			}
@@ -215,6 +264,27 @@ func startOnce(kumaCP, endpoint, token string, run int) (sample, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return sample{}, fmt.Errorf("kuma-cp not ready within 5 minutes")
+}
+
+// saveHeap writes the heap profile served at addr (--metrics-pprof) to path.
+func saveHeap(addr, path string) error {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("heap profile: %s (a build without --metrics-pprof?)", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func freePorts() (string, string, error) {
