@@ -7,7 +7,8 @@
 // directory), writes N one-inbound Dataplanes through the store (transactions of 128, as
 // the API's writes land), then starts the real kuma-cp (`serve --store etcd`) --runs times
 // and reports the medians (with min and max) of: to-ready (exec to /ready 200: the store
-// listed and decoded, the agents' tables built), RSS and anonymous RSS once ready (after
+// listed and decoded, the agents' tables built) and the CPU time the process took to get
+// there (what a loaded machine does not blur), RSS and anonymous RSS once ready (after
 // 2 s, the start's garbage collected), the peak (VmHWM), and the bytes per stored dataplane
 // over the empty store's figure, beside the stored size of a dataplane (its etcd value).
 //
@@ -53,7 +54,7 @@ func main() {
 }
 
 type sample struct {
-	ready           time.Duration
+	ready, cpu      time.Duration // to /ready: wall clock, and the process's CPU time
 	rss, anon, peak int64
 }
 
@@ -99,7 +100,7 @@ func run(sizeList string, runs int, kumaCP, baseline, profile string) error {
 		return err
 	}
 	fmt.Printf("kuma-cp start and memory with N dataplanes in etcd, %d runs each, load %s\n", runs, procstat.LoadAvg())
-	fmt.Printf("%-9s %-11s %22s %18s %18s %18s %16s %12s\n", "BUILD", "DATAPLANES", "TO-READY med (min-max)", "RSS MiB", "ANON MiB", "PEAK MiB", "B/DATAPLANE", "STORED B/DP")
+	fmt.Printf("%-9s %-11s %26s %9s %8s %8s %8s %12s %12s\n", "BUILD", "DATAPLANES", "TO-READY med (min-max)", "CPU", "RSS MiB", "ANON MiB", "PEAK MiB", "B/DATAPLANE", "STORED B/DP")
 	base := make([]sample, len(builds))
 	for i, n := range ns {
 		res, stored, err := measure(builds, tmp, token, n, runs)
@@ -114,9 +115,9 @@ func run(sizeList string, runs int, kumaCP, baseline, profile string) error {
 			if i == 0 {
 				base[b] = s[1]
 			}
-			fmt.Printf("%-9s %-11d %22s %18s %18s %18s %16s %12d\n", builds[b].name, n,
+			fmt.Printf("%-9s %-11d %26s %9s %8s %8s %8s %12s %12d\n", builds[b].name, n,
 				fmt.Sprintf("%s (%s-%s)", s[1].ready.Round(time.Millisecond), s[0].ready.Round(time.Millisecond), s[2].ready.Round(time.Millisecond)),
-				mib(s[1].rss), mib(s[1].anon), mib(s[1].peak), perDP, stored)
+				s[1].cpu.Round(10*time.Millisecond), mib(s[1].rss), mib(s[1].anon), mib(s[1].peak), perDP, stored)
 		}
 	}
 	return nil
@@ -178,12 +179,13 @@ func spread(ss []sample) [3]sample {
 		return [3]int64{v[0], v[len(v)/2], v[len(v)-1]}
 	}
 	ready := pick(func(s sample) int64 { return int64(s.ready) })
+	cpu := pick(func(s sample) int64 { return int64(s.cpu) })
 	rss := pick(func(s sample) int64 { return s.rss })
 	anon := pick(func(s sample) int64 { return s.anon })
 	peak := pick(func(s sample) int64 { return s.peak })
 	var out [3]sample
 	for i := range out {
-		out[i] = sample{ready: time.Duration(ready[i]), rss: rss[i], anon: anon[i], peak: peak[i]}
+		out[i] = sample{ready: time.Duration(ready[i]), cpu: time.Duration(cpu[i]), rss: rss[i], anon: anon[i], peak: peak[i]}
 	}
 	return out
 }
@@ -250,7 +252,7 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 			if resp, err := http.Get("http://" + info.Metrics + "/ready"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
-					s := sample{ready: time.Since(start)}
+					s := sample{ready: time.Since(start), cpu: procstat.CPUTime(cmd.Process.Pid)}
 					time.Sleep(2 * time.Second)
 					m := procstat.ReadMemory(cmd.Process.Pid)
 					s.rss, s.anon, s.peak = m.RSS, m.Anon, m.Peak
