@@ -67,9 +67,10 @@ func KindOf(typeURL string) string {
 // The bytes are what sigs.k8s.io/yaml's JSONToYAML makes of the resource's JSON (the form
 // every earlier control plane sent, so versions are unchanged across an upgrade), without
 // its YAML parse of that JSON: the JSON is read with encoding/json, its numbers typed as
-// go-yaml's resolver types them (int, then uint64, then float64), and go-yaml writes the
-// same tree (TestEncodeResourceAsJSONToYAML). A replica encodes every stored resource when
-// it starts: this is about a third of the time.
+// go-yaml's resolver types them (int, then uint64, then float64), and the tree written as
+// go-yaml writes it - by appendBlockYAML when it can tell (plain strings, times), else by
+// go-yaml (TestEncodeResourceAsJSONToYAML compares them). A replica encodes every stored
+// resource when it starts.
 func EncodeResource(r mesh.Resource) ([]byte, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
@@ -82,7 +83,11 @@ func EncodeResource(r mesh.Resource) ([]byte, error) {
 		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
 	}
 	fields["type"] = r.Kind()
-	out, err := yaml2.Marshal(yamlTyped(fields))
+	yamlTyped(fields)
+	if out, ok := appendBlockYAML(make([]byte, 0, 2*len(body)), fields); ok {
+		return bytes.Clone(out), nil
+	}
+	out, err := yaml2.Marshal(fields)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
 	}

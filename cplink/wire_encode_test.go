@@ -1,11 +1,13 @@
 package cplink
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -59,7 +61,7 @@ func TestEncodeResourceAsJSONToYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	odd := []string{"yes", "no", "on", "true", "null", "~", "1", "1.5", "0x10", "1e3", "-0", "0.0", ".5", "+1",
-		"2001-12-14", "12:30", "a: b", "#x", "x #y", " lead", "trail ", "it's", `say "hi"`, "ü", "-", "[x]", "{x}", "*a", "&a", "!t", "%p", "@x", "`x", "a\tb", "line\nbreak", ""}
+		"2001-12-14", "12:30", "5d8f9c", "5e3", "0x1F", "0o17", "017", "1_000", "10.0.0.1", "1.2.3", "Y", "NULL", "Off", ".inf", "v1_2", "a: b", "#x", "x #y", " lead", "trail ", "it's", `say "hi"`, "ü", "-", "[x]", "{x}", "*a", "&a", "!t", "%p", "@x", "`x", "a\tb", "line\nbreak", ""}
 	for i, v := range odd {
 		doc, _ := json.Marshal(map[string]any{"type": "Dataplane", "mesh": "default", "name": "odd-" + strings.Repeat("x", i),
 			"networking": map[string]any{"address": "10.0.0.1", "inbound": []any{map[string]any{"port": 8080 + i,
@@ -73,16 +75,58 @@ func TestEncodeResourceAsJSONToYAML(t *testing.T) {
 	if len(resources) < 100 {
 		t.Fatalf("only %d resources read from testdata", len(resources))
 	}
+	fast := 0
 	for _, r := range resources {
-		got, err := EncodeResource(r)
-		if err != nil {
-			t.Fatalf("%s %s: %v", r.Kind(), r.GetMeta().Name, err)
-		}
-		if want := encodeViaJSONToYAML(t, r); string(got) != string(want) {
-			t.Errorf("%s %s encodes as\n%s\nwant (JSONToYAML)\n%s", r.Kind(), r.GetMeta().Name, got, want)
+		for _, created := range []time.Time{{}, time.Date(2026, 11, 28, 8, 0, 0, 123, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600))} {
+			if !created.IsZero() {
+				r.GetMeta().CreationTime = created // as the feed sets the store's
+			}
+			got, err := EncodeResource(r)
+			if err != nil {
+				t.Fatalf("%s %s: %v", r.Kind(), r.GetMeta().Name, err)
+			}
+			if want := encodeViaJSONToYAML(t, r); string(got) != string(want) {
+				t.Errorf("%s %s encodes as\n%s\nwant (JSONToYAML)\n%s", r.Kind(), r.GetMeta().Name, got, want)
+			}
+			if writtenByHand(t, r) {
+				fast++
+			}
 		}
 	}
-	t.Logf("%d resources compared", len(resources))
+	t.Logf("%d encodings compared, %d written by appendBlockYAML", 3*len(resources), fast)
+	if fast < len(resources) {
+		t.Errorf("only %d of %d encodings written by appendBlockYAML: the comparison hardly tests it", fast, 3*len(resources))
+	}
+}
+
+// writtenByHand reports whether EncodeResource's tree of r is written by appendBlockYAML.
+func writtenByHand(t *testing.T, r mesh.Resource) bool {
+	body, _ := json.Marshal(r)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		t.Fatal(err)
+	}
+	fields["type"] = r.Kind()
+	yamlTyped(fields)
+	_, ok := appendBlockYAML(nil, fields)
+	return ok
+}
+
+// The usual Dataplane (store-set times, tags with digits in their keys) is written by hand.
+func TestBlockYAMLWritesTheUsualDataplane(t *testing.T) {
+	rs, err := mesh.Decode("dp", []byte("type: Dataplane\nmesh: default\nname: web-1.shop\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: web_shop_svc_8080\n      k8s.kuma.io/namespace: shop\n      version: v1\n      pod-template-hash: 5d8f9c\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs[0].GetMeta().CreationTime = time.Now()
+	if !writtenByHand(t, rs[0]) {
+		t.Fatal("go-yaml writes it")
+	}
+	if got, _ := EncodeResource(rs[0]); string(got) != string(encodeViaJSONToYAML(t, rs[0])) {
+		t.Fatalf("encodes as\n%s\nwant\n%s", got, encodeViaJSONToYAML(t, rs[0]))
+	}
 }
 
 // BenchmarkEncodeResource: one Dataplane encoded for the link, beside the JSONToYAML path it
