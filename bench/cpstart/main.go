@@ -15,7 +15,8 @@
 // With --baseline (another kuma-cp binary, e.g. the previous build), both are started in
 // turn on the same etcd, run after run, and reported side by side. With --profile, this
 // build serves its profiles (--metrics-pprof) and its heap profile once ready is written to
-// DIR/heap-N.pb.gz for each size N (go tool pprof -sample_index=inuse_space).
+// DIR/heap-N.pb.gz for each size N (go tool pprof -sample_index=inuse_space); with
+// --cpu-seconds S too, its CPU profile over the S seconds from its start, to DIR/cpu-N.pb.gz.
 package main
 
 import (
@@ -45,13 +46,16 @@ func main() {
 	runs := pflag.Int("runs", 3, "starts of kuma-cp per size (medians reported)")
 	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
 	baseline := pflag.String("baseline", "", "another kuma-cp binary (the previous build) started in turn with it, on the same etcd")
-	profile := pflag.String("profile", "", "write this build's heap profile once ready to DIR/heap-N.pb.gz")
+	profile := pflag.String("profile", "", "write this build's heap profile once ready to DIR/heap-N.pb.gz (and with --cpu-seconds its CPU profile from its start to DIR/cpu-N.pb.gz)")
+	cpuSeconds = pflag.Int("cpu-seconds", 0, "with --profile: profile the CPU for this long from the start (the diagnostics endpoint's first answer)")
 	pflag.Parse()
 	if err := run(*sizes, *runs, *kumaCP, *baseline, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "cpstart:", err)
 		os.Exit(1)
 	}
 }
+
+var cpuSeconds *int // --cpu-seconds
 
 type sample struct {
 	ready, cpu      time.Duration // to /ready: wall clock, and the process's CPU time
@@ -246,9 +250,17 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	deadline := start.Add(5 * time.Minute)
+	cpuDone := make(chan error, 1)
+	cpuStarted := false
 	for time.Now().Before(deadline) {
 		var info struct{ Metrics string }
 		if b, err := os.ReadFile(readyFile); err == nil && json.Unmarshal(b, &info) == nil && info.Metrics != "" {
+			if profile != "" && *cpuSeconds > 0 && !cpuStarted {
+				cpuStarted = true // the start's CPU profile, from the first moment the endpoint answers
+				go func() {
+					cpuDone <- save(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", info.Metrics, *cpuSeconds), strings.Replace(profile, "heap-", "cpu-", 1))
+				}()
+			}
 			if resp, err := http.Get("http://" + info.Metrics + "/ready"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
@@ -257,7 +269,12 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 					m := procstat.ReadMemory(cmd.Process.Pid)
 					s.rss, s.anon, s.peak = m.RSS, m.Anon, m.Peak
 					if profile != "" {
-						return s, saveHeap(info.Metrics, profile)
+						if err := save("http://"+info.Metrics+"/debug/pprof/heap?gc=1", profile); err != nil {
+							return s, err
+						}
+					}
+					if cpuStarted {
+						return s, <-cpuDone
 					}
 					return s, nil
 				}
@@ -268,15 +285,15 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 	return sample{}, fmt.Errorf("kuma-cp not ready within 5 minutes")
 }
 
-// saveHeap writes the heap profile served at addr (--metrics-pprof) to path.
-func saveHeap(addr, path string) error {
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+// save writes the profile served at url (--metrics-pprof) to path.
+func save(url, path string) error {
+	resp, err := http.Get(url)
 	if err != nil {
-		return fmt.Errorf("heap profile: %w", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return fmt.Errorf("heap profile: %s (a build without --metrics-pprof?)", resp.Status)
+		return fmt.Errorf("profile %s: %s (a build without --metrics-pprof?)", url, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {
