@@ -209,3 +209,22 @@ func TestFeedDecodesTheStoreOnceInParallel(t *testing.T) {
 		t.Fatal("the change is not served")
 	}
 }
+
+// A document stored under another key than its own (written by hand) is served as its
+// document says, as before; a HostnameGenerator for every mesh, stored under mesh default,
+// to every mesh.
+func TestFeedServesADocumentAsItSays(t *testing.T) {
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
+	feed.applyStore(feed.load([]cpstore.Item{
+		{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "by-hand"}, Doc: dataplaneDoc("dp-own", "v1"), Version: 1},
+		{Key: cpstore.Key{Mesh: "default", Type: mesh.KindHostnameGenerator, Name: "all"}, Version: 2,
+			Doc: []byte("type: HostnameGenerator\nname: all\nspec:\n  selector:\n    meshService:\n      matchLabels: {}\n  template: '{{ .DisplayName }}.all'\n")},
+	}))
+	if got := cp.Resources("default", mesh.KindDataplane); len(got) != 1 || got["dp-own"] == nil {
+		t.Fatalf("served %v, want dp-own only", got)
+	}
+	if got := cp.Resources("other", mesh.KindHostnameGenerator); len(got) != 1 || got["all"] == nil {
+		t.Fatalf("mesh other is served HostnameGenerators %v, want all", got)
+	}
+}

@@ -24,10 +24,27 @@ type docCache struct {
 	decodes atomic.Int64 // documents decoded, for tests
 }
 
+// cachedDoc is one resource as served. Its kind, mesh and name are its key's, as for every
+// resource the API writes; one served under others (a document stored by hand) keeps
+// them in other.
 type cachedDoc struct {
-	version int64
-	doc     Doc // Source unset; Mesh and Name the key's strings where equal
-	err     error
+	version  int64
+	body     []byte
+	meshless bool
+	other    *Doc // the resource as served when not under its key's kind, mesh and name
+	err      error
+}
+
+// doc is what d serves, stored under k.
+func (d *cachedDoc) doc(k cpstore.Key) Doc {
+	if d.other != nil {
+		return *d.other
+	}
+	m := k.Mesh
+	if d.meshless {
+		m = ""
+	}
+	return Doc{Kind: k.Type, Mesh: m, Name: k.Name, Meshless: d.meshless, Body: d.body}
 }
 
 // forAgents reports whether resources of kind typ are served to agents: the link's kinds,
@@ -99,24 +116,20 @@ const decodeBatch = 64
 func (c *docCache) decode(it cpstore.Item, log *slog.Logger) *cachedDoc {
 	c.decodes.Add(1)
 	d := &cachedDoc{version: it.Version}
-	d.doc, d.err = servedDoc(it)
-	if d.err != nil {
-		log.Error("a stored resource cannot be served", "resource", it.Key.String(), "error", d.err)
+	doc, err := servedDoc(it)
+	if err != nil {
+		log.Error("a stored resource cannot be served", "resource", it.Key.String(), "error", err)
+		d.err = err
 		return d
 	}
-	// the decoded resource's strings sit in its decoder's blocks: the key's (equal) strings
-	// keep none of them alive
-	d.doc.Mesh = sameOrClone(d.doc.Mesh, it.Mesh)
-	d.doc.Name = sameOrClone(d.doc.Name, it.Name)
-	return d
-}
-
-// sameOrClone is have when want equals it, else a copy of want.
-func sameOrClone(want, have string) string {
-	if want == have {
-		return have
+	d.body, d.meshless = doc.Body, doc.Meshless
+	if k := d.doc(it.Key); doc.Kind != k.Kind || doc.Mesh != k.Mesh || doc.Name != k.Name {
+		// the decoded resource's strings sit in its decoder's blocks: copies keep none of
+		// them alive
+		doc.Mesh, doc.Name = strings.Clone(doc.Mesh), strings.Clone(doc.Name)
+		d.other = &doc
 	}
-	return strings.Clone(want)
+	return d
 }
 
 // served is what agents are served of the resources held, in the order of their keys (of
@@ -131,7 +144,7 @@ func (c *docCache) served() Served {
 	slices.SortFunc(keys, compareKeys)
 	sv := NewServed()
 	for _, k := range keys {
-		sv.Put(c.m[k].doc)
+		sv.Put(c.m[k].doc(k))
 	}
 	return sv
 }
