@@ -15,7 +15,8 @@
 // With --baseline (another kuma-cp binary, e.g. the previous build), both are started in
 // turn on the same etcd, run after run, and reported side by side. With --profile, this
 // build serves its profiles (--metrics-pprof) and its heap profile once ready is written to
-// DIR/heap-N.pb.gz for each size N (go tool pprof -sample_index=inuse_space); with
+// DIR/heap-N.pb.gz for each size N (go tool pprof -sample_index=inuse_space; heap-N.txt is
+// the same as text, ending with the runtime's memory statistics); with
 // --cpu-seconds S too, its CPU profile over the S seconds from its start, to DIR/cpu-N.pb.gz.
 package main
 
@@ -273,6 +274,10 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 					s.rss, s.anon, s.peak = m.RSS, m.Anon, m.Peak
 					if profile != "" {
 						if err := save("http://"+info.Metrics+"/debug/pprof/heap?gc=1", profile); err != nil {
+							return s, err
+						}
+						// the same as text, ending with the runtime's MemStats (HeapInuse, HeapReleased...)
+						if err := save("http://"+info.Metrics+"/debug/pprof/heap?debug=1", strings.TrimSuffix(profile, ".pb.gz")+".txt"); err != nil {
 							return s, err
 						}
 					}
