@@ -8,8 +8,9 @@
 // the API's writes land), then starts the real kuma-cp (`serve --store etcd`) --runs times
 // and reports the medians (with min and max) of: to-ready (exec to /ready 200: the store
 // listed and decoded, the agents' tables built) and the CPU time the process took to get
-// there (what a loaded machine does not blur), RSS and anonymous RSS once ready (after
-// 2 s, the start's garbage collected), the peak (VmHWM), and the bytes per stored dataplane
+// there (what a loaded machine does not blur), RSS and anonymous RSS once it has settled
+// (quiet for two seconds running, then 2 s more: the start's work done and its garbage
+// collected), the peak (VmHWM), and the bytes per stored dataplane
 // over the empty store's figure, beside the stored size of a dataplane (its etcd value).
 //
 // With --baseline (another kuma-cp binary, e.g. the previous build), both are started in
@@ -269,7 +270,7 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
 					s := sample{ready: time.Since(start), cpu: procstat.CPUTime(cmd.Process.Pid)}
-					time.Sleep(2 * time.Second)
+					settle(cmd.Process.Pid)
 					m := procstat.ReadMemory(cmd.Process.Pid)
 					s.rss, s.anon, s.peak = m.RSS, m.Anon, m.Peak
 					if profile != "" {
@@ -291,6 +292,25 @@ func startOnce(kumaCP, endpoint, token string, run int, profile string) (sample,
 		time.Sleep(10 * time.Millisecond)
 	}
 	return sample{}, fmt.Errorf("kuma-cp not ready within 5 minutes")
+}
+
+// settle waits until the process is quiet - under 5% of a core over a second, twice running
+// (its other readers of the store, the router shards' zones, may still be decoding it at
+// /ready) - then 2 s more for its garbage to be collected; at most 2 minutes.
+func settle(pid int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	quiet, last := 0, procstat.CPUTime(pid)
+	for quiet < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		now := procstat.CPUTime(pid)
+		if now-last < 50*time.Millisecond {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+	}
+	time.Sleep(2 * time.Second)
 }
 
 // save writes the profile served at url (--metrics-pprof) to path.
