@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +271,23 @@ func TestFreeAfterStart(t *testing.T) {
 	case <-done2:
 	case <-time.After(10 * time.Second):
 		t.Fatal("FreeAfterStart did not return when its context ended")
+	}
+}
+
+// Routes of one name in two namespaces are served as two resources (named name.namespace,
+// as stored), not one taking the other's place.
+func TestFeedServesSameNamedRoutesOfTwoNamespaces(t *testing.T) {
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
+	var items []cpstore.Item
+	for i, ns := range []string{"shop", "blog"} {
+		k := cpstore.Key{Mesh: "default", Type: mesh.KindRoute, Name: mesh.RouteKeyName(ns, "store")}
+		doc := fmt.Appendf(nil, "type: Route\nmesh: default\nname: store\nnamespace: %s\nhost: www\nto: {service: web, port: 8080}\n", ns)
+		items = append(items, cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)})
+	}
+	f.applyStore(f.load(items))
+	got := slices.Sorted(maps.Keys(cp.Resources("default", mesh.KindRoute)))
+	if !slices.Equal(got, []string{"store.blog", "store.shop"}) {
+		t.Fatalf("routes served %v, want store.blog and store.shop", got)
 	}
 }
