@@ -210,7 +210,6 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go p.health.Run(ctx)
 	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
-	go fanout.FreeAfterStart(ctx, p.feed)
 	// Every replica publishes the agents connected to it (store.Presence): GET /agents of
 	// any replica names them all.
 	agents := p.st.Presence("agents", c.replicaID, c.leaseTTL)

@@ -3,7 +3,6 @@ package fanout
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,22 +36,6 @@ func NewFeed(st cpstore.Store, cp *ControlPlane, log *slog.Logger) *Feed {
 
 // Synced reports whether the store was read and its changes are followed.
 func (f *Feed) Synced() bool { return f.synced.Load() }
-
-// FreeAfterStart waits until f has first served the store (or ctx ends), then hands the
-// memory the start left free back to the operating system at once: the whole store listed
-// and decoded is garbage by then, and the runtime returns free pages slowly (at 100,000
-// dataplanes, 234 MiB of free heap still resident seconds after the start, more than the
-// live heap's 131). One forced collection, once.
-func FreeAfterStart(ctx context.Context, f *Feed) {
-	for !f.Synced() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	debug.FreeOSMemory()
-}
 
 // Revision is the store revision served.
 func (f *Feed) Revision() int64 { return f.rev.Load() }

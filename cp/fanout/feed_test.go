@@ -231,49 +231,6 @@ func TestFeedServesADocumentAsItSays(t *testing.T) {
 	}
 }
 
-// Once the store is first served, the free heap the start left goes back to the operating
-// system at once; a feed that never syncs leaves FreeAfterStart when its context ends.
-func TestFreeAfterStart(t *testing.T) {
-	garbage := make([]*[8]int64, 1<<20) // 64 MiB of small objects, as decoding leaves
-	for i := range garbage {
-		garbage[i] = new([8]int64)
-	}
-	garbage = nil
-	runtime.GC() // free now, resident until the runtime returns it
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	t.Logf("free and resident before: %d MiB", (m.HeapIdle-m.HeapReleased)>>20)
-	cp := New(nil, slog.New(slog.DiscardHandler))
-	feed := NewFeed(listStore{items: []cpstore.Item{{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "dp-0"}, Doc: dataplaneDoc("dp-0", "v1"), Version: 1}}}, cp, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { FreeAfterStart(ctx, feed); close(done) }()
-	if _, err := feed.relist(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("FreeAfterStart did not return once the store was served")
-	}
-	runtime.ReadMemStats(&m)
-	if kept := m.HeapIdle - m.HeapReleased; kept > 8<<20 {
-		t.Fatalf("%d MiB of free heap still resident after the start (64 MiB were garbage)", kept>>20)
-	}
-
-	never := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	done2 := make(chan struct{})
-	go func() { FreeAfterStart(ctx2, never); close(done2) }()
-	cancel2()
-	select {
-	case <-done2:
-	case <-time.After(10 * time.Second):
-		t.Fatal("FreeAfterStart did not return when its context ended")
-	}
-}
-
 // Routes of one name in two namespaces are served as two resources (named name.namespace,
 // as stored), not one taking the other's place.
 func TestFeedServesSameNamedRoutesOfTwoNamespaces(t *testing.T) {
