@@ -198,3 +198,20 @@ networking:
 		t.Error("a router without a selector has a replica")
 	}
 }
+
+// EncodeJSON writes what Decode reads back, with its type, and no creation time when the
+// resource has none.
+func TestEncodeJSON(t *testing.T) {
+	rs, err := Decode("r.yaml", []byte("type: Router\nname: shard1\ndns: shard1.apps.example.com\nreplicas: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := EncodeJSON(rs[0])
+	if strings.Contains(string(doc), "creationTime") || !strings.Contains(string(doc), `"type":"Router"`) {
+		t.Errorf("encoded %s", doc)
+	}
+	back, err := Decode("r.json", doc)
+	if err != nil || back[0].(*Router).DesiredReplicas() != 3 {
+		t.Errorf("read back: %v %+v", err, back)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/routerstatus"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
@@ -116,15 +117,9 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 		go srv.Run(ctx)
 		sinks = append(sinks, srv.Swap)
 	}
-	// A gateway dataplane is ready while its agent holds a stream to any replica: each
-	// publishes its own in etcd (store.Presence), so every replica answers the same.
-	var shared shardzones.Shared
-	if e, ok := st.(*cpstore.Etcd); ok {
-		pres := e.Presence("gateways", c.replicaID, c.leaseTTL)
-		go pres.Run(ctx)
-		shared = pres
-	}
-	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, log, sinks...)
+	// A gateway replica's readiness is in its Router's status (the leader writes it,
+	// routerstatus): every replica answers the same, as the views show it.
+	go shardzones.Run(ctx, st, in, log, sinks...)
 	return srv, nil
 }
 
@@ -156,6 +151,7 @@ type etcdParts struct {
 	replica  string
 	leaderID atomic.Value // string
 	routes   routesched.Metrics
+	routers  routerstatus.Metrics
 }
 
 func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *slog.Logger) (*etcdParts, error) {
@@ -215,7 +211,16 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		log.Info("this replica is the leader", "replica", c.replicaID)
 		// The route scheduler runs on the leader only, until leadership is lost.
 		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes}
+		// So does the routers' status: a gateway replica is ready while its agent holds a
+		// stream to any replica (each publishes its agents: store.Presence).
+		online := func(meshName, name string) bool {
+			return cp.HasAgent(meshName, name) || agents.Elsewhere(meshName+"/"+name)
+		}
+		rw := &routerstatus.Writer{Store: p.st, Online: online, Log: log.With("part", "routers"), Metrics: &p.routers}
+		done := make(chan struct{})
+		go func() { rw.Run(lctx); close(done) }()
 		rc.Run(lctx)
+		<-done
 		p.leader.Store(false)
 		log.Info("leadership lost", "replica", c.replicaID)
 	})
@@ -268,6 +273,7 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_scheduled_total", Help: "Route bindings made by this replica while leader."}, func() float64 { return float64(p.routes.Scheduled.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_rescheduled_total", Help: "Route bindings removed to schedule the route again (relabel, host change, router deleted)."}, func() float64 { return float64(p.routes.Rescheduled.Load()) }),
 		routeFailures{&p.routes},
+		&p.routers,
 	)
 }
 

@@ -220,7 +220,7 @@ type serveConfig struct {
 	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
 	metricsAddress                                                     string
 	etcd                                                               etcdConfig
-	poll, handshakeTimeout, maxConnAge                                 time.Duration
+	poll, handshakeTimeout, maxConnAge, agentKeepalive                 time.Duration
 	maxConns, maxConnsPerIP                                            int
 	skipValidation                                                     bool
 }
@@ -239,6 +239,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.skipValidation, "skip-validation", false, "serve documents that fail validation as written, for agents to judge (NACK tests, agents newer than this control plane)")
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
+	fs.DurationVar(&c.agentKeepalive, "agent-keepalive", fanout.DefaultAgentKeepalive, "an agent's connection silent this long is pinged, and closed when the ping is not answered within as long again: a frozen or cut-off gateway replica leaves its router's DNS within twice this (at least 1s)")
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
 	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "connections held at once; more are closed at once (default: 16384, or the open-files limit less 256)")
 	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "connections held at once from one client IP (0: no limit)")
@@ -346,6 +347,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 	if maxAge <= 0 {
 		maxAge = time.Duration(1<<63 - 1) // gRPC's "infinity"
 	}
+	cp.AgentKeepalive = c.agentKeepalive
 	gs := cp.GRPCServer(creds, c.handshakeTimeout, maxAge)
 	ready := map[string]string{"address": ln.Addr().String()}
 	if apiAddr != "" {

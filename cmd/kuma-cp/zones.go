@@ -48,7 +48,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitFail
 	}
-	in := shardzones.Input(items, nil, nil)
+	in := shardzones.Input(items, nil)
 	in.UserZones = *userZones
 	cat, problems := authdns.Build(in, nil)
 	for _, p := range problems {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -191,7 +190,7 @@ func (w *Writer) write(ctx context.Context, byKey map[store.Key]*watched, wd *wa
 	next := *rt
 	next.Status = st
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	it, err := w.Store.Put(wctx, wd.item.Key, routesched.Encode(&next), wd.item.Version)
+	it, err := w.Store.Put(wctx, wd.item.Key, mesh.EncodeJSON(&next), wd.item.Version)
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):

@@ -63,7 +63,7 @@ func TestUserRouteInAnotherRoutersZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	cat, _ := authdns.Build(shardzones.Input(items, nil), nil)
 	for _, q := range []string{"shop-www.shard1.apps.example.com.", "other-x.shard1.apps.example.com."} {
 		req := new(dns.Msg)
 		req.SetQuestion(q, dns.TypeA)
@@ -219,7 +219,7 @@ func TestUserNameInTwoMeshes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	cat, _ := authdns.Build(shardzones.Input(items, nil), nil)
 	req := new(dns.Msg)
 	req.SetQuestion("www.acme.test.", dns.TypeA)
 	for _, rr := range cat.Answer(req).Answer {

@@ -14,7 +14,7 @@ import (
 // and parses back to a zone with the same serial.
 func TestDocsDecodeOnTheAgentSide(t *testing.T) {
 	items := []store.Item{item("Router", "shard1", 3, router), item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw"))}
-	cat, problems := authdns.Build(Input(items, nil, nil), nil)
+	cat, problems := authdns.Build(Input(items, nil), nil)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

@@ -1,6 +1,8 @@
 package shardzones
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,13 +31,13 @@ func route(name, host, policy, admitted string) string {
 // (a Subdomain route claims *.domain); the zone's revision is that of its newest input.
 func TestInput(t *testing.T) {
 	in := Input([]store.Item{
-		item("Router", "shard1", 3, router),
+		item("Router", "shard1", 3, router+"status:\n  replicas: [{name: gw-1, address: 10.0.0.1, ready: true}]\n"),
 		item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw")),
 		item("Dataplane", "web-1", 9, dp("web-1", "10.0.0.9", "web")),
 		item("Route", "www", 5, route("www", "www.acme.test", "None", "True")),
 		item("Route", "wild", 7, route("wild", "x.wild.test", "Subdomain", "True")),
 		item("Route", "held", 8, route("held", "held.acme.test", "None", "False")),
-	}, func(_, name string) bool { return name == "gw-1" }, nil)
+	}, nil)
 	if len(in.Routers) != 1 || len(in.Routers[0].Replicas) != 1 || in.Routers[0].Replicas[0].Name != "gw-1" || !in.Routers[0].Replicas[0].Ready {
 		t.Fatalf("routers %+v", in.Routers)
 	}
@@ -67,7 +69,7 @@ func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
 		inMesh("m2", item("Router", "shard1", 6, strings.Replace(router, "shard1.apps.test", "shard1.m2.test", 1))),
 		inMesh("m2", item("Dataplane", "gw-2", 7, dp("gw-2", "10.0.2.1", "gw"))),
 	}
-	cat, problems := authdns.Build(Input(items, nil, nil), nil)
+	cat, problems := authdns.Build(Input(items, nil), nil)
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -80,5 +82,41 @@ func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
 	text := strings.Join(got, "\n")
 	if !strings.Contains(text, "10.0.1.1") || strings.Contains(text, "10.0.2.1") || strings.Contains(text, "m2.test") {
 		t.Fatalf("m1's user name answered with:\n%s\nwant m1's router's gateway (10.0.1.1)", text)
+	}
+}
+
+// A replica's readiness is the one its Router's status says (the leader's, shown by the
+// views): the zone answers the ready ones; a router whose status has none ready, or that has
+// no status yet, answers all its replicas (fail static); a replica is answered at the address
+// the status gives.
+func TestInputReadinessFromTheRouterStatus(t *testing.T) {
+	dps := []store.Item{
+		item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw")),
+		item("Dataplane", "gw-2", 5, dp("gw-2", "10.0.0.2", "gw")),
+	}
+	answer := func(routerDoc string) string {
+		cat, _ := authdns.Build(Input(append([]store.Item{item("Router", "shard1", 3, routerDoc)}, dps...), nil), nil)
+		req := new(dns.Msg)
+		req.SetQuestion("x.shard1.apps.test.", dns.TypeA)
+		var out []string
+		for _, rr := range cat.Answer(req).Answer {
+			out = append(out, rr.(*dns.A).A.String())
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	status := func(r1, r2 bool) string {
+		return fmt.Sprintf("status:\n  replicas:\n  - {name: gw-1, address: 10.0.0.1, ready: %v}\n  - {name: gw-2, address: 10.0.0.2, ready: %v}\n", r1, r2)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{router + status(true, false), "10.0.0.1"},
+		{router + status(false, true), "10.0.0.2"},
+		{router + status(true, true), "10.0.0.1,10.0.0.2"},
+		{router + status(false, false), "10.0.0.1,10.0.0.2"},
+		{router, "10.0.0.1,10.0.0.2"},
+	} {
+		if got := answer(c.doc); got != c.want {
+			t.Errorf("%s\nanswered %s, want %s", c.doc, got, c.want)
+		}
 	}
 }
