@@ -59,6 +59,7 @@ Commands:
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
   describe  a route or a router in full: describe route NAME -n NAMESPACE | describe router NAME
   inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
+  router install NAME  what runs a router's replicas: Kubernetes objects, systemd units, their Dataplanes
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
 
@@ -74,6 +75,7 @@ Example (two terminals; see docs/cplink.md):
 // commandExamples are the examples each command's --help ends with (apply, get and delete
 // share clientExample), each run as written by a test on the bundled files.
 var commandExamples = map[string]string{
+	"router install": routerExample,
 	"certs": `Example:
   kuma-cp certs --out-dir /tmp/cp
 `,
@@ -131,6 +133,8 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 		return zonesCmd(args[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
+	case "router":
+		return routerCmd(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "kuma-cp: unknown command %q\n\n%s", args[0], usageText)
 	return exitUsage

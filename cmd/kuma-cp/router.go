@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/routerinstall"
+	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+const routerExample = `Examples (the control plane on etcd of kuma-cp get --help, with testdata/routes/shard-a.yaml applied):
+  kuma-cp router install shard-a --address 192.0.2.10 --address 192.0.2.11 -o dataplanes | kuma-cp apply -f - --admin-token-file /tmp/cp/admin.token
+  kuma-cp router install shard-a --address 192.0.2.10 --address 192.0.2.11 \
+    --cp-address grpcs://cp.example.com:5678 --ca-cert-file /tmp/cp/ca.crt --token-key-file /tmp/cp/token.key -o yaml | kubectl apply -f -
+  kuma-cp router install shard-a --address 192.0.2.10 --address 192.0.2.11 \
+    --cp-address grpcs://cp.example.com:5678 --ca-cert-file /tmp/cp/ca.crt --token-key-file /tmp/cp/token.key -o systemd --out-dir /tmp/shard-a
+`
+
+// routerCmd is `router install NAME`: what runs the router's replicas, rendered.
+func routerCmd(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("router install", pflag.ContinueOnError)
+	apiURL := fs.String("api-url", "http://127.0.0.1:5681", "the control plane's API (the router is read there)")
+	meshName := fs.StringP("mesh", "m", "default", "the router's mesh")
+	output := fs.StringP("output", "o", "yaml", "yaml (Kubernetes objects, for kubectl apply), systemd (a unit per replica, into --out-dir) or dataplanes (the replicas' Dataplanes, for kuma-cp apply)")
+	addrs := fs.StringSlice("address", nil, "where each replica is reached, which the router's DNS answers: one per replica (repeatable)")
+	cps := fs.StringSlice("cp-address", nil, "the control plane the replicas' agents connect to, grpcs://HOST:PORT (repeatable)")
+	caFile := fs.String("ca-cert-file", "", "the control plane's CA certificate (PEM), which the agents trust")
+	keyFile := fs.String("token-key-file", "", "the control plane's token key: the replicas' tokens are issued with it")
+	validFor := fs.Duration("valid-for", 365*24*time.Hour, "how long the replicas' tokens are accepted (0: no expiry); re-run to renew")
+	namespace := fs.String("namespace", routerinstall.DefaultNamespace, "yaml: the Kubernetes namespace")
+	image := fs.String("image", routerinstall.DefaultImage, "yaml: the kuma-dp image (with Envoy)")
+	outDir := fs.String("out-dir", "", "systemd: the directory the units and the replicas' files are written to")
+	binary := fs.String("kuma-dp-path", routerinstall.DefaultBinary, "systemd: kuma-dp on the VMs")
+	envoy := fs.String("envoy-path", routerinstall.DefaultEnvoy, "systemd: Envoy on the VMs")
+	if len(args) == 0 || args[0] != "install" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			args = []string{"install", "--help"}
+		} else {
+			fmt.Fprintln(stderr, "kuma-cp router: want: router install NAME (run 'kuma-cp router install --help')")
+			return exitUsage
+		}
+	}
+	if rc, done := parseArgs("router install", fs, args[1:], true, stdout, stderr); done {
+		return rc
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "kuma-cp router install: %s\nRun 'kuma-cp router install --help' for the flags.\n", fmt.Sprintf(format, a...))
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		return usage("want one router's name, got %d arguments", fs.NArg())
+	}
+	if err := api.CheckURL(*apiURL); err != nil {
+		return usage("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := api.NewClient(*apiURL, "").Get(ctx, *meshName, "routers", fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-cp router install: %v\n", err)
+		return exitFail
+	}
+	rs, err := mesh.Decode(res.Mesh+"/Router/"+res.Name, res.Spec)
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-cp router install: %v\n", err)
+		return exitFail
+	}
+	o := routerinstall.Options{Router: rs[0].(*mesh.Router), Addresses: *addrs, ControlPlanes: *cps,
+		Namespace: *namespace, Image: *image, Binary: *binary, Envoy: *envoy}
+	o.Router.Mesh = res.Mesh
+	if *output != "dataplanes" {
+		if o.CACert, o.Token, err = routerCredentials(*caFile, *keyFile, res.Mesh, *validFor); err != nil {
+			return usage("%v", err)
+		}
+	}
+	switch *output {
+	case "dataplanes":
+		err = routerinstall.Dataplanes(stdout, o)
+	case "yaml":
+		err = routerinstall.Kubernetes(stdout, o)
+	case "systemd":
+		if *outDir == "" {
+			return usage("-o systemd writes files: give --out-dir")
+		}
+		err = writeFiles(o, *outDir, stdout)
+	default:
+		return usage("-o %q: want yaml, systemd or dataplanes", *output)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-cp router install: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// routerCredentials reads the CA and the token key the replicas' files need.
+func routerCredentials(caFile, keyFile, meshName string, validFor time.Duration) (string, func(string) string, error) {
+	if caFile == "" {
+		return "", nil, fmt.Errorf("--ca-cert-file: required: the control plane's CA, which the replicas' agents trust")
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return "", nil, fmt.Errorf("--ca-cert-file %q: %v", caFile, err)
+	}
+	if !strings.Contains(string(ca), "BEGIN CERTIFICATE") {
+		return "", nil, fmt.Errorf("--ca-cert-file %q: no PEM certificate in it", caFile)
+	}
+	if keyFile == "" {
+		return "", nil, fmt.Errorf("--token-key-file: required: the replicas' tokens are issued with the control plane's key")
+	}
+	key, err := token.ReadKey(keyFile)
+	if err != nil {
+		return "", nil, err
+	}
+	var expires int64
+	if validFor > 0 {
+		expires = time.Now().Add(validFor).Unix()
+	}
+	return string(ca), func(name string) string {
+		return token.Issue(key, token.Identity{Name: name, Mesh: meshName, Expires: expires})
+	}, nil
+}
+
+// writeFiles writes the systemd units and the replicas' files into dir.
+func writeFiles(o routerinstall.Options, dir string, stdout io.Writer) error {
+	files, err := routerinstall.Systemd(o)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out-dir %q: %w", dir, err)
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f.Name)
+		if err := os.WriteFile(p, []byte(f.Body), os.FileMode(f.Mode)); err != nil {
+			return fmt.Errorf("--out-dir %q: %w", dir, err)
+		}
+		if err := os.Chmod(p, os.FileMode(f.Mode)); err != nil { // an existing file keeps its mode otherwise
+			return err
+		}
+		fmt.Fprintln(stdout, p)
+	}
+	return nil
+}
