@@ -45,7 +45,7 @@ func (s *shardEnv) startReplica(t *testing.T, id string) *shardReplica {
 //     10 s (it stayed ~40 s: the agents' keepalive was 30 + 10 s), Degraded naming it,
 //     Available still true; continued (SIGCONT): back within 10 s, Degraded false;
 //   - both agents killed: Available false, the DNS answers both (fail static); gw-1 back:
-//     Available again.
+//     Available again, still Degraded; gw-2 back: the conditions clear.
 func TestE2EOneReadinessShownAndServed(t *testing.T) {
 	env := newShardEnv(t, 3)
 	env.put(t, "Router", "shard1", "type: Router\nmesh: default\nname: shard1\ndns: shard1.apps.test\nreplicas: 2\ndataplanes: {kuma.io/service: gateway-1}\n")
@@ -62,9 +62,10 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 	const name = "x.shard1.apps.test"
 	both, one := []string{"10.1.0.1", "10.1.0.2"}, []string{"10.1.0.1"}
 	// served: what each replica's DNS and gw-1's resolver answer, the same for all or nil
+	resolver := gw1
 	served := func() []string {
 		a, b := benchAddrs(r1.dns, name), benchAddrs(r2.dns, name)
-		c := gw1.query(name)
+		c := resolver.query(name)
 		slices.Sort(c)
 		if !slices.Equal(a, b) || !slices.Equal(a, c) {
 			return nil
@@ -130,7 +131,7 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 		return strings.Contains(d, "Available=False NoReadyReplicas: no replica ready: its DNS keeps answering all 2 (fail static)") &&
 			slices.Equal(benchAddrs(r1.dns, name), both) && slices.Equal(benchAddrs(r2.dns, name), both)
 	})
-	gateway(r2, "gw-1")
+	resolver = gateway(r2, "gw-1")
 	waitFor(t, "gw-1 back: available again", 10*time.Second, func() bool {
 		get, _ := shown()
 		return slices.Equal(benchAddrs(r1.dns, name), one) && slices.Equal(benchAddrs(r2.dns, name), one) && strings.Contains(get, "1/2    True       True")
@@ -138,4 +139,10 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 	if v := replicasMetric("desired"); v != 2 {
 		t.Errorf("kuma_cp_router_replicas desired = %v, want 2", v)
 	}
+	gateway(r1, "gw-2")
+	waitFor(t, "both back: the conditions clear", 10*time.Second, func() bool {
+		get, d := shown()
+		return slices.Equal(served(), both) && strings.Contains(get, "2/2    True       False") &&
+			strings.Contains(d, "Available=True ReplicasReady") && strings.Contains(d, "Degraded=False ReplicasReady")
+	})
 }
