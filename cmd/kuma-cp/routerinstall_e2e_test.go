@@ -17,7 +17,8 @@ import (
 // shard (testdata/routes/shard-a.yaml: a router wanting 2 replicas and a route) applied, no
 // replica yet (0/2, not Available); `router install -o dataplanes` applied; `router install
 // -o systemd` run as the units say (their ExecStart, with the files where the units put
-// them: here a temporary directory, and free ports since both replicas share this host):
+// them: here a temporary directory, no Envoy, and free ports since both replicas share this
+// host):
 // the route's name answers with both replicas, at kuma-cp's DNS (dig when installed), and
 // get routers says 2/2; -o yaml prints a Deployment per replica.
 func TestE2ERouterInstallToDig(t *testing.T) {
@@ -52,7 +53,7 @@ func TestE2ERouterInstallToDig(t *testing.T) {
 	}
 	_, dpBin := binaries(t)
 	dir := t.TempDir()
-	install(append(creds, "-o", "systemd", "--out-dir", dir, "--kuma-dp-path", dpBin, "--envoy-path", fakeEnvoyBin(t))...)
+	install(append(creds, "-o", "systemd", "--out-dir", dir, "--kuma-dp-path", dpBin)...)
 	for _, r := range []string{"shard-a-0", "shard-a-1"} {
 		unit, err := os.ReadFile(filepath.Join(dir, "kuma-dp-"+r+".service"))
 		if err != nil {
@@ -64,16 +65,18 @@ func TestE2ERouterInstallToDig(t *testing.T) {
 				exec = v
 			}
 		}
+		// as docs/routes.md runs it: the files in a directory of its own, no Envoy, both
+		// replicas on this host (free ports for their resolvers and admin endpoints)
 		exec = strings.ReplaceAll(exec, "/etc/kuma-dp/routers/shard-a", dir)
 		exec = strings.ReplaceAll(exec, "/var/lib/kuma-dp/"+r, t.TempDir())
 		args := strings.Fields(exec)
-		if args[0] != dpBin {
-			t.Fatalf("ExecStart runs %s", args[0])
+		if args[0] != dpBin || !strings.HasPrefix(args[len(args)-1], "--binary-path=") {
+			t.Fatalf("ExecStart: %s", exec)
 		}
 		ready := filepath.Join(t.TempDir(), "ready.json")
 		a := &agent{ready: ready}
-		a.proc = startProc(t, "kuma-dp "+r, args[0], append(args[1:], "--dns-address", "127.0.0.1", "--dns-proxy-port", "0",
-			"--admin-address", "127.0.0.1:0", "--ready-file", ready, "--drain-time", "0s")...)
+		a.proc = startProc(t, "kuma-dp "+r, args[0], append(args[1:len(args)-1], "--envoy=false", "--dns-proxy-port", "0",
+			"--admin-address", "127.0.0.1:0", "--ready-file", ready)...)
 		a.waitReady()
 	}
 	both := []string{"127.0.0.11", "127.0.0.12"}
