@@ -190,6 +190,13 @@ func (f *Feed) served(items []cpstore.Item) Served {
 			continue
 		}
 		r := rs[0]
+		if rt, ok := r.(*mesh.Router); ok && rt.Status != nil {
+			// its replicas' readiness is the control plane's (the zones carry it to the
+			// agents): a readiness change is no change of the Router for them
+			bare := *rt
+			bare.Status = nil
+			r = &bare
+		}
 		m := r.GetMeta()
 		if !it.Created.IsZero() || m.CreationTime.IsZero() {
 			m.CreationTime = it.Created // the store's, never a creationTime the document gives

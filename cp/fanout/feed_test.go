@@ -128,3 +128,42 @@ func TestFeedServesTheStoresCreationTime(t *testing.T) {
 		t.Fatalf("served with the document's creation time, not the store's (%s):\n%s", it.Created, body)
 	}
 }
+
+// A Router is served to its mesh's agents without its status: the replicas' readiness
+// reaches them in the zones, and a status-only change (the leader writes one at every
+// readiness change) is no change for them - nothing is sent.
+func TestFeedServesRoutersWithoutStatus(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := cpstore.Key{Mesh: "default", Type: mesh.KindRouter, Name: "shard1"}
+	router := "type: Router\nmesh: default\nname: shard1\ndns: shard1.apps.test\ndataplanes: {kuma.io/service: gw}\n"
+	it, err := st.Put(ctx, k, []byte(router+"status: {desiredReplicas: 2, readyReplicas: 1}\n"), cpstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(st, cp, slog.New(slog.DiscardHandler))
+	go feed.Run(ctx)
+	waitUntil(t, "the router served", func() bool { return feed.Synced() && len(cp.Resources("default", mesh.KindRouter)) == 1 })
+	body := cp.Resources("default", mesh.KindRouter)["shard1"]
+	if strings.Contains(string(body), "status") || !strings.Contains(string(body), "shard1.apps.test") {
+		t.Fatalf("served:\n%s", body)
+	}
+	head := cp.tableFor("default", mesh.KindRouter).head()
+	it, err = st.Put(ctx, k, []byte(router+"status: {desiredReplicas: 2, readyReplicas: 2}\n"), it.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the status change read", func() bool { return feed.Revision() >= it.Version })
+	if h := cp.tableFor("default", mesh.KindRouter).head(); h != head {
+		t.Errorf("a status-only change was a change for the agents: head %d -> %d", head, h)
+	}
+	if _, err := st.Put(ctx, k, []byte(strings.Replace(router, "shard1.apps.test", "shard-one.apps.test", 1)), it.Version); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a change of the router itself served", func() bool {
+		return strings.Contains(string(cp.Resources("default", mesh.KindRouter)["shard1"]), "shard-one.apps.test")
+	})
+}
