@@ -20,7 +20,8 @@ import (
 // them: here a temporary directory, no Envoy, and free ports since both replicas share this
 // host):
 // the route's name answers with both replicas, at kuma-cp's DNS (dig when installed), and
-// get routers says 2/2; -o yaml prints a Deployment per replica.
+// get routers says 2/2; -o yaml prints a Deployment per replica. The router changed to 3
+// replicas: Degraded at 2/3, and install prints the new desired state.
 func TestE2ERouterInstallToDig(t *testing.T) {
 	env := newShardEnv(t, 1)
 	e := env.e
@@ -92,9 +93,28 @@ func TestE2ERouterInstallToDig(t *testing.T) {
 			t.Errorf("dig +short @%s -p %s %s: %v\n%s", host, port, name, err, out)
 		}
 	}
+	// the router changed (3 replicas wanted): Degraded at 2/3, and install prints the new
+	// desired state
+	shard, err := os.ReadFile(filepath.Join(root, "testdata/routes/shard-a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := filepath.Join(t.TempDir(), "shard-a.yaml")
+	if err := os.WriteFile(three, bytes.Replace(shard, []byte("\n---\n"), []byte("\nreplicas: 3\n---\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.kumaCP("apply", "-f", three, "--admin-token-file", tok, "--api-url", api); !strings.Contains(out, "routers default/shard-a updated") {
+		t.Fatalf("apply replicas: 3: %s", out)
+	}
+	waitFor(t, "2 of 3: degraded", 10*time.Second, func() bool {
+		return strings.Contains(e.kumaCP("get", "routers", "--api-url", api), "2/3    True       True")
+	})
+	if y := install(append(creds, "-o", "yaml", "--address", "127.0.0.13")...); strings.Count(y, "kind: Deployment") != 3 || !strings.Contains(y, "router-shard-a-2") {
+		t.Errorf("-o yaml after replicas: 3:\n%s", y)
+	}
 	var b bytes.Buffer
 	if rc := dispatch([]string{"router", "install", "shard-a", "--api-url", api, "--address", "127.0.0.11", "-o", "dataplanes"}, &b, &b); rc != exitFail ||
-		!strings.Contains(b.String(), "router shard-a wants 2 replicas (replicas): give one --address each, got 1") {
-		t.Errorf("one address for two replicas: exit %d\n%s", rc, b.String())
+		!strings.Contains(b.String(), "router shard-a wants 3 replicas (replicas): give one --address each, got 1") {
+		t.Errorf("one address for three replicas: exit %d\n%s", rc, b.String())
 	}
 }
