@@ -60,41 +60,16 @@ func BenchmarkStreamsOneChange(b *testing.B) {
 	sv := servedN(1000, 0)
 	cp := New(nil, slog.New(slog.DiscardHandler))
 	cp.Apply(sv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
 	got := make(chan struct{}, agents)
-	for i := range agents {
-		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
+	benchAgents(ctx, b, benchServe(ctx, b, cp), agents, func(s discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, r *discovery.DeltaDiscoveryResponse) bool {
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
+			return false
 		}
-		defer conn.Close()
-		s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(mesh.KindDataplane),
-			Node: &core.Node{Id: fmt.Sprintf("a-%d", i), Cluster: "default"}}); err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			for {
-				r, err := s.Recv()
-				if err != nil {
-					return
-				}
-				if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
-					return
-				}
-				got <- struct{}{}
-			}
-		}()
-	}
+		got <- struct{}{}
+		return true
+	})
 	for range agents { // the first sync
 		<-got
 	}
@@ -122,35 +97,9 @@ func BenchmarkIdleAgentsKeepalive(b *testing.B) {
 			cp := New(nil, slog.New(slog.DiscardHandler))
 			cp.AgentKeepalive = ka
 			cp.Apply(servedN(10, 0))
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go func() { _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
-			for i := range agents {
-				conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer conn.Close()
-				s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(mesh.KindDataplane),
-					Node: &core.Node{Id: fmt.Sprintf("a-%d", i), Cluster: "default"}}); err != nil {
-					b.Fatal(err)
-				}
-				go func() {
-					for {
-						if _, err := s.Recv(); err != nil {
-							return
-						}
-					}
-				}()
-			}
+			benchAgents(ctx, b, benchServe(ctx, b, cp), agents, nil)
 			for cp.Connected() < agents {
 				time.Sleep(10 * time.Millisecond)
 			}
@@ -173,4 +122,44 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchServe serves cp on a free loopback port, in plain text, until ctx ends.
+func benchServe(ctx context.Context, b *testing.B, cp *ControlPlane) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
+	return ln.Addr().String()
+}
+
+// benchAgents connects n agents to addr, each subscribed to the Dataplanes of mesh default,
+// and hands each response to recv (none: received and dropped) until it returns false or
+// the stream ends; the connections close when b ends.
+func benchAgents(ctx context.Context, b *testing.B, addr string, n int,
+	recv func(discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, *discovery.DeltaDiscoveryResponse) bool) {
+	for i := range n {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(mesh.KindDataplane),
+			Node: &core.Node{Id: fmt.Sprintf("a-%d", i), Cluster: "default"}}); err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for {
+				r, err := s.Recv()
+				if err != nil || (recv != nil && !recv(s, r)) {
+					return
+				}
+			}
+		}()
+	}
 }

@@ -2,6 +2,8 @@ package routerinstall
 
 import (
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/template"
 )
@@ -42,7 +44,7 @@ func Kubernetes(w io.Writer, o Options) error {
 		Pods      []pod
 		Addresses []string
 	}{O: o, Router: o.Router.Name, Mesh: o.Router.Mesh, Namespace: orDefault(o.Namespace, DefaultNamespace), Image: orDefault(o.Image, DefaultImage),
-		Port: o.Router.ListenerOf().Port, Files: fs, Keys: sortedKeys(fs)}
+		Port: o.Router.ListenerOf().Port, Files: fs, Keys: slices.Sorted(maps.Keys(fs))}
 	data.Low = data.Port < 1024
 	for _, r := range reps {
 		args := append(agentArgs(o, r, podDir), "--dataplane-var=address=$(POD_IP)", "--work-dir=/var/lib/kuma-dp",

@@ -3,7 +3,6 @@ package routerinstall
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/template"
 )
@@ -63,15 +62,6 @@ func files(o Options, reps []Replica, addressVar string) map[string]string {
 		out[r.Name+".yaml"] = dataplane(o.Router.Mesh, r, addr)
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // indent is s with every line but the first indented by n spaces.

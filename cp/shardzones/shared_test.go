@@ -73,14 +73,7 @@ func TestReadinessSharedBetweenReplicas(t *testing.T) {
 		if cat == nil {
 			return nil
 		}
-		req := new(dns.Msg)
-		req.SetQuestion("x.shard1.apps.test.", dns.TypeA)
-		var out []string
-		for _, rr := range cat.Answer(req).Answer {
-			out = append(out, rr.(*dns.A).A.String())
-		}
-		slices.Sort(out)
-		return out
+		return shardAddrs(cat)
 	}
 	wait := func(what string, rs []*replica, want string) {
 		t.Helper()
@@ -112,4 +105,16 @@ func TestReadinessSharedBetweenReplicas(t *testing.T) {
 	wait("gw-1's agent back", []*replica{r1, r2}, "10.0.0.1,10.0.0.2")
 	r2.stop()
 	wait("replica 2 stopped", []*replica{r1}, "10.0.0.1")
+}
+
+// shardAddrs are the addresses cat answers for a name of shard1's zone, sorted.
+func shardAddrs(cat *authdns.Catalog) []string {
+	req := new(dns.Msg)
+	req.SetQuestion("x.shard1.apps.test.", dns.TypeA)
+	var out []string
+	for _, rr := range cat.Answer(req).Answer {
+		out = append(out, rr.(*dns.A).A.String())
+	}
+	slices.Sort(out)
+	return out
 }
