@@ -8,7 +8,7 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-func decode(t *testing.T, doc string) []mesh.Resource {
+func decodeDocs(t *testing.T, doc string) []mesh.Resource {
 	t.Helper()
 	rs, err := mesh.Decode("t.yaml", []byte(doc))
 	if err != nil {
@@ -46,7 +46,7 @@ networking: {address: 10.0.0.9, inbound: [{port: 8080, tags: {kuma.io/service: w
 // Each replica's readiness and its reason: the agent's stream, the inbound's own state and
 // health; a Kuma gateway dataplane is a replica; a dataplane the selector misses is not.
 func TestReplicas(t *testing.T) {
-	rs := decode(t, fixture)
+	rs := decodeDocs(t, fixture)
 	rt := rs[0].(*mesh.Router)
 	var dps []*mesh.Dataplane
 	for _, r := range rs[1:] {
@@ -77,7 +77,7 @@ func TestReplicas(t *testing.T) {
 // naming the replicas not ready and why; none ready says the DNS is fail static; no
 // replica at all says what to run; a condition keeps its transition time while it holds.
 func TestCompute(t *testing.T) {
-	rt := decode(t, fixture)[0].(*mesh.Router) // replicas: the default, 2
+	rt := decodeDocs(t, fixture)[0].(*mesh.Router) // replicas: the default, 2
 	ready := mesh.RouterReplica{Name: "gw-a", Address: "10.0.0.1", Ready: true}
 	gone := mesh.RouterReplica{Name: "gw-b", Address: "10.0.0.2", Reason: ReasonAgentNotConnected, Message: notConnected}
 	t0 := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)

@@ -31,10 +31,28 @@ type Writer struct {
 	now  func() time.Time
 }
 
-// watched is what the writer follows of the store: Routers and Dataplanes, decoded.
+// watched is what the writer follows of the store: the Routers, and the Dataplanes that a
+// Router selects (the others are not kept: a large mesh's dataplanes cost the leader
+// nothing here).
 type watched struct {
+	routers map[store.Key]*router
+	dps     map[store.Key]*mesh.Dataplane
+}
+
+// router is a stored Router, decoded, with the item it was read from.
+type router struct {
 	item store.Item
-	res  mesh.Resource // nil: it does not decode (skipped)
+	rt   *mesh.Router
+}
+
+// selects reports whether any router selects dp.
+func (wd *watched) selects(dp *mesh.Dataplane) bool {
+	for _, r := range wd.routers {
+		if _, ok := r.rt.Replica(dp); ok && r.rt.Mesh == dp.Mesh {
+			return true
+		}
+	}
+	return false
 }
 
 // Run writes the statuses until ctx ends: a list, then the store's changes and a readiness
@@ -51,7 +69,6 @@ func (w *Writer) Run(ctx context.Context) {
 	poll := cmpOr(w.Poll, DefaultPoll)
 	defer w.Metrics.set(nil)
 	for ctx.Err() == nil {
-		byKey := map[store.Key]*watched{}
 		its, _, rev, err := w.Store.List(ctx, "", "", "", 0)
 		if err != nil {
 			w.Log.Warn("router status: store unreachable; statuses stay as they were", "error", err)
@@ -61,10 +78,19 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 			continue
 		}
-		for _, it := range its {
-			w.take(byKey, it)
+		wd := &watched{routers: map[store.Key]*router{}, dps: map[store.Key]*mesh.Dataplane{}}
+		for _, it := range its { // the routers first: they say which dataplanes to keep
+			if it.Type == mesh.KindRouter {
+				w.take(wd, it)
+			}
 		}
-		w.follow(ctx, byKey, rev, poll)
+		for _, it := range its {
+			if it.Type == mesh.KindDataplane {
+				w.take(wd, it)
+			}
+		}
+		its = nil
+		w.follow(ctx, wd, rev, poll)
 	}
 }
 
@@ -75,29 +101,57 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// take keeps a Router or Dataplane item, decoded.
-func (w *Writer) take(byKey map[store.Key]*watched, it store.Item) bool {
-	if it.Type != mesh.KindRouter && it.Type != mesh.KindDataplane {
-		return false
+// decode is a stored resource of one kind, decoded (nil when it does not decode).
+func decode[T mesh.Resource](it store.Item) T {
+	var zero T
+	rs, err := mesh.Decode(it.Key.String(), it.Doc)
+	if err != nil || len(rs) != 1 {
+		return zero
 	}
-	wd := &watched{item: it}
-	if rs, err := mesh.Decode(it.Key.String(), it.Doc); err == nil && len(rs) == 1 {
-		rs[0].GetMeta().Mesh = it.Mesh
-		wd.res = rs[0]
+	r, ok := rs[0].(T)
+	if !ok {
+		return zero
 	}
-	byKey[it.Key] = wd
-	return true
+	r.GetMeta().Mesh = it.Mesh
+	return r
 }
 
-// follow runs passes on the store's changes and the poll until the watch ends.
-func (w *Writer) follow(ctx context.Context, byKey map[store.Key]*watched, rev int64, poll time.Duration) {
+// take keeps a Router, or a Dataplane a router selects. It reports whether the members may
+// have changed, and whether the dataplanes must be read again (a router new, or selecting
+// others: the dataplanes not kept may be its).
+func (w *Writer) take(wd *watched, it store.Item) (changed, relist bool) {
+	switch it.Type {
+	case mesh.KindRouter:
+		rt := decode[*mesh.Router](it)
+		old := wd.routers[it.Key]
+		if rt == nil {
+			delete(wd.routers, it.Key)
+			return old != nil, false
+		}
+		wd.routers[it.Key] = &router{item: it, rt: rt}
+		return true, old == nil || old.rt.Dataplanes.String() != rt.Dataplanes.String()
+	case mesh.KindDataplane:
+		_, had := wd.dps[it.Key]
+		if dp := decode[*mesh.Dataplane](it); dp != nil && wd.selects(dp) {
+			wd.dps[it.Key] = dp
+			return true, false
+		}
+		delete(wd.dps, it.Key)
+		return had, false
+	}
+	return false, false
+}
+
+// follow runs passes on the store's changes and the poll until the watch ends, or a router
+// new or selecting other dataplanes wants them read again.
+func (w *Writer) follow(ctx context.Context, wd *watched, rev int64, poll time.Duration) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := w.Store.Watch(wctx, rev)
 	t := time.NewTicker(poll)
 	defer t.Stop()
-	m := w.members(byKey)
-	w.pass(ctx, byKey, m)
+	m := w.members(wd)
+	w.pass(ctx, wd, m)
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,22 +160,28 @@ func (w *Writer) follow(ctx context.Context, byKey map[store.Key]*watched, rev i
 			if !ok || e.Type == store.Relist {
 				return
 			}
-			changed := false
+			changed, relist := false, false
 			switch e.Type {
 			case store.Put:
-				changed = w.take(byKey, e.Item)
+				changed, relist = w.take(wd, e.Item)
 			case store.Delete:
-				_, changed = byKey[e.Item.Key]
-				delete(byKey, e.Item.Key)
+				_, r := wd.routers[e.Item.Key]
+				_, d := wd.dps[e.Item.Key]
+				changed = r || d
+				delete(wd.routers, e.Item.Key)
+				delete(wd.dps, e.Item.Key)
+			}
+			if relist {
+				return
 			}
 			if changed {
 				m = nil // the members again at the next pass
 			}
 		case <-t.C:
 			if m == nil {
-				m = w.members(byKey)
+				m = w.members(wd)
 			}
-			w.pass(ctx, byKey, m)
+			w.pass(ctx, wd, m)
 		}
 	}
 }
@@ -134,22 +194,12 @@ type member struct {
 
 // members are each router's replicas (by the router's key), found again only when a Router
 // or a Dataplane changed: a pass asks the members' readiness alone.
-func (w *Writer) members(byKey map[store.Key]*watched) map[store.Key][]member {
-	dps := map[string][]*mesh.Dataplane{}
-	for _, wd := range byKey {
-		if dp, ok := wd.res.(*mesh.Dataplane); ok {
-			dps[dp.Mesh] = append(dps[dp.Mesh], dp)
-		}
-	}
-	out := map[store.Key][]member{}
-	for k, wd := range byKey {
-		rt, ok := wd.res.(*mesh.Router)
-		if !ok {
-			continue
-		}
+func (w *Writer) members(wd *watched) map[store.Key][]member {
+	out := make(map[store.Key][]member, len(wd.routers))
+	for k, r := range wd.routers {
 		ms := []member{}
-		for _, dp := range dps[rt.Mesh] {
-			if in, ok := rt.Replica(dp); ok {
+		for _, dp := range wd.dps {
+			if in, ok := r.rt.Replica(dp); ok && dp.Mesh == r.rt.Mesh {
 				ms = append(ms, member{dp, in})
 			}
 		}
@@ -160,21 +210,20 @@ func (w *Writer) members(byKey map[store.Key]*watched) map[store.Key][]member {
 }
 
 // pass computes every router's status and writes those that changed.
-func (w *Writer) pass(ctx context.Context, byKey map[store.Key]*watched, members map[store.Key][]member) {
+func (w *Writer) pass(ctx context.Context, wd *watched, members map[store.Key][]member) {
 	counts := map[RouterKey]Counts{}
 	for _, k := range slices.SortedFunc(maps.Keys(members), func(a, b store.Key) int { return strings.Compare(a.String(), b.String()) }) {
-		wd := byKey[k]
-		rt := wd.res.(*mesh.Router)
+		r := wd.routers[k]
 		reps := make([]mesh.RouterReplica, 0, len(members[k]))
 		for _, m := range members[k] {
 			reps = append(reps, Replica(m.dp, m.inbound, w.Online))
 		}
-		st := Compute(rt, reps, rt.Status, w.now())
-		counts[RouterKey{Mesh: rt.Mesh, Name: rt.Name}] = Counts{Desired: st.DesiredReplicas, Ready: st.ReadyReplicas, NotReady: len(reps) - st.ReadyReplicas}
-		if same(st, rt.Status) {
+		st := Compute(r.rt, reps, r.rt.Status, w.now())
+		counts[RouterKey{Mesh: r.rt.Mesh, Name: r.rt.Name}] = Counts{Desired: st.DesiredReplicas, Ready: st.ReadyReplicas, NotReady: len(reps) - st.ReadyReplicas}
+		if same(st, r.rt.Status) {
 			continue
 		}
-		w.write(ctx, byKey, wd, rt, st)
+		w.write(ctx, wd, r, st)
 	}
 	w.Metrics.set(counts)
 }
@@ -185,24 +234,24 @@ func same(a, b *mesh.RouterStatus) bool {
 	return bytes.Equal(ja, jb)
 }
 
-// write stores rt with status st, compared on the version read.
-func (w *Writer) write(ctx context.Context, byKey map[store.Key]*watched, wd *watched, rt *mesh.Router, st *mesh.RouterStatus) {
-	next := *rt
+// write stores the router with status st, compared on the version read.
+func (w *Writer) write(ctx context.Context, wd *watched, r *router, st *mesh.RouterStatus) {
+	next := *r.rt
 	next.Status = st
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	it, err := w.Store.Put(wctx, wd.item.Key, mesh.EncodeJSON(&next), wd.item.Version)
+	it, err := w.Store.Put(wctx, r.item.Key, mesh.EncodeJSON(&next), r.item.Version)
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return // changed or deleted meanwhile: the watch brings it
 	case err != nil:
 		if ctx.Err() == nil {
-			w.Log.Warn("router status not written; retried", "router", rt.Name, "mesh", rt.Mesh, "error", err)
+			w.Log.Warn("router status not written; retried", "router", r.rt.Name, "mesh", r.rt.Mesh, "error", err)
 		}
 		return
 	}
-	if was := rt.Status; was == nil || was.ReadyReplicas != st.ReadyReplicas || len(was.Replicas) != len(st.Replicas) {
-		w.Log.Info("router replicas", "router", rt.Name, "mesh", rt.Mesh, "ready", st.ReadyReplicas, "desired", st.DesiredReplicas, "replicas", len(st.Replicas))
+	if was := r.rt.Status; was == nil || was.ReadyReplicas != st.ReadyReplicas || len(was.Replicas) != len(st.Replicas) {
+		w.Log.Info("router replicas", "router", r.rt.Name, "mesh", r.rt.Mesh, "ready", st.ReadyReplicas, "desired", st.DesiredReplicas, "replicas", len(st.Replicas))
 	}
-	w.take(byKey, it) // the watch brings it too: not written again meanwhile
+	w.take(wd, it) // the watch brings it too: not written again meanwhile
 }

@@ -26,8 +26,9 @@ func (o *online) put(name string, v bool) {
 
 // The writer on a real etcd: a router's status follows its replicas' agents (ready/desired,
 // the conditions naming the replica not ready), a status that holds is not written again,
-// a Router written without status (a user's apply) gets it back, and the metric counts what
-// the status says.
+// a Router written without status (a user's apply) gets it back, the metric counts what
+// the status says, and a new router finds its replicas among dataplanes stored before it
+// (which the writer did not keep while no router selected them).
 func TestWriterOnEtcd(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	st := store.NewEtcd(c.Client(), "/kuma")
@@ -86,8 +87,14 @@ func TestWriterOnEtcd(t *testing.T) {
 		return s.ReadyReplicas == 1 && d.Status == "True" && d.Message == "1 of 2 desired replicas ready; not ready: gw-b (AgentNotConnected)" &&
 			s.Condition(mesh.ConditionAvailable).Status == "True"
 	})
-	if got := m.Counts()[RouterKey{"default", "shard1"}]; got != (Counts{Desired: 2, Ready: 1, NotReady: 1}) {
-		t.Errorf("metric counts %+v", got)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // set after the write
+		got := m.Counts()[RouterKey{"default", "shard1"}]
+		if got == (Counts{Desired: 2, Ready: 1, NotReady: 1}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metric counts %+v", got)
+		}
 	}
 	on.put("gw-a", false)
 	wait("none ready", func(s *mesh.RouterStatus) bool {
@@ -99,6 +106,25 @@ func TestWriterOnEtcd(t *testing.T) {
 	wait("the status back after a write without it", func(s *mesh.RouterStatus) bool {
 		return s.ReadyReplicas == 2 && s.DesiredReplicas == 3 && s.Condition(mesh.ConditionDegraded).Message == "2 of 3 desired replicas ready; 2 of 3 exist"
 	})
+	// a dataplane no router selected (not kept), then a router that selects it: read again
+	put(mesh.KindDataplane, "edge-1", "type: Dataplane\nname: edge-1\nnetworking: {address: 10.0.1.1, inbound: [{port: 80, tags: {kuma.io/service: edge}}]}\n")
+	put(mesh.KindRouter, "shard2", "type: Router\nname: shard2\ndns: shard2.apps.test\nreplicas: 1\ndataplanes: {kuma.io/service: edge}\n")
+	on.put("edge-1", true)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		it, err := st.Get(ctx, store.Key{Mesh: "default", Type: mesh.KindRouter, Name: "shard2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, _ := mesh.Decode("r", it.Doc)
+		if s := rs[0].(*mesh.Router).Status; s != nil && s.ReadyReplicas == 1 && len(s.Replicas) == 1 && s.Replicas[0].Name == "edge-1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a new router's replicas among the dataplanes stored before it: %s", it.Doc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	<-done
 	if len(m.Counts()) != 0 {
