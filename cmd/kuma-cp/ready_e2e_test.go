@@ -146,3 +146,36 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 			strings.Contains(d, "Available=True ReplicasReady") && strings.Contains(d, "Degraded=False ReplicasReady")
 	})
 }
+
+// A gateway agent cut off without its connection closing (a relay that stops forwarding
+// and holds new connections too, as a partition does) leaves the router's answers within
+// 10 s too, named not ready in the status; the partition healed, its agent (which noticed
+// with its own keepalive, 1 s here) connects again and is back within 10 s.
+func TestE2EPartitionedGatewayLeavesAndComesBack(t *testing.T) {
+	env := newShardEnv(t, 1)
+	env.put(t, "Router", "shard1", shardRouter)
+	env.put(t, "Dataplane", "gw-1", gatewayDP("gw-1", "10.1.0.1"))
+	env.put(t, "Dataplane", "gw-2", gatewayDP("gw-2", "10.1.0.2"))
+	cp := env.startReplica(t, "replica-1")
+	e := env.e
+	relay := newStallProxy(t, cp.link)
+	startAgent(t, e, relay.addr(), true, "--name", "gw-1", "--dataplane-token-file", e.token("gw-1", "default"), "--cp-keepalive-interval", "1s")
+	startAgent(t, e, cp.link, true, "--name", "gw-2", "--dataplane-token-file", e.token("gw-2", "default"))
+	const name = "x.shard1.apps.test"
+	both, one := []string{"10.1.0.1", "10.1.0.2"}, []string{"10.1.0.2"}
+	waitFor(t, "both ready", 20*time.Second, func() bool { return slices.Equal(benchAddrs(cp.dns, name), both) })
+	relay.partition()
+	took := waitFor(t, "the cut-off gateway out of the answers", 10*time.Second, func() bool {
+		return slices.Equal(benchAddrs(cp.dns, name), one)
+	})
+	t.Logf("a cut-off gateway agent left the answers in %v", took)
+	d := e.kumaCP("describe", "router", "shard1", "--api-url", "http://"+cp.api)
+	if !strings.Contains(d, "gw-1\t10.1.0.1\tnot ready: AgentNotConnected") {
+		t.Errorf("describe router while gw-1 is cut off:\n%s", d)
+	}
+	relay.heal()
+	took = waitFor(t, "the gateway back over a new connection", 10*time.Second, func() bool {
+		return slices.Equal(benchAddrs(cp.dns, name), both)
+	})
+	t.Logf("it was back in %v", took)
+}
