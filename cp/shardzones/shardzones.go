@@ -1,10 +1,10 @@
 // Package shardzones keeps the zones of router shards in step with the store: a zone per
-// Router with the addresses of its ready gateway dataplanes, and a CNAME per admitted
-// user-domain Route. It owns the translation from resources to authdns.Input, the loop that
-// follows the store and the replicas' readiness, and handing each catalog built to its sinks:
-// the control plane's authoritative DNS (package authdns) and the DNSZone documents sent to
-// the agents (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route
-// scheduler's, serving agents is fanout's.
+// Router with the addresses of its ready replicas (as its status says), and a CNAME per
+// admitted user-domain Route. It owns the translation from resources to authdns.Input, the
+// loop that follows the store, and handing each catalog built to its sinks: the control
+// plane's authoritative DNS (package authdns) and the DNSZone documents sent to the agents
+// (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route scheduler's,
+// deciding which replicas are ready routerstatus's, serving agents is fanout's.
 package shardzones
 
 import (
