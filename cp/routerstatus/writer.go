@@ -28,7 +28,6 @@ type Writer struct {
 	Metrics *Metrics
 	// Poll is how often readiness is asked (DefaultPoll when 0).
 	Poll time.Duration
-	now  func() time.Time
 }
 
 // watched is what the writer follows of the store: the Routers, and the Dataplanes that a
@@ -63,10 +62,10 @@ func (w *Writer) Run(ctx context.Context) {
 	if w.Log == nil {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
-	if w.now == nil {
-		w.now = time.Now
+	poll := w.Poll
+	if poll <= 0 {
+		poll = DefaultPoll
 	}
-	poll := cmpOr(w.Poll, DefaultPoll)
 	defer w.Metrics.set(nil)
 	for ctx.Err() == nil {
 		its, _, rev, err := w.Store.List(ctx, "", "", "", 0)
@@ -92,13 +91,6 @@ func (w *Writer) Run(ctx context.Context) {
 		its = nil
 		w.follow(ctx, wd, rev, poll)
 	}
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 // decode is a stored resource of one kind, decoded (nil when it does not decode).
@@ -218,7 +210,7 @@ func (w *Writer) pass(ctx context.Context, wd *watched, members map[store.Key][]
 		for _, m := range members[k] {
 			reps = append(reps, Replica(m.dp, m.inbound, w.Online))
 		}
-		st := Compute(r.rt, reps, r.rt.Status, w.now())
+		st := Compute(r.rt, reps, r.rt.Status, time.Now())
 		counts[RouterKey{Mesh: r.rt.Mesh, Name: r.rt.Name}] = Counts{Desired: st.DesiredReplicas, Ready: st.ReadyReplicas, NotReady: len(reps) - st.ReadyReplicas}
 		if same(st, r.rt.Status) {
 			continue
