@@ -2,6 +2,7 @@ package routerinstall
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kumadp/kuma-dp/cplink"
@@ -73,7 +75,7 @@ func TestKubernetesDecodesStrictly(t *testing.T) {
 		default:
 			t.Fatalf("an object of kind %q:\n%s", head.Kind, doc)
 		}
-		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+		if err := decodeStrict(doc, into); err != nil {
 			t.Errorf("%s does not decode strictly: %v\n%s", head.Kind, err, doc)
 		}
 		if svc, ok := into.(*corev1.Service); ok && !slices.Equal(svc.Spec.ExternalIPs, []string{"192.0.2.10", "192.0.2.11"}) {
@@ -123,6 +125,29 @@ func TestKubernetesDecodesStrictly(t *testing.T) {
 	}
 	if !strings.HasPrefix(secret.StringData["ca.crt"], "-----BEGIN CERTIFICATE-----") {
 		t.Errorf("the CA: %q", secret.StringData["ca.crt"])
+	}
+}
+
+// decodeStrict decodes a YAML document as the API server does, strictly: field names
+// case-sensitive, no unknown or duplicate field.
+func decodeStrict(doc string, into any) error {
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(j, into)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
+}
+
+// A misspelt field, or one in the wrong case, is what the strict decoding is for.
+func TestDecodeStrictRefusesMisspelt(t *testing.T) {
+	for _, doc := range []string{"kind: Service\nspec:\n  externalIps: [192.0.2.1]\n", "kind: Service\nspec:\n  externalIPs: [192.0.2.1]\n  bogus: 1\n"} {
+		if err := decodeStrict(doc, &corev1.Service{}); err == nil {
+			t.Errorf("accepted:\n%s", doc)
+		}
 	}
 }
 
