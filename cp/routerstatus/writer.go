@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -184,10 +183,16 @@ type member struct {
 	inbound int
 }
 
-// members are each router's replicas (by the router's key), found again only when a Router
-// or a Dataplane changed: a pass asks the members' readiness alone.
-func (w *Writer) members(wd *watched) map[store.Key][]member {
-	out := make(map[store.Key][]member, len(wd.routers))
+// members are a router's replicas.
+type members struct {
+	key store.Key
+	ms  []member
+}
+
+// members are each router's replicas, by router key, found again only when a Router or a
+// Dataplane changed: a pass asks the members' readiness alone.
+func (w *Writer) members(wd *watched) []members {
+	out := make([]members, 0, len(wd.routers))
 	for k, r := range wd.routers {
 		ms := []member{}
 		for _, dp := range wd.dps {
@@ -196,28 +201,47 @@ func (w *Writer) members(wd *watched) map[store.Key][]member {
 			}
 		}
 		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.dp.Name, b.dp.Name) })
-		out[k] = ms
+		out = append(out, members{k, ms})
 	}
+	slices.SortFunc(out, func(a, b members) int { return strings.Compare(a.key.String(), b.key.String()) })
 	return out
 }
 
-// pass computes every router's status and writes those that changed.
-func (w *Writer) pass(ctx context.Context, wd *watched, members map[store.Key][]member) {
-	counts := map[RouterKey]Counts{}
-	for _, k := range slices.SortedFunc(maps.Keys(members), func(a, b store.Key) int { return strings.Compare(a.String(), b.String()) }) {
-		r := wd.routers[k]
-		reps := make([]mesh.RouterReplica, 0, len(members[k]))
-		for _, m := range members[k] {
-			reps = append(reps, Replica(m.dp, m.inbound, w.Online))
+// pass computes every router's status and writes those that changed. A router whose
+// replicas and desired count are as its status says is not computed again: most passes
+// find nothing changed.
+func (w *Writer) pass(ctx context.Context, wd *watched, all []members) {
+	counts := make(map[RouterKey]Counts, len(all))
+	reps := []mesh.RouterReplica{}
+	for _, rm := range all {
+		r := wd.routers[rm.key]
+		reps = reps[:0]
+		ready := 0
+		for _, m := range rm.ms {
+			rep := Replica(m.dp, m.inbound, w.Online)
+			if rep.Ready {
+				ready++
+			}
+			reps = append(reps, rep)
 		}
-		st := Compute(r.rt, reps, r.rt.Status, time.Now())
-		counts[RouterKey{Mesh: r.rt.Mesh, Name: r.rt.Name}] = Counts{Desired: st.DesiredReplicas, Ready: st.ReadyReplicas, NotReady: len(reps) - st.ReadyReplicas}
-		if same(st, r.rt.Status) {
+		desired := r.rt.DesiredReplicas()
+		counts[RouterKey{Mesh: r.rt.Mesh, Name: r.rt.Name}] = Counts{Desired: desired, Ready: ready, NotReady: len(reps) - ready}
+		if old := r.rt.Status; old != nil && len(reps) > 0 && old.DesiredReplicas == desired && old.ReadyReplicas == ready &&
+			slices.Equal(old.Replicas, reps) && holds(old, mesh.ConditionAvailable, ready > 0) && holds(old, mesh.ConditionDegraded, ready < desired) {
 			continue
 		}
-		w.write(ctx, wd, r, st)
+		st := Compute(r.rt, slices.Clone(reps), r.rt.Status, time.Now())
+		if !same(st, r.rt.Status) {
+			w.write(ctx, wd, r, st)
+		}
 	}
 	w.Metrics.set(counts)
+}
+
+// holds reports whether s has the condition typ with the status want.
+func holds(s *mesh.RouterStatus, typ string, want bool) bool {
+	c := s.Condition(typ)
+	return c != nil && (c.Status == "True" && want || c.Status == "False" && !want)
 }
 
 func same(a, b *mesh.RouterStatus) bool {
