@@ -250,7 +250,8 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 func typeNames() []string {
-	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings"}
+	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators",
+		"meshservices", "meshtcproutes", "meshhttproutes", "routers", "routes", "routebindings"}
 }
 
 // flagCommands are the commands a flag is for: another refuses it (it used to be ignored).

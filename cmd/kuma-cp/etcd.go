@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/routerstatus"
 	"github.com/kumadp/kuma-dp/cp/routesched"
@@ -34,6 +33,7 @@ import (
 type etcdConfig struct {
 	store, endpoints, prefix, caFile, certFile, keyFile, username, passwordFile string
 	apiAddress, adminTokenFile, replicaID                                       string
+	apiHTTP                                                                     connlimit.HTTPConfig // the API port's limits (bindHTTPFlags)
 	leaseTTL                                                                    time.Duration
 	dns                                                                         dnsConfig
 	routeStrategy                                                               string
@@ -51,7 +51,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.store, "store", "dir", "where resources live: dir (--resources-dir, the default) or etcd (--etcd-endpoints; replicas, the write API)")
 	fs.StringVar(&c.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--store etcd)")
-	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of the resources in etcd")
+	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of this installation in etcd: one path segment (its keys are under /kuma/, /kuma-leader/, /kuma-presence/)")
 	fs.StringVar(&c.caFile, "etcd-ca-file", "", "CA (PEM) of etcd's certificate (TLS to etcd)")
 	fs.StringVar(&c.certFile, "etcd-cert-file", "", "client certificate (PEM) for etcd")
 	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
@@ -134,6 +134,8 @@ func (c *etcdConfig) check() error {
 	case c.replicaID == "" || strings.ContainsFunc(c.replicaID, func(r rune) bool { return r == '/' || r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		// inspect's REPLICAS names it as given: a presence key holds no '/', a comma joins them
 		return fmt.Errorf("--replica-id %q: want a name without '/', ',' or whitespace", c.replicaID)
+	case cpstore.ValidPrefix(c.prefix) != nil:
+		return fmt.Errorf("--etcd-prefix %q: %w", c.prefix, cpstore.ValidPrefix(c.prefix))
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
 	}
@@ -145,6 +147,7 @@ type etcdParts struct {
 	st       *cpstore.Etcd
 	feed     *fanout.Feed
 	apiSrv   *api.Server
+	api      *connlimit.HTTP
 	apiAddr  string
 	dnsAddr  string
 	leader   atomic.Bool
@@ -152,6 +155,7 @@ type etcdParts struct {
 	leaderID atomic.Value // string
 	routes   routesched.Metrics
 	routers  routerstatus.Metrics
+	health   *cpstore.Health
 }
 
 func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *slog.Logger) (*etcdParts, error) {
@@ -175,13 +179,17 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		tc.MinVersion = tls.VersionTLS12
 		cfg.TLS = tc
 	}
-	cl, err := clientv3.New(cfg)
+	cl, err := cpstore.NewClient(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints %q: %w", c.endpoints, err)
 	}
 	go func() { <-ctx.Done(); cl.Close() }()
-	p := &etcdParts{st: cpstore.NewEtcd(cl, c.prefix), replica: c.replicaID}
+	p := &etcdParts{st: cl.Store(c.prefix), replica: c.replicaID}
 	p.leaderID.Store("")
+	// Whether a quorum of etcd is reached: /ready, kuma_cp_store_synced and every request
+	// of the store follow it.
+	p.health = p.st.Health(c.leaseTTL, log.With("part", "store"))
+	go p.health.Run(ctx)
 	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
 	// Every replica publishes the agents connected to it (store.Presence): GET /agents of
@@ -191,11 +199,10 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go cp.ShareAgents(ctx, agents, time.Second)
 	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status,
 		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) }}
-	ln, err := net.Listen("tcp", c.apiAddress)
-	if err != nil {
+	if p.api, err = connlimit.ListenHTTP(c.apiAddress, c.apiHTTP, p.apiSrv.Handler()); err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
-	p.apiAddr = ln.Addr().String()
+	p.apiAddr = p.api.Addr().String()
 	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
@@ -204,11 +211,14 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		udp, _ := dns.Addrs()
 		p.dnsAddr = udp.String()
 	}
-	srv := &http.Server{Handler: p.apiSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
+	go p.api.Serve(ctx)
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
 		p.leader.Store(true)
 		log.Info("this replica is the leader", "replica", c.replicaID)
+		context.AfterFunc(lctx, func() { // not the leader from the moment it may not be
+			p.leader.Store(false)
+			log.Info("leadership lost", "replica", c.replicaID)
+		})
 		// The route scheduler runs on the leader only, until leadership is lost.
 		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes}
 		// So does the routers' status: a gateway replica is ready while its agent holds a
@@ -221,14 +231,14 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		go func() { rw.Run(lctx); close(done) }()
 		rc.Run(lctx)
 		<-done
-		p.leader.Store(false)
-		log.Info("leadership lost", "replica", c.replicaID)
 	})
-	go func() { // the current leader, for metrics and status
+	go func() { // the current leader, for metrics and status ("" when it cannot be read)
 		for ctx.Err() == nil {
-			if id, err := p.st.Leader(ctx, "kuma-cp"); err == nil {
-				p.leaderID.Store(id)
+			id, err := p.st.Leader(ctx, "kuma-cp")
+			if err != nil {
+				id = ""
 			}
+			p.leaderID.Store(id)
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -239,7 +249,13 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	return p, nil
 }
 
+// ready is nil while the store is read and followed: a quorum of etcd reached, every
+// resource listed and the changes watched. Else why not: agents are served the last
+// resources read meanwhile.
 func (p *etcdParts) ready() error {
+	if err := p.health.Err(); err != nil {
+		return fmt.Errorf("%w; agents are served the last resources read", err)
+	}
 	if !p.feed.Synced() {
 		return errors.New("the store is not read yet (or unreachable)")
 	}
@@ -247,8 +263,17 @@ func (p *etcdParts) ready() error {
 }
 
 func (p *etcdParts) status() any {
-	return map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
-		"storeRevision": p.feed.Revision(), "synced": p.feed.Synced()}
+	err := p.ready()
+	leader := p.leaderID.Load()
+	if p.health.Err() != nil {
+		leader = "" // unknown: the last one read may have lost its lease since
+	}
+	st := map[string]any{"replica": p.replica, "leader": leader, "isLeader": p.leader.Load(),
+		"storeRevision": p.feed.Revision(), "synced": err == nil}
+	if err != nil {
+		st["storeError"] = err.Error()
+	}
+	return st
 }
 
 func (p *etcdParts) register(reg *prometheus.Registry) {
@@ -267,7 +292,8 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		gauge("kuma_cp_store_revision_seen", "The last store revision seen on the watch (served or not yet).", func() float64 { return float64(p.feed.SeenRevision()) }),
 		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
 		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
-		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
+		gauge("kuma_cp_store_synced", "1 while the store is read and its changes followed (a quorum of etcd reached); 0 before, and while it is not (/ready says why).", func() float64 { return b(p.ready() == nil) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_store_unreadable_keys_total", Help: "Keys under the store's prefix found holding no resource (skipped; each version counted once, logged once)."}, func() float64 { return float64(p.st.Unreadable()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_scheduled_total", Help: "Route bindings made by this replica while leader."}, func() float64 { return float64(p.routes.Scheduled.Load()) }),

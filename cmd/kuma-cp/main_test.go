@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,10 +198,24 @@ func TestEveryHelpHasWorkingExampleFlags(t *testing.T) {
 // a comma split it.
 func TestServeReplicaIDRefused(t *testing.T) {
 	for id, ok := range map[string]bool{"a/b": false, "a,b": false, "a b": false, "": false, "kuma-cp-0.example-1234": true} {
-		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
+		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id, prefix: "/kuma"}
 		err := c.check()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--replica-id")) {
 			t.Errorf("--replica-id %q: %v", id, err)
+		}
+	}
+}
+
+// An --etcd-prefix that would put this installation's keys among another's - inside it
+// (/kuma/staging: mesh "staging" of /kuma) or on its leader's keys (/kuma-leader) - is
+// refused, naming the flag and the value.
+func TestServeEtcdPrefixRefused(t *testing.T) {
+	for prefix, ok := range map[string]bool{"/kuma/staging": false, "/kuma/": false, "kuma": false, "/": false, "/kuma-leader": false,
+		"/kuma-presence": false, "/ku ma": false, "/kuma": true, "/kuma-staging": true} {
+		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r", prefix: prefix}
+		err := c.check()
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--etcd-prefix "+strconv.Quote(prefix))) {
+			t.Errorf("--etcd-prefix %q: %v", prefix, err)
 		}
 	}
 }

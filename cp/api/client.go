@@ -89,7 +89,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 		return nil, fmt.Errorf("%s %s: %w (is kuma-cp serving its API there? --api-url)", method, c.URL+path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if resp.StatusCode >= 300 {
 		var ae apiError
 		fromAPI := true
@@ -181,6 +181,7 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	type decoded struct {
 		source string
 		r      mesh.Resource
+		doc    []byte // what is written: the canonical document
 	}
 	var all []decoded
 	var errs mesh.Errors
@@ -195,7 +196,17 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 			return nil, err
 		}
 		for _, r := range rs {
-			all = append(all, decoded{src.Name, r})
+			doc, err := cplink.EncodeResource(r)
+			if err != nil {
+				return nil, err
+			}
+			doc = withoutZeroTime(doc)
+			// the API's bounds, checked here too: nothing is written when one is over
+			if msg := checkCost(r.GetMeta().Source.String(), doc); msg != "" {
+				errs = append(errs, &mesh.FieldError{Kind: r.Kind(), Name: r.GetMeta().Name, Msg: msg})
+				continue
+			}
+			all = append(all, decoded{src.Name, r, doc})
 		}
 	}
 	if len(errs) > 0 {
@@ -212,14 +223,9 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	}
 	var out []Applied
 	for _, d := range all {
-		source, r := d.source, d.r
+		source, r, doc := d.source, d.r, d.doc
 		m := r.GetMeta()
 		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
-		doc, err := cplink.EncodeResource(r)
-		if err != nil {
-			return out, err
-		}
-		doc = withoutZeroTime(doc)
 		name := StoreName(r)
 		a := Applied{Type: typ, Mesh: meshName, Name: name}
 		cur, err := c.Get(ctx, meshName, typ, name)

@@ -120,7 +120,7 @@ func (p *Presence) session(ctx context.Context) error {
 	}()
 	pre := p.prefix()
 	lctx, cancel := p.s.ctx(ctx)
-	r, err := p.s.get(lctx, pre, clientv3.WithPrefix())
+	r, err := p.s.getRange(lctx, pre, clientv3.WithPrefix())
 	cancel()
 	if err != nil {
 		return err
