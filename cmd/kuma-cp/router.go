@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/routerinstall"
-	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -78,7 +74,7 @@ func routerCmd(args []string, stdout, stderr io.Writer) int {
 		Namespace: *namespace, Image: *image, Binary: *binary, Envoy: *envoy}
 	o.Router.Mesh = res.Mesh
 	if *output != "dataplanes" {
-		if o.CACert, o.Token, err = routerCredentials(*caFile, *keyFile, res.Mesh, *validFor); err != nil {
+		if o.CACert, o.Token, err = routerinstall.Credentials(*caFile, *keyFile, res.Mesh, *validFor); err != nil {
 			return usage("%v", err)
 		}
 	}
@@ -91,7 +87,7 @@ func routerCmd(args []string, stdout, stderr io.Writer) int {
 		if *outDir == "" {
 			return usage("-o systemd writes files: give --out-dir")
 		}
-		err = writeFiles(o, *outDir, stdout)
+		err = routerinstall.WriteSystemd(o, *outDir, stdout)
 	default:
 		return usage("-o %q: want yaml, systemd or dataplanes", *output)
 	}
@@ -100,54 +96,4 @@ func routerCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
-}
-
-// routerCredentials reads the CA and the token key the replicas' files need.
-func routerCredentials(caFile, keyFile, meshName string, validFor time.Duration) (string, func(string) string, error) {
-	if caFile == "" {
-		return "", nil, fmt.Errorf("--ca-cert-file: required: the control plane's CA, which the replicas' agents trust")
-	}
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return "", nil, fmt.Errorf("--ca-cert-file %q: %v", caFile, err)
-	}
-	if !strings.Contains(string(ca), "BEGIN CERTIFICATE") {
-		return "", nil, fmt.Errorf("--ca-cert-file %q: no PEM certificate in it", caFile)
-	}
-	if keyFile == "" {
-		return "", nil, fmt.Errorf("--token-key-file: required: the replicas' tokens are issued with the control plane's key")
-	}
-	key, err := token.ReadKey(keyFile)
-	if err != nil {
-		return "", nil, err
-	}
-	var expires int64
-	if validFor > 0 {
-		expires = time.Now().Add(validFor).Unix()
-	}
-	return string(ca), func(name string) string {
-		return token.Issue(key, token.Identity{Name: name, Mesh: meshName, Expires: expires})
-	}, nil
-}
-
-// writeFiles writes the systemd units and the replicas' files into dir.
-func writeFiles(o routerinstall.Options, dir string, stdout io.Writer) error {
-	files, err := routerinstall.Systemd(o)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--out-dir %q: %w", dir, err)
-	}
-	for _, f := range files {
-		p := filepath.Join(dir, f.Name)
-		if err := os.WriteFile(p, []byte(f.Body), os.FileMode(f.Mode)); err != nil {
-			return fmt.Errorf("--out-dir %q: %w", dir, err)
-		}
-		if err := os.Chmod(p, os.FileMode(f.Mode)); err != nil { // an existing file keeps its mode otherwise
-			return err
-		}
-		fmt.Fprintln(stdout, p)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -248,5 +250,50 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		if len(own) > 0 || (err != nil && !strings.Contains(string(out), "network-online.target")) {
 			t.Errorf("systemd-analyze verify %s: %v\n%s", n, err, out)
 		}
+	}
+}
+
+// The credentials: a missing or wrong file is named with its flag; the tokens issued are for
+// the replica's name in the router's mesh, with the expiry asked; the systemd files are
+// written with their modes (the token readable by its group only).
+func TestCredentialsAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token.key")
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ca, key, want string }{
+		{"", key, "--ca-cert-file: required"},
+		{filepath.Join(dir, "none"), key, `--ca-cert-file "` + filepath.Join(dir, "none") + `"`},
+		{key, key, "no PEM certificate in it"},
+		{ca, "", "--token-key-file: required"},
+	} {
+		if _, _, err := Credentials(c.ca, c.key, "default", time.Hour); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Credentials(%q, %q): %v, want %q", c.ca, c.key, err, c.want)
+		}
+	}
+	pem, issue, err := Credentials(ca, key, "m1", time.Hour)
+	if err != nil || !strings.HasPrefix(pem, "-----BEGIN CERTIFICATE-----") {
+		t.Fatal(pem, err)
+	}
+	k, _ := token.ReadKey(key)
+	id, err := token.Verify(k, issue("shard-a-0"), time.Now())
+	if err != nil || id.Name != "shard-a-0" || id.Mesh != "m1" || id.Expires <= time.Now().Unix() || id.Expires > time.Now().Add(time.Hour+time.Minute).Unix() {
+		t.Errorf("the token: %+v %v", id, err)
+	}
+	o := options(t, routerDoc, "192.0.2.10", "192.0.2.11")
+	out := filepath.Join(dir, "units")
+	var listed bytes.Buffer
+	if err := WriteSystemd(o, out, &listed); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(listed.String(), "\n") != 7 {
+		t.Errorf("listed:\n%s", listed.String())
+	}
+	if st, err := os.Stat(filepath.Join(out, "shard-a-0.token")); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("the token file: %v %v", st.Mode(), err)
 	}
 }
