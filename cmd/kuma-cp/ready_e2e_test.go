@@ -44,8 +44,9 @@ func (s *shardEnv) startReplica(t *testing.T, id string) *shardReplica {
 //   - gw-2's agent frozen (SIGSTOP; its connection stays open): out of every answer within
 //     10 s (it stayed ~40 s: the agents' keepalive was 30 + 10 s), Degraded naming it,
 //     Available still true; continued (SIGCONT): back within 10 s, Degraded false;
-//   - both agents killed: Available false, the DNS answers both (fail static); gw-1 back:
-//     Available again, still Degraded; gw-2 back: the conditions clear.
+//   - gw-2's agent killed: Degraded naming it, Available still true; gw-1's too: Available
+//     false, the DNS answers both (fail static); gw-1 back: Available again, still
+//     Degraded; gw-2 back: the conditions clear.
 func TestE2EOneReadinessShownAndServed(t *testing.T) {
 	env := newShardEnv(t, 3)
 	env.put(t, "Router", "shard1", "type: Router\nmesh: default\nname: shard1\ndns: shard1.apps.test\nreplicas: 2\ndataplanes: {kuma.io/service: gateway-1}\n")
@@ -124,8 +125,13 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 		return strings.Contains(d, "Degraded=False")
 	})
 
-	gw1.kill()
 	gw2.kill()
+	waitFor(t, "one replica killed: degraded, naming it, still available", 10*time.Second, func() bool {
+		_, d := shown()
+		return slices.Equal(served(), one) && strings.Contains(d, "Available=True") &&
+			strings.Contains(d, "Degraded=True FewerReadyReplicas: 1 of 2 desired replicas ready; not ready: gw-2 (AgentNotConnected)")
+	})
+	gw1.kill()
 	waitFor(t, "no replica ready: not available, the DNS fail static", 10*time.Second, func() bool {
 		_, d := shown()
 		return strings.Contains(d, "Available=False NoReadyReplicas: no replica ready: its DNS keeps answering all 2 (fail static)") &&
