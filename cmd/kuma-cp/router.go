@@ -58,6 +58,12 @@ func routerCmd(args []string, stdout, stderr io.Writer) int {
 	if err := api.CheckURL(*apiURL); err != nil {
 		return usage("%v", err)
 	}
+	switch {
+	case *output != "yaml" && *output != "systemd" && *output != "dataplanes":
+		return usage("-o %q: want yaml, systemd or dataplanes", *output)
+	case *output == "systemd" && *outDir == "":
+		return usage("-o systemd writes files: give --out-dir")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := api.NewClient(*apiURL, "").Get(ctx, *meshName, "routers", fs.Arg(0))
@@ -84,12 +90,7 @@ func routerCmd(args []string, stdout, stderr io.Writer) int {
 	case "yaml":
 		err = routerinstall.Kubernetes(stdout, o)
 	case "systemd":
-		if *outDir == "" {
-			return usage("-o systemd writes files: give --out-dir")
-		}
 		err = routerinstall.WriteSystemd(o, *outDir, stdout)
-	default:
-		return usage("-o %q: want yaml, systemd or dataplanes", *output)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp router install: %v\n", err)
