@@ -226,7 +226,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		online := func(meshName, name string) bool {
 			return cp.HasAgent(meshName, name) || agents.Elsewhere(meshName+"/"+name)
 		}
-		rw := &routerstatus.Writer{Store: p.st, Online: online, Log: log.With("part", "routers"), Metrics: &p.routers}
+		rw := &routerstatus.Writer{Store: p.st, Online: online, OnlineKnown: agents.Listed, Log: log.With("part", "routers"), Metrics: &p.routers}
 		done := make(chan struct{})
 		go func() { rw.Run(lctx); close(done) }()
 		rc.Run(lctx)

@@ -27,6 +27,10 @@ type Writer struct {
 	Metrics *Metrics
 	// Poll is how often readiness is asked (DefaultPoll when 0).
 	Poll time.Duration
+	// OnlineKnown, when set, says whether Online knows every replica's agents yet (the
+	// other control-plane replicas' were read): no status is written before, so a leader
+	// just started never takes the others' agents for gone.
+	OnlineKnown func() bool
 }
 
 // watched is what the writer follows of the store: the Routers, and the Dataplanes that a
@@ -211,6 +215,9 @@ func (w *Writer) members(wd *watched) []members {
 // replicas and desired count are as its status says is not computed again: most passes
 // find nothing changed.
 func (w *Writer) pass(ctx context.Context, wd *watched, all []members) {
+	if w.OnlineKnown != nil && !w.OnlineKnown() {
+		return
+	}
 	counts := make(map[RouterKey]Counts, len(all))
 	reps := []mesh.RouterReplica{}
 	for _, rm := range all {

@@ -2,7 +2,9 @@ package routerstatus
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +131,34 @@ func TestWriterOnEtcd(t *testing.T) {
 	<-done
 	if len(m.Counts()) != 0 {
 		t.Errorf("a writer that stopped (leadership lost) still counts: %+v", m.Counts())
+	}
+}
+
+// A leader that does not know the other control-plane replicas' agents yet writes no
+// status (it would take their gateways for gone); once it knows, it does.
+func TestWriterWaitsUntilOnlineKnown(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	st := store.NewEtcd(c.Client(), "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := store.Key{Mesh: "default", Type: mesh.KindRouter, Name: "shard1"}
+	if _, err := st.Put(ctx, k, []byte("type: Router\nname: shard1\ndns: shard1.apps.test\ndataplanes: {kuma.io/service: gw}\n"), store.Any); err != nil {
+		t.Fatal(err)
+	}
+	var known atomic.Bool
+	w := &Writer{Store: st, Online: func(string, string) bool { return false }, OnlineKnown: known.Load, Poll: 10 * time.Millisecond}
+	go w.Run(ctx)
+	time.Sleep(30 * w.Poll)
+	if it, _ := st.Get(ctx, k); strings.Contains(string(it.Doc), "status") {
+		t.Fatalf("a status written before the agents were known: %s", it.Doc)
+	}
+	known.Store(true)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if it, _ := st.Get(ctx, k); strings.Contains(string(it.Doc), "status") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no status within 10s once the agents were known")
+		}
 	}
 }
