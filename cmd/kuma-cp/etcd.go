@@ -51,7 +51,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.store, "store", "dir", "where resources live: dir (--resources-dir, the default) or etcd (--etcd-endpoints; replicas, the write API)")
 	fs.StringVar(&c.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--store etcd)")
-	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of this installation in etcd: one path segment (its keys are under /kuma/, /kuma-leader/, /kuma-presence/)")
+	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of this installation in etcd: one path segment (its keys are under /kuma/, /kuma-leader/, /kuma-presence/, /kuma-zones/)")
 	fs.StringVar(&c.caFile, "etcd-ca-file", "", "CA (PEM) of etcd's certificate (TLS to etcd)")
 	fs.StringVar(&c.certFile, "etcd-cert-file", "", "client certificate (PEM) for etcd")
 	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
@@ -95,10 +95,16 @@ func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 
 // shardDNS builds the zones of the router shards from the store and serves them: to the
 // agents' resolvers through feed always, and authoritatively on --dns-address when given.
-func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+// The zones' serials are kept in etcd on cl, written by the leader (leading).
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv3.Client, leading func() bool, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
 	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
+	}
+	if c.dns.address == "" && len(in.Nameservers) == 0 {
+		// the zones go to the agents only: each answers them itself, on this machine's
+		// loopback as far as its pod is concerned
+		in.DefaultNSAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
 	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
 	var srv *authdns.Server
@@ -119,7 +125,8 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 	}
 	// A gateway replica's readiness is in its Router's status (the leader writes it,
 	// routerstatus): every replica answers the same, as the views show it.
-	go shardzones.Run(ctx, st, in, log, sinks...)
+	serials := shardzones.NewSerials(cl, c.prefix, leading, log)
+	go shardzones.Run(ctx, st, in, serials, log, sinks...)
 	return srv, nil
 }
 
@@ -138,6 +145,9 @@ func (c *etcdConfig) check() error {
 		return fmt.Errorf("--etcd-prefix %q: %w", c.prefix, cpstore.ValidPrefix(c.prefix))
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
+	}
+	if ap, err := netip.ParseAddrPort(c.dns.address); err == nil && ap.Addr().IsUnspecified() && len(c.dns.nameservers) == 0 {
+		return fmt.Errorf("--dns-address %q listens on every address: give --dns-nameserver NAME=IP, the name and address secondaries and resolvers reach this server at (the zones' NS and its glue)", c.dns.address)
 	}
 	return nil
 }
@@ -203,7 +213,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
 	p.apiAddr = p.api.Addr().String()
-	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
+	dns, err := c.shardDNS(ctx, p.st, cl.Client, p.leader.Load, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
 	}

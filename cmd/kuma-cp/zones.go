@@ -13,16 +13,19 @@ import (
 
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
-	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
 
-// zonesCmd prints the zones the control plane serves for router shards, read from the store:
-// RFC 1035 master files (for nsd, knot or BIND) or JSON.
+// zonesCmd prints the zones the control plane serves for router shards, read from the store
+// (shardzones.Served: the replicas' readiness and the zones' serials included): RFC 1035
+// master files (for nsd, knot or BIND) or JSON.
 func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("zones", pflag.ContinueOnError)
 	endpoints := fs.String("etcd-endpoints", "", "etcd client URLs, comma-separated (required)")
 	prefix := fs.String("etcd-prefix", "/kuma", "key prefix of the resources in etcd")
-	userZones := fs.StringSlice("dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
+	var dc etcdConfig // the zones' settings, as given to kuma-cp serve: the same zones, the same serials
+	fs.StringSliceVar(&dc.dns.userZones, "dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
+	fs.StringSliceVar(&dc.dns.nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (as kuma-cp serve --dns-nameserver)")
+	fs.StringVar(&dc.dns.address, "dns-address", "", "the replicas' --dns-address (the default NS's address)")
 	output := fs.StringP("output", "o", "zone", "zone (RFC 1035 master files) or json")
 	if rc, done := parse("zones", fs, args, stdout, stderr); done {
 		return rc
@@ -43,16 +46,18 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	items, _, _, err := cpstore.NewEtcd(cl, *prefix).List(ctx, "", "", "", 0)
+	in, err := dc.dnsInput()
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
+		return exitUsage
+	}
+	cat, problems, err := shardzones.Served(ctx, cl, *prefix, in)
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitFail
 	}
-	in := shardzones.Input(items, nil)
-	in.UserZones = *userZones
-	cat, problems := authdns.Build(in, nil)
 	for _, p := range problems {
-		fmt.Fprintf(stderr, "kuma-cp zones: not served: %v\n", p)
+		fmt.Fprintf(stderr, "kuma-cp zones: warning: %v\n", p)
 	}
 	if *output == "json" {
 		type zone struct {

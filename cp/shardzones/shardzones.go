@@ -1,7 +1,8 @@
 // Package shardzones keeps the zones of router shards in step with the store: a zone per
 // Router with the addresses of its ready replicas (as its status says), and a CNAME per
 // admitted user-domain Route. It owns the translation from resources to authdns.Input, the
-// loop that follows the store, and handing each catalog built to its sinks: the control
+// loop that follows the store, the zones' serials kept in etcd (Serials: one serial per
+// content on every replica), and handing each catalog built to its sinks: the control
 // plane's authoritative DNS (package authdns) and the DNSZone documents sent to the agents
 // (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route scheduler's,
 // deciding which replicas are ready routerstatus's, serving agents is fanout's.
@@ -130,15 +131,35 @@ type Sink func(*authdns.Catalog)
 // sinks (the DNS server's Swap; the documents sent to agents, Docs): a list, then a rebuild
 // after every burst of changes (re-listing; on compaction too). Readiness is in the store
 // (the Routers' status), so a replica going not-ready is a change like any other and every
-// replica answers the same. Serials come from the store's revisions (authdns.Serials), so
-// replicas give the same serial for the same content.
-func Run(ctx context.Context, st store.Store, cfg authdns.Input, log *slog.Logger, sinks ...Sink) {
-	serials := authdns.NewSerials()
+// replica answers the same. Serials come from serials, kept in etcd (nil: this process's
+// own, authdns.Serials), so replicas give the same serial for the same content, also after
+// a restart.
+func Run(ctx context.Context, st store.Store, cfg authdns.Input, serials *Serials, log *slog.Logger, sinks ...Sink) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	local := authdns.NewSerials()
+	var recordsChanged <-chan struct{}
+	if serials != nil {
+		go serials.Run(ctx)
+		if _, err := serials.Load(ctx); err != nil { // before the first build: its serials are the records'
+			log.Warn("zone serials unreadable; read again when the store answers", "error", err)
+		}
+		recordsChanged = serials.Changed()
+	}
+	var served *authdns.Catalog
 	var items []store.Item
 	build := func() {
 		in := Input(items, log)
 		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
-		cat, problems := authdns.Build(in, serials)
+		var cat *authdns.Catalog
+		var problems []authdns.Problem
+		if serials != nil {
+			cat, problems = serials.Build(in, served)
+		} else {
+			cat, problems = authdns.Build(in, local)
+		}
+		served = cat
 		for _, p := range problems {
 			log.Warn("not served in DNS", "name", p.Name, "problem", p.Message)
 		}
@@ -195,6 +216,8 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, log *slog.Logge
 			case <-ctx.Done():
 				cancel()
 				return
+			case <-recordsChanged:
+				build()
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {
 					break follow

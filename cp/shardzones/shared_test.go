@@ -65,7 +65,7 @@ func TestReadinessSharedBetweenReplicas(t *testing.T) {
 			}
 			go (&routerstatus.Writer{Store: st, Online: online, Poll: 20 * time.Millisecond}).Run(rctx)
 		}
-		go Run(rctx, st, authdns.Input{}, nil, func(cat *authdns.Catalog) { r.cat.Store(cat) })
+		go Run(rctx, st, authdns.Input{}, nil, nil, func(cat *authdns.Catalog) { r.cat.Store(cat) })
 		return r
 	}
 	answer := func(r *replica) []string {

@@ -9,8 +9,8 @@ import (
 )
 
 // ValidPrefix reports whether prefix can be an installation's key prefix: one path segment
-// ("/kuma"), its keys under "/kuma/" and its leader's and replicas' under "/kuma-leader/"
-// and "/kuma-presence/". Two installations on one etcd then never read each other's keys:
+// ("/kuma"), its keys under "/kuma/", its leader's and replicas' under "/kuma-leader/" and
+// "/kuma-presence/", its zones' serials under "/kuma-zones/" (cp/shardzones). Two installations on one etcd then never read each other's keys:
 // "/kuma/staging" would put its keys among "/kuma"'s resources (mesh "staging"), and
 // "/kuma-leader" its resources among "/kuma"'s leader keys.
 func ValidPrefix(prefix string) error {
@@ -22,8 +22,8 @@ func ValidPrefix(prefix string) error {
 		return fmt.Errorf("one path segment only (two installations on one etcd: /kuma and /kuma-staging, never one inside the other)")
 	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		return fmt.Errorf("no whitespace or control characters")
-	case strings.HasSuffix(name, "-leader") || strings.HasSuffix(name, "-presence"):
-		return fmt.Errorf("must not end in -leader or -presence (another installation's leader or replica keys)")
+	case strings.HasSuffix(name, "-leader") || strings.HasSuffix(name, "-presence") || strings.HasSuffix(name, "-zones"):
+		return fmt.Errorf("must not end in -leader, -presence or -zones (another installation's leader, replica or zone serial keys)")
 	}
 	return nil
 }
