@@ -31,12 +31,12 @@ func BenchmarkFeedServe(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			cp := New(nil, slog.New(slog.DiscardHandler))
 			f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
-			f.items = map[cpstore.Key]cpstore.Item{}
+			items := make([]cpstore.Item, n)
 			for i := range n {
 				k := cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: fmt.Sprintf("dp-%d", i)}
-				f.items[k] = cpstore.Item{Key: k, Doc: dataplaneDoc(k.Name, "v0"), Version: int64(i + 1), Created: time.Unix(1, 0)}
+				items[i] = cpstore.Item{Key: k, Doc: dataplaneDoc(k.Name, "v0"), Version: int64(i + 1), Created: time.Unix(1, 0)}
 			}
-			f.serve()
+			f.applyStore(f.load(items))
 			cp.tableFor("default", mesh.KindDataplane)
 			b.ResetTimer()
 			for i := range b.N {
@@ -84,9 +84,9 @@ func BenchmarkStreamsOneChange(b *testing.B) {
 	}
 }
 
-// BenchmarkFeedBytesPerDataplane: the heap a replica's feed holds per stored Dataplane (the
-// items as listed from the store, their served encodings, the served set), beside the
-// stored document's size: what a large mesh costs every replica.
+// BenchmarkFeedBytesPerDataplane: the heap a replica's feed holds per stored Dataplane (their
+// served encodings and keys, the served set), beside the stored document's size: what a
+// large mesh costs every replica.
 //
 //	go test ./cp/fanout -run '^$' -bench FeedBytesPerDataplane -benchtime 1x
 func BenchmarkFeedBytesPerDataplane(b *testing.B) {
@@ -97,15 +97,16 @@ func BenchmarkFeedBytesPerDataplane(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		cp := New(nil, slog.New(slog.DiscardHandler))
 		f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
-		f.items = map[cpstore.Key]cpstore.Item{}
+		items := make([]cpstore.Item, n)
 		stored := 0
 		for i := range n {
 			k := cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: fmt.Sprintf("dp-%d", i)}
 			doc := dataplaneDoc(k.Name, "v1")
 			stored += len(doc)
-			f.items[k] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
+			items[i] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
 		}
-		f.serve()
+		f.applyStore(f.load(items))
+		items = nil // as relist drops them
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/dataplane")
@@ -114,13 +115,38 @@ func BenchmarkFeedBytesPerDataplane(b *testing.B) {
 	}
 }
 
-// BenchmarkIdleAgentsKeepalive: what the control plane's keepalive costs with N idle agents
-// (streams open, nothing changing) over loopback in plain text: the process's CPU (both
-// sides: the server's pings and the clients' answers) per agent per second, over a window of
-// 10 s an iteration, with --agent-keepalive 2 s (the default: a frozen agent out within ~4 s)
-// and 30 s (about the earlier cost: 30 s + 10 s).
+// BenchmarkServedDoc: what serving one stored Dataplane costs the feed, and its parts: the
+// document decoded (mesh.Decode) and the resource encoded as the link carries it
+// (cplink.EncodeResource). A replica pays it for every stored resource when it starts.
 //
-//	go test ./cp/fanout -run '^$' -bench IdleAgentsKeepalive -benchtime 1x
+//	go test ./cp/fanout -run '^$' -bench ServedDoc -benchmem
+func BenchmarkServedDoc(b *testing.B) {
+	it := cpstore.Item{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "dp-1"},
+		Doc: dataplaneDoc("dp-1", "v1"), Version: 1, Created: time.Unix(1, 0)}
+	b.Run("All", func(b *testing.B) {
+		for range b.N {
+			if _, err := servedDoc(it); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Decode", func(b *testing.B) {
+		for range b.N {
+			if _, err := mesh.Decode(it.Key.String(), it.Doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	rs, _ := mesh.Decode(it.Key.String(), it.Doc)
+	b.Run("Encode", func(b *testing.B) {
+		for range b.N {
+			if _, err := cplink.EncodeResource(rs[0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 func BenchmarkIdleAgentsKeepalive(b *testing.B) {
 	const agents = 1000
 	for _, ka := range []time.Duration{2 * time.Second, 30 * time.Second} {
@@ -148,14 +174,12 @@ func BenchmarkIdleAgentsKeepalive(b *testing.B) {
 	}
 }
 
-// processCPU is the user and system CPU this process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchServe serves cp on a free loopback port, in plain text, until ctx ends.
 func benchServe(ctx context.Context, b *testing.B, cp *ControlPlane) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,9 +189,6 @@ func benchServe(ctx context.Context, b *testing.B, cp *ControlPlane) string {
 	return ln.Addr().String()
 }
 
-// benchAgents connects n agents to addr, each subscribed to the Dataplanes of mesh default,
-// and hands each response to recv (none: received and dropped) until it returns false or
-// the stream ends; the connections close when b ends.
 func benchAgents(ctx context.Context, b *testing.B, addr string, n int,
 	recv func(discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, *discovery.DeltaDiscoveryResponse) bool) {
 	for i := range n {
