@@ -254,4 +254,3 @@ func TestKumaHTTPRouteCrossesTheLink(t *testing.T) {
 		t.Errorf("substitution %q", sub)
 	}
 }
-

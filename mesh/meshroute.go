@@ -58,7 +58,8 @@ func (b *RouteBackendRef) WeightOr1() uint32 {
 }
 
 // MeshTCPRoute is Kuma's MeshTCPRoute. Namespace is the Kubernetes form's
-// metadata.namespace: a to[].targetRef or backendRef without one means that namespace.
+// metadata.namespace, kept (a to[].targetRef names a MeshService by its name, and by its
+// namespace only when the ref gives one).
 type MeshTCPRoute struct {
 	Meta
 	Namespace string           `json:"namespace,omitempty"`
@@ -241,7 +242,8 @@ func (v *validator) topRef(r *PolicyRef) {
 	}
 }
 
-// toRef checks a to[].targetRef: a MeshService (by name, or by labels).
+// toRef checks a to[].targetRef: a MeshService (by name, or by labels) or a
+// MeshExternalService (by name).
 func (v *validator) toRef(p string, r PolicyRef) {
 	if len(r.Tags) > 0 {
 		v.errorf(p+".tags", "", "a to[].targetRef names a MeshService: a subset is a backendRef's (kind %s)", RefMeshServiceSubset)
@@ -254,10 +256,14 @@ func (v *validator) toRef(p string, r PolicyRef) {
 		if r.Name == "" && len(r.Labels) == 0 {
 			v.errorf(p+".name", "", "required (the MeshService's name, or a kuma.io/service), or labels")
 		}
+	case KindMeshExternalService:
+		if r.Name == "" {
+			v.errorf(p+".name", "", "required")
+		}
 	case "":
-		v.errorf(p+".kind", "", "required: %s", KindMeshService)
+		v.errorf(p+".kind", "", "required: %s or %s", KindMeshService, KindMeshExternalService)
 	default:
-		v.errorf(p+".kind", r.Kind, "must be %s (routes to a MeshExternalService, and a gateway's Mesh, are not acted on here)", KindMeshService)
+		v.errorf(p+".kind", r.Kind, "must be %s or %s (a gateway's Mesh is not acted on here)", KindMeshService, KindMeshExternalService)
 	}
 }
 

@@ -125,7 +125,7 @@ spec:
     rules: [{default: {}}]
 `))
 	for _, w := range []string{
-		`meshtcproute "t": spec.to[0].targetRef.kind: must be MeshService (routes to a MeshExternalService, and a gateway's Mesh, are not acted on here) (value "Mesh")`,
+		`meshtcproute "t": spec.to[0].targetRef.kind: must be MeshService or MeshExternalService (a gateway's Mesh is not acted on here) (value "Mesh")`,
 		`meshtcproute "t": spec.to[0].rules: exactly one rule (Kuma's MeshTCPRoute has one) (value "2")`,
 		`meshtcproute "t": spec.to[0].rules[0].default.backendRefs[0].port: port must be 1-65535 (value "70000")`,
 		`meshtcproute "t": spec.to[0].rules[0].default.backendRefs[0].sectionName: a backendRef names its MeshService's port with port (value "http")`,

@@ -101,6 +101,21 @@ func (g *generator) meshServiceProxy(stat, name string, port uint32) (proxySpec,
 	}), true
 }
 
+// mesProxy is the proxySpec of an outbound to MeshExternalService name, whose cluster is c:
+// that cluster, or what the route policies naming it make of it.
+func (g *generator) mesProxy(c, name string, port uint32) proxySpec {
+	m := g.mes[name]
+	if m == nil || len(g.kuma.policies) == 0 {
+		return proxySpec{stat: c, single: c}
+	}
+	p := m.Spec.Match.Protocol
+	o, ok := g.kuma.forOutbound(outboundKey{kind: "mes", name: name}, mesh.IsHTTPProtocol(p))
+	if !ok {
+		return proxySpec{stat: c, single: c}
+	}
+	return g.kumaProxy(c, o, port, p == "grpc", func() string { return c })
+}
+
 // kumaServiceProxy is the proxySpec the route policies make of an outbound to kuma.io/service
 // svc (the older API), false when none names it.
 func (g *generator) kumaServiceProxy(stat, svc string, port uint32) (proxySpec, bool) {
@@ -137,7 +152,7 @@ func (g *generator) kumaProxy(stat string, o kumaOutbound, port uint32, grpc boo
 			matches = []mesh.HTTPRouteMatch{{}}
 		}
 		for j, m := range matches {
-			rt := g.kumaRoute(fmt.Sprintf("%s/rules[%d]/matches[%d]", rule.policy, i, j), m, rule, split, port, h2, own)
+			rt := g.kumaRoute(fmt.Sprintf("%s/rules[%d]/matches[%d]", rule.policy, i, j), m, rule, split, port, h2)
 			h.routes = append(h.routes, rt)
 			catchAll = catchAll || isCatchAll(m)
 		}
@@ -273,8 +288,38 @@ func (g *generator) backendCluster(b *mesh.RouteBackendRef, port uint32, h2 bool
 	return g.serviceClusterFor(tags, mesh.LoadBalancer{}, h2 && g.http2Service(b.Name)), nil
 }
 
-// kumaRoute is the Envoy route of one match of a merged MeshHTTPRoute rule.
-func (g *generator) kumaRoute(name string, m mesh.HTTPRouteMatch, rule mergedRule, split []weighted, port uint32, h2 bool, own func() string) *routev3.Route {
+// kumaRoute is the Envoy route of one match of a merged MeshHTTPRoute rule: to split, or
+// the redirect a RequestRedirect filter makes; the other filters on it.
+func (g *generator) kumaRoute(name string, m mesh.HTTPRouteMatch, rule mergedRule, split []weighted, port uint32, h2 bool) *routev3.Route {
+	rt := &routev3.Route{Name: name, Match: kumaRouteMatch(m)}
+	var action *routev3.RouteAction
+	for _, f := range rule.def.Filters {
+		if f.Type == "RequestRedirect" {
+			rt.Action = &routev3.Route_Redirect{Redirect: redirectAction(f.RequestRedirect)}
+		}
+	}
+	if rt.Action == nil {
+		action = weightedAction(split, nil)
+		if len(split) == 1 {
+			action = &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: split[0].cluster}}
+		}
+		rt.Action = &routev3.Route_Route{Route: action}
+	}
+	for i, f := range rule.def.Filters {
+		g.kumaFilter(rt, action, f, func(field string, b *mesh.RouteBackendRef) (string, bool) {
+			c, err := g.backendCluster(b, port, h2)
+			if err != nil {
+				g.problem(mesh.KindMeshHTTPRoute, rule.policy, fmt.Sprintf("spec.to.rules (matches %s).default.filters[%d].%s.%s", rule.key, i, field, err.field), err.msg)
+				return "", false
+			}
+			return c, true
+		})
+	}
+	return rt
+}
+
+// kumaRouteMatch is Envoy's match of a MeshHTTPRoute match.
+func kumaRouteMatch(m mesh.HTTPRouteMatch) *routev3.RouteMatch {
 	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
 	if p := m.Path; p != nil {
 		switch p.Type {
@@ -305,62 +350,51 @@ func (g *generator) kumaRoute(name string, m mesh.HTTPRouteMatch, rule mergedRul
 		rm.QueryParameters = append(rm.QueryParameters, &routev3.QueryParameterMatcher{Name: q.Name,
 			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}})
 	}
-	rt := &routev3.Route{Name: name, Match: rm}
-	var action *routev3.RouteAction
-	for _, f := range rule.def.Filters {
-		if f.Type == "RequestRedirect" {
-			rt.Action = &routev3.Route_Redirect{Redirect: redirectAction(f.RequestRedirect)}
+	return rm
+}
+
+// kumaFilter applies one filter to route rt (action: its route action, nil for a redirect,
+// which forwards nothing); cluster gives a mirror's backendRef's cluster.
+func (g *generator) kumaFilter(rt *routev3.Route, action *routev3.RouteAction, f mesh.HTTPRouteFilter,
+	cluster func(field string, b *mesh.RouteBackendRef) (string, bool)) {
+	switch f.Type {
+	case "RequestHeaderModifier":
+		add, rm := headerModifier(f.RequestHeaderModifier)
+		rt.RequestHeadersToAdd, rt.RequestHeadersToRemove = append(rt.RequestHeadersToAdd, add...), append(rt.RequestHeadersToRemove, rm...)
+	case "ResponseHeaderModifier":
+		add, rm := headerModifier(f.ResponseHeaderModifier)
+		rt.ResponseHeadersToAdd, rt.ResponseHeadersToRemove = append(rt.ResponseHeadersToAdd, add...), append(rt.ResponseHeadersToRemove, rm...)
+	case "URLRewrite":
+		if action == nil {
+			return
 		}
-	}
-	if rt.Action == nil {
-		action = weightedAction(split, nil)
-		if len(split) == 1 {
-			action = &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: split[0].cluster}}
+		u := f.URLRewrite
+		if u.Hostname != "" {
+			action.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: u.Hostname}
+		} else if u.HostToBackendHostname {
+			action.HostRewriteSpecifier = &routev3.RouteAction_AutoHostRewrite{AutoHostRewrite: wrapperspb.Bool(true)}
 		}
-		rt.Action = &routev3.Route_Route{Route: action}
-	}
-	for i, f := range rule.def.Filters {
-		switch f.Type {
-		case "RequestHeaderModifier":
-			add, rm := headerModifier(f.RequestHeaderModifier)
-			rt.RequestHeadersToAdd, rt.RequestHeadersToRemove = append(rt.RequestHeadersToAdd, add...), append(rt.RequestHeadersToRemove, rm...)
-		case "ResponseHeaderModifier":
-			add, rm := headerModifier(f.ResponseHeaderModifier)
-			rt.ResponseHeadersToAdd, rt.ResponseHeadersToRemove = append(rt.ResponseHeadersToAdd, add...), append(rt.ResponseHeadersToRemove, rm...)
-		case "URLRewrite":
-			if action == nil {
-				continue // a redirect answers: nothing is forwarded
+		if p := u.Path; p != nil {
+			switch p.Type {
+			case "ReplaceFullPath":
+				action.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^.*$"}, Substitution: p.ReplaceFullPath}
+			case "ReplacePrefixMatch":
+				action.PrefixRewrite = p.ReplacePrefixMatch
 			}
-			u := f.URLRewrite
-			if u.Hostname != "" {
-				action.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: u.Hostname}
-			} else if u.HostToBackendHostname {
-				action.HostRewriteSpecifier = &routev3.RouteAction_AutoHostRewrite{AutoHostRewrite: wrapperspb.Bool(true)}
-			}
-			if p := u.Path; p != nil {
-				switch p.Type {
-				case "ReplaceFullPath":
-					action.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^.*$"}, Substitution: p.ReplaceFullPath}
-				case "ReplacePrefixMatch":
-					action.PrefixRewrite = p.ReplacePrefixMatch
-				}
-			}
-		case "RequestMirror":
-			if action == nil {
-				continue
-			}
-			c, err := g.backendCluster(&f.RequestMirror.BackendRef, port, h2)
-			if err != nil {
-				g.problem(mesh.KindMeshHTTPRoute, rule.policy, fmt.Sprintf("spec.to.rules (matches %s).default.filters[%d].requestMirror.backendRef.%s", rule.key, i, err.field), err.msg)
-				continue
-			}
-			pct, _ := mesh.MirrorPercent(f.RequestMirror.Percentage)
-			action.RequestMirrorPolicies = append(action.RequestMirrorPolicies, &routev3.RouteAction_RequestMirrorPolicy{Cluster: c,
-				RuntimeFraction: &core.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{
-					Numerator: uint32(pct * 10000), Denominator: typev3.FractionalPercent_MILLION}}})
 		}
+	case "RequestMirror":
+		if action == nil {
+			return
+		}
+		c, ok := cluster("requestMirror.backendRef", &f.RequestMirror.BackendRef)
+		if !ok {
+			return
+		}
+		pct, _ := mesh.MirrorPercent(f.RequestMirror.Percentage)
+		action.RequestMirrorPolicies = append(action.RequestMirrorPolicies, &routev3.RouteAction_RequestMirrorPolicy{Cluster: c,
+			RuntimeFraction: &core.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{
+				Numerator: uint32(pct * 10000), Denominator: typev3.FractionalPercent_MILLION}}})
 	}
-	return rt
 }
 
 // kumaHeaderMatcher is a MeshHTTPRoute header match.

@@ -2,11 +2,8 @@ package xds
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -18,7 +15,7 @@ import (
 // MeshService, MeshServiceSubset, Dataplane by labels, Dataplane by name), then by name,
 // each later one overriding the earlier. A to[].targetRef names the outbound: a MeshService
 // (its ports, or the one sectionName names), else, when no MeshService has the name, the
-// kuma.io/service of the older API. For an outbound, MeshHTTPRoutes' rules are merged by
+// kuma.io/service of the older API; or a MeshExternalService. For an outbound, MeshHTTPRoutes' rules are merged by
 // their matches (the same matches: the later policy's default replaces the earlier's), and
 // apply when the destination speaks HTTP (appProtocol, or kuma.io/protocol, http, http2 or
 // grpc); otherwise the last MeshTCPRoute's backendRefs apply. Either beats a TrafficRoute
@@ -26,10 +23,10 @@ import (
 
 // kumaPolicy is one route policy selecting this dataplane.
 type kumaPolicy struct {
-	kind, name, namespace string
-	rank                  int
-	tcp                   *mesh.MeshTCPRoute
-	http                  *mesh.MeshHTTPRoute
+	name string
+	rank int
+	tcp  *mesh.MeshTCPRoute
+	http *mesh.MeshHTTPRoute
 }
 
 // kumaRoutes holds the route policies selecting this dataplane, in merge order.
@@ -67,13 +64,13 @@ func newKumaRoutes(s *mesh.Snapshot) *kumaRoutes {
 	}
 	for _, r := range s.MeshTCPRoutes {
 		if k.selectsSelf(r.Spec.TargetRef) {
-			k.policies = append(k.policies, kumaPolicy{kind: mesh.KindMeshTCPRoute, name: r.Name, namespace: r.Namespace,
+			k.policies = append(k.policies, kumaPolicy{name: r.Name,
 				rank: refRank(r.Spec.TargetRef), tcp: r})
 		}
 	}
 	for _, r := range s.MeshHTTPRoutes {
 		if k.selectsSelf(r.Spec.TargetRef) {
-			k.policies = append(k.policies, kumaPolicy{kind: mesh.KindMeshHTTPRoute, name: r.Name, namespace: r.Namespace,
+			k.policies = append(k.policies, kumaPolicy{name: r.Name,
 				rank: refRank(r.Spec.TargetRef), http: r})
 		}
 	}
@@ -146,14 +143,18 @@ func refNames(r *mesh.PolicyRef, ms *mesh.MeshService) bool {
 }
 
 // outboundKey names what a to[].targetRef can select: a MeshService's port ("ms" with the
-// service and the port's number) or a kuma.io/service ("svc").
+// service and the port's number), a kuma.io/service ("svc") or a MeshExternalService
+// ("mes").
 type outboundKey struct {
 	kind, name string
 	port       uint32
 }
 
-// selects reports whether to[].targetRef r of policy p selects outbound ob.
-func (k *kumaRoutes) selects(p *kumaPolicy, r *mesh.PolicyRef, ob outboundKey) bool {
+// selects reports whether a to[].targetRef r selects outbound ob.
+func (k *kumaRoutes) selects(r *mesh.PolicyRef, ob outboundKey) bool {
+	if r.Kind == mesh.KindMeshExternalService || ob.kind == "mes" {
+		return r.Kind == mesh.KindMeshExternalService && ob.kind == "mes" && r.Name == ob.name
+	}
 	if r.Kind != mesh.KindMeshService {
 		return false
 	}
@@ -196,7 +197,6 @@ type kumaOutbound struct {
 	tcp      bool
 	backends []mesh.RouteBackendRef
 	tcpFrom  string // the MeshTCPRoute giving backends
-	httpFrom []string
 }
 
 // forOutbound merges the policies for outbound ob; isHTTP says whether its destination
@@ -209,11 +209,8 @@ func (k *kumaRoutes) forOutbound(ob outboundKey, isHTTP bool) (kumaOutbound, boo
 		switch {
 		case p.http != nil && isHTTP:
 			for _, to := range p.http.Spec.To {
-				if !k.selects(p, &to.TargetRef, ob) {
+				if !k.selects(&to.TargetRef, ob) {
 					continue
-				}
-				if !slices.Contains(out.httpFrom, p.name) {
-					out.httpFrom = append(out.httpFrom, p.name)
 				}
 				for _, rule := range to.Rules {
 					key := matchesKey(rule.Matches)
@@ -229,7 +226,7 @@ func (k *kumaRoutes) forOutbound(ob outboundKey, isHTTP bool) (kumaOutbound, boo
 			}
 		case p.tcp != nil:
 			for _, to := range p.tcp.Spec.To {
-				if k.selects(p, &to.TargetRef, ob) && len(to.Rules) > 0 {
+				if k.selects(&to.TargetRef, ob) && len(to.Rules) > 0 {
 					out.tcp, out.tcpFrom = true, p.name
 					out.backends = to.Rules[0].Default.BackendRefs
 				}
@@ -299,15 +296,5 @@ func sortRules(rules []mergedRule) {
 	})
 }
 
-// describe names the policies that made an outbound's configuration (for problems).
-func (o kumaOutbound) describe() string {
-	if o.tcp {
-		return mesh.KindMeshTCPRoute + " " + strconv.Quote(o.tcpFrom)
-	}
-	return mesh.KindMeshHTTPRoute + " " + strings.Join(o.httpFrom, ", ")
-}
-
 // backendError is a backendRef that names nothing this dataplane knows.
 type backendError struct{ field, msg string }
-
-func (e *backendError) Error() string { return fmt.Sprintf("%s: %s", e.field, e.msg) }

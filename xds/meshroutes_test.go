@@ -376,3 +376,36 @@ spec:
 		t.Errorf("the backendRef outbound goes to %v (problems %v)", got, gen.Problems)
 	}
 }
+
+// A MeshHTTPRoute naming a MeshExternalService (Kuma 2.9's to[].targetRef) configures its
+// outbound: a header added before the request leaves for the external endpoint.
+func TestKumaRouteToMeshExternalService(t *testing.T) {
+	r, tb := kumaMesh(t, `type: MeshExternalService
+name: httpbin
+spec:
+  match: {port: 80, protocol: http}
+  endpoints: [{address: 192.168.0.9, port: 8080}]
+---
+type: HostnameGenerator
+name: ext
+spec:
+  selector: {meshExternalService: {matchLabels: {}}}
+  template: "{{ .DisplayName }}.extsvc.mesh.local"
+---
+type: MeshHTTPRoute
+name: to-httpbin
+spec:
+  to:
+  - targetRef: {kind: MeshExternalService, name: httpbin}
+    rules:
+    - default:
+        filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-from, value: mesh}]}}]
+`)
+	want := "to-httpbin/rules[0]/matches[0]: prefix / -> meshexternalservice_httpbin req+x-from=mesh(OVERWRITE_IF_EXISTS_OR_ADD)"
+	if got := routesOf(t, r, vipListener(t, tb, "httpbin.extsvc.mesh.local", 80)); got != want {
+		t.Errorf("httpbin's routes:\n%s\nwant:\n%s", got, want)
+	}
+	if len(r.Problems) > 0 {
+		t.Errorf("problems: %v", r.Problems)
+	}
+}

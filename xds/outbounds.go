@@ -36,7 +36,7 @@ func (g *generator) vipOutbound(ob vipalloc.Outbound) {
 		if !ok {
 			return
 		}
-		spec = proxySpec{stat: c, single: c}
+		spec = g.mesProxy(c, ob.MeshExternalService, ob.Port)
 	case ob.MeshService != "":
 		var ok bool
 		if spec, ok = g.meshServiceProxy(ob.Hostname, ob.MeshService, ob.Port); !ok {
@@ -125,7 +125,7 @@ func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
 			}
 			return
 		}
-		spec = proxySpec{stat: c, single: c}
+		spec = g.mesProxy(c, ob.BackendRef.Name, ob.Port)
 	case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshService:
 		var ok bool
 		if spec, ok = g.meshServiceProxy(ob.BackendRef.Name, ob.BackendRef.Name, ob.BackendRef.Port); !ok {

@@ -394,7 +394,8 @@ func serve(c serveConfig, log *slog.Logger) error {
 		ready["metrics"] = d.Addr().String()
 	}
 	log.Info("kuma-cp serving", "address", ln.Addr().String(), "tls", creds != nil, "tokens", key != nil,
-		"metrics", ready["metrics"], "max_connections", c.maxConns, "max_connections_per_ip", c.maxConnsPerIP)
+		"metrics", ready["metrics"], "max_connections", c.maxConns, "max_connections_per_ip", c.maxConnsPerIP,
+		"api_max_connections", c.etcd.apiHTTP.Total, "metrics_max_connections", c.metrics.Total)
 	if c.readyFile != "" {
 		b, _ := json.Marshal(ready)
 		if err := os.WriteFile(c.readyFile, b, 0o644); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -189,5 +190,41 @@ func TestKuma2MeshServiceCIDR(t *testing.T) {
 	code, _, errOut = vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", policies, "--mesh-service-cidr", "242.0.0.0/8")
 	if code != exitUsage || !strings.Contains(errOut, `--mesh-service-cidr "242.0.0.0/8": overlaps ExternalCIDR 242.0.0.0/8`) {
 		t.Errorf("an overlapping pool: exit %d, %s", code, errOut)
+	}
+}
+
+// The older and the newer API in one mesh: a VirtualOutbound (created later) rendering a
+// MeshService's hostname loses it by the one collision rule (the older wins), and
+// `kuma-dp vips --explain` says so.
+func TestKuma2CollisionWithVirtualOutbound(t *testing.T) {
+	dir := t.TempDir()
+	_, policies := kuma2Paths("universal")
+	dpFile, _ := kuma2Paths("universal")
+	for _, f := range []string{"dataplanes.yaml", "meshservices.yaml", "hostnamegenerators.yaml", "routes.yaml"} {
+		b, err := os.ReadFile(filepath.Join(policies, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, f), string(b))
+	}
+	writeFile(t, filepath.Join(dir, "vo.yaml"), `type: VirtualOutbound
+mesh: default
+name: legacy-redis
+creationTime: 2025-01-01T00:00:00Z
+selectors:
+- match: {kuma.io/service: redis}
+conf:
+  host: "{{.service}}.svc.mesh.local"
+  port: 6739
+  parameters: [{name: service, tagKey: kuma.io/service}]
+`)
+	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", dpFile, "--policies-dir", dir, "--explain", "redis.svc.mesh.local")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{`produced by HostnameGenerator "local-universal-mesh-service"`, `VirtualOutbound "legacy-redis"`, "it is older"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--explain lacks %q:\n%s", want, out)
+		}
 	}
 }

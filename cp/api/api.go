@@ -3,7 +3,8 @@
 // YAML or JSON bodies. Every write is decoded and validated by package mesh (the agent's own
 // code) and refused with 400 naming file, field and value; writes carry the version they
 // replace (If-Match) and a stale one gets 409; a store without quorum gives 503; an admin
-// token guards writes.
+// token guards writes. What one request may cost is bounded (cost.go): a write's size and
+// values, the bytes decoded at once, a list page's resources and bytes.
 //
 // It owns the HTTP shape and the status codes, GET /agents (the agents connected to any
 // replica: inspect.go), and the client kuma-cp's apply, get, delete, describe and inspect

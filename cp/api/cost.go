@@ -23,8 +23,12 @@ const (
 	MaxBody = store.MaxDocBytes
 	// MaxValues bounds a document's lines and commas (each a value to decode, or the most
 	// a value takes): a 300 KB flow list of 150,000 numbers cost 100 MB to decode and
-	// report on. A resource of 10,000 inbounds in block YAML has about 30,000.
-	MaxValues = 1 << 16
+	// report on. What a write costs the whole replica (decoded by the API, by the store,
+	// by what serves agents) grows with them: a VirtualOutbound of 30,000 flow-mapping
+	// selectors (1 MiB) took a directory-store kuma-cp from 21 to 208 MB of memory, 16,000
+	// (550 KB) to 98-201 MB, 8,000 (270 KB) to 71-90 MB. A Dataplane of 4,000 inbounds in
+	// block YAML has about 8,000; Kuma's have a few.
+	MaxValues = 1 << 13
 	// decodeBudget is the bytes of documents decoded at once by one replica's API.
 	decodeBudget = store.MaxDocBytes
 )

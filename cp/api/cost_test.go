@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -46,6 +47,7 @@ func TestCostlyWritesRefusedBeforeDecoding(t *testing.T) {
 		if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, tc.want) {
 			t.Errorf("a %d-byte document: %d %.300s, want 413 naming %q", len(tc.doc), code, body, tc.want)
 		}
+		t.Logf("a %d-byte document: %d, %d KB allocated", len(tc.doc), code, alloc>>10)
 		if alloc > tc.within {
 			t.Errorf("a %d-byte document refused after allocating %d MB, want at most %d MB", len(tc.doc), alloc>>20, tc.within>>20)
 		}
@@ -208,4 +210,31 @@ func TestListPageBounded(t *testing.T) {
 			t.Fatalf("the store was asked for %d resources at once: %v", n, st.limits)
 		}
 	}
+}
+
+// A body of unknown length (chunked) over MaxBody is refused once MaxBody is read, not read
+// whole.
+func TestChunkedBodyOverTheLimitRefused(t *testing.T) {
+	cl := dirAPI(t, t.TempDir())
+	body := io.MultiReader(strings.NewReader(voDoc+"# "), io.LimitReader(neverEnding('x'), 64<<20))
+	req, _ := http.NewRequest(http.MethodPut, cl.URL+"/meshes/default/virtualoutbounds/by-version", body)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 64 MiB chunked body: %d", resp.StatusCode)
+	}
+}
+
+// neverEnding reads as the same byte for ever.
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
 }

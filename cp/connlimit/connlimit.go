@@ -1,6 +1,8 @@
 // Package connlimit bounds the connections a server holds: in all, per client IP, and (with
 // the server's own handshake deadline) how long a connection may stay without finishing its
-// handshake. It owns the listener wrapper and its counters; it never reads what flows on a
+// handshake. It owns the listener wrapper and its counters, the control plane's HTTP ports
+// (a limited listener and a server with header and idle timeouts: http.go) and how the
+// open-files limit is shared between the ports (Share); it never reads what flows on a
 // connection.
 package connlimit
 
