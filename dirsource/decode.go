@@ -111,192 +111,243 @@ func isOddFile(path string) bool {
 // A file of streamMin bytes or more is read a piece at a time while the first pieces
 // decode, so that its text is never in memory whole beside the resources it gives.
 func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile) {
-	type job struct {
-		file, piece int
-		data        []byte
-	}
-	type result struct {
-		res []mesh.Resource
-		err error
-		// kept[i], when set, is the resource decoded before that res[i] equals but for
-		// its source (renumbered later); res[i] is then nil, so the fresh copy is garbage
-		// as soon as its piece is decoded, not after the whole file (see keptPiece).
-		kept []kept
-		// docs is how many documents the piece held (res may hold fewer: the dataplanes
-		// of services l.reach does not keep are dropped as soon as the piece is decoded).
-		docs int
-	}
 	cores := runtime.GOMAXPROCS(0)
 	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
 	// never delays answers: workers = cores - 1, at least one.
 	workers := max(cores-1, 1)
-	var mu sync.Mutex                                     // guards results, data and out's fields the producer sets
-	data := make(map[int][]byte)                          // a file read whole, for a decode again in one piece
-	results := make(map[int][]result)                     // by file, by piece
-	before := make(map[int]map[resourceKey]mesh.Resource) // the previous decode's resources, by file
-	reach := l.reach
-	next := make(chan job, workers)
-	var wg sync.WaitGroup
+	d := &parallelDecode{l: l, paths: paths, out: out, cores: cores, reach: l.reach,
+		data: make(map[int][]byte), results: make(map[int][]pieceResult),
+		before: make(map[int]map[resourceKey]mesh.Resource), next: make(chan pieceJob, workers)}
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				var r result
-				if err := l.cancelled(); err != nil {
-					r.err = err
-				} else {
-					r.res, r.err = mesh.Decode(paths[j.file], j.data)
-					r.docs = len(r.res)
-					if r.err == nil {
-						mu.Lock()
-						prev := before[j.file]
-						mu.Unlock()
-						r.kept = keptPiece(prev, r.res)
-						r.res, r.kept = keepReachable(reach, r.res, r.kept)
-					}
-				}
-				mu.Lock()
-				results[j.file][j.piece] = r
-				mu.Unlock()
-			}
-		}()
+		d.wg.Add(1)
+		go d.work()
 	}
-	// addPiece makes room for file i's next piece and returns its number.
-	addPiece := func(i int) int {
-		mu.Lock()
-		defer mu.Unlock()
-		results[i] = append(results[i], result{})
-		return len(results[i]) - 1
-	}
-	var sumBuf []byte // fileSum's, for every file of the load (a directory of 20,000 files is touched at once)
 	for _, i := range todo {
-		// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
-		// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
-		// not read into memory (15 MB) beside the model it already gave.
-		prev, hadPrev := l.cache.get(paths[i])
-		if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && paths[i] != l.dpFile {
-			if sumBuf == nil {
-				sumBuf = make([]byte, 64<<10)
-			}
-			if sum, err := fileSum(paths[i], sumBuf); err == nil && sum == prev.sum {
-				out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
-				continue
-			}
-		}
-		if reuse := l.reuseFrom(paths[i]); len(reuse) > 0 {
-			idx := indexResources(reuse)
-			mu.Lock() // the workers decode the files before this one meanwhile
-			before[i] = idx
-			mu.Unlock()
-		}
-		if st := out[i].stamp; st.size >= streamMin && paths[i] != l.dpFile {
-			l.decodes++
-			sum, err := streamPieces(paths[i], st.size, cores, func(piece []byte) error {
-				if err := l.cancelled(); err != nil {
-					return err
-				}
-				next <- job{file: i, piece: addPiece(i), data: piece}
-				return nil
-			})
-			mu.Lock()
-			if err != nil {
-				out[i].err, out[i].readFailed = mesh.Errors{{Source: paths[i], Msg: err.Error()}}, true
-				// what was sent decodes for nothing: the merge below skips the file
-			}
-			out[i].sum = sum
-			mu.Unlock()
-			continue
-		}
-		b, err := l.readFile(paths[i])
-		if err != nil {
-			out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
-			out[i].readFailed = true
-			continue
-		}
-		if paths[i] == l.dpFile {
-			if b, err = cplink.RenderVars(b, l.vars); err != nil {
-				out[i].err = mesh.Errors{{Source: paths[i], Msg: err.Error()}}
-				continue
-			}
-		}
-		sum := sha256.Sum256(b)
-		if hadPrev && prev.sum == sum && !prev.readFailed {
-			out[i].res, out[i].err, out[i].sum = prev.res, prev.err, sum
-			continue // same content: the resources already decoded (and served) stay
-		}
-		out[i].sum = sum
-		l.decodes++
-		mu.Lock()
-		data[i] = b
-		mu.Unlock()
-		for _, piece := range splitPieces(b, pieceCount(len(b), cores)) {
-			next <- job{file: i, piece: addPiece(i), data: piece}
-		}
+		d.send(i)
 	}
-	close(next)
-	wg.Wait()
-
-	for i, rs := range results {
-		if out[i].readFailed {
-			continue // a streamed file could not be read to its end
-		}
-		if len(rs) == 1 && rs[0].err != nil {
-			out[i].res, out[i].err = rs[0].res, rs[0].err
-			out[i].readFailed = l.cancelled() != nil && rs[0].res == nil // a cancelled decode is never cached
-			continue
-		}
-		failed := false
-		for _, r := range rs {
-			failed = failed || r.err != nil
-		}
-		if failed {
-			if err := l.cancelled(); err != nil {
-				out[i].err, out[i].readFailed = err, true // never cached
-				continue
-			}
-			b, ok := data[i]
-			if !ok { // streamed: read whole this once, for the errors as they read alone
-				var err error
-				if b, err = l.readFile(paths[i]); err != nil {
-					out[i].err, out[i].readFailed = mesh.Errors{{Source: paths[i], Msg: err.Error()}}, true
-					continue
-				}
-				out[i].sum = sha256.Sum256(b)
-			}
-			out[i].res, out[i].err = mesh.Decode(paths[i], b)
-			continue
-		}
-		// Without problems every document numbered by mesh is one resource, so a piece's
-		// documents come after as many as the pieces before it returned.
-		offset := 0
-		for _, r := range rs {
-			for x, res := range r.res {
-				if res == nil { // equal to the one decoded before, but for its number
-					k := r.kept[x]
-					if src := renumber(k.source, offset); src != k.old.GetMeta().Source {
-						// Moved in the file: a copy of the old one with its new place
-						// (sharing its maps and strings, which nothing modifies).
-						k.old = withSource(k.old, src)
-					}
-					r.res[x] = k.old
-					continue
-				}
-				if len(rs) > 1 {
-					m := res.GetMeta()
-					m.Source = renumber(m.Source, offset)
-				}
-			}
-			offset += r.docs
-			if len(rs) == 1 {
-				out[i].res = r.res
-				break
-			}
-			out[i].res = append(out[i].res, r.res...)
-		}
+	close(d.next)
+	d.wg.Wait()
+	for i, rs := range d.results {
+		d.finish(i, rs)
 	}
-	for i := range results {
+	for i := range d.results {
 		reuseUnchanged(l.reuseFrom(paths[i]), out[i].res)
+	}
+}
+
+// pieceJob is a piece of a file for a worker to decode.
+type pieceJob struct {
+	file, piece int
+	data        []byte
+}
+
+// pieceResult is a decoded piece.
+type pieceResult struct {
+	res []mesh.Resource
+	err error
+	// kept[i], when set, is the resource decoded before that res[i] equals but for
+	// its source (renumbered later); res[i] is then nil, so the fresh copy is garbage
+	// as soon as its piece is decoded, not after the whole file (see keptPiece).
+	kept []kept
+	// docs is how many documents the piece held (res may hold fewer: the dataplanes
+	// of services l.reach does not keep are dropped as soon as the piece is decoded).
+	docs int
+}
+
+// parallelDecode is one decodeParallel: the files sent to the workers as pieces, and
+// their pieces' results.
+type parallelDecode struct {
+	l     *dirLoader
+	paths []string
+	out   []cachedFile
+	cores int
+	reach *mesh.Reach
+	next  chan pieceJob
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex                            // guards results, data, before and out's fields send sets
+	data    map[int][]byte                        // a file read whole, for a decode again in one piece
+	results map[int][]pieceResult                 // by file, by piece
+	before  map[int]map[resourceKey]mesh.Resource // the previous decode's resources, by file
+	sumBuf  []byte                                // fileSum's, for every file of the load (a directory of 20,000 files is touched at once)
+}
+
+// work decodes the pieces sent until next is closed.
+func (d *parallelDecode) work() {
+	defer d.wg.Done()
+	for j := range d.next {
+		var r pieceResult
+		if err := d.l.cancelled(); err != nil {
+			r.err = err
+		} else {
+			r.res, r.err = mesh.Decode(d.paths[j.file], j.data)
+			r.docs = len(r.res)
+			if r.err == nil {
+				d.mu.Lock()
+				prev := d.before[j.file]
+				d.mu.Unlock()
+				r.kept = keptPiece(prev, r.res)
+				r.res, r.kept = keepReachable(d.reach, r.res, r.kept)
+			}
+		}
+		d.mu.Lock()
+		d.results[j.file][j.piece] = r
+		d.mu.Unlock()
+	}
+}
+
+// addPiece makes room for file i's next piece and returns its number.
+func (d *parallelDecode) addPiece(i int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.results[i] = append(d.results[i], pieceResult{})
+	return len(d.results[i]) - 1
+}
+
+// send sends file i to the workers in pieces, unless it is unchanged since the last
+// decode (then out[i] is its cached result) or cannot be read.
+func (d *parallelDecode) send(i int) {
+	l, path, out := d.l, d.paths[i], &d.out[i]
+	// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
+	// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
+	// not read into memory (15 MB) beside the model it already gave.
+	prev, hadPrev := l.cache.get(path)
+	if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && path != l.dpFile {
+		if d.sumBuf == nil {
+			d.sumBuf = make([]byte, 64<<10)
+		}
+		if sum, err := fileSum(path, d.sumBuf); err == nil && sum == prev.sum {
+			out.res, out.err, out.sum = prev.res, prev.err, sum
+			return
+		}
+	}
+	if reuse := l.reuseFrom(path); len(reuse) > 0 {
+		idx := indexResources(reuse)
+		d.mu.Lock() // the workers decode the files before this one meanwhile
+		d.before[i] = idx
+		d.mu.Unlock()
+	}
+	if st := out.stamp; st.size >= streamMin && path != l.dpFile {
+		d.stream(i, st.size)
+		return
+	}
+	b, err := l.readFile(path)
+	if err != nil {
+		out.err = mesh.Errors{{Source: path, Msg: err.Error()}}
+		out.readFailed = true
+		return
+	}
+	if path == l.dpFile {
+		if b, err = cplink.RenderVars(b, l.vars); err != nil {
+			out.err = mesh.Errors{{Source: path, Msg: err.Error()}}
+			return
+		}
+	}
+	sum := sha256.Sum256(b)
+	if hadPrev && prev.sum == sum && !prev.readFailed {
+		out.res, out.err, out.sum = prev.res, prev.err, sum
+		return // same content: the resources already decoded (and served) stay
+	}
+	out.sum = sum
+	l.decodes++
+	d.mu.Lock()
+	d.data[i] = b
+	d.mu.Unlock()
+	for _, piece := range splitPieces(b, pieceCount(len(b), d.cores)) {
+		d.next <- pieceJob{file: i, piece: d.addPiece(i), data: piece}
+	}
+}
+
+// stream sends file i, of size bytes, a piece at a time as it is read.
+func (d *parallelDecode) stream(i int, size int64) {
+	l, path := d.l, d.paths[i]
+	l.decodes++
+	sum, err := streamPieces(path, size, d.cores, func(piece []byte) error {
+		if err := l.cancelled(); err != nil {
+			return err
+		}
+		d.next <- pieceJob{file: i, piece: d.addPiece(i), data: piece}
+		return nil
+	})
+	d.mu.Lock()
+	if err != nil {
+		d.out[i].err, d.out[i].readFailed = mesh.Errors{{Source: path, Msg: err.Error()}}, true
+		// what was sent decodes for nothing: finish skips the file
+	}
+	d.out[i].sum = sum
+	d.mu.Unlock()
+}
+
+// finish sets out[i] from file i's decoded pieces rs: joined and renumbered, or, when a
+// piece had a problem, the whole file decoded again in one piece.
+func (d *parallelDecode) finish(i int, rs []pieceResult) {
+	out := &d.out[i]
+	if out.readFailed {
+		return // a streamed file could not be read to its end
+	}
+	if len(rs) == 1 && rs[0].err != nil {
+		out.res, out.err = rs[0].res, rs[0].err
+		out.readFailed = d.l.cancelled() != nil && rs[0].res == nil // a cancelled decode is never cached
+		return
+	}
+	for _, r := range rs {
+		if r.err != nil {
+			d.decodeWhole(i)
+			return
+		}
+	}
+	// Without problems every document numbered by mesh is one resource, so a piece's
+	// documents come after as many as the pieces before it returned.
+	offset := 0
+	for _, r := range rs {
+		restoreKept(r, offset, len(rs) > 1)
+		offset += r.docs
+		if len(rs) == 1 {
+			out.res = r.res
+			break
+		}
+		out.res = append(out.res, r.res...)
+	}
+}
+
+// decodeWhole decodes file i again in one piece, for its errors as they read alone.
+func (d *parallelDecode) decodeWhole(i int) {
+	out, path := &d.out[i], d.paths[i]
+	if err := d.l.cancelled(); err != nil {
+		out.err, out.readFailed = err, true // never cached
+		return
+	}
+	b, ok := d.data[i]
+	if !ok { // streamed: read whole this once
+		var err error
+		if b, err = d.l.readFile(path); err != nil {
+			out.err, out.readFailed = mesh.Errors{{Source: path, Msg: err.Error()}}, true
+			return
+		}
+		out.sum = sha256.Sum256(b)
+	}
+	out.res, out.err = mesh.Decode(path, b)
+}
+
+// restoreKept puts in r.res, in place of each resource equal to one decoded before, that
+// one (with its new place in the file, when it moved), and, when the file came in several
+// pieces, numbers the piece's fresh resources after the offset documents before it.
+func restoreKept(r pieceResult, offset int, pieces bool) {
+	for x, res := range r.res {
+		if res == nil { // equal to the one decoded before, but for its number
+			k := r.kept[x]
+			if src := renumber(k.source, offset); src != k.old.GetMeta().Source {
+				// Moved in the file: a copy of the old one with its new place
+				// (sharing its maps and strings, which nothing modifies).
+				k.old = withSource(k.old, src)
+			}
+			r.res[x] = k.old
+			continue
+		}
+		if pieces {
+			m := res.GetMeta()
+			m.Source = renumber(m.Source, offset)
+		}
 	}
 }
 
