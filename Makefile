@@ -8,7 +8,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
 
 build-cp: build
-	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o bin/kuma-cp ./cmd/kuma-cp
+	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o bin/kuma-cp ./cmd/kuma-cp
 
 # The README's test command: installs what the tests need, then vet + every test.
 test: test-deps

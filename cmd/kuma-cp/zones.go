@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 )
 
@@ -60,19 +61,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp zones: warning: %v\n", p)
 	}
 	if *output == "json" {
-		type zone struct {
-			Origin  string   `json:"origin"`
-			Serial  uint32   `json:"serial"`
-			Records []string `json:"records"`
-		}
-		var out []zone
-		for _, z := range cat.Zones() {
-			zz := zone{Origin: z.Origin, Serial: z.Serial()}
-			for _, rr := range z.Records() {
-				zz.Records = append(zz.Records, rr.String())
-			}
-			out = append(out, zz)
-		}
+		out := api.ZonesOf(cat)
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
