@@ -40,16 +40,47 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 	if kind == "" {
 		return c.nack(ack, fmt.Errorf("type URL %q is not one of the link's", resp.GetTypeUrl()))
 	}
-	type change struct {
-		name string
-		h    heldResource
-		gone bool
+	changes, errs := decodeChanges(kind, resp)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(errs) > 0 {
+		c.refused[kind] = true
+		return c.nack(ack, errs)
 	}
-	changes := make([]change, 0, len(resp.GetRemovedResources())+len(resp.GetResources()))
+	e := c.applyLocked(kind, changes)
+	c.received[kind] = true
+	if len(c.received) < len(Kinds) {
+		return ack // not yet a complete model
+	}
+	snap, err := c.buildLocked()
+	if errors.Is(err, errNoSelf) {
+		c.refetchLocked(kind)
+		return ack // the model is fine; this dataplane is not in it yet
+	}
+	if err != nil {
+		e.undo()
+		c.refused[kind] = true
+		return c.nack(ack, err)
+	}
+	c.emitLocked(ctx, snap, "cp", start)
+	c.refetchLocked(kind)
+	return ack
+}
+
+// heldUpdate is one resource of a response: its new version, or its removal.
+type heldUpdate struct {
+	name string
+	h    heldResource
+	gone bool
+}
+
+// decodeChanges decodes the resources of a response of kind, its removals first; errs
+// names every resource that does not decode or validate.
+func decodeChanges(kind string, resp *discovery.DeltaDiscoveryResponse) (changes []heldUpdate, errs mesh.Errors) {
+	changes = make([]heldUpdate, 0, len(resp.GetRemovedResources())+len(resp.GetResources()))
 	for _, name := range resp.GetRemovedResources() {
-		changes = append(changes, change{name: name, gone: true})
+		changes = append(changes, heldUpdate{name: name, gone: true})
 	}
-	var errs mesh.Errors
 	for _, r := range resp.GetResources() {
 		var env wrapperspb.BytesValue
 		if r.GetResource() == nil || proto.Unmarshal(r.GetResource().GetValue(), &env) != nil {
@@ -62,66 +93,64 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 			errs = mesh.AppendErrors(errs, err)
 			continue
 		}
-		changes = append(changes, change{name: r.GetName(), h: heldResource{version: r.GetVersion(), res: res}})
+		changes = append(changes, heldUpdate{name: r.GetName(), h: heldResource{version: r.GetVersion(), res: res}})
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(errs) > 0 {
-		c.refused[kind] = true
-		return c.nack(ack, errs)
-	}
-	// The response is applied to what the link holds in place (a mesh's worth of
-	// dataplanes is not copied for each change), noting what it replaced, so that a model
-	// that does not build is undone.
+	return changes, errs
+}
+
+// heldEdit is a response being applied to what the link holds of a kind, in place (a
+// mesh's worth of dataplanes is not copied for each change), noting what it replaced so
+// that a model that does not build is undone.
+type heldEdit struct {
+	c       *Client
+	kind    string
+	held    map[string]heldResource
+	changes []heldChange
+	prevKey string // the client's reachKey before
+}
+
+// applyLocked applies changes to what the link holds of kind (and, for dataplanes, drops
+// those no longer reachable) and returns the edit, to undo it.
+func (c *Client) applyLocked(kind string, changes []heldUpdate) *heldEdit {
 	held := c.held[kind]
 	if held == nil {
 		held = map[string]heldResource{}
 		c.held[kind] = held
 	}
-	var undo []heldChange
-	set := func(name string, h heldResource, gone bool) {
-		old, had := held[name]
-		undo = append(undo, heldChange{name: name, h: old, had: had})
-		if gone {
-			delete(held, name)
-		} else {
-			held[name] = h
-		}
-		c.changedLocked(kind, name)
-	}
+	e := &heldEdit{c: c, kind: kind, held: held, prevKey: c.reachKey}
 	names := make([]string, 0, len(changes))
 	for _, ch := range changes {
-		set(ch.name, ch.h, ch.gone)
+		e.set(ch.name, ch.h, ch.gone)
 		names = append(names, ch.name)
 	}
-	prevKey := c.reachKey
 	if kind == mesh.KindDataplane {
-		c.keepReachableLocked(held, names, set)
+		c.keepReachableLocked(held, names, e.set)
 	}
-	c.received[kind] = true
-	if len(c.received) < len(Kinds) {
-		return ack // not yet a complete model
+	return e
+}
+
+// set holds h as name (or removes name when gone), noting what it replaces.
+func (e *heldEdit) set(name string, h heldResource, gone bool) {
+	old, had := e.held[name]
+	e.changes = append(e.changes, heldChange{name: name, h: old, had: had})
+	if gone {
+		delete(e.held, name)
+	} else {
+		e.held[name] = h
 	}
-	snap, err := c.buildLocked()
-	if errors.Is(err, errNoSelf) {
-		c.refetchLocked(kind)
-		return ack // the model is fine; this dataplane is not in it yet
-	}
-	if err != nil {
-		for i := len(undo) - 1; i >= 0; i-- {
-			if u := undo[i]; u.had {
-				held[u.name] = u.h
-			} else {
-				delete(held, u.name)
-			}
+	e.c.changedLocked(e.kind, name)
+}
+
+// undo puts back what the edit replaced, last change first.
+func (e *heldEdit) undo() {
+	for i := len(e.changes) - 1; i >= 0; i-- {
+		if u := e.changes[i]; u.had {
+			e.held[u.name] = u.h
+		} else {
+			delete(e.held, u.name)
 		}
-		c.reachKey = prevKey
-		c.refused[kind] = true
-		return c.nack(ack, err)
 	}
-	c.emitLocked(ctx, snap, "cp", start)
-	c.refetchLocked(kind)
-	return ack
+	e.c.reachKey = e.prevKey
 }
 
 // refetchLocked ends the session when kind had a response refused on this stream (see
