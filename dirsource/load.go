@@ -215,27 +215,10 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	defer l.cache.dropIndex()
 	l.dpFile = dataplaneFile
 	wasFor := l.reachKey // what the files held were kept for
-	var errs mesh.Errors
-	var paths []string
-	var odd []*mesh.FieldError // files that are not regular: each refused, never read
-	if policiesDir != "" {
-		var walkErrs mesh.Errors
-		paths, walkErrs = mesh.ResourceFiles(policiesDir)
-		for _, e := range walkErrs {
-			if isOddFile(e.Source) {
-				odd = append(odd, e)
-				continue
-			}
-			errs = append(errs, e)
-		}
-	}
-	listed := append([]string{dataplaneFile}, paths...)
-	for _, e := range odd {
-		listed = append(listed, e.Source)
-	}
+	listed, odd, errs := listFiles(dataplaneFile, policiesDir)
 	all, held := l.keptPaths(listed)
 	defer runtime.KeepAlive(held)
-	paths = all[1:]
+	paths := all[1:]
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
 	}
@@ -245,16 +228,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	first := l.decodeAll(all[:1])
 	self, selfErrs := mesh.SelfDataplane(dataplaneFile, first[0].res, first[0].err)
 	if self != nil {
-		l.reach = mesh.ReachOf(self)
-		if k := l.reach.Key(); k != l.reachKey {
-			l.forgetLocked()
-			l.forgot = nil // what was decoded before is for the old list
-			l.reachKey = k
-			for p, g := range l.good {
-				g.sum = [32]byte{} // kept for the old list: not written under the new one
-				l.good[p] = g
-			}
-		}
+		l.setReach(mesh.ReachOf(self))
 	}
 	results := l.decodeAll(paths[:len(paths)-len(odd)])
 	defer func() { l.forgot = nil }()
@@ -275,27 +249,72 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 		return nil, errs
 	}
 	refused := l.lastGood(self, paths, results, wasFor)
-	n := 0
-	for _, r := range results {
-		n += len(r.res)
+	snap, err := l.snapshot(self, all, first, results)
+	if err != nil {
+		return nil, err
 	}
-	// Every file giving back the resources it gave for the last snapshot (nothing changed,
-	// or only stamps: a touch, a ConfigMap resync, a poll) gives back that snapshot: built
-	// again, it would be the same model at the cost of a model's worth of garbage.
+	return snap, refused
+}
+
+// listFiles lists the dataplane file and the resource files under policiesDir (none when
+// it is ""), then the files there that are not regular (odd: each refused, never read);
+// errs are the problems of the listing.
+func listFiles(dataplaneFile, policiesDir string) (listed []string, odd []*mesh.FieldError, errs mesh.Errors) {
+	listed = []string{dataplaneFile}
+	if policiesDir == "" {
+		return listed, nil, nil
+	}
+	paths, walkErrs := mesh.ResourceFiles(policiesDir)
+	for _, e := range walkErrs {
+		if isOddFile(e.Source) {
+			odd = append(odd, e)
+			continue
+		}
+		errs = append(errs, e)
+	}
+	listed = append(listed, paths...)
+	for _, e := range odd {
+		listed = append(listed, e.Source)
+	}
+	return listed, odd, errs
+}
+
+// setReach makes reach the dataplane's reachable services; when the list changed, what was
+// decoded and kept for the old one is forgotten (decoded again, not written under the new).
+func (l *dirLoader) setReach(reach *mesh.Reach) {
+	l.reach = reach
+	if k := reach.Key(); k != l.reachKey {
+		l.forgetLocked()
+		l.forgot = nil // what was decoded before is for the old list
+		l.reachKey = k
+		for p, g := range l.good {
+			g.sum = [32]byte{} // kept for the old list: not written under the new one
+			l.good[p] = g
+		}
+	}
+}
+
+// snapshot is the model of self and the files' results (first: the dataplane file's).
+// Every file giving back the resources it gave for the last snapshot (nothing changed, or
+// only stamps: a touch, a ConfigMap resync, a poll) gives back that snapshot: built again,
+// it would be the same model at the cost of a model's worth of garbage.
+func (l *dirLoader) snapshot(self *mesh.Dataplane, all []string, first, results []cachedFile) (*mesh.Snapshot, error) {
 	from := loadParts(all, first, results)
 	if l.last != nil && sameParts(from, l.lastFrom) {
-		return l.last, refused
+		return l.last, nil
 	}
+	n := 0
 	runs := make([][]mesh.Resource, len(results))
 	for i, r := range results {
 		runs[i] = r.res
+		n += len(r.res)
 	}
 	snap, err := l.builder.Build(self, mergeByName(runs, n))
 	if err != nil {
 		return nil, err
 	}
 	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reachKey
-	return snap, refused
+	return snap, nil
 }
 
 // keptPaths returns all with each path the last snapshot was built from replaced by the
