@@ -254,3 +254,17 @@ func TestKumaHTTPRouteCrossesTheLink(t *testing.T) {
 		t.Errorf("substitution %q", sub)
 	}
 }
+
+// A route is sent under its stored name, name.namespace; an older control plane's plain
+// name is taken too; another route's name is refused.
+func TestDecodeResourceRouteNames(t *testing.T) {
+	doc := []byte("type: Route\nmesh: default\nname: store\nnamespace: shop\nhost: www\nto: {service: web, port: 8080}\n")
+	for _, name := range []string{"store.shop", "store"} {
+		if _, err := DecodeResource(mesh.KindRoute, name, doc); err != nil {
+			t.Errorf("route shop/store sent as %q: %v", name, err)
+		}
+	}
+	if _, err := DecodeResource(mesh.KindRoute, "store.blog", doc); err == nil || !strings.Contains(err.Error(), `"store.shop"`) {
+		t.Errorf("route shop/store sent as store.blog: %v, want refused naming store.shop", err)
+	}
+}
