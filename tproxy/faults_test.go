@@ -136,21 +136,7 @@ func TestUnrecordableRouteIsNotAdded(t *testing.T) {
 	b := backend{name: "legacy"}
 	requireNetns(t, b.bin(IPv4, "restore"))
 	n := newTestNS(t, 8)
-	c := faultConfig(t, n, b)
-	c.IPFamilyMode = "dualstack"
-	c.StateFile = filepath.Join(readOnlyDir(t), "state.json")
-	before := n.netState(t)
-	err := Install(context.Background(), c, testLogger(t))
-	if err == nil || !strings.Contains(err.Error(), "cannot record") {
-		t.Fatalf("Install with an unwritable state file: %v", err)
-	}
-	if after := n.netState(t); after != before {
-		t.Fatalf("routes or addresses added without a record:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-	c.StateFile = filepath.Join(t.TempDir(), "state.json")
-	if err := Uninstall(context.Background(), c, nil); err != nil {
-		t.Fatal(err)
-	}
+	installUnrecordable(t, n, faultConfig(t, n, b), "cannot record")
 }
 
 // The same for ::6 on lo, in a namespace whose default routes cover the VIP ranges (so
@@ -159,14 +145,20 @@ func TestUnrecordablePassthroughAddressIsNotAdded(t *testing.T) {
 	b := backend{name: "legacy"}
 	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
 	n := newTestNS(t, 30)
-	c := faultConfig(t, n, b)
-	c.IPFamilyMode = "dualstack"
 	mustRun(t, "ip", "netns", "exec", n.name, "ip", "route", "add", "default", "via", n.host4.String())
 	mustRun(t, "ip", "netns", "exec", n.name, "ip", "-6", "route", "add", "default", "via", n.host6.String())
+	installUnrecordable(t, n, faultConfig(t, n, b), "cannot record the address ::6/128")
+}
+
+// installUnrecordable installs c in dual-stack mode with its state file on a read-only file
+// system: the install fails with an error holding want, and no route or address was added.
+func installUnrecordable(t *testing.T, n *testNS, c Config, want string) {
+	t.Helper()
+	c.IPFamilyMode = "dualstack"
 	c.StateFile = filepath.Join(readOnlyDir(t), "state.json")
 	before := n.netState(t)
 	err := Install(context.Background(), c, testLogger(t))
-	if err == nil || !strings.Contains(err.Error(), "cannot record the address ::6/128") {
+	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Install with an unwritable state file: %v", err)
 	}
 	if after := n.netState(t); after != before {
