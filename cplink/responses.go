@@ -285,8 +285,8 @@ func (c *Client) buildLocked() (*mesh.Snapshot, error) {
 				}
 			}
 			for r := range last.Resources(kind) {
-				name := r.GetMeta().Name
-				for len(news) > 0 && news[0].GetMeta().Name < name {
+				name := mesh.StoreName(r) // the name it is held under (a route's name.namespace)
+				for len(news) > 0 && mesh.StoreName(news[0]) < name {
 					rs, news = append(rs, news[0]), news[1:]
 				}
 				for len(changed) > 0 && changed[0] < name {
