@@ -150,7 +150,23 @@ func (e *FieldError) Error() string {
 
 // Validate checks every value and returns the first bad one.
 func (c *Config) Validate() error {
-	bad := func(field, value, msg string) error { return &FieldError{Field: field, Value: value, Msg: msg} }
+	for _, check := range []func() error{c.validateSource, c.validateRuntime, c.validateDNS, c.validateAdmin, c.validateLog} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if c.TransparentProxy.UninstallOnExit && !c.TransparentProxy.Enabled {
+		return bad("transparentProxy.uninstallOnExit", "true", "needs transparentProxy.enabled")
+	}
+	return nil
+}
+
+// bad is the error of field, holding value.
+func bad(field, value, msg string) error { return &FieldError{Field: field, Value: value, Msg: msg} }
+
+// validateSource checks where the model comes from: a control plane (and how to reach it) or
+// the dataplane file.
+func (c *Config) validateSource() error {
 	if c.ControlPlane.URL != "" {
 		if c.Runtime.DataplaneFile == "" && c.Dataplane.Name == "" {
 			return bad("dataplane.name", "", "required with a control plane and no dataplane file: the dataplane's name at the control plane")
@@ -177,6 +193,12 @@ func (c *Config) Validate() error {
 	} else if c.Runtime.DataplaneFile == "" {
 		return bad("dataplaneRuntime.resourcePath", "", "required: the dataplane's resource file (or a control plane: controlPlane.url)")
 	}
+	return nil
+}
+
+// validateRuntime checks the dataplane file's variables, the drain time, the size limits and
+// how files are watched.
+func (c *Config) validateRuntime() error {
 	for k, v := range c.Runtime.ResourceVars {
 		if !cplink.ValidVarName(k) {
 			return bad("dataplaneRuntime.resourceVars", k+"="+v, "the name must be a letter or _ followed by letters, digits, _ . or -")
@@ -201,6 +223,11 @@ func (c *Config) Validate() error {
 	default:
 		return bad("dataplaneRuntime.watch", c.Runtime.Watch, "must be auto, inotify or poll")
 	}
+	return nil
+}
+
+// validateDNS checks the resolver's port, addresses, upstreams and TTL.
+func (c *Config) validateDNS() error {
 	if c.DNS.ProxyPort < 0 || c.DNS.ProxyPort > 65535 {
 		return bad("dns.proxyPort", strconv.Itoa(c.DNS.ProxyPort), "must be a port number, 0-65535")
 	}
@@ -217,6 +244,11 @@ func (c *Config) Validate() error {
 	if time.Duration(c.DNS.TTL) < time.Second || time.Duration(c.DNS.TTL) > 24*time.Hour {
 		return bad("dns.ttl", c.DNS.TTL.String(), "must be between 1s and 24h (whole seconds)")
 	}
+	return nil
+}
+
+// validateAdmin checks the admin endpoint (loopback only) and the readiness endpoint.
+func (c *Config) validateAdmin() error {
 	host, port, err := net.SplitHostPort(c.Admin.Address)
 	if err != nil || !validPort(port) {
 		return bad("admin.address", c.Admin.Address, "must be IP:port, the port 0-65535")
@@ -233,6 +265,11 @@ func (c *Config) Validate() error {
 			return bad("admin.readinessAddress", r, "must be [IP]:port, the port 0-65535")
 		}
 	}
+	return nil
+}
+
+// validateLog checks the log level and format.
+func (c *Config) validateLog() error {
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		return bad("log.level", c.Log.Level, "must be debug, info, warn or error")
 	}
@@ -240,9 +277,6 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		return bad("log.format", c.Log.Format, "must be text or json")
-	}
-	if c.TransparentProxy.UninstallOnExit && !c.TransparentProxy.Enabled {
-		return bad("transparentProxy.uninstallOnExit", "true", "needs transparentProxy.enabled")
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func runWithFakeEnvoy(t *testing.T) (a *Agent, report string, cancel func(), don
 	root := t.TempDir()
 	writeMesh(t, root, 3)
 	tp := "  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n"
-	if err := os.WriteFile(filepath.Join(root, "dataplane.yaml"), []byte(itDataplane+tp), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "dataplane.yaml"), []byte(testutil.DataplaneWeb+tp), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	report = filepath.Join(root, "report.jsonl")

@@ -23,17 +23,6 @@ import (
 // These tests compose the real parts (Build): the directory source, the allocator and the
 // CoreDNS resolver, in this process, so that goleak sees every goroutine they start.
 
-const itDataplane = `type: Dataplane
-mesh: default
-name: web-1
-networking:
-  address: 10.0.0.1
-  inbound:
-    - port: 8080
-      tags:
-        kuma.io/service: web
-`
-
 func itService(name string, i int) string {
 	return fmt.Sprintf(`type: Dataplane
 mesh: default
@@ -71,7 +60,7 @@ func writeMesh(t testing.TB, root string, services int) {
 	for i := 0; i < services; i++ {
 		b.WriteString(itService(fmt.Sprintf("svc%d", i), i))
 	}
-	for path, body := range map[string]string{"dataplane.yaml": itDataplane, "policies/services.yaml": b.String()} {
+	for path, body := range map[string]string{"dataplane.yaml": testutil.DataplaneWeb, "policies/services.yaml": b.String()} {
 		if err := os.WriteFile(filepath.Join(root, path), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

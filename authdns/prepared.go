@@ -152,27 +152,85 @@ const (
 // type other than ANY or a transfer, an answer that fits limit (the client's UDP size when
 // udp) - and reports whether it did; otherwise the caller answers with Reply.
 func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
-	if c == nil || len(p) < headerLen+5 {
+	if c == nil {
 		return out, 0, false
 	}
-	flags := binary.BigEndian.Uint16(p[2:])
-	if flags&(flagQR|0x7800|flagTC|flagZ) != 0 || binary.BigEndian.Uint16(p[4:]) != 1 ||
-		binary.BigEndian.Uint16(p[6:]) != 0 || binary.BigEndian.Uint16(p[8:]) != 0 {
-		return out, 0, false
-	}
-	if binary.BigEndian.Uint16(p[10:]) > 1 {
-		return out, 0, false
-	}
-	// The question, its name lower-cased into lname.
 	var lname, scratch [256]byte
+	q, ok := parseQuery(p, udp, &lname)
+	if !ok {
+		return out, 0, false
+	}
+	a := answer{out: append(out, p[:q.end]...), start: len(out)} // header and question as asked (case kept)
+	name := lname[:q.nameLen]
+	wz := c.findWire(name)
+	if wz == nil {
+		a.setFlags(flagQR | q.flags&(flagRD|flagCD))
+		a.rcode = dns.RcodeRefused
+		return a.finish(q)
+	}
+	a.setFlags(flagQR | flagAA | q.flags&(flagRD|flagCD))
+	c.chase(&a, wz, name, q.qtype, &scratch)
+	return a.finish(q)
+}
+
+// query is what AppendAnswer reads of a query packet.
+type query struct {
+	flags   uint16
+	qtype   uint16
+	nameLen int  // of the lower-cased question name
+	end     int  // of the question: header and question are p[:end]
+	edns    bool // an OPT record came
+	do      bool // its DO bit
+	limit   int  // the largest answer allowed
+}
+
+// parseQuery reads p's header, question (its name lower-cased into lname) and OPT record,
+// or reports that the prepared form does not answer p.
+func parseQuery(p []byte, udp bool, lname *[256]byte) (query, bool) {
+	var q query
+	if len(p) < headerLen+5 {
+		return q, false
+	}
+	q.flags = binary.BigEndian.Uint16(p[2:])
+	if q.flags&(flagQR|0x7800|flagTC|flagZ) != 0 || binary.BigEndian.Uint16(p[4:]) != 1 ||
+		binary.BigEndian.Uint16(p[6:]) != 0 || binary.BigEndian.Uint16(p[8:]) != 0 {
+		return q, false
+	}
+	arcount := binary.BigEndian.Uint16(p[10:])
+	if arcount > 1 {
+		return q, false
+	}
+	off, ok := readName(p, lname)
+	if !ok || off+4 > len(p) {
+		return q, false
+	}
+	q.nameLen = off - headerLen
+	q.qtype = binary.BigEndian.Uint16(p[off:])
+	if binary.BigEndian.Uint16(p[off+2:]) != dns.ClassINET || !preparedType(q.qtype) {
+		return q, false
+	}
+	q.end = off + 4
+	q.limit = 65535
+	if udp {
+		q.limit = dns.MinMsgSize
+	}
+	if arcount == 0 {
+		return q, q.end == len(p)
+	}
+	return q, q.readOPT(p, udp)
+}
+
+// readName copies the question's name, lower-cased, into lname and returns where the name
+// ends in p, or false for a name that is not plain labels within 255 bytes.
+func readName(p []byte, lname *[256]byte) (int, bool) {
 	off, n := headerLen, 0
 	for {
 		if off >= len(p) {
-			return out, 0, false
+			return 0, false
 		}
 		l := int(p[off])
 		if l > 63 || off+1+l > len(p) || n+1+l >= 255 {
-			return out, 0, false
+			return 0, false
 		}
 		lname[n] = byte(l)
 		for i := 1; i <= l; i++ {
@@ -185,134 +243,155 @@ func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
 		n += 1 + l
 		off += 1 + l
 		if l == 0 {
-			break
+			return off, true
 		}
 	}
-	if off+4 > len(p) {
-		return out, 0, false
-	}
-	qtype, qclass := binary.BigEndian.Uint16(p[off:]), binary.BigEndian.Uint16(p[off+2:])
-	qend := off + 4
-	switch {
-	case qclass != dns.ClassINET:
-		return out, 0, false
-	case qtype == dns.TypeANY || qtype == dns.TypeAXFR || qtype == dns.TypeIXFR || qtype == dns.TypeOPT ||
-		qtype == dns.TypeMAILA || qtype == dns.TypeMAILB || qtype == dns.TypeTSIG || qtype == dns.TypeTKEY:
-		return out, 0, false
-	}
-	limit := 65535
-	if udp {
-		limit = dns.MinMsgSize
-	}
-	edns, do := false, false
-	if binary.BigEndian.Uint16(p[10:]) == 1 {
-		// OPT: root name, type 41, class = UDP size, TTL = ext-rcode|version|flags, RDATA.
-		o := qend
-		if o+11 > len(p) || p[o] != 0 || binary.BigEndian.Uint16(p[o+1:]) != dns.TypeOPT || p[o+5] != 0 || p[o+6] != 0 ||
-			o+11+int(binary.BigEndian.Uint16(p[o+9:])) != len(p) {
-			return out, 0, false
-		}
-		edns, do = true, p[o+7]&0x80 != 0
-		if udp {
-			limit = min(max(int(binary.BigEndian.Uint16(p[o+3:])), dns.MinMsgSize), ednsSize)
-		}
-	} else if qend != len(p) {
-		return out, 0, false
-	}
+}
 
-	start := len(out)
-	out = append(out, p[:qend]...) // header and question as asked (case kept)
-	h := out[start:]
-	binary.BigEndian.PutUint16(h[2:], flagQR|flags&(flagRD|flagCD))
-	name := lname[:n]
-	wz := c.findWire(name)
-	if wz == nil {
-		return finishAnswer(out, start, do, 0, 0, 0, edns, limit, dns.RcodeRefused)
+// preparedType reports whether the prepared form answers questions of type t: not the
+// meta-types, which Reply answers or refuses.
+func preparedType(t uint16) bool {
+	switch t {
+	case dns.TypeANY, dns.TypeAXFR, dns.TypeIXFR, dns.TypeOPT, dns.TypeMAILA, dns.TypeMAILB, dns.TypeTSIG, dns.TypeTKEY:
+		return false
 	}
-	binary.BigEndian.PutUint16(h[2:], flagQR|flagAA|flags&(flagRD|flagCD))
-	// ownerPtr: where the current name sits in the answer (0: not written yet).
-	ownerPtr := 0
+	return true
+}
+
+// readOPT reads the OPT record after the question, the packet's last record: root name,
+// type 41, class = UDP size, TTL = ext-rcode|version|flags, RDATA. Only version 0 with
+// no extended rcode is answered here.
+func (q *query) readOPT(p []byte, udp bool) bool {
+	o := q.end
+	if o+11 > len(p) || p[o] != 0 || binary.BigEndian.Uint16(p[o+1:]) != dns.TypeOPT || p[o+5] != 0 || p[o+6] != 0 ||
+		o+11+int(binary.BigEndian.Uint16(p[o+9:])) != len(p) {
+		return false
+	}
+	q.edns, q.do = true, p[o+7]&0x80 != 0
+	if udp {
+		q.limit = min(max(int(binary.BigEndian.Uint16(p[o+3:])), dns.MinMsgSize), ednsSize)
+	}
+	return true
+}
+
+// answer is an answer being written after the query's header and question.
+type answer struct {
+	out   []byte
+	start int // where the answer's header is in out
+	// owner is where the current name sits in the answer (0: not written yet).
+	owner      int
+	an, ns, ar int
+	rcode      int
+}
+
+func (a *answer) setFlags(f uint16) { binary.BigEndian.PutUint16(a.out[a.start+2:], f) }
+
+// chase writes the answer to name's qtype in wz, following CNAMEs through the catalog's
+// zones: at most maxChase names (a longer chain is a failure), stopping at a loop or at a
+// target outside the catalog, which the resolver follows.
+func (c *Catalog) chase(a *answer, wz *wireZone, name []byte, qtype uint16, scratch *[256]byte) {
 	var seen [maxChase][]byte
-	ancount, nscount, arcount, rcode := 0, 0, 0, dns.RcodeSuccess
-	for hop := 0; ; hop++ {
-		if hop == maxChase {
-			return finishAnswer(out, start, do, ancount, 0, 0, edns, limit, dns.RcodeServerFailure)
-		}
+	for hop := range maxChase {
 		seen[hop] = name
-		node := wz.lookup(name, &scratch)
+		node := wz.lookup(name, scratch)
 		if node == nil {
-			rcode = dns.RcodeNameError
-			out = append(out, wz.negSOA...)
-			nscount = 1
-			break
+			a.negative(wz, dns.RcodeNameError)
+			return
 		}
-		if cn := node.sets[dns.TypeCNAME]; qtype != dns.TypeCNAME && len(cn) > 0 {
-			out, ownerPtr = appendOwner(out, start, ownerPtr, name)
-			out = append(out, cn[0]...)
-			ancount++
-			target := out[len(out)-len(cn[0])+10:]
-			for _, s := range seen[:hop+1] {
-				if string(s) == string(target) {
-					return finishAnswer(out, start, do, ancount, 0, 0, edns, limit, dns.RcodeSuccess) // a loop
-				}
-			}
-			nz := c.findWire(target)
-			if nz == nil {
-				return finishAnswer(out, start, do, ancount, 0, 0, edns, limit, dns.RcodeSuccess) // outside: the resolver follows
-			}
-			wz, name, ownerPtr = nz, target, len(out)-len(target)-start
-			continue
+		cn := node.sets[dns.TypeCNAME]
+		if qtype == dns.TypeCNAME || len(cn) == 0 {
+			a.appendSet(wz, node.sets[qtype], name, qtype)
+			return
 		}
-		set := node.sets[qtype]
-		if len(set) == 0 {
-			out = append(out, wz.negSOA...)
-			nscount = 1
-			break
+		target := a.appendCNAME(name, cn[0])
+		if seenName(seen[:hop+1], target) {
+			return // a loop
 		}
-		k := 0
-		if len(set) > 1 {
-			k = int(rotation.Add(1) % uint32(len(set)))
+		if wz = c.findWire(target); wz == nil {
+			return
 		}
-		for i := range set {
-			out, ownerPtr = appendOwner(out, start, ownerPtr, name)
-			out = append(out, set[(i+k)%len(set)]...)
-		}
-		ancount += len(set)
-		if qtype == dns.TypeNS && string(name) == wz.origin {
-			out = append(out, wz.glue...) // RFC 1035 3.3.11
-			arcount = wz.nglue
-		}
-		break
+		name = target
 	}
-	return finishAnswer(out, start, do, ancount, nscount, arcount, edns, limit, rcode)
+	a.rcode = dns.RcodeServerFailure
+}
+
+// seenName reports whether name is one of seen.
+func seenName(seen [][]byte, name []byte) bool {
+	for _, s := range seen {
+		if string(s) == string(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// negative writes the zone's SOA in the authority section, with rcode.
+func (a *answer) negative(wz *wireZone, rcode int) {
+	a.out = append(a.out, wz.negSOA...)
+	a.ns, a.rcode = 1, rcode
+}
+
+// appendCNAME writes name's CNAME record (the tail cn) and returns its target, as written:
+// the owner of what follows.
+func (a *answer) appendCNAME(name, cn []byte) []byte {
+	a.appendOwner(name)
+	a.out = append(a.out, cn...)
+	a.an++
+	target := a.out[len(a.out)-len(cn)+10:]
+	a.owner = len(a.out) - len(target) - a.start
+	return target
+}
+
+// appendSet writes name's records of set, rotated, or the zone's SOA when there are none;
+// an NS answer at the apex carries its glue (RFC 1035 3.3.11).
+func (a *answer) appendSet(wz *wireZone, set [][]byte, name []byte, qtype uint16) {
+	if len(set) == 0 {
+		a.negative(wz, dns.RcodeSuccess)
+		return
+	}
+	k := 0
+	if len(set) > 1 {
+		k = int(rotation.Add(1) % uint32(len(set)))
+	}
+	for i := range set {
+		a.appendOwner(name)
+		a.out = append(a.out, set[(i+k)%len(set)]...)
+	}
+	a.an += len(set)
+	if qtype == dns.TypeNS && string(name) == wz.origin {
+		a.out = append(a.out, wz.glue...)
+		a.ar = wz.nglue
+	}
 }
 
 // appendOwner writes name as a record's owner: a pointer when it is in the message already.
-func appendOwner(out []byte, start, ptr int, name []byte) ([]byte, int) {
-	if ptr > 0 && ptr < 0x3fff {
-		return append(out, 0xc0|byte(ptr>>8), byte(ptr)), ptr
+func (a *answer) appendOwner(name []byte) {
+	if a.owner > 0 && a.owner < 0x3fff {
+		a.out = append(a.out, 0xc0|byte(a.owner>>8), byte(a.owner))
+		return
 	}
-	return append(out, name...), len(out) - start
+	a.owner = len(a.out) - a.start
+	a.out = append(a.out, name...)
 }
 
-// finishAnswer sets the counts and appends the OPT record when the query had one; an answer
-// over limit is withdrawn (Reply truncates it as the RFCs say).
-func finishAnswer(out []byte, start int, do bool, an, ns, ar int, edns bool, limit, rcode int) ([]byte, int, bool) {
-	h := out[start:]
-	binary.BigEndian.PutUint16(h[2:], binary.BigEndian.Uint16(h[2:])&^0xf|uint16(rcode))
-	binary.BigEndian.PutUint16(h[6:], uint16(an))
-	binary.BigEndian.PutUint16(h[8:], uint16(ns))
-	binary.BigEndian.PutUint16(h[10:], uint16(ar))
-	if edns {
-		binary.BigEndian.PutUint16(h[10:], uint16(ar+1))
+// finish sets the counts and appends the OPT record when the query had one; an answer over
+// the query's limit is withdrawn (Reply truncates it as the RFCs say).
+func (a *answer) finish(q query) ([]byte, int, bool) {
+	h := a.out[a.start:]
+	binary.BigEndian.PutUint16(h[2:], binary.BigEndian.Uint16(h[2:])&^0xf|uint16(a.rcode))
+	binary.BigEndian.PutUint16(h[6:], uint16(a.an))
+	binary.BigEndian.PutUint16(h[8:], uint16(a.ns))
+	binary.BigEndian.PutUint16(h[10:], uint16(a.ar))
+	if q.edns {
+		binary.BigEndian.PutUint16(h[10:], uint16(a.ar+1))
 		var doBit byte
-		if do {
+		if q.do {
 			doBit = 0x80 // echoed (RFC 3225 3)
 		}
-		out = append(out, 0, 0, 41, ednsSize>>8, ednsSize&0xff, 0, 0, doBit, 0, 0, 0)
+		a.out = append(a.out, 0, 0, 41, ednsSize>>8, ednsSize&0xff, 0, 0, doBit, 0, 0, 0)
 	}
-	if len(out)-start > limit {
-		return out[:start], 0, false
+	if len(a.out)-a.start > q.limit {
+		return a.out[:a.start], 0, false
 	}
-	return out, rcode, true
+	return a.out, a.rcode, true
 }

@@ -3,6 +3,7 @@ package cplink
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -538,4 +539,30 @@ func TestClientTakesResponseOver4MiB(t *testing.T) {
 	}
 	cancel()
 	_ = c.Run(ctx, make(chan Update, 1))
+}
+
+// An edit of what the link holds (a response whose model then does not build) is undone
+// to exactly what was held before: removals back, replacements reverted, additions gone.
+func TestHeldEditUndo(t *testing.T) {
+	c, _ := unconnectedClient(t, "me")
+	dp := func(name, addr string) heldUpdate {
+		return heldUpdate{name: name, h: heldResource{version: addr, res: testDataplane(name, name, addr)}}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.applyLocked(mesh.KindDataplane, []heldUpdate{dp("a", "10.0.0.1"), dp("b", "10.0.0.2")})
+	before := maps.Clone(c.held[mesh.KindDataplane])
+	c.reachKey = "before"
+	e := c.applyLocked(mesh.KindDataplane, []heldUpdate{{name: "a", gone: true}, dp("b", "10.0.0.3"), dp("c", "10.0.0.4")})
+	if len(c.held[mesh.KindDataplane]) != 2 || c.held[mesh.KindDataplane]["b"].version != "10.0.0.3" {
+		t.Fatalf("the edit was not applied: %v", c.held[mesh.KindDataplane])
+	}
+	c.reachKey = "after"
+	e.undo()
+	if !maps.Equal(c.held[mesh.KindDataplane], before) {
+		t.Fatalf("after undo: %v, want %v", c.held[mesh.KindDataplane], before)
+	}
+	if c.reachKey != "before" {
+		t.Fatalf("reach key after undo: %q", c.reachKey)
+	}
 }

@@ -1,5 +1,7 @@
-// Package cplink owns the control-plane link - client.go, wire.go: incremental ADS from a
-// control plane such as cmd/kuma-cp (docs/cplink.md), with the model saved for a restart
+// Package cplink owns the control-plane link - incremental ADS from a control plane such as
+// cmd/kuma-cp (docs/cplink.md): the Client and its configuration (client.go), a session's
+// stream, keepalive and reconnection (session.go), the responses taken into the model
+// (responses.go), the resources' wire form (wire.go) and the model saved for a restart
 // (saved.go) - and what every source of the mesh model shares: the Source contract and its
 // Update (this file), the dataplane file's {{ name }} placeholders (vars.go) and the cache
 // files a source keeps between runs (cachefile.go). The directory source (files on disk,

@@ -364,29 +364,37 @@ func TestDirLoaderSizeLimits(t *testing.T) {
 }
 
 // A cancelled load stops between pieces, says so, and caches nothing: the next load
-// decodes the file in full.
+// decodes the file in full. The same for a file streamed (streamMin bytes or more).
 func TestDirLoaderCancelled(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "policies")
-	copyDir(t, examplePolicies, dir)
-	var sb strings.Builder
-	for i := range 3000 {
-		fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", i)))
-	}
-	must(t, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
-	l := newDirLoader()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	l.setContext(ctx)
-	if _, err := l.Load(exampleDataplane, dir); err == nil || !strings.Contains(err.Error(), "loading stopped") {
-		t.Fatalf("cancelled load: %v", err)
-	}
-	l.setContext(context.Background())
-	snap, err := l.Load(exampleDataplane, dir)
-	if err != nil {
-		t.Fatalf("the load after a cancelled one: %v", err)
-	}
-	if len(snap.Dataplanes) < 3000 {
-		t.Fatalf("%d dataplanes after the cancelled load: something cancelled was cached", len(snap.Dataplanes))
+	for _, tc := range []struct {
+		name     string
+		minBytes int
+	}{{"read whole", 0}, {"streamed", streamMin}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "policies")
+			copyDir(t, examplePolicies, dir)
+			var sb strings.Builder
+			n := 0
+			for ; n < 3000 || sb.Len() < tc.minBytes; n++ {
+				fmt.Fprintf(&sb, "%s---\n", strings.ReplaceAll(extraDataplane, "NAME", fmt.Sprintf("svc%d", n)))
+			}
+			must(t, os.WriteFile(filepath.Join(dir, "inventory.yaml"), []byte(sb.String()), 0o644))
+			l := newDirLoader()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			l.setContext(ctx)
+			if _, err := l.Load(exampleDataplane, dir); err == nil || !strings.Contains(err.Error(), "loading stopped") {
+				t.Fatalf("cancelled load: %v", err)
+			}
+			l.setContext(context.Background())
+			snap, err := l.Load(exampleDataplane, dir)
+			if err != nil {
+				t.Fatalf("the load after a cancelled one: %v", err)
+			}
+			if len(snap.Dataplanes) < n {
+				t.Fatalf("%d dataplanes after the cancelled load, want %d: something cancelled was cached", len(snap.Dataplanes), n)
+			}
+		})
 	}
 }
 

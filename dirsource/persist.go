@@ -115,12 +115,49 @@ func isEntryName(name string) bool {
 // newest entries say which reachable services the cache is for (a write cut short after
 // the list changed leaves older entries for the old list: they are removed).
 func (l *dirLoader) restore(dir string) (n int, err error) {
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
+	names, err := cacheEntryNames(dir)
 	if err != nil {
 		return 0, fmt.Errorf("decode cache %s: %w", dir, err)
+	}
+	l.mu.Lock()
+	r := entryRestore{build: cplink.BuildID(), reach: l.reachKey, reachSet: l.cache.len() > 0,
+		files: make(map[string]cachedFile, len(names))}
+	l.mu.Unlock()
+	var errs []error
+	for _, name := range names {
+		remove, err := r.read(dir, name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if remove {
+			// Gone, its file is decoded and written again (a broken entry would otherwise
+			// stand for its file's content forever: the next write sees its name there).
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
+	if len(r.files) > 0 {
+		l.mu.Lock()
+		l.cache.grow(len(r.files)) // (a restore comes first: the cache holds none of them)
+		for p, c := range r.files {
+			l.cache.set(p, c)
+		}
+		l.cache.dropIndex()
+		l.reachKey = r.reach
+		l.mu.Unlock()
+	}
+	return len(r.files), errors.Join(errs...)
+}
+
+// cacheEntryNames is the names of the cache entries in dir, newest first (none when dir
+// does not exist). It removes the temporary files of writes cut short (the agent killed
+// mid-write).
+func cacheEntryNames(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	type entry struct {
 		name  string
@@ -129,7 +166,7 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 	var entries []entry
 	for _, de := range des {
 		if ok, _ := filepath.Match(cacheTemp, de.Name()); ok {
-			os.Remove(filepath.Join(dir, de.Name())) // a write cut short (the agent killed mid-write)
+			os.Remove(filepath.Join(dir, de.Name()))
 			continue
 		}
 		if !isEntryName(de.Name()) || !de.Type().IsRegular() {
@@ -144,96 +181,90 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 	slices.SortFunc(entries, func(a, b entry) int { // newest first
 		return cmp.Or(b.mtime.Compare(a.mtime), strings.Compare(a.name, b.name))
 	})
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.name
+	}
+	return names, nil
+}
 
-	l.mu.Lock()
-	reach, reachSet := l.reachKey, l.cache.len() > 0
-	l.mu.Unlock()
-	build := cplink.BuildID()
-	files := make(map[string]cachedFile, len(entries))
-	var errs []error
-	// read restores the entry named name (its files all, or none of them), or says
-	// whether it is to be removed.
-	read := func(name string) (remove bool, err error) {
-		path := filepath.Join(dir, name)
-		f, err := os.Open(path)
-		if err != nil {
-			return true, fmt.Errorf("decode cache entry %s: %w", path, err)
-		}
-		defer f.Close()
-		dec := gob.NewDecoder(bufio.NewReaderSize(f, 64<<10))
-		var heads []cacheEntry
-		var got []cachedFile
-		for {
-			var h cacheEntry
-			if err := dec.Decode(&h); err != nil {
-				if errors.Is(err, io.EOF) && len(heads) > 0 {
-					break
-				}
-				return true, fmt.Errorf("decode cache entry %s: %w", path, err)
-			}
-			if h.Build == "" || h.Build != build {
-				return true, nil // another build's
-			}
-			if h.Resources < 0 || h.Path == bundleKey || (len(heads) > 0 && (h.Reach != heads[0].Reach || h.Path <= heads[len(heads)-1].Path)) {
-				return true, fmt.Errorf("decode cache entry %s: a header out of place", path)
-			}
-			res := make([]mesh.Resource, 0, h.Resources)
-			for len(res) < h.Resources {
-				var chunk []mesh.Resource
-				if err := dec.Decode(&chunk); err != nil {
-					return true, fmt.Errorf("decode cache entry %s (%s): %w", path, h.Path, err)
-				}
-				if len(chunk) == 0 || len(res)+len(chunk) > h.Resources {
-					return true, fmt.Errorf("decode cache entry %s: %s holds more resources than announced", path, h.Path)
-				}
-				res = append(res, chunk...)
-			}
-			heads = append(heads, h)
-			got = append(got, cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Sum, res: res})
-		}
-		h := heads[0]
-		if name != bundleName(build, h.Reach, heads) && (len(heads) > 1 || name != entryName(h.Path, build, h.Reach, h.Sum)) {
-			return true, fmt.Errorf("decode cache entry %s: its headers do not match its name", path)
-		}
-		if !reachSet {
-			reach, reachSet = h.Reach, true
-		}
-		if h.Reach != reach {
-			return true, nil // kept for other reachable services
-		}
-		settler := mesh.NewSettler() // the entry's files share string blocks (many small files: one block, not one each)
-		for i, c := range got {
-			if _, dup := files[heads[i].Path]; dup {
-				continue // an older entry of a file restored already: the next write removes it
-			}
-			settler.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
-			// keyed by the path as its resources' sources intern it (one copy of it, see keptPaths)
-			files[unique.Make(heads[i].Path).Value()] = c
-		}
-		return false, nil
+// entryRestore is a restore under way: the files restored so far, by path, and the
+// reachable services (their key) the cache is for.
+type entryRestore struct {
+	build, reach string
+	reachSet     bool
+	files        map[string]cachedFile
+}
+
+// read restores the entry named name in dir (its files all, or none of them), or says
+// whether it is to be removed.
+func (r *entryRestore) read(dir, name string) (remove bool, err error) {
+	path := filepath.Join(dir, name)
+	heads, got, err := decodeEntry(path, r.build)
+	if err != nil || heads == nil {
+		return true, err // broken, or another build's
 	}
-	for _, e := range entries {
-		remove, err := read(e.name)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if remove {
-			// Gone, its file is decoded and written again (a broken entry would otherwise
-			// stand for its file's content forever: the next write sees its name there).
-			os.Remove(filepath.Join(dir, e.name))
-		}
+	h := heads[0]
+	if name != bundleName(r.build, h.Reach, heads) && (len(heads) > 1 || name != entryName(h.Path, r.build, h.Reach, h.Sum)) {
+		return true, fmt.Errorf("decode cache entry %s: its headers do not match its name", path)
 	}
-	if len(files) > 0 {
-		l.mu.Lock()
-		l.cache.grow(len(files)) // (a restore comes first: the cache holds none of them)
-		for p, c := range files {
-			l.cache.set(p, c)
-		}
-		l.cache.dropIndex()
-		l.reachKey = reach
-		l.mu.Unlock()
+	if !r.reachSet {
+		r.reach, r.reachSet = h.Reach, true
 	}
-	return len(files), errors.Join(errs...)
+	if h.Reach != r.reach {
+		return true, nil // kept for other reachable services
+	}
+	settler := mesh.NewSettler() // the entry's files share string blocks (many small files: one block, not one each)
+	for i, c := range got {
+		if _, dup := r.files[heads[i].Path]; dup {
+			continue // an older entry of a file restored already: the next write removes it
+		}
+		settler.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
+		// keyed by the path as its resources' sources intern it (one copy of it, see keptPaths)
+		r.files[unique.Make(heads[i].Path).Value()] = c
+	}
+	return false, nil
+}
+
+// decodeEntry decodes the cache entry at path: the heads of its files and what they hold;
+// none, without an error, for an entry of another build.
+func decodeEntry(path, build string) ([]cacheEntry, []cachedFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode cache entry %s: %w", path, err)
+	}
+	defer f.Close()
+	dec := gob.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	var heads []cacheEntry
+	var got []cachedFile
+	for {
+		var h cacheEntry
+		if err := dec.Decode(&h); err != nil {
+			if errors.Is(err, io.EOF) && len(heads) > 0 {
+				return heads, got, nil
+			}
+			return nil, nil, fmt.Errorf("decode cache entry %s: %w", path, err)
+		}
+		if h.Build == "" || h.Build != build {
+			return nil, nil, nil // another build's
+		}
+		if h.Resources < 0 || h.Path == bundleKey || (len(heads) > 0 && (h.Reach != heads[0].Reach || h.Path <= heads[len(heads)-1].Path)) {
+			return nil, nil, fmt.Errorf("decode cache entry %s: a header out of place", path)
+		}
+		res := make([]mesh.Resource, 0, h.Resources)
+		for len(res) < h.Resources {
+			var chunk []mesh.Resource
+			if err := dec.Decode(&chunk); err != nil {
+				return nil, nil, fmt.Errorf("decode cache entry %s (%s): %w", path, h.Path, err)
+			}
+			if len(chunk) == 0 || len(res)+len(chunk) > h.Resources {
+				return nil, nil, fmt.Errorf("decode cache entry %s: %s holds more resources than announced", path, h.Path)
+			}
+			res = append(res, chunk...)
+		}
+		heads = append(heads, h)
+		got = append(got, cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Sum, res: res})
+	}
 }
 
 // cacheWrite is what a write of the decode cache did.
@@ -259,33 +290,59 @@ func (l *dirLoader) persist(dir string) (wrote bool, err error) {
 // fails leaves that file without an entry (it is decoded at the next start); the others
 // are still written.
 func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
-	type file struct {
-		head cacheEntry
-		res  []mesh.Resource
-	}
 	build := cplink.BuildID()
 	if build == "" {
 		return w, nil // a build that cannot name itself could not read the cache back
 	}
-	l.mu.Lock()
-	changes := l.changes
-	if changes == l.written {
-		l.mu.Unlock()
+	want, changes, ok := l.cacheEntries(build)
+	if !ok {
 		return w, nil // what the last write wrote is still what the cache holds
 	}
-	want := make(map[string][]file, l.cache.len()) // by entry name, in path order
-	var bundle []file
-	paths := make([]string, 0, l.cache.len())
-	for p := range l.cache.all() {
-		paths = append(paths, p)
+	have, err := entriesIn(dir)
+	if err != nil {
+		return w, fmt.Errorf("decode cache: %w", err)
 	}
-	for p := range l.good {
-		if _, ok := l.cache.get(p); !ok {
-			paths = append(paths, p) // unreadable now: its entry is no more in the cache
+	errs := l.writeEntries(dir, want, have, &w)
+	// A write that failed (a full disk) leaves the entries it would have replaced: they
+	// still serve the files that did not change at the next start, and a later write
+	// removes them.
+	if len(errs) == 0 {
+		errs = removeEntries(dir, want, have, &w)
+	}
+	if w.changed() {
+		if err := os.Remove(legacyCacheFile(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
-	slices.Sort(paths)
-	for _, path := range paths {
+	if err := errors.Join(errs...); err != nil {
+		return w, fmt.Errorf("decode cache: %w", err)
+	}
+	l.mu.Lock()
+	l.written = changes
+	l.mu.Unlock()
+	return w, nil
+}
+
+// cacheFile is a file's entry in the decode cache: its head and its resources.
+type cacheFile struct {
+	head cacheEntry
+	res  []mesh.Resource
+}
+
+// cacheEntries is what the decode cache must hold now, by entry name: an entry of its own
+// for each file of bundleBelow bytes or more, one bundle for the smaller ones (each in path
+// order). It also returns the changes count it stands for; ok is false when the last write
+// wrote as much.
+func (l *dirLoader) cacheEntries(build string) (want map[string][]cacheFile, changes uint64, ok bool) {
+	l.mu.Lock()
+	changes = l.changes
+	if changes == l.written {
+		l.mu.Unlock()
+		return nil, changes, false
+	}
+	want = make(map[string][]cacheFile, l.cache.len())
+	var bundle []cacheFile
+	for _, path := range l.cachedPaths() {
 		c, _ := l.cache.get(path)
 		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == ([32]byte{})) {
 			c = g // refused: its last good version's entry stays, for a restart to serve it
@@ -293,13 +350,13 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == ([32]byte{}) {
 			continue // failed, or not known to hold what its file holds (forget)
 		}
-		f := file{cacheEntry{Build: build, Reach: l.reachKey, Path: path, Size: c.stamp.size,
+		f := cacheFile{cacheEntry{Build: build, Reach: l.reachKey, Path: path, Size: c.stamp.size,
 			MTime: c.stamp.mtime, Ino: c.stamp.ino, Sum: c.sum, Resources: len(c.res)}, c.res}
 		if c.stamp.size < bundleBelow {
 			bundle = append(bundle, f)
 			continue
 		}
-		want[entryName(path, build, l.reachKey, c.sum)] = []file{f}
+		want[entryName(path, build, l.reachKey, c.sum)] = []cacheFile{f}
 	}
 	reach := l.reachKey
 	l.cache.dropIndex()
@@ -311,13 +368,33 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 		}
 		want[bundleName(build, reach, heads)] = bundle
 	}
+	return want, changes, true
+}
 
+// cachedPaths are the paths of the cache's files and of the last good versions kept,
+// sorted (l.mu held).
+func (l *dirLoader) cachedPaths() []string {
+	paths := make([]string, 0, l.cache.len())
+	for p := range l.cache.all() {
+		paths = append(paths, p)
+	}
+	for p := range l.good {
+		if _, ok := l.cache.get(p); !ok {
+			paths = append(paths, p) // unreadable now: its entry is no more in the cache
+		}
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// entriesIn is the names of the cache entries in dir, which it makes when missing.
+func entriesIn(dir string) (map[string]bool, error) {
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		err = os.MkdirAll(dir, 0o700)
 	}
 	if err != nil {
-		return w, fmt.Errorf("decode cache: %w", err)
+		return nil, err
 	}
 	have := make(map[string]bool, len(des))
 	for _, de := range des {
@@ -325,6 +402,11 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 			have[de.Name()] = true
 		}
 	}
+	return have, nil
+}
+
+// writeEntries writes the entries of want that dir does not have, counting them in w.
+func (l *dirLoader) writeEntries(dir string, want map[string][]cacheFile, have map[string]bool, w *cacheWrite) []error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if have[name] {
@@ -361,29 +443,20 @@ func (l *dirLoader) writeCache(dir string) (w cacheWrite, err error) {
 			w.bytes += fi.Size()
 		}
 	}
+	return errs
+}
+
+// removeEntries removes the entries dir has and want does not, counting them in w; it
+// stops at the first it cannot remove.
+func removeEntries(dir string, want map[string][]cacheFile, have map[string]bool, w *cacheWrite) []error {
 	for name := range have {
-		if _, ok := want[name]; ok || len(errs) > 0 {
-			// A write that failed (a full disk) leaves the entries it would have replaced:
-			// they still serve the files that did not change at the next start, and a
-			// later write removes them.
+		if _, ok := want[name]; ok {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			continue
+			return []error{err}
 		}
 		w.removed++
 	}
-	if w.changed() {
-		if err := os.Remove(legacyCacheFile(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return w, fmt.Errorf("decode cache: %w", err)
-	}
-	l.mu.Lock()
-	l.written = changes
-	l.mu.Unlock()
-	return w, nil
+	return nil
 }

@@ -68,16 +68,94 @@ type Router struct {
 	Dataplanes Tags `json:"dataplanes,omitempty"`
 	// RouteAdmission: how the router resolves host claims.
 	RouteAdmission RouteAdmission `json:"routeAdmission,omitempty"`
-	// Status is written by the control plane only: why the router takes no routes (its dns
-	// is held by an older router), when it takes none.
+	// Replicas is how many gateway replicas the router wants (nil: DefaultRouterReplicas):
+	// fewer ready makes it Degraded.
+	Replicas *int `json:"replicas,omitempty"`
+	// Listener is where its gateways take requests (`kuma-cp router install` renders it).
+	Listener *RouterListener `json:"listener,omitempty"`
+	// Status is written by the control plane only: the replicas' readiness, as its DNS
+	// serves it, and the conditions Available and Degraded.
 	Status *RouterStatus `json:"status,omitempty"`
 }
 
-// RouterStatus is a router's state as the control plane's scheduler sees it.
+// DefaultRouterReplicas is a router's replicas when it sets none: HA is the default.
+const DefaultRouterReplicas = 2
+
+// Router listener protocols.
+const (
+	ProtocolHTTP = "HTTP"
+)
+
+// DefaultRouterPort is the listener's port when the router sets none.
+const DefaultRouterPort = 8080
+
+// RouterListener is Router.listener: the port and protocol of its gateways.
+type RouterListener struct {
+	Port     uint32 `json:"port,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// DesiredReplicas is the router's replicas with the default applied.
+func (r *Router) DesiredReplicas() int {
+	if r.Replicas == nil {
+		return DefaultRouterReplicas
+	}
+	return *r.Replicas
+}
+
+// ListenerOf is the router's listener with the defaults applied.
+func (r *Router) ListenerOf() RouterListener {
+	l := RouterListener{Port: DefaultRouterPort, Protocol: ProtocolHTTP}
+	if r.Listener != nil {
+		if r.Listener.Port != 0 {
+			l.Port = r.Listener.Port
+		}
+		if r.Listener.Protocol != "" {
+			l.Protocol = r.Listener.Protocol
+		}
+	}
+	return l
+}
+
+// RouterStatus is a router's status: its replicas as the control plane's DNS serves them.
 type RouterStatus struct {
-	// Conditions: type DNS, False with reason RouterDNSInUse and a message naming the
-	// router that holds the dns, while another (older) router has it.
+	// DesiredReplicas is the router's replicas; ReadyReplicas how many are ready.
+	DesiredReplicas int `json:"desiredReplicas"`
+	ReadyReplicas   int `json:"readyReplicas"`
+	// Replicas are its gateway dataplanes, by name.
+	Replicas []RouterReplica `json:"replicas,omitempty"`
+	// Conditions: Available (at least one replica ready) and Degraded (fewer ready than
+	// desired).
 	Conditions []RouteCondition `json:"conditions,omitempty"`
+}
+
+// RouterReplica is one gateway dataplane of a router: its address in the router's DNS and
+// whether it is ready, with the reason when it is not.
+type RouterReplica struct {
+	Name    string `json:"name"`
+	Address string `json:"address,omitempty"`
+	Ready   bool   `json:"ready"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Router condition types.
+const (
+	ConditionAvailable = "Available"
+	ConditionDegraded  = "Degraded"
+)
+
+// Condition is the router's condition of type typ (nil when it has none).
+func (s *RouterStatus) Condition(typ string) *RouteCondition {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == typ {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // RouteAdmission is Router.routeAdmission.
@@ -227,4 +305,27 @@ func (r *Route) ServedName() string {
 		}
 	}
 	return name
+}
+
+// GatewayInbound is what Router.Replica returns for a Kuma gateway dataplane: its
+// networking.gateway.tags, not an inbound, matched the router's selector.
+const GatewayInbound = -1
+
+// Replica reports whether dp is one of the router's gateway replicas: an inbound whose tags
+// carry every tag of its dataplanes selector (that inbound's index), or, for a Kuma gateway
+// dataplane (networking.gateway, builtin or delegated), its gateway tags (GatewayInbound).
+// A router without a selector has no replicas.
+func (r *Router) Replica(dp *Dataplane) (inbound int, ok bool) {
+	if len(r.Dataplanes) == 0 {
+		return 0, false
+	}
+	for i, in := range dp.Networking.Inbound {
+		if r.Dataplanes.Matches(in.Tags) {
+			return i, true
+		}
+	}
+	if gw := dp.Networking.GatewayTags(); len(gw) > 0 && r.Dataplanes.Matches(gw) {
+		return GatewayInbound, true
+	}
+	return 0, false
 }

@@ -54,6 +54,9 @@ dns: shop-www.shard1.apps.example.com
 		t.Fatalf("got %d resources", len(rs))
 	}
 	rt := rs[0].(*Router)
+	if rt.DesiredReplicas() != DefaultRouterReplicas || rt.ListenerOf() != (RouterListener{Port: DefaultRouterPort, Protocol: ProtocolHTTP}) {
+		t.Errorf("router defaults: replicas %d, listener %+v", rt.DesiredReplicas(), rt.ListenerOf())
+	}
 	if rt.DNS != "shard1.apps.example.com" || rt.RouteSelector["shard"] != "1" || rt.RouteAdmission.NamespaceOwnership != NamespaceOwnershipAllowed || rt.Mesh != "default" {
 		t.Errorf("router: %+v", rt)
 	}
@@ -83,6 +86,9 @@ func TestValidateRoutingResources(t *testing.T) {
 		{"router dns name too long", "type: Router\nname: r\ndns: " + strings.Repeat("abcdefghi.", 26) + "com\n", []string{`dns: 263 characters, more than 253`}},
 		{"router admission", "type: Router\nname: r\ndns: a.b\nrouteAdmission: {namespaceOwnership: Loose, wildcardPolicy: Maybe}\n",
 			[]string{`routeAdmission.namespaceOwnership: must be Strict or InterNamespaceAllowed (value "Loose")`, `routeAdmission.wildcardPolicy: must be WildcardsDisallowed or WildcardsAllowed (value "Maybe")`}},
+		{"router replicas and listener", "type: Router\nname: r\ndns: a.b\nreplicas: -1\nlistener: {port: 70000, protocol: UDP}\n",
+			[]string{`replicas: must be 0 to 100 (value "-1")`, `listener.port: must be 1 to 65535 (value "70000")`, `listener.protocol: must be HTTP (the routers' gateways serve HTTP) (value "UDP")`}},
+		{"router replicas not a number", "type: Router\nname: r\ndns: a.b\nreplicas: two\n", []string{`replicas`, `two`}},
 		{"router namespace selector", "type: Router\nname: r\ndns: a.b\nnamespaceSelector: [Shop]\n", []string{`namespaceSelector[0]: a namespace: label "Shop"`}},
 		{"route fields", "type: Route\nname: r\nnamespace: shop\nhost: www\ndnsType: custom\nwildcardPolicy: Everything\npath: cart\nto: {service: web}\n",
 			[]string{`dnsType: must be system or user (value "custom")`, `wildcardPolicy: must be None or Subdomain (value "Everything")`, `path: must start with / (value "cart")`, `to.port: `}},
@@ -154,5 +160,92 @@ to: {service: blog, port: 8080}
 	// The same route twice is still a duplicate.
 	if _, err := NewSnapshot(rs[0].(*Dataplane), []Resource{rs[1], rs[1]}); err == nil {
 		t.Fatal("one route given twice was accepted")
+	}
+}
+
+func TestDecodeRouterReplicasAndStatus(t *testing.T) {
+	rs, err := Decode("r.yaml", []byte(`type: Router
+name: shard1
+dns: shard1.apps.example.com
+replicas: 0
+listener: {port: 8443}
+status:
+  desiredReplicas: 0
+  readyReplicas: 1
+  replicas: [{name: gw-1, address: 10.0.0.1, ready: true}]
+  conditions: [{type: Available, status: "True", reason: ReplicasReady}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := rs[0].(*Router)
+	if rt.DesiredReplicas() != 0 || rt.ListenerOf().Port != 8443 || rt.ListenerOf().Protocol != ProtocolHTTP {
+		t.Errorf("replicas %d, listener %+v", rt.DesiredReplicas(), rt.ListenerOf())
+	}
+	if c := rt.Status.Condition(ConditionAvailable); c == nil || c.Status != "True" || rt.Status.Replicas[0].Address != "10.0.0.1" {
+		t.Errorf("status: %+v", rt.Status)
+	}
+	if rt.Status.Condition(ConditionDegraded) != nil {
+		t.Error("a condition it does not have")
+	}
+}
+
+func TestRouterReplica(t *testing.T) {
+	rs, err := Decode("r.yaml", []byte(`type: Router
+name: shard1
+dns: shard1.apps.example.com
+dataplanes: {kuma.io/service: gw}
+---
+type: Dataplane
+name: inbound-gw
+networking:
+  address: 10.0.0.1
+  inbound:
+  - {port: 9000, tags: {kuma.io/service: other}}
+  - {port: 8080, tags: {kuma.io/service: gw}}
+---
+type: Dataplane
+name: kuma-gw
+networking:
+  address: 10.0.0.2
+  gateway: {type: BUILTIN, tags: {kuma.io/service: gw}}
+---
+type: Dataplane
+name: other-gw
+networking:
+  address: 10.0.0.3
+  gateway: {tags: {kuma.io/service: edge}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := rs[0].(*Router)
+	for _, c := range []struct {
+		dp      *Dataplane
+		inbound int
+		ok      bool
+	}{{rs[1].(*Dataplane), 1, true}, {rs[2].(*Dataplane), GatewayInbound, true}, {rs[3].(*Dataplane), 0, false}} {
+		if i, ok := rt.Replica(c.dp); i != c.inbound || ok != c.ok {
+			t.Errorf("%s: inbound %d %v, want %d %v", c.dp.Name, i, ok, c.inbound, c.ok)
+		}
+	}
+	rt.Dataplanes = nil
+	if _, ok := rt.Replica(rs[1].(*Dataplane)); ok {
+		t.Error("a router without a selector has a replica")
+	}
+}
+
+func TestEncodeJSON(t *testing.T) {
+	rs, err := Decode("r.yaml", []byte("type: Router\nname: shard1\ndns: shard1.apps.example.com\nreplicas: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := EncodeJSON(rs[0])
+	if strings.Contains(string(doc), "creationTime") || !strings.Contains(string(doc), `"type":"Router"`) {
+		t.Errorf("encoded %s", doc)
+	}
+	back, err := Decode("r.json", doc)
+	if err != nil || back[0].(*Router).DesiredReplicas() != 3 {
+		t.Errorf("read back: %v %+v", err, back)
 	}
 }

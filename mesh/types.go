@@ -7,6 +7,7 @@ package mesh
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/kumadp/kuma-dp/tagset"
@@ -441,4 +442,23 @@ type Snapshot struct {
 	// change with a router replica's readiness) may differ.
 	ModelHash string
 	Hash      string
+}
+
+// GatewayTags are Kuma's networking.gateway.tags (nil when the dataplane is no gateway, or
+// its gateway does not decode: validation reports that).
+func (n *Networking) GatewayTags() Tags {
+	if n.NetworkingExtra == nil || len(n.NetworkingExtra.Gateway) == 0 {
+		return nil
+	}
+	var g struct {
+		Tags map[string]any `json:"tags"`
+	}
+	if json.Unmarshal(n.NetworkingExtra.Gateway, &g) != nil || len(g.Tags) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(g.Tags))
+	for k, v := range g.Tags {
+		m[k] = fmt.Sprint(v)
+	}
+	return TagsOf(m)
 }

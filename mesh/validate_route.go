@@ -84,7 +84,23 @@ func (v *validator) router(r *Router) {
 	default:
 		v.errorf("routeAdmission.wildcardPolicy", r.RouteAdmission.WildcardPolicy, "must be %s or %s", WildcardsDisallowed, WildcardsAllowed)
 	}
+	if r.Replicas != nil && (*r.Replicas < 0 || *r.Replicas > MaxRouterReplicas) {
+		v.errorf("replicas", fmt.Sprint(*r.Replicas), "must be 0 to %d", MaxRouterReplicas)
+	}
+	if l := r.Listener; l != nil {
+		if l.Port > 65535 {
+			v.errorf("listener.port", fmt.Sprint(l.Port), "must be 1 to 65535")
+		}
+		switch l.Protocol {
+		case "", ProtocolHTTP:
+		default:
+			v.errorf("listener.protocol", l.Protocol, "must be %s (the routers' gateways serve HTTP)", ProtocolHTTP)
+		}
+	}
 }
+
+// MaxRouterReplicas is the most replicas a router may ask for.
+const MaxRouterReplicas = 100
 
 func (v *validator) route(r *Route) {
 	if err := CheckDNSLabel(r.Namespace); err != nil {

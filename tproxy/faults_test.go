@@ -136,17 +136,29 @@ func TestUnrecordableRouteIsNotAdded(t *testing.T) {
 	b := backend{name: "legacy"}
 	requireNetns(t, b.bin(IPv4, "restore"))
 	n := newTestNS(t, 8)
-	c := faultConfig(t, n, b)
+	installUnrecordable(t, n, faultConfig(t, n, b), "cannot record")
+}
+
+// The same for ::6 on lo, in a namespace whose default routes cover the VIP ranges (so
+// no route is wanted and the address is the first thing to record).
+func TestUnrecordablePassthroughAddressIsNotAdded(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
+	n := newTestNS(t, 30)
+	mustRun(t, "ip", "netns", "exec", n.name, "ip", "route", "add", "default", "via", n.host4.String())
+	mustRun(t, "ip", "netns", "exec", n.name, "ip", "-6", "route", "add", "default", "via", n.host6.String())
+	installUnrecordable(t, n, faultConfig(t, n, b), "cannot record the address ::6/128")
+}
+
+// installUnrecordable installs c in dual-stack mode with its state file on a read-only file
+// system: the install fails with an error holding want, and no route or address was added.
+func installUnrecordable(t *testing.T, n *testNS, c Config, want string) {
+	t.Helper()
 	c.IPFamilyMode = "dualstack"
-	ro := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a read-only tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", ro).Run() })
-	c.StateFile = filepath.Join(ro, "state.json") // a read-only file system
+	c.StateFile = filepath.Join(readOnlyDir(t), "state.json")
 	before := n.netState(t)
 	err := Install(context.Background(), c, testLogger(t))
-	if err == nil || !strings.Contains(err.Error(), "cannot record") {
+	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Install with an unwritable state file: %v", err)
 	}
 	if after := n.netState(t); after != before {
@@ -155,6 +167,43 @@ func TestUnrecordableRouteIsNotAdded(t *testing.T) {
 	c.StateFile = filepath.Join(t.TempDir(), "state.json")
 	if err := Uninstall(context.Background(), c, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// readOnlyDir is a directory on a read-only file system (a tmpfs mounted ro).
+func readOnlyDir(t *testing.T) string {
+	ro := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a read-only tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", ro).Run() })
+	return ro
+}
+
+// ::6 already on lo was put there by someone else: install uses it without recording it as
+// ours, and uninstall leaves it.
+func TestForeignPassthroughAddressKept(t *testing.T) {
+	b := backend{name: "legacy"}
+	requireNetns(t, b.bin(IPv4, "restore"), b.bin(IPv6, "restore"))
+	n := newTestNS(t, 29)
+	c := faultConfig(t, n, b)
+	c.IPFamilyMode = "dualstack"
+	mustRun(t, "ip", "netns", "exec", n.name, "ip", "-6", "addr", "add", "::6/128", "dev", "lo")
+	if err := Install(context.Background(), c, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := loadState(statePath(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Addresses) != 0 {
+		t.Errorf("the state file records %v as ours", st.Addresses)
+	}
+	if err := Uninstall(context.Background(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if lo := n.netState(t); !strings.Contains(lo, "inet6 ::6/128") {
+		t.Fatalf("uninstall removed the ::6 it had not added:\n%s", lo)
 	}
 }
 

@@ -256,80 +256,121 @@ func ensureNet(c Config, log *slog.Logger) (netState, error) {
 	if err != nil {
 		return netState{}, fmt.Errorf("netlink: loopback: %w", err)
 	}
-	var st netState
+	n := &netInstall{c: c, log: log, h: h, lo: lo, old: old}
 	for _, p := range vipRanges(c) {
-		if i := slices.IndexFunc(old.Routes, func(r addedRoute) bool { return r.Dst == p }); i >= 0 && hasRoute(h, old.Routes[i]) {
-			st.Routes = append(st.Routes, old.Routes[i]) // ours, from an earlier install
-			continue
+		if err := n.ensureRoute(p); err != nil {
+			return n.st, err
 		}
-		r, err := coveringRoute(h, p)
-		if err != nil {
-			return st, err
-		}
-		if r != nil {
-			log.Info("VIP range routable", "range", p, "route", describeRoute(h, r))
-			continue
-		}
-		dev, err := routeDevice(h, familyOf(p.Addr()))
-		if err != nil {
-			log.Warn("VIP range not routable: applications will get 'network unreachable'", "range", p, "error", err)
-			continue
-		}
-		route := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN}
-		added := addedRoute{Dst: p, Dev: dev.Attrs().Name}
-		// Recorded before it is added: a route we cannot record is never added, so
-		// uninstall always knows every route of ours.
-		if err := saveState(statePath(c), merged(old, st, netState{Routes: []addedRoute{added}})); err != nil {
-			return st, fmt.Errorf("cannot record the VIP route %s before adding it, so it was not added: %w", p, err)
-		}
-		if err := h.RouteAdd(route); err != nil {
-			_ = saveState(statePath(c), merged(old, st, netState{}))
-			return st, fmt.Errorf("netlink: add route %s dev %s: %w", p, dev.Attrs().Name, err)
-		}
-		st.Routes = append(st.Routes, added)
-		log.Info("VIP range had no route: added one", "range", p, "dev", dev.Attrs().Name)
 	}
 	if slices.Contains(c.Families(), IPv6) {
-		six := netip.MustParsePrefix("::6/128")
-		addrs, err := h.AddrList(lo, netlink.FAMILY_V6)
-		if err != nil {
-			return st, fmt.Errorf("netlink: addresses of lo: %w", err)
-		}
-		present := slices.ContainsFunc(addrs, func(a netlink.Addr) bool { p, _ := toPrefix(a.IPNet); return p == six })
-		switch {
-		case present && slices.Contains(old.Addresses, six):
-			st.Addresses = append(st.Addresses, six)
-		case present:
-		default:
-			if err := saveState(statePath(c), merged(old, st, netState{Addresses: []netip.Prefix{six}})); err != nil {
-				return st, fmt.Errorf("cannot record the address %s on lo before adding it, so it was not added: %w", six, err)
-			}
-			if err := h.AddrAdd(lo, &netlink.Addr{IPNet: toIPNet(six)}); err != nil {
-				_ = saveState(statePath(c), merged(old, st, netState{}))
-				log.Warn("cannot add ::6 to lo (IPv6 disabled?): IPv6 inbound passthrough will not work", "error", err)
-			} else {
-				st.Addresses = append(st.Addresses, six)
-				log.Info("added the inbound passthrough address", "address", six, "dev", "lo")
-			}
+		if err := n.ensurePassthroughAddr(); err != nil {
+			return n.st, err
 		}
 	}
 	// What an earlier install added and this config no longer wants (another family mode,
 	// other VIP ranges) is ours to remove.
-	var stale netState
+	if err := deleteNet(h, lo, staleNet(old, n.st), log); err != nil {
+		return n.st, err
+	}
+	return n.st, saveState(statePath(c), n.st)
+}
+
+// netInstall is one install's work on routes and addresses: what an earlier install
+// recorded (old) and what this one holds so far (st).
+type netInstall struct {
+	c       Config
+	log     *slog.Logger
+	h       *netlink.Handle
+	lo      netlink.Link
+	old, st netState
+}
+
+// record writes the state file before next is added: a route or address we cannot record
+// is never added, so uninstall always knows every one of ours.
+func (n *netInstall) record(next netState) error {
+	return saveState(statePath(n.c), merged(n.old, n.st, next))
+}
+
+// ensureRoute makes the VIP range p routable: an earlier install's route still there is
+// kept, a route covering p is left alone, else a link route is added on the family's device.
+// A range with no device to route it is logged, not an error.
+func (n *netInstall) ensureRoute(p netip.Prefix) error {
+	if i := slices.IndexFunc(n.old.Routes, func(r addedRoute) bool { return r.Dst == p }); i >= 0 && hasRoute(n.h, n.old.Routes[i]) {
+		n.st.Routes = append(n.st.Routes, n.old.Routes[i]) // ours, from an earlier install
+		return nil
+	}
+	r, err := coveringRoute(n.h, p)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		n.log.Info("VIP range routable", "range", p, "route", describeRoute(n.h, r))
+		return nil
+	}
+	dev, err := routeDevice(n.h, familyOf(p.Addr()))
+	if err != nil {
+		n.log.Warn("VIP range not routable: applications will get 'network unreachable'", "range", p, "error", err)
+		return nil
+	}
+	route := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: toIPNet(p), Scope: netlink.SCOPE_LINK, Table: unix.RT_TABLE_MAIN}
+	added := addedRoute{Dst: p, Dev: dev.Attrs().Name}
+	if err := n.record(netState{Routes: []addedRoute{added}}); err != nil {
+		return fmt.Errorf("cannot record the VIP route %s before adding it, so it was not added: %w", p, err)
+	}
+	if err := n.h.RouteAdd(route); err != nil {
+		_ = n.record(netState{})
+		return fmt.Errorf("netlink: add route %s dev %s: %w", p, dev.Attrs().Name, err)
+	}
+	n.st.Routes = append(n.st.Routes, added)
+	n.log.Info("VIP range had no route: added one", "range", p, "dev", dev.Attrs().Name)
+	return nil
+}
+
+// ensurePassthroughAddr puts ::6, the IPv6 inbound passthrough address, on lo: kept when an
+// earlier install added it, left alone when someone else did. A kernel refusing it (IPv6
+// disabled) is logged, not an error.
+func (n *netInstall) ensurePassthroughAddr() error {
+	six := netip.MustParsePrefix("::6/128")
+	addrs, err := n.h.AddrList(n.lo, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("netlink: addresses of lo: %w", err)
+	}
+	present := slices.ContainsFunc(addrs, func(a netlink.Addr) bool { p, _ := toPrefix(a.IPNet); return p == six })
+	switch {
+	case present && slices.Contains(n.old.Addresses, six):
+		n.st.Addresses = append(n.st.Addresses, six)
+		return nil
+	case present:
+		return nil
+	}
+	if err := n.record(netState{Addresses: []netip.Prefix{six}}); err != nil {
+		return fmt.Errorf("cannot record the address %s on lo before adding it, so it was not added: %w", six, err)
+	}
+	if err := n.h.AddrAdd(n.lo, &netlink.Addr{IPNet: toIPNet(six)}); err != nil {
+		_ = n.record(netState{})
+		n.log.Warn("cannot add ::6 to lo (IPv6 disabled?): IPv6 inbound passthrough will not work", "error", err)
+		return nil
+	}
+	n.st.Addresses = append(n.st.Addresses, six)
+	n.log.Info("added the inbound passthrough address", "address", six, "dev", "lo")
+	return nil
+}
+
+// staleNet is what old holds that st does not: an earlier install's routes and addresses this
+// one no longer wants.
+func staleNet(old, st netState) netState {
+	var out netState
 	for _, r := range old.Routes {
 		if !slices.ContainsFunc(st.Routes, func(n addedRoute) bool { return n.Dst == r.Dst }) {
-			stale.Routes = append(stale.Routes, r)
+			out.Routes = append(out.Routes, r)
 		}
 	}
 	for _, a := range old.Addresses {
 		if !slices.Contains(st.Addresses, a) {
-			stale.Addresses = append(stale.Addresses, a)
+			out.Addresses = append(out.Addresses, a)
 		}
 	}
-	if err := deleteNet(h, lo, stale, log); err != nil {
-		return st, err
-	}
-	return st, saveState(statePath(c), st)
+	return out
 }
 
 // merged is everything the state file must name while an install is under way: what an

@@ -276,9 +276,24 @@ func (x *expander) visit(in *inbound) {
 		return
 	}
 	sel := &x.sels[best]
-	b := append(x.buf[:0], x.name...)
+	b, missing := appendSelKey(append(x.buf[:0], x.name...), sel, in)
+	x.buf = b
+	c, h := x.lookup(b)
+	if c != nil || delta < 0 {
+		x.count(c, delta)
+		return
+	}
+	c = x.newCandidate(sel, in, missing)
+	c.refs = delta
+	x.cands.put(h, c)
+	x.remember(c)
+	x.emit(c, true)
+}
+
+// appendSelKey appends to b the key part of a candidate of sel for in: {k=v,...} over the
+// selector's destination tags, "<missing>" (and missing true) for a tag in lacks.
+func appendSelKey(b []byte, sel *compiledSel, in *inbound) (_ []byte, missing bool) {
 	b = append(b, '{')
-	missing := false
 	for i, d := range sel.dest {
 		if i > 0 {
 			b = append(b, ',')
@@ -297,14 +312,14 @@ func (x *expander) visit(in *inbound) {
 		}
 		b = append(b, v...)
 	}
-	b = append(b, '}')
-	x.buf = b
-	c, h := x.lookup(b)
-	if c != nil || delta < 0 {
-		x.count(c, delta)
-		return
-	}
-	c = &candidate{refs: delta}
+	return append(b, '}'), missing
+}
+
+// newCandidate is the candidate of sel for in, its key the one in x.buf: its tags, and its
+// hostname and port rendered from them (or the reason it has none).
+func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *candidate {
+	b := x.buf
+	c := &candidate{}
 	c.detail = sel.detail
 	c.Tags = make(mesh.Tags, 0, len(sel.dest))
 	var absent []string
@@ -348,9 +363,7 @@ func (x *expander) visit(in *inbound) {
 		c.key, c.Hostname = kh[:keyLen], kh[keyLen:]
 		c.setPort(port)
 	}
-	x.cands.put(h, c)
-	x.remember(c)
-	x.emit(c, true)
+	return c
 }
 
 func (x *expander) count(c *candidate, delta int32) {

@@ -10,8 +10,38 @@ import (
 // resolve settles every touched hostname: collisions, VIPs (new ones in sorted order, so the
 // result is deterministic), entries, and the next Table.
 func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
-	// MeshExternalService and MeshService VIPs first (mesAdded: their keys): they come from
-	// their own pools, and a new one touches that resource's hostnames.
+	a.allocateMESAdded(r, mesAdded)
+	touched := r.touched
+	sortHosts(touched)
+	a.allocateTouched(touched)
+	full := a.table == nil || len(touched) > deltaLimit(a.table.count)/2
+	repl, names, addrT := a.settleTouched(touched, full)
+	var prevAll []*Entry
+	if a.table != nil {
+		prevAll = a.table.all
+	}
+	all := mergeEntries(prevAll, touched, repl)
+	if r.skipsChanged {
+		a.listSkipped()
+	}
+	mes := a.mesStatuses()
+	if full {
+		a.table = buildTable(a.s.v6, all, a.skipped, mes, a.sum)
+	} else {
+		addrs := make(map[uint32]*Entry, len(addrT))
+		for v, key := range addrT {
+			addrs[v] = a.addrOwner(v, key)
+		}
+		a.table = a.table.derive(all, names, addrs, a.skipped, mes, a.sum)
+	}
+	a.table.ms = a.meshServiceStatuses()
+	return a.table
+}
+
+// allocateMESAdded gives the MeshExternalServices and MeshServices added (mesAdded: their
+// keys) their VIPs first: they come from their own pools, and a new one touches that
+// resource's hostnames.
+func (a *Allocator) allocateMESAdded(r *round, mesAdded []string) {
 	sort.Strings(mesAdded)
 	mesAdded = compactStrings(mesAdded)
 	var mesNeed []string
@@ -30,9 +60,12 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			}
 		}
 	}
+}
 
-	touched := r.touched
-	sortHosts(touched)
+// allocateTouched sorts each touched hostname's candidates, best first, releases the VIP of
+// a hostname left without candidates or now owned by a resource's VIP, and allocates one
+// (in hostname order) to each that has none.
+func (a *Allocator) allocateTouched(touched []*hostState) {
 	need := make([]*hostState, 0, len(touched))
 	for _, hs := range touched {
 		hs.touched = false
@@ -51,69 +84,57 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		}
 	}
 	a.allocateHosts(need)
+}
 
-	full := a.table == nil || len(touched) > deltaLimit(a.table.count)/2
-	var names map[string]*Entry
-	var addrT map[uint32]string // touched VIPs -> key of the new owner ("" for none known)
+// settleTouched builds the entries of each touched hostname (repl, in touched's order).
+// For a table derived from the last one (not full) it also returns the touched hostnames'
+// available entries (names) and the touched VIPs with the key of their new owner (addrT,
+// "" for none known).
+func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl [][]*Entry, names map[string]*Entry, addrT map[uint32]string) {
+	repl = make([][]*Entry, len(touched))
+	if full && len(touched) >= parallelWork {
+		a.settleParallel(touched, repl)
+		return repl, nil, nil
+	}
 	if !full {
 		names = make(map[string]*Entry, len(touched))
 		addrT = make(map[uint32]string, len(touched))
 	}
-	repl := make([][]*Entry, len(touched))
-	if full && len(touched) >= parallelWork {
-		a.settleParallel(touched, repl)
-	} else {
-		st := settler{slab: a.entrySlab}
-		for i, hs := range touched {
-			oldAvail := a.settle(&st, hs)
-			repl[i] = hs.entries()
-			if full {
-				continue
-			}
-			names[hs.name()] = hs.avail()
-			if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
-				if _, seen := addrT[e.v4]; !seen || e.vipOwner() != "" {
-					addrT[e.v4] = addrKey(e)
-				}
-			}
-			if e := hs.avail(); e != nil && e.flags&hasV4 != 0 {
+	st := settler{slab: a.entrySlab}
+	for i, hs := range touched {
+		oldAvail := a.settle(&st, hs)
+		repl[i] = hs.entries()
+		if full {
+			continue
+		}
+		names[hs.name()] = hs.avail()
+		if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
+			if _, seen := addrT[e.v4]; !seen || e.vipOwner() != "" {
 				addrT[e.v4] = addrKey(e)
 			}
 		}
-		a.entrySlab = st.slab
-		a.finishSettle(&st)
+		if e := hs.avail(); e != nil && e.flags&hasV4 != 0 {
+			addrT[e.v4] = addrKey(e)
+		}
 	}
+	a.entrySlab = st.slab
+	a.finishSettle(&st)
+	return repl, names, addrT
+}
 
-	var prevAll []*Entry
-	if a.table != nil {
-		prevAll = a.table.all
+// listSkipped lists the skipped candidates again, by key then origin kind.
+func (a *Allocator) listSkipped() {
+	a.skipped = a.skipped[:0:0]
+	for _, c := range a.skips {
+		a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags,
+			MeshExternalService: c.MeshExternalService(), MeshService: c.MeshService(), Reason: c.Reason()})
 	}
-	all := mergeEntries(prevAll, touched, repl)
-	if r.skipsChanged {
-		a.skipped = a.skipped[:0:0]
-		for _, c := range a.skips {
-			a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags,
-				MeshExternalService: c.MeshExternalService(), MeshService: c.MeshService(), Reason: c.Reason()})
+	sort.Slice(a.skipped, func(i, j int) bool {
+		if a.skipped[i].Key != a.skipped[j].Key {
+			return a.skipped[i].Key < a.skipped[j].Key
 		}
-		sort.Slice(a.skipped, func(i, j int) bool {
-			if a.skipped[i].Key != a.skipped[j].Key {
-				return a.skipped[i].Key < a.skipped[j].Key
-			}
-			return a.skipped[i].Origin.Kind < a.skipped[j].Origin.Kind
-		})
-	}
-	mes := a.mesStatuses()
-	if full {
-		a.table = buildTable(a.s.v6, all, a.skipped, mes, a.sum)
-	} else {
-		addrs := make(map[uint32]*Entry, len(addrT))
-		for v, key := range addrT {
-			addrs[v] = a.addrOwner(v, key)
-		}
-		a.table = a.table.derive(all, names, addrs, a.skipped, mes, a.sum)
-	}
-	a.table.ms = a.meshServiceStatuses()
-	return a.table
+		return a.skipped[i].Origin.Kind < a.skipped[j].Origin.Kind
+	})
 }
 
 // entriesFor builds the entries of one hostname from its candidates (sorted best first):

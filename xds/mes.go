@@ -189,18 +189,11 @@ var tlsVersions = map[string]tlsv3.TlsParameters_TlsProtocol{
 func upstreamTLS(t *mesh.MESTLS, eps []mesEndpoint, caBundle string) (*tlsv3.UpstreamTlsContext, *routeError) {
 	common := &tlsv3.CommonTlsContext{}
 	if v := t.Version; v != nil {
-		lo, ok := tlsVersions[v.Min]
-		if !ok {
-			return nil, &routeError{"spec.tls.version.min", fmt.Sprintf("one of TLSAuto, TLS10, TLS11, TLS12, TLS13 (value %q)", v.Min)}
+		params, err := tlsParams(v.Min, v.Max)
+		if err != nil {
+			return nil, err
 		}
-		hi, ok := tlsVersions[v.Max]
-		if !ok {
-			return nil, &routeError{"spec.tls.version.max", fmt.Sprintf("one of TLSAuto, TLS10, TLS11, TLS12, TLS13 (value %q)", v.Max)}
-		}
-		if lo != tlsv3.TlsParameters_TLS_AUTO && hi != tlsv3.TlsParameters_TLS_AUTO && lo > hi {
-			return nil, &routeError{"spec.tls.version", fmt.Sprintf("min is above max (value %q)", v.Min+" > "+v.Max)}
-		}
-		common.TlsParams = &tlsv3.TlsParameters{TlsMinimumProtocolVersion: lo, TlsMaximumProtocolVersion: hi}
+		common.TlsParams = params
 	}
 	ver := t.Verification
 	if ver == nil {
@@ -242,6 +235,34 @@ func upstreamTLS(t *mesh.MESTLS, eps []mesEndpoint, caBundle string) (*tlsv3.Ups
 	default:
 		return nil, &routeError{"spec.tls.verification.mode", fmt.Sprintf("one of Secured, SkipSAN, SkipCA, SkipAll (value %q)", ver.Mode)}
 	}
+	vc, err := validationContext(ver, mode, eps, caBundle)
+	if err != nil {
+		return nil, err
+	}
+	common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+	return utc, nil
+}
+
+// tlsParams are the TLS versions from minV to maxV (each TLSAuto or TLS10-TLS13).
+func tlsParams(minV, maxV string) (*tlsv3.TlsParameters, *routeError) {
+	lo, ok := tlsVersions[minV]
+	if !ok {
+		return nil, &routeError{"spec.tls.version.min", fmt.Sprintf("one of TLSAuto, TLS10, TLS11, TLS12, TLS13 (value %q)", minV)}
+	}
+	hi, ok := tlsVersions[maxV]
+	if !ok {
+		return nil, &routeError{"spec.tls.version.max", fmt.Sprintf("one of TLSAuto, TLS10, TLS11, TLS12, TLS13 (value %q)", maxV)}
+	}
+	if lo != tlsv3.TlsParameters_TLS_AUTO && hi != tlsv3.TlsParameters_TLS_AUTO && lo > hi {
+		return nil, &routeError{"spec.tls.version", fmt.Sprintf("min is above max (value %q)", minV+" > "+maxV)}
+	}
+	return &tlsv3.TlsParameters{TlsMinimumProtocolVersion: lo, TlsMaximumProtocolVersion: hi}, nil
+}
+
+// validationContext checks the server's certificate in mode (Secured, SkipSAN or SkipCA):
+// against the given CA (else the host's bundle, caBundle), and its names against the
+// given ones or the endpoints'.
+func validationContext(ver *mesh.MESVerification, mode string, eps []mesEndpoint, caBundle string) (*tlsv3.CertificateValidationContext, *routeError) {
 	vc := &tlsv3.CertificateValidationContext{}
 	if ver.CACert != nil {
 		ca, err := dataSource("spec.tls.verification.caCert", ver.CACert)
@@ -266,8 +287,7 @@ func upstreamTLS(t *mesh.MESTLS, eps []mesEndpoint, caBundle string) (*tlsv3.Ups
 		}
 		vc.MatchTypedSubjectAltNames = sans
 	}
-	common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
-	return utc, nil
+	return vc, nil
 }
 
 // sanMatchers: the given names, or (the MeshExternalService design) the endpoints' domains and IPs.

@@ -37,21 +37,40 @@ type gateway struct {
 	index  int // in Self.Networking.Inbound
 }
 
-// gateways are Self's router inbounds, by inbound index. An inbound matched by several
+// gateways are Self's router inbounds, by inbound index; a Kuma gateway dataplane
+// (networking.gateway, no inbounds) whose gateway tags a router selects serves it on the
+// router's listener, under mesh.GatewayInbound. An inbound (or gateway) matched by several
 // routers serves the first by name (a problem names the others).
 func (g *generator) gateways() map[int]*mesh.Router {
 	out := map[int]*mesh.Router{}
-	for i, in := range g.s.Self.Networking.Inbound {
+	for i, t := range gatewayTags(g.s.Self) {
 		for _, rt := range g.s.Routers { // sorted by name
-			if len(rt.Dataplanes) == 0 || !rt.Dataplanes.Matches(normalizeTags(in.Tags)) {
+			if len(rt.Dataplanes) == 0 || !rt.Dataplanes.Matches(t) {
 				continue
 			}
 			if first, taken := out[i]; taken {
-				g.problem(mesh.KindRouter, rt.Name, "dataplanes", fmt.Sprintf("inbound %d of dataplane %q already serves router %q; not served here", i, g.s.Self.Name, first.Name))
+				what := fmt.Sprintf("inbound %d", i)
+				if i == mesh.GatewayInbound {
+					what = "the gateway"
+				}
+				g.problem(mesh.KindRouter, rt.Name, "dataplanes", fmt.Sprintf("%s of dataplane %q already serves router %q; not served here", what, g.s.Self.Name, first.Name))
 				continue
 			}
 			out[i] = rt
 		}
+	}
+	return out
+}
+
+// gatewayTags are the tags a router's selector is matched against, by inbound index: each
+// inbound's, and a Kuma gateway's under mesh.GatewayInbound.
+func gatewayTags(dp *mesh.Dataplane) map[int]mesh.Tags {
+	out := make(map[int]mesh.Tags, len(dp.Networking.Inbound)+1)
+	for i, in := range dp.Networking.Inbound {
+		out[i] = normalizeTags(in.Tags)
+	}
+	if t := dp.Networking.GatewayTags(); len(t) > 0 {
+		out[mesh.GatewayInbound] = normalizeTags(t)
 	}
 	return out
 }
@@ -62,9 +81,9 @@ func isRouterReplica(s *mesh.Snapshot) bool {
 	if s == nil || s.Self == nil {
 		return false
 	}
-	for _, in := range s.Self.Networking.Inbound {
+	for _, t := range gatewayTags(s.Self) {
 		for _, rt := range s.Routers {
-			if len(rt.Dataplanes) > 0 && rt.Dataplanes.Matches(normalizeTags(in.Tags)) {
+			if len(rt.Dataplanes) > 0 && rt.Dataplanes.Matches(t) {
 				return true
 			}
 		}
@@ -86,14 +105,24 @@ func (g *generator) routerListeners(gws map[int]*mesh.Router) {
 	}
 	slices.Sort(idx)
 	for _, i := range idx {
-		rt, in := gws[i], dp.Networking.Inbound[i]
+		rt := gws[i]
+		var in mesh.Inbound
+		if i == mesh.GatewayInbound { // a Kuma gateway: on the router's listener
+			in.Port = rt.ListenerOf().Port
+		} else {
+			in = dp.Networking.Inbound[i]
+		}
 		addr := in.Address
 		if addr == "" {
 			addr = dp.Networking.Address
 		}
 		ip, err := netip.ParseAddr(addr)
 		if err != nil {
-			g.problem(mesh.KindDataplane, dp.Name, fmt.Sprintf("networking.inbound[%d].address", i), fmt.Sprintf("not an IP address (value %q)", addr))
+			field := fmt.Sprintf("networking.inbound[%d].address", i)
+			if i == mesh.GatewayInbound {
+				field = "networking.address"
+			}
+			g.problem(mesh.KindDataplane, dp.Name, field, fmt.Sprintf("not an IP address (value %q)", addr))
 			continue
 		}
 		hosts := g.virtualHosts(rt)

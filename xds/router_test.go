@@ -198,3 +198,41 @@ func TestHTTPConnectionManagersPassWebSockets(t *testing.T) {
 		}
 	}
 }
+
+// A Kuma gateway dataplane (networking.gateway, no inbounds) that a router selects by its
+// gateway tags is one of its replicas: its Envoy serves the router's admitted routes on the
+// router's listener port, valid against Envoy's protos.
+func TestKumaGatewayServesItsRouter(t *testing.T) {
+	rs, err := mesh.Decode("gw.yaml", []byte("type: Dataplane\nmesh: default\nname: gw-kuma\nnetworking:\n  address: 10.1.0.9\n  gateway: {type: BUILTIN, tags: {kuma.io/service: gateway-1}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routers := shardRouters()
+	routers[0].(*mesh.Router).Listener = &mesh.RouterListener{Port: 8443}
+	others := []mesh.Resource{dataplane("web-1", "10.0.3.1", inbound(8080, tags(mesh.ServiceTag, "web"))),
+		dataplane("api-1", "10.0.4.1", inbound(9090, tags(mesh.ServiceTag, "api")))}
+	s, err := mesh.NewSnapshot(rs[0].(*mesh.Dataplane), append(append(others, routers...), shardRoutes()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isRouterReplica(s) {
+		t.Fatal("a Kuma gateway the router selects is not its replica")
+	}
+	r, err := Generate(s, vipalloc.NewTable(nil, nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range r.Listeners {
+		names = append(names, l.Name)
+	}
+	if !slices.Equal(names, []string{"router:10.1.0.9:8443"}) {
+		t.Fatalf("listeners %v, want the router's on its listener port", names)
+	}
+	if got := routerTable(t, r); len(got) != 4 || got[2] != "acme-www.shard1.apps.test />web" {
+		t.Fatalf("router routes %v", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -336,6 +337,9 @@ func until(b *testing.B, what string, cond func() bool) time.Duration {
 //   - replica-not-ready: a gateway replica's agent killed until its address leaves the
 //     shard's answers, at kuma-cp's DNS and at the agent's resolver.
 //
+//   - replica-frozen: a gateway replica's agent frozen (SIGSTOP) until its address leaves
+//     kuma-cp's answers (gone), continued (SIGCONT) until it is back (back).
+//
 // Run it with:
 //
 //	go test -run '^$' -bench ShardDNSLatency -benchtime 20x ./cmd/kuma-cp
@@ -397,6 +401,32 @@ func BenchmarkShardDNSLatency(b *testing.B) {
 		b.ReportMetric(quantile(cp, 0.99), "cp-p99-ms")
 		b.ReportMetric(quantile(dp, 0.50), "agent-p50-ms")
 		b.ReportMetric(quantile(dp, 0.99), "agent-p99-ms")
+	})
+	// A frozen agent (SIGSTOP: its connection stays open) until its gateway leaves kuma-cp's
+	// answers, and from SIGCONT until it is back (the control plane's keepalive, 2 s + 2 s,
+	// is most of the first).
+	b.Run("replica-frozen", func(b *testing.B) {
+		gw1 := sb.agent(b, "gw-1")
+		defer gw1.kill()
+		gw2 := sb.agent(b, "gw-2")
+		defer gw2.kill()
+		both, one := []string{"10.1.0.1", "10.1.0.2"}, []string{"10.1.0.1"}
+		var gone, back []time.Duration
+		for range b.N {
+			until(b, "both replicas ready", func() bool { return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), both) })
+			start := time.Now()
+			_ = gw2.cmd.Process.Signal(syscall.SIGSTOP)
+			until(b, "gw-2 gone", func() bool { return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), one) })
+			gone = append(gone, time.Since(start))
+			start = time.Now()
+			_ = gw2.cmd.Process.Signal(syscall.SIGCONT)
+			until(b, "gw-2 back", func() bool { return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), both) })
+			back = append(back, time.Since(start))
+		}
+		b.ReportMetric(quantile(gone, 0.50), "gone-p50-ms")
+		b.ReportMetric(quantile(gone, 0.99), "gone-p99-ms")
+		b.ReportMetric(quantile(back, 0.50), "back-p50-ms")
+		b.ReportMetric(quantile(back, 0.99), "back-p99-ms")
 	})
 }
 

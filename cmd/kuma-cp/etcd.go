@@ -23,6 +23,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/gui"
+	"github.com/kumadp/kuma-dp/cp/routerstatus"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
@@ -124,16 +125,10 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv
 		go srv.Run(ctx)
 		sinks = append(sinks, func(z *shardzones.Zones) { srv.Swap(z.All) })
 	}
-	// A gateway dataplane is ready while its agent holds a stream to any replica: each
-	// publishes its own in etcd (store.Presence), so every replica answers the same.
-	var shared shardzones.Shared
-	if e, ok := st.(*cpstore.Etcd); ok {
-		pres := e.Presence("gateways", c.replicaID, c.leaseTTL)
-		go pres.Run(ctx)
-		shared = pres
-	}
+	// A gateway replica's readiness is in its Router's status (the leader writes it,
+	// routerstatus): every replica answers the same, as the views show it.
 	serials := shardzones.NewSerials(cl, c.prefix, leading, log)
-	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, serials, log, sinks...)
+	go shardzones.Run(ctx, st, in, serials, log, sinks...)
 	return srv, nil
 }
 
@@ -177,6 +172,7 @@ type etcdParts struct {
 	replica  string
 	leaderID atomic.Value // string
 	routes   routesched.Metrics
+	routers  routerstatus.Metrics
 	zones    atomic.Pointer[authdns.Catalog] // the shards' zones as last built (GET /zones)
 	health   *cpstore.Health
 }
@@ -246,7 +242,16 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		})
 		// The route scheduler runs on the leader only, until leadership is lost.
 		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes, UserZones: c.dns.userZones}
+		// So does the routers' status: a gateway replica is ready while its agent holds a
+		// stream to any replica (each publishes its agents: store.Presence).
+		online := func(meshName, name string) bool {
+			return cp.HasAgent(meshName, name) || agents.Elsewhere(meshName+"/"+name)
+		}
+		rw := &routerstatus.Writer{Store: p.st, Online: online, OnlineKnown: agents.Listed, Log: log.With("part", "routers"), Metrics: &p.routers}
+		done := make(chan struct{})
+		go func() { rw.Run(lctx); close(done) }()
 		rc.Run(lctx)
+		<-done
 	})
 	go func() { // the current leader, for metrics and status ("" when it cannot be read)
 		for ctx.Err() == nil {
@@ -362,6 +367,7 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_rescheduled_total", Help: "Route bindings removed to schedule the route again (relabel, host change, router deleted)."}, func() float64 { return float64(p.routes.Rescheduled.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_route_mass_unbinding_slowed_total", Help: "Scheduling passes that undid a router's bindings in steps (more than half of them at once)."}, func() float64 { return float64(p.routes.MassUnbindSlowed.Load()) }),
 		routeFailures{&p.routes},
+		&p.routers,
 	)
 }
 

@@ -75,6 +75,7 @@ Commands:
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
   describe  a route or a router in full: describe route NAME -n NAMESPACE | describe router NAME
   inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
+  router install NAME  what runs a router's replicas: Kubernetes objects, systemd units, their Dataplanes
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
 
@@ -90,6 +91,7 @@ Example (two terminals; see docs/cplink.md):
 // commandExamples are the examples each command's --help ends with (apply, get and delete
 // share clientExample), each run as written by a test on the bundled files.
 var commandExamples = map[string]string{
+	"router install": routerExample,
 	"certs": `Example:
   kuma-cp certs --out-dir /tmp/cp
 `,
@@ -147,6 +149,8 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 		return zonesCmd(args[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
+	case "router":
+		return routerCmd(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "kuma-cp: unknown command %q\n\n%s", args[0], usageText)
 	return exitUsage
@@ -238,7 +242,7 @@ type serveConfig struct {
 	metricsPprof                                                       bool
 	metrics                                                            connlimit.HTTPConfig // and c.etcd.apiHTTP: the HTTP ports
 	etcd                                                               etcdConfig
-	poll, handshakeTimeout, maxConnAge                                 time.Duration
+	poll, handshakeTimeout, maxConnAge, agentKeepalive                 time.Duration
 	maxConns, maxConnsPerIP                                            int
 	skipValidation                                                     bool
 }
@@ -258,6 +262,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
 	fs.BoolVar(&c.metricsPprof, "metrics-pprof", false, "serve Go's profiles under /debug/pprof/ on the diagnostics endpoint (memory and CPU investigations)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
+	fs.DurationVar(&c.agentKeepalive, "agent-keepalive", fanout.DefaultAgentKeepalive, "an agent's connection silent this long is pinged, and closed when the ping is not answered within as long again: a frozen or cut-off gateway replica leaves its router's DNS within twice this (at least 1s)")
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
 	fs.IntVar(&c.maxConns, "max-connections", 0, "agents' connections held at once; more are closed at once (default: 16384, or what the open-files limit leaves after 256 and the API's and metrics' limits)")
 	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "agents' connections held at once from one client IP (0: no limit)")
@@ -378,6 +383,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 	if maxAge <= 0 {
 		maxAge = time.Duration(1<<63 - 1) // gRPC's "infinity"
 	}
+	cp.AgentKeepalive = c.agentKeepalive
 	gs := cp.GRPCServer(creds, c.handshakeTimeout, maxAge)
 	ready := map[string]string{"address": ln.Addr().String()}
 	if storeParts != nil {

@@ -250,6 +250,7 @@ type stallProxy struct {
 	mu     sync.Mutex
 	conns  []*proxyConn
 	closed chan struct{}
+	cut    bool // new connections are stalled at once too (a partition), until heal
 }
 
 type proxyConn struct {
@@ -295,6 +296,9 @@ func (p *stallProxy) accept() {
 		c := &proxyConn{a: a, b: b, stalled: make(chan struct{})}
 		p.mu.Lock()
 		p.conns = append(p.conns, c)
+		if p.cut {
+			c.once.Do(func() { close(c.stalled) })
+		}
 		p.mu.Unlock()
 		go c.pipe(a, b, p.closed)
 		go c.pipe(b, a, p.closed)
@@ -335,6 +339,22 @@ func (p *stallProxy) stall() int {
 		c.once.Do(func() { close(c.stalled) })
 	}
 	return len(p.conns)
+}
+
+// partition stalls every connection open now and every new one, until heal: nothing
+// passes either way, and nothing is closed.
+func (p *stallProxy) partition() {
+	p.mu.Lock()
+	p.cut = true
+	p.mu.Unlock()
+	p.stall()
+}
+
+// heal forwards new connections again (those stalled stay stalled).
+func (p *stallProxy) heal() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
 }
 
 // writeFileAtomic writes through a rename, as editors and ConfigMaps do: no reader sees half

@@ -32,11 +32,7 @@ func printRouting(ctx context.Context, c *api.Client, typ, meshName, name, names
 	} else if routers, err = c.List(ctx, meshName, "routers"); err != nil {
 		return err
 	}
-	dps, err := c.List(ctx, meshName, "dataplanes")
-	if err != nil {
-		return err
-	}
-	return api.PrintRouters(stdout, routers, routes, dps)
+	return api.PrintRouters(stdout, routers, routes)
 }
 
 // describeCmd is `describe route|router NAME`.
@@ -78,11 +74,7 @@ func describeCmd(ctx context.Context, c *api.Client, args []string, meshName, na
 		if err != nil {
 			return fail(err)
 		}
-		dps, err := c.List(ctx, meshName, "dataplanes")
-		if err != nil {
-			return fail(err)
-		}
-		if err := api.DescribeRouter(stdout, r, routes, dps); err != nil {
+		if err := api.DescribeRouter(stdout, r, routes); err != nil {
 			return fail(err)
 		}
 	default:

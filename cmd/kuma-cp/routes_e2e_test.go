@@ -154,7 +154,7 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 	}
 	// The views.
 	out = e.kumaCP("get", "routers", "--api-url", "http://"+api2)
-	for _, want := range []string{"shard-a", "shard-a.apps.example.com", "shard=a", "0/0", "catch-all"} {
+	for _, want := range []string{"shard-a", "shard-a.apps.example.com", "shard=a", "0/2", "catch-all"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("get routers lacks %q:\n%s", want, out)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -39,72 +38,24 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const e2eDataplane = `type: Dataplane
-mesh: default
-name: web-1
-networking:
-  address: 10.0.0.1
-  inbound:
-    - port: 8080
-      tags:
-        kuma.io/service: web
-`
-
-const e2eHTTPBin = `type: Dataplane
-mesh: default
-name: httpbin-1
-networking:
-  address: 10.0.0.2
-  inbound:
-    - port: 80
-      tags:
-        kuma.io/service: httpbin
-        version: v1
-`
-
-func virtualOutbound(host string) string {
-	return fmt.Sprintf(`type: VirtualOutbound
-mesh: default
-name: by-version
-selectors:
-  - match:
-      kuma.io/service: "*"
-      version: "*"
-conf:
-  host: %q
-  port: 8080
-  tags:
-    kuma.io/service: service
-    version: version
-`, host)
-}
-
 // meshDir writes a small mesh: this dataplane (web), httpbin v1 and a VirtualOutbound.
 func meshDir(t *testing.T) (dpFile, policies string) {
 	t.Helper()
 	root := t.TempDir()
 	dpFile = filepath.Join(root, "dataplane.yaml")
 	policies = filepath.Join(root, "policies")
-	writeFile(t, dpFile, e2eDataplane)
-	writeFile(t, filepath.Join(policies, "httpbin.yaml"), e2eHTTPBin)
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{version}}.{{service}}.mesh"))
+	writeFile(t, dpFile, testutil.DataplaneWeb)
+	writeFile(t, filepath.Join(policies, "httpbin.yaml"), testutil.DataplaneHTTPBin)
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), testutil.VirtualOutbound("default", "{{version}}.{{service}}.mesh"))
 	return dpFile, policies
 }
 
-func writeFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Through a rename, as editors and ConfigMaps do: the agent never reads half a file.
-	tmp := path + ".tmp~"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
+// The helpers every end-to-end test file here calls, shared with the control plane's tests.
+var (
+	writeFile = testutil.WriteFile
+	waitFor   = testutil.WaitFor
+	lineWith  = testutil.LineWith
+)
 
 type readyInfo struct {
 	Admin   string   `json:"admin"`
@@ -114,12 +65,9 @@ type readyInfo struct {
 }
 
 type agentProc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	logs   *testutil.LockedBuffer
-	ready  readyInfo
-	exited chan struct{}
-	err    error
+	*testutil.Process
+	t     *testing.T
+	ready readyInfo
 }
 
 // startAgent runs `kuma-dp run` with free ports and waits for its ready file.
@@ -137,40 +85,11 @@ func startAgentEnv(t *testing.T, env []string, dpFile, policies string, extra ..
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
 		"--dns-upstream", testutil.NXDomainUpstream(t), "--envoy=false", "--work-dir", work, "--ready-file", readyFile,
 		"--log-level", "debug"}, extra...)
-	p := &agentProc{t: t, cmd: exec.Command(kumaDP(t), args...), logs: &testutil.LockedBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.WaitDelay = 2 * time.Second // a child (Envoy) holding the log pipe must not hang Wait
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("agent logs:\n%s", p.logs)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(readyFile)
-		if err == nil && json.Unmarshal(b, &p.ready) == nil {
-			return p
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("agent exited before ready (%v):\n%s", p.err, p.logs)
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not ready after 10s:\n%s", p.logs)
-		}
-	}
+	cmd := exec.Command(kumaDP(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &agentProc{Process: testutil.StartProcess(t, "agent", cmd), t: t}
+	p.ReadyJSON(t, readyFile, &p.ready, 10*time.Second)
+	return p
 }
 
 // query asks the agent's resolver over UDP; it returns the A answers as text, and the rcode.
@@ -206,19 +125,6 @@ func (p *agentProc) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls cond until it holds or the deadline passes; it returns how long it took.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
@@ -239,7 +145,7 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 	}
 
 	// Edit the policy: the new name answers and the old one is gone, within a second.
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{service}}-{{version}}.mesh"))
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), testutil.VirtualOutbound("default", "{{service}}-{{version}}.mesh"))
 	// The promise is a second (BenchmarkRunPolicyChangeToDNS10k measures it); the test allows
 	// five so that a loaded CI machine does not make it flaky, and logs the figure.
 	took := waitFor(t, "httpbin-v1.mesh answering after the edit", 5*time.Second, func() bool {
@@ -251,7 +157,7 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 		t.Errorf("v1.httpbin.mesh after the edit: %v rcode %d, want NXDOMAIN", a, rcode)
 	}
 	// A new dataplane in the directory gives its service a name.
-	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(e2eHTTPBin))
+	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(testutil.DataplaneHTTPBin))
 	waitFor(t, "backend.mesh answering", 5*time.Second, func() bool { a, _ := p.query("backend.mesh", dns.TypeA); return len(a) == 1 })
 	// VIPs are sticky: httpbin.mesh kept its address through both changes.
 	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != httpbin[0] {
@@ -267,10 +173,10 @@ func TestE2EPolicyChangeReachesDNS(t *testing.T) {
 	}
 
 	// SIGHUP forces a load even though nothing changed.
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "SIGHUP reload", 5*time.Second, func() bool { return strings.Contains(p.logs.String(), "trigger=reload") })
+	waitFor(t, "SIGHUP reload", 5*time.Second, func() bool { return strings.Contains(p.Logs.String(), "trigger=reload") })
 }
 
 // One broken file holds back nothing but itself: the agent serves it at its last good
@@ -288,11 +194,11 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 
 	// The VirtualOutbound behind v1.httpbin.mesh broken in place.
 	vo := filepath.Join(policies, "virtual-outbound.yaml")
-	writeFile(t, vo, virtualOutbound("{{nope}}.mesh"))
+	writeFile(t, vo, testutil.VirtualOutbound("default", "{{nope}}.mesh"))
 	waitFor(t, "the refusal naming the file in the logs", 5*time.Second, func() bool {
-		return strings.Contains(p.logs.String(), "virtual-outbound.yaml")
+		return strings.Contains(p.Logs.String(), "virtual-outbound.yaml")
 	})
-	line := lineWith(p.logs.String(), "virtual-outbound.yaml")
+	line := lineWith(p.Logs.String(), "virtual-outbound.yaml")
 	if !strings.Contains(line, "file refused; its last good version keeps serving") || !strings.Contains(line, "conf.host") {
 		t.Errorf("refusal line lacks the reason or the field: %s", line)
 	}
@@ -309,19 +215,19 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 	// Another file's change is taken while the broken one waits: a new service gets its
 	// names, and the kept VirtualOutbound gives them too.
 	writeFile(t, filepath.Join(policies, "echo.yaml"), strings.NewReplacer("httpbin-1", "echo-1", "10.0.0.2", "10.0.0.3",
-		"kuma.io/service: httpbin", "kuma.io/service: echo").Replace(e2eHTTPBin))
+		"kuma.io/service: httpbin", "kuma.io/service: echo").Replace(testutil.DataplaneHTTPBin))
 	waitFor(t, "v1.echo.mesh answering beside the broken file", 5*time.Second, func() bool {
 		a, _ := p.query("v1.echo.mesh", dns.TypeA)
 		return len(a) == 1
 	})
 	// A new file that never was good is left out, and said so; the rest keeps coming.
-	writeFile(t, filepath.Join(policies, "new-broken.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	writeFile(t, filepath.Join(policies, "new-broken.yaml"), strings.Replace(testutil.VirtualOutbound("default", "x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
 	waitFor(t, "the new broken file named as left out", 5*time.Second, func() bool {
-		return strings.Contains(lineWith(p.logs.String(), "new-broken.yaml"), "left out of the model")
+		return strings.Contains(lineWith(p.Logs.String(), "new-broken.yaml"), "left out of the model")
 	})
 
 	// Fixing the files is picked up like any change.
-	writeFile(t, vo, virtualOutbound("fixed.{{version}}.{{service}}.mesh"))
+	writeFile(t, vo, testutil.VirtualOutbound("default", "fixed.{{version}}.{{service}}.mesh"))
 	if err := os.Remove(filepath.Join(policies, "new-broken.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +236,7 @@ func TestE2EBrokenPolicyKeepsTheLastGood(t *testing.T) {
 		return len(a) == 1
 	})
 	waitFor(t, "every file accepted again", 5*time.Second, func() bool {
-		return strings.Contains(p.logs.String(), "every file accepted again")
+		return strings.Contains(p.Logs.String(), "every file accepted again")
 	})
 }
 
@@ -346,16 +252,16 @@ func TestE2EBrokenPolicyKeptAcrossARestart(t *testing.T) {
 	if len(before) != 1 {
 		t.Fatalf("v1.httpbin.mesh: %v", before)
 	}
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{nope}}.mesh"))
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), testutil.VirtualOutbound("default", "{{nope}}.mesh"))
 	waitFor(t, "the refusal", 5*time.Second, func() bool {
-		return strings.Contains(p.logs.String(), "file refused; its last good version keeps serving")
+		return strings.Contains(p.Logs.String(), "file refused; its last good version keeps serving")
 	})
 	time.Sleep(300 * time.Millisecond) // the decode cache's write after the update (it removed the file's entry)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(5 * time.Second):
 		t.Fatal("no exit after SIGTERM")
 	}
@@ -364,7 +270,7 @@ func TestE2EBrokenPolicyKeptAcrossARestart(t *testing.T) {
 	if a, _ := again.query("v1.httpbin.mesh", dns.TypeA); len(a) != 1 || a[0] != before[0] {
 		t.Errorf("after the restart v1.httpbin.mesh = %v, want %v (the last good VirtualOutbound)", a, before)
 	}
-	if line := lineWith(again.logs.String(), "virtual-outbound.yaml"); !strings.Contains(line, "file refused; its last good version keeps serving") {
+	if line := lineWith(again.Logs.String(), "virtual-outbound.yaml"); !strings.Contains(line, "file refused; its last good version keeps serving") {
 		t.Errorf("the restarted agent does not say it serves the last good version: %s", line)
 	}
 }
@@ -375,20 +281,20 @@ func TestE2EBrokenPolicyLoggedOnceWhilePolling(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies, "--watch", "poll")
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{nope}}.mesh"))
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), testutil.VirtualOutbound("default", "{{nope}}.mesh"))
 	waitFor(t, "the refusal", 5*time.Second, func() bool {
-		return strings.Contains(p.logs.String(), "file refused; its last good version keeps serving")
+		return strings.Contains(p.Logs.String(), "file refused; its last good version keeps serving")
 	})
 	for i := range 3 { // other files change, polls pass
 		writeFile(t, filepath.Join(policies, fmt.Sprintf("echo-%d.yaml", i)), strings.NewReplacer("httpbin-1", fmt.Sprintf("echo-%d", i),
-			"10.0.0.2", fmt.Sprintf("10.0.0.%d", 10+i), "kuma.io/service: httpbin", fmt.Sprintf("kuma.io/service: echo%d", i)).Replace(e2eHTTPBin))
+			"10.0.0.2", fmt.Sprintf("10.0.0.%d", 10+i), "kuma.io/service: httpbin", fmt.Sprintf("kuma.io/service: echo%d", i)).Replace(testutil.DataplaneHTTPBin))
 		waitFor(t, fmt.Sprintf("v1.echo%d.mesh", i), 5*time.Second, func() bool {
 			a, _ := p.query(fmt.Sprintf("v1.echo%d.mesh", i), dns.TypeA)
 			return len(a) == 1
 		})
 	}
 	time.Sleep(1500 * time.Millisecond) // polls with nothing changed
-	if n := strings.Count(p.logs.String(), "msg=\"file refused"); n != 1 {
+	if n := strings.Count(p.Logs.String(), "msg=\"file refused"); n != 1 {
 		t.Errorf("the broken file named %d times, want once", n)
 	}
 	if code, _ := p.get("/ready"); code != 200 {
@@ -404,25 +310,15 @@ func TestE2EBrokenPolicyLoggedOnceWhilePolling(t *testing.T) {
 func TestE2EBrokenPolicyAtStartLeftOut(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, filepath.Join(policies, "zz-broken.yaml"), strings.Replace(virtualOutbound("x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
+	writeFile(t, filepath.Join(policies, "zz-broken.yaml"), strings.Replace(testutil.VirtualOutbound("default", "x.mesh"), "conf:", "conf:\n  hosts: typo", 1))
 	p := startAgent(t, dpFile, policies)
 	if a, _ := p.query("httpbin.mesh", dns.TypeA); len(a) != 1 {
 		t.Fatalf("httpbin.mesh = %v: the other files must be served", a)
 	}
-	line := lineWith(p.logs.String(), "zz-broken.yaml")
+	line := lineWith(p.Logs.String(), "zz-broken.yaml")
 	if !strings.Contains(line, "left out of the model") || !strings.Contains(line, "hosts") {
 		t.Errorf("the start does not name the file left out and its field: %s", line)
 	}
-}
-
-func lineWith(logs, s string) string {
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), s) {
-			return sc.Text()
-		}
-	}
-	return ""
 }
 
 func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
@@ -431,9 +327,9 @@ func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
 	const drain = 1500 * time.Millisecond
 	// With Envoy (the stand-in): without one there is nothing to drain.
 	p := startAgent(t, dpFile, policies, "--drain-time", drain.String(), "--envoy=true", "--binary-path", fakeEnvoy(t))
-	readyFile := p.cmd.Args[indexOf(p.cmd.Args, "--ready-file")+1]
+	readyFile := p.Cmd.Args[indexOf(p.Cmd.Args, "--ready-file")+1]
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "/ready 503 TERMINATING", drain, func() bool {
@@ -445,13 +341,13 @@ func TestE2ESIGTERMDrainsAndExits(t *testing.T) {
 		t.Errorf("DNS stopped answering during the drain: %v", a)
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(drain + 2*time.Second):
 		t.Fatal("did not exit within the drain time (+2s)")
 	}
 	took := time.Since(start)
-	if p.err != nil {
-		t.Fatalf("exit: %v", p.err)
+	if p.Err() != nil {
+		t.Fatalf("exit: %v", p.Err())
 	}
 	if took < drain {
 		t.Errorf("exited after %v, before the %v drain", took, drain)
@@ -472,16 +368,16 @@ func TestE2ENoEnvoyStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies, "--drain-time", "1m")
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(5 * time.Second):
 		t.Fatal("an agent without Envoy waited for its drain time")
 	}
-	if p.err != nil {
-		t.Fatalf("exit: %v", p.err)
+	if p.Err() != nil {
+		t.Fatalf("exit: %v", p.Err())
 	}
 	assertPortFree(t, "tcp", p.ready.Admin)
 	assertPortFree(t, "udp", p.ready.DNSUDP[0])
@@ -492,16 +388,16 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 	dpFile, policies := meshDir(t)
 	p := startAgent(t, dpFile, policies, "--drain-time", "1m", "--envoy=true", "--binary-path", fakeEnvoy(t))
 	start := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, "draining", 2*time.Second, func() bool { code, _ := p.get("/ready"); return code == 503 })
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	_ = p.Cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(3 * time.Second):
 		t.Fatal("a second signal did not stop the agent")
 	}
-	if p.err != nil || time.Since(start) > 5*time.Second {
-		t.Fatalf("exit %v after %v", p.err, time.Since(start))
+	if p.Err() != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("exit %v after %v", p.Err(), time.Since(start))
 	}
 }
 
@@ -510,7 +406,7 @@ func TestE2ESecondSignalStopsAtOnce(t *testing.T) {
 func TestE2EInvalidFirstModelExits1(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, dpFile, strings.Replace(e2eDataplane, "  inbound:", "  inbounds:", 1))
+	writeFile(t, dpFile, strings.Replace(testutil.DataplaneWeb, "  inbound:", "  inbounds:", 1))
 	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
 		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", t.TempDir(), "--dns-upstream", "127.0.0.1:9")
 	out, err := cmd.CombinedOutput()
@@ -551,7 +447,7 @@ func assertPortFree(t *testing.T, network, addr string) {
 func TestE2EDataplaneVars(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, dpFile, strings.NewReplacer("name: web-1", "name: {{ name }}", "address: 10.0.0.1", "address: {{address}}").Replace(e2eDataplane))
+	writeFile(t, dpFile, strings.NewReplacer("name: web-1", "name: {{ name }}", "address: 10.0.0.1", "address: {{address}}").Replace(testutil.DataplaneWeb))
 	p := startAgentEnv(t, []string{"KUMA_DATAPLANE_RUNTIME_RESOURCE_VARS=name=web-7"}, dpFile, policies, "--dataplane-var", "name=web-7,address=10.7.7.7")
 	code, body := p.get("/config_dump")
 	var dump struct {
@@ -586,7 +482,7 @@ func TestE2EWorkDirLocked(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
 		t.Fatalf("second agent: want exit %d, got %v:\n%s", exitInvalid, err, out)
 	}
-	want := fmt.Sprintf("work dir %q is in use by another kuma-dp (pid %d)", work, first.cmd.Process.Pid)
+	want := fmt.Sprintf("work dir %q is in use by another kuma-dp (pid %d)", work, first.Cmd.Process.Pid)
 	if !strings.Contains(string(out), strings.ReplaceAll(want, `"`, `\"`)) && !strings.Contains(string(out), want) {
 		t.Fatalf("second agent's message does not name the dir and the first's PID (%s):\n%s", want, out)
 	}
@@ -599,7 +495,7 @@ func TestE2EWorkDirLocked(t *testing.T) {
 func TestE2EFailedStartLeavesNoWorkDir(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, dpFile, strings.Replace(e2eDataplane, "  inbound:", "  inbounds:", 1))
+	writeFile(t, dpFile, strings.Replace(testutil.DataplaneWeb, "  inbound:", "  inbounds:", 1))
 	parent := t.TempDir()
 	work := filepath.Join(parent, "new", "work")
 	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
@@ -737,9 +633,9 @@ func TestE2ERunHelpExampleWorks(t *testing.T) {
 func TestE2EReachableServices(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(e2eHTTPBin))
+	writeFile(t, filepath.Join(policies, "sub", "backend.yaml"), strings.NewReplacer("httpbin", "backend", "10.0.0.2", "10.0.0.3").Replace(testutil.DataplaneHTTPBin))
 	reaching := func(svc string) string {
-		return e2eDataplane + "  transparentProxying:\n    reachableServices: [" + svc + "]\n"
+		return testutil.DataplaneWeb + "  transparentProxying:\n    reachableServices: [" + svc + "]\n"
 	}
 	writeFile(t, dpFile, reaching("httpbin"))
 	p := startAgent(t, dpFile, policies)
@@ -774,12 +670,12 @@ func TestE2EDataplaneFileEditedToAnotherIdentity(t *testing.T) {
 		{"name: web-1", "name: web-2", "name"},
 		{"mesh: default", "mesh: other", "mesh"},
 	} {
-		mark := len(p.logs.String())
-		writeFile(t, dpFile, strings.Replace(e2eDataplane, edit.from, edit.to, 1))
+		mark := len(p.Logs.String())
+		writeFile(t, dpFile, strings.Replace(testutil.DataplaneWeb, edit.from, edit.to, 1))
 		waitFor(t, "the refusal of "+edit.to, 5*time.Second, func() bool {
-			return strings.Contains(lineWith(p.logs.String()[mark:], "change refused"), dpFile)
+			return strings.Contains(lineWith(p.Logs.String()[mark:], "change refused"), dpFile)
 		})
-		line := lineWith(p.logs.String()[mark:], "change refused")
+		line := lineWith(p.Logs.String()[mark:], "change refused")
 		if !strings.Contains(line, "field="+edit.field) || !strings.Contains(line, edit.to[len(edit.field)+2:]) {
 			t.Errorf("the refusal does not name the field %s and the value: %s", edit.field, line)
 		}
@@ -787,10 +683,10 @@ func TestE2EDataplaneFileEditedToAnotherIdentity(t *testing.T) {
 		if !strings.Contains(dump, `"name": "web-1"`) || strings.Contains(dump, `"name": "web-2"`) {
 			t.Errorf("after the edit to %s, the model served is not web-1's", edit.to)
 		}
-		mark = len(p.logs.String())
-		writeFile(t, dpFile, e2eDataplane)
+		mark = len(p.Logs.String())
+		writeFile(t, dpFile, testutil.DataplaneWeb)
 		waitFor(t, "the file restored read", 5*time.Second, func() bool {
-			return strings.Contains(p.logs.String()[mark:], "model unchanged")
+			return strings.Contains(p.Logs.String()[mark:], "model unchanged")
 		})
 	}
 }

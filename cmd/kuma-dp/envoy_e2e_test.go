@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 var (
@@ -92,7 +94,7 @@ func TestE2EWithEnvoy(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
 	// With the transparent proxy, every VIP:port gets its listener (bound by redirection).
-	writeFile(t, dpFile, e2eDataplane+"  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n")
+	writeFile(t, dpFile, testutil.DataplaneWeb+"  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n")
 	report := filepath.Join(t.TempDir(), "envoy-report.jsonl")
 	p := startAgentEnv(t, []string{"FAKE_ENVOY_REPORT=" + report}, dpFile, policies,
 		"--envoy=true", "--binary-path", fakeEnvoy(t), "--drain-time", "1s")
@@ -126,7 +128,7 @@ func TestE2EWithEnvoy(t *testing.T) {
 
 	// A policy change reaches Envoy as a delta: new listeners, old ones removed.
 	before := len(readReport(t, report))
-	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), virtualOutbound("{{service}}-{{version}}.mesh"))
+	writeFile(t, filepath.Join(policies, "virtual-outbound.yaml"), testutil.VirtualOutbound("default", "{{service}}-{{version}}.mesh"))
 	waitFor(t, "a listener delta after the edit", 5*time.Second, func() bool {
 		for _, e := range readReport(t, report)[before:] {
 			if e.Event == "update" && strings.HasSuffix(e.Type, "Listener") {
@@ -137,17 +139,17 @@ func TestE2EWithEnvoy(t *testing.T) {
 	})
 
 	// SIGTERM: readiness 503, Envoy told to fail its health checks, then stopped; exit 0.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "/ready 503", 2*time.Second, func() bool { code, _ := p.get("/ready"); return code == 503 })
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(4 * time.Second):
 		t.Fatal("did not exit within the drain time (+3s)")
 	}
-	if p.err != nil {
-		t.Fatalf("exit: %v", p.err)
+	if p.Err() != nil {
+		t.Fatalf("exit: %v", p.Err())
 	}
 	var order []string
 	for _, e := range readReport(t, report) {

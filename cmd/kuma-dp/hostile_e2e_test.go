@@ -84,7 +84,7 @@ func TestE2EHostilePoliciesRefusedByVIPsAndRun(t *testing.T) {
 			if ips, _ := p.query("v1.httpbin.mesh", 1); len(ips) != 1 {
 				t.Fatalf("v1.httpbin.mesh = %v: the other files must be served", ips)
 			}
-			logs := p.logs.String()
+			logs := p.Logs.String()
 			if !strings.Contains(logs, "file refused; left out of the model") {
 				t.Errorf("run: the refusal is not logged as a file left out:\n%.3000s", logs)
 			}
@@ -105,13 +105,13 @@ func TestE2EHostilePoliciesKeepTheLastGood(t *testing.T) {
 	writeFile(t, filepath.Join(policies, "bomb.yaml"), testutil.BombPolicy())
 	writeFile(t, filepath.Join(policies, "leak.yaml"), testutil.PEMKeyPolicy())
 	waitFor(t, "both refusals logged", 10*time.Second, func() bool {
-		l := p.logs.String()
+		l := p.Logs.String()
 		return strings.Contains(l, "bomb.yaml") && strings.Contains(l, "leak.yaml")
 	})
 	if ips, _ := p.query("v1.httpbin.mesh", 1); len(ips) != 1 {
 		t.Fatalf("v1.httpbin.mesh = %v after the hostile files: the last good model must keep serving", ips)
 	}
-	logs := p.logs.String()
+	logs := p.Logs.String()
 	checkRefusal(t, "run (reload)", logs, "conf.host", testutil.BombTail, testutil.SecretMarker)
 	checkRefusal(t, "run (reload)", logs, "clientKey")
 }
@@ -131,21 +131,21 @@ func TestE2ESIGTERMCancelsALongReload(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(policies, "big.yaml"), b.String())
 	waitFor(t, "the reload to start", 10*time.Second, func() bool {
-		return loadStarted.MatchString(p.logs.String())
+		return loadStarted.MatchString(p.Logs.String())
 	})
 	time.Sleep(50 * time.Millisecond) // well inside a load of this size
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(20 * time.Second):
 		t.Fatal("no exit within 20s of SIGTERM")
 	}
-	if p.err != nil {
-		t.Fatalf("exit: %v", p.err)
+	if p.Err() != nil {
+		t.Fatalf("exit: %v", p.Err())
 	}
-	logs := p.logs.String()
+	logs := p.Logs.String()
 	if strings.Contains(logs, "dataplanes=120002") {
 		t.Fatalf("the reload ran to the end after SIGTERM:\n%.3000s", logs)
 	}

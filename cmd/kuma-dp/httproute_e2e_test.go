@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // A Kuma TrafficRoute with HTTP rules and a load balancer, as a user writes it, through the
@@ -14,8 +16,8 @@ import (
 func TestE2EKumaHTTPRouteReachesEnvoy(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
-	writeFile(t, dpFile, e2eDataplane+"  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n")
-	writeFile(t, filepath.Join(policies, "httpbin.yaml"), strings.Replace(e2eHTTPBin, "version: v1", "version: v1\n        kuma.io/protocol: http", 1))
+	writeFile(t, dpFile, testutil.DataplaneWeb+"  transparentProxying:\n    redirectPortInbound: 15006\n    redirectPortOutbound: 15001\n")
+	writeFile(t, filepath.Join(policies, "httpbin.yaml"), strings.Replace(testutil.DataplaneHTTPBin, "version: v1", "version: v1\n        kuma.io/protocol: http", 1))
 	writeFile(t, filepath.Join(policies, "route.yaml"), `type: TrafficRoute
 name: httpbin-http
 mesh: default

@@ -334,8 +334,8 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 			return http.StatusConflict
 		}
 		return s.bind(w, r, k, body)
-	case mesh.KindRoute:
-		doc, code, msg := s.routeWrite(r.Context(), k, body, expect)
+	case mesh.KindRoute, mesh.KindRouter:
+		doc, code, msg := s.statusWrite(r.Context(), k, body, expect)
 		if code == -1 {
 			return storeError(w, errors.New(msg))
 		}

@@ -382,12 +382,20 @@ func withoutZeroTimeJSON(j []byte) []byte {
 	return out
 }
 
-// withoutStatus is a stored route's document without the status the control plane wrote,
-// when the applied route has none (the user does not own it): applying the same route again
-// is then "unchanged".
+// withoutStatus is a stored route's or router's document without the status the control
+// plane wrote, when the applied one has none (the user does not own it): applying the same
+// route or router again is then "unchanged".
 func withoutStatus(spec []byte, r mesh.Resource) []byte {
-	rt, ok := r.(*mesh.Route)
-	if !ok || rt.Status != nil {
+	switch rt := r.(type) {
+	case *mesh.Route:
+		if rt.Status != nil {
+			return spec
+		}
+	case *mesh.Router:
+		if rt.Status != nil {
+			return spec
+		}
+	default:
 		return spec
 	}
 	var m map[string]json.RawMessage

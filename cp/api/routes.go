@@ -30,6 +30,45 @@ func InNamespace(rs []Resource, ns string) []Resource {
 	return out
 }
 
+// statusWrite applies the rules of the kinds whose status is the control plane's: Route
+// (routeWrite) and Router (routerWrite).
+func (s *Server) statusWrite(ctx context.Context, k store.Key, body []byte, expect int64) ([]byte, int, string) {
+	if k.Type == mesh.KindRouter {
+		return s.routerWrite(ctx, k, body)
+	}
+	return s.routeWrite(ctx, k, body, expect)
+}
+
+// routerWrite applies the router API's rule to a Router write: its status is the control
+// plane's (the leader writes its replicas' readiness there, which its DNS serves): refused on
+// create, and on update the stored one is kept, whatever the document's says. It returns the
+// document to store, or the problem.
+func (s *Server) routerWrite(ctx context.Context, k store.Key, body []byte) ([]byte, int, string) {
+	rs, _ := mesh.Decode(k.String(), body) // checked already
+	r := rs[0].(*mesh.Router)
+	cur, err := s.Store.Get(ctx, k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if r.Status != nil {
+			return nil, http.StatusBadRequest, fmt.Sprintf("router %s: status: set by the control plane (its replicas' readiness); leave it out when creating a router", r.Name)
+		}
+		return body, 0, ""
+	case err != nil:
+		return nil, -1, err.Error()
+	}
+	var old *mesh.RouterStatus
+	if prev, err := mesh.Decode(cur.Key.String(), cur.Doc); err == nil && len(prev) == 1 {
+		if rt, ok := prev[0].(*mesh.Router); ok {
+			old = rt.Status
+		}
+	}
+	if r.Status == nil && old == nil {
+		return body, 0, ""
+	}
+	r.Status = old
+	return mesh.EncodeJSON(r), 0, ""
+}
+
 // routeWrite applies the route API's rules to a Route write: no status on create; on update
 // phase or dns may not change (only a RouteBinding sets them) and the stored status is kept,
 // whatever else the document's says. It returns the document to store, or the problem.

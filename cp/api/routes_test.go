@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/cp/store"
 )
 
 const routeYAML = `type: Route
@@ -104,4 +106,46 @@ func TestRouteStatusRules(t *testing.T) {
 	wantErr("unknown router", err, http.StatusBadRequest, `router: no router "nope"`)
 	_, err = cl.Apply(ctx, "b.yaml", []byte(strings.ReplaceAll(bind, "web", "nope")))
 	wantErr("unknown route", err, http.StatusNotFound, "not found")
+}
+
+// The router API: its status is the control plane's (its replicas' readiness, which its DNS
+// serves): refused on create; a user's apply without it keeps the stored one and is
+// "unchanged" when nothing else changed; one with another status keeps the stored one too.
+func TestRouterStatusRules(t *testing.T) {
+	_, st, cl := startAPI(t)
+	ctx := context.Background()
+	const router = "type: Router\nname: shard1\ndns: shard1.apps.example.com\ndataplanes: {kuma.io/service: gw}\n"
+	_, err := cl.Apply(ctx, "r.yaml", []byte(router+"status: {desiredReplicas: 2, readyReplicas: 2}\n"))
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Details, "router shard1: status: set by the control plane") {
+		t.Fatalf("status on create: %v", err)
+	}
+	if _, err := cl.Apply(ctx, "r.yaml", []byte(router)); err != nil {
+		t.Fatal(err)
+	}
+	// the leader writes the status (as routerstatus does: straight to the store)
+	k := store.Key{Mesh: "default", Type: "Router", Name: "shard1"}
+	it, err := st.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withStatus := router + "status: {desiredReplicas: 2, readyReplicas: 1, replicas: [{name: gw-1, address: 10.0.0.1, ready: true}]}\n"
+	if _, err := st.Put(ctx, k, []byte(withStatus), it.Version); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := cl.Apply(ctx, "r.yaml", []byte(router)); err != nil || a[0].Result != "unchanged" {
+		t.Errorf("apply again: %+v %v", a, err)
+	}
+	if _, err := cl.Apply(ctx, "r.yaml", []byte(router+"replicas: 3\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := cl.Get(ctx, "default", "routers", "shard1"); !strings.Contains(string(r.Spec), `"readyReplicas":1`) || !strings.Contains(string(r.Spec), `"replicas":3`) {
+		t.Errorf("status lost on update: %s", r.Spec)
+	}
+	if _, err := cl.Apply(ctx, "r.yaml", []byte(router+"replicas: 3\nstatus: {desiredReplicas: 3, readyReplicas: 3}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := cl.Get(ctx, "default", "routers", "shard1"); !strings.Contains(string(r.Spec), `"readyReplicas":1`) {
+		t.Errorf("a user's status replaced the control plane's: %s", r.Spec)
+	}
 }

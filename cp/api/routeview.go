@@ -31,36 +31,6 @@ func decodeAs[T mesh.Resource](rs []Resource) []T {
 	return out
 }
 
-// replicas are a router's gateway dataplanes (an inbound carrying every tag of its
-// dataplanes selector) and how many are ready (no inbound NotReady or unhealthy).
-func replicas(rt *mesh.Router, dps []*mesh.Dataplane) (names []string, ready []bool) {
-	if len(rt.Dataplanes) == 0 {
-		return nil, nil
-	}
-	for _, dp := range dps {
-		match, ok := false, true
-		for _, in := range dp.Networking.Inbound {
-			all := true
-			for _, tg := range rt.Dataplanes {
-				if in.Tags.Value(tg.Key) != tg.Value && tg.Value != mesh.Wildcard {
-					all = false
-				}
-			}
-			if all {
-				match = true
-				if in.State() == mesh.InboundNotReady || (in.Health() != nil && !in.Health().Ready) {
-					ok = false
-				}
-			}
-		}
-		if match {
-			names = append(names, dp.Name)
-			ready = append(ready, ok)
-		}
-	}
-	return names, ready
-}
-
 func selector(m map[string]string) string {
 	if len(m) == 0 {
 		return "<all>"
@@ -87,9 +57,10 @@ func admitted(r *mesh.Route) string {
 	return "False (" + c[0].Reason + ")"
 }
 
-// PrintRouters is `get routers`: name, dns, selector, ready replicas, routes.
-func PrintRouters(w io.Writer, routers, routes, dataplanes []Resource) error {
-	rts, rs, dps := decodeAs[*mesh.Router](routers), decodeAs[*mesh.Route](routes), decodeAs[*mesh.Dataplane](dataplanes)
+// PrintRouters is `get routers`: name, dns, selector, namespaces, ready/desired replicas and
+// the conditions, as the router's status says (its DNS serves the same), and routes.
+func PrintRouters(w io.Writer, routers, routes []Resource) error {
+	rts, rs := decodeAs[*mesh.Router](routers), decodeAs[*mesh.Route](routes)
 	count := map[string]int{}
 	for _, r := range rs {
 		if r.PhaseOf() == mesh.PhaseScheduled {
@@ -97,22 +68,28 @@ func PrintRouters(w io.Writer, routers, routes, dataplanes []Resource) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDNS\tSELECTOR\tNAMESPACES\tREPLICAS (READY/ALL)\tROUTES")
+	fmt.Fprintln(tw, "NAME\tDNS\tSELECTOR\tNAMESPACES\tREADY\tAVAILABLE\tDEGRADED\tROUTES")
 	for _, rt := range rts {
-		names, ready := replicas(rt, dps)
-		n := 0
-		for _, r := range ready {
-			if r {
-				n++
-			}
-		}
 		ns := strings.Join(rt.NamespaceSelector, ",")
 		if ns == "" {
 			ns = "<all>"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\n", rt.Name, rt.DNS, selector(rt.RouteSelector), ns, n, len(names), count[rt.Name])
+		ready := 0
+		if rt.Status != nil {
+			ready = rt.Status.ReadyReplicas
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%d\n", rt.Name, rt.DNS, selector(rt.RouteSelector), ns, ready, rt.DesiredReplicas(),
+			conditionStatus(rt.Status, mesh.ConditionAvailable), conditionStatus(rt.Status, mesh.ConditionDegraded), count[rt.Name])
 	}
 	return tw.Flush()
+}
+
+// conditionStatus is a router condition's status, Unknown before the control plane wrote it.
+func conditionStatus(s *mesh.RouterStatus, typ string) string {
+	if c := s.Condition(typ); c != nil {
+		return c.Status
+	}
+	return "Unknown"
 }
 
 // PrintRoutes is `get routes`: namespace, name, host, type, router, phase, final DNS,
@@ -170,8 +147,10 @@ func DescribeRoute(w io.Writer, route Resource, bindings []Resource) error {
 	return nil
 }
 
-// DescribeRouter is `describe router`: its selectors, DNS, replicas and readiness, routes.
-func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource) error {
+// DescribeRouter is `describe router`: its selectors, DNS, listener, replicas with their
+// readiness and the reason of each not ready, conditions (its status: what its DNS
+// serves), routes.
+func DescribeRouter(w io.Writer, router Resource, routes []Resource) error {
 	rts := decodeAs[*mesh.Router]([]Resource{router})
 	if len(rts) == 0 {
 		return fmt.Errorf("router %s does not decode", router.Name)
@@ -180,20 +159,9 @@ func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource)
 	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s; user domains CNAME here)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
 	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
 		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
-	if rt.Status != nil {
-		for _, c := range rt.Status.Conditions {
-			fmt.Fprintf(w, "Condition:        %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
-		}
-	}
-	names, ready := replicas(rt, decodeAs[*mesh.Dataplane](dataplanes))
-	fmt.Fprintf(w, "Replicas:         %s (%d)\n", selector(rt.Dataplanes.Map()), len(names))
-	for i, n := range names {
-		st := "ready"
-		if !ready[i] {
-			st = "not ready"
-		}
-		fmt.Fprintf(w, "  %s\t%s\n", n, st)
-	}
+	l := rt.ListenerOf()
+	fmt.Fprintf(w, "Listener:         %s on port %d\n", l.Protocol, l.Port)
+	describeReplicas(w, rt)
 	var bound []string
 	for _, r := range decodeAs[*mesh.Route](routes) {
 		if r.PhaseOf() == mesh.PhaseScheduled && r.Status.Router == rt.Name {
@@ -205,6 +173,26 @@ func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource)
 		fmt.Fprintln(w, b)
 	}
 	return nil
+}
+
+// describeReplicas prints the router's replicas and conditions as its status says.
+func describeReplicas(w io.Writer, rt *mesh.Router) {
+	s := rt.Status
+	if s == nil {
+		fmt.Fprintf(w, "Replicas:         %s, %d desired; readiness not written yet (the leader writes it)\n", selector(rt.Dataplanes.Map()), rt.DesiredReplicas())
+		return
+	}
+	fmt.Fprintf(w, "Replicas:         %s, %d desired, %d ready of %d\n", selector(rt.Dataplanes.Map()), s.DesiredReplicas, s.ReadyReplicas, len(s.Replicas))
+	for _, r := range s.Replicas {
+		st := "ready"
+		if !r.Ready {
+			st = "not ready: " + r.Reason + ": " + r.Message
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", r.Name, r.Address, st)
+	}
+	for _, c := range s.Conditions {
+		fmt.Fprintf(w, "Condition:        %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.Format(time.RFC3339))
+	}
 }
 
 func orDefault(s, d string) string {

@@ -16,7 +16,7 @@ import (
 
 // Table writes resources of type typ (the URL's) as kumactl's table: dataplanes as MESH
 // NAME TAGS ADDRESS AGE, routes as PrintRoutes, every other type as MESH NAME AGE (a
-// router's view, PrintRouters, needs the routes and dataplanes too). An empty list is the header alone, as kumactl's.
+// router's view, PrintRouters, needs the routes too). An empty list is the header alone, as kumactl's.
 // AGE is since the last modification, as kumactl's (Age).
 func Table(w io.Writer, typ string, rs []Resource, now time.Time) error {
 	if typ == "routes" {

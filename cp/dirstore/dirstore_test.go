@@ -2,7 +2,6 @@ package dirstore
 
 import (
 	"bytes"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,16 +19,14 @@ func testStore(t *testing.T, validate bool) (*Dir, string, *bytes.Buffer) {
 
 func put(t *testing.T, dir, name, body string) {
 	t.Helper()
-	if err := writeFileAtomic(filepath.Join(dir, name), body); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, filepath.Join(dir, name), body)
 }
 
 // The store lays resources out by mesh and kind; meshless HostnameGenerators go to every
 // mesh; ConfigMap "..data" entries are skipped.
 func TestStoreLayout(t *testing.T) {
 	st, dir, _ := testStore(t, true)
-	put(t, dir, "a.yaml", dpWeb+"---\n"+dpOther)
+	put(t, dir, "a.yaml", testutil.DataplaneWeb+"---\n"+testutil.DataplaneOther)
 	put(t, dir, "hg.yaml", `type: HostnameGenerator
 name: everywhere
 spec:
@@ -40,7 +37,7 @@ spec:
 	if err := os.MkdirAll(filepath.Join(dir, "..data"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	put(t, dir, "..data/a.yaml", dpWeb)
+	put(t, dir, "..data/a.yaml", testutil.DataplaneWeb)
 	sv, changed := st.Scan()
 	if !changed {
 		t.Fatal("first scan: no change")
@@ -68,10 +65,10 @@ spec:
 // good version is served; a duplicate name is logged and the first file wins.
 func TestStoreRefusesInvalidFileKeepsLastGood(t *testing.T) {
 	st, dir, logs := testStore(t, true)
-	put(t, dir, "vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh"))
+	put(t, dir, "vo.yaml", testutil.VirtualOutbound("default", "{{version}}.{{service}}.mesh"))
 	sv, _ := st.Scan()
 	before := string(sv.ForMesh("default", "VirtualOutbound")["by-version"])
-	put(t, dir, "vo.yaml", virtualOutbound("default", "{{version}}.{{service"))
+	put(t, dir, "vo.yaml", testutil.VirtualOutbound("default", "{{version}}.{{service"))
 	sv, changed := st.Scan()
 	if !changed {
 		t.Fatal("the edit was not seen")
@@ -83,7 +80,7 @@ func TestStoreRefusesInvalidFileKeepsLastGood(t *testing.T) {
 	if !strings.Contains(line, "vo.yaml") || !strings.Contains(line, "conf.host") {
 		t.Errorf("refusal does not name file and field: %s", line)
 	}
-	put(t, dir, "zz-dup.yaml", virtualOutbound("default", "{{service}}.dup.mesh"))
+	put(t, dir, "zz-dup.yaml", testutil.VirtualOutbound("default", "{{service}}.dup.mesh"))
 	sv, _ = st.Scan()
 	if got := string(sv.ForMesh("default", "VirtualOutbound")["by-version"]); got != before {
 		t.Errorf("the duplicate replaced the first:\n%s", got)
@@ -96,63 +93,12 @@ func TestStoreRefusesInvalidFileKeepsLastGood(t *testing.T) {
 // Without validation the broken document is served as written, for agents to judge.
 func TestStoreSkipValidationServesAsWritten(t *testing.T) {
 	st, dir, _ := testStore(t, false)
-	put(t, dir, "vo.yaml", virtualOutbound("default", "{{version}}.{{service"))
+	put(t, dir, "vo.yaml", testutil.VirtualOutbound("default", "{{version}}.{{service"))
 	sv, _ := st.Scan()
 	body := sv.ForMesh("default", "VirtualOutbound")["by-version"]
 	if !bytes.Contains(body, []byte(`{{version}}.{{service`)) {
 		t.Fatalf("not served as written: %s", body)
 	}
-}
-
-// writeFileAtomic writes through a rename, as editors and ConfigMap updates do.
-func writeFileAtomic(path, body string) error {
-	if err := os.WriteFile(path+".tmp~", []byte(body), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp~", path)
-}
-
-// Fixtures (the same resources the kuma-cp end-to-end tests serve).
-
-const dpWeb = `type: Dataplane
-mesh: default
-name: web-1
-networking:
-  address: 10.0.0.1
-  inbound:
-    - port: 8080
-      tags:
-        kuma.io/service: web
-`
-
-// dpOther lives in another mesh: no agent of mesh default may learn of it.
-const dpOther = `type: Dataplane
-mesh: other
-name: secret-1
-networking:
-  address: 10.9.0.1
-  inbound:
-    - port: 80
-      tags:
-        kuma.io/service: secret
-        version: v1
-`
-
-func virtualOutbound(meshName, host string) string {
-	return fmt.Sprintf(`type: VirtualOutbound
-mesh: %s
-name: by-version
-selectors:
-  - match:
-      kuma.io/service: "*"
-      version: "*"
-conf:
-  host: %q
-  port: 8080
-  tags:
-    kuma.io/service: service
-    version: version
-`, meshName, host)
 }
 
 var dnsZoneFile = testutil.GeneratingZone()
@@ -163,9 +109,9 @@ var dnsZoneFile = testutil.GeneratingZone()
 func TestStoreNeverServesADNSZoneFile(t *testing.T) {
 	for _, validate := range []bool{true, false} {
 		st, dir, logs := testStore(t, validate)
-		put(t, dir, "web.yaml", dpWeb)
+		put(t, dir, "web.yaml", testutil.DataplaneWeb)
 		put(t, dir, "zone.yaml", dnsZoneFile)
-		put(t, dir, "both.yaml", dpOther+"---\n"+dnsZoneFile)
+		put(t, dir, "both.yaml", testutil.DataplaneOther+"---\n"+dnsZoneFile)
 		sv, _ := st.Scan()
 		for _, m := range []string{"default", "other"} {
 			if z := sv.ForMesh(m, "DNSZone"); len(z) != 0 {

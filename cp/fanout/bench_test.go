@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,41 +61,16 @@ func BenchmarkStreamsOneChange(b *testing.B) {
 	sv := servedN(1000, 0)
 	cp := New(nil, slog.New(slog.DiscardHandler))
 	cp.Apply(sv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
 	got := make(chan struct{}, agents)
-	for i := range agents {
-		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
+	benchAgents(ctx, b, benchServe(ctx, b, cp), agents, func(s discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, r *discovery.DeltaDiscoveryResponse) bool {
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
+			return false
 		}
-		defer conn.Close()
-		s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(mesh.KindDataplane),
-			Node: &core.Node{Id: fmt.Sprintf("a-%d", i), Cluster: "default"}}); err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			for {
-				r, err := s.Recv()
-				if err != nil {
-					return
-				}
-				if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
-					return
-				}
-				got <- struct{}{}
-			}
-		}()
-	}
+		got <- struct{}{}
+		return true
+	})
 	for range agents { // the first sync
 		<-got
 	}
@@ -169,4 +145,73 @@ func BenchmarkServedDoc(b *testing.B) {
 			}
 		}
 	})
+}
+
+func BenchmarkIdleAgentsKeepalive(b *testing.B) {
+	const agents = 1000
+	for _, ka := range []time.Duration{2 * time.Second, 30 * time.Second} {
+		b.Run(ka.String(), func(b *testing.B) {
+			cp := New(nil, slog.New(slog.DiscardHandler))
+			cp.AgentKeepalive = ka
+			cp.Apply(servedN(10, 0))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			benchAgents(ctx, b, benchServe(ctx, b, cp), agents, nil)
+			for cp.Connected() < agents {
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(time.Second) // the connections settled
+			const window = 10 * time.Second
+			b.ResetTimer()
+			var cpu time.Duration
+			for range b.N {
+				before := processCPU()
+				time.Sleep(window)
+				cpu += processCPU() - before
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N)/agents/window.Seconds(), "cpu-us/agent/s")
+		})
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchServe(ctx context.Context, b *testing.B, cp *ControlPlane) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
+	return ln.Addr().String()
+}
+
+func benchAgents(ctx context.Context, b *testing.B, addr string, n int,
+	recv func(discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, *discovery.DeltaDiscoveryResponse) bool) {
+	for i := range n {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(mesh.KindDataplane),
+			Node: &core.Node{Id: fmt.Sprintf("a-%d", i), Cluster: "default"}}); err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for {
+				r, err := s.Recv()
+				if err != nil || (recv != nil && !recv(s, r)) {
+					return
+				}
+			}
+		}()
+	}
 }

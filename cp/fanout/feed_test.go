@@ -248,3 +248,39 @@ func TestFeedServesSameNamedRoutesOfTwoNamespaces(t *testing.T) {
 		t.Fatalf("routes served %v, want store.blog and store.shop", got)
 	}
 }
+
+func TestFeedServesRoutersWithoutStatus(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	st := cpstore.NewEtcd(c.Client(), "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := cpstore.Key{Mesh: "default", Type: mesh.KindRouter, Name: "shard1"}
+	router := "type: Router\nmesh: default\nname: shard1\ndns: shard1.apps.test\ndataplanes: {kuma.io/service: gw}\n"
+	it, err := st.Put(ctx, k, []byte(router+"status: {desiredReplicas: 2, readyReplicas: 1}\n"), cpstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(st, cp, slog.New(slog.DiscardHandler))
+	go feed.Run(ctx)
+	waitUntil(t, "the router served", func() bool { return feed.Synced() && len(cp.Resources("default", mesh.KindRouter)) == 1 })
+	body := cp.Resources("default", mesh.KindRouter)["shard1"]
+	if strings.Contains(string(body), "status") || !strings.Contains(string(body), "shard1.apps.test") {
+		t.Fatalf("served:\n%s", body)
+	}
+	head := cp.tableFor("default", mesh.KindRouter).head()
+	it, err = st.Put(ctx, k, []byte(router+"status: {desiredReplicas: 2, readyReplicas: 2}\n"), it.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the status change read", func() bool { return feed.Revision() >= it.Version })
+	if h := cp.tableFor("default", mesh.KindRouter).head(); h != head {
+		t.Errorf("a status-only change was a change for the agents: head %d -> %d", head, h)
+	}
+	if _, err := st.Put(ctx, k, []byte(strings.Replace(router, "shard1.apps.test", "shard-one.apps.test", 1)), it.Version); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a change of the router itself served", func() bool {
+		return strings.Contains(string(cp.Resources("default", mesh.KindRouter)["shard1"]), "shard-one.apps.test")
+	})
+}

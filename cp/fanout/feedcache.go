@@ -161,6 +161,11 @@ func servedDoc(it cpstore.Item) (Doc, error) {
 		return Doc{}, fmt.Errorf("does not decode: %w", err)
 	}
 	r := rs[0]
+	if rt, ok := r.(*mesh.Router); ok {
+		// its replicas' readiness is the control plane's (the zones carry it to the
+		// agents): a readiness change is no change of the Router for them
+		rt.Status = nil
+	}
 	m := r.GetMeta()
 	if !it.Created.IsZero() || m.CreationTime.IsZero() {
 		m.CreationTime = it.Created

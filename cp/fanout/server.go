@@ -37,6 +37,11 @@ type ControlPlane struct {
 	key []byte // token key; nil: tokens are not checked
 	// HandshakeFails counts failed TLS handshakes (timeouts included), for metrics.
 	HandshakeFails *atomic.Uint64
+	// AgentKeepalive is how long an agent's connection may stay silent before the control
+	// plane pings it, and how long the ping waits for its answer: a frozen or cut-off agent
+	// (a gateway replica then leaves its router's answers) is dropped within twice this.
+	// DefaultAgentKeepalive when 0; set it before GRPCServer.
+	AgentKeepalive time.Duration
 	// pushes, acks and nacks (by kind) count the link's traffic, for metrics.
 	pushes, acks atomic.Uint64
 	nacks        sync.Map // kind -> *atomic.Uint64
@@ -233,6 +238,17 @@ func (cp *ControlPlane) Connected() int {
 	return len(cp.streams)
 }
 
+// DefaultAgentKeepalive is ControlPlane.AgentKeepalive's default: a frozen agent is
+// dropped within 4 s, an idle one costs a ping every 2 s (a few dozen bytes each way).
+const DefaultAgentKeepalive = 2 * time.Second
+
+func (cp *ControlPlane) agentKeepalive() time.Duration {
+	if cp.AgentKeepalive <= 0 {
+		return DefaultAgentKeepalive
+	}
+	return max(cp.AgentKeepalive, time.Second) // gRPC's least
+}
+
 // MaxRequestBytes is the largest request an agent may send (a resume's versions).
 const MaxRequestBytes = 64 << 20
 
@@ -253,7 +269,11 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 		// A maximum connection age (gRPC adds +-10% jitter): agents reconnect in turn, so
 		// streams spread over the replicas again after a scale-out; an agent resumes with the
 		// versions it holds, so nothing unchanged is resent.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second,
+		// A silent agent is pinged, and dropped when the ping is not answered: one that is
+		// frozen (SIGSTOP) or cut off without its connection closing (a partition) holds no
+		// stream within 2 x AgentKeepalive, so a gateway replica's readiness (its stream)
+		// is true within seconds - it was 30 + 10 s.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cp.agentKeepalive(), Timeout: cp.agentKeepalive(),
 			MaxConnectionAge: maxAge, MaxConnectionAgeGrace: min(maxAge/10, 10*time.Second)}),
 		grpc.MaxConcurrentStreams(1000),
 		// Memory per connected agent: an idle agent's connection holds no write buffer (it is

@@ -230,3 +230,30 @@ func TestSameNamedRoutesLeaveTheDataplanePage(t *testing.T) {
 		t.Errorf("the page does not say which route is served:\n%s", body)
 	}
 }
+
+// A router's replicas are shown as its status says them (the control plane's, which its DNS
+// serves): a replica the status names not ready, with its reason, even when the page's own
+// reading of the dataplanes would say otherwise (here: no such dataplane is stored).
+func TestRouterReplicasAreItsStatus(t *testing.T) {
+	hs := testServerWith(t, `type: Router
+name: shard-s
+dns: shard-s.apps.example.com
+dataplanes: {kuma.io/service: gateway-s}
+status:
+  desiredReplicas: 2
+  readyReplicas: 1
+  replicas:
+  - {name: gw-s-0, address: 192.0.2.10, ready: true}
+  - {name: gw-s-1, address: 192.0.2.11, ready: false, reason: AgentNotConnected, message: no agent holds a stream}
+`)
+	code, body := get(t, hs.URL+"/gui/meshes/default/routers")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	page := html.UnescapeString(body)
+	for _, want := range []string{`data-replica="gw-s-0"`, `data-replica="gw-s-1"`, "192.0.2.11", "AgentNotConnected: no agent holds a stream"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the routers page lacks %q", want)
+		}
+	}
+}

@@ -94,11 +94,22 @@ func (s *Server) routers(ctx context.Context, r *http.Request) (string, string, 
 	return "Router shards of " + meshName, meshName, d, nil
 }
 
-// replicasOf are a router's gateway dataplanes (an inbound with every tag of its dataplanes
-// selector, through the API's filter; at most api.MaxPageSize, of total) and whether each
-// is ready: its agent connected and the inbound neither NotReady nor unhealthy; the reason
-// when not.
+// replicasOf are a router's replicas and whether each is ready, with the reason when not, as
+// the router's status says (the control plane writes it; its DNS serves the same). Before
+// the status is written: its gateway dataplanes (an inbound with every tag of its
+// dataplanes selector, through the API's filter; at most api.MaxPageSize, of total), ready
+// when the agent is connected and the inbound neither NotReady nor unhealthy.
 func (s *Server) replicasOf(ctx context.Context, meshName string, rt *mesh.Router) (rows []replicaRow, total int, err error) {
+	if st := rt.Status; st != nil { // the control plane's: what its DNS serves (routerstatus)
+		for _, r := range st.Replicas {
+			row := replicaRow{Name: r.Name, Address: r.Address, Ready: r.Ready}
+			if !r.Ready {
+				row.Reason = r.Reason + ": " + r.Message
+			}
+			rows = append(rows, row)
+		}
+		return rows, len(rows), nil
+	}
 	if len(rt.Dataplanes) == 0 {
 		return nil, 0, nil
 	}

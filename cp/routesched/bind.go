@@ -8,7 +8,6 @@ package routesched
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/kumadp/kuma-dp/authdns"
@@ -24,18 +23,8 @@ import (
 // it). It is never bound twice.
 var ErrBound = errors.New("the route is already bound")
 
-// Encode is a resource's document as stored (JSON, with its type).
-func Encode(r mesh.Resource) []byte {
-	b, _ := json.Marshal(r)
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(b, &fields)
-	if m := r.GetMeta(); m.CreationTime.IsZero() {
-		delete(fields, "creationTime")
-	}
-	fields["type"], _ = json.Marshal(r.Kind())
-	out, _ := json.Marshal(fields)
-	return out
-}
+// Encode is a resource's document as stored (JSON, with its type): mesh.EncodeJSON.
+func Encode(r mesh.Resource) []byte { return mesh.EncodeJSON(r) }
 
 // DecodeRoute reads a stored route; its creation time is the store's (a creationTime in the
 // document counts only when the store has none).

@@ -162,7 +162,7 @@ func shardDNS(ctx context.Context, t *testing.T, st store.Store) (*authdns.Serve
 		t.Fatal(err)
 	}
 	go srv.Run(ctx)
-	go shardzones.Run(ctx, st, authdns.Input{}, nil, nil, nil, quiet, func(z *shardzones.Zones) { srv.Swap(z.All) })
+	go shardzones.Run(ctx, st, authdns.Input{}, nil, quiet, func(z *shardzones.Zones) { srv.Swap(z.All) })
 	udp, _ := srv.Addrs()
 	return srv, func(name string) *dns.Msg {
 		req := new(dns.Msg)
@@ -266,14 +266,30 @@ func TestRouteUnderAnotherKeyLeftAlone(t *testing.T) {
 	}
 }
 
-// A router's status is the scheduler's: a condition written with the router is replaced by
-// what the scheduler finds (here none: its dns is its own).
+// A DNS condition written with the router (forged) is replaced by what the scheduler finds
+// (here none: its dns is its own).
 func TestRouterStatusIsTheSchedulers(t *testing.T) {
 	st := newStore(t)
 	put(t, st, mesh.KindRouter, "a", routerDoc("a", "")+"status:\n  conditions: [{type: DNS, status: 'False', reason: RouterDNSInUse, message: forged}]\n")
 	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Log: quiet}
 	pass(t, rc)
-	if s := routerStatus(t, st, "a"); s != nil {
-		t.Errorf("the forged status stayed: %+v", s)
+	if s := routerStatus(t, st, "a"); s.Condition(ConditionDNS) != nil {
+		t.Errorf("the forged condition stayed: %+v", s)
+	}
+}
+
+// The scheduler writes only its DNS condition: the rest of a router's status (its replicas
+// and their conditions, the router status writer's) is kept.
+func TestDNSConditionKeepsTheReplicasStatus(t *testing.T) {
+	st := newStore(t)
+	put(t, st, mesh.KindRouter, "a", routerDoc("a", ""))
+	time.Sleep(5 * time.Millisecond)
+	put(t, st, mesh.KindRouter, "b", "type: Router\nname: b\ndns: a.apps.example.com\nstatus:\n  desiredReplicas: 2\n  readyReplicas: 1\n  replicas: [{name: gw-1, address: 10.0.0.1, ready: true}]\n  conditions: [{type: Available, status: 'True', reason: ReplicasReady, message: 1 of 2}]\n")
+	rc := &Reconciler{Store: st, Metrics: &Metrics{}, Log: quiet}
+	pass(t, rc)
+	s := routerStatus(t, st, "b")
+	if s == nil || s.ReadyReplicas != 1 || len(s.Replicas) != 1 || s.Condition(mesh.ConditionAvailable) == nil ||
+		s.Condition(ConditionDNS) == nil || !strings.Contains(s.Condition(ConditionDNS).Message, "default/a") {
+		t.Errorf("b's status %+v: want its replicas and Available kept, and the DNS condition naming default/a", s)
 	}
 }

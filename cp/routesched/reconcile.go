@@ -29,6 +29,9 @@ const (
 	// ReasonDNSInUse: the route's router has the dns of another router, whose zone the
 	// control plane's DNS serves: it takes no routes until its dns is its own.
 	ReasonDNSInUse = "RouterDNSInUse"
+	// ConditionDNS is the router condition (False, ReasonDNSInUse) of a router whose dns an
+	// older router holds.
+	ConditionDNS   = "DNS"
 	defaultResync  = 10 * time.Second
 	defaultBackoff = 200 * time.Millisecond
 	maxBackoff     = 10 * time.Second
@@ -698,17 +701,19 @@ func (rc *Reconciler) shadowedRouters(items []store.Item) map[string]string {
 
 // dnsCondition is the condition a router's status carries while an older router holds its
 // dns (nil when it holds its own).
-func dnsCondition(rt *mesh.Router, holder string, now time.Time) []mesh.RouteCondition {
+func dnsCondition(rt *mesh.Router, holder string, now time.Time) *mesh.RouteCondition {
 	if holder == "" {
 		return nil
 	}
-	return []mesh.RouteCondition{{Type: "DNS", Status: "False", Reason: ReasonDNSInUse, LastTransitionTime: now,
-		Message: fmt.Sprintf("dns %s is held by router %s, which is older: this router takes no routes until its dns is its own", rt.DNS, holder)}}
+	return &mesh.RouteCondition{Type: ConditionDNS, Status: "False", Reason: ReasonDNSInUse, LastTransitionTime: now,
+		Message: fmt.Sprintf("dns %s is held by router %s, which is older: this router takes no routes until its dns is its own", rt.DNS, holder)}
 }
 
 // writeRouterStatus writes each router's DNS condition where it changed: set on a router
-// whose dns an older one holds, cleared once its dns is its own. Compared on the version
-// read: a router changed meanwhile is written by the next pass.
+// whose dns an older one holds, cleared once its dns is its own. The rest of the status (the
+// replicas and their conditions, package routerstatus's) is kept as read, and that writer
+// keeps this condition. Compared on the version read: a router changed meanwhile is written
+// by the next pass.
 func (rc *Reconciler) writeRouterStatus(ctx context.Context, items []store.Item, now time.Time) {
 	for _, it := range items {
 		res, err := rc.decode(it)
@@ -717,18 +722,23 @@ func (rc *Reconciler) writeRouterStatus(ctx context.Context, items []store.Item,
 			continue
 		}
 		want := dnsCondition(rt, rc.shadowed[it.Mesh+"/"+rt.Name], now)
-		var have []mesh.RouteCondition
-		if rt.Status != nil {
-			have = rt.Status.Conditions
-		}
-		if len(have) == len(want) && (len(want) == 0 || sameCondition(have[0], want[0])) {
+		have := rt.Status.Condition(ConditionDNS)
+		if want == nil && have == nil || want != nil && have != nil && sameCondition(*have, *want) {
 			continue
 		}
 		c := *rt
 		c.CreationTime = time.Time{}
-		c.Status = nil
+		st := mesh.RouterStatus{}
+		if rt.Status != nil {
+			st = *rt.Status
+		}
+		st.Conditions = slices.DeleteFunc(slices.Clone(st.Conditions), func(c mesh.RouteCondition) bool { return c.Type == ConditionDNS })
 		if want != nil {
-			c.Status = &mesh.RouterStatus{Conditions: want}
+			st.Conditions = append(st.Conditions, *want)
+		}
+		c.Status = &st
+		if len(st.Conditions) == 0 && len(st.Replicas) == 0 && st.DesiredReplicas == 0 && st.ReadyReplicas == 0 {
+			c.Status = nil
 		}
 		if _, err := rc.Store.Put(ctx, it.Key, Encode(&c), it.Version); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 			rc.Log.Warn("cannot write router status", "router", it.Key.String(), "error", err)

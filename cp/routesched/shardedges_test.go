@@ -63,7 +63,7 @@ func TestUserRouteInAnotherRoutersZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	cat, _ := authdns.Build(shardzones.Input(items, nil), nil)
 	for _, q := range []string{"shop-www.shard1.apps.example.com.", "other-x.shard1.apps.example.com."} {
 		req := new(dns.Msg)
 		req.SetQuestion(q, dns.TypeA)
@@ -306,7 +306,7 @@ func storeAnswer(t *testing.T, st store.Store, name string, qtype uint16) *dns.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, _ := authdns.Build(shardzones.Input(items, nil, nil), nil)
+	cat, _ := authdns.Build(shardzones.Input(items, nil), nil)
 	req := new(dns.Msg)
 	req.SetQuestion(name, qtype)
 	return cat.Answer(req)

@@ -17,7 +17,7 @@ import (
 // the link decodes and parses back to a zone with the same serial as the control plane's.
 func TestDocsDecodeOnTheAgentSide(t *testing.T) {
 	items := []store.Item{item("Router", "shard1", 3, router), item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw"))}
-	in := Input(items, nil, nil)
+	in := Input(items, nil)
 	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
 	cat, problems := authdns.Build(in, nil)
 	if len(problems) > 0 {
@@ -67,7 +67,7 @@ func TestMeshCatalogsKeepMeshesApart(t *testing.T) {
 		inMesh("other", item("Router", "evil", 6, evil)), inMesh("other", item("Dataplane", "egw-1", 7, dp("egw-1", "10.6.6.6", "egw"))),
 		inMesh("other", item("Route", "api", 8, userRoute("api", "api.acme.test", "evil"))),
 	}
-	in := Input(items, nil, nil)
+	in := Input(items, nil)
 	in.UserZones = []string{"acme.test"}
 	all, _ := authdns.Build(in, nil)
 	docs, errs := Docs(MeshCatalogs(in, all))
@@ -104,7 +104,7 @@ func TestMeshCatalogsKeepMeshesApart(t *testing.T) {
 
 // One mesh: its agents' catalog is the one the control plane's DNS serves, not built again.
 func TestMeshCatalogsOneMesh(t *testing.T) {
-	in := Input([]store.Item{item("Router", "shard1", 3, router), item("Route", "www", 5, route("www", "www.acme.test", "None", "True"))}, nil, nil)
+	in := Input([]store.Item{item("Router", "shard1", 3, router), item("Route", "www", 5, route("www", "www.acme.test", "None", "True"))}, nil)
 	in.UserZones = []string{"acme.test"}
 	all, _ := authdns.Build(in, nil)
 	if got := MeshCatalogs(in, all); len(got) != 1 || got["default"] != all {

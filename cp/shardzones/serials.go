@@ -349,8 +349,8 @@ func (s *Serials) writer(ctx context.Context) {
 }
 
 // Served builds, from what etcd holds under prefix, the zones the replicas serve: the
-// gateway replicas ready that some replica publishes (store.Presence "gateways"; all of them
-// when none is), and each zone's recorded serial - or, for content the leader has not
+// routers' replicas ready as their status says (all of them when none is), and each zone's
+// recorded serial - or, for content the leader has not
 // recorded yet, the one it gives it. cfg gives the settings of the replicas' zones (user
 // zones, nameservers, hostmaster).
 func Served(ctx context.Context, cl *clientv3.Client, prefix string, cfg authdns.Input) (*authdns.Catalog, []authdns.Problem, error) {
@@ -359,15 +359,11 @@ func Served(ctx context.Context, cl *clientv3.Client, prefix string, cfg authdns
 	if err != nil {
 		return nil, nil, err
 	}
-	held, err := st.Held(ctx, "gateways")
-	if err != nil {
-		return nil, nil, err
-	}
 	serials := NewSerials(cl, prefix, nil, nil)
 	if _, err := serials.Load(ctx); err != nil {
 		return nil, nil, err
 	}
-	in := Input(items, func(meshName, name string) bool { return held[meshName+"/"+name] }, nil)
+	in := Input(items, nil) // readiness as the routers' status says: what the replicas serve
 	in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
 	cat, problems := authdns.Build(in, serials)
 	return cat, problems, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/routerstatus"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
 	"github.com/kumadp/kuma-dp/internal/nsdtest"
@@ -59,23 +60,37 @@ func startReplica(t *testing.T, c *etcdtest.Cluster, id, addr, secondary string)
 	r.stop = func() { cancel(); r.done.Wait() }
 	t.Cleanup(r.stop) // before the client is closed
 	st := store.NewEtcd(cl, "/kuma")
-	pres := st.Presence("gateways", id, time.Second)
-	local := func(_, name string) bool { _, ok := r.connected.Load(name); return ok }
+	// readiness as kuma-cp serve has it: each replica publishes its agents (store.Presence),
+	// the leader writes the routers' status from them (routerstatus)
+	pres := st.Presence("agents", id, time.Second)
+	online := func(m, name string) bool {
+		_, ok := r.connected.Load(name)
+		return ok || pres.Elsewhere(m+"/"+name)
+	}
 	serials := NewSerials(cl, "/kuma", r.leader.Load, nil)
-	r.done.Add(4)
+	r.done.Add(5)
 	go func() { defer r.done.Done(); srv.Run(ctx) }()
 	go func() { defer r.done.Done(); pres.Run(ctx) }()
+	go func() { // as fanout's ShareAgents
+		defer r.done.Done()
+		for ctx.Err() == nil {
+			var names []string
+			r.connected.Range(func(k, _ any) bool { names = append(names, "default/"+k.(string)); return true })
+			pres.Publish(names)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	go func() {
 		defer r.done.Done()
 		st.RunWhileLeader(ctx, "kuma-cp", id, time.Second, func(lctx context.Context) {
 			r.leader.Store(true)
-			<-lctx.Done()
+			(&routerstatus.Writer{Store: st, Online: online, OnlineKnown: pres.Listed, Poll: 20 * time.Millisecond}).Run(lctx)
 			r.leader.Store(false)
 		})
 	}()
 	go func() {
 		defer r.done.Done()
-		Run(ctx, st, authdns.Input{}, local, pres, serials, nil, func(z *Zones) { srv.Swap(z.All) })
+		Run(ctx, st, authdns.Input{}, serials, nil, func(z *Zones) { srv.Swap(z.All) })
 	}()
 	return r
 }

@@ -1,11 +1,11 @@
 // Package shardzones keeps the zones of router shards in step with the store: a zone per
-// Router with the addresses of its ready gateway dataplanes, and a CNAME per admitted
-// user-domain Route. It owns the translation from resources to authdns.Input, the loop that
-// follows the store and the replicas' readiness, the zones' serials kept in etcd (Serials:
-// one serial per content on every replica), and handing each catalog built to its sinks:
-// the control plane's authoritative DNS (package authdns) and the DNSZone documents sent to
-// the agents (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route
-// scheduler's, serving agents is fanout's.
+// Router with the addresses of its ready replicas (as its status says), and a CNAME per
+// admitted user-domain Route. It owns the translation from resources to authdns.Input, the
+// loop that follows the store, the zones' serials kept in etcd (Serials: one serial per
+// content on every replica), and handing each catalog built to its sinks: the control
+// plane's authoritative DNS (package authdns) and the DNSZone documents sent to the agents
+// (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route scheduler's,
+// deciding which replicas are ready routerstatus's, serving agents is fanout's.
 package shardzones
 
 import (
@@ -19,19 +19,17 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/routerstatus"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// Ready reports whether a gateway dataplane (mesh, name) is ready; nil takes every one as
-// ready.
-type Ready func(meshName, name string) bool
-
-// Input builds the zones' input from the store's items: every Router (its replicas are the
-// Dataplanes of its mesh whose inbound tags match router.dataplanes, at their address), and
+// Input builds the zones' input from the store's items: every Router, with its replicas
+// and their readiness as its status says (package routerstatus: the leader writes it, the
+// views show it; a router with no status yet has its selected dataplanes, none ready), and
 // every Route of dnsType user admitted on the router it is scheduled onto. An item that does
 // not decode is skipped.
-func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
+func Input(items []store.Item, log *slog.Logger) authdns.Input {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -78,16 +76,14 @@ func Input(items []store.Item, ready Ready, log *slog.Logger) authdns.Input {
 	for _, rt := range routers {
 		zr := authdns.Router{Name: rt.Name, Mesh: rt.Mesh, DNS: rt.DNS, Revision: routerRev[rt.Mesh+"/"+rt.Name]}
 		for _, dp := range dps {
-			if dp.Mesh != rt.Mesh || len(rt.Dataplanes) == 0 || !servesRouter(dp, rt) {
-				continue
+			if _, ok := rt.Replica(dp); ok && dp.Mesh == rt.Mesh {
+				zr.Revision = max(zr.Revision, dpRev[dp])
 			}
-			a, err := netip.ParseAddr(address(dp))
-			if err != nil {
-				continue
+		}
+		for _, rep := range replicas(rt, dps) {
+			if a, err := netip.ParseAddr(rep.Address); err == nil {
+				zr.Replicas = append(zr.Replicas, authdns.Replica{Name: rep.Name, Addrs: []netip.Addr{a}, Ready: rep.Ready})
 			}
-			ok := ready == nil || ready(dp.Mesh, dp.Name)
-			zr.Replicas = append(zr.Replicas, authdns.Replica{Name: dp.Name, Addrs: []netip.Addr{a}, Ready: ok})
-			zr.Revision = max(zr.Revision, dpRev[dp])
 		}
 		in.Routers = append(in.Routers, zr)
 	}
@@ -125,20 +121,13 @@ func indexDot(s string) int {
 	return -1
 }
 
-func servesRouter(dp *mesh.Dataplane, rt *mesh.Router) bool {
-	for _, in := range dp.Networking.Inbound {
-		if rt.Dataplanes.Matches(in.Tags) {
-			return true
-		}
+// replicas are the router's replicas as its status says, or, before the leader wrote one,
+// its selected dataplanes, none ready (the zone answers them all: fail static).
+func replicas(rt *mesh.Router, dps []*mesh.Dataplane) []mesh.RouterReplica {
+	if rt.Status != nil {
+		return rt.Status.Replicas
 	}
-	return false
-}
-
-func address(dp *mesh.Dataplane) string {
-	if dp.Networking.AdvertisedAddress() != "" {
-		return dp.Networking.AdvertisedAddress()
-	}
-	return dp.Networking.Address
+	return routerstatus.Replicas(rt, dps, nil)
 }
 
 // Zones is one build of the zones.
@@ -197,60 +186,17 @@ func (s servedSerials) Serial(origin string, hash uint64, rev int64) uint32 {
 	return authdns.NextSerial(0, rev)
 }
 
-// ReadinessPoll is how often Run asks whether the gateway replicas' readiness changed: a
-// replica that goes not-ready leaves the answers within about this (plus a rebuild).
-const ReadinessPoll = 100 * time.Millisecond
-
-// Shared is readiness shared between the replicas: each publishes the gateway replicas
-// whose agents hold a stream to it, and every replica takes as ready those that any
-// replica publishes, so that every replica answers the same (store.Presence).
-type Shared interface {
-	// Publish sets the gateway replicas ready here ("mesh/name").
-	Publish(names []string)
-	// Elsewhere says whether another replica has a gateway replica ready.
-	Elsewhere(name string) bool
-}
-
 // Run keeps the zones in step with st until ctx ends, handing every build to sinks (the DNS
 // server's Swap of every mesh's zones; each mesh's zones sent to its agents, FeedSink): a list, then a rebuild
-// after every burst of changes (re-listing; on compaction too), and, when readiness is given
-// (it is not in the store), a rebuild of the last list as soon as a gateway replica's
-// readiness differs from the one the zones were built with (asked every ReadinessPoll).
-// Serials come from serials, kept in etcd (nil: this process's own, authdns.Serials), so
-// replicas give the same serial for the same content, also after a restart.
-// With shared (nil: this replica's readiness alone), a gateway replica is ready when its
-// agent holds a stream to any replica.
-func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, shared Shared, serials *Serials, log *slog.Logger, sinks ...Sink) {
+// after every burst of changes (re-listing; on compaction too). Readiness is in the store
+// (the Routers' status), so a replica going not-ready is a change like any other and every
+// replica answers the same. Serials come from serials, kept in etcd (nil: this process's
+// own, authdns.Serials), so replicas give the same serial for the same content, also after
+// a restart.
+func Run(ctx context.Context, st store.Store, cfg authdns.Input, serials *Serials, log *slog.Logger, sinks ...Sink) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if ready != nil && shared != nil {
-		local := ready
-		ready = func(meshName, name string) bool {
-			return local(meshName, name) || shared.Elsewhere(meshName+"/"+name)
-		}
-		// publish: the gateway replicas of the last build that are ready here, at every
-		// readiness poll.
-		var gateways []string
-		publish := func() {
-			var here []string
-			for _, g := range gateways {
-				m, n, _ := strings.Cut(g, "/")
-				if local(m, n) {
-					here = append(here, g)
-				}
-			}
-			shared.Publish(here)
-		}
-		runZones(ctx, st, cfg, ready, func(probed []string) { gateways = probed; publish() }, serials, log, sinks...)
-		return
-	}
-	runZones(ctx, st, cfg, ready, nil, serials, log, sinks...)
-}
-
-// runZones is Run; tick, when given, is called at every readiness poll (and after every
-// build) with the gateway replicas ("mesh/name") of the last build.
-func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, tick func([]string), serials *Serials, log *slog.Logger, sinks ...Sink) {
 	local := authdns.NewSerials()
 	var recordsChanged <-chan struct{}
 	if serials != nil {
@@ -262,25 +208,8 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 	}
 	var served *authdns.Catalog
 	var items []store.Item
-	// probes: the readiness each replica had when the zones were built.
-	type probe struct {
-		mesh, name string
-		ready      bool
-	}
-	var probes []probe
-	// gateways: the probes' gateway replicas ("mesh/name"), for tick; set at each build
-	var gateways []string
-	recording := ready
-	if ready != nil {
-		recording = func(meshName, name string) bool {
-			r := ready(meshName, name)
-			probes = append(probes, probe{meshName, name, r})
-			return r
-		}
-	}
 	build := func() {
-		probes = probes[:0]
-		in := Input(items, recording, log)
+		in := Input(items, log)
 		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
 		var cat *authdns.Catalog
 		var problems []authdns.Problem
@@ -297,21 +226,6 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 		for _, sink := range sinks {
 			sink(zones)
 		}
-		if tick != nil {
-			gateways = make([]string, 0, len(probes))
-			for _, p := range probes {
-				gateways = append(gateways, p.mesh+"/"+p.name)
-			}
-			tick(gateways)
-		}
-	}
-	readinessChanged := func() bool {
-		for _, p := range probes {
-			if ready(p.mesh, p.name) != p.ready {
-				return true
-			}
-		}
-		return false
 	}
 	// byKey is what the store holds, as listed and then followed through the watch's events:
 	// a change costs one rebuild of the zones, not a list of the whole store.
@@ -356,26 +270,14 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		events := st.Watch(wctx, rev)
-		var poll <-chan time.Time
-		ticker := time.NewTicker(ReadinessPoll)
-		if ready != nil {
-			poll = ticker.C
-		}
 	follow:
 		for {
 			select {
 			case <-ctx.Done():
-				ticker.Stop()
 				cancel()
 				return
 			case <-recordsChanged:
 				build()
-			case <-poll:
-				if readinessChanged() {
-					build() // ticks
-				} else if tick != nil {
-					tick(gateways)
-				}
 			case e, ok := <-events:
 				if !ok || e.Type == store.Relist {
 					break follow
@@ -395,7 +297,6 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 				rebuild()
 			}
 		}
-		ticker.Stop()
 		cancel()
 	}
 }

@@ -1,6 +1,7 @@
 package shardzones
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -31,13 +32,13 @@ func route(name, host, policy, admitted string) string {
 // (a Subdomain route claims *.domain); the zone's revision is that of its newest input.
 func TestInput(t *testing.T) {
 	in := Input([]store.Item{
-		item("Router", "shard1", 3, router),
+		item("Router", "shard1", 3, router+"status:\n  replicas: [{name: gw-1, address: 10.0.0.1, ready: true}]\n"),
 		item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw")),
 		item("Dataplane", "web-1", 9, dp("web-1", "10.0.0.9", "web")),
 		item("Route", "www", 5, route("www", "www.acme.test", "None", "True")),
 		item("Route", "wild", 7, route("wild", "x.wild.test", "Subdomain", "True")),
 		item("Route", "held", 8, route("held", "held.acme.test", "None", "False")),
-	}, func(_, name string) bool { return name == "gw-1" }, nil)
+	}, nil)
 	if len(in.Routers) != 1 || len(in.Routers[0].Replicas) != 1 || in.Routers[0].Replicas[0].Name != "gw-1" || !in.Routers[0].Replicas[0].Ready {
 		t.Fatalf("routers %+v", in.Routers)
 	}
@@ -69,7 +70,7 @@ func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
 		inMesh("m2", item("Router", "shard1", 6, strings.Replace(router, "shard1.apps.test", "shard1.m2.test", 1))),
 		inMesh("m2", item("Dataplane", "gw-2", 7, dp("gw-2", "10.0.2.1", "gw"))),
 	}
-	in := Input(items, nil, nil)
+	in := Input(items, nil)
 	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
 	cat, problems := authdns.Build(in, nil)
 	if len(problems) != 0 {
@@ -94,7 +95,7 @@ func TestOlderRouterKeepsItsDNS(t *testing.T) {
 	older.Created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	newer := item("Router", "dup-a", 4, "type: Router\nmesh: default\nname: dup-a\ndns: shard-b.apps.test\n")
 	newer.Created = older.Created.Add(time.Millisecond)
-	in := Input([]store.Item{newer, older}, nil, nil)
+	in := Input([]store.Item{newer, older}, nil)
 	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
 	cat, problems := authdns.Build(in, nil)
 	if z := cat.Zone("shard-b.apps.test"); z == nil || z.Router != "shard-b" {
@@ -102,5 +103,34 @@ func TestOlderRouterKeepsItsDNS(t *testing.T) {
 	}
 	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "dup-a") {
 		t.Errorf("problems %v, want the newer router's", problems)
+	}
+}
+
+// A replica's readiness is the one its Router's status says (the leader's, shown by the
+// views): the zone answers the ready ones; a router whose status has none ready, or that has
+// no status yet, answers all its replicas (fail static); a replica is answered at the address
+// the status gives.
+func TestInputReadinessFromTheRouterStatus(t *testing.T) {
+	dps := []store.Item{
+		item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw")),
+		item("Dataplane", "gw-2", 5, dp("gw-2", "10.0.0.2", "gw")),
+	}
+	answer := func(routerDoc string) string {
+		cat, _ := authdns.Build(Input(append([]store.Item{item("Router", "shard1", 3, routerDoc)}, dps...), nil), nil)
+		return strings.Join(shardAddrs(cat), ",")
+	}
+	status := func(r1, r2 bool) string {
+		return fmt.Sprintf("status:\n  replicas:\n  - {name: gw-1, address: 10.0.0.1, ready: %v}\n  - {name: gw-2, address: 10.0.0.2, ready: %v}\n", r1, r2)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{router + status(true, false), "10.0.0.1"},
+		{router + status(false, true), "10.0.0.2"},
+		{router + status(true, true), "10.0.0.1,10.0.0.2"},
+		{router + status(false, false), "10.0.0.1,10.0.0.2"},
+		{router, "10.0.0.1,10.0.0.2"},
+	} {
+		if got := answer(c.doc); got != c.want {
+			t.Errorf("%s\nanswered %s, want %s", c.doc, got, c.want)
+		}
 	}
 }

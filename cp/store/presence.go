@@ -15,8 +15,8 @@ import (
 )
 
 // Presence shares between replicas which names each holds (the dataplanes whose agents
-// hold a stream to it: kuma-cp's group "agents" for all of them, "gateways" for the
-// gateways' readiness): a name held is a key <prefix>-presence/<group>/<name>/<id> on the
+// hold a stream to it: kuma-cp's group "agents", which the routers' readiness reads too): a
+// name held is a key <prefix>-presence/<group>/<name>/<id> on the
 // replica's session lease, so the names of a replica that stops go at once, and those of one
 // killed or cut off within the lease's TTL. Every replica follows the others' keys.
 type Presence struct {
@@ -28,6 +28,7 @@ type Presence struct {
 	others    map[string]map[string]bool // name -> the other replicas holding it
 	kick      chan struct{}
 	passes    atomic.Int64 // comparisons of want with what is written
+	listed    atomic.Bool  // the others' names were read once
 }
 
 // Presence is the presence of replica id among those of group, on a session lease of ttl
@@ -64,6 +65,10 @@ func (p *Presence) Elsewhere(name string) bool {
 	defer p.mu.Unlock()
 	return len(p.others[name]) > 0
 }
+
+// Listed reports whether the others' names have been read once: before, Elsewhere says
+// false of every name.
+func (p *Presence) Listed() bool { return p.listed.Load() }
 
 // Others are the names the other replicas hold, each with those replicas (sorted).
 func (p *Presence) Others() map[string][]string {
@@ -137,6 +142,7 @@ func (p *Presence) session(ctx context.Context) error {
 	p.mu.Lock()
 	p.others = others
 	p.mu.Unlock()
+	p.listed.Store(true)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	events := p.s.c.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
@@ -242,23 +248,4 @@ func (p *Presence) session(ctx context.Context) error {
 			p.mu.Unlock()
 		}
 	}
-}
-
-// Held is every name of group that some replica holds now, read once (for a reader that is
-// not a replica, such as `kuma-cp zones`).
-func (s *Etcd) Held(ctx context.Context, group string) (map[string]bool, error) {
-	p := s.Presence(group, "-", 0)
-	lctx, cancel := s.ctx(ctx)
-	defer cancel()
-	r, err := s.get(lctx, p.prefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		return nil, err
-	}
-	held := map[string]bool{}
-	for _, kv := range r.Kvs {
-		if name, _, ok := p.split(string(kv.Key)); ok {
-			held[name] = true
-		}
-	}
-	return held, nil
 }

@@ -24,11 +24,19 @@ func TestPresenceOthers(t *testing.T) {
 	defer stopA()
 	defer stopB()
 	a, b := s.Presence("agents", "replica-a", time.Second), s.Presence("agents", "replica-b", time.Second)
+	if a.Listed() {
+		t.Fatal("listed before it ran")
+	}
 	doneA := make(chan struct{})
 	go func() { defer close(doneA); a.Run(ctxA) }()
 	go b.Run(ctxB)
 	a.Publish([]string{"m/a", "m/b"})
 	b.Publish([]string{"m/b"})
+	for deadline := time.Now().Add(10 * time.Second); !a.Listed() || !b.Listed(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the others' names not listed within 10s")
+		}
+	}
 	wait := func(what string, p *Presence, want map[string][]string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

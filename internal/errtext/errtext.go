@@ -1,5 +1,6 @@
 // Package errtext owns how an offending value appears in an error message: cut to a length
-// that finds it in the file, never a whole multi-megabyte value in a log line.
+// that finds it in the file, never a whole multi-megabyte value in a log line; and, for an
+// unknown name, the known one it likely misspells (Suggest).
 package errtext
 
 import (

@@ -56,6 +56,38 @@ func Start(t testing.TB, cfg Config) string {
 		port = testutil.FreeDNSPort(t)
 	}
 	dir := t.TempDir()
+	confPath := writeConf(t, dir, port, cfg)
+	cmd := exec.Command(bin, "-d", "-c", confPath)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "nsd.log"))
+			t.Logf("nsd output:\n%s\n%s", out.String(), log)
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c := &dns.Client{Timeout: 500 * time.Millisecond}
+	q := new(dns.Msg)
+	q.SetQuestion(".", dns.TypeSOA)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, _, err := c.Exchange(q, addr); err == nil {
+			return addr
+		}
+	}
+	t.Fatalf("nsd did not answer on %s within 10 s:\n%s", addr, out.String())
+	return ""
+}
+
+// writeConf writes nsd's configuration for cfg, listening on port, with its files and the
+// zones' files in dir, and returns its path.
+func writeConf(t testing.TB, dir string, port int, cfg Config) string {
+	t.Helper()
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `server:
   ip-address: 127.0.0.1@%d
@@ -101,31 +133,7 @@ remote-control:
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-d", "-c", confPath)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "nsd.log"))
-			t.Logf("nsd output:\n%s\n%s", out.String(), log)
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := &dns.Client{Timeout: 500 * time.Millisecond}
-	q := new(dns.Msg)
-	q.SetQuestion(".", dns.TypeSOA)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, _, err := c.Exchange(q, addr); err == nil {
-			return addr
-		}
-	}
-	t.Fatalf("nsd did not answer on %s within 10 s:\n%s", addr, out.String())
-	return ""
+	return confPath
 }
 
 // SOASerial is the serial nsd (or any server) at addr answers for origin, or 0 when it

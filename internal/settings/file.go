@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/internal/errtext"
 )
 
 // Scalars are the types written as one value in a config file that are not strings, numbers
@@ -239,8 +239,8 @@ func (c *configChecker) unknown(k *yaml.Node, p, section string, names []string)
 	switch {
 	case len(elsewhere) > 0:
 		c.errorf(k, p, "unknown field here: it belongs in %s", strings.Join(elsewhere, " or "))
-	case mesh.Suggest(k.Value, names) != "":
-		c.errorf(k, p, "unknown field, did you mean %s?", mesh.Suggest(k.Value, names))
+	case errtext.Suggest(k.Value, names) != "":
+		c.errorf(k, p, "unknown field, did you mean %s?", errtext.Suggest(k.Value, names))
 	default:
 		c.errorf(k, p, "unknown field (known here: %s)", strings.Join(names, ", "))
 	}
