@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/certs"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/token"
 )
 
@@ -197,7 +198,7 @@ func TestEveryHelpHasWorkingExampleFlags(t *testing.T) {
 // a comma split it.
 func TestServeReplicaIDRefused(t *testing.T) {
 	for id, ok := range map[string]bool{"a/b": false, "a,b": false, "a b": false, "": false, "kuma-cp-0.example-1234": true} {
-		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
+		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
 		err := c.check()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--replica-id")) {
 			t.Errorf("--replica-id %q: %v", id, err)

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
@@ -20,14 +19,14 @@ import (
 // RFC 1035 master files (for nsd, knot or BIND) or JSON.
 func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("zones", pflag.ContinueOnError)
-	endpoints := fs.String("etcd-endpoints", "", "etcd client URLs, comma-separated (required)")
-	prefix := fs.String("etcd-prefix", "/kuma", "key prefix of the resources in etcd")
+	var conn cli.Etcd
+	conn.Bind(fs, "etcd client URLs, comma-separated (required)")
 	userZones := fs.StringSlice("dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
 	output := fs.StringP("output", "o", "zone", "zone (RFC 1035 master files) or json")
 	if rc, done := parse("zones", fs, args, stdout, stderr); done {
 		return rc
 	}
-	if *endpoints == "" {
+	if conn.Endpoints == "" {
 		fmt.Fprintln(stderr, "kuma-cp zones: --etcd-endpoints is required\nRun 'kuma-cp zones --help' for the flags.")
 		return exitUsage
 	}
@@ -35,17 +34,21 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp zones: -o %q: want zone or json\n", *output)
 		return exitUsage
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ","), DialTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Check(ctx); err != nil {
+		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
+		return exitFail
+	}
+	cl, err := conn.Client()
 	if err != nil {
-		fmt.Fprintf(stderr, "kuma-cp zones: --etcd-endpoints %q: %v\n", *endpoints, err)
+		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	items, _, _, err := cpstore.NewEtcd(cl, *prefix).List(ctx, "", "", "", 0)
+	items, _, _, err := cpstore.NewEtcd(cl, conn.Prefix).List(ctx, "", "", "", 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
+		fmt.Fprintf(stderr, "kuma-cp zones: reading etcd (--etcd-endpoints %s): %v\n", conn.Endpoints, err)
 		return exitFail
 	}
 	in := shardzones.Input(items, nil, nil)
