@@ -20,7 +20,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
-      -ldflags "-s -w -X main.version=${VERSION}" \
+      -ldflags "-s -w -X github.com/kumadp/kuma-dp/internal/buildinfo.Version=${VERSION}" \
       -o /out/kuma-dp ./cmd/kuma-dp \
  && /out/kuma-dp version
 

@@ -36,6 +36,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/dirstore"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/internal/buildinfo"
 )
 
 const (
@@ -61,6 +62,7 @@ Commands:
   inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
+  version print the version
 
 Example (two terminals; see docs/cplink.md):
   kuma-cp certs --out-dir /tmp/cp
@@ -74,6 +76,9 @@ Example (two terminals; see docs/cplink.md):
 // commandExamples are the examples each command's --help ends with (apply, get and delete
 // share clientExample), each run as written by a test on the bundled files.
 var commandExamples = map[string]string{
+	"version": `Example:
+  kuma-cp version
+`,
 	"certs": `Example:
   kuma-cp certs --out-dir /tmp/cp
 `,
@@ -131,6 +136,13 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 		return zonesCmd(args[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
+	case "version", "--version":
+		fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
+		if rc, done := parse("version", fs, args[1:], stdout, stderr); done {
+			return rc
+		}
+		fmt.Fprintln(stdout, buildinfo.String("kuma-cp"))
+		return exitOK
 	}
 	fmt.Fprintf(stderr, "kuma-cp: unknown command %q\n\n%s", args[0], usageText)
 	return exitUsage
@@ -360,6 +372,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
+		reg.MustRegister(buildinfo.Collector("kuma_cp"))
 		reg.MustRegister(cp.Collector())
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
 			func() float64 { return float64(cp.Connected()) }))

@@ -24,6 +24,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"--help"}, exitOK, "kuma-cp serve --resources-dir", ""},
 		{[]string{"serve", "--help"}, exitOK, "--token-key-file", ""},
 		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`},
+		{[]string{"version"}, exitOK, "kuma-cp dev (", ""},
 		{[]string{"serve", "--bogus"}, exitUsage, "", "unknown flag: --bogus"},
 		{[]string{"serve"}, exitUsage, "", "--resources-dir is required"},
 		{[]string{"serve", "--resources-dir", filepath.Join(dir, "missing")}, exitUsage, "", "not a readable directory"},
