@@ -41,9 +41,14 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	namespace := fs.StringP("namespace", "n", "", "routes, routebindings: get, delete, describe of one: its namespace (or give NAME as name.namespace); get of a list: that namespace's only")
 	waitFor := fs.Bool("wait", false, "apply: wait until each applied route is scheduled, print its final DNS name (or why it is not scheduled yet)")
 	waitTimeout := fs.Duration("timeout", time.Minute, "apply --wait: how long to wait")
+	for f, cmds := range flagCommands {
+		if !slices.Contains(cmds, name) {
+			_ = fs.MarkHidden(f) // refused below, naming the commands it is for; not in --help
+		}
+	}
 	if rc, done := parseArgs(name, fs, args, name != "apply", stdout, stderr); done {
 		if rc == exitOK && name != "describe" {
-			fmt.Fprint(stdout, clientExample)
+			fmt.Fprint(stdout, "\n"+clientExample)
 		}
 		return rc
 	}
@@ -308,7 +313,11 @@ func readSources(path string) ([]api.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, api.Source{Name: filepath.Clean(p), Data: data})
+		name := filepath.Clean(p)
+		if p == "-" {
+			name = "STDIN" // as kubectl names it in errors (not "-#2")
+		}
+		out = append(out, api.Source{Name: name, Data: data})
 	}
 	return out, nil
 }

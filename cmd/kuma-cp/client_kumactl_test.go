@@ -67,7 +67,7 @@ func TestClientTablesPerType(t *testing.T) {
 		{[]string{"get", "dataplanes"}, "MESH     NAME   TAGS                 ADDRESS   AGE", regexp.MustCompile(`(?m)^default  web-1  kuma\.io/service=web  10\.0\.0\.1  \d+s$`)},
 		{[]string{"get", "dataplane", "web-1"}, "MESH     NAME   TAGS                 ADDRESS   AGE", regexp.MustCompile(`(?m)^default  web-1  kuma\.io/service=web  10\.0\.0\.1  \d+s$`)},
 		{[]string{"get", "traffic-routes"}, "MESH  NAME  AGE", nil},
-		{[]string{"get", "routers", "shard-a"}, "NAME     DNS                       SELECTOR  NAMESPACES  REPLICAS (READY/ALL)  ROUTES", regexp.MustCompile(`(?m)^shard-a  shard-a\.apps\.example\.com  shard=a   shop,blog   0/0 `)},
+		{[]string{"get", "routers", "shard-a"}, "NAME     DNS                       SELECTOR  NAMESPACES  READY  ROUTES", regexp.MustCompile(`(?m)^shard-a  shard-a\.apps\.example\.com  shard=a   shop,blog   0/0 `)},
 		{[]string{"get", "routes", "web.shop"}, "NAMESPACE  NAME  HOST      TYPE    ROUTER  PHASE  DNS  ADMITTED  AGE", regexp.MustCompile(`(?m)^shop       web   www/cart  system  -       new`)},
 	} {
 		rc, out, errb := run(append(c.args, u)...)

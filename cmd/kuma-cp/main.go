@@ -252,7 +252,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
-	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "connections held at once; more are closed at once (default: 16384, or the open-files limit less 256)")
+	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "connections held at once; more are closed at once (16384, or the open-files limit less 256 when that is lower)")
 	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "connections held at once from one client IP (0: no limit)")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ..., \"metrics\": ...} here once serving")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")

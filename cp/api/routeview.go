@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -87,7 +88,8 @@ func admitted(r *mesh.Route) string {
 	return "False (" + c[0].Reason + ")"
 }
 
-// PrintRouters is `get routers`: name, dns, selector, ready replicas, routes.
+// PrintRouters is `get routers`: name, dns, selector, READY (ready replicas / all, as
+// kubectl's READY), routes.
 func PrintRouters(w io.Writer, routers, routes, dataplanes []Resource) error {
 	rts, rs, dps := decodeAs[*mesh.Router](routers), decodeAs[*mesh.Route](routes), decodeAs[*mesh.Dataplane](dataplanes)
 	count := map[string]int{}
@@ -97,7 +99,7 @@ func PrintRouters(w io.Writer, routers, routes, dataplanes []Resource) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDNS\tSELECTOR\tNAMESPACES\tREPLICAS (READY/ALL)\tROUTES")
+	fmt.Fprintln(tw, "NAME\tDNS\tSELECTOR\tNAMESPACES\tREADY\tROUTES")
 	for _, rt := range rts {
 		names, ready := replicas(rt, dps)
 		n := 0
@@ -177,7 +179,10 @@ func DescribeRouter(w io.Writer, router Resource, routes, dataplanes []Resource)
 		return fmt.Errorf("router %s does not decode", router.Name)
 	}
 	rt := rts[0]
-	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s; user domains CNAME here)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
+	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
+	// Users' own domains CNAME to a name the shard's wildcard answers, never its apex (RFC
+	// 4592: the apex is not covered by its own wildcard).
+	fmt.Fprintf(w, "CNAME target:     %s (user domains: <your name> CNAME %s)\n", routesched.Canonical(rt), routesched.Canonical(rt))
 	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
 		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
 	names, ready := replicas(rt, decodeAs[*mesh.Dataplane](dataplanes))

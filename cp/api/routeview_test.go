@@ -35,12 +35,15 @@ func TestRouterViews(t *testing.T) {
 	if err := PrintRouters(&b, routers, routes, dps); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "shard-a  shard-a.apps.example.com  shard=a   <all>       1/3                   1") {
+	if !strings.Contains(b.String(), "shard-a  shard-a.apps.example.com  shard=a   <all>       1/3    1") {
 		t.Errorf("get routers:\n%s", b.String())
 	}
 	b.Reset()
 	if err := DescribeRouter(&b, routers[0], routes, dps); err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "CNAME here") || !strings.Contains(b.String(), "CNAME target:     router-shard-a.shard-a.apps.example.com ") {
+		t.Errorf("describe router: want the CNAME target router-shard-a.shard-a.apps.example.com, never the apex:\n%s", b.String())
 	}
 	for _, want := range []string{"gw-a-1\tready", "gw-a-2\tnot ready", "gw-a-3\tnot ready", "Routes:           1", "shop/web\tshop-www.shard-a.apps.example.com\tFalse (HostAlreadyClaimed)"} {
 		if !strings.Contains(b.String(), want) {
