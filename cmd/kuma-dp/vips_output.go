@@ -111,9 +111,13 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 }
 
 // vipsWriteZone prints an RFC 1035 master file: $ORIGIN (the longest suffix every name shares),
-// $TTL, an SOA whose serial is a hash of the records (same records, same serial), and the A
-// and AAAA records of every available hostname. ttl is the resolver's (kuma-dp run --dns-ttl),
-// for the records and as the negative TTL, so the file says what the resolver answers.
+// $TTL, an SOA whose serial is a hash of the records (same records, same serial), an NS (this
+// agent's resolver, on loopback: glue when its name falls inside the zone), and the A and AAAA
+// records of every available hostname. ttl is the resolver's (kuma-dp run --dns-ttl), for the
+// records and as the negative TTL, so the file says what the resolver answers. A name that is
+// not a hostname (Kuma's `backend_ns_svc_80` service names: `_` is no hostname character,
+// RFC 952) is answered by the resolver but written as a comment, so that the file passes
+// named-checkzone's check-names and nsd-checkzone as written.
 func vipsWriteZone(w io.Writer, t *vipalloc.Table, ttl uint32) error {
 	avail := t.Available()
 	names := make([]string, len(avail))
@@ -122,22 +126,58 @@ func vipsWriteZone(w io.Writer, t *vipalloc.Table, ttl uint32) error {
 	}
 	origin := vipsCommonSuffix(names)
 	var recs strings.Builder
+	skipped := 0
 	for _, e := range avail {
 		owner := vipsRelative(e.Hostname, origin)
-		fmt.Fprintf(&recs, "%s\tIN\tA\t%s\n", owner, e.IPv4())
+		comment := ""
+		if !vipsIsHostname(e.Hostname) {
+			comment = "; "
+			skipped++
+		}
+		fmt.Fprintf(&recs, "%s%s\tIN\tA\t%s\n", comment, owner, e.IPv4())
 		if e.IPv6().IsValid() {
-			fmt.Fprintf(&recs, "%s\tIN\tAAAA\t%s\n", owner, e.IPv6())
+			fmt.Fprintf(&recs, "%s%s\tIN\tAAAA\t%s\n", comment, owner, e.IPv6())
 		}
 	}
 	h := fnv.New32a()
 	h.Write([]byte(recs.String()))
 	serial := h.Sum32()
 	fmt.Fprintf(w, "; hostnames and VIPs served by the dataplane (kuma-dp vips -o zone)\n")
+	if skipped > 0 {
+		fmt.Fprintf(w, "; %d name(s) commented out below are answered by the resolver but are not hostnames\n"+
+			"; (RFC 952: letters, digits and '-'), which check-names would refuse\n", skipped)
+	}
 	fmt.Fprintf(w, "$ORIGIN %s\n$TTL %d\n", origin, ttl)
-	fmt.Fprintf(w, "@\tIN\tSOA\tns.kuma-dp. hostmaster.kuma-dp. (\n\t\t%d ; serial (hash of the records)\n"+
-		"\t\t3600 ; refresh\n\t\t600 ; retry\n\t\t86400 ; expire\n\t\t%d ) ; negative TTL\n", serial, ttl)
+	fmt.Fprintf(w, "@\tIN\tSOA\t%s %s (\n\t\t%d ; serial (hash of the records)\n"+
+		"\t\t3600 ; refresh\n\t\t600 ; retry\n\t\t86400 ; expire\n\t\t%d ) ; negative TTL\n", vipsNS, vipsHostmaster, serial, ttl)
+	fmt.Fprintf(w, "@\tIN\tNS\t%s\n", vipsNS)
+	if origin == "." || strings.HasSuffix(vipsNS, "."+origin) {
+		fmt.Fprintf(w, "%s\tIN\tA\t127.0.0.1 ; the agent's resolver listens on loopback\n", vipsNS)
+	}
 	_, err := io.WriteString(w, recs.String())
 	return err
+}
+
+// The zone's nameserver and SOA mailbox: this agent.
+const (
+	vipsNS         = "ns.kuma-dp."
+	vipsHostmaster = "hostmaster.kuma-dp."
+)
+
+// vipsIsHostname reports whether every label of name is letters, digits and '-' (not first
+// or last): the hostnames check-names accepts as the owner of an A or AAAA record.
+func vipsIsHostname(name string) bool {
+	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if l == "" || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // vipsCommonSuffix is the longest sequence of whole labels that ends every name, as an absolute
