@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -33,8 +34,8 @@ const clientExample = `Examples (etcd, then a control plane on it with its API o
 // clientCmd is apply, get and delete: the API's client.
 func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	apiURL := fs.String("api-url", "http://127.0.0.1:5681", "the control plane's API")
-	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes)")
+	apiURL := fs.String("api-url", cli.DefaultAPIURL, "the control plane's API (else $KUMA_API_URL, else the current control plane of kuma-cp config control-planes)")
+	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (writes; else $KUMA_ADMIN_TOKEN, else the current control plane's)")
 	meshName := fs.StringP("mesh", "m", "default", "the mesh (get, delete, describe; \"*\" lists every mesh)")
 	files := fs.StringSliceP("filename", "f", nil, "apply: a file, a directory (read recursively) or - (standard input)")
 	output := fs.StringP("output", "o", "table", "get, inspect: table, yaml or json")
@@ -64,21 +65,14 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 	if *meshName == "" {
 		return usage("--mesh is empty: want a mesh's name (or \"*\": every mesh, for a list)")
 	}
-	if err := api.CheckURL(*apiURL); err != nil {
+	target, err := cli.Resolve(*apiURL, fs.Changed("api-url"), *tokenFile, os.Getenv)
+	if err != nil {
 		return usage("%v", err)
 	}
-	token := ""
-	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return usage("--admin-token-file %q: %v", *tokenFile, err)
-		}
-		token = strings.TrimSpace(string(b))
-		if token == "" {
-			return usage("--admin-token-file %q is empty: it holds the admin token kuma-cp serve was given", *tokenFile)
-		}
+	if err := api.CheckURL(target.URL); err != nil {
+		return usage("%v (from %s)", err, target.From)
 	}
-	c := api.NewClient(*apiURL, token)
+	c := api.NewClient(target.URL, target.Token)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fail := func(err error) int {

@@ -62,6 +62,7 @@ Commands:
   inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
+  config  the API commands' control planes, as kumactl's: config control-planes add|switch|list|remove
   version print the version
 
 Example (two terminals; see docs/cplink.md):
@@ -134,6 +135,8 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 		return clientCmd(args[0], args[1:], stdout, stderr)
 	case "zones":
 		return zonesCmd(args[1:], stdout, stderr)
+	case "config":
+		return configCmd(args[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
 	case "version", "--version":
