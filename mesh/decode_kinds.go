@@ -31,7 +31,12 @@ type form struct {
 }
 
 var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
-	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding, KindDNSZone}
+	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding, KindDNSZone, KindMesh}
+
+// userKinds are the kinds a user writes, as messages name them (VirtualHost is read as a
+// VirtualOutbound; RouteBinding and DNSZone are the control plane's).
+var userKinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
+	KindHostnameGenerator, KindRouter, KindRoute, KindMesh + " (kept, not acted on)"}
 
 const kindVirtualHost = "VirtualHost"
 
@@ -97,6 +102,12 @@ func (d *decoder) document(n any) (Resource, Errors) {
 	}
 	meta := r.GetMeta()
 	meta.Source = source
+	if r.Kind() == KindMesh {
+		if meta.Mesh != "" && meta.Mesh != meta.Name {
+			d.errorf("mesh", meta.Mesh, "a Mesh is the mesh %q: leave mesh out", meta.Name)
+		}
+		meta.Mesh = meta.Name // a Mesh's mesh is itself
+	}
 	if meta.Mesh == "" && r.Kind() != KindHostnameGenerator {
 		// HostnameGenerators without a mesh apply to every mesh; everything else defaults.
 		meta.Mesh = ResourceMesh(meta)
@@ -150,7 +161,7 @@ func within(p, q string) bool {
 
 // kumaOnlyKinds are Kuma's resource kinds this agent does not read: a file of them (a dump
 // of a Kuma mesh's policies) is refused with that said, not as a typo of a known kind.
-var kumaOnlyKinds = []string{"Mesh", "TrafficPermission", "TrafficLog", "TrafficTrace", "HealthCheck", "CircuitBreaker",
+var kumaOnlyKinds = []string{"TrafficPermission", "TrafficLog", "TrafficTrace", "HealthCheck", "CircuitBreaker",
 	"FaultInjection", "Retry", "Timeout", "RateLimit", "ProxyTemplate", "ExternalService", "Zone", "ZoneIngress",
 	"ZoneEgress", "MeshGateway", "MeshGatewayRoute", "MeshTrafficPermission", "MeshAccessLog", "MeshTrace",
 	"MeshTimeout", "MeshRetry", "MeshCircuitBreaker", "MeshHealthCheck", "MeshHTTPRoute", "MeshTCPRoute",
@@ -165,12 +176,12 @@ func (d *decoder) checkKind(field, kind string) bool {
 		}
 	}
 	if slices.Contains(kumaOnlyKinds, kind) {
-		d.errorf(field, kind, "a Kuma policy kuma-dp does not act on (it acts on %s): keep it at a Kuma control plane, "+
-			"out of the files this agent reads", strings.Join(kinds[:5], ", "))
+		d.errorf(field, kind, "a Kuma policy kuma-dp does not act on (it reads %s): keep it at a Kuma control plane, "+
+			"out of the files this agent reads", strings.Join(userKinds, ", "))
 	} else if s := Suggest(kind, kinds); s != "" {
 		d.errorf(field, kind, "unknown kind, did you mean %s?", s)
 	} else {
-		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(kinds, ", "))
+		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(userKinds, ", "))
 	}
 	return false
 }
@@ -381,6 +392,8 @@ func newResource(kind string) Resource {
 		return &RouteBinding{}
 	case KindDNSZone:
 		return &DNSZone{}
+	case KindMesh:
+		return &Mesh{}
 	}
 	return nil
 }

@@ -128,7 +128,11 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 		}
 		applied, err := c.ApplyAll(ctx, sources)
 		for _, a := range applied {
-			fmt.Fprintf(stdout, "%s %s/%s %s\n", a.Type, a.Mesh, a.Name, a.Result)
+			fmt.Fprintf(stdout, "%s %s/%s %s", a.Type, a.Mesh, a.Name, a.Result)
+			if len(a.Kept) > 0 {
+				fmt.Fprintf(stdout, " (kept as written, not acted on here: %s)", strings.Join(a.Kept, ", "))
+			}
+			fmt.Fprintln(stdout)
 		}
 		if err != nil {
 			var ae *api.Error
@@ -214,7 +218,11 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 			}
 			return exitOK
 		}
-		rs, err := c.List(ctx, *meshName, t)
+		listMesh := *meshName
+		if t == "meshes" && !fs.Changed("mesh") {
+			listMesh = "*" // get meshes: every Mesh, as kumactl's
+		}
+		rs, err := c.List(ctx, listMesh, t)
 		if err != nil {
 			return fail(err)
 		}
@@ -249,7 +257,7 @@ func clientCmd(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 func typeNames() []string {
-	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings"}
+	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings", "meshes"}
 }
 
 // flagCommands are the commands a flag is for: another refuses it (it used to be ignored).

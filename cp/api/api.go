@@ -45,6 +45,7 @@ var Types = map[string]string{
 	"routers":              mesh.KindRouter,
 	"routes":               mesh.KindRoute,
 	"routebindings":        mesh.KindRouteBinding,
+	"meshes":               mesh.KindMesh, // a Mesh is stored in its own mesh: /meshes/NAME/meshes/NAME
 }
 
 // TypeOf is the URL type of a kind ("" when unknown).
@@ -158,7 +159,7 @@ func storeError(w http.ResponseWriter, err error) int {
 func (s *Server) key(w http.ResponseWriter, r *http.Request) (store.Key, bool) {
 	kind, ok := Types[r.PathValue("type")]
 	if !ok {
-		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, routers, routes, routebindings", r.PathValue("type")))
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, routers, routes, routebindings, meshes", r.PathValue("type")))
 		return store.Key{}, false
 	}
 	return store.Key{Mesh: r.PathValue("mesh"), Type: kind, Name: r.PathValue("name")}, true

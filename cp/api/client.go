@@ -110,6 +110,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 }
 
 func path(meshName, typ, name string) string {
+	if typ == "meshes" && name != "" {
+		meshName = name // a Mesh is stored in its own mesh
+	}
 	p := "/meshes/" + url.PathEscape(meshName) + "/" + typ
 	if name != "" {
 		p += "/" + url.PathEscape(name)
@@ -156,6 +159,8 @@ func (c *Client) Delete(ctx context.Context, meshName, typ, name string) error {
 type Applied struct {
 	Type, Mesh, Name string
 	Result           string // created, updated, unchanged
+	// Kept names the fields stored as written that nothing here acts on (a Mesh's mtls...).
+	Kept []string
 }
 
 // Source is one file (or standard input) to apply.
@@ -226,6 +231,9 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
 		name := StoreName(r)
 		a := Applied{Type: typ, Mesh: meshName, Name: name}
+		if m, ok := r.(*mesh.Mesh); ok {
+			a.Kept = m.KeptFields()
+		}
 		cur, err := c.Get(ctx, meshName, typ, name)
 		var ae *Error
 		switch {

@@ -17,7 +17,7 @@ import (
 // destinations internally) with its load balancer, a TrafficRoute's single destination and
 // HTTP rules, a HostnameGenerator selecting by matchLabels (a targetRef internally), a
 // MeshExternalService and a Dataplane in the Kubernetes form, a Dataplane with every field
-// of Kuma's universal form.
+// of Kuma's universal form, Kuma's Mesh in both forms (kept, not acted on).
 const kumaForms = `apiVersion: kuma.io/v1alpha1
 kind: TrafficRoute
 mesh: default
@@ -168,6 +168,25 @@ metrics:
     path: /metrics
 probes:
   port: 9000
+---
+type: Mesh
+name: default
+mtls:
+  enabledBackend: ca-1
+  backends:
+  - name: ca-1
+    type: builtin
+networking:
+  outbound:
+    passthrough: false
+---
+apiVersion: kuma.io/v1alpha1
+kind: Mesh
+metadata:
+  name: prod
+spec:
+  routing:
+    zoneEgress: true
 `
 
 // Every Kuma form accepted, applied, comes back from get -o yaml as the document applied
