@@ -113,6 +113,9 @@ func (d *decoder) document(n any) (Resource, Errors) {
 		meta.Mesh = ResourceMesh(meta)
 	}
 	meta.Mesh = d.strs.share(meta.Mesh)
+	if mes, ok := r.(*MeshExternalService); ok {
+		d.stampOrigin(mes, hasKind)
+	}
 	if dp, ok := r.(*Dataplane); ok {
 		for i := range dp.Networking.Inbound {
 			if x := dp.Networking.Inbound[i].InboundExtra; x != nil {
@@ -592,3 +595,32 @@ func (d *decoder) reported(path string) bool {
 }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// Labels Kuma's zone control plane stamps on a resource created in it (model.ComputeLabels):
+// its origin, its mesh and the kind of deployment it came from. Kuma's default
+// HostnameGenerators select MeshExternalServices on kuma.io/origin: zone.
+const (
+	OriginLabel = "kuma.io/origin"
+	EnvLabel    = "kuma.io/env"
+	OriginZone  = "zone"
+)
+
+// stampOrigin labels a MeshExternalService as Kuma's zone control plane does what is created
+// in it (a label written wins: a MeshExternalService synced from a global control plane says
+// kuma.io/origin: global): kuma.io/origin zone, kuma.io/mesh its mesh, kuma.io/env
+// kubernetes or universal after its form. Without them Kuma's default HostnameGenerators
+// selected nothing and the service had a VIP but no hostname.
+func (d *decoder) stampOrigin(mes *MeshExternalService, kubernetes bool) {
+	env := "universal"
+	if kubernetes {
+		env = "kubernetes"
+	}
+	if mes.Labels == nil {
+		mes.Labels = make(map[string]string, 3)
+	}
+	for k, v := range map[string]string{OriginLabel: OriginZone, MeshLabel: mes.Mesh, EnvLabel: env} {
+		if _, ok := mes.Labels[k]; !ok {
+			mes.Labels[k] = d.strs.share(v)
+		}
+	}
+}

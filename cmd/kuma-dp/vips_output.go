@@ -251,6 +251,81 @@ func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
 	return true
 }
 
+// vipsExplainSelection explains a MeshExternalService or a HostnameGenerator named name:
+// each generator against each service, the hostname it gives or why it selects nothing (a
+// MeshExternalService with a VIP and no hostname otherwise says nothing). It reports false
+// when name is neither.
+func vipsExplainSelection(w io.Writer, s *mesh.Snapshot, t *vipalloc.Table, name string) bool {
+	var mess []*mesh.MeshExternalService
+	var hgs []*mesh.HostnameGenerator
+	for _, es := range s.MeshExternalServices {
+		if es.Name == name {
+			mess = append(mess, es)
+		}
+	}
+	for _, hg := range s.HostnameGenerators {
+		if hg.Name == name {
+			hgs = append(hgs, hg)
+		}
+	}
+	oneGenerator := false
+	switch {
+	case len(mess) > 0:
+		hgs = s.HostnameGenerators
+	case len(hgs) > 0:
+		oneGenerator = true
+		mess = s.MeshExternalServices
+	default:
+		return false
+	}
+	selected := 0
+	for _, es := range mess {
+		st, _ := t.MeshExternalServiceStatus(es.Name)
+		fmt.Fprintf(w, "MeshExternalService %s: VIP %s, labels %s\n", es.Name, vipsOrDash(st.VIP.Value), vipsLabels(es.Labels))
+		if _, ignored := es.Labels[mesh.IgnoreLabel]; ignored {
+			fmt.Fprintf(w, "  ignored (label %s): no VIP, no hostname\n", mesh.IgnoreLabel)
+			continue
+		}
+		named := 0
+		for _, hg := range hgs {
+			ok, why := vipalloc.Selects(hg.Spec.TargetRef, es.Labels)
+			if !ok {
+				fmt.Fprintf(w, "  HostnameGenerator %s: selects nothing here: %s\n", hg.Name, why)
+				continue
+			}
+			selected++
+			for _, a := range st.Addresses {
+				if a.Origin.Name == hg.Name {
+					named++
+					fmt.Fprintf(w, "  HostnameGenerator %s: %s %s", hg.Name, vipsOrDash(a.Hostname), a.Status)
+					if a.Reason != "" {
+						fmt.Fprintf(w, ": %s", a.Reason)
+					}
+					fmt.Fprintln(w)
+				}
+			}
+		}
+		if len(hgs) == 0 {
+			fmt.Fprintln(w, "  no HostnameGenerator in the mesh: no hostname")
+		} else if named == 0 && !oneGenerator {
+			fmt.Fprintln(w, "  no generator selects it: it has a VIP but no hostname")
+		}
+	}
+	if oneGenerator && selected == 0 {
+		fmt.Fprintf(w, "HostnameGenerator %s selects none of the %d MeshExternalServices: no hostname from it\n", hgs[0].Name, len(mess))
+	}
+	return true
+}
+
+// vipsLabels is labels as k=v, sorted, in braces.
+func vipsLabels(labels map[string]string) string {
+	parts := make([]string, 0, len(labels))
+	for _, k := range vipsSortedKeys(labels) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
 func vipsExplainOrigin(w io.Writer, indent string, o vipalloc.Origin, sel, tags mesh.Tags, key string) {
 	switch o.Kind {
 	case vipalloc.OriginService:

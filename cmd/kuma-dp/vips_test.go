@@ -426,3 +426,55 @@ func TestVIPsZoneTTLIsTheResolvers(t *testing.T) {
 		t.Fatal("the agent's default TTL is not the resolver's")
 	}
 }
+
+// Kuma's default HostnameGenerator selects the MeshExternalServices created in the zone
+// (kuma.io/origin: zone, which Kuma's zone control plane stamps and so does the decoder): a
+// MeshExternalService written without labels gets its hostname (it had a VIP and none); one
+// synced from a global control plane keeps its origin, and --explain says why the
+// generator selects nothing for it.
+func TestKumaDefaultGeneratorSelectsZoneOrigin(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "kuma-defaults.yaml"), `type: HostnameGenerator
+name: local-mesh-external-service
+spec:
+  selector:
+    meshExternalService:
+      matchLabels:
+        kuma.io/origin: zone
+  template: "{{ .DisplayName }}.extsvc.mesh.local"
+---
+type: MeshExternalService
+name: aurora
+mesh: default
+spec:
+  match: {type: HostnameGenerator, port: 5432, protocol: tcp}
+  endpoints: [{address: aurora.example.com, port: 5432}]
+---
+type: MeshExternalService
+name: synced
+mesh: default
+labels:
+  kuma.io/origin: global
+spec:
+  match: {type: HostnameGenerator, port: 443, protocol: tcp}
+  endpoints: [{address: api.example.com, port: 443}]
+`)
+	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", dir)
+	if code != exitOK || !strings.Contains(out, "aurora.extsvc.mesh.local") || strings.Contains(out, "synced.extsvc") {
+		t.Fatalf("vips: exit %d, want aurora.extsvc.mesh.local and no name for synced:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", dir, "--explain", "synced")
+	for _, want := range []string{
+		"MeshExternalService synced: VIP 242.",
+		"HostnameGenerator local-mesh-external-service: selects nothing here: label kuma.io/origin is global, the generator selects zone",
+		"no generator selects it: it has a VIP but no hostname",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("--explain synced: exit %d, lacks %q:\n%s%s", code, want, out, errOut)
+		}
+	}
+	code, out, _ = vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", dir, "--explain", "local-mesh-external-service")
+	if code != exitOK || !strings.Contains(out, "HostnameGenerator local-mesh-external-service: aurora.extsvc.mesh.local Available") {
+		t.Errorf("--explain of the generator: exit %d\n%s", code, out)
+	}
+}
