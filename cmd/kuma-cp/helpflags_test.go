@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/cp/cli"
 )
 
 // Each command's --help lists its own flags only (get --help listed -f, --wait and
@@ -22,7 +24,7 @@ func TestHelpListsOwnFlagsOnly(t *testing.T) {
 			t.Fatalf("%s --help: exit %d %s", cmd, rc, errb.String())
 		}
 		flags, _, _ := strings.Cut(out.String(), "Example") // the flags, not the examples
-		for f, cmds := range flagCommands {
+		for f, cmds := range cli.FlagCommands {
 			listed := strings.Contains(flags, "--"+f+" ")
 			mine := false
 			for _, c := range cmds {

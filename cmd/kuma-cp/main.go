@@ -31,6 +31,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/certs"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/diag"
 	"github.com/kumadp/kuma-dp/cp/dirstore"
@@ -40,9 +41,9 @@ import (
 )
 
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK    = cli.ExitOK
+	exitFail  = cli.ExitFail
+	exitUsage = cli.ExitUsage
 )
 
 func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -74,8 +75,8 @@ Example (two terminals; see docs/cplink.md):
     --dataplane-token-file /tmp/cp/web-1.token --dataplane-file testdata/mesh/dataplane.yaml --envoy=false
 `
 
-// commandExamples are the examples each command's --help ends with (apply, get and delete
-// share clientExample), each run as written by a test on the bundled files.
+// commandExamples are the examples each command's --help ends with (the API commands' are
+// cp/cli's), each run as written by a test on the bundled files.
 var commandExamples = map[string]string{
 	"version": `Example:
   kuma-cp version
@@ -90,11 +91,6 @@ var commandExamples = map[string]string{
   kuma-cp serve --resources-dir testdata/mesh/policies \
     --tls-cert-file /tmp/cp/tls.crt --tls-key-file /tmp/cp/tls.key --token-key-file /tmp/cp/token.key
   kuma-cp serve --store etcd --etcd-endpoints http://127.0.0.1:2379 --admin-token-file /tmp/cp/admin.token
-`,
-	"describe": `Examples (the control plane on etcd of kuma-cp get --help; a router shard and a route on it):
-  kuma-cp apply --wait -f testdata/routes/shard-a.yaml --admin-token-file /tmp/cp/admin.token
-  kuma-cp describe route web -n shop
-  kuma-cp describe router shard-a
 `,
 	"zones": `Example (the etcd of kuma-cp serve --store etcd, with testdata/routes/shard-a.yaml applied):
   kuma-cp zones --etcd-endpoints http://127.0.0.1:2379
@@ -132,11 +128,11 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 	case "token":
 		return tokenCmd(args[1:], stdout, stderr)
 	case "apply", "get", "delete", "describe", "inspect":
-		return clientCmd(args[0], args[1:], stdout, stderr)
+		return cli.Client(args[0], args[1:], stdout, stderr, os.Getenv)
 	case "zones":
 		return zonesCmd(args[1:], stdout, stderr)
 	case "config":
-		return configCmd(args[1:], stdout, stderr)
+		return cli.ConfigCommand(args[1:], stdout, stderr, os.Getenv)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
 	case "version", "--version":
@@ -151,31 +147,9 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// parse parses a command's flags: help on stdout (exit 0), a bad flag on stderr (exit 2).
+// parse parses a command's flags (cli.Parse) with its example from commandExamples.
 func parse(name string, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	return parseArgs(name, fs, args, false, stdout, stderr)
-}
-
-// parseArgs is parse for commands that take arguments (get TYPE NAME) when positional.
-func parseArgs(name string, fs *pflag.FlagSet, args []string, positional bool, stdout, stderr io.Writer) (int, bool) {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	switch {
-	case err == nil && fs.NArg() > 0 && !positional:
-		fmt.Fprintf(stderr, "kuma-cp %s: unexpected argument %q\n", name, fs.Arg(0))
-		return exitUsage, true
-	case err == nil:
-		return exitOK, false
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintf(stdout, "Usage:\n  kuma-cp %s [flags]\n\nFlags:\n%s", name, fs.FlagUsages())
-		if ex := commandExamples[name]; ex != "" {
-			fmt.Fprint(stdout, "\n"+ex)
-		}
-		return exitOK, true
-	}
-	fmt.Fprintf(stderr, "kuma-cp %s: %v\nRun 'kuma-cp %s --help' for the flags.\n", name, err, name)
-	return exitUsage, true
+	return cli.Parse(name, fs, args, false, commandExamples[name], stdout, stderr)
 }
 
 func certsCmd(args []string, stdout, stderr io.Writer) int {

@@ -1,7 +1,8 @@
-// Package cli holds what kuma-cp's commands share beyond the API's client (package api):
-// the etcd connection flags of every command that talks to etcd directly (serve, zones),
-// the client configuration of the API commands (control planes, config.go) and the build's
-// version.
+// Package cli is kuma-cp's client side: the API commands apply, get, delete, describe and
+// inspect (client.go, routes.go: their command lines, checks and output, through package
+// api's client), the client configuration of those commands (config.go, configcmd.go: the
+// control planes, as kumactl's) and the etcd connection flags of every command that talks
+// to etcd directly (serve, zones; etcd.go). cmd/kuma-cp only dispatches to them.
 package cli
 
 import (

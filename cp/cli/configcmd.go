@@ -1,16 +1,14 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/cp/api"
-	"github.com/kumadp/kuma-dp/cp/cli"
 )
 
 const configExample = `Examples (as kumactl's; the file is kuma-cp/config.yaml under ~/.config, mode 0600, or $KUMA_CP_CONFIG):
@@ -21,12 +19,12 @@ const configExample = `Examples (as kumactl's; the file is kuma-cp/config.yaml u
   kuma-cp config control-planes remove --name local
 `
 
-// configCmd is `config control-planes add|switch|list|remove`: the client configuration of
-// the API commands (cp/cli.Config).
-func configCmd(args []string, stdout, stderr io.Writer) int {
+// ConfigCommand is `kuma-cp config control-planes add|switch|list|remove`: the client
+// configuration of the API commands (Config).
+func ConfigCommand(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "kuma-cp config: %s\nRun 'kuma-cp config --help' for the commands.\n", fmt.Sprintf(format, a...))
-		return exitUsage
+		return ExitUsage
 	}
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
 		if len(args) == 0 {
@@ -35,7 +33,7 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, "Usage:\n  kuma-cp config control-planes add --name NAME --address URL [--admin-token-file F] [--overwrite]\n"+
 			"  kuma-cp config control-planes switch --name NAME\n  kuma-cp config control-planes list\n"+
 			"  kuma-cp config control-planes remove --name NAME\n\n"+configExample)
-		return exitOK
+		return ExitOK
 	}
 	if args[0] != "control-planes" || len(args) < 2 {
 		return usage("want: config control-planes add|switch|list|remove")
@@ -58,17 +56,17 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	if verb == "list" {
 		fs.MarkHidden("name")
 	}
-	if rc, done := parse(name, fs, args[2:], stdout, stderr); done {
+	if rc, done := Parse(name, fs, args[2:], false, "", stdout, stderr); done {
 		return rc
 	}
-	path, err := cli.ConfigPath(os.Getenv)
+	path, err := ConfigPath(getenv)
 	if err != nil {
 		return usage("%v", err)
 	}
-	cfg, err := cli.LoadConfig(path)
+	cfg, err := LoadConfig(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp %s: %v\n", name, err)
-		return exitFail
+		return ExitFail
 	}
 	if verb != "list" && *cpName == "" {
 		return usage("%s: --name is required", verb)
@@ -85,14 +83,14 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", active, cp.Name, cp.URL)
 		}
 		tw.Flush()
-		return exitOK
+		return ExitOK
 	case "add":
 		if err := api.CheckURL(*address); err != nil {
 			return usage("%s", strings.Replace(err.Error(), "--api-url", "--address", 1))
 		}
-		cp := cli.ControlPlane{Name: *cpName, URL: *address}
+		cp := ControlPlane{Name: *cpName, URL: *address}
 		if *tokenFile != "" {
-			if cp.AdminToken, err = cli.ReadToken(*tokenFile); err != nil {
+			if cp.AdminToken, err = ReadToken(*tokenFile); err != nil {
 				return usage("%v", err)
 			}
 		}
@@ -104,11 +102,11 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp %s: %v\n", name, err)
-		return exitFail
+		return ExitFail
 	}
 	if err := cfg.Save(path); err != nil {
 		fmt.Fprintf(stderr, "kuma-cp %s: %s: %v\n", name, path, err)
-		return exitFail
+		return ExitFail
 	}
 	switch verb {
 	case "add":
@@ -118,5 +116,5 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stdout, "removed control plane %q\n", *cpName)
 	}
-	return exitOK
+	return ExitOK
 }
