@@ -7,6 +7,12 @@
 #   kuma-dp-swapping  the same, swapping a whole N-name table every SWAP_EVERY under load
 #   coredns-hosts     CoreDNS v1.15.0 (from the Go module proxy) with the hosts plugin
 #   miekg             bench/miekgdns: a bare github.com/miekg/dns map server
+#   nsd               nsd, the names as a zone file, one server process
+#   unbound           unbound, the names as local-data of a static local zone, one thread
+#   knot-resolver     kresd (Knot Resolver), the names as hints from the hosts file
+#   dnsmasq           dnsmasq, the names from the hosts file (--addn-hosts), no cache
+# The C peers are Debian's packages (installed with apt-get when missing, as root); one that
+# cannot be installed is skipped with a message.
 # The Go servers are built static (CGO_ENABLED=0, -trimpath, -s -w), as they ship.
 # Each server is pinned to SERVER_CPU with taskset (so a Go server runs with GOMAXPROCS=1),
 # dnsperf to LOADGEN_CPU. Per run: dnsperf -c CLIENTS -l DURATION (unthrottled) over a
@@ -17,6 +23,7 @@
 #
 # Knobs: N REPS DURATION CLIENTS SERVER_CPU LOADGEN_CPU PORT_BASE SWAP_EVERY BENCH SERVERS
 # Example (quick): N=100000 REPS=3 DURATION=5 bench/dns.sh
+# Example (the agent beside the C peers): SERVERS="kuma-dp nsd unbound knot-resolver dnsmasq" bench/dns.sh
 # Needs: go, dnsperf (installed with apt-get when missing), dig, taskset, ss.
 set -euo pipefail
 
@@ -30,7 +37,7 @@ SERVER_CPU=${SERVER_CPU:-1}
 LOADGEN_CPU=${LOADGEN_CPU:-0}
 PORT_BASE=${PORT_BASE:-25300}
 SWAP_EVERY=${SWAP_EVERY:-500ms}
-SERVERS=${SERVERS:-"kuma-dp kuma-dp-swapping coredns-hosts miekg"}
+SERVERS=${SERVERS:-"kuma-dp kuma-dp-swapping coredns-hosts miekg nsd unbound knot-resolver dnsmasq"}
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -38,11 +45,27 @@ log() { echo "[$(date +%T)] $*" >&2; }
 source "$ROOT/bench/build.sh"
 
 # ------------------------------------------------------------- tools ----
-if ! command -v dnsperf >/dev/null; then
-  log "installing dnsperf (apt-get)"
+# server name -> the command it needs, and the Debian package that has it
+declare -A TOOL=([nsd]=nsd [unbound]=unbound [knot-resolver]=kresd [dnsmasq]=dnsmasq)
+declare -A PKG=([nsd]=nsd [unbound]=unbound [knot-resolver]=knot-resolver [dnsmasq]=dnsmasq)
+want=()
+command -v dnsperf >/dev/null || want+=(dnsperf)
+for s in $SERVERS; do
+  [[ -n ${TOOL[$s]:-} ]] && ! command -v "${TOOL[$s]}" >/dev/null && want+=("${PKG[$s]}")
+done
+if [[ ${#want[@]} -gt 0 ]]; then
+  log "installing ${want[*]} (apt-get)"
   if [[ $(id -u) == 0 ]]; then SUDO=""; else SUDO=sudo; fi
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq dnsperf >/dev/null
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null || true
 fi
+kept=""
+for s in $SERVERS; do
+  if [[ -n ${TOOL[$s]:-} ]] && ! command -v "${TOOL[$s]}" >/dev/null; then
+    log "$s: ${TOOL[$s]} is not installed: skipped"; continue
+  fi
+  kept="$kept $s"
+done
+SERVERS=${kept# }
 for t in dnsperf dig taskset ss; do
   command -v $t >/dev/null || { echo "bench-dns: $t is missing" >&2; exit 1; }
 done
@@ -53,6 +76,11 @@ go_build "$BENCH/bin" ./bench/vipdns ./bench/miekgdns
 build_coredns "$BENCH/bin"
 DATA=$BENCH/data/$N
 [[ -s $DATA/queries.txt ]] || "$BENCH/bin/vipdns" --gen "$N" --out "$DATA"
+# The same names as a zone file (nsd) and as unbound's local-data.
+[[ -s $DATA/db.mesh ]] || awk 'BEGIN { print "$ORIGIN mesh.\n$TTL 3600\n@ IN SOA ns.mesh. hostmaster.mesh. 1 7200 3600 1209600 3600\n@ IN NS ns.mesh.\nns IN A 127.0.0.1" }
+     { sub(/\.mesh$/, "", $2); print $2, "IN", ($1 ~ /:/ ? "AAAA" : "A"), $1 }' "$DATA/hosts" > "$DATA/db.mesh"
+[[ -s $DATA/unbound-data.conf ]] || awk '{ printf "    local-data: \"%s. 3600 IN %s %s\"\n", $2, ($1 ~ /:/ ? "AAAA" : "A"), $1 }' \
+  "$DATA/hosts" > "$DATA/unbound-data.conf"
 
 # ----------------------------------------------------------- servers ----
 declare -A PORT PID
@@ -69,6 +97,26 @@ server_cmd() {  # name -> foreground command serving DATA on 127.0.0.1:PORT[name
     printf 'mesh:%s {\n    bind 127.0.0.1\n    errors\n    hosts %s mesh {\n        reload 0\n    }\n}\n' \
       "$p" "$DATA/hosts" > "$BENCH/run/Corefile"
     echo "$BENCH/bin/coredns -quiet -conf $BENCH/run/Corefile" ;;
+  nsd)
+    mkdir -p "$BENCH/run/nsd"
+    printf 'server:\n  ip-address: 127.0.0.1@%s\n  port: %s\n  server-count: 1\n  username: ""\n  chroot: ""\n  zonesdir: "%s"\n  database: ""\n  pidfile: "%s/nsd.pid"\n  xfrdfile: "%s/xfrd.state"\n  zonelistfile: "%s/zone.list"\n  do-ip6: no\n  verbosity: 0\nremote-control:\n  control-enable: no\nzone:\n  name: "mesh"\n  zonefile: "%s"\n' \
+      "$p" "$p" "$BENCH/run/nsd" "$BENCH/run/nsd" "$BENCH/run/nsd" "$BENCH/run/nsd" "$DATA/db.mesh" > "$BENCH/run/nsd/nsd.conf"
+    echo "nsd -d -c $BENCH/run/nsd/nsd.conf" ;;
+  unbound)
+    { printf 'server:\n  interface: 127.0.0.1@%s\n  port: %s\n  num-threads: 1\n  username: ""\n  chroot: ""\n  directory: "%s"\n  pidfile: ""\n  do-ip6: no\n  use-syslog: no\n  verbosity: 0\n  access-control: 127.0.0.0/8 allow\n  local-zone: "mesh." static\n' \
+        "$p" "$p" "$BENCH/run"
+      echo "    include: \"$DATA/unbound-data.conf\""
+      printf 'remote-control:\n  control-enable: no\n'; } > "$BENCH/run/unbound.conf"
+    echo "unbound -d -p -c $BENCH/run/unbound.conf" ;;
+  knot-resolver)
+    mkdir -p "$BENCH/run/kresd"
+    printf "net.listen('127.0.0.1', %s, { kind = 'dns' })\nmodules = { 'hints > iterate' }\nhints.add_hosts('%s')\ncache.size = 50 * MB\n" \
+      "$p" "$DATA/hosts" > "$BENCH/run/kresd/config"
+    echo "kresd -n -q -c $BENCH/run/kresd/config $BENCH/run/kresd" ;;
+  dnsmasq)
+    echo "dnsmasq --keep-in-foreground --conf-file=/dev/null --user=root --pid-file= --port=$p \
+--listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-poll --no-hosts --addn-hosts=$DATA/hosts \
+--local=/mesh/ --cache-size=0" ;;
   *) echo "bench-dns: unknown server $1" >&2; exit 1 ;;
   esac
 }
@@ -101,7 +149,13 @@ for s in $SERVERS; do
 done
 
 # ------------------------------------------------------------ measure ----
-ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# ticks PID: utime+stime of the process and of its children alive (nsd serves from a child).
+ticks() {
+  local t=0 c
+  t=$(sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}')
+  for c in $(pgrep -P "$1"); do t=$((t + $(ticks "$c"))); done
+  echo "$t"
+}
 HZ=$(getconf CLK_TCK)
 RAW=$BENCH/run/raw.tsv
 : > "$RAW"

@@ -42,44 +42,56 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := removeFromOtherBackend(ctx, c, b, log); err != nil {
 		return err
 	}
-	if ifs, err := Interfaces(c); err == nil {
-		for _, i := range ifs {
-			log.Info("interface", "name", i.Name, "index", i.Index, "up", i.Up, "addresses", fmt.Sprint(i.Addrs))
-		}
-		if loopbackDown(ifs) {
-			log.Warn("the loopback is down: every redirected connection goes to it and is unreachable; `ip link set lo up`")
-		}
-	} else {
-		log.Warn("cannot list interfaces", "error", err)
+	logInterfaces(c, log)
+	if err := installFamilies(ctx, c, b, saves, log); err != nil {
+		return err
 	}
-	type done struct {
-		f      Family
-		before []table
-	}
-	var changed []done // families this install changed, with our part as it was
 	for _, f := range c.Families() {
-		rs, err := buildRules(c, f)
+		warnForeignRedirects(log, f, b, saves[f])
+	}
+	if err := removeOtherFamilies(ctx, c, b, log); err != nil {
+		return err
+	}
+	if _, err := ensureNet(c, log); err != nil {
+		return err
+	}
+	return nil
+}
+
+// logInterfaces says which interfaces the rules will meet, and warns of a loopback that is
+// down (every redirected connection goes to it).
+func logInterfaces(c Config, log *slog.Logger) {
+	ifs, err := Interfaces(c)
+	if err != nil {
+		log.Warn("cannot list interfaces", "error", err)
+		return
+	}
+	for _, i := range ifs {
+		log.Info("interface", "name", i.Name, "index", i.Index, "up", i.Up, "addresses", fmt.Sprint(i.Addrs))
+	}
+	if loopbackDown(ifs) {
+		log.Warn("the loopback is down: every redirected connection goes to it and is unreachable; `ip link set lo up`")
+	}
+}
+
+// familyBefore is a family an install changed, with our part of it as it was.
+type familyBefore struct {
+	f      Family
+	before []table
+}
+
+// installFamilies installs or reconciles each family in turn, all or nothing: when one
+// family's transaction fails, the families installed before it go back as they were.
+// saves holds each family's rules as read under the lock.
+func installFamilies(ctx context.Context, c Config, b backend, saves map[Family]string, log *slog.Logger) error {
+	var changed []familyBefore
+	for _, f := range c.Families() {
+		input, live, want, err := familyInput(c, f, b, saves[f], log)
 		if err != nil {
 			return err
 		}
-		save := saves[f] // read under the lock; removing ours from the other backend left it as it was
-		live := parseOurs(save)
-		ahead := aheadOfOurs(save)
-		if slices.Equal(view(rs.tables), view(live)) && len(ahead) == 0 {
-			log.Info("transparent proxy already installed", "family", f, "backend", b.name)
+		if input == "" {
 			continue
-		}
-		for _, r := range ahead {
-			log.Info("a rule not ours was put ahead of our jumps: putting ours back on top", "family", f, "backend", b.name, "rule", r)
-		}
-		var input string
-		if len(live) == 0 {
-			input, _ = Rules(c, f)
-		} else {
-			kept := foreignJumps(save, "nat")
-			input = reconcileInput(f, live, rs.tables, kept)
-			log.Info("reconciling rules left by an earlier install", "family", f, "backend", b.name)
-			warnKept(log, f, b, live, rs.tables, kept)
 		}
 		start := time.Now()
 		if err := b.restore(ctx, c, f, input); err != nil {
@@ -89,29 +101,53 @@ func Install(ctx context.Context, c Config, log *slog.Logger) error {
 					"--ip-family-mode ipv4 installs IPv4 only, on purpose (IPv6 traffic then bypasses the proxy); "+
 					"if it lacks the IPv6 raw table (ip6table_raw), --skip-dns-conntrack-zone-split does without it", err)
 			}
-			// All or nothing across families too: the families installed before go back.
 			for _, d := range changed {
 				err = rollback(ctx, c, b, d.f, d.before, err)
 			}
 			return err
 		}
-		changed = append(changed, done{f, live})
+		changed = append(changed, familyBefore{f, live})
 		log.Info("transparent proxy installed", "family", f, "backend", b.name,
-			"rules", countRules(rs.tables), "duration", time.Since(start))
-	}
-	for _, f := range c.Families() {
-		for _, r := range foreignRedirects(saves[f]) {
-			log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
-				"if it is another transparent proxy's leftover (Istio's), Envoy loops into itself: delete it", "family", f, "backend", b.name, "rule", r)
-		}
-	}
-	if err := removeOtherFamilies(ctx, c, b, log); err != nil {
-		return err
-	}
-	if _, err := ensureNet(c, log); err != nil {
-		return err
+			"rules", countRules(want), "duration", time.Since(start))
 	}
 	return nil
+}
+
+// familyInput is the iptables-restore input that brings family f to the wanted rules (want)
+// from save (the family's rules now), with our part of save as it is (live); the input is
+// empty when nothing needs to change (ours already match and nothing was put ahead of our
+// jumps).
+func familyInput(c Config, f Family, b backend, save string, log *slog.Logger) (input string, live, want []table, err error) {
+	rs, err := buildRules(c, f)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	want = rs.tables
+	live = parseOurs(save)
+	ahead := aheadOfOurs(save)
+	if slices.Equal(view(rs.tables), view(live)) && len(ahead) == 0 {
+		log.Info("transparent proxy already installed", "family", f, "backend", b.name)
+		return "", live, want, nil
+	}
+	for _, r := range ahead {
+		log.Info("a rule not ours was put ahead of our jumps: putting ours back on top", "family", f, "backend", b.name, "rule", r)
+	}
+	if len(live) == 0 {
+		input, _ = Rules(c, f)
+		return input, live, want, nil
+	}
+	kept := foreignJumps(save, "nat")
+	log.Info("reconciling rules left by an earlier install", "family", f, "backend", b.name)
+	warnKept(log, f, b, live, want, kept)
+	return reconcileInput(f, live, want, kept), live, want, nil
+}
+
+// warnForeignRedirects warns of rules not ours that redirect what ours leave alone.
+func warnForeignRedirects(log *slog.Logger, f Family, b backend, save string) {
+	for _, r := range foreignRedirects(save) {
+		log.Warn("a rule not ours redirects what ours leave alone (the agent's and Envoy's own connections, excluded ports): "+
+			"if it is another transparent proxy's leftover (Istio's), Envoy loops into itself: delete it", "family", f, "backend", b.name, "rule", r)
+	}
 }
 
 // rollback follows a failed restore of family f: iptables-restore commits table by table,

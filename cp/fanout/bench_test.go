@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -104,5 +105,35 @@ func BenchmarkStreamsOneChange(b *testing.B) {
 		for range agents {
 			<-got
 		}
+	}
+}
+
+// BenchmarkFeedBytesPerDataplane: the heap a replica's feed holds per stored Dataplane (the
+// items as listed from the store, their served encodings, the served set), beside the
+// stored document's size: what a large mesh costs every replica.
+//
+//	go test ./cp/fanout -run '^$' -bench FeedBytesPerDataplane -benchtime 1x
+func BenchmarkFeedBytesPerDataplane(b *testing.B) {
+	const n = 20000
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		cp := New(nil, slog.New(slog.DiscardHandler))
+		f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
+		f.items = map[cpstore.Key]cpstore.Item{}
+		stored := 0
+		for i := range n {
+			k := cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: fmt.Sprintf("dp-%d", i)}
+			doc := dataplaneDoc(k.Name, "v1")
+			stored += len(doc)
+			f.items[k] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
+		}
+		f.serve()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/dataplane")
+		b.ReportMetric(float64(stored)/n, "doc-B/dataplane")
+		runtime.KeepAlive(f)
 	}
 }

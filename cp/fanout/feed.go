@@ -10,7 +10,6 @@ import (
 
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/cplink"
-	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // Feed serves the agents what the store holds: a list, then every change from the
@@ -176,30 +175,20 @@ func (f *Feed) serve() {
 	f.log.Debug("store changes served", "revision", f.next, "resources", sv.Count(), "updated", updated, "removed", removed)
 }
 
-// served turns stored documents into what agents are sent. The store's creation time is
-// the resource's (it orders collisions on the agents).
+// served turns stored documents into what agents are sent.
 func (f *Feed) served(items []cpstore.Item) Served {
 	sv := NewServed()
 	for _, it := range items {
 		if !slices.Contains(cplink.Kinds, it.Type) || slices.Contains(DerivedKinds, it.Type) {
 			continue // the control plane's own resources (routers, routes): not for agents
 		}
-		rs, err := f.docs.decode(it)
-		if err != nil || len(rs) != 1 {
-			f.log.Error("a stored resource does not decode; not served", "resource", it.Key.String(), "error", err)
-			continue
-		}
-		r := rs[0]
-		m := r.GetMeta()
-		if !it.Created.IsZero() || m.CreationTime.IsZero() {
-			m.CreationTime = it.Created // the store's, never a creationTime the document gives
-		}
-		body, err := f.docs.encode(it, r)
+		d, err := f.docs.doc(it)
 		if err != nil {
-			f.log.Error("cannot encode", "resource", it.Key.String(), "error", err)
+			f.log.Error("a stored resource cannot be served", "resource", it.Key.String(), "error", err)
 			continue
 		}
-		sv.Put(Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body, Source: it.Key.String()})
+		d.Source = it.Key.String()
+		sv.Put(d)
 	}
 	return sv
 }

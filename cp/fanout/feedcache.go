@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,8 +11,10 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// docCache keeps each stored resource decoded and encoded at its version, so that serving
-// the store after a change decodes only what changed.
+// docCache keeps each stored resource as served (its canonical encoding and where it is
+// served) at its version, so that serving the store after a change decodes only what
+// changed. The decoded resource is not kept: a replica holding a large mesh pays for each
+// stored resource its encoding, not its decoded form.
 type docCache struct {
 	m       map[cpstore.Key]*cachedDoc
 	decodes atomic.Int64 // documents decoded, for tests
@@ -19,41 +22,46 @@ type docCache struct {
 
 type cachedDoc struct {
 	version int64
-	rs      []mesh.Resource
+	doc     Doc // Source unset
 	err     error
-	body    []byte
-	berr    error
-	encoded bool
 }
 
-func (c *docCache) at(it cpstore.Item) *cachedDoc {
+// doc is what item it serves, decoded and encoded once per version.
+func (c *docCache) doc(it cpstore.Item) (Doc, error) {
 	if c.m == nil {
 		c.m = map[cpstore.Key]*cachedDoc{}
 	}
 	d := c.m[it.Key]
 	if d == nil || d.version != it.Version || it.Version == 0 {
 		d = &cachedDoc{version: it.Version}
-		d.rs, d.err = mesh.Decode(it.Key.String(), it.Doc)
+		d.doc, d.err = servedDoc(it)
 		c.decodes.Add(1)
 		c.m[it.Key] = d
 	}
-	return d
+	return d.doc, d.err
 }
 
-// decode is mesh.Decode of the item's document, once per version.
-func (c *docCache) decode(it cpstore.Item) ([]mesh.Resource, error) {
-	d := c.at(it)
-	return d.rs, d.err
-}
-
-// encode is cplink.EncodeResource of the item's resource, once per version.
-func (c *docCache) encode(it cpstore.Item, r mesh.Resource) ([]byte, error) {
-	d := c.at(it)
-	if !d.encoded {
-		d.body, d.berr = cplink.EncodeResource(r)
-		d.encoded = true
+// servedDoc decodes a stored document and encodes it as the link carries it. The store's
+// creation time is the resource's (it orders collisions on the agents), never a
+// creationTime the document gives.
+func servedDoc(it cpstore.Item) (Doc, error) {
+	rs, err := mesh.Decode(it.Key.String(), it.Doc)
+	if err == nil && len(rs) != 1 {
+		err = fmt.Errorf("%d resources in one stored document, want 1", len(rs))
 	}
-	return d.body, d.berr
+	if err != nil {
+		return Doc{}, fmt.Errorf("does not decode: %w", err)
+	}
+	r := rs[0]
+	m := r.GetMeta()
+	if !it.Created.IsZero() || m.CreationTime.IsZero() {
+		m.CreationTime = it.Created
+	}
+	body, err := cplink.EncodeResource(r)
+	if err != nil {
+		return Doc{}, fmt.Errorf("cannot encode: %w", err)
+	}
+	return Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body}, nil
 }
 
 // keep forgets the resources no longer stored.

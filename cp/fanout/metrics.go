@@ -15,6 +15,7 @@ type linkCollector struct{ cp *ControlPlane }
 var (
 	pushesDesc = prometheus.NewDesc("kuma_cp_pushes_total", "Responses (changes) pushed to agents.", nil, nil)
 	acksDesc   = prometheus.NewDesc("kuma_cp_acks_total", "Changes agents accepted.", nil, nil)
+	firstDesc  = prometheus.NewDesc("kuma_cp_first_syncs_waiting", "Agents waiting their turn for a first sync (a kind's full answer), served in arrival order.", nil, nil)
 	nacksDesc  = prometheus.NewDesc("kuma_cp_nacks_total", "Changes agents refused (they keep their last good model), by resource kind.", []string{"kind"}, nil)
 )
 
@@ -22,11 +23,13 @@ func (c linkCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pushesDesc
 	ch <- acksDesc
 	ch <- nacksDesc
+	ch <- firstDesc
 }
 
 func (c linkCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pushesDesc, prometheus.CounterValue, float64(c.cp.pushes.Load()))
 	ch <- prometheus.MustNewConstMetric(acksDesc, prometheus.CounterValue, float64(c.cp.acks.Load()))
+	ch <- prometheus.MustNewConstMetric(firstDesc, prometheus.GaugeValue, float64(c.cp.first.waiting.Load()))
 	c.cp.nacks.Range(func(k, v any) bool {
 		ch <- prometheus.MustNewConstMetric(nacksDesc, prometheus.CounterValue, float64(v.(*atomic.Uint64).Load()), k.(string))
 		return true

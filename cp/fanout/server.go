@@ -52,6 +52,8 @@ type ControlPlane struct {
 	agents  map[token.Identity]int // streams per dataplane (mesh, name), once named
 	// agentsGen counts the changes of agents (a dataplane's first stream, its last gone).
 	agentsGen uint64
+
+	first *firstSyncs // the queue of first syncs
 }
 
 type streamState struct {
@@ -64,7 +66,7 @@ type ctxKey struct{}
 
 func New(key []byte, log *slog.Logger) *ControlPlane {
 	return &ControlPlane{log: log, key: key, tables: map[string]map[string]*table{},
-		streams: map[int64]*streamState{}, agents: map[token.Identity]int{}}
+		streams: map[int64]*streamState{}, agents: map[token.Identity]int{}, first: newFirstSyncs(FirstSyncBudget)}
 }
 
 // Apply serves sv: each table in use is compared with it and only the resources that
@@ -243,6 +245,8 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 		// idle and half-done connections are not held (gRPC's default is 120 s).
 		grpc.ConnectionTimeout(handshake),
 		grpc.StreamInterceptor(cp.authStream),
+		// Protocol Buffers, with a table's full answer written from its one shared encoding.
+		grpc.ForceServerCodecV2(newLinkCodec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		// A maximum connection age (gRPC adds +-10% jitter): agents reconnect in turn, so
 		// streams spread over the replicas again after a scale-out; an agent resumes with the

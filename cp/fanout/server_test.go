@@ -37,6 +37,12 @@ func startCP(t *testing.T, sv Served) (*ControlPlane, string) {
 	t.Helper()
 	cp := New(nil, slog.New(slog.DiscardHandler))
 	cp.Apply(sv)
+	return cp, serve(t, cp)
+}
+
+// serve serves cp on a loopback port until the test ends and returns its address.
+func serve(t *testing.T, cp *ControlPlane) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +51,7 @@ func startCP(t *testing.T, sv Served) (*ControlPlane, string) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return cp, ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // agent is a raw delta ADS stream, as the agents' link speaks it.
@@ -54,6 +60,7 @@ type agent struct {
 	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
 	held   map[string]map[string]string // type URL -> name -> version
 	in     chan received
+	close  func() // ends the stream and its connection
 }
 
 type received struct {
@@ -68,12 +75,13 @@ func dial(t *testing.T, addr, meshName string, held map[string]map[string]string
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); conn.Close() })
+	closeConn := func() { cancel(); conn.Close() }
+	t.Cleanup(closeConn)
 	s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &agent{t: t, stream: s, held: map[string]map[string]string{}, in: make(chan received, 16)}
+	a := &agent{t: t, stream: s, held: map[string]map[string]string{}, in: make(chan received, 16), close: closeConn}
 	go func() {
 		for {
 			r, err := s.Recv()

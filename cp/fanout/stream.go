@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/cplink"
@@ -41,6 +42,7 @@ func (a ads) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_De
 	defer func() {
 		for _, k := range s.kinds {
 			k.t.unsubscribe(k)
+			k.turn.release()
 		}
 		a.cp.close(id)
 	}()
@@ -126,11 +128,22 @@ func (s *stream) handle(req *discovery.DeltaDiscoveryRequest) error {
 	if k == nil { // a new subscription: what the agent lacks, always answered
 		k = &kindSub{s: s, t: s.cp.tableFor(s.state.node.Mesh, kind)}
 		s.kinds[typeURL] = k
+		if len(req.GetInitialResourceVersions()) == 0 { // holds nothing: the shared full answer, in turn
+			body, _ := k.t.subscribeFresh(k)
+			t, err := s.cp.first.acquire(s.gs.Context(), len(body))
+			if err != nil {
+				return nil // the stream ended while it waited
+			}
+			k.turn = t
+			return s.sendEncoded(k, body)
+		}
 		res, removed, _ := k.t.subscribe(k, req.GetInitialResourceVersions())
 		return s.send(k, res, removed)
 	}
 	if n := req.GetResponseNonce(); n != "" && n == k.inflight {
 		k.inflight = ""
+		k.turn.release()
+		k.turn = nil
 		return s.sendChanges(k)
 	}
 	return nil // a stale nonce, or a repeated subscription: nothing to answer
@@ -155,13 +168,36 @@ func (s *stream) sendChanges(k *kindSub) error {
 }
 
 func (s *stream) send(k *kindSub, res []*discovery.Resource, removed []string) error {
-	s.nonce++
-	nonce := strconv.FormatUint(s.nonce, 10)
+	nonce := s.nextNonce()
 	resp := &discovery.DeltaDiscoveryResponse{TypeUrl: k.t.typeURL, Nonce: nonce, SystemVersionInfo: fmt.Sprint(k.seq.Load()),
 		Resources: res, RemovedResources: removed}
 	if err := s.gs.Send(resp); err != nil {
 		return err
 	}
+	return s.sent(k, nonce)
+}
+
+// sendEncoded sends a response whose body is already encoded (a table's full answer,
+// shared with other streams), with this stream's nonce appended.
+func (s *stream) sendEncoded(k *kindSub, body []byte) error {
+	nonce := s.nextNonce()
+	own, err := proto.Marshal(&discovery.DeltaDiscoveryResponse{Nonce: nonce})
+	if err != nil {
+		return err
+	}
+	if err := s.gs.SendMsg(&preEncoded{shared: body, own: own}); err != nil {
+		return err
+	}
+	return s.sent(k, nonce)
+}
+
+func (s *stream) nextNonce() string {
+	s.nonce++
+	return strconv.FormatUint(s.nonce, 10)
+}
+
+// sent records a response in flight on k until its ACK or NACK.
+func (s *stream) sent(k *kindSub, nonce string) error {
 	k.inflight = nonce
 	s.cp.pushes.Add(1)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -30,6 +31,19 @@ type table struct {
 	log     []change          // in sequence order; complete for every change after floor
 	floor   uint64
 	subs    map[*kindSub]struct{}
+	// full is the first answer of a fresh subscription (every resource) encoded at one
+	// sequence number; dropped at the next change and built again on demand.
+	full *fullSync
+	// fullBuilds counts the encodings of full (tests: one per version, whatever the streams).
+	fullBuilds int
+}
+
+// fullSync is a table's whole content at one sequence number, encoded once as the body of a
+// DeltaDiscoveryResponse and sent as it is by every stream that subscribes afresh at that
+// number (a fleet reconnecting costs the control plane one encoding per mesh and kind).
+type fullSync struct {
+	seq  uint64
+	body []byte
 }
 
 // entry is one resource as sent: built once per change, shared by every stream.
@@ -92,6 +106,7 @@ func (t *table) sync(want map[string][]byte) (updated, removed int) {
 	if updated+removed == 0 {
 		return 0, 0
 	}
+	t.full = nil
 	t.compactLocked()
 	for k := range t.subs {
 		k.s.wakeUp()
@@ -177,6 +192,38 @@ func (t *table) subscribe(k *kindSub, held map[string]string) (res []*discovery.
 	return res, removed, t.seq
 }
 
+// subscribeFresh adds k, a subscription that holds nothing, and returns the encoded answer
+// it needs (every resource: the table's full encoding at its sequence number, shared) and
+// that sequence number.
+func (t *table) subscribeFresh(k *kindSub) (body []byte, to uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.subs[k] = struct{}{}
+	if t.full == nil || t.full.seq != t.seq {
+		t.full = &fullSync{seq: t.seq, body: t.encodeAllLocked()}
+		t.fullBuilds++
+	}
+	k.seq.Store(t.seq)
+	return t.full.body, t.seq
+}
+
+// encodeAllLocked is the wire form of a response carrying every resource, by name, at the
+// table's sequence number (the nonce is the stream's, appended when sent).
+func (t *table) encodeAllLocked() []byte {
+	names := make([]string, 0, len(t.entries))
+	for n := range t.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	res := make([]*discovery.Resource, len(names))
+	for i, n := range names {
+		res[i] = t.entries[n].res
+	}
+	b, _ := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: t.typeURL,
+		SystemVersionInfo: strconv.FormatUint(t.seq, 10), Resources: res}) // made of marshalled parts: cannot fail
+	return b
+}
+
 func (t *table) unsubscribe(k *kindSub) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -200,4 +247,5 @@ type kindSub struct {
 	t        *table
 	seq      atomic.Uint64 // what the stream was brought up to
 	inflight string        // the nonce of the response not yet ACKed or NACKed
+	turn     *turn         // the first-sync budget the response in flight holds
 }

@@ -1,0 +1,481 @@
+// Command fleet measures the fleet reconnect storm: every agent of a mesh connecting to the
+// control plane at once (a control plane restarted, a rolling upgrade) and each needing the
+// whole mesh, since every agent computes its own names.
+//
+//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3]
+//
+// For each combination it starts the real kuma-cp binary (`serve` on a directory of
+// generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
+// pinned to CPU 0, waits until each is ready, then starts the simulated agents in a second
+// process pinned to CPU 1, so that the control plane's cost and the agents' are apart. The
+// agents speak the link's real protocol (incremental ADS, every kind the link carries, an
+// ACK per response) but decode nothing: they count bytes. An agent is synced when every kind
+// it subscribed to has answered once (the first answer of a kind holds the whole kind).
+//
+// The agents reconnect as the link's client does after losing its control plane: each waits
+// its first backoff with jitter (125-250 ms) before it dials, and backs off again after a
+// failure. It reports: the time from the storm's start until every agent is synced, the p50
+// and p99 of each agent's time to synced, the retries, the control plane's CPU seconds (user+system,
+// all replicas) during the storm, its peak RSS (VmHWM, the largest replica) and the bytes
+// the agents received, the replicas' resident memory per connected agent (every agent
+// synced and connected, over the idle replicas), and the simulated agents' own CPU seconds (when they approach the
+// storm's duration, the simulator on its one core, not kuma-cp, is what limits the figure).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/kumadp/kuma-dp/bench/internal/procstat"
+	"github.com/kumadp/kuma-dp/cplink"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "agents" {
+		os.Exit(agentsMain(os.Args[2:]))
+	}
+	agents := pflag.String("agents", "1000,10000", "agents connecting at once, comma-separated sizes")
+	dataplanes := pflag.String("dataplanes", "1000,10000", "dataplanes in the mesh, comma-separated sizes")
+	replicas := pflag.String("replicas", "1,3", "control-plane replicas, comma-separated")
+	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
+	timeout := pflag.Duration("timeout", 10*time.Minute, "give up a combination after this long")
+	pflag.Parse()
+	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration) error {
+	as, err := sizes("--agents", agentSizes)
+	if err != nil {
+		return err
+	}
+	ds, err := sizes("--dataplanes", dpSizes)
+	if err != nil {
+		return err
+	}
+	rs, err := sizes("--replicas", replicaSizes)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "fleet-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if kumaCP == "" {
+		kumaCP = filepath.Join(tmp, "kuma-cp")
+		if err := procstat.Build("./cmd/kuma-cp", kumaCP); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	raiseOpenFiles()
+	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", procstat.LoadAvg())
+	fmt.Printf("%-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n",
+		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P50", "P99", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT")
+	for _, d := range ds {
+		dir := filepath.Join(tmp, fmt.Sprintf("mesh-%d", d))
+		if err := writeMesh(dir, d); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			for _, a := range as {
+				res, err := storm(kumaCP, self, dir, tmp, a, r, timeout)
+				if err != nil {
+					return fmt.Errorf("%d agents, %d dataplanes, %d replicas: %w", a, d, r, err)
+				}
+				fmt.Printf("%-7d %-11d %-9d %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", a, d, r,
+					res.all.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond),
+					res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024)
+			}
+		}
+	}
+	return nil
+}
+
+func sizes(flag, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive number", flag, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// writeMesh writes n one-inbound Dataplanes of mesh default, 1,000 to a file.
+func writeMesh(dir string, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for file := 0; file*1000 < n; file++ {
+		var b strings.Builder
+		for i := file * 1000; i < n && i < (file+1)*1000; i++ {
+			fmt.Fprintf(&b, "---\ntype: Dataplane\nmesh: default\nname: dp-%d\nnetworking:\n  address: 10.%d.%d.%d\n"+
+				"  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: svc-%d\n      kuma.io/zone: zone-%d\n      version: v1\n",
+				i, i>>16&255, i>>8&255, i&255, i, i%3)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("dataplanes-%03d.yaml", file)), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type result struct {
+	all, p50, p99 time.Duration
+	cpu           time.Duration
+	agentsCPU     time.Duration // the simulated agents' process, on the other core
+	retries       int64
+	peak          int64
+	bytes         int64
+	perAgent      int64 // resident bytes per connected agent, once synced, over the idle replicas
+}
+
+// replica is one kuma-cp process.
+type replica struct {
+	cmd             *exec.Cmd
+	address, health string
+}
+
+func startReplica(kumaCP, dir, tmp string, i int) (*replica, error) {
+	ready := filepath.Join(tmp, fmt.Sprintf("ready-%d.json", i))
+	_ = os.Remove(ready)
+	cmd := exec.Command("taskset", "-c", "0", kumaCP, "serve", "--resources-dir", dir,
+		"--address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--ready-file", ready,
+		"--max-connections", "30000", "--max-connections-per-ip", "0", "--max-connection-age", "0",
+		"--replica-id", fmt.Sprintf("bench-%d", i), "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start kuma-cp (taskset from util-linux is needed): %w", err)
+	}
+	r := &replica{cmd: cmd}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		var info struct{ Address, Metrics string }
+		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &info) == nil && info.Address != "" {
+			r.address, r.health = info.Address, info.Metrics
+			if resp, err := http.Get("http://" + r.health + "/ready"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return r, nil
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil, fmt.Errorf("kuma-cp %d not ready after 2 minutes", i)
+}
+
+func (r *replica) stop() {
+	_ = r.cmd.Process.Signal(unix.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Duration) (result, error) {
+	var rs []*replica
+	defer func() {
+		for _, r := range rs {
+			r.stop()
+		}
+	}()
+	var addrs []string
+	for i := range replicas {
+		r, err := startReplica(kumaCP, dir, tmp, i)
+		if err != nil {
+			return result{}, err
+		}
+		rs = append(rs, r)
+		addrs = append(addrs, r.address)
+	}
+	var cpu0 time.Duration
+	for _, r := range rs {
+		cpu0 += procstat.CPUTime(r.cmd.Process.Pid)
+	}
+	var idle int64 // the replicas' resident memory before the storm, after the start
+	for _, r := range rs {
+		idle += procstat.ReadMemory(r.cmd.Process.Pid).RSS
+	}
+	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
+		"--addresses", strings.Join(addrs, ","), "--timeout", timeout.String())
+	cmd.Stderr = os.Stderr
+	hold, err := cmd.StdinPipe() // the agents stay connected until it is closed
+	if err != nil {
+		return result{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	line, readErr := bufio.NewReader(stdout).ReadBytes('\n')
+	var connected int64 // with every agent connected and synced
+	for _, r := range rs {
+		connected += procstat.ReadMemory(r.cmd.Process.Pid).RSS
+	}
+	hold.Close()
+	if err := cmd.Wait(); err != nil || readErr != nil {
+		return result{}, fmt.Errorf("agents: %v %v", err, readErr)
+	}
+	var rep agentsReport
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return result{}, fmt.Errorf("agents' report %q: %w", line, err)
+	}
+	res := result{all: rep.All, p50: rep.P50, p99: rep.P99, bytes: rep.Bytes, retries: rep.Retries,
+		perAgent:  (connected - idle) / int64(agents),
+		agentsCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	for _, r := range rs {
+		res.cpu += procstat.CPUTime(r.cmd.Process.Pid)
+		res.peak = max(res.peak, procstat.ReadMemory(r.cmd.Process.Pid).Peak)
+	}
+	res.cpu -= cpu0
+	return res, nil
+}
+
+func raiseOpenFiles() {
+	var l unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
+	}
+}
+
+// agentsReport is what the agents process prints.
+type agentsReport struct {
+	All, P50, P99 time.Duration
+	Bytes         int64
+	Retries       int64
+}
+
+// The agents' link reconnects as cplink's client does: a stream lost, it waits
+// [backoff/2, backoff] (250 ms at first, doubled at each failure up to 30 s) and dials again.
+const (
+	firstBackoff = 250 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+)
+
+func jittered(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+
+// agentWithRetries is one agent after its control plane went away: it waits its first
+// backoff, connects, and tries again after each failure until it is synced.
+func agentWithRetries(ctx context.Context, address, name string, bytes, retries *atomic.Int64, synced func(), hold <-chan struct{}) error {
+	d := firstBackoff
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(jittered(d)):
+		}
+		err := agent(ctx, address, name, bytes, synced, hold)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		}
+		retries.Add(1)
+		d = min(2*d, maxBackoff)
+	}
+}
+
+func agentsMain(args []string) int {
+	fs := pflag.NewFlagSet("agents", pflag.ContinueOnError)
+	n := fs.Int("agents", 1000, "agents")
+	addresses := fs.String("addresses", "", "the replicas' link addresses, comma-separated (agents spread over them)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	raiseOpenFiles()
+	addrs := strings.Split(*addresses, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var bytes atomic.Int64
+	took := make([]time.Duration, *n)
+	errs := make(chan error, *n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	var retries atomic.Int64
+	hold := make(chan struct{}) // closed with standard input: the agents then disconnect
+	var gone sync.WaitGroup
+	for i := range *n {
+		wg.Add(1)
+		gone.Add(1)
+		go func() {
+			defer gone.Done()
+			synced := func() { took[i] = time.Since(start); wg.Done() }
+			err := agentWithRetries(ctx, addrs[i%len(addrs)], fmt.Sprintf("dp-%d", i), &bytes, &retries, synced, hold)
+			if err != nil {
+				errs <- fmt.Errorf("agent %d: %w", i, err)
+				wg.Done()
+			}
+		}()
+	}
+	wg.Wait()
+	all := time.Since(start)
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if failed == 0 {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		failed++
+	}
+	if failed > 0 {
+		fmt.Fprintf(os.Stderr, "%d of %d agents did not sync\n", failed, *n)
+		return 1
+	}
+	sort.Slice(took, func(a, b int) bool { return took[a] < took[b] })
+	rep := agentsReport{All: all, P50: took[len(took)/2], P99: took[len(took)*99/100], Bytes: bytes.Load(), Retries: retries.Load()}
+	b, _ := json.Marshal(rep)
+	fmt.Println(string(b))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	close(hold)
+	gone.Wait()
+	return 0
+}
+
+// agent connects as one agent would: one stream, a subscription per kind the link carries,
+// an ACK per response; once every kind has answered it calls synced and holds the stream
+// open, reading nothing more, until hold is closed.
+func agent(ctx context.Context, address, name string, bytes *atomic.Int64, synced func(), hold <-chan struct{}) error {
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(countingCodec{encoding.GetCodecV2(protoenc.Name)})))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
+		"/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources")
+	if err != nil {
+		return err
+	}
+	node := &core.Node{Id: name, Cluster: "default"}
+	for _, k := range cplink.Kinds {
+		if err := s.SendMsg(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: cplink.TypeURL(k)}); err != nil {
+			return err
+		}
+		node = nil
+	}
+	waiting := map[string]bool{}
+	for _, k := range cplink.Kinds {
+		waiting[cplink.TypeURL(k)] = true
+	}
+	for len(waiting) > 0 {
+		var r counted
+		if err := s.RecvMsg(&r); err != nil {
+			return err
+		}
+		bytes.Add(int64(r.size))
+		delete(waiting, r.typeURL)
+		if err := s.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce}); err != nil {
+			return err
+		}
+	}
+	synced()
+	select {
+	case <-hold:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// counted is a DeltaDiscoveryResponse as the simulated agents read it: its size, type URL
+// and nonce, the resources skipped undecoded (a real agent decodes on its own CPU; here one
+// core plays thousands of agents, so decoding would measure the simulator, not kuma-cp).
+type counted struct {
+	size           int
+	typeURL, nonce string
+}
+
+// Field numbers of envoy.service.discovery.v3.DeltaDiscoveryResponse.
+const (
+	fieldTypeURL = 4
+	fieldNonce   = 5
+)
+
+// countingCodec reads responses into counted and writes requests as Protocol Buffers.
+type countingCodec struct{ proto encoding.CodecV2 }
+
+func (c countingCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+func (countingCodec) Name() string                             { return protoenc.Name }
+
+func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*counted)
+	if !ok {
+		return c.proto.Unmarshal(data, v)
+	}
+	b := data.Materialize()
+	r.size = len(b)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == fieldTypeURL || num == fieldNonce) {
+			val, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			if num == fieldTypeURL {
+				r.typeURL = string(val)
+			} else {
+				r.nonce = string(val)
+			}
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		b = b[m:]
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package fanout
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// Agents that hold nothing are sent the table's one shared encoding: each gets every
+// resource, with its own nonce that its ACK is matched on, and the table is encoded once per
+// version whatever the number of agents; a change makes the next fresh agent's answer anew.
+func TestFreshSubscriptionsShareOneEncoding(t *testing.T) {
+	cp, addr := startCP(t, servedN(50, 0))
+	want := make([]string, 50)
+	for i := range want {
+		want[i] = fmt.Sprintf("dp-%d", i)
+	}
+	slices.Sort(want)
+	var first []*agent
+	for range 3 {
+		a := dial(t, addr, "default", nil, mesh.KindDataplane)
+		r := a.recv()
+		if got := names(r); !slices.Equal(got, want) {
+			t.Fatalf("a fresh agent got %v, want every Dataplane %v", got, want)
+		}
+		if r.GetNonce() == "" || r.GetTypeUrl() == "" || r.GetSystemVersionInfo() == "" {
+			t.Fatalf("the shared answer lacks its nonce, type URL or version: %q %q %q", r.GetNonce(), r.GetTypeUrl(), r.GetSystemVersionInfo())
+		}
+		a.ack(r)
+		first = append(first, a)
+	}
+	tbl := cp.tableFor("default", mesh.KindDataplane)
+	if n := builds(tbl); n != 1 {
+		t.Fatalf("the full answer was encoded %d times for 3 agents at one version, want once", n)
+	}
+
+	// The ACK was matched (the nonce appended is the stream's): a change reaches each agent.
+	sv := servedN(50, 0)
+	sv.Put(Doc{Kind: mesh.KindDataplane, Mesh: "default", Name: "dp-3", Body: []byte("dp 3 changed")})
+	cp.Apply(sv)
+	for _, a := range first {
+		if got := names(a.recv()); !slices.Equal(got, []string{"dp-3"}) {
+			t.Fatalf("after one change an agent got %v, want [dp-3]", got)
+		}
+	}
+	late := dial(t, addr, "default", nil, mesh.KindDataplane)
+	r := late.recv()
+	if len(r.GetResources()) != 50 {
+		t.Fatalf("a fresh agent after the change got %d resources, want 50", len(r.GetResources()))
+	}
+	if v := late.held[r.GetTypeUrl()]["dp-3"]; v != first[0].held[r.GetTypeUrl()]["dp-3"] {
+		t.Fatalf("a fresh agent after the change holds dp-3 at %s, the others at %s", v, first[0].held[r.GetTypeUrl()]["dp-3"])
+	}
+	if n := builds(tbl); n != 2 {
+		t.Fatalf("after a change the full answer was encoded %d times in all, want 2", n)
+	}
+}
+
+func builds(t *table) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.fullBuilds
+}
+
+// First syncs are served in turn within the budget: while one agent's full answer is
+// unacknowledged and fills the budget, the next agent waits; its turn comes with the first
+// agent's ACK, and a stream that ends while holding its share gives it back.
+func TestFirstSyncsWaitTheirTurn(t *testing.T) {
+	sv := servedN(200, 0)
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	cp.Apply(sv)
+	body, _ := cp.tableFor("default", mesh.KindDataplane).subscribeFresh(&kindSub{})
+	cp.first = newFirstSyncs(int64(len(body))) // room for one answer at a time
+	cp.first.hold.Store(int64(time.Minute))
+	addr := serve(t, cp)
+
+	a := dial(t, addr, "default", nil, mesh.KindDataplane)
+	ra := a.recv()
+	b := dial(t, addr, "default", nil, mesh.KindDataplane)
+	b.quiet(300 * time.Millisecond) // a holds the budget until it ACKs
+	if w := cp.first.waiting.Load(); w != 1 {
+		t.Fatalf("%d streams waiting for a first sync, want 1 (b)", w)
+	}
+	a.ack(ra)
+	if n := len(b.recv().GetResources()); n != 200 {
+		t.Fatalf("b's turn: %d resources, want 200", n)
+	}
+	// b does not ACK but goes away: c gets its turn all the same.
+	b.close()
+	c := dial(t, addr, "default", nil, mesh.KindDataplane)
+	rc := c.recv()
+	if n := len(rc.GetResources()); n != 200 {
+		t.Fatalf("c after b left: %d resources, want 200", n)
+	}
+	// An agent that neither ACKs nor goes away holds its turn for the hold time only.
+	cp.first.hold.Store(int64(200 * time.Millisecond))
+	c.ack(rc) // c's turn was taken with the minute's hold: give it back
+	d := dial(t, addr, "default", nil, mesh.KindDataplane)
+	d.recv() // d holds the budget, without ACKing, for 200 ms
+	e := dial(t, addr, "default", nil, mesh.KindDataplane)
+	if n := len(e.recv().GetResources()); n != 200 {
+		t.Fatalf("e after d's hold: %d resources, want 200", n)
+	}
+}
