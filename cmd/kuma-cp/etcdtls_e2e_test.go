@@ -51,3 +51,38 @@ func TestEtcdTLSFlags(t *testing.T) {
 		t.Errorf("serve without the CA: exit %d, want 1 naming the x509 problem and --etcd-ca-file\n%s%s", rc, out, errs)
 	}
 }
+
+// kuma-cp zones takes serve's etcd user flags: against an etcd with authentication on, it
+// reads as the user given (--etcd-username, --etcd-password-file) and is refused without.
+func TestEtcdAuthFlags(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	ctx := context.Background()
+	if _, err := cpstore.NewEtcd(cl, "/kuma").Put(ctx, cpstore.Key{Mesh: "default", Type: "Router", Name: "shard1"},
+		[]byte("type: Router\nname: shard1\ndns: shard1.apps.example.com\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.UserAdd(ctx, "root", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(t.TempDir(), "etcd.password")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ep := c.Endpoints()[0]
+	var out, errb bytes.Buffer
+	if rc := dispatch([]string{"zones", "--etcd-endpoints", ep, "--etcd-username", "root", "--etcd-password-file", pw}, &out, &errb); rc != exitOK || !strings.Contains(out.String(), "shard1.apps.example.com.") {
+		t.Fatalf("zones as root: exit %d\n%s%s", rc, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if rc := dispatch([]string{"zones", "--etcd-endpoints", ep}, &out, &errb); rc != exitFail {
+		t.Errorf("zones without a user against etcd with auth on: exit %d, want 1\n%s%s", rc, out.String(), errb.String())
+	}
+}
