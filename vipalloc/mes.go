@@ -33,31 +33,11 @@ func newMESSource(twin *netip.Prefix) *mesSource {
 		twin: twin}
 }
 
-// selects reports whether a generator's targetRef picks a MeshExternalService: kind
-// MeshExternalService (or empty) and every targetRef tag among its labels. Empty tags select
-// every MeshExternalService (like an empty label selector).
+// selects reports whether a generator's targetRef picks a MeshExternalService
+// (mesh.TargetRef.SelectsMES).
 func selects(ref mesh.TargetRef, labels map[string]string) bool {
-	ok, _ := Selects(ref, labels)
+	ok, _ := ref.SelectsMES(labels)
 	return ok
-}
-
-// Selects is selects with the reason a generator's targetRef does not pick a
-// MeshExternalService of these labels ("" when it does): the first label missing or
-// different, or a kind other than MeshExternalService (kuma-dp vips --explain).
-func Selects(ref mesh.TargetRef, labels map[string]string) (bool, string) {
-	if ref.Kind != "" && ref.Kind != mesh.KindMeshExternalService {
-		return false, "it selects " + ref.Kind + "s, not MeshExternalServices"
-	}
-	for _, tg := range ref.Tags {
-		got, ok := labels[tg.Key]
-		switch {
-		case !ok:
-			return false, "label " + tg.Key + " is missing (the generator selects " + tg.Key + "=" + tg.Value + ")"
-		case tg.Value != mesh.Wildcard && tg.Value != got:
-			return false, "label " + tg.Key + " is " + got + ", the generator selects " + tg.Value
-		}
-	}
-	return true, ""
 }
 
 // update recomputes the candidates of snapshot s and reports the differences to r.

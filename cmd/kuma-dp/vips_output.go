@@ -288,7 +288,7 @@ func vipsExplainSelection(w io.Writer, s *mesh.Snapshot, t *vipalloc.Table, name
 		}
 		named := 0
 		for _, hg := range hgs {
-			ok, why := vipalloc.Selects(hg.Spec.TargetRef, es.Labels)
+			ok, why := hg.Spec.TargetRef.SelectsMES(es.Labels)
 			if !ok {
 				fmt.Fprintf(w, "  HostnameGenerator %s: selects nothing here: %s\n", hg.Name, why)
 				continue

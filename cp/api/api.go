@@ -96,6 +96,16 @@ type Resource struct {
 	Spec             json.RawMessage `json:"resource"`
 }
 
+// Document is the resource's document as stored: Spec, or the text Spec holds when the
+// document is YAML only (an unquoted {{ name }} template is no JSON: served as its text).
+func (r Resource) Document() []byte {
+	var text string
+	if json.Unmarshal(r.Spec, &text) == nil {
+		return []byte(text)
+	}
+	return r.Spec
+}
+
 // List is a page of resources: Total counts every page's (the resources matching the
 // list), Next is the next page's path ("" on the last).
 type List struct {

@@ -18,7 +18,7 @@ import (
 func decodeAs[T mesh.Resource](rs []Resource) []T {
 	var out []T
 	for _, r := range rs {
-		got, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Spec)
+		got, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Document())
 		if err != nil || len(got) != 1 {
 			continue
 		}

@@ -40,17 +40,20 @@ func printRouting(ctx context.Context, c *api.Client, typ, meshName, name, names
 }
 
 // describeExample ends describe --help: run as written by a test on the bundled files.
-const describeExample = `Examples (the control plane on etcd of kuma-cp get --help; a router shard and a route on it):
+const describeExample = `Examples (the control plane on etcd of kuma-cp get --help; a router shard and a route on it;
+then the bundled MeshExternalServices and HostnameGenerators: which generator names ext-svc, and why the others do not):
   kuma-cp apply --wait -f testdata/routes/shard-a.yaml --admin-token-file /tmp/cp/admin.token
   kuma-cp describe route web -n shop
   kuma-cp describe router shard-a
+  kuma-cp apply -f testdata/mesh/policies/meshexternalservices.yaml -f testdata/mesh/policies/hostnamegenerators.yaml --admin-token-file /tmp/cp/admin.token
+  kuma-cp describe meshexternalservice ext-svc
 `
 
-// describe is `describe route|router NAME`.
+// describe is `describe route|router|meshexternalservice NAME`.
 func (k *command) describe(ctx context.Context) int {
 	args, meshName, namespace := k.fs.Args(), k.f.mesh, k.f.namespace
 	if len(args) != 2 {
-		return k.usage("want: describe route|router NAME (a route: NAME -n NAMESPACE, or name.namespace)")
+		return k.usage("want: describe route|router|meshexternalservice NAME (a route: NAME -n NAMESPACE, or name.namespace)")
 	}
 	if meshName == "*" {
 		return k.usage("--mesh \"*\" lists every mesh: describe %s NAME needs one mesh (--mesh M)", args[0])
@@ -93,8 +96,27 @@ func (k *command) describe(ctx context.Context) int {
 		if err := api.DescribeRouter(k.stdout, r, routes, dps); err != nil {
 			return k.fail(err)
 		}
+	case "meshexternalservice", "mes":
+		r, err := k.c.Get(ctx, meshName, "meshexternalservices", args[1])
+		if err != nil {
+			return k.fail(err)
+		}
+		gens, err := k.c.List(ctx, meshName, "hostnamegenerators")
+		if err != nil {
+			return k.fail(err)
+		}
+		if meshName != "default" { // the generators for every mesh are stored under default
+			all, err := k.c.List(ctx, "default", "hostnamegenerators")
+			if err != nil {
+				return k.fail(err)
+			}
+			gens = append(gens, all...)
+		}
+		if err := api.DescribeMeshExternalService(k.stdout, r, gens); err != nil {
+			return k.fail(err)
+		}
 	default:
-		return k.usage("describe %q: want route or router", args[0])
+		return k.usage("describe %q: want route, router or meshexternalservice", args[0])
 	}
 	return ExitOK
 }
