@@ -18,12 +18,7 @@ import (
 // KUMA_ADMIN_TOKEN stand between the file and the flags.
 func TestConfigControlPlanes(t *testing.T) {
 	dir := t.TempDir()
-	st, err := dirstore.NewStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer((&api.Server{Store: st, AdminToken: "s3cret"}).Handler())
-	t.Cleanup(srv.Close)
+	srv := dirAPIServer(t, "s3cret")
 	cfg := filepath.Join(dir, "conf", "config.yaml")
 	t.Setenv(cli.EnvConfig, cfg)
 	t.Setenv(cli.EnvAPIURL, "")
@@ -66,4 +61,17 @@ func TestConfigControlPlanes(t *testing.T) {
 	}
 	run(exitFail, "config", "control-planes", "switch", "--name", "nope")
 	run(exitOK, "config", "control-planes", "remove", "--name", "down")
+}
+
+// dirAPIServer is the API (admin token token) on a directory store of a temporary directory,
+// in process: the client commands' tests talk to it.
+func dirAPIServer(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	st, err := dirstore.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&api.Server{Store: st, AdminToken: token}).Handler())
+	t.Cleanup(srv.Close)
+	return srv
 }

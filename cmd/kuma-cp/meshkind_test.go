@@ -2,26 +2,17 @@ package main
 
 import (
 	"bytes"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/kumadp/kuma-dp/cp/api"
-	"github.com/kumadp/kuma-dp/cp/dirstore"
 )
 
 // `type: Mesh` is applied as Kuma's users write it: stored, listed by get meshes, given back
 // by get mesh NAME, apply saying which of its fields nothing here acts on (it was refused
 // with the agent's "a Kuma policy kuma-dp does not act on").
 func TestApplyKumaMesh(t *testing.T) {
-	st, err := dirstore.NewStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer((&api.Server{Store: st, AdminToken: "s3cret"}).Handler())
-	t.Cleanup(srv.Close)
+	srv := dirAPIServer(t, "s3cret")
 	dir := t.TempDir()
 	token, file := filepath.Join(dir, "token"), filepath.Join(dir, "mesh.yaml")
 	os.WriteFile(token, []byte("s3cret"), 0o600)
