@@ -59,7 +59,7 @@ Commands:
   get     list or show resources: get TYPE [NAME] [-o table|yaml|json]
   delete  delete a resource: delete TYPE NAME
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
-  describe  a route or a router in full: describe route NAME -n NAMESPACE | describe router NAME
+  describe  a route, a router or a MeshExternalService in full: describe route NAME -n NAMESPACE | router NAME | meshexternalservice NAME
   inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
