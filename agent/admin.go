@@ -56,9 +56,14 @@ func (a *Agent) adminMux() *http.ServeMux {
 		if mes == nil {
 			mes = map[string]vipalloc.MESStatus{}
 		}
+		ms := table.MeshServiceStatuses()
+		if ms == nil {
+			ms = map[string]vipalloc.MeshServiceStatus{}
+		}
 		// The shape of `kuma-dp vips -o json`: entries, tuples skipped with their reason,
-		// and the MeshExternalService design's status block of each MeshExternalService.
-		writeJSON(w, map[string]any{"entries": entries, "skipped": skipped, "meshExternalServices": mes})
+		// the MeshExternalService design's status block of each MeshExternalService and
+		// each MeshService's status.
+		writeJSON(w, map[string]any{"entries": entries, "skipped": skipped, "meshExternalServices": mes, "meshServices": ms})
 	})
 	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, _ *http.Request) {
 		snap, table, envoy, envoyErr := a.model.get()

@@ -698,3 +698,28 @@ func TestAgentRefusedFilesOfARefusedModelNotNoted(t *testing.T) {
 		t.Errorf("the count is not the served model's: %s", lineOf(m, "kuma_dp_model_files_refused "))
 	}
 }
+
+// savingSource is memSource that saves its model, with failures (the link's ModelSaveFailures).
+type savingSource struct {
+	*memSource
+	failures atomic.Uint64
+}
+
+func (s *savingSource) ModelSaveFailures() uint64 { return s.failures.Load() }
+
+// The saved model's failed writes are a metric (the link logs them once per episode).
+func TestAgentCountsModelSaveFailures(t *testing.T) {
+	var src *savingSource
+	h := startAgent(t, testConfig(), cplink.Update{Snapshot: snapshot(t, "httpbin"), Trigger: "start"}, func(p *Parts) {
+		src = &savingSource{memSource: p.Source.(*memSource)}
+		p.Source = src
+	})
+	h.waitReady()
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_save_failures_total 0") {
+		t.Errorf("no save failure yet: %s", lineOf(m, "kuma_dp_model_save_failures_total "))
+	}
+	src.failures.Store(3)
+	if _, m := h.get("/metrics"); !strings.Contains(m, "kuma_dp_model_save_failures_total 3") {
+		t.Errorf("three failures: %s", lineOf(m, "kuma_dp_model_save_failures_total "))
+	}
+}

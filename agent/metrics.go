@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/internal/buildinfo"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -84,13 +85,25 @@ func newMetrics(a *Agent) *metrics {
 		Name: "kuma_dp_model_files_refused",
 		Help: "Files of the policies directory whose newest content was refused: each is served at its last good version, or left out when it has none (the log names field and value).",
 	}, func() float64 { return float64(a.refusedFiles.Load()) })
+	saveFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "kuma_dp_model_save_failures_total",
+		Help: "Writes of the control plane's model to the work dir (cp-model.gob, what a restart during an outage serves) that failed; the log says why, once per episode.",
+	}, func() float64 {
+		if s, ok := a.parts.Source.(modelSaver); ok {
+			return float64(s.ModelSaveFailures())
+		}
+		return 0
+	})
 	for pool, size := range a.parts.PoolSizes {
 		m.poolSize.WithLabelValues(pool).Set(size)
 	}
-	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready, stale, refusedFiles,
+	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready, stale, refusedFiles, saveFailures,
 		buildinfo.Collector("kuma_dp"), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// modelSaver is a source that saves its model for a restart (the control-plane link).
+type modelSaver interface{ ModelSaveFailures() uint64 }
 
 // observeTable updates the table gauges after a swap.
 func (m *metrics) observeTable(t *vipalloc.Table) {
@@ -145,3 +158,5 @@ func (m *metrics) handler(dns http.Handler) http.Handler {
 		_, _ = w.Write(body.Bytes())
 	})
 }
+
+var _ modelSaver = (*cplink.Client)(nil)

@@ -18,10 +18,10 @@ var rotation atomic.Uint32
 
 // Holds reports whether name falls in one of the catalog's zones (a nil catalog holds none).
 func (c *Catalog) Holds(name string) bool {
-	if c == nil || len(c.origins) == 0 {
+	if c == nil || len(c.zones) == 0 {
 		return false
 	}
-	return c.find(strings.ToLower(name)) != nil
+	return c.find(strings.ToLower(dns.Fqdn(name))) != nil
 }
 
 // Reply is the whole response to a query as it goes on the wire: malformed and unsupported
@@ -34,7 +34,7 @@ func (c *Catalog) Reply(req *dns.Msg, tcp bool) *dns.Msg {
 	case req.Opcode != dns.OpcodeQuery:
 		m.SetRcode(req, dns.RcodeNotImplemented)
 		return m
-	case len(req.Question) != 1 || countOPT(req) > 1:
+	case len(req.Question) != 1 || !optWellPlaced(req):
 		m.SetRcodeFormatError(req)
 		return m
 	}
@@ -52,7 +52,7 @@ func (c *Catalog) Reply(req *dns.Msg, tcp bool) *dns.Msg {
 	}
 	resp := c.Answer(req)
 	if opt != nil {
-		resp.SetEdns0(ednsSize, false)
+		resp.SetEdns0(ednsSize, opt.Do()) // DO echoed (RFC 3225 3)
 	}
 	if !tcp {
 		size := dns.MinMsgSize
@@ -64,9 +64,33 @@ func (c *Catalog) Reply(req *dns.Msg, tcp bool) *dns.Msg {
 	return resp
 }
 
+// optWellPlaced: at most one OPT, in the additional section, owned by the root (RFC 6891
+// 6.1.1); anything else is a FORMERR.
+func optWellPlaced(req *dns.Msg) bool {
+	for _, sect := range [][]dns.RR{req.Answer, req.Ns} {
+		for _, rr := range sect {
+			if rr.Header().Rrtype == dns.TypeOPT {
+				return false
+			}
+		}
+	}
+	n := 0
+	for _, rr := range req.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			if n++; n > 1 || rr.Header().Name != "." {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Answer returns the authoritative response to a standard query for qname/qtype. It never
 // fails: names outside every zone get REFUSED, names in a zone get NOERROR (with data or
-// NODATA) or NXDOMAIN, each negative answer with the zone's SOA in authority.
+// NODATA) or NXDOMAIN, each negative answer with the zone's SOA in authority. An answer to
+// class ANY is not authoritative (RFC 1034 6.2.2: the server may not hold every class) and
+// carries no SOA, as nsd answers it. An NS answer carries the addresses of the name servers
+// inside its zone in the additional section (RFC 1035 3.3.11).
 func (c *Catalog) Answer(req *dns.Msg) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -78,15 +102,19 @@ func (c *Catalog) Answer(req *dns.Msg) *dns.Msg {
 		m.Rcode = dns.RcodeRefused
 		return m
 	}
-	m.Authoritative = true
+	anyClass := q.Qclass == dns.ClassANY
+	m.Authoritative = !anyClass
 	seen := map[string]bool{}
 	for range maxChase {
 		seen[qname] = true
 		rrs, rcode, next := z.lookup(qname, q.Qtype)
 		m.Answer = append(m.Answer, rrs...)
 		if next == "" {
-			if rcode != dns.RcodeSuccess || len(rrs) == 0 {
+			if (rcode != dns.RcodeSuccess || len(rrs) == 0) && !anyClass {
 				m.Ns = []dns.RR{z.negativeSOA()}
+			}
+			if q.Qtype == dns.TypeNS {
+				m.Extra = z.glue(rrs)
 			}
 			// The rcode of a chased answer is that of the last name (RFC 6604).
 			m.Rcode = rcode
@@ -124,11 +152,12 @@ func (z *Zone) lookup(qname string, qtype uint16) (rrs []dns.RR, rcode int, next
 			return nil, dns.RcodeNameError, ""
 		}
 	}
-	if qtype != dns.TypeCNAME {
-		if cn := n.sets[dns.TypeCNAME]; len(cn) > 0 {
-			rr := withOwner(cn[0], owner)
-			return []dns.RR{rr}, dns.RcodeSuccess, strings.ToLower(rr.(*dns.CNAME).Target)
+	if cn := n.sets[dns.TypeCNAME]; len(cn) > 0 && qtype != dns.TypeCNAME {
+		rr := withOwner(cn[0], owner)
+		if qtype == dns.TypeANY {
+			return []dns.RR{rr}, dns.RcodeSuccess, "" // the CNAME answers ANY, unchased (RFC 1034 4.3.2 3a)
 		}
+		return []dns.RR{rr}, dns.RcodeSuccess, strings.ToLower(rr.(*dns.CNAME).Target)
 	}
 	if qtype == dns.TypeANY {
 		for t, set := range n.sets {
@@ -139,6 +168,22 @@ func (z *Zone) lookup(qname string, qtype uint16) (rrs []dns.RR, rcode int, next
 		return rrs, dns.RcodeSuccess, ""
 	}
 	return rotated(n.sets[qtype], owner), dns.RcodeSuccess, ""
+}
+
+// glue is the A and AAAA records, in this zone, of the targets of the NS records in rrs.
+func (z *Zone) glue(rrs []dns.RR) []dns.RR {
+	var out []dns.RR
+	for _, rr := range rrs {
+		ns, ok := rr.(*dns.NS)
+		if !ok {
+			continue
+		}
+		if n := z.nodes[strings.ToLower(ns.Ns)]; n != nil {
+			out = append(out, n.sets[dns.TypeA]...)
+			out = append(out, n.sets[dns.TypeAAAA]...)
+		}
+	}
+	return out
 }
 
 // rotated copies set, starting at the next rotation, with owner as its name (a wildcard's

@@ -217,7 +217,7 @@ func TestCNAMELoopIsCaught(t *testing.T) {
 	for _, p := range [][2]string{{"a.loop.test.", "b.loop.test."}, {"b.loop.test.", "a.loop.test."}} {
 		z.add(&dns.CNAME{Hdr: dns.RR_Header{Name: p[0], Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 30}, Target: p[1]})
 	}
-	cat := &Catalog{zones: map[string]*Zone{z.Origin: z}, origins: []string{z.Origin}}
+	cat := &Catalog{zones: map[string]*Zone{z.Origin: z}}
 	m := ask(t, cat, "a.loop.test", dns.TypeA)
 	if len(m.Answer) != 2 {
 		t.Fatalf("loop answer %v, want the two CNAMEs once each", m.Answer)
@@ -261,7 +261,39 @@ func TestSerial(t *testing.T) {
 	if got := other.Zone("shard1.apps.example.com").Serial(); got != 21 {
 		t.Fatalf("another replica's serial %d, want 21", got)
 	}
-	if !serialAfter(1, 0xffffffff) || serialAfter(0xffffffff, 1) {
+	if !SerialAfter(1, 0xffffffff) || SerialAfter(0xffffffff, 1) {
 		t.Fatal("RFC 1982 wrap-around")
+	}
+}
+
+// A user route on ns.<zone> of a zone of its own keeps its name: the zone's own name server
+// is then ns1.<zone> - the default glue used to take the name (answering the server's
+// address, the route's CNAME refused). Without any name server address the glue 127.0.0.1
+// is reported, not given silently.
+func TestDefaultNameserverTakesNoUserName(t *testing.T) {
+	in := Input{
+		Routers:       []Router{{Name: "shard1", DNS: "shard1.apps.example.com", Replicas: []Replica{{Name: "gw", Addrs: addrs("10.0.0.1"), Ready: true}}}},
+		Users:         []UserName{{Name: "abc.example.org", Router: "shard1"}, {Name: "ns.abc.example.org", Router: "shard1"}},
+		DefaultNSAddr: netip.MustParseAddr("192.0.2.53"),
+	}
+	cat, problems := Build(in, nil)
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	m := ask(t, cat, "ns.abc.example.org", dns.TypeA)
+	if len(m.Answer) == 0 || m.Answer[0].Header().Rrtype != dns.TypeCNAME {
+		t.Fatalf("the user's ns.abc.example.org answers %v, want its CNAME to the router", m.Answer)
+	}
+	ns := ask(t, cat, "abc.example.org", dns.TypeNS)
+	if got := rrStrings(ns.Answer); len(got) != 1 || got[0] != "abc.example.org. NS ns1.abc.example.org." {
+		t.Fatalf("NS %v, want ns1.abc.example.org.", got)
+	}
+	if got := rrStrings(ns.Extra); len(got) != 1 || got[0] != "ns1.abc.example.org. A 192.0.2.53" {
+		t.Fatalf("glue %v", got)
+	}
+
+	in.DefaultNSAddr = netip.MustParseAddr("0.0.0.0")
+	if _, problems := Build(in, nil); len(problems) != 1 || !strings.Contains(problems[0].Error(), "127.0.0.1") {
+		t.Fatalf("an unspecified server address: problems %v, want the loopback glue reported", problems)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // FuzzAppendAnswer: any packet from the network. The prepared form never panics, never
 // answers what does not parse as a query, and what it answers unpacks and is the reference
-// engine's answer to the same query.
+// engine's answer to the same query (sections, glue and DO included).
 //
 //	go test -run '^$' -fuzz FuzzAppendAnswer -fuzztime 30s ./authdns
 func FuzzAppendAnswer(f *testing.F) {
@@ -23,6 +23,7 @@ func FuzzAppendAnswer(f *testing.F) {
 	}{
 		{"web.shard1.apps.example.com.", dns.TypeA, false}, {"www.acme.test.", dns.TypeAAAA, true},
 		{"c.a.b.acme.test.", dns.TypeA, false}, {"nope.other.test.", dns.TypeMX, true}, {"example.org.", dns.TypeA, false},
+		{"shard1.apps.example.com.", dns.TypeNS, true}, {"acme.test.", dns.TypeNS, false},
 	} {
 		m := new(dns.Msg)
 		m.SetQuestion(q.name, q.qtype)
@@ -49,7 +50,9 @@ func FuzzAppendAnswer(f *testing.F) {
 			t.Fatalf("a %d-byte answer over UDP", len(out))
 		}
 		want := cat.Reply(req, false)
-		if got.Rcode != want.Rcode || len(got.Answer) != len(want.Answer) || len(got.Ns) != len(want.Ns) || got.Authoritative != want.Authoritative {
+		gotDO, wantDO := got.IsEdns0() != nil && got.IsEdns0().Do(), want.IsEdns0() != nil && want.IsEdns0().Do()
+		if got.Rcode != want.Rcode || len(got.Answer) != len(want.Answer) || len(got.Ns) != len(want.Ns) ||
+			len(got.Extra) != len(want.Extra) || gotDO != wantDO || got.Authoritative != want.Authoritative {
 			t.Fatalf("query %v: prepared\n%v\nreference\n%v", req.Question, got, want)
 		}
 	})

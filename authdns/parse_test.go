@@ -53,10 +53,13 @@ func TestParseZoneRefusesBadZones(t *testing.T) {
 		{"$ORIGIN a.test.\n@ 30 IN SOA ns.a.test. h.a.test. 1 300 60 1209600 30\nwww.b.test. 30 IN A 10.0.0.1\n", "outside the zone"},
 		{"$ORIGIN a.test.\n@ 30 IN SOA ns.a.test. h.a.test. 1 300 60 1209600 30\nwww 30 IN A 10.0.0.999\n", "a.test"},
 		{"", "no SOA"},
+		{"$ORIGIN a.test.\n@ 30 IN SOA ns.a.test. h.a.test. 1 300 60 1209600 30\n$GENERATE 0-65535 h$ A 10.0.0.1\n", "line 3: $GENERATE is refused"},
+		{"$ORIGIN a.test.\n@ 30 IN SOA ns.a.test. h.a.test. 1 300 60 1209600 30\n$include /etc/passwd\n", "line 3: $INCLUDE is refused"},
+		{"$ORIGIN a.test.\n@ 30 IN SOA ns.a.test. h.a.test. 1 300 60 1209600 30\n" + strings.Repeat(";", MaxZoneBytes), "over 67108864 bytes"},
 	} {
 		_, err := ParseZone("a.test", strings.NewReader(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: error %v, want one with %q", c.text, err, c.want)
+			t.Errorf("%.200q: error %v, want one with %q", c.text, err, c.want)
 		}
 	}
 }

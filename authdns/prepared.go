@@ -28,6 +28,10 @@ type wireZone struct {
 	negSOA []byte
 	// origin is the zone's lower-case wire name.
 	origin string
+	// glue is the whole A and AAAA records of the apex's name servers inside the zone, the
+	// additional section of an NS answer at the apex; nglue how many.
+	glue  []byte
+	nglue int
 }
 
 // tail is rr's wire form after its owner name.
@@ -68,6 +72,15 @@ func (z *Zone) prepare() *wireZone {
 			}
 		}
 		wz.nodes[wireName(name)] = wn
+	}
+	if apex := z.nodes[z.Origin]; apex != nil {
+		for _, rr := range z.glue(apex.sets[dns.TypeNS]) {
+			buf := make([]byte, dns.Len(rr)+2)
+			if n, err := dns.PackRR(rr, buf, 0, nil, false); err == nil {
+				wz.glue = append(wz.glue, buf[:n]...)
+				wz.nglue++
+			}
+		}
 	}
 	soa := z.negativeSOA()
 	buf := make([]byte, dns.Len(soa)+2)
@@ -147,8 +160,7 @@ func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
 		binary.BigEndian.Uint16(p[6:]) != 0 || binary.BigEndian.Uint16(p[8:]) != 0 {
 		return out, 0, false
 	}
-	arcount := binary.BigEndian.Uint16(p[10:])
-	if arcount > 1 {
+	if binary.BigEndian.Uint16(p[10:]) > 1 {
 		return out, 0, false
 	}
 	// The question, its name lower-cased into lname.
@@ -192,15 +204,15 @@ func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
 	if udp {
 		limit = dns.MinMsgSize
 	}
-	edns := false
-	if arcount == 1 {
+	edns, do := false, false
+	if binary.BigEndian.Uint16(p[10:]) == 1 {
 		// OPT: root name, type 41, class = UDP size, TTL = ext-rcode|version|flags, RDATA.
 		o := qend
 		if o+11 > len(p) || p[o] != 0 || binary.BigEndian.Uint16(p[o+1:]) != dns.TypeOPT || p[o+5] != 0 || p[o+6] != 0 ||
 			o+11+int(binary.BigEndian.Uint16(p[o+9:])) != len(p) {
 			return out, 0, false
 		}
-		edns = true
+		edns, do = true, p[o+7]&0x80 != 0
 		if udp {
 			limit = min(max(int(binary.BigEndian.Uint16(p[o+3:])), dns.MinMsgSize), ednsSize)
 		}
@@ -215,16 +227,16 @@ func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
 	name := lname[:n]
 	wz := c.findWire(name)
 	if wz == nil {
-		return finishAnswer(out, start, 0, 0, edns, limit, dns.RcodeRefused)
+		return finishAnswer(out, start, do, 0, 0, 0, edns, limit, dns.RcodeRefused)
 	}
 	binary.BigEndian.PutUint16(h[2:], flagQR|flagAA|flags&(flagRD|flagCD))
 	// ownerPtr: where the current name sits in the answer (0: not written yet).
 	ownerPtr := 0
 	var seen [maxChase][]byte
-	ancount, nscount, rcode := 0, 0, dns.RcodeSuccess
+	ancount, nscount, arcount, rcode := 0, 0, 0, dns.RcodeSuccess
 	for hop := 0; ; hop++ {
 		if hop == maxChase {
-			return finishAnswer(out, start, ancount, 0, edns, limit, dns.RcodeServerFailure)
+			return finishAnswer(out, start, do, ancount, 0, 0, edns, limit, dns.RcodeServerFailure)
 		}
 		seen[hop] = name
 		node := wz.lookup(name, &scratch)
@@ -241,12 +253,12 @@ func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
 			target := out[len(out)-len(cn[0])+10:]
 			for _, s := range seen[:hop+1] {
 				if string(s) == string(target) {
-					return finishAnswer(out, start, ancount, 0, edns, limit, dns.RcodeSuccess) // a loop
+					return finishAnswer(out, start, do, ancount, 0, 0, edns, limit, dns.RcodeSuccess) // a loop
 				}
 			}
 			nz := c.findWire(target)
 			if nz == nil {
-				return finishAnswer(out, start, ancount, 0, edns, limit, dns.RcodeSuccess) // outside: the resolver follows
+				return finishAnswer(out, start, do, ancount, 0, 0, edns, limit, dns.RcodeSuccess) // outside: the resolver follows
 			}
 			wz, name, ownerPtr = nz, target, len(out)-len(target)-start
 			continue
@@ -266,9 +278,13 @@ func (c *Catalog) AppendAnswer(out, p []byte, udp bool) ([]byte, int, bool) {
 			out = append(out, set[(i+k)%len(set)]...)
 		}
 		ancount += len(set)
+		if qtype == dns.TypeNS && string(name) == wz.origin {
+			out = append(out, wz.glue...) // RFC 1035 3.3.11
+			arcount = wz.nglue
+		}
 		break
 	}
-	return finishAnswer(out, start, ancount, nscount, edns, limit, rcode)
+	return finishAnswer(out, start, do, ancount, nscount, arcount, edns, limit, rcode)
 }
 
 // appendOwner writes name as a record's owner: a pointer when it is in the message already.
@@ -281,16 +297,19 @@ func appendOwner(out []byte, start, ptr int, name []byte) ([]byte, int) {
 
 // finishAnswer sets the counts and appends the OPT record when the query had one; an answer
 // over limit is withdrawn (Reply truncates it as the RFCs say).
-func finishAnswer(out []byte, start, an, ns int, edns bool, limit, rcode int) ([]byte, int, bool) {
+func finishAnswer(out []byte, start int, do bool, an, ns, ar int, edns bool, limit, rcode int) ([]byte, int, bool) {
 	h := out[start:]
 	binary.BigEndian.PutUint16(h[2:], binary.BigEndian.Uint16(h[2:])&^0xf|uint16(rcode))
 	binary.BigEndian.PutUint16(h[6:], uint16(an))
 	binary.BigEndian.PutUint16(h[8:], uint16(ns))
+	binary.BigEndian.PutUint16(h[10:], uint16(ar))
 	if edns {
-		binary.BigEndian.PutUint16(h[10:], 1)
-		out = append(out, 0, 0, 41, ednsSize>>8, ednsSize&0xff, 0, 0, 0, 0, 0, 0)
-	} else {
-		binary.BigEndian.PutUint16(h[10:], 0)
+		binary.BigEndian.PutUint16(h[10:], uint16(ar+1))
+		var doBit byte
+		if do {
+			doBit = 0x80 // echoed (RFC 3225 3)
+		}
+		out = append(out, 0, 0, 41, ednsSize>>8, ednsSize&0xff, 0, 0, doBit, 0, 0, 0)
 	}
 	if len(out)-start > limit {
 		return out[:start], 0, false

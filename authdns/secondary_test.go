@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/kumadp/kuma-dp/internal/nsdtest"
 	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
@@ -44,13 +45,6 @@ func TestZonesPassNamedCheckzone(t *testing.T) {
 // TestNSDSecondary runs a real nsd as a secondary of this server (hidden primary): it
 // transfers the zone, and after a change and a NOTIFY it answers the new data.
 func TestNSDSecondary(t *testing.T) {
-	nsd, err := exec.LookPath("nsd")
-	if err != nil {
-		t.Skip("nsd not installed (Debian package nsd; make test installs it as root)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("nsd needs root here (it opens its files as the user it runs as): run as root")
-	}
 	const zone = "shard1.apps.example.com."
 	in := fixture()
 	serials := NewSerials()
@@ -64,55 +58,9 @@ func TestNSDSecondary(t *testing.T) {
 		NotifyTimeout: time.Second,
 	}, cat)
 	_, tcp := s.Addrs()
-	primary := tcp.(*net.TCPAddr)
+	nsdAddr := nsdtest.Start(t, nsdtest.Config{Port: nsdPort, KeyName: testKey, KeySecret: testSecret,
+		Zones: []nsdtest.Zone{{Origin: zone, Primaries: []string{fmt.Sprintf("127.0.0.1@%d", tcp.(*net.TCPAddr).Port)}}}})
 
-	dir := t.TempDir()
-	conf := fmt.Sprintf(`server:
-  ip-address: 127.0.0.1@%d
-  port: %d
-  username: ""
-  chroot: ""
-  zonesdir: %q
-  database: ""
-  zonelistfile: %q
-  xfrdfile: %q
-  xfrdir: %q
-  pidfile: %q
-  logfile: %q
-  verbosity: 2
-  server-count: 1
-remote-control:
-  control-enable: no
-key:
-  name: %q
-  algorithm: hmac-sha256
-  secret: %q
-zone:
-  name: %q
-  allow-notify: 127.0.0.1 %s
-  request-xfr: AXFR 127.0.0.1@%d %s
-`, nsdPort, nsdPort, dir, filepath.Join(dir, "zone.list"), filepath.Join(dir, "xfrd.state"), dir,
-		filepath.Join(dir, "nsd.pid"), filepath.Join(dir, "nsd.log"), testKey, testSecret, zone, testKey, primary.Port, testKey)
-	confPath := filepath.Join(dir, "nsd.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nsd, "-d", "-c", confPath)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "nsd.log"))
-			t.Logf("nsd output:\n%s\n%s", out.String(), log)
-		}
-	})
-
-	nsdAddr := fmt.Sprintf("127.0.0.1:%d", nsdPort)
 	addrsFrom := func() (uint32, []string) {
 		c := &dns.Client{Timeout: time.Second}
 		q := new(dns.Msg)
@@ -127,12 +75,7 @@ zone:
 				got = append(got, a.A.String())
 			}
 		}
-		q.SetQuestion(zone, dns.TypeSOA)
-		r, _, err = c.Exchange(q, nsdAddr)
-		if err != nil || len(r.Answer) != 1 {
-			return 0, got
-		}
-		return r.Answer[0].(*dns.SOA).Serial, got
+		return nsdtest.SOASerial(nsdAddr, zone), got
 	}
 	waitFor := func(serial uint32, want int) []string {
 		t.Helper()

@@ -2,8 +2,13 @@ package authdns
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -30,7 +35,10 @@ type Config struct {
 	NotifyKey string
 	// NotifyTimeout bounds one NOTIFY attempt; each is tried 5 times. Default 2 s.
 	NotifyTimeout time.Duration
-	Log           *slog.Logger
+	// NotifyRetry is the wait before the first retry of an unacknowledged NOTIFY, doubled
+	// before each next one (RFC 1996 3.6). Default 2 s.
+	NotifyRetry time.Duration
+	Log         *slog.Logger
 }
 
 // Server serves a Catalog authoritatively over UDP and TCP. Swap replaces the catalog.
@@ -43,6 +51,7 @@ type Server struct {
 	addrs   []net.Addr
 	notifyq chan []*Zone
 	wg      sync.WaitGroup
+	keys    tsigKeys
 
 	// Queries counts answers by response code, for metrics.
 	Queries [dns.RcodeBadCookie + 1]atomic.Uint64
@@ -58,6 +67,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.NotifyTimeout == 0 {
 		cfg.NotifyTimeout = 2 * time.Second
 	}
+	if cfg.NotifyRetry == 0 {
+		cfg.NotifyRetry = 2 * time.Second
+	}
 	if _, ok := cfg.TSIG[cfg.NotifyKey]; cfg.NotifyKey != "" && !ok {
 		return nil, fmt.Errorf("authdns: notify key %q is not one of the TSIG keys", cfg.NotifyKey)
 	}
@@ -66,7 +78,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("authdns: tsig key %q: secret is not base64: %v", name, err)
 		}
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, notifyq: make(chan []*Zone, 16)}
+	s := &Server{cfg: cfg, log: cfg.Log, notifyq: make(chan []*Zone, 16), keys: tsigKeys{}}
+	for name, secret := range cfg.TSIG {
+		s.keys[strings.ToLower(dns.Fqdn(name))] = secret
+	}
 	s.cat.Store(&Catalog{zones: map[string]*Zone{}})
 	if err := s.listen(); err != nil {
 		return nil, err
@@ -92,13 +107,9 @@ func (s *Server) listen() error {
 			}
 			return fmt.Errorf("authdns: --dns-address %s (udp): %w", s.cfg.Address, err)
 		}
-		secrets := map[string]string{}
-		for k, v := range s.cfg.TSIG {
-			secrets[dns.Fqdn(k)] = v
-		}
 		h := dns.HandlerFunc(s.serveDNS)
-		s.tcp = &dns.Server{Listener: tl, Handler: h, TsigSecret: secrets, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
-		s.udp = &dns.Server{PacketConn: newFastConn(pc.(*net.UDPConn), s), Handler: h, TsigSecret: secrets, UDPSize: ednsSize}
+		s.tcp = &dns.Server{Listener: tl, Handler: h, TsigProvider: s.keys, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+		s.udp = &dns.Server{PacketConn: newFastConn(pc.(*net.UDPConn), s), Handler: h, TsigProvider: s.keys, UDPSize: ednsSize}
 		s.addrs = []net.Addr{pc.LocalAddr(), tl.Addr()}
 		return nil
 	}
@@ -157,6 +168,10 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if req.Response {
 		return // never answer an answer
 	}
+	if t := req.IsTsig(); t != nil && w.TsigStatus() != nil {
+		s.refuseTSIG(w, req, t, w.TsigStatus())
+		return
+	}
 	var resp *dns.Msg
 	if len(req.Question) == 1 && req.Opcode == dns.OpcodeQuery &&
 		(req.Question[0].Qtype == dns.TypeAXFR || req.Question[0].Qtype == dns.TypeIXFR) {
@@ -174,16 +189,6 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if err := w.WriteMsg(resp); err != nil {
 		s.log.Debug("authdns: write", "remote", w.RemoteAddr().String(), "error", err)
 	}
-}
-
-func countOPT(m *dns.Msg) int {
-	n := 0
-	for _, rr := range m.Extra {
-		if rr.Header().Rrtype == dns.TypeOPT {
-			n++
-		}
-	}
-	return n
 }
 
 // transfer serves AXFR, and IXFR with the whole zone (RFC 1995 4 allows it), to an allowed
@@ -216,13 +221,7 @@ func (s *Server) transfer(w dns.ResponseWriter, req *dns.Msg, cat *Catalog) *dns
 	s.Transfers.Add(1)
 	recs := append(z.Records(), z.SOA)
 	ch := make(chan *dns.Envelope)
-	tr := new(dns.Transfer)
-	if t := req.IsTsig(); t != nil {
-		tr.TsigSecret = map[string]string{t.Hdr.Name: s.cfg.TSIG[strings.TrimSuffix(t.Hdr.Name, ".")]}
-		if tr.TsigSecret[t.Hdr.Name] == "" {
-			tr.TsigSecret[t.Hdr.Name] = s.cfg.TSIG[t.Hdr.Name]
-		}
-	}
+	tr := &dns.Transfer{TsigProvider: s.keys}
 	errc := make(chan error, 1)
 	go func() { errc <- tr.Out(w, req, ch) }()
 	const perEnvelope = 100
@@ -254,9 +253,14 @@ func (s *Server) transferAllowed(w dns.ResponseWriter, req *dns.Msg) bool {
 	return false
 }
 
-// notifier sends NOTIFY for changed zones to every secondary, retrying each up to 5 times
-// until the secondary acknowledges (RFC 1996).
+// notifier sends NOTIFY for changed zones to every secondary, each (zone, secondary) on its
+// own, retrying up to 5 times at growing intervals until the secondary acknowledges (RFC
+// 1996); a newer serial of the zone replaces the retries of an older one.
 func (s *Server) notifier(ctx context.Context) {
+	var mu sync.Mutex
+	pending := map[string]context.CancelFunc{} // zone + secondary -> its retries
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -264,7 +268,25 @@ func (s *Server) notifier(ctx context.Context) {
 		case zones := <-s.notifyq:
 			for _, z := range zones {
 				for _, sec := range s.cfg.Secondaries {
-					s.notify(ctx, z, sec)
+					key := z.Origin + " " + sec
+					nctx, cancel := context.WithCancel(ctx)
+					mu.Lock()
+					if stop := pending[key]; stop != nil {
+						stop()
+					}
+					pending[key] = cancel
+					mu.Unlock()
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						s.notify(nctx, z, sec)
+						mu.Lock()
+						if nctx.Err() == nil {
+							delete(pending, key)
+						}
+						mu.Unlock()
+						cancel()
+					}()
 				}
 			}
 		}
@@ -276,12 +298,20 @@ func (s *Server) notify(ctx context.Context, z *Zone, addr string) {
 	m.SetNotify(z.Origin)
 	m.Authoritative = true
 	m.Answer = []dns.RR{z.SOA}
-	c := &dns.Client{Timeout: s.cfg.NotifyTimeout}
+	c := &dns.Client{Timeout: s.cfg.NotifyTimeout, TsigProvider: s.keys}
 	if k := s.cfg.NotifyKey; k != "" {
-		c.TsigSecret = map[string]string{dns.Fqdn(k): s.cfg.TSIG[k]}
 		m.SetTsig(dns.Fqdn(k), dns.HmacSHA256, 300, time.Now().Unix())
 	}
+	wait := s.cfg.NotifyRetry
 	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait *= 2
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -294,5 +324,86 @@ func (s *Server) notify(ctx context.Context, z *Zone, addr string) {
 			err = fmt.Errorf("rcode %s", dns.RcodeToString[r.Rcode])
 		}
 		s.log.Warn("authdns: NOTIFY failed", "zone", z.Origin, "secondary", addr, "attempt", attempt+1, "error", err)
+	}
+}
+
+// tsigKeys are the TSIG keys by name, lower case and fully qualified: a key name is a domain
+// name, compared without regard to case (RFC 8945 4.2).
+type tsigKeys map[string]string
+
+func (k tsigKeys) secret(t *dns.TSIG) (string, error) {
+	secret, ok := k[strings.ToLower(t.Hdr.Name)]
+	if !ok {
+		return "", dns.ErrSecret
+	}
+	return secret, nil
+}
+
+func (k tsigKeys) Generate(msg []byte, t *dns.TSIG) ([]byte, error) {
+	secret, err := k.secret(t)
+	if err != nil {
+		return nil, err
+	}
+	return hmacOf(secret, t.Algorithm, msg)
+}
+
+func (k tsigKeys) Verify(msg []byte, t *dns.TSIG) error {
+	want, err := k.Generate(msg, t)
+	if err != nil {
+		return err
+	}
+	got, err := hex.DecodeString(t.MAC)
+	if err != nil || !hmac.Equal(got, want) {
+		return dns.ErrSig
+	}
+	return nil
+}
+
+func hmacOf(secret, alg string, msg []byte) ([]byte, error) {
+	raw, err := fromBase64(secret)
+	if err != nil {
+		return nil, err
+	}
+	var h hash.Hash
+	switch dns.CanonicalName(alg) {
+	case dns.HmacSHA224:
+		h = hmac.New(sha256.New224, raw)
+	case dns.HmacSHA256:
+		h = hmac.New(sha256.New, raw)
+	case dns.HmacSHA384:
+		h = hmac.New(sha512.New384, raw)
+	case dns.HmacSHA512:
+		h = hmac.New(sha512.New, raw)
+	default:
+		return nil, dns.ErrKeyAlg
+	}
+	h.Write(msg)
+	return h.Sum(nil), nil
+}
+
+// refuseTSIG answers a request whose TSIG does not verify as RFC 8945 5.2 says (and nsd
+// does): NOTAUTH, with a TSIG record carrying the error (BADKEY for an unknown key or
+// algorithm, BADTIME outside the fudge, BADSIG otherwise) and no MAC - unsigned, since
+// the request could not be trusted. Nothing of the request is served.
+func (s *Server) refuseTSIG(w dns.ResponseWriter, req *dns.Msg, t *dns.TSIG, status error) {
+	code := uint16(dns.RcodeBadSig)
+	switch {
+	case errors.Is(status, dns.ErrSecret), errors.Is(status, dns.ErrKeyAlg):
+		code = dns.RcodeBadKey
+	case errors.Is(status, dns.ErrTime):
+		code = dns.RcodeBadTime
+	}
+	m := new(dns.Msg)
+	m.SetRcode(req, dns.RcodeNotAuth)
+	m.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: t.Algorithm, TimeSigned: t.TimeSigned, Fudge: t.Fudge, OrigId: req.Id, Error: code}}
+	s.Queries[dns.RcodeNotAuth].Add(1)
+	s.log.Info("authdns: TSIG refused", "key", t.Hdr.Name, "remote", w.RemoteAddr().String(), "error", dns.RcodeToString[int(code)])
+	b, err := m.Pack()
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	if err != nil {
+		s.log.Debug("authdns: write", "remote", w.RemoteAddr().String(), "error", err)
 	}
 }

@@ -3,7 +3,10 @@ package authdns
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +191,90 @@ func TestZoneTransfer(t *testing.T) {
 	q.SetAxfr("example.org.")
 	if r := exchange(t, s2, "tcp", q); r.Rcode != dns.RcodeNotAuth {
 		t.Errorf("AXFR of a foreign zone: %s", dns.RcodeToString[r.Rcode])
+	}
+}
+
+// An OPT record owned by another name than the root, or outside the additional section, is
+// a FORMERR (RFC 6891 6.1.1), as nsd answers it; DO is echoed (RFC 3225 3), on both paths.
+func TestOPTPlacementAndDO(t *testing.T) {
+	cat, _ := Build(fixture(), nil)
+	s := startServer(t, Config{}, cat)
+	notRoot := new(dns.Msg)
+	notRoot.SetQuestion("x.shard1.apps.example.com.", dns.TypeA)
+	notRoot.SetEdns0(1232, false)
+	notRoot.Extra[0].Header().Name = "example.org."
+	inAnswer := new(dns.Msg)
+	inAnswer.SetQuestion("x.shard1.apps.example.com.", dns.TypeA)
+	inAnswer.SetEdns0(1232, false)
+	inAnswer.Answer, inAnswer.Extra = inAnswer.Extra, nil
+	for what, q := range map[string]*dns.Msg{"OPT not at the root": notRoot, "OPT in the answer section": inAnswer} {
+		if r := exchange(t, s, "udp", q); r.Rcode != dns.RcodeFormatError {
+			t.Errorf("%s: %s, want FORMERR", what, dns.RcodeToString[r.Rcode])
+		}
+	}
+	for _, qtype := range []uint16{dns.TypeA, dns.TypeANY} { // the prepared path, the full one
+		q := new(dns.Msg)
+		q.SetQuestion("x.shard1.apps.example.com.", qtype)
+		q.SetEdns0(1232, true)
+		for _, net := range []string{"udp", "tcp"} {
+			if r := exchange(t, s, net, q); r.IsEdns0() == nil || !r.IsEdns0().Do() {
+				t.Errorf("%s %s with DO: the answer's OPT is %v, want DO set", net, dns.TypeToString[qtype], r.IsEdns0())
+			}
+		}
+	}
+}
+
+// A secondary that refuses a NOTIFY gets it again after the retry interval, doubled each
+// time (RFC 1996 3.6) - the retries used to go out in the same millisecond.
+func TestNotifyRetriesAreSpaced(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var mu sync.Mutex
+	var arrived []time.Time
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			req := new(dns.Msg)
+			if req.Unpack(buf[:n]) != nil || req.Opcode != dns.OpcodeNotify {
+				continue
+			}
+			mu.Lock()
+			arrived = append(arrived, time.Now())
+			mu.Unlock()
+			resp := new(dns.Msg)
+			resp.SetRcode(req, dns.RcodeServerFailure)
+			out, _ := resp.Pack()
+			pc.WriteTo(out, from)
+		}
+	}()
+	const retry = 150 * time.Millisecond
+	cat, _ := Build(fixture(), nil)
+	s := startServer(t, Config{Secondaries: []string{pc.LocalAddr().String()}, NotifyRetry: retry}, &Catalog{zones: map[string]*Zone{}})
+	s.Swap(&Catalog{zones: map[string]*Zone{"shard1.apps.example.com.": cat.Zone("shard1.apps.example.com")}})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(arrived)
+		got := slices.Clone(arrived)
+		mu.Unlock()
+		if n >= 3 {
+			for i := 1; i < len(got); i++ {
+				if gap, want := got[i].Sub(got[i-1]), retry<<(i-1); gap < want {
+					t.Fatalf("NOTIFY attempt %d came %v after the previous one, want at least %v", i+1, gap, want)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d NOTIFY attempts within 20 s, want 3", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -8,9 +8,10 @@ import (
 // SyntheticInput is a made-up set of zones of a known shape, the one the benchmarks (this
 // package's, the agent's and bench/shardzones) measure: routers shard0..shard<routers-1> at
 // shard<r>.apps.example.com, each with replicas ready addresses 10.<r>.0.<i+1>, and a users'
-// zone users.test with users names app<u>.users.test dealt over the routers in turn.
+// zone users.test with users names app<u>.users.test dealt over the routers in turn; every
+// zone's name server is ns.<zone> at 192.0.2.53.
 func SyntheticInput(routers, replicas, users int) Input {
-	var in Input
+	in := Input{DefaultNSAddr: netip.AddrFrom4([4]byte{192, 0, 2, 53})}
 	for r := range routers {
 		rt := Router{Name: fmt.Sprint("shard", r), DNS: fmt.Sprintf("shard%d.apps.example.com", r), Revision: 1}
 		for i := range replicas {

@@ -28,7 +28,7 @@ type Router struct {
 	// Replicas are the router's gateway dataplanes.
 	Replicas []Replica
 	// Revision is the store revision of the newest input of this zone (the router, its
-	// replicas' readiness, the routes in it); it seeds the SOA serial (see Serials).
+	// replicas' readiness, the routes in it); it seeds the SOA serial (see NextSerial).
 	Revision int64
 }
 
@@ -67,7 +67,9 @@ type Input struct {
 	// (its apex holds the router's addresses, since an apex cannot hold a CNAME).
 	UserZones []string
 	// Nameservers of every zone; when empty, each zone gets "ns.<origin>" with DefaultNSAddr
-	// (default 127.0.0.1) as its address: this server itself.
+	// as its address: this server itself ("ns1.<origin>", "ns2.<origin>"... when a user
+	// name holds "ns.<origin>": a user's name is never taken). Without DefaultNSAddr (or with
+	// an unspecified one) that glue is 127.0.0.1 and Build reports it as a problem.
 	Nameservers []Nameserver
 	// DefaultNSAddr is the address of the default "ns.<origin>" (the address this server
 	// answers on, when it is a specific one).
@@ -111,11 +113,14 @@ type Zone struct {
 // Serial is the zone's SOA serial.
 func (z *Zone) Serial() uint32 { return z.SOA.Serial }
 
+// Hash identifies the zone's content, serial aside: zones of equal content have equal hashes
+// (0 for a zone read by ParseZone).
+func (z *Zone) Hash() uint64 { return z.hash }
+
 // Catalog is the set of zones served at one time, immutable once built.
 type Catalog struct {
-	zones   map[string]*Zone
-	origins []string // longest first, for the closest-zone lookup
-	wire    map[string]*wireZone
+	zones map[string]*Zone // by origin: the closest zone of a name is found label by label
+	wire  map[string]*wireZone
 }
 
 // Zones returns the zones ordered by origin.
@@ -131,24 +136,35 @@ func (c *Catalog) Zones() []*Zone {
 // Zone returns the zone with this origin, or nil.
 func (c *Catalog) Zone(origin string) *Zone { return c.zones[strings.ToLower(dns.Fqdn(origin))] }
 
-// find returns the zone that holds name: the one with the longest origin that is name or one
-// of its ancestors.
+// find returns the zone that holds name (lower case, fully qualified): the one with the
+// longest origin that is name or one of its ancestors - a map lookup per label of name,
+// whatever the number of zones.
 func (c *Catalog) find(name string) *Zone {
-	if c == nil {
+	if c == nil || len(c.zones) == 0 {
 		return nil
 	}
-	for _, o := range c.origins {
-		if dns.IsSubDomain(o, name) {
-			return c.zones[o]
+	for off := 0; ; {
+		if z := c.zones[name[off:]]; z != nil {
+			return z
 		}
+		next, end := dns.NextLabel(name, off)
+		if end {
+			return c.zones["."]
+		}
+		off = next
 	}
-	return nil
 }
 
-// Build turns the input into zones. Serials come from serials (nil: each zone's Revision).
-// Problems name what could not be served; everything else is.
-func Build(in Input, serials *Serials) (*Catalog, []Problem) {
-	b := builder{in: in, cat: &Catalog{zones: map[string]*Zone{}}}
+// Build turns the input into zones. Serials come from serials (nil: NextSerial(0, each
+// zone's Revision)). Problems name what could not be served; everything else is.
+func Build(in Input, serials SerialSource) (*Catalog, []Problem) {
+	b := builder{in: in, cat: &Catalog{zones: map[string]*Zone{}}, users: make(map[string]bool, len(in.Users))}
+	for _, u := range in.Users {
+		b.users[strings.ToLower(dns.Fqdn(u.Name))] = true
+	}
+	if a := in.DefaultNSAddr; len(in.Nameservers) == 0 && (!a.IsValid() || a.IsUnspecified()) && len(in.Routers)+len(in.UserZones) > 0 {
+		b.problem("ns.<zone>", "no name server address: the zones' NS has the glue 127.0.0.1, this machine only (give the name servers and their addresses, or a specific address to serve on)")
+	}
 	routers := map[string]*Router{}
 	for i := range in.Routers {
 		b.addRouter(&in.Routers[i], routers)
@@ -165,7 +181,11 @@ func Build(in Input, serials *Serials) (*Catalog, []Problem) {
 	}
 	for _, z := range b.cat.zones {
 		z.hash = z.contentHash()
-		z.SOA.Serial = serials.next(z.Origin, z.hash, z.rev)
+		if serials == nil {
+			z.SOA.Serial = NextSerial(0, z.rev)
+		} else {
+			z.SOA.Serial = serials.Serial(z.Origin, z.hash, z.rev)
+		}
 	}
 	b.cat.prepare()
 	return b.cat, b.problems
@@ -175,6 +195,7 @@ type builder struct {
 	in       Input
 	cat      *Catalog
 	problems []Problem
+	users    map[string]bool // the user names (lower case, fully qualified)
 }
 
 func (b *builder) problem(name, format string, args ...any) {
@@ -198,7 +219,7 @@ func (b *builder) zone(origin string, ttl uint32, router string, rev int64) *Zon
 		if !a.IsValid() || a.IsUnspecified() {
 			a = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 		}
-		nss = []Nameserver{{Name: "ns." + origin, Addrs: []netip.Addr{a}}}
+		nss = []Nameserver{{Name: b.defaultNS(origin), Addrs: []netip.Addr{a}}}
 	}
 	mbox := b.in.Hostmaster
 	if mbox == "" {
@@ -221,11 +242,17 @@ func (b *builder) zone(origin string, ttl uint32, router string, rev int64) *Zon
 		}
 	}
 	b.cat.zones[origin] = z
-	b.cat.origins = append(b.cat.origins, origin)
-	slices.SortFunc(b.cat.origins, func(a, b string) int {
-		return cmp.Or(cmp.Compare(dns.CountLabel(b), dns.CountLabel(a)), cmp.Compare(a, b))
-	})
 	return z
+}
+
+// defaultNS is the zone's own name server name: ns.<origin>, or ns1, ns2... when a user
+// name holds it.
+func (b *builder) defaultNS(origin string) string {
+	name := "ns." + origin
+	for i := 1; b.users[name]; i++ {
+		name = fmt.Sprintf("ns%d.%s", i, origin)
+	}
+	return name
 }
 
 func (b *builder) addRouter(r *Router, seen map[string]*Router) {

@@ -132,8 +132,9 @@ type Client struct {
 	// resuming with the versions held, brings them.
 	refused map[string]bool
 
-	stats ClientStats
-	saves atomic.Int64 // model files written (tests)
+	stats        ClientStats
+	saves        atomic.Int64  // model files written (tests)
+	saveFailures atomic.Uint64 // writes of the model file that failed (ModelSaveFailures)
 }
 
 type heldResource struct {

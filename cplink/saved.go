@@ -44,14 +44,12 @@ const saveInterval = 10 * time.Second
 func (c *Client) saveLoop(ctx context.Context) {
 	var pending *mesh.Snapshot
 	var last time.Time
+	var failing bool
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	defer wait.Stop()
 	save := func() {
-		if err := c.saveModel(snapshotResources(pending)); err != nil {
-			c.log.Warn("cannot save the model for a restart without the control plane", "path", c.cfg.ModelFile, "error", err)
-		}
-		c.saves.Add(1)
+		c.saveSnapshot(pending, &failing)
 		pending, last = nil, time.Now()
 	}
 	for {
@@ -75,6 +73,30 @@ func (c *Client) saveLoop(ctx context.Context) {
 		}
 	}
 }
+
+// saveSnapshot writes snap to the model file. A failure is counted (ModelSaveFailures) and
+// logged once per episode: failing says one was logged and no save succeeded since; the
+// first save that succeeds after it is logged too.
+func (c *Client) saveSnapshot(snap *mesh.Snapshot, failing *bool) {
+	err := c.saveModel(snapshotResources(snap))
+	c.saves.Add(1)
+	switch {
+	case err != nil:
+		c.saveFailures.Add(1)
+		if !*failing {
+			c.log.Warn("cannot save the model for a restart without the control plane: a restart during an outage would serve an older model; "+
+				"counted in kuma_dp_model_save_failures_total, logged again when a save succeeds",
+				"path", c.cfg.ModelFile, "error", err)
+		}
+		*failing = true
+	case *failing:
+		c.log.Info("the model is saved again for a restart without the control plane", "path", c.cfg.ModelFile)
+		*failing = false
+	}
+}
+
+// ModelSaveFailures counts the writes of the model file that failed since the start.
+func (c *Client) ModelSaveFailures() uint64 { return c.saveFailures.Load() }
 
 // saveModel writes rs to the model file (atomically, owner-only).
 func (c *Client) saveModel(rs []mesh.Resource) error {

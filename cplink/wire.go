@@ -36,6 +36,10 @@ var Kinds = []string{
 	mesh.KindTrafficRoute,
 	mesh.KindMeshExternalService,
 	mesh.KindHostnameGenerator,
+	// Kuma 2.x's services and route policies.
+	mesh.KindMeshService,
+	mesh.KindMeshTCPRoute,
+	mesh.KindMeshHTTPRoute,
 	// Router shards: a router replica's agent serves its admitted routes to Envoy, and every
 	// agent's resolver answers the shards' names from the zones the control plane built.
 	mesh.KindRouter,
@@ -78,13 +82,13 @@ func EncodeResource(r mesh.Resource) ([]byte, error) {
 // Envelope wraps a resource's canonical document for the wire.
 func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body) }
 
-// DecodeResource reads one envelope's document back with mesh.Decode (decode and validation, the
-// same as for files) and checks that it holds exactly one resource of the kind and name it
-// was sent as. Errors name the resource ("<kind>/<name> from the control plane") and the
-// field.
+// DecodeResource reads one envelope's document back with mesh.DecodeFromControlPlane (the
+// decoding and validation of files, the control plane's own kinds accepted: DNSZone) and
+// checks that it holds exactly one resource of the kind and name it was sent as. Errors
+// name the resource ("<kind>/<name> from the control plane") and the field.
 func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 	source := "control plane " + kind + "/" + name
-	rs, err := mesh.Decode(source, body)
+	rs, err := mesh.DecodeFromControlPlane(source, body)
 	if err != nil {
 		return nil, err
 	}

@@ -25,11 +25,19 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs = append(rs, self...)
-	routing, err := mesh.Decode("routing", []byte(routingDocs))
+	routing, err := mesh.DecodeFromControlPlane("routing", []byte(routingDocs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs = append(rs, routing...)
+	// Kuma 2.x's MeshServices and route policies (Kuma's documented examples), both forms.
+	for _, form := range []string{"universal", "kubernetes"} {
+		kuma2, err := mesh.LoadDir(filepath.Join("..", "testdata", "kuma2", form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, kuma2...)
+	}
 	kinds := map[string]int{}
 	for _, r := range rs {
 		body, err := EncodeResource(r)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
@@ -1099,4 +1100,25 @@ func TestDirLoaderDanglingSymlinkIsAbsent(t *testing.T) {
 func (c *fileCache) entry(path string) cachedFile {
 	f, _ := c.get(path)
 	return f
+}
+
+// A DNSZone in the policies directory is refused (it is only ever the control plane's own,
+// sent over its link): the file is named with the kind, and the resolver is never handed a
+// zone a user wrote ($GENERATE in one took an agent to 2.77 GB).
+func TestDirLoaderRefusesDNSZoneFile(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	zone := filepath.Join(dir, "zone.yaml")
+	must(t, os.WriteFile(zone, []byte(testutil.GeneratingZone()), 0o644))
+	s, err := newDirLoader().Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if s == nil || !errors.As(err, &rf) || len(rf.Files) != 1 || rf.Files[0].Path != zone {
+		t.Fatalf("want the zone file refused alone, got %v, %v", s, err)
+	}
+	if !strings.Contains(err.Error(), `dnszone "evil.test"`) || !strings.Contains(err.Error(), "built by the control plane") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	if len(s.DNSZones) != 0 || len(s.Dataplanes) == 0 {
+		t.Errorf("served %d zones from a file, %d dataplanes", len(s.DNSZones), len(s.Dataplanes))
+	}
 }

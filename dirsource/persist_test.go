@@ -881,3 +881,28 @@ func TestDecodeCacheKeepsTheLastGoodOfAnUnreadableFile(t *testing.T) {
 		t.Errorf("redis.yaml's last good version not in the decode cache (header %+v)", h)
 	}
 }
+
+// A policies directory holding router shards' resources (Router, Route: the files of
+// testdata/routes) is cached and read back as any other: their kinds were not registered,
+// and every write of the cache failed while such a file was in the directory.
+func TestDecodeCacheKeepsRouterResources(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, examplePolicies, dir)
+	routes, err := os.ReadFile("../testdata/routes/shard-a.yaml")
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "shard-a.yaml"), routes, 0o644))
+	cache := t.TempDir()
+	_, want := loadPersisted(t, dir, cache)
+	if len(want.Routers) == 0 || len(want.Routes) == 0 {
+		t.Fatalf("the model holds %d routers, %d routes", len(want.Routers), len(want.Routes))
+	}
+	warm := newDirLoader()
+	if _, err := warm.restore(cache); err != nil {
+		t.Fatal(err)
+	}
+	got, err := warm.Load(exampleDataplane, dir)
+	must(t, err)
+	if warm.decodes != 1 || got.Hash != want.Hash {
+		t.Fatalf("restart: %d files decoded (want the dataplane file's only), hash %s want %s", warm.decodes, got.Hash, want.Hash)
+	}
+}

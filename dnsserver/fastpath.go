@@ -51,7 +51,7 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 				continue
 			}
 		}
-		if resp, ok := c.s.answerRoute(c.out[:0], p, parsed && q.do); ok { // routezones.go
+		if resp, ok := c.s.answerRoute(c.out[:0], p); ok { // routezones.go
 			c.out = resp[:0]
 			c.UDPConn.WriteToUDPAddrPort(resp, from)
 			continue

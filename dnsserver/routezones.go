@@ -2,7 +2,6 @@ package dnsserver
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -67,9 +66,9 @@ func (s *Server) SwapZones(zones []*mesh.DNSZone) error {
 
 // answerRoute answers the UDP query packet p from the route zones' prepared form when it
 // asks for a name of theirs and the prepared form takes it (the UDP fast path calls it for
-// the packets that are not VIP names; do is the query's DO bit); ok false leaves the
-// packet to CoreDNS's chain.
-func (s *Server) answerRoute(out, p []byte, do bool) ([]byte, bool) {
+// the packets that are not VIP names; the prepared form echoes the query's DO bit, RFC 3225
+// 3); ok false leaves the packet to CoreDNS's chain.
+func (s *Server) answerRoute(out, p []byte) ([]byte, bool) {
 	cat := s.routes.Load()
 	if cat == nil {
 		return out, false
@@ -79,13 +78,7 @@ func (s *Server) answerRoute(out, p []byte, do bool) ([]byte, bool) {
 		return out, false
 	}
 	resp[len(out)+3] |= flagRA // RA: this server recurses (the chain's answers have it too)
-	if o := resp[len(out):]; do && len(o) >= headerLen+11 {
-		// The prepared form's OPT (the last record, no options) has no flags; the DO bit is
-		// copied from the query (RFC 3225 3), as CoreDNS does for the chain's answers.
-		if o = o[len(o)-11:]; o[0] == 0 && binary.BigEndian.Uint16(o[1:]) == dns.TypeOPT {
-			o[7] |= ednsDO >> 8
-		}
-	}
+
 	off := 12 // the question's type follows its name (well formed: the prepared form took it)
 	for p[off] != 0 {
 		off += 1 + int(p[off])

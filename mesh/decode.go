@@ -23,7 +23,15 @@ import (
 //
 // The resources that decoded and validated are returned even when others did not; err is
 // then an Errors listing every problem of every document.
+//
+// A kind only the control plane builds (DNSZone: DerivedKinds) is refused: such documents
+// reach an agent over the control plane's link alone (DecodeFromControlPlane).
 func Decode(source string, data []byte) ([]Resource, error) {
+	return refuseDerived(decodeAll(source, data))
+}
+
+// decodeAll is Decode accepting every kind.
+func decodeAll(source string, data []byte) ([]Resource, error) {
 	var out []Resource
 	var errs Errors
 	num := 0

@@ -31,12 +31,26 @@ type form struct {
 }
 
 var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
-	KindHostnameGenerator, kindVirtualHost, KindRouter, KindRoute, KindRouteBinding, KindDNSZone, KindMesh}
+	KindHostnameGenerator, KindMeshService, KindMeshTCPRoute, KindMeshHTTPRoute, kindVirtualHost, KindRouter, KindRoute,
+	KindRouteBinding, KindDNSZone, KindMesh}
 
-// userKinds are the kinds a user writes, as messages name them (VirtualHost is read as a
-// VirtualOutbound; RouteBinding and DNSZone are the control plane's).
-var userKinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
-	KindHostnameGenerator, KindRouter, KindRoute, KindMesh + " (kept, not acted on)"}
+// actedOn is how many of kinds lead the list as the Kuma kinds the agent acts on.
+const actedOn = 8
+
+// userKinds are the kinds a user writes, as messages name them: the Kuma kinds acted on, the
+// router shards' (VirtualHost is read as a VirtualOutbound; RouteBinding and DNSZone are the
+// control plane's), and Kuma's Mesh, kept.
+var userKinds = append(kinds[:actedOn:actedOn], KindRouter, KindRoute, KindMesh+" (kept, not acted on)")
+
+// specKinds are the kinds whose universal form has a `spec` (Kuma's newer resources): their
+// paths read the same in both forms, and their Kubernetes form's spec is their spec.
+func specKind(kind string) bool {
+	switch kind {
+	case KindMeshExternalService, KindHostnameGenerator, KindMeshService, KindMeshTCPRoute, KindMeshHTTPRoute:
+		return true
+	}
+	return false
+}
 
 const kindVirtualHost = "VirtualHost"
 
@@ -167,9 +181,8 @@ func within(p, q string) bool {
 var kumaOnlyKinds = []string{"TrafficPermission", "TrafficLog", "TrafficTrace", "HealthCheck", "CircuitBreaker",
 	"FaultInjection", "Retry", "Timeout", "RateLimit", "ProxyTemplate", "ExternalService", "Zone", "ZoneIngress",
 	"ZoneEgress", "MeshGateway", "MeshGatewayRoute", "MeshTrafficPermission", "MeshAccessLog", "MeshTrace",
-	"MeshTimeout", "MeshRetry", "MeshCircuitBreaker", "MeshHealthCheck", "MeshHTTPRoute", "MeshTCPRoute",
-	"MeshLoadBalancingStrategy", "MeshFaultInjection", "MeshRateLimit", "MeshProxyPatch", "MeshService",
-	"MeshMultiZoneService", "MeshMetric", "MeshPassthrough", "MeshTLS", "Secret", "GlobalSecret"}
+	"MeshTimeout", "MeshRetry", "MeshCircuitBreaker", "MeshHealthCheck",
+	"MeshLoadBalancingStrategy", "MeshFaultInjection", "MeshRateLimit", "MeshProxyPatch", "MeshMultiZoneService", "MeshMetric", "MeshPassthrough", "MeshTLS", "Secret", "GlobalSecret"}
 
 // checkKind reports an unknown kind, suggesting the closest known one.
 func (d *decoder) checkKind(field, kind string) bool {
@@ -197,7 +210,7 @@ func (d *decoder) universal(kind string, m map[string]any) (Resource, form) {
 		return nil, f
 	}
 	top := map[string]bool{"type": true}
-	if kind == KindMeshExternalService || kind == KindHostnameGenerator {
+	if specKind(kind) {
 		top["status"] = true // the control plane's; ignored
 	}
 	kuma, single := false, false // a TrafficRoute's conf in Kuma's form (kumaRouteConf)
@@ -309,7 +322,7 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 				d.errorf("spec", scalarText(m[k]), "expected a mapping, got %s", typeName(m[k]))
 			}
 		default:
-			if kind != KindMeshExternalService && kind != KindHostnameGenerator {
+			if !specKind(kind) {
 				if _, body := fieldsOf(reflect.TypeOf(newResource(kind)).Elem()).byName[k]; body && k != "name" && k != "labels" && k != "creationTime" {
 					d.errorf(k, "", "unknown field: in the Kubernetes form it goes under spec")
 					continue
@@ -318,7 +331,7 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 			d.unknown(k, k, []string{"apiVersion", "kind", "mesh", "metadata", "spec", "status"})
 		}
 	}
-	if kind == KindMeshExternalService && km.Namespace != "" && km.Labels[NamespaceLabel] == "" {
+	if (kind == KindMeshExternalService || kind == KindMeshService) && km.Namespace != "" && km.Labels[NamespaceLabel] == "" {
 		// Kuma's control plane labels a resource from Kubernetes with its namespace: the
 		// HostnameGenerator's {{ .Namespace }} and matchLabels read a MeshExternalService's
 		// there. (Only its: no other kind's labels are read, and a label map per dataplane
@@ -346,6 +359,26 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		d.fields(reflect.ValueOf(&mes.Spec).Elem(), spec, "spec", nil)
 		d.finish(mes, "")
 		r = mes
+	case KindMeshService:
+		if km.Name != "" && meta.Labels[DisplayNameLabel] == "" {
+			// Kuma labels a MeshService with the name it was written with.
+			if meta.Labels == nil {
+				meta.Labels = make(map[string]string, 1)
+			}
+			meta.Labels[DisplayNameLabel] = d.strs.share(km.Name)
+		}
+		ms := &MeshService{Meta: meta}
+		d.fields(reflect.ValueOf(&ms.Spec).Elem(), spec, "spec", nil)
+		d.finish(ms, "")
+		r = ms
+	case KindMeshTCPRoute:
+		rt := &MeshTCPRoute{Meta: meta, Namespace: km.Namespace}
+		d.fields(reflect.ValueOf(&rt.Spec).Elem(), spec, "spec", nil)
+		r = rt
+	case KindMeshHTTPRoute:
+		rt := &MeshHTTPRoute{Meta: meta, Namespace: km.Namespace}
+		d.fields(reflect.ValueOf(&rt.Spec).Elem(), spec, "spec", nil)
+		r = rt
 	default:
 		for _, k := range []string{"name", "mesh", "labels", "creationTime"} {
 			if _, ok := spec[k]; ok {
@@ -375,6 +408,22 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	return r, f
 }
 
+// NewResource is an empty resource of kind, nil for a kind without a type of its own (the
+// VirtualHost draft reads as a VirtualOutbound): what the caches register to write
+// resources by their interface (gob).
+func NewResource(kind string) Resource { return newResource(kind) }
+
+// ResourceKinds are the kinds Decode reads into a resource of their own type.
+func ResourceKinds() []string {
+	var out []string
+	for _, k := range kinds {
+		if newResource(k) != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func newResource(kind string) Resource {
 	switch kind {
 	case KindDataplane:
@@ -387,6 +436,12 @@ func newResource(kind string) Resource {
 		return &MeshExternalService{}
 	case KindHostnameGenerator:
 		return &HostnameGenerator{}
+	case KindMeshService:
+		return &MeshService{}
+	case KindMeshTCPRoute:
+		return &MeshTCPRoute{}
+	case KindMeshHTTPRoute:
+		return &MeshHTTPRoute{}
 	case KindRouter:
 		return &Router{}
 	case KindRoute:
@@ -403,6 +458,9 @@ func newResource(kind string) Resource {
 
 // finish applies the normalisations done on typed resources.
 func (d *decoder) finish(r Resource, prefix string) {
+	if ms, ok := r.(*MeshService); ok {
+		d.normalizeTargetPorts(ms)
+	}
 	if mes, ok := r.(*MeshExternalService); ok {
 		// The MeshExternalService design spells the last verification mode both SkipAll and SkipALL.
 		if t := mes.Spec.TLS; t != nil && t.Verification != nil && t.Verification.Mode == "SkipALL" {
@@ -514,7 +572,7 @@ func kubePath(kind string) func(string) string {
 			return "metadata.namespace"
 		case kind == KindRoute && (p == "status" || strings.HasPrefix(p, "status.")):
 			return p
-		case kind == KindMeshExternalService || kind == KindHostnameGenerator:
+		case specKind(kind):
 			return p
 		case p == "":
 			return "spec"
@@ -549,8 +607,8 @@ func (hg *hostnameGeneratorIn) toHostnameGenerator(d *decoder, specPath string) 
 		out.Spec.TargetRef = *s.TargetRef
 	case s.Selector != nil:
 		// Kuma's generators for MeshService and MeshMultiZoneService (it creates some in
-		// every zone) are kept with their kind: they select nothing here, where services
-		// are kuma.io/service tags, rather than refuse the mesh they come in.
+		// every zone) are kept with their kind (a MeshMultiZoneService's selects nothing
+		// here) rather than refuse the mesh they come in.
 		var kinds []string
 		for _, k := range []struct {
 			kind string

@@ -512,7 +512,7 @@ spec:
 `,
 			want: []string{
 				`f.yaml#1: meshexternalservice "m": spec.endpoints: at least one endpoint is required (unless spec.extension is given)`,
-				`f.yaml#2: hostnamegenerator "h": spec.targetRef.kind: must be MeshExternalService (MeshService and MeshMultiZoneService are accepted and select nothing here) (value "MeshGateway")`,
+				`f.yaml#2: hostnamegenerator "h": spec.targetRef.kind: must be MeshExternalService or MeshService (MeshMultiZoneService is accepted and selects nothing here) (value "MeshGateway")`,
 				`f.yaml#2: hostnamegenerator "h": spec.template: renders an invalid value with stand-in values: label starts or ends with '-' (value "a1.-x")`,
 			},
 		},
@@ -529,7 +529,7 @@ networking:
     tags: {kuma.io/service: b}
     backendRef: {kind: MeshExternalService, name: x}
   - port: 81
-    backendRef: {kind: MeshService}
+    backendRef: {kind: MeshGateway}
   - port: 82
     hostname: x.mesh
     tags: {kuma.io/service: c}
@@ -540,7 +540,7 @@ networking:
 				`f.yaml#1: dataplane "dp": networking.outbound[0]: needs tags with kuma.io/service, or a backendRef`,
 				`f.yaml#1: dataplane "dp": networking.outbound[1].port: duplicate outbound 127.0.0.1:80, also networking.outbound[0] (value "80")`,
 				`f.yaml#1: dataplane "dp": networking.outbound[1]: give tags or backendRef, not both`,
-				`f.yaml#1: dataplane "dp": networking.outbound[2].backendRef.kind: must be MeshExternalService (services here are kuma.io/service tags, not Kuma's MeshService: write the outbound with tags) (value "MeshService")`,
+				`f.yaml#1: dataplane "dp": networking.outbound[2].backendRef.kind: must be MeshService or MeshExternalService (value "MeshGateway")`,
 				`f.yaml#1: dataplane "dp": networking.outbound[2].backendRef.name: required`,
 				`f.yaml#1: dataplane "dp": networking.outbound[3].hostname: set by the agent from VirtualOutbounds; leave it out (value "x.mesh")`,
 				`f.yaml#1: dataplane "dp": networking.transparentProxying.ipFamilyMode: must be dualstack, ipv4 or ipv6 (value "ipv5")`,
@@ -616,6 +616,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("type: VirtualHost\nname: v\ntags: {kuma.io/service: '*'}\nhost: '{{tag kuma.io/service}}'\nport: 80\n---\n[1, {a: b}]"))
 	f.Add([]byte(`[{"type":"TrafficRoute","name":"r","sources":[{"match":{"service":"a"}}]}]`))
 	f.Add([]byte("kind: MeshExternalService\nmetadata: {name: m}\nspec: {match: {type: HostnameGenerator, port: 1}, endpoints: [{address: unix:///x}]}\n"))
+	f.Add([]byte("kind: MeshService\nmetadata: {name: s, namespace: n}\nspec: {selector: {dataplaneTags: {app: a}}, ports: [{port: 80, targetPort: {name: http}}]}\n"))
+	f.Add([]byte("type: MeshHTTPRoute\nname: r\nspec:\n  to: [{targetRef: {kind: MeshService, name: b}, rules: [{matches: [{path: {type: PathPrefix, value: /a}}], " +
+		"default: {filters: [{type: RequestMirror, requestMirror: {percentage: 5, backendRef: {kind: MeshService, name: b}}}]}}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, err := Decode("fuzz.yaml", data)
 		if err != nil {

@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"errors"
+	"slices"
 	"strings"
 
 	"github.com/kumadp/kuma-dp/internal/errtext"
@@ -31,4 +33,41 @@ func (v *validator) dnsZone(z *DNSZone) {
 	if !strings.Contains(z.Zone, " SOA ") && !strings.Contains(z.Zone, "\tSOA\t") {
 		v.errorf("zone", errtext.Clip(z.Zone, 80), "not a zone in master-file form: no SOA record")
 	}
+}
+
+// DerivedKinds are the kinds only the control plane builds: its zones (DNSZone), made from
+// the routers, their ready replicas and the admitted routes. Decode refuses them wherever
+// users write resources (files, the store, the API); an agent takes them from its control
+// plane's link alone (DecodeFromControlPlane). A zone written by a user would otherwise be
+// parsed by every agent's resolver, and take over any name.
+var DerivedKinds = []string{KindDNSZone}
+
+// DecodeFromControlPlane is Decode for the documents a control plane sends over its link:
+// the derived kinds (DerivedKinds) are accepted too.
+func DecodeFromControlPlane(source string, data []byte) ([]Resource, error) {
+	return decodeAll(source, data)
+}
+
+// refuseDerived takes the resources of a derived kind out of a decode's result, each with
+// an error naming it.
+func refuseDerived(rs []Resource, err error) ([]Resource, error) {
+	var errs Errors
+	out := rs[:0]
+	for _, r := range rs {
+		if !slices.Contains(DerivedKinds, r.Kind()) {
+			out = append(out, r)
+			continue
+		}
+		errs = append(errs, &FieldError{Source: r.GetMeta().Source.String(), Kind: r.Kind(), Name: r.GetMeta().Name,
+			Path: "type", Value: r.Kind(),
+			Msg: "a " + r.Kind() + " is built by the control plane from its routers and sent over its link; it is never read from files, the store or the API"})
+	}
+	if len(errs) == 0 {
+		return out, err
+	}
+	var prior Errors
+	if err != nil && !errors.As(err, &prior) {
+		return out, errors.Join(err, errs)
+	}
+	return out, append(prior, errs...)
 }

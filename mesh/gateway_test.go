@@ -73,9 +73,8 @@ func TestGatewayDataplaneWithoutInbounds(t *testing.T) {
 
 // Kuma creates HostnameGenerators for MeshService and MeshMultiZoneService in every zone
 // (local-mesh-service, synced-mesh-multi-zone-service...): a dump of a Kuma deployment holds
-// them. They are accepted and kept with their kind - they select nothing here, where
-// services are kuma.io/service tags - instead of refusing the whole mesh. Their templates are
-// still checked.
+// them. They are accepted and kept with their kind (a MeshMultiZoneService's selects nothing
+// here) instead of refusing the whole mesh. Their templates are checked.
 func TestKumaHostnameGeneratorsForMeshServices(t *testing.T) {
 	doc := func(sel, tmpl string) string {
 		return "apiVersion: kuma.io/v1alpha1\nkind: HostnameGenerator\nmetadata:\n  name: local-mesh-service\n  namespace: kuma-system\nspec:\n  selector:\n    " +

@@ -84,6 +84,12 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 			s.MeshExternalServices = appendInOrder(s.MeshExternalServices, v, m.Name, &out.meshExternalServices)
 		case *HostnameGenerator:
 			s.HostnameGenerators = appendInOrder(s.HostnameGenerators, v, m.Name, &out.hostnameGenerators)
+		case *MeshService:
+			s.MeshServices = appendInOrder(s.MeshServices, v, m.Name, &out.meshServices)
+		case *MeshTCPRoute:
+			s.MeshTCPRoutes = appendInOrder(s.MeshTCPRoutes, v, m.Name, &out.meshTCPRoutes)
+		case *MeshHTTPRoute:
+			s.MeshHTTPRoutes = appendInOrder(s.MeshHTTPRoutes, v, m.Name, &out.meshHTTPRoutes)
 		case *Router:
 			s.Routers = appendInOrder(s.Routers, v, m.Name, &out.routers)
 		case *Route:
@@ -105,6 +111,9 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 	dups = sortUnless(out.trafficRoutes, dups, s.TrafficRoutes)
 	dups = sortUnless(out.meshExternalServices, dups, s.MeshExternalServices)
 	dups = sortUnless(out.hostnameGenerators, dups, s.HostnameGenerators)
+	dups = sortUnless(out.meshServices, dups, s.MeshServices)
+	dups = sortUnless(out.meshTCPRoutes, dups, s.MeshTCPRoutes)
+	dups = sortUnless(out.meshHTTPRoutes, dups, s.MeshHTTPRoutes)
 	dups = sortUnless(out.routers, dups, s.Routers)
 	dups = sortUnless(out.routes, dups, s.Routes)
 	dups = sortUnless(out.dnsZones, dups, s.DNSZones)
@@ -150,6 +159,7 @@ func Meshless(r Resource) bool {
 type outOfOrder struct {
 	dataplanes, virtualOutbounds, trafficRoutes, meshExternalServices bool
 	hostnameGenerators, routers, routes, dnsZones                     bool
+	meshServices, meshTCPRoutes, meshHTTPRoutes                       bool
 }
 
 // appendInOrder appends r (named name) to rs, and sets *out unless r comes after the last.
@@ -254,6 +264,9 @@ func (b *SnapshotBuilder) hash(s *Snapshot) string {
 	parts = cut(parts, s.TrafficRoutes, b.last)
 	parts = cut(parts, s.MeshExternalServices, b.last)
 	parts = cut(parts, s.HostnameGenerators, b.last)
+	parts = cut(parts, s.MeshServices, b.last)
+	parts = cut(parts, s.MeshTCPRoutes, b.last)
+	parts = cut(parts, s.MeshHTTPRoutes, b.last)
 	parts = cut(parts, s.Routers, b.last)
 	parts = cut(parts, s.Routes, b.last)
 	var todo []int
@@ -293,7 +306,8 @@ func (b *SnapshotBuilder) hash(s *Snapshot) string {
 	_ = enc.Encode(s.Mesh)
 	_ = enc.Encode(s.Self.Name)
 	_ = enc.Encode([]int{len(s.Dataplanes), len(s.VirtualOutbounds), len(s.TrafficRoutes),
-		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes)})
+		len(s.MeshExternalServices), len(s.HostnameGenerators), len(s.Routers), len(s.Routes),
+		len(s.MeshServices), len(s.MeshTCPRoutes), len(s.MeshHTTPRoutes)})
 	for _, p := range parts {
 		h.Write(p.sum[:])
 		b.last[p.first] = stretchSum{rs: p.rs, sum: p.sum}
@@ -381,6 +395,12 @@ func (s *Snapshot) Resources(kind string) iter.Seq[Resource] {
 			each(s.MeshExternalServices, yield)
 		case KindHostnameGenerator:
 			each(s.HostnameGenerators, yield)
+		case KindMeshService:
+			each(s.MeshServices, yield)
+		case KindMeshTCPRoute:
+			each(s.MeshTCPRoutes, yield)
+		case KindMeshHTTPRoute:
+			each(s.MeshHTTPRoutes, yield)
 		case KindRouter:
 			each(s.Routers, yield)
 		case KindRoute:

@@ -31,12 +31,17 @@ const (
 	KindHostnameGenerator   = "HostnameGenerator"
 )
 
-// Kuma's kinds a HostnameGenerator may select that are no resources here (services are
-// kuma.io/service tags): such a generator is kept and selects nothing.
+// KindMeshService is Kuma 2.x's service resource (meshservice.go). KindMeshMultiZoneService
+// is a kind a HostnameGenerator may select that is no resource here: such a generator is
+// kept and selects nothing.
 const (
 	KindMeshService          = "MeshService"
 	KindMeshMultiZoneService = "MeshMultiZoneService"
 )
+
+// DisplayNameLabel is Kuma's label of a resource's name as written (a MeshService from
+// Kubernetes is labelled with its metadata.name): a HostnameGenerator's {{ .DisplayName }}.
+const DisplayNameLabel = "kuma.io/display-name"
 
 // Tags is a set of key/value tags (dataplane inbound tags, selector matches, destinations),
 // sorted by key: see package tagset.
@@ -422,6 +427,10 @@ type Snapshot struct {
 	TrafficRoutes        []*TrafficRoute
 	MeshExternalServices []*MeshExternalService
 	HostnameGenerators   []*HostnameGenerator
+	// Kuma 2.x's services and route policies (meshservice.go, meshroute.go).
+	MeshServices   []*MeshService
+	MeshTCPRoutes  []*MeshTCPRoute
+	MeshHTTPRoutes []*MeshHTTPRoute
 	// Routers and Routes of the mesh (a router replica serves its admitted routes), and the
 	// zones of the control plane's DNS for router shards (DNSZones apply to every mesh).
 	Routers  []*Router

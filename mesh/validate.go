@@ -57,6 +57,12 @@ func (v *validator) resource(r Resource) {
 		v.meshExternalService(r)
 	case *HostnameGenerator:
 		v.hostnameGenerator(r)
+	case *MeshService:
+		v.meshService(r)
+	case *MeshTCPRoute:
+		v.meshTCPRoute(r)
+	case *MeshHTTPRoute:
+		v.meshHTTPRoute(r)
 	case *Router:
 		v.router(r)
 	case *Route:
@@ -160,8 +166,8 @@ func (v *validator) dataplane(dp *Dataplane) {
 			v.errorf(p, "", "give tags or backendRef, not both")
 		case out.BackendRef != nil:
 			b := out.BackendRef
-			if b.Kind != KindMeshExternalService {
-				v.errorf(p+".backendRef.kind", b.Kind, "must be %s (services here are kuma.io/service tags, not Kuma's MeshService: write the outbound with tags)", KindMeshExternalService)
+			if b.Kind != KindMeshExternalService && b.Kind != KindMeshService {
+				v.errorf(p+".backendRef.kind", b.Kind, "must be %s or %s", KindMeshService, KindMeshExternalService)
 			}
 			if b.Name == "" {
 				v.errorf(p+".backendRef.name", "", "required")
@@ -433,12 +439,12 @@ func (v *validator) trafficRoute(tr *TrafficRoute) {
 
 func (v *validator) hostnameGenerator(hg *HostnameGenerator) {
 	switch k := hg.Spec.TargetRef.Kind; k {
-	case KindMeshExternalService:
-	case KindMeshService, KindMeshMultiZoneService:
-		// Kuma's own generators for its services (it creates some in every zone): kept,
-		// selecting nothing here, where services are kuma.io/service tags.
+	case KindMeshExternalService, KindMeshService:
+	case KindMeshMultiZoneService:
+		// Kuma's own generators for its multi-zone services (it creates some in every
+		// zone): kept, selecting nothing here.
 	default:
-		v.errorf("spec.targetRef.kind", k, "must be %s (%s and %s are accepted and select nothing here)",
+		v.errorf("spec.targetRef.kind", k, "must be %s or %s (%s is accepted and selects nothing here)",
 			KindMeshExternalService, KindMeshService, KindMeshMultiZoneService)
 	}
 	ht, err := hostname.CompileHostnameGenerator(hg.Spec.Template)

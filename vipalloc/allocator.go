@@ -3,7 +3,6 @@ package vipalloc
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,10 +23,11 @@ type Allocator struct {
 	dps      []*mesh.Dataplane // the last snapshot's dataplanes, sorted by name
 	defaults *expander         // nil when default service names are off
 	vos      map[string]*expander
-	mes      *mesSource
+	mes      *mesSource // MeshExternalServices' hostnames
+	ms       *mesSource // MeshServices' hostnames
 
 	hosts   [hostShards]hostMap // by shardOf(hostname)
-	mesVIPs map[string]uint32   // "mes/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
+	mesVIPs map[string]uint32   // "mes/<name>", "ms/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
 	pending map[string]struct{} // keys whose pool was full last time
 	skips   map[string]*candidate
 	skipped []Skip
@@ -163,7 +163,8 @@ func New(cfg Config) (*Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(&s.v6),
+	a := &Allocator{s: s, sticky: s.loadState(), vos: map[string]*expander{}, mes: newMESSource(mesh.KindMeshExternalService, &s.v6),
+		ms:    newMESSource(mesh.KindMeshService, &s.v6),
 		hosts: [hostShards]hostMap{newHostMap(0), newHostMap(0)}, mesVIPs: map[string]uint32{}, pending: map[string]struct{}{},
 		skips: map[string]*candidate{}}
 	if s.defaultVIPs {
@@ -295,13 +296,19 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 		a.meshName = s.Mesh
 	}
 	a.updatePolicies(r, s)
-	mesAdded, mesRemoved := a.mes.update(r, s)
-	for _, n := range mesRemoved {
-		a.releaseMES(mesKeyPrefix + n)
+	var mesAdded []string // the resources' VIP keys ("mes/<name>", "ms/<name>")
+	for _, src := range []*mesSource{a.mes, a.ms} {
+		added, removed := src.update(r, s)
+		for _, n := range removed {
+			a.releaseMES(src.key + n)
+		}
+		for _, n := range added {
+			mesAdded = append(mesAdded, src.key+n)
+		}
 	}
 	for k := range a.pending {
-		if strings.HasPrefix(k, mesKeyPrefix) {
-			mesAdded = append(mesAdded, strings.TrimPrefix(k, mesKeyPrefix))
+		if a.ownerSource(k) != nil {
+			mesAdded = append(mesAdded, k)
 		} else {
 			r.touchHost(k)
 		}

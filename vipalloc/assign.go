@@ -8,9 +8,21 @@ import (
 // VIP bookkeeping: who holds which address, releases, and allocation in sorted order with
 // sticky preferences first.
 
-// vipOf is the VIP held by key (a hostname or "mes/<name>").
+// ownerSource is the source of the resource whose VIP key is key ("mes/<name>",
+// "ms/<name>"), nil for a hostname.
+func (a *Allocator) ownerSource(key string) *mesSource {
+	switch {
+	case strings.HasPrefix(key, mesKeyPrefix):
+		return a.mes
+	case strings.HasPrefix(key, msKeyPrefix):
+		return a.ms
+	}
+	return nil
+}
+
+// vipOf is the VIP held by key (a hostname, "mes/<name>" or "ms/<name>").
 func (a *Allocator) vipOf(key string) (uint32, bool) {
-	if strings.HasPrefix(key, mesKeyPrefix) {
+	if a.ownerSource(key) != nil {
 		v, ok := a.mesVIPs[key]
 		return v, ok
 	}
@@ -34,12 +46,12 @@ func (a *Allocator) eachAssignment(add func(key string, v uint32)) {
 	}
 }
 
-// releaseMES frees the VIP of a MeshExternalService key.
+// releaseMES frees the VIP of a MeshExternalService or MeshService key.
 func (a *Allocator) releaseMES(key string) {
 	delete(a.pending, key)
 	if v, ok := a.mesVIPs[key]; ok {
 		delete(a.mesVIPs, key)
-		a.s.external.release(v)
+		a.poolOf(key).release(v)
 		a.dirty = true
 	}
 }
@@ -55,8 +67,11 @@ func (a *Allocator) releaseHost(hs *hostState) {
 }
 
 func (a *Allocator) poolOf(key string) *pool {
-	if strings.HasPrefix(key, mesKeyPrefix) {
+	switch a.ownerSource(key) {
+	case a.mes:
 		return a.s.external
+	case a.ms:
+		return a.s.meshService
 	}
 	return a.s.service
 }
@@ -99,7 +114,7 @@ func (a *Allocator) allocateHosts(hss []*hostState) {
 	}
 }
 
-// allocateMES does the same for MeshExternalService keys (sorted).
+// allocateMES does the same for MeshExternalService and MeshService keys (sorted).
 func (a *Allocator) allocateMES(keys []string) {
 	for pass := 0; pass < 2; pass++ {
 		for _, k := range keys {
@@ -109,15 +124,15 @@ func (a *Allocator) allocateMES(keys []string) {
 			if _, sticky := a.sticky[k]; (pass == 0) != sticky {
 				continue
 			}
-			if v, ok := a.take(a.s.external, k); ok {
+			if v, ok := a.take(a.poolOf(k), k); ok {
 				a.mesVIPs[k] = v
 			}
 		}
 	}
 }
 
-// VIP returns the IPv4 VIP held by a hostname or, with the "mes/" prefix, a
-// MeshExternalService, and its IPv6 twin.
+// VIP returns the IPv4 VIP held by a hostname or, with the "mes/" ("ms/") prefix, a
+// MeshExternalService (MeshService), and its IPv6 twin.
 func (a *Allocator) VIP(key string) (v4, v6 netip.Addr, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -14,6 +14,9 @@ type Config struct {
 	ServiceCIDR string
 	// ExternalCIDR is the IPv4 pool of MeshExternalService VIPs (the MeshExternalService design).
 	ExternalCIDR string
+	// MeshServiceCIDR is the IPv4 pool of MeshService VIPs (Kuma's range). It may lie inside
+	// ServiceCIDR (the default does): the two never hand out one address twice.
+	MeshServiceCIDR string
 	// IPv6Prefix is the ULA prefix (at most /96) of the IPv6 twins: the twin of an IPv4 VIP
 	// is the prefix with the IPv4 address in its low 32 bits.
 	IPv6Prefix string
@@ -34,8 +37,10 @@ var ulaPrefix = netip.MustParsePrefix("fc00::/7")
 const (
 	DefaultServiceCIDR  = "240.0.0.0/4"
 	DefaultExternalCIDR = "242.0.0.0/8"
-	DefaultIPv6Prefix   = "fd00:fd00::/64"
-	DefaultServicePort  = 80
+	// DefaultMeshServiceCIDR is Kuma's range of MeshService VIPs.
+	DefaultMeshServiceCIDR = "241.0.0.0/8"
+	DefaultIPv6Prefix      = "fd00:fd00::/64"
+	DefaultServicePort     = 80
 )
 
 // DefaultConfig is the configuration of the VirtualOutbound and MeshExternalService designs: services and VirtualOutbounds from
@@ -45,6 +50,7 @@ func DefaultConfig() Config {
 	return Config{
 		ServiceCIDR:        DefaultServiceCIDR,
 		ExternalCIDR:       DefaultExternalCIDR,
+		MeshServiceCIDR:    DefaultMeshServiceCIDR,
 		IPv6Prefix:         DefaultIPv6Prefix,
 		DefaultServiceVIPs: true,
 		DefaultPort:        DefaultServicePort,
@@ -64,12 +70,12 @@ func (e *ConfigError) Error() string {
 
 // settings is a validated Config.
 type settings struct {
-	service, external *pool
-	v6                netip.Prefix
-	defaultVIPs       bool
-	defaultPort       uint32
-	stateFile         string
-	log               *slog.Logger
+	service, external, meshService *pool
+	v6                             netip.Prefix
+	defaultVIPs                    bool
+	defaultPort                    uint32
+	stateFile                      string
+	log                            *slog.Logger
 }
 
 func (c Config) validate() (*settings, error) {
@@ -91,6 +97,14 @@ func (c Config) validate() (*settings, error) {
 	ext, err := parseV4("ExternalCIDR", c.ExternalCIDR, DefaultExternalCIDR)
 	if err != nil {
 		return nil, err
+	}
+	msp, err := parseV4("MeshServiceCIDR", c.MeshServiceCIDR, DefaultMeshServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	if msp.Overlaps(ext) {
+		return nil, &ConfigError{Field: "MeshServiceCIDR", Value: msp.String(),
+			Msg: fmt.Sprintf("overlaps ExternalCIDR %s", ext)}
 	}
 	v6s := c.IPv6Prefix
 	if v6s == "" {
@@ -122,6 +136,13 @@ func (c Config) validate() (*settings, error) {
 	if s.external, err = newPool("ExternalCIDR", ext, netip.Prefix{}); err != nil {
 		return nil, err
 	}
+	if s.meshService, err = newPool("MeshServiceCIDR", msp, netip.Prefix{}); err != nil {
+		return nil, err
+	}
+	// Inside the service pool (the default), MeshService VIPs and the service names' are
+	// taken from one set: the service names keep the VIPs they hash to, a MeshService
+	// never gets one of theirs, and neither ever moves the other's.
+	s.meshService.share(s.service)
 	return s, nil
 }
 

@@ -86,13 +86,18 @@ func compareCandidates(a, b *candidate) int {
 // vipKey is the key a candidate's VIP is allocated under: its hostname, or the
 // MeshExternalService (one VIP per MeshExternalService, shared by its hostnames).
 func (c *candidate) vipKey() string {
-	if mes := c.MeshExternalService(); mes != "" {
-		return mesKeyPrefix + mes
+	if o := c.vipOwner(); o != "" {
+		return o
 	}
 	return c.Hostname
 }
 
-const mesKeyPrefix = "mes/"
+// The keys of the VIPs held by resources (their hostnames share them): a
+// MeshExternalService's, from the external pool, and a MeshService's, from its own.
+const (
+	mesKeyPrefix = "mes/"
+	msKeyPrefix  = "ms/"
+)
 
 // expander turns inbound tags into candidates for one source: a VirtualOutbound, or the
 // default service names.

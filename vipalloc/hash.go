@@ -54,6 +54,7 @@ func appendEntry(b []byte, e *Entry) []byte {
 	b = append(append(b, 0), e.Status.String()...)
 	b = append(append(b, 0), e.Reason()...)
 	b = append(append(b, 0), e.MeshExternalService()...)
+	b = append(append(b, 0), e.MeshService()...)
 	for _, tg := range e.Targets() {
 		b = append(b, 1, byte(tg.Port>>8), byte(tg.Port))
 		b = append(append(b, 0), tg.Origin.Kind...)

@@ -66,6 +66,8 @@ func snap(dps []*mesh.Dataplane, vos []*mesh.VirtualOutbound, extra ...mesh.Reso
 			s.MeshExternalServices = append(s.MeshExternalServices, v)
 		case *mesh.HostnameGenerator:
 			s.HostnameGenerators = append(s.HostnameGenerators, v)
+		case *mesh.MeshService:
+			s.MeshServices = append(s.MeshServices, v)
 		}
 	}
 	sort.Slice(s.Dataplanes, func(i, j int) bool { return s.Dataplanes[i].Name < s.Dataplanes[j].Name })

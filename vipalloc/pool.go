@@ -7,13 +7,19 @@ import (
 
 // pool is one IPv4 VIP pool: the usable addresses of a prefix (without its network address,
 // its last address when the prefix is /30 or wider, 255.255.255.255 and an excluded
-// sub-prefix), and which of them are taken and by which key.
+// sub-prefix), and which of them are taken. Pools whose prefixes overlap (the MeshService
+// pool lies inside the service pool) share one set of taken addresses (share), so an
+// address is never handed out twice; own counts the pool's own.
 type pool struct {
 	prefix netip.Prefix
 	ranges []span // usable addresses, ascending
 	size   uint64
-	used   u32set
+	used   *u32set
+	own    uint64
 }
+
+// share makes p take its addresses from the set of taken addresses of o.
+func (p *pool) share(o *pool) { p.used = o.used }
 
 type span struct{ lo, hi uint32 } // inclusive
 
@@ -32,7 +38,7 @@ func newPool(field string, p netip.Prefix, exclude netip.Prefix) (*pool, error) 
 	}
 	spans = cut(spans, 0xffffffff, 0xffffffff)
 	spans = cut(spans, 0, 0)
-	pl := &pool{prefix: p, ranges: spans}
+	pl := &pool{prefix: p, ranges: spans, used: &u32set{}}
 	for _, s := range spans {
 		pl.size += uint64(s.hi-s.lo) + 1
 	}
@@ -81,13 +87,14 @@ func (p *pool) contains(a uint32) bool {
 	return false
 }
 
-func (p *pool) full() bool { return uint64(p.used.len()) >= p.size }
+func (p *pool) full() bool { return p.own >= p.size }
 
 // take gives key an address: want if it is usable and free, else the first free address
 // probing linearly from the hash of key. ok is false when the pool is full.
 func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	if haveWant && p.contains(want) {
 		if p.used.add(want) {
+			p.own++
 			return want, true
 		}
 	}
@@ -98,6 +105,7 @@ func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	for j := uint64(0); j < p.size; j++ {
 		a := p.at((start + j) % p.size)
 		if p.used.add(a) {
+			p.own++
 			return a, true
 		}
 	}
@@ -105,7 +113,12 @@ func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 }
 
 // release frees a (its holder lets go of it).
-func (p *pool) release(a uint32) { p.used.remove(a) }
+func (p *pool) release(a uint32) {
+	if p.used.has(a) {
+		p.own--
+	}
+	p.used.remove(a)
+}
 
 func (p *pool) exhausted() string {
 	return fmt.Sprintf("VIP pool %s is exhausted (%d addresses, all taken)", p.prefix, p.size)

@@ -10,19 +10,21 @@ import (
 // resolve settles every touched hostname: collisions, VIPs (new ones in sorted order, so the
 // result is deterministic), entries, and the next Table.
 func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
-	// MeshExternalService VIPs first: they come from their own pool, and a new one touches
-	// that service's hostnames.
+	// MeshExternalService and MeshService VIPs first (mesAdded: their keys): they come from
+	// their own pools, and a new one touches that resource's hostnames.
 	sort.Strings(mesAdded)
 	mesAdded = compactStrings(mesAdded)
 	var mesNeed []string
-	for _, n := range mesAdded {
-		if _, has := a.mesVIPs[mesKeyPrefix+n]; !has && a.mes.has(n) {
-			mesNeed = append(mesNeed, mesKeyPrefix+n)
+	for _, k := range mesAdded {
+		src := a.ownerSource(k)
+		if _, has := a.mesVIPs[k]; !has && src.has(strings.TrimPrefix(k, src.key)) {
+			mesNeed = append(mesNeed, k)
 		}
 	}
 	a.allocateMES(mesNeed)
-	for _, n := range mesAdded {
-		for _, c := range a.mes.byMES[n] {
+	for _, k := range mesAdded {
+		src := a.ownerSource(k)
+		for _, c := range src.byMES[strings.TrimPrefix(k, src.key)] {
 			if c.Hostname != "" {
 				r.touchHost(c.Hostname)
 			}
@@ -42,7 +44,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		if len(cands) > 1 {
 			slices.SortFunc(cands, compareCandidates)
 		}
-		if cands[0].MeshExternalService() != "" {
+		if cands[0].vipOwner() != "" {
 			a.releaseHost(hs)
 		} else if !hs.hasVIP {
 			need = append(need, hs)
@@ -70,7 +72,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 			}
 			names[hs.name()] = hs.avail()
 			if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
-				if _, seen := addrT[e.v4]; !seen || e.MeshExternalService() != "" {
+				if _, seen := addrT[e.v4]; !seen || e.vipOwner() != "" {
 					addrT[e.v4] = addrKey(e)
 				}
 			}
@@ -91,7 +93,7 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 		a.skipped = a.skipped[:0:0]
 		for _, c := range a.skips {
 			a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags,
-				MeshExternalService: c.MeshExternalService(), Reason: c.Reason()})
+				MeshExternalService: c.MeshExternalService(), MeshService: c.MeshService(), Reason: c.Reason()})
 		}
 		sort.Slice(a.skipped, func(i, j int) bool {
 			if a.skipped[i].Key != a.skipped[j].Key {
@@ -103,13 +105,14 @@ func (a *Allocator) resolve(r *round, mesAdded []string) *Table {
 	mes := a.mesStatuses()
 	if full {
 		a.table = buildTable(a.s.v6, all, a.skipped, mes, a.sum)
-		return a.table
+	} else {
+		addrs := make(map[uint32]*Entry, len(addrT))
+		for v, key := range addrT {
+			addrs[v] = a.addrOwner(v, key)
+		}
+		a.table = a.table.derive(all, names, addrs, a.skipped, mes, a.sum)
 	}
-	addrs := make(map[uint32]*Entry, len(addrT))
-	for v, key := range addrT {
-		addrs[v] = a.addrOwner(v, key)
-	}
-	a.table = a.table.derive(all, names, addrs, a.skipped, mes, a.sum)
+	a.table.ms = a.meshServiceStatuses()
 	return a.table
 }
 
@@ -145,7 +148,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		out = append(out, publish(c, 0, false, NotAvailable, lossReason(h, c, w)))
 	}
 	v, hasVIP := hs.vip, hs.hasVIP
-	if owner.MeshExternalService() != "" {
+	if owner.vipOwner() != "" {
 		v, hasVIP = a.mesVIPs[ownerKey]
 	}
 	status, reason := Available, ""
@@ -166,7 +169,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
 		e.setVIP(v, hasVIP)
 		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), selector: owner.Selector(),
-			meshExternalService: owner.MeshExternalService(), reason: reason, targets: targets}
+			meshExternalService: owner.MeshExternalService(), meshService: owner.MeshService(), reason: reason, targets: targets}
 		e.setPorts(&d, ports)
 		e.setDetail(d)
 	}
@@ -241,8 +244,13 @@ func lossReason(h string, c, w *candidate) string {
 	b = append(append(b, why...), ')')
 	if !sameVIP {
 		what := "a mesh hostname and a MeshExternalService hostname cannot share a VIP"
-		if c.MeshExternalService() != "" && w.MeshExternalService() != "" {
+		switch {
+		case c.MeshExternalService() != "" && w.MeshExternalService() != "":
 			what = "each MeshExternalService has its own VIP"
+		case c.MeshService() != "" && w.MeshService() != "":
+			what = "each MeshService has its own VIP"
+		case c.MeshService() != "" || w.MeshService() != "":
+			what = "a MeshService's hostnames share its VIP, no other hostname's"
 		}
 		b = append(append(b, "; "...), what...)
 	}
@@ -251,8 +259,8 @@ func lossReason(h string, c, w *candidate) string {
 
 // addrKey is the key whose VIP an available entry shows.
 func addrKey(e *Entry) string {
-	if e.MeshExternalService() != "" {
-		return mesKeyPrefix + e.MeshExternalService()
+	if o := e.vipOwner(); o != "" {
+		return o
 	}
 	return e.Hostname
 }
@@ -263,14 +271,14 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 	if key == "" {
 		return nil
 	}
-	if name, isMES := strings.CutPrefix(key, mesKeyPrefix); isMES {
+	if src := a.ownerSource(key); src != nil {
 		var best *Entry
-		for _, c := range a.mes.byMES[name] {
+		for _, c := range src.byMES[strings.TrimPrefix(key, src.key)] {
 			hs := a.host(c.Hostname)
 			if c.Hostname == "" || hs == nil {
 				continue
 			}
-			if e := hs.avail(); e != nil && e.MeshExternalService() == name && (best == nil || e.Hostname < best.Hostname) {
+			if e := hs.avail(); e != nil && e.vipOwner() == key && (best == nil || e.Hostname < best.Hostname) {
 				best = e
 			}
 		}

@@ -35,24 +35,30 @@ func TestManySelectorsCostWhatTheyMatch(t *testing.T) {
 	for i := range 3000 {
 		dps = append(dps, dp(fmt.Sprintf("dp-%05d", i), svc(fmt.Sprintf("s%d", i), fmt.Sprintf("v%d", i%3), "")))
 	}
+	// The fastest of three allocations with each selector list, taken in turn so that a busy
+	// machine slows both alike.
 	run := func(sels []mesh.Tags) (time.Duration, *Table) {
-		best := time.Duration(1 << 62)
-		var tb *Table
-		for range 3 {
-			a := newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false })
-			s := snap(dps, []*mesh.VirtualOutbound{vo("p", "{{service}}.p.mesh", "80", map[string]string{mesh.ServiceTag: "service"}, sels...)})
-			start := time.Now()
-			tb = allocate(t, a, s)
-			best = min(best, time.Since(start))
-		}
-		return best, tb
+		a := newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false })
+		s := snap(dps, []*mesh.VirtualOutbound{vo("p", "{{service}}.p.mesh", "80", map[string]string{mesh.ServiceTag: "service"}, sels...)})
+		start := time.Now()
+		tb := allocate(t, a, s)
+		return time.Since(start), tb
 	}
-	one, want := run(manySelectors(0))
-	many, got := run(manySelectors(10000))
+	oneSels, manySels := manySelectors(0), manySelectors(10000)
+	one, many := time.Duration(1<<62), time.Duration(1<<62)
+	var want, got *Table
+	for range 3 {
+		d, tb := run(oneSels)
+		one, want = min(one, d), tb
+		d, tb = run(manySels)
+		many, got = min(many, d), tb
+	}
 	if len(got.Entries()) != 3000 || !sameEntries(want, got) {
 		t.Fatalf("40,001 selectors give %d entries, not those of the one that matches (%d)", len(got.Entries()), len(want.Entries()))
 	}
-	if many > 10*one+200*time.Millisecond {
+	// Matching every selector against every inbound (the defect) costs ~20 ns a pair: 2.4 s
+	// here on an idle machine, and more on a busy one.
+	if many > 20*one+time.Second {
 		t.Errorf("40,001 selectors (40,000 matching nothing or repeated) took %v, one selector %v", many, one)
 	}
 }

@@ -107,6 +107,7 @@ type entryDetail struct {
 	origin              Origin
 	reason              string
 	meshExternalService string
+	meshService         string
 	selector            mesh.Tags
 	targets             []Target
 }
@@ -157,6 +158,9 @@ type EntryData struct {
 	// MeshExternalService names the resource for MeshExternalService hostnames (VIPs from
 	// the external pool); empty otherwise.
 	MeshExternalService string `json:"meshExternalService,omitempty"`
+	// MeshService names the resource for MeshService hostnames (VIPs from the MeshService
+	// pool); empty otherwise.
+	MeshService string `json:"meshService,omitempty"`
 	// Selector is the selector of the policy that produced the entry (for --explain); nil
 	// for default service names and MeshExternalService hostnames.
 	Selector mesh.Tags `json:"selector,omitempty"`
@@ -171,7 +175,7 @@ func NewEntry(d EntryData) *Entry {
 	if d.IPv4.IsValid() {
 		e.v4, e.flags = v4u(d.IPv4), hasV4
 	}
-	det := entryDetail{origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService,
+	det := entryDetail{origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService, meshService: d.MeshService,
 		selector: d.Selector, targets: d.Targets}
 	det.withRare(func(r *entryRare) { r.ip6 = d.IPv6 })
 	e.setPorts(&det, d.Ports)
@@ -183,7 +187,7 @@ func NewEntry(d EntryData) *Entry {
 func (e *Entry) Data() EntryData {
 	d := e.detailCopy()
 	return EntryData{Hostname: e.Hostname, IPv4: e.IPv4(), IPv6: e.IPv6(), Ports: e.Ports(), Origin: d.origin,
-		Key: e.Key(), Tags: e.Tags, Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService,
+		Key: e.Key(), Tags: e.Tags, Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService, MeshService: d.meshService,
 		Selector: d.selector, Targets: d.targets}
 }
 
@@ -380,7 +384,7 @@ func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
 func (e *Entry) setDetail(d entryDetail) {
 	e.setOriginOf(&d, d.origin)
 	if d.twin == nil && d.rare == nil && d.src == nil && d.origin == (Origin{}) && d.reason == "" &&
-		d.meshExternalService == "" && d.selector == nil && d.targets == nil {
+		d.meshExternalService == "" && d.meshService == "" && d.selector == nil && d.targets == nil {
 		e.detail = nil
 		return
 	}
@@ -422,6 +426,29 @@ func (e *Entry) MeshExternalService() string {
 		return ""
 	}
 	return e.detail.meshExternalService
+}
+
+// MeshService names the resource of a MeshService hostname ("" otherwise).
+func (e *Entry) MeshService() string {
+	if e.detail == nil {
+		return ""
+	}
+	return e.detail.meshService
+}
+
+// vipOwner is the key of the resource whose VIP the entry shows: "mes/<name>" for a
+// MeshExternalService's hostnames, "ms/<name>" for a MeshService's (their hostnames share
+// it); "" for a hostname holding its own VIP.
+func (e *Entry) vipOwner() string {
+	switch {
+	case e.detail == nil:
+		return ""
+	case e.detail.meshExternalService != "":
+		return mesKeyPrefix + e.detail.meshExternalService
+	case e.detail.meshService != "":
+		return msKeyPrefix + e.detail.meshService
+	}
+	return ""
 }
 
 // Selector is the selector of the policy that produced the entry (for --explain); nil for
@@ -475,6 +502,7 @@ type Skip struct {
 	Selector            mesh.Tags `json:"selector,omitempty"`
 	Tags                mesh.Tags `json:"tags,omitempty"`
 	MeshExternalService string    `json:"meshExternalService,omitempty"`
+	MeshService         string    `json:"meshService,omitempty"`
 	Reason              string    `json:"reason"`
 }
 
@@ -490,6 +518,9 @@ type Outbound struct {
 	// MeshExternalService is the resource name when Origin points at one (or at a
 	// HostnameGenerator that named one); empty otherwise.
 	MeshExternalService string
+	// MeshService is the MeshService a HostnameGenerator named (the outbound is its port
+	// Port); empty otherwise.
+	MeshService string
 }
 
 // MESStatus is the MeshExternalService design's status block of one MeshExternalService.
@@ -527,6 +558,7 @@ type Table struct {
 	all     []*Entry
 	skipped []Skip
 	mes     map[string]MESStatus
+	ms      map[string]MeshServiceStatus // set by the allocator after building or deriving
 	hash    string
 	count   int // available hostnames
 
@@ -683,13 +715,13 @@ func buildOutbounds(all []*Entry) []Outbound {
 		if len(e.Targets()) > 0 {
 			for _, tg := range e.Targets() {
 				out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: tg.Port, Hostname: e.Hostname,
-					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService()})
+					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService()})
 			}
 			continue
 		}
 		for i := range e.numPorts() {
 			out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: e.portAt(i), Hostname: e.Hostname, Tags: e.Tags,
-				Origin: e.Origin(), MeshExternalService: e.MeshExternalService()})
+				Origin: e.Origin(), MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -40,6 +40,8 @@ type generator struct {
 	t      *vipalloc.Table
 	o      Options
 	routes *routeIndex
+	// kuma: Kuma's route policies selecting this dataplane (meshroutes.go).
+	kuma *kumaRoutes
 	// byService indexes every inbound of the mesh by its service tag.
 	byService map[string][]inboundRef
 	mes       map[string]*mesh.MeshExternalService
@@ -106,6 +108,7 @@ func newGenerator(s *mesh.Snapshot, t *vipalloc.Table, o Options) *generator {
 		g.mes[m.Name] = m
 	}
 	g.routes = newRouteIndex(s, g.problem)
+	g.kuma = newKumaRoutes(s)
 	return g
 }
 

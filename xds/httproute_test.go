@@ -120,6 +120,8 @@ func describeRoute(r *routev3.Route) string {
 		fmt.Fprintf(&b, " regex %s", m.GetSafeRegex().GetRegex())
 	case m.GetPath() != "":
 		fmt.Fprintf(&b, " path %s", m.GetPath())
+	case m.GetPathSeparatedPrefix() != "":
+		fmt.Fprintf(&b, " segments %s", m.GetPathSeparatedPrefix())
 	default:
 		fmt.Fprintf(&b, " prefix %s", m.GetPrefix())
 	}
@@ -134,10 +136,22 @@ func describeRoute(r *routev3.Route) string {
 			fmt.Fprintf(&b, " %s=%s", h.GetName(), sm.GetExact())
 		}
 	}
+	for _, q := range m.GetQueryParameters() {
+		fmt.Fprintf(&b, " ?%s=%s", q.GetName(), q.GetStringMatch().GetExact())
+	}
 	a := r.GetRoute()
 	b.WriteString(" ->")
+	if rd := r.GetRedirect(); rd != nil {
+		fmt.Fprintf(&b, " redirect %s %s:%d %s", rd.GetSchemeRedirect(), rd.GetHostRedirect(), rd.GetPortRedirect(), rd.GetResponseCode())
+	}
+	if c := a.GetCluster(); c != "" {
+		fmt.Fprintf(&b, " %s", c)
+	}
 	for _, w := range a.GetWeightedClusters().GetClusters() {
 		fmt.Fprintf(&b, " %s:%d", w.GetName(), w.GetWeight().GetValue())
+	}
+	for _, mp := range a.GetRequestMirrorPolicies() {
+		fmt.Fprintf(&b, " mirror %s %d/1000000", mp.GetCluster(), mp.GetRuntimeFraction().GetDefaultValue().GetNumerator())
 	}
 	if p := a.GetPrefixRewrite(); p != "" {
 		fmt.Fprintf(&b, " rewrite %s", p)

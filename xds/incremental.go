@@ -178,7 +178,14 @@ func (st *genState) patchable(s *mesh.Snapshot, t *vipalloc.Table, o Options) bo
 	return st != nil && st.snap != nil && t.Hash() == st.table.Hash() && o == st.opts && s.Mesh == st.snap.Mesh &&
 		!isRouterReplica(s) && !isRouterReplica(st.snap) && // a router replica's routes: generated in full (router.go)
 		(s.Self == st.snap.Self || reflect.DeepEqual(s.Self, st.snap.Self)) &&
-		sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) })
+		sameList(s.MeshExternalServices, st.snap.MeshExternalServices, func(a, b *mesh.MeshExternalService) bool { return reflect.DeepEqual(a, b) }) &&
+		!hasKuma2(s) && !hasKuma2(st.snap) // MeshServices and Kuma's route policies: generated in full
+}
+
+// hasKuma2 reports whether s holds MeshServices or Kuma's route policies, whose outbounds a
+// patch does not track.
+func hasKuma2(s *mesh.Snapshot) bool {
+	return len(s.MeshServices)+len(s.MeshTCPRoutes)+len(s.MeshHTTPRoutes) > 0
 }
 
 // changes is what a patch redoes: the destination services whose members changed, the
@@ -514,5 +521,6 @@ func newGeneratorFrom(st *genState, s *mesh.Snapshot, t *vipalloc.Table, o Optio
 		g.mes[m.Name] = m
 	}
 	g.routes, st.routes = newRouteIndexCached(s, g.problem, st.routes)
+	g.kuma = newKumaRoutes(s)
 	return g
 }

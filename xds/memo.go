@@ -138,6 +138,8 @@ type proxySpec struct {
 	// http: the route's HTTP rules, for an outbound to an HTTP service (httproute.go); nil
 	// for a tcp_proxy.
 	http *httpSpec
+	// kuma: the routes of Kuma's MeshHTTPRoutes (meshhttp.go); nil for others.
+	kuma *kumaHTTPSpec
 }
 
 // writeSplit writes split to a signature, each cluster=weight after sep.
@@ -161,6 +163,10 @@ func (p proxySpec) sig() string {
 	}
 	if p.http != nil {
 		p.http.sig(&b)
+	}
+	if p.kuma != nil {
+		b.WriteString("|kuma:")
+		b.WriteString(p.kuma.sig)
 	}
 	return b.String()
 }

@@ -30,16 +30,22 @@ func (g *generator) vipOutbounds() {
 
 func (g *generator) vipOutbound(ob vipalloc.Outbound) {
 	var spec proxySpec
-	if ob.MeshExternalService != "" {
+	switch {
+	case ob.MeshExternalService != "":
 		c, ok := g.meshExternalService(ob.MeshExternalService)
 		if !ok {
 			return
 		}
-		spec = proxySpec{stat: c, single: c}
-	} else {
+		spec = g.mesProxy(c, ob.MeshExternalService, ob.Port)
+	case ob.MeshService != "":
+		var ok bool
+		if spec, ok = g.meshServiceProxy(ob.Hostname, ob.MeshService, ob.Port); !ok {
+			return
+		}
+	default:
 		tags := normalizeTags(ob.Tags)
 		var ok bool
-		if spec, ok = g.serviceProxy(ob.Hostname, tags); !ok {
+		if spec, ok = g.serviceProxy(ob.Hostname, tags, ob.Port); !ok {
 			return
 		}
 		g.track(tags.Value(mesh.ServiceTag), spec)
@@ -60,6 +66,9 @@ func (g *generator) addProxyListeners(spec proxySpec, bind bool, port uint32, ip
 	filter := sync.OnceValue(func() *listener.Filter {
 		if spec.http != nil {
 			return g.httpProxy(spec)
+		}
+		if spec.kuma != nil {
+			return g.kumaHTTPProxy(spec)
 		}
 		return g.tcpProxy(spec.stat, spec.single, spec.split, spec.hashSource)
 	})
@@ -116,7 +125,13 @@ func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
 			}
 			return
 		}
-		spec = proxySpec{stat: c, single: c}
+		spec = g.mesProxy(c, ob.BackendRef.Name, ob.Port)
+	case ob.BackendRef != nil && ob.BackendRef.Kind == mesh.KindMeshService:
+		var ok bool
+		if spec, ok = g.meshServiceProxy(ob.BackendRef.Name, ob.BackendRef.Name, ob.BackendRef.Port); !ok {
+			g.problem(mesh.KindDataplane, dp.Name, field+".backendRef", fmt.Sprintf("no MeshService %q with port %d (write the port when it has several)", ob.BackendRef.Name, ob.BackendRef.Port))
+			return
+		}
 	case ob.BackendRef != nil:
 		g.problem(mesh.KindDataplane, dp.Name, field+".backendRef.kind", fmt.Sprintf("unsupported kind (value %q)", ob.BackendRef.Kind))
 		return
@@ -127,7 +142,7 @@ func (g *generator) selfOutbound(i int, ob mesh.Outbound) {
 			stat = tags.Value(mesh.ServiceTag)
 		}
 		var ok bool
-		if spec, ok = g.serviceProxy(stat, tags); !ok {
+		if spec, ok = g.serviceProxy(stat, tags, ob.Port); !ok {
 			g.problem(mesh.KindDataplane, dp.Name, field+".tags", "no kuma.io/service tag")
 			return
 		}
@@ -149,10 +164,13 @@ func selfOutboundIP(ob mesh.Outbound) (netip.Addr, bool) {
 // serviceProxy is the tcp_proxy of an outbound to the service tags: split by the best
 // TrafficRoute when one applies (the L4 TrafficRoute design), else a single cluster for the
 // tags; with the route's HTTP rules when it has some and the service is HTTP (httproute.go).
-func (g *generator) serviceProxy(stat string, tags mesh.Tags) (proxySpec, bool) {
+func (g *generator) serviceProxy(stat string, tags mesh.Tags, port uint32) (proxySpec, bool) {
 	svc := tags.Value(mesh.ServiceTag)
 	if svc == "" {
 		return proxySpec{}, false
+	}
+	if spec, ok := g.kumaServiceProxy(stat, svc, port); ok {
+		return spec, true // Kuma's route policies beat a TrafficRoute, as in Kuma
 	}
 	if r := g.routes.best(svc); r != nil {
 		cluster := func(t mesh.Tags) string { return g.serviceCluster(t, r.lb) }
@@ -305,7 +323,8 @@ func lbSuffix(lb mesh.LoadBalancer) string {
 // of the agent's xDS server (which CDS cannot replace: the service's traffic went to the
 // agent's socket).
 func ownClusterName(name string) bool {
-	return strings.IndexByte(name, ':') >= 0 || strings.HasPrefix(name, MESClusterPrefix) || name == xdsServerCluster
+	return strings.IndexByte(name, ':') >= 0 || strings.HasPrefix(name, MESClusterPrefix) ||
+		strings.HasPrefix(name, MeshServiceClusterPrefix) || name == xdsServerCluster
 }
 
 // xdsServerCluster is bootstrap.XDSClusterName (bootstrap imports this package;

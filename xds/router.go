@@ -220,6 +220,9 @@ func routeClusters(l *listener.Listener, packed map[*anypb.Any]proto.Message) []
 					for _, w := range r.GetRoute().GetWeightedClusters().GetClusters() {
 						out = append(out, w.GetName()) // an outbound's HTTP rules (httproute.go)
 					}
+					for _, m := range r.GetRoute().GetRequestMirrorPolicies() {
+						out = append(out, m.GetCluster()) // a MeshHTTPRoute's RequestMirror (meshhttp.go)
+					}
 				}
 			}
 		}

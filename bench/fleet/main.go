@@ -2,7 +2,7 @@
 // control plane at once (a control plane restarted, a rolling upgrade) and each needing the
 // whole mesh, since every agent computes its own names.
 //
-//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3]
+//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--baseline OLD-KUMA-CP]
 //
 // For each combination it starts the real kuma-cp binary (`serve` on a directory of
 // generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
@@ -63,15 +63,16 @@ func main() {
 	dataplanes := pflag.String("dataplanes", "1000,10000", "dataplanes in the mesh, comma-separated sizes")
 	replicas := pflag.String("replicas", "1,3", "control-plane replicas, comma-separated")
 	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
+	baseline := pflag.String("baseline", "", "another kuma-cp binary (an earlier build) measured beside it in the same run")
 	timeout := pflag.Duration("timeout", 10*time.Minute, "give up a combination after this long")
 	pflag.Parse()
-	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *timeout); err != nil {
+	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration) error {
+func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout time.Duration) error {
 	as, err := sizes("--agents", agentSizes)
 	if err != nil {
 		return err
@@ -101,7 +102,11 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 	}
 	raiseOpenFiles()
 	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", procstat.LoadAvg())
-	fmt.Printf("%-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n",
+	builds := []struct{ name, bin string }{{"this", kumaCP}}
+	if baseline != "" {
+		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
+	}
+	fmt.Printf("%-9s %-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n", "BUILD",
 		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P50", "P99", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT")
 	for _, d := range ds {
 		dir := filepath.Join(tmp, fmt.Sprintf("mesh-%d", d))
@@ -110,13 +115,15 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP string, timeout time.Duration
 		}
 		for _, r := range rs {
 			for _, a := range as {
-				res, err := storm(kumaCP, self, dir, tmp, a, r, timeout)
-				if err != nil {
-					return fmt.Errorf("%d agents, %d dataplanes, %d replicas: %w", a, d, r, err)
+				for _, b := range builds {
+					res, err := storm(b.bin, self, dir, tmp, a, r, timeout)
+					if err != nil {
+						return fmt.Errorf("%s: %d agents, %d dataplanes, %d replicas: %w", b.name, a, d, r, err)
+					}
+					fmt.Printf("%-9s %-7d %-11d %-9d %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", b.name, a, d, r,
+						res.all.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond),
+						res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024)
 				}
-				fmt.Printf("%-7d %-11d %-9d %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", a, d, r,
-					res.all.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond),
-					res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024)
 			}
 		}
 	}

@@ -662,6 +662,13 @@ func (s *shardEnv) put(tb testing.TB, typ, name, doc string) {
 // --dns-address among the flags) and its agents' link address.
 func (s *shardEnv) startCP(tb testing.TB, extra ...string) (dnsAddr, linkAddr string) {
 	tb.Helper()
+	_, dnsAddr, linkAddr = s.startCPProc(tb, extra...)
+	return dnsAddr, linkAddr
+}
+
+// startCPProc is startCP, returning the process too (to stop it).
+func (s *shardEnv) startCPProc(tb testing.TB, extra ...string) (p *proc, dnsAddr, linkAddr string) {
+	tb.Helper()
 	tok := s.e.path("admin.token")
 	if err := writeFileAtomic(tok, "admin-secret\n"); err != nil {
 		tb.Fatal(err)
@@ -671,8 +678,8 @@ func (s *shardEnv) startCP(tb testing.TB, extra ...string) (dnsAddr, linkAddr st
 	args := append([]string{"serve", "--store", "etcd", "--etcd-endpoints", strings.Join(s.c.Endpoints(), ","),
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--admin-token-file", tok,
 		"--tls-cert-file", s.e.path(certs.TLSCertFile), "--tls-key-file", s.e.path(certs.TLSKeyFile), "--ready-file", ready}, extra...)
-	p := startProc(tb, "kuma-cp", cpBin, args...)
+	p = startProc(tb, "kuma-cp", cpBin, args...)
 	var r struct{ DNS, Address string }
 	p.readyJSON(ready, &r)
-	return r.DNS, r.Address
+	return p, r.DNS, r.Address
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -16,10 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/cli"
+	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
@@ -32,6 +32,7 @@ type etcdConfig struct {
 	store                                 string
 	conn                                  cli.Etcd
 	apiAddress, adminTokenFile, replicaID string
+	apiHTTP                               connlimit.HTTPConfig // the API port's limits (bindHTTPFlags)
 	leaseTTL                              time.Duration
 	dns                                   dnsConfig
 	routeStrategy                         string
@@ -87,10 +88,16 @@ func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 
 // shardDNS builds the zones of the router shards from the store and serves them: to the
 // agents' resolvers through feed always, and authoritatively on --dns-address when given.
-func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+// The zones' serials are kept in etcd on cl, written by the leader (leading).
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv3.Client, leading func() bool, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
 	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
+	}
+	if c.dns.address == "" && len(in.Nameservers) == 0 {
+		// the zones go to the agents only: each answers them itself, on this machine's
+		// loopback as far as its pod is concerned
+		in.DefaultNSAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
 	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
 	var srv *authdns.Server
@@ -117,7 +124,8 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cp *fanout.
 		go pres.Run(ctx)
 		shared = pres
 	}
-	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, log, sinks...)
+	serials := shardzones.NewSerials(cl, c.conn.Prefix, leading, log)
+	go shardzones.Run(ctx, st, in, cp.HasAgent, shared, serials, log, sinks...)
 	return srv, nil
 }
 
@@ -132,8 +140,13 @@ func (c *etcdConfig) check() error {
 	case c.replicaID == "" || strings.ContainsFunc(c.replicaID, func(r rune) bool { return r == '/' || r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		// inspect's REPLICAS names it as given: a presence key holds no '/', a comma joins them
 		return fmt.Errorf("--replica-id %q: want a name without '/', ',' or whitespace", c.replicaID)
+	case cpstore.ValidPrefix(c.conn.Prefix) != nil:
+		return fmt.Errorf("--etcd-prefix %q: %w", c.conn.Prefix, cpstore.ValidPrefix(c.conn.Prefix))
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
+	}
+	if ap, err := netip.ParseAddrPort(c.dns.address); err == nil && ap.Addr().IsUnspecified() && len(c.dns.nameservers) == 0 {
+		return fmt.Errorf("--dns-address %q listens on every address: give --dns-nameserver NAME=IP, the name and address secondaries and resolvers reach this server at (the zones' NS and its glue)", c.dns.address)
 	}
 	return nil
 }
@@ -143,12 +156,14 @@ type etcdParts struct {
 	st       *cpstore.Etcd
 	feed     *fanout.Feed
 	apiSrv   *api.Server
+	api      *connlimit.HTTP
 	apiAddr  string
 	dnsAddr  string
 	leader   atomic.Bool
 	replica  string
 	leaderID atomic.Value // string
 	routes   routesched.Metrics
+	health   *cpstore.Health
 }
 
 func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *slog.Logger) (*etcdParts, error) {
@@ -159,13 +174,17 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	if err := c.conn.Check(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := c.conn.Client()
+	cl, err := c.conn.Client(log)
 	if err != nil {
 		return nil, err
 	}
 	go func() { <-ctx.Done(); cl.Close() }()
-	p := &etcdParts{st: cpstore.NewEtcd(cl, c.conn.Prefix), replica: c.replicaID}
+	p := &etcdParts{st: cl.Store(c.conn.Prefix), replica: c.replicaID}
 	p.leaderID.Store("")
+	// Whether a quorum of etcd is reached: /ready, kuma_cp_store_synced and every request
+	// of the store follow it.
+	p.health = p.st.Health(c.leaseTTL, log.With("part", "store"))
+	go p.health.Run(ctx)
 	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
 	// Every replica publishes the agents connected to it (store.Presence): GET /agents of
@@ -175,12 +194,11 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go cp.ShareAgents(ctx, agents, time.Second)
 	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status,
 		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) }}
-	ln, err := net.Listen("tcp", c.apiAddress)
-	if err != nil {
+	if p.api, err = connlimit.ListenHTTP(c.apiAddress, c.apiHTTP, p.apiSrv.Handler()); err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
-	p.apiAddr = ln.Addr().String()
-	dns, err := c.shardDNS(ctx, p.st, cp, p.feed, log.With("part", "dns"))
+	p.apiAddr = p.api.Addr().String()
+	dns, err := c.shardDNS(ctx, p.st, cl.Client, p.leader.Load, cp, p.feed, log.With("part", "dns"))
 	if err != nil {
 		return nil, err
 	}
@@ -188,22 +206,25 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		udp, _ := dns.Addrs()
 		p.dnsAddr = udp.String()
 	}
-	srv := &http.Server{Handler: p.apiSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go api.ServeContext(ctx, srv, func() error { return srv.Serve(ln) })
+	go p.api.Serve(ctx)
 	go p.st.RunWhileLeader(ctx, "kuma-cp", c.replicaID, c.leaseTTL, func(lctx context.Context) {
 		p.leader.Store(true)
 		log.Info("this replica is the leader", "replica", c.replicaID)
+		context.AfterFunc(lctx, func() { // not the leader from the moment it may not be
+			p.leader.Store(false)
+			log.Info("leadership lost", "replica", c.replicaID)
+		})
 		// The route scheduler runs on the leader only, until leadership is lost.
 		rc := &routesched.Reconciler{Store: p.st, Strategy: routing.Strategies[c.routeStrategy], Log: log.With("part", "routes"), Metrics: &p.routes}
 		rc.Run(lctx)
-		p.leader.Store(false)
-		log.Info("leadership lost", "replica", c.replicaID)
 	})
-	go func() { // the current leader, for metrics and status
+	go func() { // the current leader, for metrics and status ("" when it cannot be read)
 		for ctx.Err() == nil {
-			if id, err := p.st.Leader(ctx, "kuma-cp"); err == nil {
-				p.leaderID.Store(id)
+			id, err := p.st.Leader(ctx, "kuma-cp")
+			if err != nil {
+				id = ""
 			}
+			p.leaderID.Store(id)
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -214,7 +235,13 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	return p, nil
 }
 
+// ready is nil while the store is read and followed: a quorum of etcd reached, every
+// resource listed and the changes watched. Else why not: agents are served the last
+// resources read meanwhile.
 func (p *etcdParts) ready() error {
+	if err := p.health.Err(); err != nil {
+		return fmt.Errorf("%w; agents are served the last resources read", err)
+	}
 	if !p.feed.Synced() {
 		return errors.New("the store is not read yet (or unreachable)")
 	}
@@ -222,8 +249,17 @@ func (p *etcdParts) ready() error {
 }
 
 func (p *etcdParts) status() any {
-	return map[string]any{"replica": p.replica, "leader": p.leaderID.Load(), "isLeader": p.leader.Load(),
-		"storeRevision": p.feed.Revision(), "synced": p.feed.Synced()}
+	err := p.ready()
+	leader := p.leaderID.Load()
+	if p.health.Err() != nil {
+		leader = "" // unknown: the last one read may have lost its lease since
+	}
+	st := map[string]any{"replica": p.replica, "leader": leader, "isLeader": p.leader.Load(),
+		"storeRevision": p.feed.Revision(), "synced": err == nil}
+	if err != nil {
+		st["storeError"] = err.Error()
+	}
+	return st
 }
 
 func (p *etcdParts) register(reg *prometheus.Registry) {
@@ -242,7 +278,8 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		gauge("kuma_cp_store_revision_seen", "The last store revision seen on the watch (served or not yet).", func() float64 { return float64(p.feed.SeenRevision()) }),
 		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
 		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
-		gauge("kuma_cp_store_synced", "1 once the store is read and its changes followed.", func() float64 { return b(p.feed.Synced()) }),
+		gauge("kuma_cp_store_synced", "1 while the store is read and its changes followed (a quorum of etcd reached); 0 before, and while it is not (/ready says why).", func() float64 { return b(p.ready() == nil) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_store_unreadable_keys_total", Help: "Keys under the store's prefix found holding no resource (skipped; each version counted once, logged once)."}, func() float64 { return float64(p.st.Unreadable()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_routes_scheduled_total", Help: "Route bindings made by this replica while leader."}, func() float64 { return float64(p.routes.Scheduled.Load()) }),

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +18,15 @@ import (
 // its agent and API addresses.
 func (e *cpEnv) startReplica(c *etcdtest.Cluster, id string) (p *proc, addr, apiAddr string) {
 	e.t.Helper()
+	return e.startReplicaOn(c.Endpoints(), id)
+}
+
+// startReplicaOn is startReplica on the etcd endpoints given (relays in front of members).
+func (e *cpEnv) startReplicaOn(endpoints []string, id string) (p *proc, addr, apiAddr string) {
+	e.t.Helper()
 	cpBin, _ := binaries(e.t)
 	ready := filepath.Join(e.t.TempDir(), "ready.json")
-	p = startProc(e.t, "kuma-cp "+id, cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","),
+	p = startProc(e.t, "kuma-cp "+id, cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(endpoints, ","),
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
 		"--admin-token-file", e.path("admin.token"), "--replica-id", id, "--leader-lease-ttl", "2s",
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
@@ -122,4 +130,160 @@ func metricValue(page, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// A replica that reaches no quorum of etcd - every member killed, or cut off by relays that
+// stop forwarding without closing a connection - says so within the lease TTL (2 s here):
+// /ready 503 with the reason, kuma_cp_store_synced 0, one log line; it no longer calls
+// itself the leader and get status names no stale leader; a write is refused within 1 s;
+// its agent is still served the last resources read. Healed: one line, ready again, and a
+// change applied through another replica during the partition reaches the agent. (It used
+// to stay ready, synced and leader for 30 s and more, writes failing after 5 s.)
+func TestE2EStoreOutage(t *testing.T) {
+	for _, fault := range []string{"every member killed", "partition"} {
+		t.Run(strings.ReplaceAll(fault, " ", "-"), func(t *testing.T) {
+			c := etcdtest.Start(t, 3)
+			e := newCPEnv(t)
+			if err := os.WriteFile(e.path("admin.token"), []byte("admin-secret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			endpoints, cut, heal := c.Endpoints(), func() {
+				for i := range c.Members {
+					c.Kill(i)
+				}
+			}, func() { c.Restart(0, 1, 2) }
+			if fault == "partition" {
+				relays := c.Relays()
+				endpoints, cut, heal = etcdtest.URLs(relays), func() {
+					for _, r := range relays {
+						r.Pause()
+					}
+				}, func() {
+					for _, r := range relays {
+						r.Resume()
+					}
+				}
+			}
+			r1, addr, api := e.startReplicaOn(endpoints, "replica-1")
+			tok := e.path("admin.token")
+			file := func(name, body string) string {
+				p := filepath.Join(t.TempDir(), name)
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			e.kumaCP("apply", "-f", file("inventory.yaml", dpWeb+"---\n"+dpHTTPBin),
+				"-f", file("vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh")), "--api-url", "http://"+api, "--admin-token-file", tok)
+			ag := startAgent(t, e, addr, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
+			waitFor(t, "the agent answers the applied name", 10*time.Second, func() bool { return ag.answers("v1.httpbin.mesh") })
+			ready := func() (int, string) {
+				resp, err := http.Get("http://" + r1.metrics + "/ready")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			status := func() string { return e.kumaCP("get", "status", "--api-url", "http://"+api) }
+			waitFor(t, "replica-1 leads and is ready", 10*time.Second, func() bool {
+				code, _ := ready()
+				return code == 200 && strings.Contains(status(), "leader:        replica-1")
+			})
+
+			cut()
+			took := waitFor(t, "/ready 503 naming the outage", 2*time.Second+3*time.Second, func() bool {
+				code, body := ready()
+				return code == 503 && strings.Contains(body, "no quorum of etcd reached since")
+			})
+			_, body := ready()
+			t.Logf("/ready after %v: %s", took, strings.TrimSpace(body))
+			m := httpGet(t, "http://"+r1.metrics+"/metrics")
+			if metricValue(m, "kuma_cp_store_synced") != 0 {
+				t.Fatalf("kuma_cp_store_synced %v during the outage", metricValue(m, "kuma_cp_store_synced"))
+			}
+			waitFor(t, "leadership given up", 5*time.Second, func() bool {
+				return metricValue(httpGet(t, "http://"+r1.metrics+"/metrics"), "kuma_cp_leader") == 0
+			})
+			st := status()
+			if !strings.Contains(st, "synced:        false") || strings.Contains(st, "leader:        replica-1") ||
+				!strings.Contains(st, "storeError:") {
+				t.Fatalf("get status during the outage:\n%s", st)
+			}
+			var out, errb strings.Builder
+			start := time.Now()
+			rc := dispatch([]string{"apply", "-f", file("vo2.yaml", virtualOutbound("default", "{{service}}.{{version}}.during.mesh")),
+				"--api-url", "http://" + api, "--admin-token-file", tok}, &out, &errb)
+			if refused := time.Since(start); rc == exitOK || refused > time.Second || !strings.Contains(errb.String(), "503") {
+				t.Fatalf("a write during the outage: exit %d after %v: %s%s", rc, refused, out.String(), errb.String())
+			}
+			if !ag.answers("v1.httpbin.mesh") {
+				t.Fatal("the agent no longer answers the last good name during the outage")
+			}
+			waitFor(t, "the outage logged", 5*time.Second, func() bool { return r1.count("etcd quorum lost") > 0 })
+			time.Sleep(2 * time.Second) // more probes fail: still one line
+			if n := r1.count("etcd quorum lost"); n != 1 {
+				t.Fatalf("%d lines for one outage, want 1", n)
+			}
+
+			if fault == "partition" { // applied elsewhere meanwhile: reaches the agent once healed
+				_, _, api2 := e.startReplicaOn(c.Endpoints(), "replica-2")
+				e.kumaCP("apply", "-f", file("vo3.yaml", virtualOutbound("default", "{{service}}.{{version}}.elsewhere.mesh")),
+					"--api-url", "http://"+api2, "--admin-token-file", tok)
+			}
+			heal()
+			waitFor(t, "/ready 200 after the outage", 15*time.Second, func() bool { code, _ := ready(); return code == 200 })
+			if fault == "partition" {
+				waitFor(t, "the change applied elsewhere reaches the agent", 10*time.Second, func() bool { return ag.answers("httpbin.v1.elsewhere.mesh") })
+			}
+			waitFor(t, "the outage's end logged", 5*time.Second, func() bool { return r1.count("etcd quorum reached again") > 0 })
+			time.Sleep(time.Second)
+			if n := r1.count("etcd quorum reached again"); n != 1 {
+				t.Fatalf("%d lines for the end of one outage, want 1", n)
+			}
+			if metricValue(httpGet(t, "http://"+r1.metrics+"/metrics"), "kuma_cp_store_synced") != 1 {
+				t.Fatal("kuma_cp_store_synced not 1 after the outage")
+			}
+			if n := r1.count(`"caller":"v3@`); n != 0 {
+				t.Fatalf("%d lines in the etcd client's own format", n)
+			}
+		})
+	}
+}
+
+// One etcd member frozen (SIGSTOP) while two hold the quorum: 12 applies and 12 gets through
+// a replica's API, none fails (6 of 12 writes got 503 and one 500, 4 of 12 reads 503, each
+// after 5 s: requests went round robin to the frozen member and waited there).
+func TestE2EFrozenEtcdMemberFailsNoAPICall(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	e := newCPEnv(t)
+	if err := os.WriteFile(e.path("admin.token"), []byte("admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, api := e.startReplica(c, "replica-1")
+	tok := e.path("admin.token")
+	dir := t.TempDir()
+	c.Freeze(0)
+	var failed []string
+	for i := range 12 {
+		p := filepath.Join(dir, fmt.Sprint("vo-", i, ".yaml"))
+		body := strings.Replace(virtualOutbound("default", fmt.Sprintf("{{service}}.v%d.mesh", i)), "name: by-version", fmt.Sprint("name: vo-", i), 1)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"apply", "-f", p, "--admin-token-file", tok}, {"get", "virtualoutbounds"}} {
+			var out, errb strings.Builder
+			start := time.Now()
+			if rc := dispatch(append(args, "--api-url", "http://"+api), &out, &errb); rc != exitOK {
+				failed = append(failed, fmt.Sprintf("kuma-cp %s: exit %d after %v: %s", args[0], rc, time.Since(start).Round(time.Millisecond), errb.String()))
+			}
+		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of 24 calls failed with a member frozen:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+	if out := e.kumaCP("get", "virtualoutbounds", "--api-url", "http://"+api); strings.Count(out, "vo-") != 12 {
+		t.Fatalf("get after the applies:\n%s", out)
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -208,6 +207,7 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 type serveConfig struct {
 	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
 	metricsAddress                                                     string
+	metrics                                                            connlimit.HTTPConfig // and c.etcd.apiHTTP: the HTTP ports
 	etcd                                                               etcdConfig
 	poll, handshakeTimeout, maxConnAge                                 time.Duration
 	maxConns, maxConnsPerIP                                            int
@@ -229,8 +229,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
-	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "connections held at once; more are closed at once (16384, or the open-files limit less 256 when that is lower)")
-	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "connections held at once from one client IP (0: no limit)")
+	fs.IntVar(&c.maxConns, "max-connections", 0, "agents' connections held at once; more are closed at once (default: 16384, or what the open-files limit leaves after 256 and the API's and metrics' limits)")
+	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "agents' connections held at once from one client IP (0: no limit)")
+	bindHTTPFlags(fs, &c)
 	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ..., \"metrics\": ...} here once serving")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if rc, done := parse("serve", fs, args, stdout, stderr); done {
@@ -245,6 +246,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp serve: %v\nRun 'kuma-cp serve --help' for the flags.\n", err)
 		return exitUsage
 	}
+	// --http-*-timeout (bound to the metrics port's) are the API port's too
+	c.etcd.apiHTTP.HeaderTimeout, c.etcd.apiHTTP.IdleTimeout = c.metrics.HeaderTimeout, c.metrics.IdleTimeout
+	shareDescriptors(&c, fs.Changed)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(c, log); err != nil {
 		log.Error("kuma-cp stopped", "error", err)
@@ -255,6 +259,15 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 
 // check refuses flag values that cannot work (usage errors: exit 2, like every command).
 func (c serveConfig) check() error {
+	if err := c.etcd.apiHTTP.Check("--api-"); err != nil {
+		return err
+	}
+	if err := c.metrics.Check("--metrics-"); err != nil {
+		return err
+	}
+	if c.maxConns < 0 || c.maxConnsPerIP < 0 {
+		return fmt.Errorf("--max-connections %d, --max-connections-per-ip %d: want 0 or more", c.maxConns, c.maxConnsPerIP)
+	}
 	if c.etcd.store != "dir" {
 		return c.etcd.check()
 	}
@@ -303,7 +316,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 
 	cp := fanout.New(key, log)
 	var storeParts *etcdParts
-	apiAddr := ""
+	var apiPort *connlimit.HTTP
 	if c.etcd.store == "etcd" {
 		p, err := c.etcd.start(ctx, cp, log)
 		if err != nil {
@@ -317,11 +330,11 @@ func serve(c serveConfig, log *slog.Logger) error {
 		log.Info("resources loaded", "dir", c.dir, "resources", sv.Count(), "meshes", sv.Meshes())
 		go st.Watch(ctx, cp, c.poll)
 		if c.etcd.adminTokenFile != "" {
-			addr, err := serveDirAPI(ctx, c, cp, log)
+			port, err := serveDirAPI(ctx, c, cp, log)
 			if err != nil {
 				return err
 			}
-			apiAddr = addr
+			apiPort = port
 		}
 	}
 
@@ -337,11 +350,13 @@ func serve(c serveConfig, log *slog.Logger) error {
 	}
 	gs := cp.GRPCServer(creds, c.handshakeTimeout, maxAge)
 	ready := map[string]string{"address": ln.Addr().String()}
-	if apiAddr != "" {
-		ready["api"] = apiAddr
+	if storeParts != nil {
+		apiPort = storeParts.api
+	}
+	if apiPort != nil {
+		ready["api"] = apiPort.Addr().String()
 	}
 	if storeParts != nil {
-		ready["api"] = storeParts.apiAddr
 		if storeParts.dnsAddr != "" {
 			ready["dns"] = storeParts.dnsAddr
 		}
@@ -351,6 +366,9 @@ func serve(c serveConfig, log *slog.Logger) error {
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
 		reg.MustRegister(buildinfo.Collector("kuma_cp"))
 		reg.MustRegister(cp.Collector())
+		if apiPort != nil {
+			reg.MustRegister(apiPort.Collectors("kuma_cp_api")...)
+		}
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
 			func() float64 { return float64(cp.Connected()) }))
 		readyFn := func() error { return nil }
@@ -358,7 +376,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 			storeParts.register(reg)
 			readyFn = storeParts.ready
 		}
-		d, err := diag.New(c.metricsAddress, reg, readyFn)
+		d, err := diag.New(c.metricsAddress, c.metrics, reg, readyFn)
 		if err != nil {
 			return err
 		}
@@ -366,7 +384,8 @@ func serve(c serveConfig, log *slog.Logger) error {
 		ready["metrics"] = d.Addr().String()
 	}
 	log.Info("kuma-cp serving", "address", ln.Addr().String(), "tls", creds != nil, "tokens", key != nil,
-		"metrics", ready["metrics"], "max_connections", c.maxConns, "max_connections_per_ip", c.maxConnsPerIP)
+		"metrics", ready["metrics"], "max_connections", c.maxConns, "max_connections_per_ip", c.maxConnsPerIP,
+		"api_max_connections", c.etcd.apiHTTP.Total, "metrics_max_connections", c.metrics.Total)
 	if c.readyFile != "" {
 		b, _ := json.Marshal(ready)
 		if err := os.WriteFile(c.readyFile, b, 0o644); err != nil {
@@ -378,36 +397,46 @@ func serve(c serveConfig, log *slog.Logger) error {
 
 // serveDirAPI serves the API on the resources directory (--store dir with an admin token):
 // writes land in the directory's files, which the directory source serves at its next poll.
-func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, log *slog.Logger) (string, error) {
+func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, log *slog.Logger) (*connlimit.HTTP, error) {
 	tok, err := os.ReadFile(c.etcd.adminTokenFile)
 	if err != nil {
-		return "", fmt.Errorf("--admin-token-file %q: %w", c.etcd.adminTokenFile, err)
+		return nil, fmt.Errorf("--admin-token-file %q: %w", c.etcd.adminTokenFile, err)
 	}
 	st, err := dirstore.NewStore(c.dir)
 	if err != nil {
-		return "", fmt.Errorf("--resources-dir: %w", err)
+		return nil, fmt.Errorf("--resources-dir: %w", err)
 	}
 	srv := &api.Server{Store: st, AdminToken: strings.TrimSpace(string(tok)), Status: func() any {
 		_, _, rev, _ := st.List(context.Background(), "", "", "", 1)
 		return map[string]any{"store": "dir", "dir": c.dir, "storeRevision": rev}
 	}, Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), "", nil) }}
-	ln, err := net.Listen("tcp", c.etcd.apiAddress)
+	port, err := connlimit.ListenHTTP(c.etcd.apiAddress, c.etcd.apiHTTP, srv.Handler())
 	if err != nil {
-		return "", fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
+		return nil, fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go api.ServeContext(ctx, hs, func() error { return hs.Serve(ln) })
-	log.Info("API serving the resources directory", "api", ln.Addr().String(), "dir", c.dir)
-	return ln.Addr().String(), nil
+	go port.Serve(ctx)
+	log.Info("API serving the resources directory", "api", port.Addr().String(), "dir", c.dir)
+	return port, nil
 }
 
-// defaultMaxConns keeps the connections held below the open-files limit, so that a flood
-// of idle connections never leaves the control plane without descriptors for its own files
-// and the agents that matter.
-func defaultMaxConns() int {
+// bindHTTPFlags binds the limits of the HTTP ports (the API, the diagnostics endpoint).
+func bindHTTPFlags(fs *pflag.FlagSet, c *serveConfig) {
+	c.etcd.apiHTTP, c.metrics = connlimit.DefaultAPI, connlimit.DefaultMetrics
+	fs.IntVar(&c.etcd.apiHTTP.Total, "api-max-connections", c.etcd.apiHTTP.Total, "API connections held at once; more are closed at once (0: no limit)")
+	fs.IntVar(&c.etcd.apiHTTP.PerIP, "api-max-connections-per-ip", c.etcd.apiHTTP.PerIP, "API connections held at once from one client IP (0: no limit)")
+	fs.IntVar(&c.metrics.Total, "metrics-max-connections", c.metrics.Total, "diagnostics (--metrics-address) connections held at once (0: no limit)")
+	fs.IntVar(&c.metrics.PerIP, "metrics-max-connections-per-ip", c.metrics.PerIP, "diagnostics connections held at once from one client IP (0: no limit)")
+	fs.DurationVar(&c.metrics.HeaderTimeout, "http-header-timeout", c.metrics.HeaderTimeout, "the API's and diagnostics' connections: a request's line and headers not received by then close it")
+	fs.DurationVar(&c.metrics.IdleTimeout, "http-idle-timeout", c.metrics.IdleTimeout, "the API's and diagnostics' keep-alive connections without a new request for this long are closed")
+}
+
+// shareDescriptors sets the connection limits not given from the open-files limit
+// (connlimit.Share): a flood of the API or the metrics port never leaves the agents' port
+// without descriptors.
+func shareDescriptors(c *serveConfig, given func(string) bool) {
 	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur > 512 && lim.Cur-256 < 16384 {
-		return int(lim.Cur - 256)
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		lim.Cur = 1 << 20
 	}
-	return 16384
+	connlimit.Share(lim.Cur, &c.maxConns, &c.etcd.apiHTTP.Limits, &c.metrics.Limits, given)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,10 +200,45 @@ func TestEveryHelpHasWorkingExampleFlags(t *testing.T) {
 // a comma split it.
 func TestServeReplicaIDRefused(t *testing.T) {
 	for id, ok := range map[string]bool{"a/b": false, "a,b": false, "a b": false, "": false, "kuma-cp-0.example-1234": true} {
-		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
+		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: "/kuma"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
 		err := c.check()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--replica-id")) {
 			t.Errorf("--replica-id %q: %v", id, err)
+		}
+	}
+}
+
+// --dns-address on every address (0.0.0.0, ::) without --dns-nameserver is refused: the
+// zones' NS would have the glue 127.0.0.1, which no secondary or resolver can reach.
+func TestServeUnspecifiedDNSAddressNeedsANameserver(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		nss  []string
+		ok   bool
+	}{
+		{"0.0.0.0:53", nil, false}, {"[::]:53", nil, false},
+		{"0.0.0.0:53", []string{"ns1.example.com=192.0.2.53"}, true},
+		{"127.0.0.1:5653", nil, true}, {"", nil, true},
+	} {
+		ec := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: "/kuma"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r"}
+		ec.dns.address, ec.dns.nameservers = c.addr, c.nss
+		err := ec.check()
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--dns-nameserver")) {
+			t.Errorf("--dns-address %q --dns-nameserver %v: %v", c.addr, c.nss, err)
+		}
+	}
+}
+
+// An --etcd-prefix that would put this installation's keys among another's - inside it
+// (/kuma/staging: mesh "staging" of /kuma) or on its leader's keys (/kuma-leader) - is
+// refused, naming the flag and the value.
+func TestServeEtcdPrefixRefused(t *testing.T) {
+	for prefix, ok := range map[string]bool{"/kuma/staging": false, "/kuma/": false, "kuma": false, "/": false, "/kuma-leader": false,
+		"/kuma-presence": false, "/kuma-zones": false, "/ku ma": false, "/kuma": true, "/kuma-staging": true} {
+		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: prefix}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r"}
+		err := c.check()
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--etcd-prefix "+strconv.Quote(prefix))) {
+			t.Errorf("--etcd-prefix %q: %v", prefix, err)
 		}
 	}
 }

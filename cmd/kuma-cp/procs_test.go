@@ -111,9 +111,10 @@ type cpEnv struct {
 	t         testing.TB
 	dir       string // certs and tokens
 	resources string
-	address   string // once started
-	metrics   string // the diagnostics endpoint, once started
-	api       string // the API, once started with --admin-token-file
+	address   string   // once started
+	metrics   string   // the diagnostics endpoint, once started
+	api       string   // the API, once started with --admin-token-file
+	wrap      []string // a command kuma-cp is started under (prlimit ...), if any
 }
 
 func newCPEnv(t testing.TB) *cpEnv {
@@ -170,7 +171,11 @@ func (e *cpEnv) start(extra ...string) *proc {
 	args := append([]string{"serve", "--resources-dir", e.resources, "--address", addr,
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile),
 		"--token-key-file", e.path(certs.TokenKeyFile), "--poll-interval", "50ms", "--ready-file", ready, "--log-level", "debug", "--metrics-address", "127.0.0.1:0"}, extra...)
-	p := startProc(e.t, "kuma-cp", cpBin, args...)
+	bin := cpBin
+	if len(e.wrap) > 0 {
+		bin, args = e.wrap[0], append(append(e.wrap[1:len(e.wrap):len(e.wrap)], cpBin), args...)
+	}
+	p := startProc(e.t, "kuma-cp", bin, args...)
 	var r struct{ Address, Metrics, API string }
 	p.readyJSON(ready, &r)
 	e.address, e.metrics, e.api = r.Address, r.Metrics, r.API
@@ -233,14 +238,7 @@ func (a *agent) answers(name string) bool { return len(a.query(name)) > 0 }
 // waitFor polls cond until it holds, failing the test after within.
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testutil.WaitFor(t, what, within, cond)
 }
 
 // stallProxy forwards TCP to a target; stall freezes every connection open at the time

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -12,16 +13,19 @@ import (
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
-	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
 
-// zonesCmd prints the zones the control plane serves for router shards, read from the store:
-// RFC 1035 master files (for nsd, knot or BIND) or JSON.
+// zonesCmd prints the zones the control plane serves for router shards, read from the store
+// (shardzones.Served: the replicas' readiness and the zones' serials included): RFC 1035
+// master files (for nsd, knot or BIND) or JSON.
 func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("zones", pflag.ContinueOnError)
-	var conn cli.Etcd
+	var conn cli.Etcd // serve's etcd flags: TLS and a user too
 	conn.Bind(fs, "etcd client URLs, comma-separated (required)")
-	userZones := fs.StringSlice("dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
+	var dc etcdConfig // the zones' settings, as given to kuma-cp serve: the same zones, the same serials
+	fs.StringSliceVar(&dc.dns.userZones, "dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
+	fs.StringSliceVar(&dc.dns.nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (as kuma-cp serve --dns-nameserver)")
+	fs.StringVar(&dc.dns.address, "dns-address", "", "the replicas' --dns-address (the default NS's address)")
 	output := fs.StringP("output", "o", "zone", "zone (RFC 1035 master files) or json")
 	if rc, done := parse("zones", fs, args, stdout, stderr); done {
 		return rc
@@ -40,22 +44,24 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitFail
 	}
-	cl, err := conn.Client()
+	cl, err := conn.Client(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
-	items, _, _, err := cpstore.NewEtcd(cl, conn.Prefix).List(ctx, "", "", "", 0)
+	in, err := dc.dnsInput()
+	if err != nil {
+		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
+		return exitUsage
+	}
+	cat, problems, err := shardzones.Served(ctx, cl.Client, conn.Prefix, in)
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp zones: reading etcd (--etcd-endpoints %s): %v\n", conn.Endpoints, err)
 		return exitFail
 	}
-	in := shardzones.Input(items, nil, nil)
-	in.UserZones = *userZones
-	cat, problems := authdns.Build(in, nil)
 	for _, p := range problems {
-		fmt.Fprintf(stderr, "kuma-cp zones: not served: %v\n", p)
+		fmt.Fprintf(stderr, "kuma-cp zones: warning: %v\n", p)
 	}
 	if *output == "json" {
 		type zone struct {

@@ -39,6 +39,7 @@ type vipsOptions struct {
 	NoDefaultVIPs bool   `json:"noDefaultVIPs"`
 	ServiceCIDR   string `json:"serviceCIDR"`
 	ExternalCIDR  string `json:"externalCIDR"`
+	MeshSvcCIDR   string `json:"meshServiceCIDR"`
 	IPv6Prefix    string `json:"ipv6Prefix"`
 }
 
@@ -56,6 +57,7 @@ var vipsSettings = &settings.Table[vipsOptions]{Settings: []settings.Setting[vip
 	{Flag: "no-default-vips", Field: "noDefaultVIPs", Usage: "do not give every service the default name <service>.mesh"},
 	{Flag: "service-cidr", Field: "serviceCIDR", Usage: "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)"},
 	{Flag: "external-cidr", Field: "externalCIDR", Usage: "IPv4 pool of MeshExternalService VIPs"},
+	{Flag: "mesh-service-cidr", Field: "meshServiceCIDR", Usage: "IPv4 pool of MeshService VIPs (may lie inside the service pool: no address is handed out twice)"},
 	{Flag: "ipv6-prefix", Field: "ipv6Prefix", Usage: "unique local IPv6 prefix (inside fc00::/7, at most /96) of the VIPs' IPv6 twins"},
 	settings.Embed(runSettings, "dns-ttl", "TTL of the records of -o zone: the resolver's TTL, the same setting as kuma-dp run --dns-ttl", vipsRunConfig),
 }}
@@ -63,7 +65,7 @@ var vipsSettings = &settings.Table[vipsOptions]{Settings: []settings.Setting[vip
 func vipsDefaults() vipsOptions {
 	def := vipalloc.DefaultConfig()
 	return vipsOptions{Run: agent.Defaults(), Output: "table",
-		ServiceCIDR: def.ServiceCIDR, ExternalCIDR: def.ExternalCIDR, IPv6Prefix: def.IPv6Prefix}
+		ServiceCIDR: def.ServiceCIDR, ExternalCIDR: def.ExternalCIDR, MeshSvcCIDR: def.MeshServiceCIDR, IPv6Prefix: def.IPv6Prefix}
 }
 
 func runVIPs(args []string, stdout, stderr io.Writer) int {
@@ -96,7 +98,7 @@ func runVIPsEnv(args []string, stdout, stderr io.Writer, getenv func(string) (st
 		return usageErr("--output %q: want table, json or zone", f.Output)
 	}
 
-	cfg := vipalloc.Config{ServiceCIDR: f.ServiceCIDR, ExternalCIDR: f.ExternalCIDR, IPv6Prefix: f.IPv6Prefix,
+	cfg := vipalloc.Config{ServiceCIDR: f.ServiceCIDR, ExternalCIDR: f.ExternalCIDR, MeshServiceCIDR: f.MeshSvcCIDR, IPv6Prefix: f.IPv6Prefix,
 		DefaultServiceVIPs: !f.NoDefaultVIPs, DefaultPort: def.DefaultPort, StateFile: f.StateFile}
 	alloc, err := vipalloc.New(cfg)
 	if err != nil {

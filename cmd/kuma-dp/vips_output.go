@@ -26,6 +26,7 @@ type vipsJSONEntry struct {
 	Status              vipalloc.Status   `json:"status"`
 	Reason              string            `json:"reason"`
 	MeshExternalService string            `json:"meshExternalService,omitempty"`
+	MeshService         string            `json:"meshService,omitempty"`
 	Targets             []vipalloc.Target `json:"targets,omitempty"`
 	Selector            mesh.Tags         `json:"selector,omitempty"`
 }
@@ -34,6 +35,8 @@ type vipsJSONOut struct {
 	Entries              []vipsJSONEntry               `json:"entries"`
 	Skipped              []vipalloc.Skip               `json:"skipped"`
 	MeshExternalServices map[string]vipalloc.MESStatus `json:"meshExternalServices"`
+	// MeshServices is each MeshService's status, as Kuma shapes it (computed here).
+	MeshServices map[string]vipalloc.MeshServiceStatus `json:"meshServices"`
 }
 
 func vipsAddrText(e *vipalloc.Entry) (v4, v6 string) {
@@ -54,6 +57,9 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 	if out.MeshExternalServices == nil {
 		out.MeshExternalServices = map[string]vipalloc.MESStatus{}
 	}
+	if out.MeshServices = t.MeshServiceStatuses(); out.MeshServices == nil {
+		out.MeshServices = map[string]vipalloc.MeshServiceStatus{}
+	}
 	for _, e := range t.Entries() {
 		v4, v6 := vipsAddrText(e)
 		tags := e.Tags
@@ -62,7 +68,7 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 		}
 		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname, IPv4: v4, IPv6: v6, Ports: e.Ports(),
 			Origin: e.Origin(), Key: e.Key(), Tags: tags, Status: e.Status, Reason: e.Reason(),
-			MeshExternalService: e.MeshExternalService(), Targets: e.Targets(), Selector: e.Selector()})
+			MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService(), Targets: e.Targets(), Selector: e.Selector()})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -91,6 +97,24 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		fmt.Fprintf(w, "\nSkipped (no hostname):\n")
 		for _, s := range sk {
 			fmt.Fprintf(w, "  %s/%s %s: %s\n", s.Origin.Kind, s.Origin.Name, s.Key, s.Reason)
+		}
+	}
+	if ms := t.MeshServiceStatuses(); len(ms) > 0 {
+		fmt.Fprintf(w, "\nMeshService statuses:\n")
+		for _, name := range vipsSortedKeys(ms) {
+			st := ms[name]
+			vip := "-"
+			if len(st.VIPs) > 0 {
+				vip = st.VIPs[0].IP
+			}
+			fmt.Fprintf(w, "  %s: vip %s\n", name, vip)
+			for _, a := range st.Addresses {
+				fmt.Fprintf(w, "    %s %s via %s/%s", vipsOrDash(a.Hostname), a.Status, a.Origin, a.HostnameGeneratorRef.CoreName)
+				if a.Reason != "" {
+					fmt.Fprintf(w, ": %s", a.Reason)
+				}
+				fmt.Fprintln(w)
+			}
 		}
 	}
 	if mes := t.MeshExternalServiceStatuses(); len(mes) > 0 {

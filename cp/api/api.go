@@ -3,7 +3,8 @@
 // YAML or JSON bodies. Every write is decoded and validated by package mesh (the agent's own
 // code) and refused with 400 naming file, field and value; writes carry the version they
 // replace (If-Match) and a stale one gets 409; a store without quorum gives 503; an admin
-// token guards writes.
+// token guards writes. What one request may cost is bounded (cost.go): a write's size and
+// values, the bytes decoded at once, a list page's resources and bytes.
 //
 // It owns the HTTP shape and the status codes, GET /agents (the agents connected to any
 // replica: inspect.go), and the client kuma-cp's apply, get, delete, describe and inspect
@@ -13,12 +14,10 @@
 package api
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,11 +28,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kumadp/kuma-dp/cp/store"
+	cptoken "github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/mesh"
 )
-
-// MaxBody bounds a request body.
-const MaxBody = 4 << 20
 
 // Types maps the URL's type (Kuma's plural, lower case) to the resource kind.
 var Types = map[string]string{
@@ -42,6 +39,9 @@ var Types = map[string]string{
 	"trafficroutes":        mesh.KindTrafficRoute,
 	"meshexternalservices": mesh.KindMeshExternalService,
 	"hostnamegenerators":   mesh.KindHostnameGenerator,
+	"meshservices":         mesh.KindMeshService,
+	"meshtcproutes":        mesh.KindMeshTCPRoute,
+	"meshhttproutes":       mesh.KindMeshHTTPRoute,
 	"routers":              mesh.KindRouter,
 	"routes":               mesh.KindRoute,
 	"routebindings":        mesh.KindRouteBinding,
@@ -71,6 +71,9 @@ type Server struct {
 
 	mu     sync.Mutex
 	writes map[int]uint64 // by status code, for metrics
+
+	decodeOnce sync.Once
+	decoding   decoding // the bytes decoded at once (cost.go)
 }
 
 // Writes returns the count of writes by HTTP status code.
@@ -116,6 +119,7 @@ type List struct {
 
 // Handler is the API's routes.
 func (s *Server) Handler() http.Handler {
+	s.decodeOnce.Do(func() { s.decoding = newDecoding() })
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /meshes/{mesh}/{type}/{name}", s.get)
 	mux.HandleFunc("PUT /meshes/{mesh}/{type}/{name}", s.counted(s.put))
@@ -169,7 +173,7 @@ func storeError(w http.ResponseWriter, err error) int {
 func (s *Server) key(w http.ResponseWriter, r *http.Request) (store.Key, bool) {
 	kind, ok := Types[r.PathValue("type")]
 	if !ok {
-		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, routers, routes, routebindings, meshes", r.PathValue("type")))
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, meshservices, meshtcproutes, meshhttproutes, routers, routes, routebindings, meshes", r.PathValue("type")))
 		return store.Key{}, false
 	}
 	return store.Key{Mesh: r.PathValue("mesh"), Type: kind, Name: r.PathValue("name")}, true
@@ -221,7 +225,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		meshName = ""
 	}
 	after := r.URL.Query().Get("after")
-	items, next, rev, err := s.Store.List(r.Context(), meshName, kind, after, size)
+	items, next, rev, err := s.page(r.Context(), meshName, kind, after, size)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -245,8 +249,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 // authorized checks the admin token of a write.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
+	got, bearer := cptoken.FromBearer(r.Header.Get("Authorization"))
+	if s.AdminToken == "" || !bearer || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
 		fail(w, http.StatusUnauthorized, "admin token required", "writes need Authorization: Bearer <admin token> (kuma-cp ... --admin-token-file)")
 		return false
 	}
@@ -306,11 +310,20 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 	if !ok {
 		return code
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil || len(body) > MaxBody {
-		fail(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("a resource is at most %d bytes", MaxBody))
+	body, code, ok := readBody(w, r)
+	if !ok {
+		return code
+	}
+	if msg := checkCost(sourceOf(k), body); msg != "" {
+		fail(w, http.StatusRequestEntityTooLarge, "document too large", msg)
 		return http.StatusRequestEntityTooLarge
 	}
+	release, err := s.decoding.acquire(r.Context(), len(body))
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "request ended", err.Error())
+		return http.StatusServiceUnavailable
+	}
+	defer release()
 	if msg := Check(k, body); msg != "" {
 		fail(w, http.StatusBadRequest, "invalid resource", msg)
 		return http.StatusBadRequest
@@ -354,7 +367,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) int {
 // one resource, of k's type, name and mesh. It returns the problem ("" when none), naming
 // file, field and value.
 func Check(k store.Key, doc []byte) string {
-	source := fmt.Sprintf("%s/%s/%s", k.Mesh, TypeOf(k.Type), k.Name)
+	source := sourceOf(k)
 	rs, err := mesh.Decode(source, doc)
 	if err != nil {
 		return err.Error()
@@ -378,6 +391,9 @@ func Check(k store.Key, doc []byte) string {
 	return ""
 }
 
+// sourceOf names a write's document in errors: mesh/type/name.
+func sourceOf(k store.Key) string { return fmt.Sprintf("%s/%s/%s", k.Mesh, TypeOf(k.Type), k.Name) }
+
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) int {
 	k, expect, code, ok := s.target(w, r, store.Any)
 	if !ok {
@@ -388,23 +404,4 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) int {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
-}
-
-// ServeContext serves h on the listener until ctx ends.
-func ServeContext(ctx context.Context, srv *http.Server, serve func() error) error {
-	errc := make(chan error, 1)
-	go func() { errc <- serve() }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-errc
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 const voDoc = `type: VirtualOutbound
@@ -205,5 +206,27 @@ func TestMeshlessResourceOnlyUnderDefault(t *testing.T) {
 	}
 	if a, err := cl.Apply(context.Background(), "hg.yaml", []byte(hg)); err != nil || a[0].Result != "unchanged" || a[0].Mesh != "default" {
 		t.Fatalf("apply: %+v %v", a, err)
+	}
+}
+
+// A DNSZone is the control plane's own: a write of one is refused, under any type's URL
+// and by apply before anything is written, with the reason; nothing is stored.
+func TestDNSZoneNeverApplied(t *testing.T) {
+	_, st, cl := startAPI(t)
+	zone := testutil.GeneratingZone()
+	for _, typ := range []string{"routers", "dnszones"} {
+		resp, body := put(t, cl, "/meshes/default/"+typ+"/evil.test", zone, token, "")
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("PUT under %s: %d %s", typ, resp.StatusCode, body)
+		}
+		if typ == "routers" && !strings.Contains(body, "built by the control plane") {
+			t.Errorf("PUT under %s does not say why: %s", typ, body)
+		}
+	}
+	if _, err := cl.Apply(context.Background(), "zone.yaml", []byte(voDoc+"---\n"+zone)); err == nil || !strings.Contains(err.Error(), `zone.yaml#2: dnszone "evil.test"`) {
+		t.Errorf("apply: %v", err)
+	}
+	if items, _, _, _ := st.List(context.Background(), "", "", "", 0); len(items) != 0 {
+		t.Fatalf("stored: %v", items)
 	}
 }

@@ -87,7 +87,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 		return nil, fmt.Errorf("%s %s: %w (is kuma-cp serving its API there? --api-url)", method, c.URL+path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if resp.StatusCode >= 300 {
 		var ae apiError
 		fromAPI := true
@@ -209,6 +209,11 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 			return nil, fmt.Errorf("%s: %w", src.Name, err)
 		}
 		for i, r := range rs {
+			// the API's bounds, checked here too: nothing is written when one is over
+			if msg := checkCost(r.GetMeta().Source.String(), docs[i]); msg != "" {
+				errs = append(errs, &mesh.FieldError{Kind: r.Kind(), Name: r.GetMeta().Name, Msg: msg})
+				continue
+			}
 			all = append(all, decoded{src.Name, r, docs[i]})
 		}
 	}

@@ -331,7 +331,8 @@ func (k *command) delete(ctx context.Context) int {
 }
 
 func typeNames() []string {
-	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators", "routers", "routes", "routebindings", "meshes"}
+	return []string{"dataplanes", "virtualoutbounds", "trafficroutes", "meshexternalservices", "hostnamegenerators",
+		"meshservices", "meshtcproutes", "meshhttproutes", "routers", "routes", "routebindings", "meshes"}
 }
 
 func getStatus(ctx context.Context, c *api.Client, format string, out io.Writer) error {

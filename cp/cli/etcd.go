@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	cpstore "github.com/kumadp/kuma-dp/cp/store"
 )
 
 // Etcd is the connection to etcd, as flags: the endpoints, TLS and a user.
@@ -30,7 +33,7 @@ type Etcd struct {
 // --etcd-key-file, --etcd-username, --etcd-password-file) to fs.
 func (e *Etcd) Bind(fs *pflag.FlagSet, endpointsHelp string) {
 	fs.StringVar(&e.Endpoints, "etcd-endpoints", "", endpointsHelp)
-	fs.StringVar(&e.Prefix, "etcd-prefix", "/kuma", "key prefix of the resources in etcd")
+	fs.StringVar(&e.Prefix, "etcd-prefix", "/kuma", "key prefix of this installation in etcd: one path segment (its keys are under /kuma/, /kuma-leader/, /kuma-presence/, /kuma-zones/)")
 	fs.StringVar(&e.CAFile, "etcd-ca-file", "", "CA (PEM) of etcd's certificate (TLS to etcd: https:// endpoints)")
 	fs.StringVar(&e.CertFile, "etcd-cert-file", "", "client certificate (PEM) for etcd")
 	fs.StringVar(&e.KeyFile, "etcd-key-file", "", "client key (PEM) for etcd")
@@ -71,13 +74,14 @@ func (e *Etcd) tlsEndpoints() bool {
 	return false
 }
 
-// Client connects to etcd. It does not wait for etcd: see Check.
-func (e *Etcd) Client() (*clientv3.Client, error) {
+// Client connects to etcd (cp/store's client: keepalive, the etcd client's logs at debug
+// level on log). It does not wait for etcd: see Check.
+func (e *Etcd) Client(log *slog.Logger) (*cpstore.Client, error) {
 	cfg, err := e.config()
 	if err != nil {
 		return nil, err
 	}
-	cl, err := clientv3.New(cfg)
+	cl, err := cpstore.NewClient(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints %q: %w", e.Endpoints, err)
 	}

@@ -1,6 +1,8 @@
 // Package connlimit bounds the connections a server holds: in all, per client IP, and (with
 // the server's own handshake deadline) how long a connection may stay without finishing its
-// handshake. It owns the listener wrapper and its counters; it never reads what flows on a
+// handshake. It owns the listener wrapper and its counters, the control plane's HTTP ports
+// (a limited listener and a server with header and idle timeouts: http.go) and how the
+// open-files limit is shared between the ports (Share); it never reads what flows on a
 // connection.
 package connlimit
 
@@ -106,18 +108,25 @@ func (c *conn) Close() error {
 	return err
 }
 
-// Collectors are the listener's counters as Prometheus metrics named <prefix>_connections_*.
+// Collectors are the listener's counters as Prometheus metrics named <prefix>_connections_*
+// and <prefix>_handshake_failures_total.
 func (l *Listener) Collectors(prefix string) []prometheus.Collector {
-	counter := func(name, help string, v *atomic.Uint64, labels prometheus.Labels) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + name, Help: help, ConstLabels: labels},
-			func() float64 { return float64(v.Load()) })
-	}
+	return append(l.connCollectors(prefix), counter(prefix+"_handshake_failures_total",
+		"TLS handshakes that failed or did not finish within the handshake timeout.", &l.Stats.HandshakeFails, nil))
+}
+
+// connCollectors are the counters of the connections: <prefix>_connections_*.
+func (l *Listener) connCollectors(prefix string) []prometheus.Collector {
 	return []prometheus.Collector{
-		counter("_connections_accepted_total", "Connections accepted within the limits.", &l.Stats.Accepted, nil),
-		counter("_connections_refused_total", "Connections closed at once because a limit was reached, by limit.", &l.Stats.RefusedTotal, prometheus.Labels{"limit": "total"}),
-		counter("_connections_refused_total", "Connections closed at once because a limit was reached, by limit.", &l.Stats.RefusedPerIP, prometheus.Labels{"limit": "per_ip"}),
-		counter("_handshake_failures_total", "TLS handshakes that failed or did not finish within the handshake timeout.", &l.Stats.HandshakeFails, nil),
+		counter(prefix+"_connections_accepted_total", "Connections accepted within the limits.", &l.Stats.Accepted, nil),
+		counter(prefix+"_connections_refused_total", "Connections closed at once because a limit was reached, by limit.", &l.Stats.RefusedTotal, prometheus.Labels{"limit": "total"}),
+		counter(prefix+"_connections_refused_total", "Connections closed at once because a limit was reached, by limit.", &l.Stats.RefusedPerIP, prometheus.Labels{"limit": "per_ip"}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: prefix + "_connections_open", Help: "Connections open now."},
 			func() float64 { return float64(l.Stats.Open.Load()) }),
 	}
+}
+
+func counter(name, help string, v *atomic.Uint64, labels prometheus.Labels) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+		func() float64 { return float64(v.Load()) })
 }

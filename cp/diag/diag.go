@@ -5,29 +5,25 @@ package diag
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kumadp/kuma-dp/cp/connlimit"
 )
 
-// Server serves the diagnostics endpoint on its listener.
+// Server serves the diagnostics endpoint on its port (limited as connlimit.HTTPConfig says).
 type Server struct {
-	ln  net.Listener
-	srv *http.Server
+	port *connlimit.HTTP
 }
 
-// New binds addr (port 0: any free port, see Addr). ready returns nil when the control
-// plane can serve agents, else why not.
-func New(addr string, reg *prometheus.Registry, ready func() error) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-address %q: %w", addr, err)
-	}
+// New binds addr (port 0: any free port, see Addr) within cfg. ready returns nil when the
+// control plane can serve agents, else why not. The port's connection counters are
+// registered in reg as kuma_cp_metrics_connections_*.
+func New(addr string, cfg connlimit.HTTPConfig, reg *prometheus.Registry, ready func() error) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
@@ -42,27 +38,28 @@ func New(addr string, reg *prometheus.Registry, ready func() error) (*Server, er
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "/metrics  Prometheus metrics\n/ready    200 once agents can be served\n/healthz  200 while the process serves")
 	})
-	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+	port, err := connlimit.ListenHTTP(addr, cfg, mux)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address %q: %w", addr, err)
+	}
+	if err := registerAll(reg, port.Collectors("kuma_cp_metrics")); err != nil {
+		port.Close()
+		return nil, err
+	}
+	return &Server{port: port}, nil
+}
+
+func registerAll(reg *prometheus.Registry, cs []prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Addr is the bound address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) Addr() net.Addr { return s.port.Addr() }
 
 // Run serves until ctx is cancelled.
-func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.srv.Shutdown(sctx)
-		<-errc
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}
-}
+func (s *Server) Run(ctx context.Context) error { return s.port.Serve(ctx) }

@@ -162,8 +162,8 @@ func rawDocs(path string, data []byte, good map[string]bool) []fanout.Doc {
 		if d.Kind == "" {
 			d.Kind, d.Name, d.Mesh = top.Kind, top.Metadata.Name, top.Metadata.Labels[mesh.MeshLabel]
 		}
-		if !slices.Contains(cplink.Kinds, d.Kind) || d.Name == "" {
-			continue
+		if !slices.Contains(cplink.Kinds, d.Kind) || slices.Contains(mesh.DerivedKinds, d.Kind) || d.Name == "" {
+			continue // not for agents, or only ever the control plane's own (never a file's)
 		}
 		if d.Mesh == "" {
 			d.Mesh = "default"

@@ -154,3 +154,30 @@ conf:
     version: version
 `, meshName, host)
 }
+
+var dnsZoneFile = testutil.GeneratingZone()
+
+// A DNSZone is only ever the control plane's own: a file of the resources directory holding
+// one is refused (logged with the file and the kind), also with --skip-validation, so no
+// agent is sent a zone a user wrote; the file's other resources are served as before.
+func TestStoreNeverServesADNSZoneFile(t *testing.T) {
+	for _, validate := range []bool{true, false} {
+		st, dir, logs := testStore(t, validate)
+		put(t, dir, "web.yaml", dpWeb)
+		put(t, dir, "zone.yaml", dnsZoneFile)
+		put(t, dir, "both.yaml", dpOther+"---\n"+dnsZoneFile)
+		sv, _ := st.Scan()
+		for _, m := range []string{"default", "other"} {
+			if z := sv.ForMesh(m, "DNSZone"); len(z) != 0 {
+				t.Errorf("validate=%v: mesh %s is served a DNSZone from a file: %s", validate, m, z["evil.test"])
+			}
+		}
+		if _, ok := sv.ForMesh("default", "Dataplane")["web-1"]; !ok {
+			t.Errorf("validate=%v: web-1 not served", validate)
+		}
+		line := testutil.LineWith(logs.String(), "zone.yaml")
+		if !strings.Contains(line, "DNSZone") || !strings.Contains(line, "control plane") {
+			t.Errorf("validate=%v: the refusal does not name the file and the kind:\n%s", validate, logs)
+		}
+	}
+}

@@ -13,8 +13,9 @@ import (
 // connected. They are served beside the store's resources, to every mesh; the store's own
 // documents of a derived kind are never served.
 
-// DerivedKinds are the kinds only the control plane produces.
-var DerivedKinds = []string{mesh.KindDNSZone}
+// DerivedKinds are the kinds only the control plane produces (mesh's list: the decoding of
+// users' documents refuses them).
+var DerivedKinds = mesh.DerivedKinds
 
 // SetDerived serves docs as every document of kind (one of DerivedKinds), replacing what was
 // served of it; agents get only what changed. Before the store is first read they wait and

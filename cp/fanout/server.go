@@ -11,7 +11,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,12 +127,15 @@ func (cp *ControlPlane) authStream(srv any, ss grpc.ServerStream, info *grpc.Str
 		from = p.Addr.String()
 	}
 	md, _ := metadata.FromIncomingContext(ss.Context())
-	auth := md.Get("authorization")
-	if len(auth) == 0 || !strings.HasPrefix(auth[0], "Bearer ") {
+	var tok string
+	if auth := md.Get("authorization"); len(auth) > 0 {
+		tok, _ = token.FromBearer(auth[0])
+	}
+	if tok == "" {
 		cp.log.Warn("refused a stream: no dataplane token", "peer", from)
 		return status.Error(codes.Unauthenticated, "no dataplane token: send 'authorization: Bearer <token>' (kuma-dp --dataplane-token-file)")
 	}
-	id, err := token.Verify(cp.key, strings.TrimPrefix(auth[0], "Bearer "), time.Now())
+	id, err := token.Verify(cp.key, tok, time.Now())
 	if err != nil {
 		cp.log.Warn("refused a stream: bad dataplane token", "peer", from, "error", err)
 		return status.Errorf(codes.Unauthenticated, "dataplane token refused: %v", err)

@@ -1,6 +1,7 @@
 package shardzones
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -14,7 +15,9 @@ import (
 // and parses back to a zone with the same serial.
 func TestDocsDecodeOnTheAgentSide(t *testing.T) {
 	items := []store.Item{item("Router", "shard1", 3, router), item("Dataplane", "gw-1", 4, dp("gw-1", "10.0.0.1", "gw"))}
-	cat, problems := authdns.Build(Input(items, nil, nil), nil)
+	in := Input(items, nil, nil)
+	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
+	cat, problems := authdns.Build(in, nil)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

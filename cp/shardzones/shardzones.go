@@ -1,7 +1,8 @@
 // Package shardzones keeps the zones of router shards in step with the store: a zone per
 // Router with the addresses of its ready gateway dataplanes, and a CNAME per admitted
 // user-domain Route. It owns the translation from resources to authdns.Input, the loop that
-// follows the store and the replicas' readiness, and handing each catalog built to its sinks:
+// follows the store and the replicas' readiness, the zones' serials kept in etcd (Serials:
+// one serial per content on every replica), and handing each catalog built to its sinks:
 // the control plane's authoritative DNS (package authdns) and the DNSZone documents sent to
 // the agents (Docs, FeedSink). Answering DNS is authdns's, scheduling routes is the route
 // scheduler's, serving agents is fanout's.
@@ -156,11 +157,14 @@ type Shared interface {
 // after every burst of changes (re-listing; on compaction too), and, when readiness is given
 // (it is not in the store), a rebuild of the last list as soon as a gateway replica's
 // readiness differs from the one the zones were built with (asked every ReadinessPoll).
-// Serials come from the store's revisions (authdns.Serials), so replicas give the same
-// serial for the same content.
+// Serials come from serials, kept in etcd (nil: this process's own, authdns.Serials), so
+// replicas give the same serial for the same content, also after a restart.
 // With shared (nil: this replica's readiness alone), a gateway replica is ready when its
 // agent holds a stream to any replica.
-func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, shared Shared, log *slog.Logger, sinks ...Sink) {
+func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, shared Shared, serials *Serials, log *slog.Logger, sinks ...Sink) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if ready != nil && shared != nil {
 		local := ready
 		ready = func(meshName, name string) bool {
@@ -179,16 +183,25 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, sh
 			}
 			shared.Publish(here)
 		}
-		runZones(ctx, st, cfg, ready, func(probed []string) { gateways = probed; publish() }, log, sinks...)
+		runZones(ctx, st, cfg, ready, func(probed []string) { gateways = probed; publish() }, serials, log, sinks...)
 		return
 	}
-	runZones(ctx, st, cfg, ready, nil, log, sinks...)
+	runZones(ctx, st, cfg, ready, nil, serials, log, sinks...)
 }
 
 // runZones is Run; tick, when given, is called at every readiness poll (and after every
 // build) with the gateway replicas ("mesh/name") of the last build.
-func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, tick func([]string), log *slog.Logger, sinks ...Sink) {
-	serials := authdns.NewSerials()
+func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Ready, tick func([]string), serials *Serials, log *slog.Logger, sinks ...Sink) {
+	local := authdns.NewSerials()
+	var recordsChanged <-chan struct{}
+	if serials != nil {
+		go serials.Run(ctx)
+		if _, err := serials.Load(ctx); err != nil { // before the first build: its serials are the records'
+			log.Warn("zone serials unreadable; read again when the store answers", "error", err)
+		}
+		recordsChanged = serials.Changed()
+	}
+	var served *authdns.Catalog
 	var items []store.Item
 	// probes: the readiness each replica had when the zones were built.
 	type probe struct {
@@ -210,7 +223,14 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 		probes = probes[:0]
 		in := Input(items, recording, log)
 		in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = cfg.Nameservers, cfg.Hostmaster, cfg.UserZones, cfg.DefaultNSAddr
-		cat, problems := authdns.Build(in, serials)
+		var cat *authdns.Catalog
+		var problems []authdns.Problem
+		if serials != nil {
+			cat, problems = serials.Build(in, served)
+		} else {
+			cat, problems = authdns.Build(in, local)
+		}
+		served = cat
 		for _, p := range problems {
 			log.Warn("not served in DNS", "name", p.Name, "problem", p.Message)
 		}
@@ -288,6 +308,8 @@ func runZones(ctx context.Context, st store.Store, cfg authdns.Input, ready Read
 				ticker.Stop()
 				cancel()
 				return
+			case <-recordsChanged:
+				build()
 			case <-poll:
 				if readinessChanged() {
 					build() // ticks

@@ -1,6 +1,7 @@
 package shardzones
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -67,7 +68,9 @@ func TestRoutersOfTheSameNameInTwoMeshes(t *testing.T) {
 		inMesh("m2", item("Router", "shard1", 6, strings.Replace(router, "shard1.apps.test", "shard1.m2.test", 1))),
 		inMesh("m2", item("Dataplane", "gw-2", 7, dp("gw-2", "10.0.2.1", "gw"))),
 	}
-	cat, problems := authdns.Build(Input(items, nil, nil), nil)
+	in := Input(items, nil, nil)
+	in.DefaultNSAddr = netip.MustParseAddr("192.0.2.53")
+	cat, problems := authdns.Build(in, nil)
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}

@@ -47,7 +47,7 @@ func TestReadinessSharedBetweenReplicas(t *testing.T) {
 		pres := store.NewEtcd(c.Client(), "/kuma").Presence("gateways", id, time.Second)
 		go pres.Run(rctx)
 		local := func(_, name string) bool { _, ok := r.connected.Load(name); return ok }
-		go Run(rctx, st, authdns.Input{}, local, pres, nil, func(cat *authdns.Catalog) { r.cat.Store(cat) })
+		go Run(rctx, st, authdns.Input{}, local, pres, nil, nil, func(cat *authdns.Catalog) { r.cat.Store(cat) })
 		return r
 	}
 	answer := func(r *replica) []string {

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -25,6 +27,11 @@ type Etcd struct {
 	// Timeout bounds each request, so that a store without quorum answers ErrUnavailable
 	// instead of hanging the writer.
 	Timeout time.Duration
+	// Log, when set, receives a line for each key found holding no resource (unreadable).
+	Log        *slog.Logger
+	health     atomic.Pointer[Health] // when set, requests are refused at once while it is down
+	members    []member               // Client.Store's: each member alone, for Health
+	unreadable unreadable
 }
 
 // envelope is what a key holds.
@@ -53,16 +60,25 @@ func NewEtcd(c *clientv3.Client, prefix string) *Etcd {
 
 func (s *Etcd) key(k Key) string { return s.prefix + "/" + k.Mesh + "/" + k.Type + "/" + k.Name }
 
-func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
+// keyOf is the resource key of an etcd key under the prefix.
+func (s *Etcd) keyOf(key string) (Key, error) {
 	parts := strings.SplitN(strings.TrimPrefix(key, s.prefix+"/"), "/", 3)
-	if len(parts) != 3 {
-		return Item{}, fmt.Errorf("store: key %q is not %s/<mesh>/<type>/<name>", key, s.prefix)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.Contains(parts[2], "/") {
+		return Key{}, fmt.Errorf("store: key %q is not %s/<mesh>/<type>/<name>", key, s.prefix)
+	}
+	return Key{parts[0], parts[1], parts[2]}, nil
+}
+
+func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
+	k, err := s.keyOf(key)
+	if err != nil {
+		return Item{}, err
 	}
 	var e envelope
 	if err := json.Unmarshal(val, &e); err != nil {
 		return Item{}, fmt.Errorf("store: key %q: %w", key, err)
 	}
-	return Item{Key: Key{parts[0], parts[1], parts[2]}, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
+	return Item{Key: k, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
 }
 
 // unavailable turns etcd's "no quorum / no leader / timeout / member gone" into
@@ -87,17 +103,21 @@ func (s *Etcd) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // attempts runs op (one request) until it gets an answer, within ctx: an attempt whose
 // answer is lost - the member it went to died, the leader changed, or no answer within per
-// (0: none; a write's share of the timeout, as a follower holding a proposal its dead leader
-// never committed answers only after etcd's own 5 s) - is made again. Every write is a
-// transaction compared on the revisions it read, so running it again is safe: once an
-// earlier attempt has landed the comparison fails, and the caller's else branch reads
-// whether it was its own (retried says an earlier attempt may have landed).
+// (a member frozen or cut off: the next attempt goes to another member; a write's per is a
+// share of the timeout, as a follower holding a proposal its dead leader never committed
+// answers only after etcd's own 5 s) - is made again. Every write is a transaction
+// compared on the revisions it read, so running it again is safe: once an earlier attempt
+// has landed the comparison fails, and the caller's else branch reads whether it was its
+// own (retried says an earlier attempt may have landed). While Health says no quorum is
+// reached, no attempt is made: the request is refused at once.
 func (s *Etcd) attempts(ctx context.Context, per time.Duration, op func(context.Context) error) (retried bool, err error) {
 	for {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if per > 0 {
-			actx, cancel = context.WithTimeout(ctx, per)
+		if h := s.health.Load(); h != nil {
+			if herr := h.Err(); herr != nil {
+				return retried, herr
+			}
 		}
+		actx, cancel := context.WithTimeout(ctx, per)
 		err = op(actx)
 		cancel()
 		if err == nil || !lost(err) || ctx.Err() != nil {
@@ -112,6 +132,12 @@ func (s *Etcd) attempts(ctx context.Context, per time.Duration, op func(context.
 	}
 }
 
+// Attempt timeouts: a small read or a write (a key, a batch of names) gets a quarter of the
+// request's timeout, a read of a whole range of values half of it, at least a second each:
+// a frozen member costs one such attempt, the next goes to another.
+func (s *Etcd) attemptSmall() time.Duration { return max(s.Timeout/4, time.Second) }
+func (s *Etcd) attemptLarge() time.Duration { return max(s.Timeout/2, time.Second) }
+
 // lost says whether a request's answer was lost (it may or may not have been applied).
 func lost(err error) bool {
 	switch status.Code(err) {
@@ -123,11 +149,20 @@ func lost(err error) bool {
 		errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
-// get reads (a linearizable read, made again when its answer is lost; each attempt has the
-// whole timeout: a large list may take long, and a read waits for a new leader, not for a
-// lost proposal).
-func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (r *clientv3.GetResponse, err error) {
-	_, err = s.attempts(ctx, 0, func(ctx context.Context) error {
+// get reads a key or a bounded range (a linearizable read, made again when its answer is
+// lost).
+func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.getAttempts(ctx, s.attemptSmall(), key, opts...)
+}
+
+// getRange reads a range of any size (a list of everything), each attempt with the larger
+// timeout.
+func (s *Etcd) getRange(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.getAttempts(ctx, s.attemptLarge(), key, opts...)
+}
+
+func (s *Etcd) getAttempts(ctx context.Context, per time.Duration, key string, opts ...clientv3.OpOption) (r *clientv3.GetResponse, err error) {
+	_, err = s.attempts(ctx, per, func(ctx context.Context) error {
 		r, err = s.c.Get(ctx, key, opts...)
 		return err
 	})
@@ -137,7 +172,7 @@ func (s *Etcd) get(ctx context.Context, key string, opts ...clientv3.OpOption) (
 // commit runs a transaction (made again when its answer is lost); retried says an earlier
 // attempt may have landed.
 func (s *Etcd) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (tr *clientv3.TxnResponse, retried bool, err error) {
-	retried, err = s.attempts(ctx, max(s.Timeout/4, time.Second), func(ctx context.Context) error {
+	retried, err = s.attempts(ctx, s.attemptSmall(), func(ctx context.Context) error {
 		tr, err = s.c.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 		return err
 	})
@@ -173,10 +208,14 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 		from = s.prefix + "/" + after + "\x00"
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	read := s.getRange // every key of the range: the larger attempt timeout
 	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
+		if limit <= countBatch {
+			read = s.get
+		}
 	}
-	r, err := s.get(ctx, from, opts...)
+	r, err := read(ctx, from, opts...)
 	if err != nil {
 		return nil, "", 0, unavailable("store: list", err)
 	}
@@ -184,13 +223,14 @@ func (s *Etcd) List(ctx context.Context, mesh, typ, after string, limit int) ([]
 	for _, kv := range r.Kvs {
 		it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
 		if err != nil {
-			return nil, "", 0, err
+			s.skip(string(kv.Key), kv.ModRevision, err)
+			continue
 		}
 		out = append(out, it)
 	}
 	next := ""
-	if r.More && len(out) > 0 {
-		next = out[len(out)-1].Key.String()
+	if r.More && len(r.Kvs) > 0 { // after the last key read, a resource's or not
+		next = strings.TrimPrefix(string(r.Kvs[len(r.Kvs)-1].Key), s.prefix+"/")
 	}
 	return out, next, r.Header.Revision, nil
 }
@@ -391,7 +431,7 @@ func (s *Etcd) readRuns(ctx context.Context, runs [][2]string, rev int64) ([]Ite
 		}
 		runs = runs[n:]
 		var tr *clientv3.TxnResponse
-		_, err := s.attempts(ctx, 0, func(ctx context.Context) (err error) {
+		_, err := s.attempts(ctx, s.attemptLarge(), func(ctx context.Context) (err error) {
 			tr, err = s.c.Txn(ctx).Then(ops...).Commit()
 			return err
 		})
@@ -402,7 +442,8 @@ func (s *Etcd) readRuns(ctx context.Context, runs [][2]string, rev int64) ([]Ite
 			for _, kv := range resp.GetResponseRange().GetKvs() {
 				it, err := s.parse(string(kv.Key), kv.Value, kv.ModRevision)
 				if err != nil {
-					return nil, err
+					s.skip(string(kv.Key), kv.ModRevision, err)
+					continue
 				}
 				out = append(out, it)
 			}
@@ -557,78 +598,4 @@ func conflict(k Key, tr *clientv3.TxnResponse, expect, read int64) error {
 		return fmt.Errorf("store: %s at version %d, not %d: %w", k, now, expect, ErrConflict)
 	}
 	return fmt.Errorf("store: %s at version %d, not %d (written meanwhile): %w", k, now, read, ErrConflict)
-}
-
-// Watch implements Store.
-func (s *Etcd) Watch(ctx context.Context, from int64) <-chan Event {
-	out := make(chan Event, 64)
-	go func() {
-		defer close(out)
-		var wc clientv3.WatchChan
-		var stopWatch context.CancelFunc
-		watch := func() { // (re)starts the etcd watch after the last revision delivered
-			if stopWatch != nil {
-				stopWatch()
-			}
-			var wctx context.Context
-			wctx, stopWatch = context.WithCancel(clientv3.WithRequireLeader(ctx))
-			wc = s.c.Watch(wctx, s.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from+1))
-		}
-		watch()
-		defer func() { stopWatch() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case wr, ok := <-wc:
-				if !ok {
-					return
-				}
-				if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
-					send(ctx, out, Event{Type: Relist, Revision: wr.CompactRevision})
-					return
-				}
-				if err := wr.Err(); err != nil {
-					// No leader (quorum lost) or another failure: restart the watch from the
-					// last revision delivered, after a pause; nothing is missed.
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(200 * time.Millisecond):
-					}
-					watch()
-					continue
-				}
-				for _, ev := range wr.Events {
-					e := Event{Revision: ev.Kv.ModRevision}
-					if ev.Type == clientv3.EventTypeDelete {
-						parts := strings.SplitN(strings.TrimPrefix(string(ev.Kv.Key), s.prefix+"/"), "/", 3)
-						if len(parts) == 3 {
-							e.Type, e.Item = Delete, Item{Key: Key{parts[0], parts[1], parts[2]}, Version: ev.Kv.ModRevision}
-						}
-					} else {
-						it, err := s.parse(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
-						if err != nil {
-							continue
-						}
-						e.Type, e.Item = Put, it
-					}
-					if !send(ctx, out, e) {
-						return
-					}
-					from = ev.Kv.ModRevision
-				}
-			}
-		}
-	}()
-	return out
-}
-
-func send(ctx context.Context, out chan<- Event, e Event) bool {
-	select {
-	case out <- e:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -15,9 +15,11 @@ import (
 const DefaultLeaseTTL = 5 * time.Second
 
 // RunWhileLeader makes this replica (id) a candidate for the leadership called name, and
-// runs fn whenever it leads: fn's context is cancelled as soon as leadership is lost (the
-// session's lease expired: etcd unreachable, or this replica paused past the TTL). Work that
-// must happen once in the cluster (a scheduler) runs in fn. It returns when ctx ends.
+// runs fn whenever it leads: fn's context is cancelled as soon as leadership may be lost -
+// the session's lease not renewed for two thirds of its TTL (etcd unreachable, cut off, or
+// this replica paused), a third of the TTL before the members could expire it and elect
+// another: no two replicas lead at once, and none says it leads without a live lease. Work
+// that must happen once in the cluster (a scheduler) runs in fn. It returns when ctx ends.
 // Leadership is etcd's concurrency.Election on a session lease; nothing here decides it.
 func (s *Etcd) RunWhileLeader(ctx context.Context, name, id string, ttl time.Duration, fn func(context.Context)) error {
 	if ttl <= 0 {
@@ -58,11 +60,13 @@ func (s *Etcd) leadOnce(ctx context.Context, name, id string, ttl int, fn func(c
 		return err
 	}
 	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	renewals, err := s.c.KeepAlive(lctx, sess.Lease()) // the session's renewals, seen here too
+	if err != nil {
+		return err
+	}
 	go func() {
-		select {
-		case <-sess.Done():
-		case <-lctx.Done():
-		}
+		whileRenewed(lctx, sess.Done(), renewals, time.Duration(ttl)*time.Second)
 		stop()
 	}()
 	fn(lctx)
@@ -73,11 +77,38 @@ func (s *Etcd) leadOnce(ctx context.Context, name, id string, ttl int, fn func(c
 	return nil
 }
 
+// whileRenewed returns when the lease whose renewals arrive on renewals was last renewed
+// two thirds of ttl ago, when the session ends, or when ctx does. A lease is renewed every
+// third of its TTL: two renewals went unanswered.
+func whileRenewed(ctx context.Context, sessDone <-chan struct{}, renewals <-chan *clientv3.LeaseKeepAliveResponse, ttl time.Duration) {
+	last := time.Now() // the campaign was just won on the lease
+	tick := time.NewTicker(max(ttl/20, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sessDone:
+			return
+		case _, ok := <-renewals:
+			if !ok {
+				return
+			}
+			last = time.Now()
+		case <-tick.C:
+			if time.Since(last) > ttl*2/3 {
+				return
+			}
+		}
+	}
+}
+
 // Leader is the id of the current leader of name, or "" when there is none.
 func (s *Etcd) Leader(ctx context.Context, name string) (string, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	r, err := s.get(ctx, s.electionKey(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	// the election's keys (concurrency.Election's: name + "/" + lease), not another name's
+	r, err := s.get(ctx, s.electionKey(name)+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
 		return "", unavailable("store: leader of "+name, err)
 	}

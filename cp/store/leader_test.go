@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,5 +68,66 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	if runs.Load() != 2 || maxRunning.Load() != 1 {
 		t.Fatalf("the work ran %d times, %d at once; want twice, never together", runs.Load(), maxRunning.Load())
+	}
+}
+
+// The leader cut off by relays that stop forwarding (its connections stay open, its lease
+// renewals go unanswered) while another replica is not: the leader gives up before the
+// members expire its lease and elect the other, so the two never lead at once.
+func TestLeaderCutOffGivesUpBeforeAnotherLeads(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	const ttl = 2 * time.Second
+	relays := c.Relays()
+	cl1, err := clientv3.New(clientv3.Config{Endpoints: etcdtest.URLs(relays), DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl1.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var leading []string // who leads, in the order leaderships began and ended
+	var overlap atomic.Bool
+	var held atomic.Int32
+	lead := func(id string) func(context.Context) {
+		return func(lctx context.Context) {
+			if held.Add(1) > 1 {
+				overlap.Store(true)
+			}
+			mu.Lock()
+			leading = append(leading, "+"+id)
+			mu.Unlock()
+			<-lctx.Done()
+			mu.Lock()
+			leading = append(leading, "-"+id)
+			mu.Unlock()
+			held.Add(-1)
+		}
+	}
+	s1, s2 := NewEtcd(cl1, "/kuma"), NewEtcd(c.Client(), "/kuma")
+	go s1.RunWhileLeader(ctx, "scheduler", "replica-1", ttl, lead("replica-1"))
+	if l, err := s2.WaitLeader(ctx, "scheduler"); err != nil || l != "replica-1" {
+		t.Fatalf("leader %q %v, want replica-1", l, err)
+	}
+	go s2.RunWhileLeader(ctx, "scheduler", "replica-2", ttl, lead("replica-2"))
+	time.Sleep(ttl) // a few renewals: the cut falls anywhere between two
+	for _, r := range relays {
+		r.Pause()
+	}
+	deadline := time.Now().Add(ttl + 10*time.Second)
+	for {
+		mu.Lock()
+		got := strings.Join(leading, " ")
+		mu.Unlock()
+		if strings.Contains(got, "+replica-2") {
+			if overlap.Load() || got != "+replica-1 -replica-1 +replica-2" {
+				t.Fatalf("leaderships %q: replica-2 led before replica-1 gave up", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica-2 never led: %q", got)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -120,7 +120,7 @@ func (p *Presence) session(ctx context.Context) error {
 	}()
 	pre := p.prefix()
 	lctx, cancel := p.s.ctx(ctx)
-	r, err := p.s.get(lctx, pre, clientv3.WithPrefix())
+	r, err := p.s.getRange(lctx, pre, clientv3.WithPrefix())
 	cancel()
 	if err != nil {
 		return err
@@ -242,4 +242,23 @@ func (p *Presence) session(ctx context.Context) error {
 			p.mu.Unlock()
 		}
 	}
+}
+
+// Held is every name of group that some replica holds now, read once (for a reader that is
+// not a replica, such as `kuma-cp zones`).
+func (s *Etcd) Held(ctx context.Context, group string) (map[string]bool, error) {
+	p := s.Presence(group, "-", 0)
+	lctx, cancel := s.ctx(ctx)
+	defer cancel()
+	r, err := s.get(lctx, p.prefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for _, kv := range r.Kvs {
+		if name, _, ok := p.split(string(kv.Key)); ok {
+			held[name] = true
+		}
+	}
+	return held, nil
 }

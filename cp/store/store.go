@@ -2,8 +2,10 @@
 // (mesh, type, name), each with a version (the store's revision of its last write), server-set
 // creation and modification times, compare-and-set writes, paged lists and their counts, and
 // a watch that resumes from a revision. It owns the Store interface and its etcd backend
-// (go.etcd.io/etcd/client/v3: consensus, leases and watches are etcd's, never ours), leader
-// election on it, and Presence (which names each replica holds, on its session's lease).
+// (go.etcd.io/etcd/client/v3: consensus, leases and watches are etcd's, never ours), the
+// client set-up (NewClient), leader election on it, Presence (which names each replica
+// holds, on its session's lease) and Health (whether a quorum of etcd is reached, and which
+// members answer).
 //
 // It never decodes or validates a document (package mesh does, before a write) and knows
 // nothing of agents or DNS: it is general, for today's kinds and the next ones.

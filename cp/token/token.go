@@ -96,3 +96,15 @@ func Verify(key []byte, tok string, now time.Time) (Identity, error) {
 	}
 	return id, nil
 }
+
+// FromBearer is the credentials of an Authorization header (or gRPC metadata) value of the
+// Bearer scheme: the scheme in any case (RFC 9110 11.1: case-insensitive), then one or more
+// spaces and the token. A value of another scheme, or a bare token, gives ok false.
+func FromBearer(value string) (tok string, ok bool) {
+	scheme, rest, found := strings.Cut(value, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimLeft(rest, " ")
+	return tok, tok != ""
+}

@@ -59,3 +59,18 @@ func TestReadKeyNamesTheFlag(t *testing.T) {
 		t.Fatalf("want an error naming the flag and file, got %v", err)
 	}
 }
+
+// The Bearer scheme is case-insensitive and the token follows one or more spaces; a bare
+// token, another scheme or an empty token is no Bearer credential.
+func TestFromBearer(t *testing.T) {
+	for value, want := range map[string]string{"Bearer abc": "abc", "bearer abc": "abc", "BEARER  abc": "abc", "bEaReR abc": "abc"} {
+		if got, ok := FromBearer(value); !ok || got != want {
+			t.Errorf("%q: %q %v, want %q", value, got, ok, want)
+		}
+	}
+	for _, value := range []string{"abc", "", "Bearer", "Bearer ", "Bearerabc", "Basic abc", "Token abc"} {
+		if got, ok := FromBearer(value); ok {
+			t.Errorf("%q accepted as %q", value, got)
+		}
+	}
+}

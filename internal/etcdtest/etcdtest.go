@@ -1,5 +1,7 @@
 // Package etcdtest runs a real etcd cluster for tests: N members of the etcd binary on free
-// loopback ports, each killable (SIGKILL) and restartable on its data, and a client.
+// loopback ports, each killable (SIGKILL) and restartable on its data, or frozen (SIGSTOP),
+// a client, and relays in front of members that can stop forwarding (relay.go: a partition
+// that closes no connection).
 package etcdtest
 
 import (
@@ -200,11 +202,36 @@ func (m *Member) kill() {
 // Kill stops member i at once (SIGKILL).
 func (c *Cluster) Kill(i int) { c.Members[i].kill() }
 
-// Restart starts member i again on its data and waits until it is healthy.
-func (c *Cluster) Restart(i int) {
+// Freeze stops member i without ending it (SIGSTOP): its connections stay open and
+// nothing on them is answered, as with a hung process. Thaw resumes it; the test's end does.
+func (c *Cluster) Freeze(i int) {
 	c.t.Helper()
-	c.run(c.Members[i], "existing")
-	c.WaitHealthy(c.Members[i])
+	m := c.Members[i]
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatalf("SIGSTOP to etcd member %s: %v", m.Name, err)
+	}
+	c.t.Cleanup(func() { _ = m.cmd.Process.Signal(syscall.SIGCONT) }) // before the kill
+}
+
+// Thaw resumes member i after Freeze (SIGCONT).
+func (c *Cluster) Thaw(i int) {
+	c.t.Helper()
+	m := c.Members[i]
+	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		c.t.Fatalf("SIGCONT to etcd member %s: %v", m.Name, err)
+	}
+}
+
+// Restart starts members again on their data and waits until they are healthy (a quorum
+// of them must be running by then: restart every member killed at once together).
+func (c *Cluster) Restart(is ...int) {
+	c.t.Helper()
+	var ms []*Member
+	for _, i := range is {
+		c.run(c.Members[i], "existing")
+		ms = append(ms, c.Members[i])
+	}
+	c.WaitHealthy(ms...)
 }
 
 // WaitHealthy waits until each member answers /health with true.

@@ -38,3 +38,11 @@ func PEMKeyPolicy() string {
 		"  endpoints:\n  - address: example.com\n    port: 443\n  tls:\n    enabled: true\n    verification:\n      clientCert:\n        secret: cert\n" +
 		"      clientKey:\n        inline: \"" + pem + "\"\n"
 }
+
+// GeneratingZone is a DNSZone named evil.test (a kind only the control plane builds) whose
+// zone holds a $GENERATE line: written by a user in a file, the store or the API, it took
+// an agent to gigabytes; it must be refused wherever users write resources.
+func GeneratingZone() string {
+	return "type: DNSZone\nname: evil.test\norigin: evil.test\nzone: |\n  $ORIGIN evil.test.\n" +
+		"  @ 30 IN SOA ns.evil.test. h.evil.test. 1 300 60 1209600 30\n  $GENERATE 0-65535 a$ A 10.0.0.1\n"
+}
