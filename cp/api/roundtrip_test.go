@@ -13,14 +13,15 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// Every Kuma form accepted (testdata/kuma/forms.yaml, the bundled mesh's files), applied,
+// Every Kuma form accepted (testdata/kuma/forms.yaml, Kuma 2.x's examples in testdata/kuma2,
+// the bundled mesh's files), applied,
 // comes back from get -o yaml as the document applied (the same fields and values; the
 // internal form used to be stored and returned: a TrafficRoute's split as conf:
 // [{destination, weight}], a HostnameGenerator's matchLabels as targetRef), on etcd and on a
 // directory; the stored document is the one applied.
 func TestKumaFormsRoundTrip(t *testing.T) {
 	files := map[string][]byte{}
-	for _, dir := range []string{"../../testdata/mesh/policies", "../../testdata/kuma"} {
+	for _, dir := range []string{"../../testdata/mesh/policies", "../../testdata/kuma", "../../testdata/kuma2/universal", "../../testdata/kuma2/kubernetes"} {
 		paths, errs := mesh.ResourceFiles(dir)
 		if len(errs) > 0 {
 			t.Fatal(errs)
@@ -30,7 +31,7 @@ func TestKumaFormsRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			files[filepath.Base(p)] = bytes.ReplaceAll(data, []byte("NAME"), []byte("web-1"))
+			files[filepath.Base(filepath.Dir(p))+"/"+filepath.Base(p)] = bytes.ReplaceAll(data, []byte("NAME"), []byte("web-1"))
 		}
 	}
 	_, _, onEtcd := startAPI(t)
