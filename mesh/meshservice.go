@@ -119,21 +119,26 @@ func (ms *MeshService) SelectsInbound(dp *Dataplane, in *Inbound) bool {
 	return false
 }
 
-// Endpoints calls add with every serving inbound of dps that port p of the MeshService
-// sends to: a selected inbound whose port (or name) is the port's target.
+// Endpoints calls add with every inbound of dps that port p of the MeshService sends to
+// (SendsTo).
 func (ms *MeshService) Endpoints(dps []*Dataplane, p *MeshServicePort, add func(dp *Dataplane, in *Inbound)) {
-	port, name := p.Target()
 	for _, dp := range dps {
 		for i := range dp.Networking.Inbound {
-			in := &dp.Networking.Inbound[i]
-			if !in.Serving() || !ms.SelectsInbound(dp, in) {
-				continue
-			}
-			if port != 0 && (in.Port == port || in.ServicePort == port) || name != "" && in.InboundExtra != nil && in.InboundExtra.Name == name {
+			if in := &dp.Networking.Inbound[i]; ms.SendsTo(p, dp, in) {
 				add(dp, in)
 			}
 		}
 	}
+}
+
+// SendsTo reports whether port p of the MeshService sends to inbound in of dp: a serving
+// inbound the selector picks whose port (or name) is the port's target.
+func (ms *MeshService) SendsTo(p *MeshServicePort, dp *Dataplane, in *Inbound) bool {
+	if !in.Serving() || !ms.SelectsInbound(dp, in) {
+		return false
+	}
+	port, name := p.Target()
+	return port != 0 && (in.Port == port || in.ServicePort == port) || name != "" && in.InboundExtra != nil && in.InboundExtra.Name == name
 }
 
 // LabelsMatch reports whether every entry of sel is in labels (an empty sel matches all):

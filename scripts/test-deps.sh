@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine: iptables (legacy and nft),
-# dig, iproute2 (ip netns), conntrack, musl-gcc, the real DNS clients, nsd and named-checkzone;
+# dig, iproute2 (ip netns), conntrack, musl-gcc, the real DNS clients, nsd, named-checkzone
+# and chromium;
 # getent comes with libc. Does nothing when all are present;
 # as non-root it only says what is missing (the tests that need them then skip).
 set -euo pipefail
@@ -24,6 +25,8 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 # nsd (a real secondary for the control plane's zone transfers) and named-checkzone
 command -v nsd >/dev/null 2>&1 || need+=(nsd)
 command -v named-checkzone >/dev/null 2>&1 || need+=(bind9-utils)
+# chromium (the control plane's GUI is tested in a real headless browser, cp/gui)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -176,3 +176,65 @@ func BenchmarkServerUpdateOneChange10k(b *testing.B) {
 	}
 	cpu.report(b)
 }
+
+// meshServiceWorld: n MeshServices (one port each, selecting app: svc-i), each with two
+// dataplanes and a VIP; every 10th has a MeshHTTPRoute splitting it 90/10 between its
+// versions.
+func meshServiceWorld(tb testing.TB, n int) (*mesh.Snapshot, *vipalloc.Table) {
+	tb.Helper()
+	var res []mesh.Resource
+	for i := 0; i < n; i++ {
+		svc := fmt.Sprintf("svc-%05d", i)
+		for v := 1; v <= 2; v++ {
+			res = append(res, dataplane(fmt.Sprintf("%s-%d", svc, v), fmt.Sprintf("10.%d.%d.%d", v, i/256, i%256),
+				inbound(8080, tags(mesh.ServiceTag, svc, "app", svc, "version", fmt.Sprint(v), mesh.ProtocolTag, "http"))))
+		}
+		ms := &mesh.MeshService{Meta: mesh.Meta{Name: svc}}
+		ms.Spec.Selector.DataplaneTags = tags("app", svc)
+		ms.Spec.Ports = []mesh.MeshServicePort{{Port: 80, TargetPort: uint32(8080), AppProtocol: "http"}}
+		res = append(res, ms)
+		if i%10 == 0 {
+			w := uint32(90)
+			rt := &mesh.MeshHTTPRoute{Meta: mesh.Meta{Name: "route-" + svc}}
+			rt.Spec.To = []mesh.MeshHTTPRouteTo{{TargetRef: mesh.PolicyRef{Kind: mesh.KindMeshService, Name: svc},
+				Rules: []mesh.MeshHTTPRouteRule{{Default: mesh.RouteDefault{BackendRefs: []mesh.RouteBackendRef{
+					{PolicyRef: mesh.PolicyRef{Kind: mesh.RefMeshServiceSubset, Name: svc, Tags: tags("version", "1")}, Weight: &w},
+					{PolicyRef: mesh.PolicyRef{Kind: mesh.RefMeshServiceSubset, Name: svc, Tags: tags("version", "2")}}}}}}}}
+			res = append(res, rt)
+		}
+	}
+	res = append(res, &mesh.HostnameGenerator{Meta: mesh.Meta{Name: "local"},
+		Spec: mesh.HostnameGeneratorSpec{TargetRef: mesh.TargetRef{Kind: mesh.KindMeshService}, Template: "{{ .DisplayName }}.mesh.local"}})
+	s, err := mesh.NewSnapshot(mobile(tags(mesh.ServiceTag, "mobile")), res)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := vipalloc.New(vipalloc.DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := a.Allocate(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, t
+}
+
+// BenchmarkGenerateValidateMeshServices10k: 10,000 MeshServices (20,000 dataplanes), 1,000
+// MeshHTTPRoutes: generate and validate everything (what every change of such a mesh costs:
+// it is generated in full).
+func BenchmarkGenerateValidateMeshServices10k(b *testing.B) {
+	s, tab := meshServiceWorld(b, 10000)
+	b.ResetTimer()
+	cpu := startCPU()
+	for b.Loop() {
+		r, err := Generate(s, tab, tproxy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b)
+}

@@ -40,8 +40,10 @@ type generator struct {
 	t      *vipalloc.Table
 	o      Options
 	routes *routeIndex
-	// kuma: Kuma's route policies selecting this dataplane (meshroutes.go).
+	// kuma: Kuma's route policies selecting this dataplane (meshroutes.go); msIx: the
+	// inbounds MeshServices select, indexed when first needed (meshhttp.go).
 	kuma *kumaRoutes
+	msIx *msIndex
 	// byService indexes every inbound of the mesh by its service tag.
 	byService map[string][]inboundRef
 	mes       map[string]*mesh.MeshExternalService

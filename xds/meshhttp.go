@@ -54,16 +54,83 @@ func (g *generator) meshServiceCluster(ms *mesh.MeshService, p *mesh.MeshService
 	})
 	var addrs []*core.Address
 	var sig strings.Builder
-	ms.Endpoints(g.s.Dataplanes, p, func(dp *mesh.Dataplane, in *mesh.Inbound) {
-		if len(subset) > 0 && !subset.Matches(in.Tags) {
-			return
+	for _, c := range g.msCandidates(ms) {
+		if !ms.SendsTo(p, c.dp, c.in) || len(subset) > 0 && !subset.Matches(c.in.Tags) {
+			continue
 		}
-		addr := inboundAddress(dp, *in)
-		addrs = append(addrs, socketAddress(addr, in.Port))
-		fmt.Fprintf(&sig, "%s:%d,", addr, in.Port)
-	})
+		addr := inboundAddress(c.dp, *c.in)
+		addrs = append(addrs, socketAddress(addr, c.in.Port))
+		fmt.Fprintf(&sig, "%s:%d,", addr, c.in.Port)
+	}
 	g.addEndpoints(name, sig.String(), func() *endpoint.ClusterLoadAssignment { return loadAssignment(name, addrs) })
 	return name
+}
+
+// dpInbound is one inbound of a dataplane.
+type dpInbound struct {
+	dp *mesh.Dataplane
+	in *mesh.Inbound
+}
+
+// msIndex finds the inbounds a MeshService's selector may pick without a pass over the
+// mesh per MeshService: by the first tag of dataplaneTags selectors (only the keys some
+// selector starts with are indexed), by dataplane name for dataplaneRef.
+type msIndex struct {
+	byTag  map[mesh.Tag][]dpInbound
+	byName map[string]*mesh.Dataplane
+}
+
+// msCandidates are the inbounds that MeshService ms may select (a superset: SendsTo decides).
+func (g *generator) msCandidates(ms *mesh.MeshService) []dpInbound {
+	if g.msIx == nil {
+		g.msIx = newMSIndex(g.s)
+	}
+	sel := ms.Spec.Selector
+	switch {
+	case len(sel.DataplaneTags) > 0:
+		return g.msIx.byTag[sel.DataplaneTags[0]]
+	case sel.DataplaneRef != nil:
+		dp := g.msIx.byName[sel.DataplaneRef.Name]
+		if dp == nil {
+			return nil
+		}
+		return inboundsOf(dp)
+	}
+	var out []dpInbound
+	for _, dp := range g.s.Dataplanes {
+		out = append(out, inboundsOf(dp)...)
+	}
+	return out
+}
+
+func inboundsOf(dp *mesh.Dataplane) []dpInbound {
+	out := make([]dpInbound, len(dp.Networking.Inbound))
+	for i := range dp.Networking.Inbound {
+		out[i] = dpInbound{dp, &dp.Networking.Inbound[i]}
+	}
+	return out
+}
+
+func newMSIndex(s *mesh.Snapshot) *msIndex {
+	ix := &msIndex{byTag: map[mesh.Tag][]dpInbound{}, byName: make(map[string]*mesh.Dataplane, len(s.Dataplanes))}
+	keys := map[string]bool{}
+	for _, ms := range s.MeshServices {
+		if t := ms.Spec.Selector.DataplaneTags; len(t) > 0 {
+			keys[t[0].Key] = true
+		}
+	}
+	for _, dp := range s.Dataplanes {
+		ix.byName[dp.Name] = dp
+		for i := range dp.Networking.Inbound {
+			in := &dp.Networking.Inbound[i]
+			for _, tg := range in.Tags {
+				if keys[tg.Key] {
+					ix.byTag[tg] = append(ix.byTag[tg], dpInbound{dp, in})
+				}
+			}
+		}
+	}
+	return ix
 }
 
 // meshServicePort finds MeshService name's port numbered port; nil (problem reported by
@@ -262,7 +329,7 @@ func (g *generator) backendCluster(b *mesh.RouteBackendRef, port uint32, h2 bool
 		}
 		return c, nil
 	}
-	for _, ms := range g.s.MeshServices {
+	for _, ms := range g.kuma.named[b.Name] {
 		if !refNames(&b.PolicyRef, ms) {
 			continue
 		}

@@ -29,11 +29,16 @@ type kumaPolicy struct {
 	http *mesh.MeshHTTPRoute
 }
 
-// kumaRoutes holds the route policies selecting this dataplane, in merge order.
+// kumaRoutes holds the route policies selecting this dataplane, in merge order, indexed by
+// the names their to[].targetRefs give (byName; refs by labels in byLabels), and the
+// MeshServices by their names and display names (named).
 type kumaRoutes struct {
 	s        *mesh.Snapshot
 	policies []kumaPolicy
 	services map[string]*mesh.MeshService
+	named    map[string][]*mesh.MeshService
+	byName   map[string][]int
+	byLabels []int
 }
 
 // Specificity of a top-level targetRef (Kuma's order; higher wins).
@@ -58,9 +63,14 @@ func refRank(r *mesh.PolicyRef) int {
 }
 
 func newKumaRoutes(s *mesh.Snapshot) *kumaRoutes {
-	k := &kumaRoutes{s: s, services: make(map[string]*mesh.MeshService, len(s.MeshServices))}
+	k := &kumaRoutes{s: s, services: make(map[string]*mesh.MeshService, len(s.MeshServices)),
+		named: make(map[string][]*mesh.MeshService, len(s.MeshServices)), byName: map[string][]int{}}
 	for _, ms := range s.MeshServices {
 		k.services[ms.Name] = ms
+		k.named[ms.Name] = append(k.named[ms.Name], ms)
+		if dn := ms.Labels[mesh.DisplayNameLabel]; dn != "" && dn != ms.Name {
+			k.named[dn] = append(k.named[dn], ms)
+		}
 	}
 	for _, r := range s.MeshTCPRoutes {
 		if k.selectsSelf(r.Spec.TargetRef) {
@@ -81,7 +91,53 @@ func newKumaRoutes(s *mesh.Snapshot) *kumaRoutes {
 		}
 		return a.name < b.name
 	})
+	for i, p := range k.policies {
+		for _, r := range p.toRefs() {
+			if r.Name == "" {
+				k.byLabels = appendOnce(k.byLabels, i)
+			} else {
+				k.byName[r.Name] = appendOnce(k.byName[r.Name], i)
+			}
+		}
+	}
 	return k
+}
+
+// toRefs are a policy's to[].targetRefs.
+func (p *kumaPolicy) toRefs() []*mesh.PolicyRef {
+	var out []*mesh.PolicyRef
+	if p.tcp != nil {
+		for i := range p.tcp.Spec.To {
+			out = append(out, &p.tcp.Spec.To[i].TargetRef)
+		}
+	}
+	if p.http != nil {
+		for i := range p.http.Spec.To {
+			out = append(out, &p.http.Spec.To[i].TargetRef)
+		}
+	}
+	return out
+}
+
+func appendOnce(is []int, i int) []int {
+	if len(is) > 0 && is[len(is)-1] == i {
+		return is
+	}
+	return append(is, i)
+}
+
+// candidates are the policies (indices, in merge order) whose to[].targetRefs may select
+// outbound ob: those naming it, and those selecting by labels.
+func (k *kumaRoutes) candidates(ob outboundKey) []int {
+	out := slices.Clone(k.byLabels)
+	out = append(out, k.byName[ob.name]...)
+	if ms := k.services[ob.name]; ob.kind == "ms" && ms != nil {
+		if dn := ms.Labels[mesh.DisplayNameLabel]; dn != "" && dn != ms.Name {
+			out = append(out, k.byName[dn]...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // selectsSelf reports whether a top-level targetRef selects this dataplane.
@@ -109,7 +165,11 @@ func (k *kumaRoutes) selectsSelf(r *mesh.PolicyRef) bool {
 			if in.Tags.Value(mesh.ServiceTag) == r.Name && r.Name != "" {
 				return true
 			}
-			for _, ms := range k.s.MeshServices {
+			cands := k.s.MeshServices
+			if r.Name != "" {
+				cands = k.named[r.Name]
+			}
+			for _, ms := range cands {
 				if refNames(r, ms) && ms.SelectsInbound(self, in) {
 					return true
 				}
@@ -163,7 +223,7 @@ func (k *kumaRoutes) selects(r *mesh.PolicyRef, ob outboundKey) bool {
 		if r.Name != ob.name || len(r.Labels) > 0 {
 			return false
 		}
-		for _, ms := range k.s.MeshServices {
+		for _, ms := range k.named[r.Name] {
 			if refNames(r, ms) {
 				return false
 			}
@@ -204,7 +264,7 @@ type kumaOutbound struct {
 func (k *kumaRoutes) forOutbound(ob outboundKey, isHTTP bool) (kumaOutbound, bool) {
 	var out kumaOutbound
 	byKey := map[string]int{}
-	for i := range k.policies {
+	for _, i := range k.candidates(ob) {
 		p := &k.policies[i]
 		switch {
 		case p.http != nil && isHTTP:

@@ -21,6 +21,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/gui"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
@@ -50,7 +51,7 @@ func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.store, "store", "dir", "where resources live: dir (--resources-dir, the default) or etcd (--etcd-endpoints; replicas, the write API)")
 	c.conn.Bind(fs, "etcd client URLs, comma-separated (--store etcd)")
-	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape), loopback unless told otherwise; with --store dir it is served when --admin-token-file is given")
+	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape) and the web GUI at /gui, loopback unless told otherwise; with --store dir they are served when --admin-token-file is given")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (required with --store etcd; with --store dir it turns the API on)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
 	fs.DurationVar(&c.leaseTTL, "leader-lease-ttl", cpstore.DefaultLeaseTTL, "a leader that stops renewing for this long is replaced")
@@ -88,8 +89,9 @@ func (c *etcdConfig) dnsInput() (authdns.Input, error) {
 
 // shardDNS builds the zones of the router shards from the store and serves them: to the
 // agents' resolvers through feed always, and authoritatively on --dns-address when given.
-// The zones' serials are kept in etcd on cl, written by the leader (leading).
-func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv3.Client, leading func() bool, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger) (*authdns.Server, error) {
+// The zones' serials are kept in etcd on cl, written by the leader (leading); more sinks
+// get every catalog built too (the API's GET /zones).
+func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv3.Client, leading func() bool, cp *fanout.ControlPlane, feed *fanout.Feed, log *slog.Logger, more ...shardzones.Sink) (*authdns.Server, error) {
 	in, err := c.dnsInput()
 	if err != nil {
 		return nil, err
@@ -99,7 +101,7 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv
 		// loopback as far as its pod is concerned
 		in.DefaultNSAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
-	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
+	sinks := append([]shardzones.Sink{shardzones.FeedSink(feed, log)}, more...)
 	var srv *authdns.Server
 	if c.dns.address != "" {
 		cfg := authdns.Config{Address: c.dns.address, TSIG: c.dns.tsig, NotifyKey: c.dns.notifyKey, Secondaries: c.dns.secs, Log: log}
@@ -153,6 +155,7 @@ func (c *etcdConfig) check() error {
 
 // etcdParts is what serving from etcd runs beside the agents' server.
 type etcdParts struct {
+	cl       *cpstore.Client
 	st       *cpstore.Etcd
 	feed     *fanout.Feed
 	apiSrv   *api.Server
@@ -163,6 +166,7 @@ type etcdParts struct {
 	replica  string
 	leaderID atomic.Value // string
 	routes   routesched.Metrics
+	zones    atomic.Pointer[authdns.Catalog] // the shards' zones as last built (GET /zones)
 	health   *cpstore.Health
 }
 
@@ -179,7 +183,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		return nil, err
 	}
 	go func() { <-ctx.Done(); cl.Close() }()
-	p := &etcdParts{st: cl.Store(c.conn.Prefix), replica: c.replicaID}
+	p := &etcdParts{cl: cl, st: cl.Store(c.conn.Prefix), replica: c.replicaID}
 	p.leaderID.Store("")
 	// Whether a quorum of etcd is reached: /ready, kuma_cp_store_synced and every request
 	// of the store follow it.
@@ -193,12 +197,14 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	go agents.Run(ctx)
 	go cp.ShareAgents(ctx, agents, time.Second)
 	p.apiSrv = &api.Server{Store: p.st, AdminToken: strings.TrimSpace(string(token)), Status: p.status,
-		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) }}
-	if p.api, err = connlimit.ListenHTTP(c.apiAddress, c.apiHTTP, p.apiSrv.Handler()); err != nil {
+		Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), c.replicaID, agents.Others()) },
+		Zones:  p.zones.Load}
+	if p.api, err = connlimit.ListenHTTP(c.apiAddress, c.apiHTTP, apiHandler(p.apiSrv, log)); err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.apiAddress, err)
 	}
+	p.api.Server.RegisterOnShutdown(p.apiSrv.CloseEvents)
 	p.apiAddr = p.api.Addr().String()
-	dns, err := c.shardDNS(ctx, p.st, cl.Client, p.leader.Load, cp, p.feed, log.With("part", "dns"))
+	dns, err := c.shardDNS(ctx, p.st, cl.Client, p.leader.Load, cp, p.feed, log.With("part", "dns"), func(cat *authdns.Catalog) { p.zones.Store(cat) })
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +237,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 			}
 		}
 	}()
-	log.Info("serving from etcd", "endpoints", c.conn.Endpoints, "prefix", c.conn.Prefix, "api", p.apiAddr, "replica", c.replicaID)
+	log.Info("serving from etcd", "endpoints", c.conn.Endpoints, "prefix", c.conn.Prefix, "api", p.apiAddr, "gui", "http://"+p.apiAddr+gui.Prefix+"/", "replica", c.replicaID)
 	return p, nil
 }
 
@@ -259,7 +265,53 @@ func (p *etcdParts) status() any {
 	if err != nil {
 		st["storeError"] = err.Error()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ids, err := p.st.Candidates(ctx, "kuma-cp"); err == nil {
+		st["replicas"] = strings.Join(ids, ", ") // every replica alive, the leader first
+	}
+	if total, reachable, down, err := p.members(); err != nil {
+		st["etcdMembers"] = "unknown: " + err.Error()
+	} else {
+		st["etcdMembers"], st["etcdMembersReachable"] = total, reachable
+		if len(down) > 0 {
+			st["etcdMembersUnreachable"] = strings.Join(down, ", ")
+		}
+	}
 	return st
+}
+
+// members asks etcd for its members (1 s at most) and each member for its status (500 ms
+// at most): how many there are, how many answer, and those that do not (name and client
+// URLs).
+func (p *etcdParts) members() (total, reachable int, down []string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ml, err := p.cl.MemberList(ctx)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	answers := func(url string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := p.cl.Status(ctx, url)
+		return err == nil
+	}
+	for _, m := range ml.Members {
+		ok := false
+		for _, u := range m.ClientURLs {
+			if answers(u) {
+				ok = true
+				break
+			}
+		}
+		if ok {
+			reachable++
+		} else {
+			down = append(down, m.Name+" ("+strings.Join(m.ClientURLs, ",")+")")
+		}
+	}
+	return len(ml.Members), reachable, down, nil
 }
 
 func (p *etcdParts) register(reg *prometheus.Registry) {

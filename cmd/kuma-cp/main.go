@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
@@ -35,6 +37,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/diag"
 	"github.com/kumadp/kuma-dp/cp/dirstore"
 	"github.com/kumadp/kuma-dp/cp/fanout"
+	"github.com/kumadp/kuma-dp/cp/gui"
 	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/internal/buildinfo"
 )
@@ -46,6 +49,17 @@ const (
 )
 
 func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// apiHandler is the API and, at /gui, the GUI reading it.
+func apiHandler(srv *api.Server, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	api := srv.Handler()
+	g := gui.New(api, buildinfo.Version, log.With("part", "gui")).Handler() // make build-cp stamps it
+	mux.Handle(gui.Prefix, g)
+	mux.Handle(gui.Prefix+"/", g)
+	mux.Handle("/", api)
+	return mux
+}
 
 const usageText = `kuma-cp: a reference control plane for kuma-dp agents
 
@@ -363,6 +377,9 @@ func serve(c serveConfig, log *slog.Logger) error {
 	}
 	if c.metricsAddress != "" {
 		reg := prometheus.NewRegistry()
+		// the process's CPU, memory and goroutines, as kuma-dp exports them (the dashboards'
+		// panels, deploy/grafana)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
 		reg.MustRegister(buildinfo.Collector("kuma_cp"))
 		reg.MustRegister(cp.Collector())
@@ -410,12 +427,13 @@ func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, lo
 		_, _, rev, _ := st.List(context.Background(), "", "", "", 1)
 		return map[string]any{"store": "dir", "dir": c.dir, "storeRevision": rev}
 	}, Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), "", nil) }}
-	port, err := connlimit.ListenHTTP(c.etcd.apiAddress, c.etcd.apiHTTP, srv.Handler())
+	port, err := connlimit.ListenHTTP(c.etcd.apiAddress, c.etcd.apiHTTP, apiHandler(srv, log))
 	if err != nil {
 		return nil, fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
 	}
+	port.Server.RegisterOnShutdown(srv.CloseEvents)
 	go port.Serve(ctx)
-	log.Info("API serving the resources directory", "api", port.Addr().String(), "dir", c.dir)
+	log.Info("API serving the resources directory", "api", port.Addr().String(), "gui", "http://"+port.Addr().String()+gui.Prefix+"/", "dir", c.dir)
 	return port, nil
 }
 

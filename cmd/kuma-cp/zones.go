@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 )
@@ -64,19 +65,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp zones: warning: %v\n", p)
 	}
 	if *output == "json" {
-		type zone struct {
-			Origin  string   `json:"origin"`
-			Serial  uint32   `json:"serial"`
-			Records []string `json:"records"`
-		}
-		var out []zone
-		for _, z := range cat.Zones() {
-			zz := zone{Origin: z.Origin, Serial: z.Serial()}
-			for _, rr := range z.Records() {
-				zz.Records = append(zz.Records, rr.String())
-			}
-			out = append(out, zz)
-		}
+		out := api.ZonesOf(cat)
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {

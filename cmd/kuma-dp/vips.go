@@ -123,7 +123,7 @@ func runVIPsEnv(args []string, stdout, stderr io.Writer, getenv func(string) (st
 		return exitInvalid
 	}
 	if f.Explain != "" {
-		if !vipsExplain(stdout, table, f.Explain) && !vipsExplainSelection(stdout, snap, table, f.Explain) {
+		if !table.Explain(stdout, f.Explain) && !vipsExplainSelection(stdout, snap, table, f.Explain) {
 			fmt.Fprintf(stderr, "kuma-dp vips: no policy or service produces hostname %q (nor is it a MeshExternalService or a HostnameGenerator)\n", f.Explain)
 			return exitInvalid
 		}

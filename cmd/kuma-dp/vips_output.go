@@ -87,7 +87,7 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		if e.Status != vipalloc.Available {
 			detail = e.Reason()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname, v4, v6, vipsPortsText(e.Ports()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname, v4, v6, vipalloc.PortsText(e.Ports()),
 			e.Origin().Kind, e.Origin().Name, e.Status, detail)
 	}
 	if err := tw.Flush(); err != nil {
@@ -233,48 +233,6 @@ func vipsRelative(name, origin string) string {
 	return strings.TrimSuffix(name, "."+strings.TrimSuffix(origin, "."))
 }
 
-// vipsExplain prints which policy, selector and tuple produced host, and what it beat or lost to.
-// It reports false when nothing produced host.
-func vipsExplain(w io.Writer, t *vipalloc.Table, host string) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	var es []*vipalloc.Entry
-	for _, e := range t.Entries() {
-		if e.Hostname == host {
-			es = append(es, e)
-		}
-	}
-	if len(es) == 0 {
-		return false
-	}
-	win, ok := t.Lookup(host)
-	if ok {
-		fmt.Fprintf(w, "%s: Available, VIP %s and %s, ports %s\n", host, win.IPv4(), win.IPv6(), vipsPortsText(win.Ports()))
-		if len(win.Targets()) > 0 {
-			for _, tg := range win.Targets() {
-				fmt.Fprintf(w, "  port %d:\n", tg.Port)
-				vipsExplainOrigin(w, "    ", tg.Origin, tg.Selector, tg.Tags, tg.Key)
-			}
-		} else {
-			vipsExplainOrigin(w, "  ", win.Origin(), win.Selector(), win.Tags, win.Key())
-		}
-	} else {
-		fmt.Fprintf(w, "%s: NotAvailable\n", host)
-	}
-	for _, e := range es {
-		if e == win {
-			continue
-		}
-		if ok {
-			fmt.Fprintf(w, "  beat %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), vipsPortsText(e.Ports()))
-		} else {
-			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), vipsPortsText(e.Ports()))
-		}
-		vipsExplainOrigin(w, "    ", e.Origin(), e.Selector(), e.Tags, e.Key())
-		fmt.Fprintf(w, "    NotAvailable: %s\n", e.Reason())
-	}
-	return true
-}
-
 // vipsExplainSelection explains a MeshExternalService or a HostnameGenerator named name:
 // each generator against each service, the hostname it gives or why it selects nothing (a
 // MeshExternalService with a VIP and no hostname otherwise says nothing). It reports false
@@ -348,27 +306,6 @@ func vipsLabels(labels map[string]string) string {
 		parts = append(parts, k+"="+labels[k])
 	}
 	return "{" + strings.Join(parts, ",") + "}"
-}
-
-func vipsExplainOrigin(w io.Writer, indent string, o vipalloc.Origin, sel, tags mesh.Tags, key string) {
-	switch o.Kind {
-	case vipalloc.OriginService:
-		fmt.Fprintf(w, "%sproduced by the default name of service %q (switch off with --no-default-vips)\n", indent, o.Name)
-	default:
-		fmt.Fprintf(w, "%sproduced by %s %q\n", indent, o.Kind, o.Name)
-	}
-	if sel != nil {
-		fmt.Fprintf(w, "%sselector: %s\n", indent, sel.String())
-	}
-	fmt.Fprintf(w, "%stuple:    %s\n%skey:      %s\n", indent, tags.String(), indent, key)
-}
-
-func vipsPortsText(ps []uint32) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = fmt.Sprint(p)
-	}
-	return strings.Join(s, ",")
 }
 
 func vipsOrDash(s string) string {

@@ -27,6 +27,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/store"
 	cptoken "github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -68,7 +69,12 @@ type Server struct {
 	// Agents, when set, is served at GET /agents: the dataplanes whose agents are connected
 	// now, to this replica or another (MergeAgents).
 	Agents func() []Agent
+	// Zones, when set, is the router shards' zones as served, at GET /zones.
+	Zones func() *authdns.Catalog
+	// AgentsEvery is how often GET /events looks for agents come and gone (0: 500 ms).
+	AgentsEvery time.Duration
 
+	events events
 	mu     sync.Mutex
 	writes map[int]uint64 // by status code, for metrics
 
@@ -126,6 +132,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /meshes/{mesh}/{type}/{name}", s.counted(s.delete))
 	mux.HandleFunc("GET /meshes/{mesh}/{type}", s.list)
 	mux.HandleFunc("GET /agents", s.agents)
+	mux.HandleFunc("GET /mesh-insights", s.meshInsights)
+	mux.HandleFunc("GET /meshes/{mesh}/dataplanes+insights", s.dataplaneInsights)
+	mux.HandleFunc("GET /zones", s.zones)
+	mux.HandleFunc("GET /events", s.serveEvents)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		if s.Status == nil {
 			fail(w, http.StatusNotFound, "no status", "")

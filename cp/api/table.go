@@ -85,22 +85,8 @@ func dataplaneColumns(r Resource) (tags, address string) {
 	for _, in := range n.Inbound {
 		add(in.Tags.Map())
 	}
-	if n.NetworkingExtra != nil && len(n.Gateway) > 0 {
-		// values as the API takes them: text, or what YAML read as a number or a boolean
-		// (version: 2) - a map of strings refused the whole map, and TAGS showed none
-		var gw struct {
-			Tags map[string]any `json:"tags"`
-		}
-		if json.Unmarshal(n.Gateway, &gw) == nil {
-			tags := make(map[string]string, len(gw.Tags))
-			for k, v := range gw.Tags {
-				switch v.(type) {
-				case string, float64, bool:
-					tags[k] = fmt.Sprint(v)
-				}
-			}
-			add(tags)
-		}
+	if gw := gatewayTags(n); gw != nil {
+		add(gw)
 	}
 	keys := make([]string, 0, len(values))
 	for k := range values {
@@ -124,6 +110,29 @@ func dataplaneColumns(r Resource) (tags, address string) {
 		return "-", address
 	}
 	return strings.Join(pairs, " "), address
+}
+
+// gatewayTags are the tags of a gateway dataplane's networking.gateway (nil when it is none),
+// values as the API takes them: text, or what YAML read as a number or a boolean (version:
+// 2) - a map of strings refused the whole map, and TAGS showed none.
+func gatewayTags(n mesh.Networking) map[string]string {
+	if n.NetworkingExtra == nil || len(n.Gateway) == 0 {
+		return nil
+	}
+	var gw struct {
+		Tags map[string]any `json:"tags"`
+	}
+	if json.Unmarshal(n.Gateway, &gw) != nil {
+		return nil
+	}
+	tags := make(map[string]string, len(gw.Tags))
+	for k, v := range gw.Tags {
+		switch v.(type) {
+		case string, float64, bool:
+			tags[k] = fmt.Sprint(v)
+		}
+	}
+	return tags
 }
 
 // tagText is a tag's key or value as TAGS shows it: quoted (Go's syntax) when it holds

@@ -118,6 +118,22 @@ func (s *Etcd) Leader(ctx context.Context, name string) (string, error) {
 	return string(r.Kvs[0].Value), nil
 }
 
+// Candidates are the ids of every replica campaigning for name now (alive: each on its
+// session's lease), the leader first, then in the order they would lead.
+func (s *Etcd) Candidates(ctx context.Context, name string) ([]string, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	r, err := s.get(ctx, s.electionKey(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, unavailable("store: candidates of "+name, err)
+	}
+	out := make([]string, 0, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		out = append(out, string(kv.Value))
+	}
+	return out, nil
+}
+
 var errNoLeader = errors.New("no leader")
 
 // WaitLeader waits until name has a leader and returns it.

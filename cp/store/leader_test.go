@@ -45,6 +45,9 @@ func TestLeaderFailover(t *testing.T) {
 	if l, _ := s2.Leader(ctx, "scheduler"); l != "replica-1" {
 		t.Fatalf("leadership moved without a failure: %q", l)
 	}
+	if ids, err := s2.Candidates(ctx, "scheduler"); err != nil || strings.Join(ids, ",") != "replica-1,replica-2" {
+		t.Fatalf("candidates %v %v, want replica-1 (leading) then replica-2", ids, err)
+	}
 	cl1.Close() // replica-1 cut off: no resign, its lease expires
 	start := time.Now()
 	deadline := time.Now().Add(ttl + 5*time.Second)
@@ -59,6 +62,9 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("new leader after %v (lease TTL %v)", took, ttl)
+	if ids, err := s2.Candidates(ctx, "scheduler"); err != nil || strings.Join(ids, ",") != "replica-2" {
+		t.Fatalf("candidates %v %v after replica-1's lease expired, want replica-2", ids, err)
+	}
 	if took > ttl+2*time.Second {
 		t.Fatalf("a new leader after %v, beyond the %v lease", took, ttl)
 	}
