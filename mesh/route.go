@@ -145,6 +145,19 @@ func (*RouteBinding) Kind() string { return KindRouteBinding }
 // namespace is one DNS label, so the last dot splits it back).
 func RouteKeyName(namespace, name string) string { return name + "." + namespace }
 
+// StoreName is the name a resource is known by within its mesh and kind (stored, served to
+// agents and addressed in URLs under): its name, and for a Route or RouteBinding
+// name.namespace, since a route is named within its namespace.
+func StoreName(r Resource) string {
+	switch r := r.(type) {
+	case *Route:
+		return RouteKeyName(r.Namespace, r.Name)
+	case *RouteBinding:
+		return RouteKeyName(r.RouteNamespace, r.RouteName)
+	}
+	return r.GetMeta().Name
+}
+
 // DNSTypeOf is the route's DNS type with the default applied.
 func (r *Route) DNSTypeOf() string {
 	if r.DNSType == "" {

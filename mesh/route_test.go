@@ -116,3 +116,43 @@ func TestValidateRoutingResources(t *testing.T) {
 		t.Errorf("a user wildcard host: %v", err)
 	}
 }
+
+// A route is named within its namespace: two routes of one name in two namespaces are two
+// routes of the agent's model, not a duplicate that refuses it.
+func TestSnapshotRoutesOfOneNameInTwoNamespaces(t *testing.T) {
+	rs, err := Decode("routes.yaml", []byte(`
+type: Dataplane
+name: gw
+networking: {address: 10.0.0.1, inbound: [{port: 8080, tags: {kuma.io/service: gw}}]}
+---
+type: Route
+name: store
+namespace: shop
+host: www
+to: {service: web, port: 8080}
+---
+type: Route
+name: store
+namespace: blog
+host: www
+to: {service: blog, port: 8080}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSnapshot(rs[0].(*Dataplane), rs[1:])
+	if err != nil {
+		t.Fatalf("two routes named store in shop and blog: %v", err)
+	}
+	var got []string
+	for _, r := range s.Routes {
+		got = append(got, StoreName(r))
+	}
+	if strings.Join(got, " ") != "store.blog store.shop" {
+		t.Fatalf("routes %v, want store.blog and store.shop", got)
+	}
+	// The same route twice is still a duplicate.
+	if _, err := NewSnapshot(rs[0].(*Dataplane), []Resource{rs[1], rs[1]}); err == nil {
+		t.Fatal("one route given twice was accepted")
+	}
+}

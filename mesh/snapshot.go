@@ -93,7 +93,7 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 		case *Router:
 			s.Routers = appendInOrder(s.Routers, v, m.Name, &out.routers)
 		case *Route:
-			s.Routes = appendInOrder(s.Routes, v, m.Name, &out.routes)
+			s.Routes = appendInOrder(s.Routes, v, StoreName(v), &out.routes)
 		case *DNSZone:
 			s.DNSZones = appendInOrder(s.DNSZones, v, m.Name, &out.dnsZones)
 		}
@@ -164,7 +164,7 @@ type outOfOrder struct {
 
 // appendInOrder appends r (named name) to rs, and sets *out unless r comes after the last.
 func appendInOrder[T Resource](rs []T, r T, name string, out *bool) []T {
-	if !*out && len(rs) > 0 && name <= rs[len(rs)-1].GetMeta().Name {
+	if !*out && len(rs) > 0 && name <= StoreName(rs[len(rs)-1]) {
 		*out = true
 	}
 	return append(rs, r)
@@ -178,12 +178,13 @@ func sortUnless[T Resource](out bool, dups [][]Resource, rs []T) [][]Resource {
 	return sortByName(dups, rs)
 }
 
-// sortByName sorts rs by name and appends to dups each run of resources of the same name.
+// sortByName sorts rs by name (StoreName: a route's namespace is part of it) and appends to
+// dups each run of resources of the same name.
 func sortByName[T Resource](dups [][]Resource, rs []T) [][]Resource {
-	slices.SortFunc(rs, func(a, b T) int { return strings.Compare(a.GetMeta().Name, b.GetMeta().Name) })
+	slices.SortFunc(rs, func(a, b T) int { return strings.Compare(StoreName(a), StoreName(b)) })
 	for i := 0; i < len(rs); {
 		j := i + 1
-		for j < len(rs) && rs[j].GetMeta().Name == rs[i].GetMeta().Name {
+		for j < len(rs) && StoreName(rs[j]) == StoreName(rs[i]) {
 			j++
 		}
 		if j-i > 1 {

@@ -8,8 +8,8 @@
 // generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
 // pinned to CPU 0, waits until each is ready, then starts the simulated agents in a second
 // process pinned to CPU 1, so that the control plane's cost and the agents' are apart. The
-// agents speak the link's real protocol (incremental ADS, every kind the link carries, an
-// ACK per response) but decode nothing: they count bytes. An agent is synced when every kind
+// agents speak the link's real protocol (incremental ADS, every kind the link carries and
+// the control plane serves, an ACK per response) but decode nothing: they count bytes. An agent is synced when every kind
 // it subscribed to has answered once (the first answer of a kind holds the whole kind).
 //
 // The agents reconnect as the link's client does after losing its control plane: each waits
@@ -45,10 +45,12 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/kumadp/kuma-dp/bench/internal/procstat"
@@ -308,7 +310,7 @@ func jittered(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // agentWithRetries is one agent after its control plane went away: it waits its first
 // backoff, connects, and tries again after each failure until it is synced.
-func agentWithRetries(ctx context.Context, address, name string, bytes, retries *atomic.Int64, synced func(), hold <-chan struct{}) error {
+func agentWithRetries(ctx context.Context, address, name string, kinds []string, bytes, retries *atomic.Int64, synced func(), hold <-chan struct{}) error {
 	d := firstBackoff
 	for {
 		select {
@@ -316,7 +318,7 @@ func agentWithRetries(ctx context.Context, address, name string, bytes, retries 
 			return ctx.Err()
 		case <-time.After(jittered(d)):
 		}
-		err := agent(ctx, address, name, bytes, synced, hold)
+		err := agent(ctx, address, name, kinds, bytes, synced, hold)
 		if err == nil {
 			return nil
 		}
@@ -340,6 +342,11 @@ func agentsMain(args []string) int {
 	addrs := strings.Split(*addresses, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	kinds, err := servedKinds(ctx, addrs[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probing the kinds served:", err)
+		return 1
+	}
 	var bytes atomic.Int64
 	took := make([]time.Duration, *n)
 	errs := make(chan error, *n)
@@ -354,7 +361,7 @@ func agentsMain(args []string) int {
 		go func() {
 			defer gone.Done()
 			synced := func() { took[i] = time.Since(start); wg.Done() }
-			err := agentWithRetries(ctx, addrs[i%len(addrs)], fmt.Sprintf("dp-%d", i), &bytes, &retries, synced, hold)
+			err := agentWithRetries(ctx, addrs[i%len(addrs)], fmt.Sprintf("dp-%d", i), kinds, &bytes, &retries, synced, hold)
 			if err != nil {
 				errs <- fmt.Errorf("agent %d: %w", i, err)
 				wg.Done()
@@ -388,7 +395,7 @@ func agentsMain(args []string) int {
 // agent connects as one agent would: one stream, a subscription per kind the link carries,
 // an ACK per response; once every kind has answered it calls synced and holds the stream
 // open, reading nothing more, until hold is closed.
-func agent(ctx context.Context, address, name string, bytes *atomic.Int64, synced func(), hold <-chan struct{}) error {
+func agent(ctx context.Context, address, name string, kinds []string, bytes *atomic.Int64, synced func(), hold <-chan struct{}) error {
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(countingCodec{encoding.GetCodecV2(protoenc.Name)})))
 	if err != nil {
@@ -403,14 +410,14 @@ func agent(ctx context.Context, address, name string, bytes *atomic.Int64, synce
 		return err
 	}
 	node := &core.Node{Id: name, Cluster: "default"}
-	for _, k := range cplink.Kinds {
+	for _, k := range kinds {
 		if err := s.SendMsg(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: cplink.TypeURL(k)}); err != nil {
 			return err
 		}
 		node = nil
 	}
 	waiting := map[string]bool{}
-	for _, k := range cplink.Kinds {
+	for _, k := range kinds {
 		waiting[cplink.TypeURL(k)] = true
 	}
 	for len(waiting) > 0 {
@@ -485,4 +492,34 @@ func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		b = b[m:]
 	}
 	return nil
+}
+
+// servedKinds is the kinds of the link (cplink.Kinds) that the control plane at address
+// serves: an earlier build (--baseline) refuses a kind added since, ending the stream.
+func servedKinds(ctx context.Context, address string) ([]string, error) {
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var kinds []string
+	for _, k := range cplink.Kinds {
+		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(kctx)
+		if err == nil {
+			err = s.Send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "fleet-probe", Cluster: "default"}, TypeUrl: cplink.TypeURL(k)})
+		}
+		if err == nil {
+			_, err = s.Recv()
+		}
+		cancel()
+		switch status.Code(err) {
+		case codes.OK:
+			kinds = append(kinds, k)
+		case codes.InvalidArgument: // a kind this build does not know
+		default:
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return kinds, nil
 }

@@ -15,15 +15,7 @@ import (
 
 // StoreName is the name a resource is stored (and addressed in URLs) under: its name, and
 // for a Route or RouteBinding name.namespace (a route is named within its namespace).
-func StoreName(r mesh.Resource) string {
-	switch r := r.(type) {
-	case *mesh.Route:
-		return mesh.RouteKeyName(r.Namespace, r.Name)
-	case *mesh.RouteBinding:
-		return mesh.RouteKeyName(r.RouteNamespace, r.RouteName)
-	}
-	return r.GetMeta().Name
-}
+func StoreName(r mesh.Resource) string { return mesh.StoreName(r) }
 
 // InNamespace is the routes (or route bindings) of rs in namespace ns, as `get routes -n
 // NS` lists them: each is stored as name.namespace (a namespace has no dot, a name may).

@@ -113,7 +113,7 @@ func (s *Dir) readFile(path string, data []byte) (docs []fanout.Doc, ok bool) {
 		}
 		m := r.GetMeta()
 		source := m.Source.String()
-		docs = append(docs, fanout.Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body, Source: source})
+		docs = append(docs, fanout.Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: mesh.StoreName(r), Meshless: mesh.Meshless(r), Body: body, Source: source})
 		good[source] = true
 	}
 	if derr == nil {

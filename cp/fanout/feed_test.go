@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,23 @@ func TestFeedServesTheStoresCreationTime(t *testing.T) {
 	body := string(cp.Resources("default", mesh.KindDataplane)["dp-0"])
 	if strings.Contains(body, "2000-01-01") || !strings.Contains(body, it.Created.Format("2006-01-02")) {
 		t.Fatalf("served with the document's creation time, not the store's (%s):\n%s", it.Created, body)
+	}
+}
+
+// Routes of one name in two namespaces are served as two resources (named name.namespace,
+// as stored), not one taking the other's place.
+func TestFeedServesSameNamedRoutesOfTwoNamespaces(t *testing.T) {
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
+	f.items = map[cpstore.Key]cpstore.Item{}
+	for i, ns := range []string{"shop", "blog"} {
+		k := cpstore.Key{Mesh: "default", Type: mesh.KindRoute, Name: mesh.RouteKeyName(ns, "store")}
+		doc := fmt.Appendf(nil, "type: Route\nmesh: default\nname: store\nnamespace: %s\nhost: www\nto: {service: web, port: 8080}\n", ns)
+		f.items[k] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
+	}
+	f.serve()
+	got := slices.Sorted(maps.Keys(cp.Resources("default", mesh.KindRoute)))
+	if !slices.Equal(got, []string{"store.blog", "store.shop"}) {
+		t.Fatalf("routes served %v, want store.blog and store.shop", got)
 	}
 }

@@ -61,7 +61,7 @@ func servedDoc(it cpstore.Item) (Doc, error) {
 	if err != nil {
 		return Doc{}, fmt.Errorf("cannot encode: %w", err)
 	}
-	return Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: m.Name, Meshless: mesh.Meshless(r), Body: body}, nil
+	return Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: mesh.StoreName(r), Meshless: mesh.Meshless(r), Body: body}, nil
 }
 
 // keep forgets the resources no longer stored.
