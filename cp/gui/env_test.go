@@ -308,9 +308,9 @@ func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
 			if err != nil {
 				e.t.Fatal(err)
 			}
-			// a file per kind and name: of two stored under one name (routes of two
-			// namespaces), the later replaces the other, as the control plane serves them
-			path := filepath.Join(dir, fmt.Sprintf("%s-%s.yaml", typ, rs[0].GetMeta().Name))
+			// a file per kind and stored name (a route's is name.namespace: the control
+			// plane serves routes of one name in two namespaces apart)
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s.yaml", typ, it.Name))
 			if typ == "dataplanes" && it.Name == name {
 				path = filepath.Join(e.t.TempDir(), "dataplane.yaml")
 				dataplaneFile = path
