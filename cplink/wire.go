@@ -97,9 +97,9 @@ func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 			Msg: fmt.Sprintf("the envelope must hold exactly one resource, found %d", len(rs))}}
 	}
 	r := rs[0]
-	if r.Kind() != kind || r.GetMeta().Name != name {
+	if r.Kind() != kind || mesh.StoreName(r) != name { // a route is sent as name.namespace
 		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
-			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), r.GetMeta().Name, kind)}}
+			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), mesh.StoreName(r), kind)}}
 	}
 	return r, nil
 }

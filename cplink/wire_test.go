@@ -44,7 +44,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := DecodeResource(r.Kind(), r.GetMeta().Name, body)
+		back, err := DecodeResource(r.Kind(), mesh.StoreName(r), body) // as the control plane sends it
 		if err != nil {
 			t.Fatalf("%s/%s: %v\n%s", r.Kind(), r.GetMeta().Name, err, body)
 		}
