@@ -1,13 +1,15 @@
 package cplink
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	yaml2 "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -61,22 +63,64 @@ func KindOf(typeURL string) string {
 // EncodeResource is the canonical document of a decoded resource: block YAML of the
 // universal form (`type: Kind` beside the resource's fields) that mesh.Decode reads back to
 // an equal resource. Map keys are sorted, so equal resources encode to equal bytes.
+//
+// The bytes are what sigs.k8s.io/yaml's JSONToYAML makes of the resource's JSON (the form
+// every earlier control plane sent, so versions are unchanged across an upgrade), without
+// its YAML parse of that JSON: the JSON is read with encoding/json, its numbers typed as
+// go-yaml's resolver types them (int, then uint64, then float64), and the tree written as
+// go-yaml writes it - by appendBlockYAML when it can tell (plain strings, times), else by
+// go-yaml (TestEncodeResourceAsJSONToYAML compares them). A replica encodes every stored
+// resource when it starts.
 func EncodeResource(r mesh.Resource) ([]byte, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
 		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
 	}
-	kind, _ := json.Marshal(r.Kind())
-	fields["type"] = kind
-	canonical, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
+	fields["type"] = r.Kind()
+	yamlTyped(fields)
+	if out, ok := appendBlockYAML(make([]byte, 0, 2*len(body)), fields); ok {
+		return bytes.Clone(out), nil
 	}
-	return yaml.JSONToYAML(canonical)
+	out, err := yaml2.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: encode: %w", strings.ToLower(r.Kind()), r.GetMeta().Name, err)
+	}
+	return bytes.Clone(out), nil // the encoder's buffer grew by doubling: held as long as served
+}
+
+// yamlTyped is v with every json.Number typed as go-yaml's resolver types a plain number.
+func yamlTyped(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = yamlTyped(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = yamlTyped(e)
+		}
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 0, 64); err == nil {
+			if i == int64(int(i)) {
+				return int(i)
+			}
+			return i
+		}
+		if u, err := strconv.ParseUint(string(v), 0, 64); err == nil {
+			return u
+		}
+		if f, err := strconv.ParseFloat(string(v), 64); err == nil {
+			return f
+		}
+		return string(v)
+	}
+	return v
 }
 
 // Envelope wraps a resource's canonical document for the wire.
@@ -84,7 +128,8 @@ func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body
 
 // DecodeResource reads one envelope's document back with mesh.DecodeFromControlPlane (the
 // decoding and validation of files, the control plane's own kinds accepted: DNSZone) and
-// checks that it holds exactly one resource of the kind and name it was sent as. Errors
+// checks that it holds exactly one resource of the kind and name (mesh.StoreName) it was
+// sent as. Errors
 // name the resource ("<kind>/<name> from the control plane") and the field.
 func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 	source := "control plane " + kind + "/" + name
@@ -97,7 +142,9 @@ func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 			Msg: fmt.Sprintf("the envelope must hold exactly one resource, found %d", len(rs))}}
 	}
 	r := rs[0]
-	if r.Kind() != kind || mesh.StoreName(r) != name { // a route is sent as name.namespace
+	// A resource is sent under its stored name (a route's is name.namespace); a control
+	// plane before that sent a route under its plain name, which is accepted too.
+	if r.Kind() != kind || (mesh.StoreName(r) != name && r.GetMeta().Name != name) {
 		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
 			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), mesh.StoreName(r), kind)}}
 	}

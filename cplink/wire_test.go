@@ -44,7 +44,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := DecodeResource(r.Kind(), mesh.StoreName(r), body) // as the control plane sends it
+		back, err := DecodeResource(r.Kind(), r.GetMeta().Name, body)
 		if err != nil {
 			t.Fatalf("%s/%s: %v\n%s", r.Kind(), r.GetMeta().Name, err, body)
 		}
@@ -252,5 +252,19 @@ func TestKumaHTTPRouteCrossesTheLink(t *testing.T) {
 	}
 	if sub := tr.HTTP[1].Modify.Path.Regex.Substitution; sub != `/users/\1` {
 		t.Errorf("substitution %q", sub)
+	}
+}
+
+// A route is sent under its stored name, name.namespace; an older control plane's plain
+// name is taken too; another route's name is refused.
+func TestDecodeResourceRouteNames(t *testing.T) {
+	doc := []byte("type: Route\nmesh: default\nname: store\nnamespace: shop\nhost: www\nto: {service: web, port: 8080}\n")
+	for _, name := range []string{"store.shop", "store"} {
+		if _, err := DecodeResource(mesh.KindRoute, name, doc); err != nil {
+			t.Errorf("route shop/store sent as %q: %v", name, err)
+		}
+	}
+	if _, err := DecodeResource(mesh.KindRoute, "store.blog", doc); err == nil || !strings.Contains(err.Error(), `"store.shop"`) {
+		t.Errorf("route shop/store sent as store.blog: %v, want refused naming store.shop", err)
 	}
 }

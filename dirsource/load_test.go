@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -1121,4 +1122,48 @@ func TestDirLoaderRefusesDNSZoneFile(t *testing.T) {
 	if len(s.DNSZones) != 0 || len(s.Dataplanes) == 0 {
 		t.Errorf("served %d zones from a file, %d dataplanes", len(s.DNSZones), len(s.Dataplanes))
 	}
+}
+
+// An edited dataplane keeps its unchanged tag set (the allocator compares sets by pointer)
+// and nothing else of its old version: the set is an object of its own, so the old
+// dataplane's object goes with the garbage.
+func TestEditedDataplaneDropsItsOldObject(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "extra.yaml")
+	must(t, os.WriteFile(path, []byte(strings.ReplaceAll(extraDataplane, "NAME", "extra")), 0o644))
+	l := newDirLoader()
+	find := func(s *mesh.Snapshot) *mesh.Dataplane {
+		for _, dp := range s.Dataplanes {
+			if dp.Name == "extra" {
+				return dp
+			}
+		}
+		t.Fatal("no dataplane extra")
+		return nil
+	}
+	first, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := find(first)
+	oldTags := &old.Networking.Inbound[0].Tags[0]
+	gone := weak.Make(old)
+	old, first = nil, nil
+	future := time.Now().Add(time.Hour)
+	must(t, os.WriteFile(path, []byte(strings.ReplaceAll(strings.ReplaceAll(extraDataplane, "NAME", "extra"), "10.9.9.9", "10.9.9.10")), 0o644))
+	must(t, os.Chtimes(path, future, future))
+	second, err := l.Load(exampleDataplane, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := find(second)
+	if edited.Networking.Address != "10.9.9.10" || &edited.Networking.Inbound[0].Tags[0] != oldTags {
+		t.Fatalf("edited dataplane: address %s, tags %p want the old set %p", edited.Networking.Address, &edited.Networking.Inbound[0].Tags[0], oldTags)
+	}
+	runtime.GC()
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Error("the edited dataplane's old version is still alive: its unchanged tag set keeps it")
+	}
+	runtime.KeepAlive(second)
 }

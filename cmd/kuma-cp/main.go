@@ -221,6 +221,7 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 type serveConfig struct {
 	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
 	metricsAddress                                                     string
+	metricsPprof                                                       bool
 	metrics                                                            connlimit.HTTPConfig // and c.etcd.apiHTTP: the HTTP ports
 	etcd                                                               etcdConfig
 	poll, handshakeTimeout, maxConnAge                                 time.Duration
@@ -241,6 +242,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.poll, "poll-interval", 200*time.Millisecond, "how often the directory is checked for changes")
 	fs.BoolVar(&c.skipValidation, "skip-validation", false, "serve documents that fail validation as written, for agents to judge (NACK tests, agents newer than this control plane)")
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
+	fs.BoolVar(&c.metricsPprof, "metrics-pprof", false, "serve Go's profiles under /debug/pprof/ on the diagnostics endpoint (memory and CPU investigations)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
 	fs.IntVar(&c.maxConns, "max-connections", 0, "agents' connections held at once; more are closed at once (default: 16384, or what the open-files limit leaves after 256 and the API's and metrics' limits)")
@@ -393,7 +395,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 			storeParts.register(reg)
 			readyFn = storeParts.ready
 		}
-		d, err := diag.New(c.metricsAddress, c.metrics, reg, readyFn)
+		d, err := diag.New(c.metricsAddress, c.metrics, reg, readyFn, c.metricsPprof)
 		if err != nil {
 			return err
 		}

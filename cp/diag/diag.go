@@ -1,6 +1,7 @@
 // Package diag is the control plane's diagnostics endpoint (Kuma's port 5680): /metrics in
-// Prometheus format, /healthz (the process serves) and /ready (it can serve agents). It
-// owns the HTTP server only; what is measured and what "ready" means come from its caller.
+// Prometheus format, /healthz (the process serves), /ready (it can serve agents) and, when
+// asked, Go's profiles under /debug/pprof/. It owns the HTTP server only; what is measured
+// and what "ready" means come from its caller.
 package diag
 
 import (
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,8 +24,9 @@ type Server struct {
 
 // New binds addr (port 0: any free port, see Addr) within cfg. ready returns nil when the
 // control plane can serve agents, else why not. The port's connection counters are
-// registered in reg as kuma_cp_metrics_connections_*.
-func New(addr string, cfg connlimit.HTTPConfig, reg *prometheus.Registry, ready func() error) (*Server, error) {
+// registered in reg as kuma_cp_metrics_connections_*. With profiles, Go's profiles (heap,
+// CPU, goroutines...) are served under /debug/pprof/.
+func New(addr string, cfg connlimit.HTTPConfig, reg *prometheus.Registry, ready func() error, profiles bool) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
@@ -35,9 +38,15 @@ func New(addr string, cfg connlimit.HTTPConfig, reg *prometheus.Registry, ready 
 		}
 		fmt.Fprintln(w, "READY")
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "/metrics  Prometheus metrics\n/ready    200 once agents can be served\n/healthz  200 while the process serves")
-	})
+	index := "/metrics  Prometheus metrics\n/ready    200 once agents can be served\n/healthz  200 while the process serves"
+	if profiles {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		index += "\n/debug/pprof/  Go's profiles (--metrics-pprof)"
+	}
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, index) })
 	port, err := connlimit.ListenHTTP(addr, cfg, mux)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address %q: %w", addr, err)

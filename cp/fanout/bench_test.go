@@ -30,12 +30,12 @@ func BenchmarkFeedServe(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			cp := New(nil, slog.New(slog.DiscardHandler))
 			f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
-			f.items = map[cpstore.Key]cpstore.Item{}
+			items := make([]cpstore.Item, n)
 			for i := range n {
 				k := cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: fmt.Sprintf("dp-%d", i)}
-				f.items[k] = cpstore.Item{Key: k, Doc: dataplaneDoc(k.Name, "v0"), Version: int64(i + 1), Created: time.Unix(1, 0)}
+				items[i] = cpstore.Item{Key: k, Doc: dataplaneDoc(k.Name, "v0"), Version: int64(i + 1), Created: time.Unix(1, 0)}
 			}
-			f.serve()
+			f.applyStore(f.load(items))
 			cp.tableFor("default", mesh.KindDataplane)
 			b.ResetTimer()
 			for i := range b.N {
@@ -108,9 +108,9 @@ func BenchmarkStreamsOneChange(b *testing.B) {
 	}
 }
 
-// BenchmarkFeedBytesPerDataplane: the heap a replica's feed holds per stored Dataplane (the
-// items as listed from the store, their served encodings, the served set), beside the
-// stored document's size: what a large mesh costs every replica.
+// BenchmarkFeedBytesPerDataplane: the heap a replica's feed holds per stored Dataplane (their
+// served encodings and keys, the served set), beside the stored document's size: what a
+// large mesh costs every replica.
 //
 //	go test ./cp/fanout -run '^$' -bench FeedBytesPerDataplane -benchtime 1x
 func BenchmarkFeedBytesPerDataplane(b *testing.B) {
@@ -121,19 +121,52 @@ func BenchmarkFeedBytesPerDataplane(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		cp := New(nil, slog.New(slog.DiscardHandler))
 		f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
-		f.items = map[cpstore.Key]cpstore.Item{}
+		items := make([]cpstore.Item, n)
 		stored := 0
 		for i := range n {
 			k := cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: fmt.Sprintf("dp-%d", i)}
 			doc := dataplaneDoc(k.Name, "v1")
 			stored += len(doc)
-			f.items[k] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
+			items[i] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
 		}
-		f.serve()
+		f.applyStore(f.load(items))
+		items = nil // as relist drops them
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/dataplane")
 		b.ReportMetric(float64(stored)/n, "doc-B/dataplane")
 		runtime.KeepAlive(f)
 	}
+}
+
+// BenchmarkServedDoc: what serving one stored Dataplane costs the feed, and its parts: the
+// document decoded (mesh.Decode) and the resource encoded as the link carries it
+// (cplink.EncodeResource). A replica pays it for every stored resource when it starts.
+//
+//	go test ./cp/fanout -run '^$' -bench ServedDoc -benchmem
+func BenchmarkServedDoc(b *testing.B) {
+	it := cpstore.Item{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "dp-1"},
+		Doc: dataplaneDoc("dp-1", "v1"), Version: 1, Created: time.Unix(1, 0)}
+	b.Run("All", func(b *testing.B) {
+		for range b.N {
+			if _, err := servedDoc(it); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Decode", func(b *testing.B) {
+		for range b.N {
+			if _, err := mesh.Decode(it.Key.String(), it.Doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	rs, _ := mesh.Decode(it.Key.String(), it.Doc)
+	b.Run("Encode", func(b *testing.B) {
+		for range b.N {
+			if _, err := cplink.EncodeResource(rs[0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

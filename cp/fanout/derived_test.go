@@ -29,11 +29,11 @@ func TestDerivedServedBesideTheStore(t *testing.T) {
 	}
 	// no derived set yet (the zones not built): the stored DNSZone is not served either
 	bare := NewFeed(nil, New(nil, log), log)
-	bare.applyStore(bare.served(stored))
+	bare.applyStore(bare.load(stored))
 	if got := bare.cp.current.ForMesh("default", mesh.KindDNSZone); len(got) != 0 {
 		t.Fatalf("a DNSZone from the store served: %v", got)
 	}
-	f.applyStore(f.served(stored))
+	f.applyStore(f.load(stored))
 	for _, m := range []string{"default", "other"} {
 		got := cp.current.ForMesh(m, mesh.KindDNSZone)
 		if len(got) != 1 || string(got["a.test"]) != "one" {

@@ -3,13 +3,11 @@ package fanout
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
-	"github.com/kumadp/kuma-dp/cplink"
 )
 
 // Feed serves the agents what the store holds: a list, then every change from the
@@ -19,12 +17,11 @@ type Feed struct {
 	st     cpstore.Store
 	cp     *ControlPlane
 	log    *slog.Logger
-	synced atomic.Bool                  // the store was listed and its changes followed
-	rev    atomic.Int64                 // the store revision served
-	lag    lag                          // the store revision seen on the watch, and since when it is not served
-	items  map[cpstore.Key]cpstore.Item // what the store holds, as followed (Run's goroutine only)
-	next   int64                        // the revision of the items, served or not
-	docs   docCache
+	synced atomic.Bool  // the store was listed and its changes followed
+	rev    atomic.Int64 // the store revision served
+	lag    lag          // the store revision seen on the watch, and since when it is not served
+	next   int64        // the revision of docs, served or not
+	docs   docCache     // what the store holds for agents, as followed (Run's goroutine only)
 
 	mu        sync.Mutex // guards what is served (derived.go)
 	fromStore Served
@@ -67,12 +64,8 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f.items = make(map[cpstore.Key]cpstore.Item, len(items))
-	for _, it := range items {
-		f.items[it.Key] = it
-	}
-	sv := f.served(items)
-	f.docs.keep(f.items)
+	sv := f.load(items)
+	items = nil // the documents as stored are not kept: only what agents are served
 	updated, removed := f.applyStore(sv)
 	f.next = rev
 	f.rev.Store(rev)
@@ -148,47 +141,31 @@ func (f *Feed) follow(ctx context.Context, rev int64) {
 	}
 }
 
-// apply records one change of the store.
+// apply records one change of the store: a put is decoded at once (its document as stored is
+// not kept), a delete forgets the resource.
 func (f *Feed) apply(e cpstore.Event) {
 	switch e.Type {
 	case cpstore.Put:
-		f.items[e.Item.Key] = e.Item
+		f.docs.put(e.Item, f.log)
 	case cpstore.Delete:
-		delete(f.items, e.Item.Key)
+		f.docs.remove(e.Item.Key)
 	}
 	f.next = max(f.next, e.Revision)
 }
 
-// serve serves the items followed: decoded again only where they changed, and compared with
-// what the agents hold, so only what changed is sent.
+// serve serves the resources followed, compared with what the agents hold, so only what
+// changed is sent.
 func (f *Feed) serve() {
-	items := make([]cpstore.Item, 0, len(f.items))
-	for _, it := range f.items {
-		items = append(items, it)
-	}
-	slices.SortFunc(items, func(a, b cpstore.Item) int { return compareKeys(a.Key, b.Key) })
-	sv := f.served(items)
-	f.docs.keep(f.items)
+	sv := f.docs.served()
 	updated, removed := f.applyStore(sv)
 	f.rev.Store(f.next)
 	f.lag.served(f.next)
 	f.log.Debug("store changes served", "revision", f.next, "resources", sv.Count(), "updated", updated, "removed", removed)
 }
 
-// served turns stored documents into what agents are sent.
-func (f *Feed) served(items []cpstore.Item) Served {
-	sv := NewServed()
-	for _, it := range items {
-		if !slices.Contains(cplink.Kinds, it.Type) || slices.Contains(DerivedKinds, it.Type) {
-			continue // the control plane's own resources (routers, routes): not for agents
-		}
-		d, err := f.docs.doc(it)
-		if err != nil {
-			f.log.Error("a stored resource cannot be served", "resource", it.Key.String(), "error", err)
-			continue
-		}
-		d.Source = it.Key.String()
-		sv.Put(d)
-	}
-	return sv
+// load takes items as everything the store holds (decoding only what is new or changed
+// since the cache last saw it) and returns what agents are served of them.
+func (f *Feed) load(items []cpstore.Item) Served {
+	f.docs.replace(items, f.log)
+	return f.docs.served()
 }

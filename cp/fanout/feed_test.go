@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -131,18 +132,117 @@ func TestFeedServesTheStoresCreationTime(t *testing.T) {
 	}
 }
 
+// listStore is a Store whose List gives items (the feed's relist only lists).
+type listStore struct {
+	cpstore.Store
+	items []cpstore.Item
+}
+
+func (s listStore) List(context.Context, string, string, string, int) ([]cpstore.Item, string, int64, error) {
+	return s.items, "", 1, nil
+}
+
+// What the feed holds after reading the store is what agents are served: not the documents
+// as stored (here each carries a 64 KiB comment that its served encoding drops).
+func TestFeedKeepsNoStoredDocument(t *testing.T) {
+	const n, pad = 200, 64 << 10
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	items := make([]cpstore.Item, n)
+	for i := range items {
+		name := fmt.Sprintf("dp-%d", i)
+		doc := append([]byte("# "+strings.Repeat("x", pad)+"\n"), dataplaneDoc(name, "v1")...)
+		items[i] = cpstore.Item{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name}, Doc: doc, Version: int64(i + 1)}
+	}
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(listStore{items: items}, cp, slog.New(slog.DiscardHandler))
+	items = nil
+	if _, err := feed.relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	feed.st = nil // the fake store holds the documents itself
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if got := len(cp.Resources("default", mesh.KindDataplane)); got != n {
+		t.Fatalf("%d dataplanes served, want %d", got, n)
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > n*pad/4 {
+		t.Fatalf("the feed holds %d bytes for %d dataplanes of %d stored bytes each: the stored documents are kept", grew, n, pad)
+	}
+	runtime.KeepAlive(feed)
+}
+
+// The store read at start is decoded on every core, each resource once, whatever their
+// number; a resource that does not decode is logged once (not at every change served) and
+// the others are served.
+func TestFeedDecodesTheStoreOnceInParallel(t *testing.T) {
+	const n = 1000
+	items := make([]cpstore.Item, 0, n+1)
+	for i := range n {
+		name := fmt.Sprintf("dp-%04d", i)
+		items = append(items, cpstore.Item{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name}, Doc: dataplaneDoc(name, "v1"), Version: int64(i + 1)})
+	}
+	items = append(items, cpstore.Item{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "broken"}, Doc: []byte("type: Dataplane\nname: broken\nnetworking: 7\n"), Version: n + 1})
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	cp := New(nil, log)
+	feed := NewFeed(listStore{items: items}, cp, log)
+	if _, err := feed.relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := feed.docs.decodes.Load(); got != n+1 {
+		t.Fatalf("%d documents decoded, want %d", got, n+1)
+	}
+	served := cp.Resources("default", mesh.KindDataplane)
+	if len(served) != n || !strings.Contains(string(served["dp-0999"]), "name: dp-0999") {
+		t.Fatalf("%d served (dp-0999: %q), want %d", len(served), served["dp-0999"], n)
+	}
+	feed.apply(cpstore.Event{Type: cpstore.Put, Revision: n + 2, Item: cpstore.Item{Key: items[0].Key, Doc: dataplaneDoc("dp-0000", "v2"), Version: n + 2}})
+	feed.serve()
+	feed.serve()
+	if got := feed.docs.decodes.Load(); got != n+2 {
+		t.Fatalf("%d documents decoded after one change, want %d", got, n+2)
+	}
+	if c := strings.Count(logged.String(), "cannot be served"); c != 1 {
+		t.Fatalf("the broken resource logged %d times, want once:\n%s", c, logged.String())
+	}
+	if !strings.Contains(string(cp.Resources("default", mesh.KindDataplane)["dp-0000"]), "version: v2") {
+		t.Fatal("the change is not served")
+	}
+}
+
+// A document stored under another key than its own (written by hand) is served as its
+// document says, as before; a HostnameGenerator for every mesh, stored under mesh default,
+// to every mesh.
+func TestFeedServesADocumentAsItSays(t *testing.T) {
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	feed := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
+	feed.applyStore(feed.load([]cpstore.Item{
+		{Key: cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: "by-hand"}, Doc: dataplaneDoc("dp-own", "v1"), Version: 1},
+		{Key: cpstore.Key{Mesh: "default", Type: mesh.KindHostnameGenerator, Name: "all"}, Version: 2,
+			Doc: []byte("type: HostnameGenerator\nname: all\nspec:\n  selector:\n    meshService:\n      matchLabels: {}\n  template: '{{ .DisplayName }}.all'\n")},
+	}))
+	if got := cp.Resources("default", mesh.KindDataplane); len(got) != 1 || got["dp-own"] == nil {
+		t.Fatalf("served %v, want dp-own only", got)
+	}
+	if got := cp.Resources("other", mesh.KindHostnameGenerator); len(got) != 1 || got["all"] == nil {
+		t.Fatalf("mesh other is served HostnameGenerators %v, want all", got)
+	}
+}
+
 // Routes of one name in two namespaces are served as two resources (named name.namespace,
 // as stored), not one taking the other's place.
 func TestFeedServesSameNamedRoutesOfTwoNamespaces(t *testing.T) {
 	cp := New(nil, slog.New(slog.DiscardHandler))
 	f := NewFeed(nil, cp, slog.New(slog.DiscardHandler))
-	f.items = map[cpstore.Key]cpstore.Item{}
+	var items []cpstore.Item
 	for i, ns := range []string{"shop", "blog"} {
 		k := cpstore.Key{Mesh: "default", Type: mesh.KindRoute, Name: mesh.RouteKeyName(ns, "store")}
 		doc := fmt.Appendf(nil, "type: Route\nmesh: default\nname: store\nnamespace: %s\nhost: www\nto: {service: web, port: 8080}\n", ns)
-		f.items[k] = cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)}
+		items = append(items, cpstore.Item{Key: k, Doc: doc, Version: int64(i + 1), Created: time.Unix(1, 0)})
 	}
-	f.serve()
+	f.applyStore(f.load(items))
 	got := slices.Sorted(maps.Keys(cp.Resources("default", mesh.KindRoute)))
 	if !slices.Equal(got, []string{"store.blog", "store.shop"}) {
 		t.Fatalf("routes served %v, want store.blog and store.shop", got)

@@ -2,6 +2,10 @@ package fanout
 
 import (
 	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,34 +15,138 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// docCache keeps each stored resource as served (its canonical encoding and where it is
-// served) at its version, so that serving the store after a change decodes only what
-// changed. The decoded resource is not kept: a replica holding a large mesh pays for each
-// stored resource its encoding, not its decoded form.
+// docCache keeps each stored resource that agents are served as served (its canonical
+// encoding and where it is served) at its version, so that a change decodes only what
+// changed. Neither the document as stored nor the decoded resource is kept: a replica
+// holding a large mesh pays for each stored resource its encoding, its key and a few words.
 type docCache struct {
 	m       map[cpstore.Key]*cachedDoc
 	decodes atomic.Int64 // documents decoded, for tests
 }
 
+// cachedDoc is one resource as served. Its kind, mesh and name are its key's, as for every
+// resource the API writes; one served under others (a document stored by hand) keeps
+// them in other.
 type cachedDoc struct {
-	version int64
-	doc     Doc // Source unset
-	err     error
+	version  int64
+	body     []byte
+	meshless bool
+	other    *Doc // the resource as served when not under its key's kind, mesh and name
+	err      error
 }
 
-// doc is what item it serves, decoded and encoded once per version.
-func (c *docCache) doc(it cpstore.Item) (Doc, error) {
+// doc is what d serves, stored under k.
+func (d *cachedDoc) doc(k cpstore.Key) Doc {
+	if d.other != nil {
+		return *d.other
+	}
+	m := k.Mesh
+	if d.meshless {
+		m = ""
+	}
+	return Doc{Kind: k.Type, Mesh: m, Name: k.Name, Meshless: d.meshless, Body: d.body}
+}
+
+// forAgents reports whether resources of kind typ are served to agents: the link's kinds,
+// but not the control plane's own derived ones (a DNSZone written to the store).
+func forAgents(typ string) bool {
+	return slices.Contains(cplink.Kinds, typ) && !slices.Contains(DerivedKinds, typ)
+}
+
+// put takes one resource written (decoded unless the cache holds its version).
+func (c *docCache) put(it cpstore.Item, log *slog.Logger) {
+	if !forAgents(it.Type) {
+		return
+	}
 	if c.m == nil {
 		c.m = map[cpstore.Key]*cachedDoc{}
 	}
-	d := c.m[it.Key]
-	if d == nil || d.version != it.Version || it.Version == 0 {
-		d = &cachedDoc{version: it.Version}
-		d.doc, d.err = servedDoc(it)
-		c.decodes.Add(1)
-		c.m[it.Key] = d
+	if d := c.m[it.Key]; d != nil && d.version == it.Version && it.Version != 0 {
+		return
 	}
-	return d.doc, d.err
+	c.m[it.Key] = c.decode(it, log)
+}
+
+// remove forgets a resource deleted.
+func (c *docCache) remove(k cpstore.Key) { delete(c.m, k) }
+
+// replace takes items as everything stored: what the cache holds at the same version is
+// kept, the rest decoded on every core (a replica's start decodes the whole store), and what
+// is no longer stored forgotten.
+func (c *docCache) replace(items []cpstore.Item, log *slog.Logger) {
+	old := c.m
+	c.m = make(map[cpstore.Key]*cachedDoc, len(items))
+	var todo []int
+	for i, it := range items {
+		if !forAgents(it.Type) {
+			continue
+		}
+		if d := old[it.Key]; d != nil && d.version == it.Version && it.Version != 0 {
+			c.m[it.Key] = d
+			continue
+		}
+		todo = append(todo, i)
+	}
+	decoded := make([]*cachedDoc, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), 1+len(todo)/decodeBatch) {
+		wg.Go(func() {
+			for {
+				from := int(next.Add(decodeBatch)) - decodeBatch
+				if from >= len(todo) {
+					return
+				}
+				for j := from; j < min(from+decodeBatch, len(todo)); j++ {
+					decoded[j] = c.decode(items[todo[j]], log)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for j, i := range todo {
+		c.m[items[i].Key] = decoded[j]
+	}
+}
+
+// decodeBatch is how many documents a decoding worker takes at a time.
+const decodeBatch = 64
+
+// decode is what it serves, decoded and encoded; an error is logged once, here.
+func (c *docCache) decode(it cpstore.Item, log *slog.Logger) *cachedDoc {
+	c.decodes.Add(1)
+	d := &cachedDoc{version: it.Version}
+	doc, err := servedDoc(it)
+	if err != nil {
+		log.Error("a stored resource cannot be served", "resource", it.Key.String(), "error", err)
+		d.err = err
+		return d
+	}
+	d.body, d.meshless = doc.Body, doc.Meshless
+	if k := d.doc(it.Key); doc.Kind != k.Kind || doc.Mesh != k.Mesh || doc.Name != k.Name {
+		// the decoded resource's strings sit in its decoder's blocks: copies keep none of
+		// them alive
+		doc.Mesh, doc.Name = strings.Clone(doc.Mesh), strings.Clone(doc.Name)
+		d.other = &doc
+	}
+	return d
+}
+
+// served is what agents are served of the resources held, in the order of their keys (of
+// two stored resources served under one name, the last key wins, as a list's order gave).
+func (c *docCache) served() Served {
+	keys := make([]cpstore.Key, 0, len(c.m))
+	for k, d := range c.m {
+		if d.err == nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, compareKeys)
+	sv := NewServed()
+	for _, k := range keys {
+		sv.Put(c.m[k].doc(k))
+	}
+	return sv
 }
 
 // servedDoc decodes a stored document and encodes it as the link carries it. The store's
@@ -62,15 +170,6 @@ func servedDoc(it cpstore.Item) (Doc, error) {
 		return Doc{}, fmt.Errorf("cannot encode: %w", err)
 	}
 	return Doc{Kind: r.Kind(), Mesh: mesh.ResourceMesh(m), Name: mesh.StoreName(r), Meshless: mesh.Meshless(r), Body: body}, nil
-}
-
-// keep forgets the resources no longer stored.
-func (c *docCache) keep(items map[cpstore.Key]cpstore.Item) {
-	for k := range c.m {
-		if _, ok := items[k]; !ok {
-			delete(c.m, k)
-		}
-	}
 }
 
 // lag is how far the served resources are behind the store's watch: the last revision seen

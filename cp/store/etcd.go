@@ -74,8 +74,8 @@ func (s *Etcd) parse(key string, val []byte, rev int64) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	var e envelope
-	if err := json.Unmarshal(val, &e); err != nil {
+	e, err := readEnvelope(val)
+	if err != nil {
 		return Item{}, fmt.Errorf("store: key %q: %w", key, err)
 	}
 	return Item{Key: k, Doc: e.Doc, Version: rev, Created: e.Created, Modified: e.Modified}, nil
