@@ -11,7 +11,11 @@ ARG GO_IMAGE=golang:1.26-bookworm
 ARG ENVOY_IMAGE=envoyproxy/envoy:v1.35-latest
 ARG BASE_IMAGE=debian:bookworm-slim
 
-# --- build: the static kuma-dp binary -------------------------------------------------
+# kuma-cp's image is the stage of that name:
+#
+#   docker build --target kuma-cp -t kuma-cp:dev .     (deploy/kubernetes/kuma-cp.yaml)
+
+# --- build: the static kuma-dp and kuma-cp binaries ----------------------------------
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
 # Modules first, so a source change does not download them again.
@@ -20,9 +24,24 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
-      -ldflags "-s -w -X main.version=${VERSION}" \
+      -ldflags "-s -w -X github.com/kumadp/kuma-dp/internal/buildinfo.Version=${VERSION}" \
       -o /out/kuma-dp ./cmd/kuma-dp \
- && /out/kuma-dp version
+ && /out/kuma-dp version \
+ && CGO_ENABLED=0 GOOS=linux go build -trimpath \
+      -ldflags "-s -w -X github.com/kumadp/kuma-dp/internal/buildinfo.Version=${VERSION}" \
+      -o /out/kuma-cp ./cmd/kuma-cp \
+ && /out/kuma-cp version
+
+# --- kuma-cp: the control plane alone (static; no Envoy, no iptables), UID 5679 --------
+FROM ${BASE_IMAGE} AS kuma-cp
+RUN groupadd --system --gid 5679 kuma-cp \
+ && useradd --system --uid 5679 --gid 5679 --no-create-home --shell /usr/sbin/nologin kuma-cp
+COPY --from=build /out/kuma-cp /usr/local/bin/kuma-cp
+USER 5679:5679
+# 5678: agents (xDS); 5681: the API; 5680: metrics, /ready, /healthz; 5653: the shards' DNS.
+EXPOSE 5678 5681 5680 5653/udp 5653/tcp
+ENTRYPOINT ["/usr/local/bin/kuma-cp"]
+CMD ["serve", "--help"]
 
 # --- envoy: taken from the official image, nothing else from it ----------------------
 FROM ${ENVOY_IMAGE} AS envoy

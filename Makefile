@@ -1,14 +1,16 @@
 GO ?= go
 BIN := bin/kuma-dp
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Both binaries print it (`version`) and publish it (kuma_dp_build_info, kuma_cp_build_info).
+LDFLAGS := -s -w -X github.com/kumadp/kuma-dp/internal/buildinfo.Version=$(VERSION)
 
 .PHONY: build test test-deps vet fmt bench bench-system bench-dns bench-memory run
 
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/kuma-dp
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/kuma-dp
 
 build-cp: build
-	CGO_ENABLED=0 $(GO) build -ldflags "-s -w -X main.version=$(VERSION)" -o bin/kuma-cp ./cmd/kuma-cp
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/kuma-cp ./cmd/kuma-cp
 
 # The README's test command: installs what the tests need, then vet + every test.
 test: test-deps

@@ -293,6 +293,7 @@ func TestAgentServesAndReloads(t *testing.T) {
 		`kuma_dp_vip_entries{status="Available"} 3`,
 		`kuma_dp_vip_pool_used{pool="service"} 3`,
 		"kuma_dp_ready 1",
+		`kuma_dp_build_info{goversion="`, // the build's version (internal/buildinfo)
 		"kuma_dp_model_reload_duration_seconds_count 2",
 		"test_dns_queries_total 7", // the resolver's own metrics, on the same page
 	} {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kumadp/kuma-dp/cplink"
+	"github.com/kumadp/kuma-dp/internal/buildinfo"
 	"github.com/kumadp/kuma-dp/vipalloc"
 )
 
@@ -97,7 +98,7 @@ func newMetrics(a *Agent) *metrics {
 		m.poolSize.WithLabelValues(pool).Set(size)
 	}
 	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.envoyFailures, m.entries, m.poolUsed, m.poolSize, m.exhausted, ready, stale, refusedFiles, saveFailures,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		buildinfo.Collector("kuma_dp"), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

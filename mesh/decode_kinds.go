@@ -32,10 +32,15 @@ type form struct {
 
 var kinds = []string{KindDataplane, KindVirtualOutbound, KindTrafficRoute, KindMeshExternalService,
 	KindHostnameGenerator, KindMeshService, KindMeshTCPRoute, KindMeshHTTPRoute, kindVirtualHost, KindRouter, KindRoute,
-	KindRouteBinding, KindDNSZone}
+	KindRouteBinding, KindDNSZone, KindMesh}
 
 // actedOn is how many of kinds lead the list as the Kuma kinds the agent acts on.
 const actedOn = 8
+
+// userKinds are the kinds a user writes, as messages name them: the Kuma kinds acted on, the
+// router shards' (VirtualHost is read as a VirtualOutbound; RouteBinding and DNSZone are the
+// control plane's), and Kuma's Mesh, kept.
+var userKinds = append(kinds[:actedOn:actedOn], KindRouter, KindRoute, KindMesh+" (kept, not acted on)")
 
 // specKinds are the kinds whose universal form has a `spec` (Kuma's newer resources): their
 // paths read the same in both forms, and their Kubernetes form's spec is their spec.
@@ -111,11 +116,20 @@ func (d *decoder) document(n any) (Resource, Errors) {
 	}
 	meta := r.GetMeta()
 	meta.Source = source
+	if r.Kind() == KindMesh {
+		if meta.Mesh != "" && meta.Mesh != meta.Name {
+			d.errorf("mesh", meta.Mesh, "a Mesh is the mesh %q: leave mesh out", meta.Name)
+		}
+		meta.Mesh = meta.Name // a Mesh's mesh is itself
+	}
 	if meta.Mesh == "" && r.Kind() != KindHostnameGenerator {
 		// HostnameGenerators without a mesh apply to every mesh; everything else defaults.
 		meta.Mesh = ResourceMesh(meta)
 	}
 	meta.Mesh = d.strs.share(meta.Mesh)
+	if mes, ok := r.(*MeshExternalService); ok {
+		d.stampOrigin(mes, hasKind)
+	}
 	if dp, ok := r.(*Dataplane); ok {
 		for i := range dp.Networking.Inbound {
 			if x := dp.Networking.Inbound[i].InboundExtra; x != nil {
@@ -164,7 +178,7 @@ func within(p, q string) bool {
 
 // kumaOnlyKinds are Kuma's resource kinds this agent does not read: a file of them (a dump
 // of a Kuma mesh's policies) is refused with that said, not as a typo of a known kind.
-var kumaOnlyKinds = []string{"Mesh", "TrafficPermission", "TrafficLog", "TrafficTrace", "HealthCheck", "CircuitBreaker",
+var kumaOnlyKinds = []string{"TrafficPermission", "TrafficLog", "TrafficTrace", "HealthCheck", "CircuitBreaker",
 	"FaultInjection", "Retry", "Timeout", "RateLimit", "ProxyTemplate", "ExternalService", "Zone", "ZoneIngress",
 	"ZoneEgress", "MeshGateway", "MeshGatewayRoute", "MeshTrafficPermission", "MeshAccessLog", "MeshTrace",
 	"MeshTimeout", "MeshRetry", "MeshCircuitBreaker", "MeshHealthCheck",
@@ -178,12 +192,12 @@ func (d *decoder) checkKind(field, kind string) bool {
 		}
 	}
 	if slices.Contains(kumaOnlyKinds, kind) {
-		d.errorf(field, kind, "a Kuma policy kuma-dp does not act on (it acts on %s): keep it at a Kuma control plane, "+
-			"out of the files this agent reads", strings.Join(kinds[:actedOn], ", "))
+		d.errorf(field, kind, "a Kuma policy kuma-dp does not act on (it reads %s): keep it at a Kuma control plane, "+
+			"out of the files this agent reads", strings.Join(userKinds, ", "))
 	} else if s := Suggest(kind, kinds); s != "" {
 		d.errorf(field, kind, "unknown kind, did you mean %s?", s)
 	} else {
-		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(kinds, ", "))
+		d.errorf(field, kind, "unknown kind (known: %s)", strings.Join(userKinds, ", "))
 	}
 	return false
 }
@@ -436,6 +450,8 @@ func newResource(kind string) Resource {
 		return &RouteBinding{}
 	case KindDNSZone:
 		return &DNSZone{}
+	case KindMesh:
+		return &Mesh{}
 	}
 	return nil
 }
@@ -637,3 +653,32 @@ func (d *decoder) reported(path string) bool {
 }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// Labels Kuma's zone control plane stamps on a resource created in it (model.ComputeLabels):
+// its origin, its mesh and the kind of deployment it came from. Kuma's default
+// HostnameGenerators select MeshExternalServices on kuma.io/origin: zone.
+const (
+	OriginLabel = "kuma.io/origin"
+	EnvLabel    = "kuma.io/env"
+	OriginZone  = "zone"
+)
+
+// stampOrigin labels a MeshExternalService as Kuma's zone control plane does what is created
+// in it (a label written wins: a MeshExternalService synced from a global control plane says
+// kuma.io/origin: global): kuma.io/origin zone, kuma.io/mesh its mesh, kuma.io/env
+// kubernetes or universal after its form. Without them Kuma's default HostnameGenerators
+// selected nothing and the service had a VIP but no hostname.
+func (d *decoder) stampOrigin(mes *MeshExternalService, kubernetes bool) {
+	env := "universal"
+	if kubernetes {
+		env = "kubernetes"
+	}
+	if mes.Labels == nil {
+		mes.Labels = make(map[string]string, 3)
+	}
+	for k, v := range map[string]string{OriginLabel: OriginZone, MeshLabel: mes.Mesh, EnvLabel: env} {
+		if _, ok := mes.Labels[k]; !ok {
+			mes.Labels[k] = d.strs.share(v)
+		}
+	}
+}

@@ -187,7 +187,7 @@ status:
   vip: {value: 242.0.0.1, type: Kuma}
 `,
 			kind: KindMeshExternalService,
-			want: `{"mesh":"prod","name":"example","labels":{"k8s.kuma.io/namespace":"kuma-system","kuma.io/mesh":"prod"},"spec":{"match":{"type":"HostnameGenerator","port":80,"protocol":"http"},
+			want: `{"mesh":"prod","name":"example","labels":{"k8s.kuma.io/namespace":"kuma-system","kuma.io/env":"kubernetes","kuma.io/mesh":"prod","kuma.io/origin":"zone"},"spec":{"match":{"type":"HostnameGenerator","port":80,"protocol":"http"},
 				"extension":{"type":"Lambda","config":{"arn":"arn:aws:lambda"}},"endpoints":[{"address":"unix:///run/x.sock"}],
 				"tls":{"version":{"min":"TLS12","max":"TLS13"},"verification":{"mode":"SkipAll","caCert":{"inline":"MTIz"},
 				"clientCert":{"secret":"123"},"clientKey":{"inlineString":"key"}}}}}`,

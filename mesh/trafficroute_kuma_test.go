@@ -113,7 +113,7 @@ func TestKumaOnlyKindsNamed(t *testing.T) {
 		"apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata: {name: mesh-timeout-all-default}\nspec: {targetRef: {kind: Mesh}}\n",
 	} {
 		_, err := Decode("kuma.yaml", []byte(doc))
-		if err == nil || !strings.Contains(err.Error(), "a Kuma policy kuma-dp does not act on (it acts on Dataplane, VirtualOutbound, TrafficRoute") {
+		if err == nil || !strings.Contains(err.Error(), "a Kuma policy kuma-dp does not act on (it reads Dataplane, VirtualOutbound, TrafficRoute") {
 			t.Errorf("got %v", err)
 		}
 	}

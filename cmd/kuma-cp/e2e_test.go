@@ -421,6 +421,9 @@ func TestE2EIdleConnectionsNotHeld(t *testing.T) {
 	if got := metric("kuma_cp_agents_connected"); got != 1 {
 		t.Fatalf("agents connected %v, want 1", got)
 	}
+	if m := httpGet(t, "http://"+e.metrics+"/metrics"); !strings.Contains(m, `kuma_cp_build_info{goversion="go`) {
+		t.Errorf("/metrics lacks kuma_cp_build_info:\n%s", m)
+	}
 }
 
 // grpc:// (plain text) against a TLS control plane: the agent says the server speaks TLS

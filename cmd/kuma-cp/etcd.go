@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,11 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/gui"
@@ -32,12 +31,13 @@ import (
 
 // etcdConfig is serve's store settings.
 type etcdConfig struct {
-	store, endpoints, prefix, caFile, certFile, keyFile, username, passwordFile string
-	apiAddress, adminTokenFile, replicaID                                       string
-	apiHTTP                                                                     connlimit.HTTPConfig // the API port's limits (bindHTTPFlags)
-	leaseTTL                                                                    time.Duration
-	dns                                                                         dnsConfig
-	routeStrategy                                                               string
+	store                                 string
+	conn                                  cli.Etcd
+	apiAddress, adminTokenFile, replicaID string
+	apiHTTP                               connlimit.HTTPConfig // the API port's limits (bindHTTPFlags)
+	leaseTTL                              time.Duration
+	dns                                   dnsConfig
+	routeStrategy                         string
 }
 
 // dnsConfig is the authoritative DNS for router shards (--dns-address; --store etcd).
@@ -51,13 +51,7 @@ type dnsConfig struct {
 func (c *etcdConfig) bind(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.store, "store", "dir", "where resources live: dir (--resources-dir, the default) or etcd (--etcd-endpoints; replicas, the write API)")
-	fs.StringVar(&c.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--store etcd)")
-	fs.StringVar(&c.prefix, "etcd-prefix", "/kuma", "key prefix of this installation in etcd: one path segment (its keys are under /kuma/, /kuma-leader/, /kuma-presence/, /kuma-zones/)")
-	fs.StringVar(&c.caFile, "etcd-ca-file", "", "CA (PEM) of etcd's certificate (TLS to etcd)")
-	fs.StringVar(&c.certFile, "etcd-cert-file", "", "client certificate (PEM) for etcd")
-	fs.StringVar(&c.keyFile, "etcd-key-file", "", "client key (PEM) for etcd")
-	fs.StringVar(&c.username, "etcd-username", "", "etcd user (with --etcd-password-file)")
-	fs.StringVar(&c.passwordFile, "etcd-password-file", "", "file holding the etcd user's password")
+	c.conn.Bind(fs, "etcd client URLs, comma-separated (--store etcd)")
 	fs.StringVar(&c.apiAddress, "api-address", "127.0.0.1:5681", "the API (Kuma's REST shape) and the web GUI at /gui, loopback unless told otherwise; with --store dir they are served when --admin-token-file is given")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin token that writes through the API need (required with --store etcd; with --store dir it turns the API on)")
 	fs.StringVar(&c.replicaID, "replica-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election")
@@ -127,7 +121,7 @@ func (c *etcdConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv
 	}
 	// A gateway replica's readiness is in its Router's status (the leader writes it,
 	// routerstatus): every replica answers the same, as the views show it.
-	serials := shardzones.NewSerials(cl, c.prefix, leading, log)
+	serials := shardzones.NewSerials(cl, c.conn.Prefix, leading, log)
 	go shardzones.Run(ctx, st, in, serials, log, sinks...)
 	return srv, nil
 }
@@ -136,15 +130,15 @@ func (c *etcdConfig) check() error {
 	switch {
 	case c.store != "etcd":
 		return fmt.Errorf("--store %q: want dir or etcd", c.store)
-	case c.endpoints == "":
+	case c.conn.Endpoints == "":
 		return errors.New("--store etcd needs --etcd-endpoints")
 	case c.adminTokenFile == "":
 		return errors.New("--store etcd needs --admin-token-file (writes through the API are guarded by it)")
 	case c.replicaID == "" || strings.ContainsFunc(c.replicaID, func(r rune) bool { return r == '/' || r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r) }):
 		// inspect's REPLICAS names it as given: a presence key holds no '/', a comma joins them
 		return fmt.Errorf("--replica-id %q: want a name without '/', ',' or whitespace", c.replicaID)
-	case cpstore.ValidPrefix(c.prefix) != nil:
-		return fmt.Errorf("--etcd-prefix %q: %w", c.prefix, cpstore.ValidPrefix(c.prefix))
+	case cpstore.ValidPrefix(c.conn.Prefix) != nil:
+		return fmt.Errorf("--etcd-prefix %q: %w", c.conn.Prefix, cpstore.ValidPrefix(c.conn.Prefix))
 	case routing.Strategies[c.routeStrategy] == nil:
 		return fmt.Errorf("--route-strategy %q: want round-robin or least-routes", c.routeStrategy)
 	}
@@ -182,28 +176,15 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("--admin-token-file %q: %w", c.adminTokenFile, err)
 	}
-	cfg := clientv3.Config{Endpoints: strings.Split(c.endpoints, ","), DialTimeout: 5 * time.Second, Username: c.username}
-	if c.passwordFile != "" {
-		pw, err := os.ReadFile(c.passwordFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-password-file %q: %w", c.passwordFile, err)
-		}
-		cfg.Password = strings.TrimSpace(string(pw))
+	if err := c.conn.Check(ctx); err != nil {
+		return nil, err
 	}
-	if c.caFile != "" || c.certFile != "" {
-		tc, err := (transport.TLSInfo{TrustedCAFile: c.caFile, CertFile: c.certFile, KeyFile: c.keyFile}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("etcd TLS (--etcd-ca-file, --etcd-cert-file, --etcd-key-file): %w", err)
-		}
-		tc.MinVersion = tls.VersionTLS12
-		cfg.TLS = tc
-	}
-	cl, err := cpstore.NewClient(cfg, log)
+	cl, err := c.conn.Client(log)
 	if err != nil {
-		return nil, fmt.Errorf("--etcd-endpoints %q: %w", c.endpoints, err)
+		return nil, err
 	}
 	go func() { <-ctx.Done(); cl.Close() }()
-	p := &etcdParts{cl: cl, st: cl.Store(c.prefix), replica: c.replicaID}
+	p := &etcdParts{cl: cl, st: cl.Store(c.conn.Prefix), replica: c.replicaID}
 	p.leaderID.Store("")
 	// Whether a quorum of etcd is reached: /ready, kuma_cp_store_synced and every request
 	// of the store follow it.
@@ -266,7 +247,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 			}
 		}
 	}()
-	log.Info("serving from etcd", "endpoints", c.endpoints, "prefix", c.prefix, "api", p.apiAddr, "gui", "http://"+p.apiAddr+gui.Prefix+"/", "replica", c.replicaID)
+	log.Info("serving from etcd", "endpoints", c.conn.Endpoints, "prefix", c.conn.Prefix, "api", p.apiAddr, "gui", "http://"+p.apiAddr+gui.Prefix+"/", "replica", c.replicaID)
 	return p, nil
 }
 

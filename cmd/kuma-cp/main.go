@@ -32,30 +32,29 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/certs"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/connlimit"
 	"github.com/kumadp/kuma-dp/cp/diag"
 	"github.com/kumadp/kuma-dp/cp/dirstore"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/gui"
 	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/internal/buildinfo"
 )
 
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK    = cli.ExitOK
+	exitFail  = cli.ExitFail
+	exitUsage = cli.ExitUsage
 )
 
 func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// version is set at build time (make build-cp: -X main.version=...); the GUI shows it.
-var version = "dev"
 
 // apiHandler is the API and, at /gui, the GUI reading it.
 func apiHandler(srv *api.Server, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	api := srv.Handler()
-	g := gui.New(api, version, log.With("part", "gui")).Handler()
+	g := gui.New(api, buildinfo.Version, log.With("part", "gui")).Handler() // make build-cp stamps it
 	mux.Handle(gui.Prefix, g)
 	mux.Handle(gui.Prefix+"/", g)
 	mux.Handle("/", api)
@@ -73,11 +72,13 @@ Commands:
   get     list or show resources: get TYPE [NAME] [-o table|yaml|json]
   delete  delete a resource: delete TYPE NAME
   zones   print the router shards' DNS zones from the store (-o zone|json), for nsd, knot or BIND
-  describe  a route or a router in full: describe route NAME -n NAMESPACE | describe router NAME
+  describe  a route, a router or a MeshExternalService in full: describe route NAME -n NAMESPACE | router NAME | meshexternalservice NAME
   inspect   inspect dataplanes: each dataplane's tags and whether its agent is connected now (Online)
   router install NAME  what runs a router's replicas: Kubernetes objects, systemd units, their Dataplanes
   token   issue a dataplane token
   certs   write a self-signed CA, a server certificate and a token key (demo, tests)
+  config  the API commands' control planes, as kumactl's: config control-planes add|switch|list|remove
+  version print the version
 
 Example (two terminals; see docs/cplink.md):
   kuma-cp certs --out-dir /tmp/cp
@@ -88,10 +89,13 @@ Example (two terminals; see docs/cplink.md):
     --dataplane-token-file /tmp/cp/web-1.token --dataplane-file testdata/mesh/dataplane.yaml --envoy=false
 `
 
-// commandExamples are the examples each command's --help ends with (apply, get and delete
-// share clientExample), each run as written by a test on the bundled files.
+// commandExamples are the examples each command's --help ends with (the API commands' are
+// cp/cli's), each run as written by a test on the bundled files.
 var commandExamples = map[string]string{
 	"router install": routerExample,
+	"version": `Example:
+  kuma-cp version
+`,
 	"certs": `Example:
   kuma-cp certs --out-dir /tmp/cp
 `,
@@ -102,11 +106,6 @@ var commandExamples = map[string]string{
   kuma-cp serve --resources-dir testdata/mesh/policies \
     --tls-cert-file /tmp/cp/tls.crt --tls-key-file /tmp/cp/tls.key --token-key-file /tmp/cp/token.key
   kuma-cp serve --store etcd --etcd-endpoints http://127.0.0.1:2379 --admin-token-file /tmp/cp/admin.token
-`,
-	"describe": `Examples (the control plane on etcd of kuma-cp get --help; a router shard and a route on it):
-  kuma-cp apply --wait -f testdata/routes/shard-a.yaml --admin-token-file /tmp/cp/admin.token
-  kuma-cp describe route web -n shop
-  kuma-cp describe router shard-a
 `,
 	"zones": `Example (the etcd of kuma-cp serve --store etcd, with testdata/routes/shard-a.yaml applied):
   kuma-cp zones --etcd-endpoints http://127.0.0.1:2379
@@ -144,43 +143,30 @@ func dispatchTo(args []string, stdout, stderr io.Writer) int {
 	case "token":
 		return tokenCmd(args[1:], stdout, stderr)
 	case "apply", "get", "delete", "describe", "inspect":
-		return clientCmd(args[0], args[1:], stdout, stderr)
+		return cli.Client(args[0], args[1:], stdout, stderr, os.Getenv)
 	case "zones":
 		return zonesCmd(args[1:], stdout, stderr)
+	case "config":
+		return cli.ConfigCommand(args[1:], stdout, stderr, os.Getenv)
 	case "certs":
 		return certsCmd(args[1:], stdout, stderr)
 	case "router":
 		return routerCmd(args[1:], stdout, stderr)
+	case "version", "--version":
+		fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
+		if rc, done := parse("version", fs, args[1:], stdout, stderr); done {
+			return rc
+		}
+		fmt.Fprintln(stdout, buildinfo.String("kuma-cp"))
+		return exitOK
 	}
 	fmt.Fprintf(stderr, "kuma-cp: unknown command %q\n\n%s", args[0], usageText)
 	return exitUsage
 }
 
-// parse parses a command's flags: help on stdout (exit 0), a bad flag on stderr (exit 2).
+// parse parses a command's flags (cli.Parse) with its example from commandExamples.
 func parse(name string, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	return parseArgs(name, fs, args, false, stdout, stderr)
-}
-
-// parseArgs is parse for commands that take arguments (get TYPE NAME) when positional.
-func parseArgs(name string, fs *pflag.FlagSet, args []string, positional bool, stdout, stderr io.Writer) (int, bool) {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	switch {
-	case err == nil && fs.NArg() > 0 && !positional:
-		fmt.Fprintf(stderr, "kuma-cp %s: unexpected argument %q\n", name, fs.Arg(0))
-		return exitUsage, true
-	case err == nil:
-		return exitOK, false
-	case errors.Is(err, pflag.ErrHelp):
-		fmt.Fprintf(stdout, "Usage:\n  kuma-cp %s [flags]\n\nFlags:\n%s", name, fs.FlagUsages())
-		if ex := commandExamples[name]; ex != "" {
-			fmt.Fprint(stdout, "\n"+ex)
-		}
-		return exitOK, true
-	}
-	fmt.Fprintf(stderr, "kuma-cp %s: %v\nRun 'kuma-cp %s --help' for the flags.\n", name, err, name)
-	return exitUsage, true
+	return cli.Parse(name, fs, args, false, commandExamples[name], stdout, stderr)
 }
 
 func certsCmd(args []string, stdout, stderr io.Writer) int {
@@ -403,6 +389,7 @@ func serve(c serveConfig, log *slog.Logger) error {
 		// panels, deploy/grafana)
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg.MustRegister(ln.Collectors("kuma_cp")...)
+		reg.MustRegister(buildinfo.Collector("kuma_cp"))
 		reg.MustRegister(cp.Collector())
 		if apiPort != nil {
 			reg.MustRegister(apiPort.Collectors("kuma_cp_api")...)

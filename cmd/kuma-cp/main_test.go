@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/certs"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/token"
 )
 
@@ -24,6 +25,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"--help"}, exitOK, "kuma-cp serve --resources-dir", ""},
 		{[]string{"serve", "--help"}, exitOK, "--token-key-file", ""},
 		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`},
+		{[]string{"version"}, exitOK, "kuma-cp dev (", ""},
 		{[]string{"serve", "--bogus"}, exitUsage, "", "unknown flag: --bogus"},
 		{[]string{"serve"}, exitUsage, "", "--resources-dir is required"},
 		{[]string{"serve", "--resources-dir", filepath.Join(dir, "missing")}, exitUsage, "", "not a readable directory"},
@@ -198,7 +200,7 @@ func TestEveryHelpHasWorkingExampleFlags(t *testing.T) {
 // a comma split it.
 func TestServeReplicaIDRefused(t *testing.T) {
 	for id, ok := range map[string]bool{"a/b": false, "a,b": false, "a b": false, "": false, "kuma-cp-0.example-1234": true} {
-		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id, prefix: "/kuma"}
+		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: "/kuma"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: id}
 		err := c.check()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--replica-id")) {
 			t.Errorf("--replica-id %q: %v", id, err)
@@ -210,7 +212,7 @@ func TestServeReplicaIDRefused(t *testing.T) {
 // in arpa) is refused at start, naming the flag and the value.
 func TestServeUserZoneRefused(t *testing.T) {
 	for zone, ok := range map[string]bool{"com": false, "co.uk": false, "in-addr.arpa": false, "acme.test": true, "apps.example.com": true} {
-		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r", prefix: "/kuma"}
+		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: "/kuma"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r"}
 		c.dns.userZones = []string{zone}
 		err := c.check()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), `--dns-user-zone: users' zone "`+zone+`"`)) {
@@ -231,7 +233,7 @@ func TestServeUnspecifiedDNSAddressNeedsANameserver(t *testing.T) {
 		{"0.0.0.0:53", []string{"ns1.example.com=192.0.2.53"}, true},
 		{"127.0.0.1:5653", nil, true}, {"", nil, true},
 	} {
-		ec := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r", prefix: "/kuma"}
+		ec := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: "/kuma"}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r"}
 		ec.dns.address, ec.dns.nameservers = c.addr, c.nss
 		err := ec.check()
 		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--dns-nameserver")) {
@@ -255,7 +257,7 @@ func TestZonesUserZoneRefused(t *testing.T) {
 func TestServeEtcdPrefixRefused(t *testing.T) {
 	for prefix, ok := range map[string]bool{"/kuma/staging": false, "/kuma/": false, "kuma": false, "/": false, "/kuma-leader": false,
 		"/kuma-presence": false, "/kuma-zones": false, "/ku ma": false, "/kuma": true, "/kuma-staging": true} {
-		c := etcdConfig{store: "etcd", endpoints: "http://127.0.0.1:2379", adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r", prefix: prefix}
+		c := etcdConfig{store: "etcd", conn: cli.Etcd{Endpoints: "http://127.0.0.1:2379", Prefix: prefix}, adminTokenFile: "t", routeStrategy: "round-robin", replicaID: "r"}
 		err := c.check()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--etcd-prefix "+strconv.Quote(prefix))) {
 			t.Errorf("--etcd-prefix %q: %v", prefix, err)

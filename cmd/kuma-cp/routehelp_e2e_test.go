@@ -58,6 +58,7 @@ func TestRouteHelpExamplesWork(t *testing.T) {
 		"kuma-cp apply --wait -f testdata/routes/shard-a.yaml --admin-token-file /tmp/cp/admin.token": "route web.shop scheduled on router shard-a: shop-www.shard-a.apps.example.com",
 		"kuma-cp describe route web -n shop":                           "shop-www.shard-a.apps.example.com",
 		"kuma-cp describe router shard-a":                              "shop/web",
+		"kuma-cp describe meshexternalservice ext-svc":                 "k8s-meshext-hostnames\text-svc.svc.meshext.local",
 		"kuma-cp zones --etcd-endpoints http://127.0.0.1:2379":         "$ORIGIN shard-a.apps.example.com.",
 		"kuma-cp zones --etcd-endpoints http://127.0.0.1:2379 -o json": `"shard-a.apps.example.com.`,
 	}

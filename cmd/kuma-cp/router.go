@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/routerinstall"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -45,7 +46,7 @@ func routerCmd(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if rc, done := parseArgs("router install", fs, args[1:], true, stdout, stderr); done {
+	if rc, done := cli.Parse("router install", fs, args[1:], true, commandExamples["router install"], stdout, stderr); done {
 		return rc
 	}
 	usage := func(format string, a ...any) int {

@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/routing"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 )
@@ -22,8 +22,8 @@ import (
 // master files (for nsd, knot or BIND) or JSON.
 func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("zones", pflag.ContinueOnError)
-	endpoints := fs.String("etcd-endpoints", "", "etcd client URLs, comma-separated (required)")
-	prefix := fs.String("etcd-prefix", "/kuma", "key prefix of the resources in etcd")
+	var conn cli.Etcd // serve's etcd flags: TLS and a user too
+	conn.Bind(fs, "etcd client URLs, comma-separated (required)")
 	var dc etcdConfig // the zones' settings, as given to kuma-cp serve: the same zones, the same serials
 	fs.StringSliceVar(&dc.dns.userZones, "dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
 	fs.StringSliceVar(&dc.dns.nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (as kuma-cp serve --dns-nameserver)")
@@ -32,7 +32,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	if rc, done := parse("zones", fs, args, stdout, stderr); done {
 		return rc
 	}
-	if *endpoints == "" {
+	if conn.Endpoints == "" {
 		fmt.Fprintln(stderr, "kuma-cp zones: --etcd-endpoints is required\nRun 'kuma-cp zones --help' for the flags.")
 		return exitUsage
 	}
@@ -46,22 +46,26 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ","), DialTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Check(ctx); err != nil {
+		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
+		return exitFail
+	}
+	cl, err := conn.Client(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
-		fmt.Fprintf(stderr, "kuma-cp zones: --etcd-endpoints %q: %v\n", *endpoints, err)
+		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	in, err := dc.dnsInput()
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitUsage
 	}
-	cat, problems, err := shardzones.Served(ctx, cl, *prefix, in)
+	cat, problems, err := shardzones.Served(ctx, cl.Client, conn.Prefix, in)
 	if err != nil {
-		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
+		fmt.Fprintf(stderr, "kuma-cp zones: reading etcd (--etcd-endpoints %s): %v\n", conn.Endpoints, err)
 		return exitFail
 	}
 	for _, p := range problems {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	// Heap profiling off from the first allocation: only --admin-pprof turns it on.
+	"github.com/kumadp/kuma-dp/internal/buildinfo"
 	_ "github.com/kumadp/kuma-dp/internal/memprof"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -41,9 +42,6 @@ func register(c command) {
 	commands[c.name] = c
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func init() {
 	register(command{name: "version", summary: "print the version", run: func(args []string, stdout, stderr io.Writer) int {
 		fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
@@ -57,7 +55,7 @@ func init() {
 		if fs.NArg() > 0 {
 			return cmd.usageErr("unexpected argument %q", fs.Arg(0))
 		}
-		fmt.Fprintf(stdout, "kuma-dp %s\n", version)
+		fmt.Fprintln(stdout, buildinfo.String("kuma-dp"))
 		return exitOK
 	}})
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kumadp/kuma-dp/internal/buildinfo"
 )
 
 // Every --help goes to standard output once, exits 0 and shows an example.
@@ -113,7 +115,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"help", "vips"}, exitOK, "kuma-dp vips --dataplane-file", ""},
 		{[]string{"help", "nope"}, exitUsage, "", `unknown command "nope"`},
 		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`},
-		{[]string{"--version"}, exitOK, "kuma-dp " + version, ""},
+		{[]string{"--version"}, exitOK, "kuma-dp " + buildinfo.Version, ""},
 		{[]string{"version", "extra"}, exitUsage, "", `unexpected argument "extra"`},
 		{[]string{"run", "--dataplane-file", "dp.yaml", "--envoy", "false"}, exitUsage, "", "--envoy=false"},
 	}

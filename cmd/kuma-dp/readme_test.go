@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,28 @@ func TestRepositoryStandsAlone(t *testing.T) {
 	}
 	if checked < 100 {
 		t.Fatalf("only %d files checked: not the repository", checked)
+	}
+}
+
+// The README's vips sample is the command's real output: the lines `| head -N` keeps of
+// what the command prints for the bundled mesh.
+func TestREADMEVipsSampleIsRealOutput(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)\\$ go run ./cmd/kuma-dp (vips [^|\\n]*)\\| head -(\\d+)\\n(.*?)\\n```").FindStringSubmatch(string(readme))
+	if m == nil {
+		t.Fatal("README has no `$ go run ./cmd/kuma-dp vips ... | head -N` sample")
+	}
+	args := strings.Fields(strings.NewReplacer("testdata/", "../../testdata/").Replace(m[1]))
+	code, out, errOut := vipsCmd(t, args...)
+	if code != exitOK {
+		t.Fatalf("%s: exit %d: %s", m[1], code, errOut)
+	}
+	lines := strings.Split(out, "\n")
+	n := len(strings.Split(m[3], "\n"))
+	if want := strings.Join(lines[:n], "\n"); m[3] != want || m[2] != strconv.Itoa(n) {
+		t.Errorf("README's vips sample (head -%s) is not the command's output:\n%s\nwant:\n%s", m[2], m[3], want)
 	}
 }

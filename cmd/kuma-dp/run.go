@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/agent"
+	"github.com/kumadp/kuma-dp/internal/buildinfo"
 	"github.com/kumadp/kuma-dp/internal/settings"
 )
 
@@ -175,7 +176,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-dp run: %v\n", err)
 		return exitUsage
 	}
-	log.Info("kuma-dp starting", "pid", os.Getpid(), "version", version, "dataplane_file", cfg.Runtime.DataplaneFile,
+	log.Info("kuma-dp starting", "pid", os.Getpid(), "version", buildinfo.Version, "dataplane_file", cfg.Runtime.DataplaneFile,
 		"policies_dir", cfg.Runtime.PoliciesDir, "cp_address", cfg.ControlPlane.URL, "dies_with_go_run", agent.DieWithGoRun())
 	if effective, err := json.Marshal(cfg); err == nil {
 		log.Debug("effective configuration (defaults < --config < KUMA_* < flags)", "config", string(effective))

@@ -52,7 +52,7 @@ var vipsSettings = &settings.Table[vipsOptions]{Settings: []settings.Setting[vip
 	settings.Embed(runSettings, "dataplane-file", "the Dataplane this agent runs for (YAML or JSON; required)", vipsRunConfig),
 	settings.Embed(runSettings, "policies-dir", "directory of the mesh's other resources: dataplanes and policies", vipsRunConfig),
 	{Flag: "output", Short: "o", Field: "output", Usage: "output format: table, json or zone (an RFC 1035 zone file)"},
-	{Flag: "explain", Field: "explain", Usage: "explain one hostname: which policy, selector and tuple produced it, what it beat or lost to"},
+	{Flag: "explain", Field: "explain", Usage: "explain one hostname: which policy, selector and tuple produced it, what it beat or lost to; or a MeshExternalService or HostnameGenerator by name: which generators select which services, and why not"},
 	{Flag: "state-file", Field: "stateFile", Usage: "keep VIP assignments in this file across runs (read, then written atomically)"},
 	{Flag: "no-default-vips", Field: "noDefaultVIPs", Usage: "do not give every service the default name <service>.mesh"},
 	{Flag: "service-cidr", Field: "serviceCIDR", Usage: "IPv4 pool of service and VirtualOutbound VIPs (the external pool is cut out of it)"},
@@ -123,8 +123,8 @@ func runVIPsEnv(args []string, stdout, stderr io.Writer, getenv func(string) (st
 		return exitInvalid
 	}
 	if f.Explain != "" {
-		if !table.Explain(stdout, f.Explain) {
-			fmt.Fprintf(stderr, "kuma-dp vips: no policy or service produces hostname %q\n", f.Explain)
+		if !table.Explain(stdout, f.Explain) && !vipsExplainSelection(stdout, snap, table, f.Explain) {
+			fmt.Fprintf(stderr, "kuma-dp vips: no policy or service produces hostname %q (nor is it a MeshExternalService or a HostnameGenerator)\n", f.Explain)
 			return exitInvalid
 		}
 		return exitOK

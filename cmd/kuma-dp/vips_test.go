@@ -330,6 +330,9 @@ func TestVIPsZoneParses(t *testing.T) {
 		case *dns.SOA:
 			soa++
 		case *dns.A:
+			if name+"." == vipsNS {
+				continue // the NS's glue
+			}
 			a++
 			if !strings.HasPrefix(avail[name], r.A.String()+" ") {
 				t.Errorf("A %s %s; json says %q", name, r.A, avail[name])
@@ -344,8 +347,43 @@ func TestVIPsZoneParses(t *testing.T) {
 	if err := zp.Err(); err != nil {
 		t.Fatalf("zone does not parse: %v\n%s", err, out)
 	}
-	if soa != 1 || a != len(avail) || aaaa != len(avail) {
-		t.Errorf("SOA %d, A %d, AAAA %d; want 1, %d, %d", soa, a, aaaa, len(avail), len(avail))
+	hosts := 0
+	for name := range avail {
+		if vipsIsHostname(name) {
+			hosts++
+		} else if !strings.Contains(out, "; "+name+".\tIN\tA\t") {
+			t.Errorf("%s, no hostname, is not listed as a comment", name)
+		}
+	}
+	if soa != 1 || a != hosts || aaaa != hosts || hosts == len(avail) {
+		t.Errorf("SOA %d, A %d, AAAA %d; want 1, %d, %d (of %d names, those with '_' commented out)", soa, a, aaaa, hosts, hosts, len(avail))
+	}
+}
+
+// `vips -o zone` is a zone file BIND and nsd load as written: an NS at the apex (with its
+// glue inside the zone), and no A owner check-names refuses (named-checkzone refused it for
+// both).
+func TestVIPsZoneChecked(t *testing.T) {
+	_, out, _ := vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", testPolicies, "-o", "zone")
+	path := filepath.Join(t.TempDir(), "vips.zone")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	origin := strings.Fields(out[strings.Index(out, "$ORIGIN"):])[1]
+	ran := 0
+	for _, checker := range []string{"named-checkzone", "nsd-checkzone"} {
+		bin, err := exec.LookPath(checker)
+		if err != nil {
+			t.Logf("%s not installed (bind9-utils, nsd): not run", checker)
+			continue
+		}
+		ran++
+		if b, err := exec.Command(bin, origin, path).CombinedOutput(); err != nil {
+			t.Errorf("%s %s: %v\n%s\n%s", checker, origin, err, b, out)
+		}
+	}
+	if ran == 0 {
+		t.Skip("neither named-checkzone nor nsd-checkzone is installed (make test installs them)")
 	}
 }
 
@@ -386,5 +424,57 @@ func TestVIPsZoneTTLIsTheResolvers(t *testing.T) {
 	}
 	if agent.Defaults().DNS.TTL != agent.Duration(dnsserver.DefaultTTL*time.Second) {
 		t.Fatal("the agent's default TTL is not the resolver's")
+	}
+}
+
+// Kuma's default HostnameGenerator selects the MeshExternalServices created in the zone
+// (kuma.io/origin: zone, which Kuma's zone control plane stamps and so does the decoder): a
+// MeshExternalService written without labels gets its hostname (it had a VIP and none); one
+// synced from a global control plane keeps its origin, and --explain says why the
+// generator selects nothing for it.
+func TestKumaDefaultGeneratorSelectsZoneOrigin(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "kuma-defaults.yaml"), `type: HostnameGenerator
+name: local-mesh-external-service
+spec:
+  selector:
+    meshExternalService:
+      matchLabels:
+        kuma.io/origin: zone
+  template: "{{ .DisplayName }}.extsvc.mesh.local"
+---
+type: MeshExternalService
+name: aurora
+mesh: default
+spec:
+  match: {type: HostnameGenerator, port: 5432, protocol: tcp}
+  endpoints: [{address: aurora.example.com, port: 5432}]
+---
+type: MeshExternalService
+name: synced
+mesh: default
+labels:
+  kuma.io/origin: global
+spec:
+  match: {type: HostnameGenerator, port: 443, protocol: tcp}
+  endpoints: [{address: api.example.com, port: 443}]
+`)
+	code, out, errOut := vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", dir)
+	if code != exitOK || !strings.Contains(out, "aurora.extsvc.mesh.local") || strings.Contains(out, "synced.extsvc") {
+		t.Fatalf("vips: exit %d, want aurora.extsvc.mesh.local and no name for synced:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", dir, "--explain", "synced")
+	for _, want := range []string{
+		"MeshExternalService synced: VIP 242.",
+		"HostnameGenerator local-mesh-external-service: selects nothing here: label kuma.io/origin is global, the generator selects zone",
+		"no generator selects it: it has a VIP but no hostname",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("--explain synced: exit %d, lacks %q:\n%s%s", code, want, out, errOut)
+		}
+	}
+	code, out, _ = vipsCmd(t, "vips", "--dataplane-file", testDP, "--policies-dir", dir, "--explain", "local-mesh-external-service")
+	if code != exitOK || !strings.Contains(out, "HostnameGenerator local-mesh-external-service: aurora.extsvc.mesh.local Available") {
+		t.Errorf("--explain of the generator: exit %d\n%s", code, out)
 	}
 }

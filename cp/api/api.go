@@ -46,6 +46,7 @@ var Types = map[string]string{
 	"routers":              mesh.KindRouter,
 	"routes":               mesh.KindRoute,
 	"routebindings":        mesh.KindRouteBinding,
+	"meshes":               mesh.KindMesh, // a Mesh is stored in its own mesh: /meshes/NAME/meshes/NAME
 }
 
 // TypeOf is the URL type of a kind ("" when unknown).
@@ -102,6 +103,16 @@ type Resource struct {
 	CreationTime     time.Time       `json:"creationTime"`
 	ModificationTime time.Time       `json:"modificationTime"`
 	Spec             json.RawMessage `json:"resource"`
+}
+
+// Document is the resource's document as stored: Spec, or the text Spec holds when the
+// document is YAML only (an unquoted {{ name }} template is no JSON: served as its text).
+func (r Resource) Document() []byte {
+	var text string
+	if json.Unmarshal(r.Spec, &text) == nil {
+		return []byte(text)
+	}
+	return r.Spec
 }
 
 // List is a page of resources: Total counts every page's (the resources matching the
@@ -172,7 +183,7 @@ func storeError(w http.ResponseWriter, err error) int {
 func (s *Server) key(w http.ResponseWriter, r *http.Request) (store.Key, bool) {
 	kind, ok := Types[r.PathValue("type")]
 	if !ok {
-		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, meshservices, meshtcproutes, meshhttproutes, routers, routes, routebindings", r.PathValue("type")))
+		fail(w, http.StatusNotFound, "unknown type", fmt.Sprintf("type %q is not one of dataplanes, virtualoutbounds, trafficroutes, meshexternalservices, hostnamegenerators, meshservices, meshtcproutes, meshhttproutes, routers, routes, routebindings, meshes", r.PathValue("type")))
 		return store.Key{}, false
 	}
 	return store.Key{Mesh: r.PathValue("mesh"), Type: kind, Name: r.PathValue("name")}, true

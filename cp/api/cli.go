@@ -15,8 +15,10 @@ func ParseType(arg string) (string, bool) {
 	if _, ok := Types[t]; ok {
 		return t, true
 	}
-	if _, ok := Types[t+"s"]; ok {
-		return t + "s", true
+	for _, plural := range []string{t + "s", t + "es"} { // dataplane, mesh
+		if _, ok := Types[plural]; ok {
+			return plural, true
+		}
 	}
 	return "", false
 }

@@ -11,7 +11,7 @@ func TestParseType(t *testing.T) {
 		"traffic-routes": "trafficroutes", "traffic-route": "trafficroutes", "TrafficRoute": "trafficroutes",
 		"route": "routes", "routes": "routes", "router": "routers", "routebinding": "routebindings",
 		"virtual-outbound": "virtualoutbounds", "meshexternalservice": "meshexternalservices",
-		"meshes": "", "status": "", "": "", "s": "", "dataplaness": "",
+		"meshes": "meshes", "mesh": "meshes", "Mesh": "meshes", "meshs": "", "status": "", "": "", "s": "", "dataplaness": "",
 	} {
 		got, ok := ParseType(arg)
 		if got != want || ok != (want != "") {

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -112,6 +110,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ifMat
 }
 
 func path(meshName, typ, name string) string {
+	if typ == "meshes" && name != "" {
+		meshName = name // a Mesh is stored in its own mesh
+	}
 	p := "/meshes/" + url.PathEscape(meshName) + "/" + typ
 	if name != "" {
 		p += "/" + url.PathEscape(name)
@@ -158,6 +159,8 @@ func (c *Client) Delete(ctx context.Context, meshName, typ, name string) error {
 type Applied struct {
 	Type, Mesh, Name string
 	Result           string // created, updated, unchanged
+	// Kept names the fields stored as written that nothing here acts on (a Mesh's mtls...).
+	Kept []string
 }
 
 // Source is one file (or standard input) to apply.
@@ -181,12 +184,13 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	type decoded struct {
 		source string
 		r      mesh.Resource
-		doc    []byte // what is written: the canonical document
+		doc    []byte // as written
 	}
 	var all []decoded
 	var errs mesh.Errors
 	for _, src := range sources {
-		rs, err := mesh.Decode(src.Name, fromAPIForm(src.Data))
+		data := fromAPIForm(src.Data)
+		rs, err := mesh.Decode(src.Name, data)
 		if err != nil {
 			var es mesh.Errors
 			if errors.As(err, &es) {
@@ -195,18 +199,22 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 			}
 			return nil, err
 		}
-		for _, r := range rs {
-			doc, err := cplink.EncodeResource(r)
-			if err != nil {
-				return nil, err
-			}
-			doc = withoutZeroTime(doc)
+		// What is stored is each document as written (Kuma's form kept); the control plane
+		// validates and serves what Decode makes of it.
+		docs, err := mesh.Documents(data)
+		if err == nil && len(docs) != len(rs) {
+			err = fmt.Errorf("%d documents for %d resources", len(docs), len(rs))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", src.Name, err)
+		}
+		for i, r := range rs {
 			// the API's bounds, checked here too: nothing is written when one is over
-			if msg := checkCost(r.GetMeta().Source.String(), doc); msg != "" {
+			if msg := checkCost(r.GetMeta().Source.String(), docs[i]); msg != "" {
 				errs = append(errs, &mesh.FieldError{Kind: r.Kind(), Name: r.GetMeta().Name, Msg: msg})
 				continue
 			}
-			all = append(all, decoded{src.Name, r, doc})
+			all = append(all, decoded{src.Name, r, docs[i]})
 		}
 	}
 	if len(errs) > 0 {
@@ -223,16 +231,19 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	}
 	var out []Applied
 	for _, d := range all {
-		source, r, doc := d.source, d.r, d.doc
+		r, doc := d.r, d.doc
 		m := r.GetMeta()
 		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
 		name := StoreName(r)
 		a := Applied{Type: typ, Mesh: meshName, Name: name}
+		if m, ok := r.(*mesh.Mesh); ok {
+			a.Kept = m.KeptFields()
+		}
 		cur, err := c.Get(ctx, meshName, typ, name)
 		var ae *Error
 		switch {
 		case err == nil:
-			if sameDocument(source, cur.Spec, doc, r) {
+			if sameDocument(cur.Spec, doc, r) {
 				a.Result = "unchanged"
 				break
 			}
@@ -307,40 +318,45 @@ func apiDocument(raw []byte) ([]byte, bool) {
 	return doc, true
 }
 
-// sameDocument says whether the stored document cur holds what the applied document doc
-// (canonical, of the resource r) says. What the store holds may be written by hand (a
-// directory store serves its files as written: the Kubernetes form, a tag value written as a
-// number, a field the canonical form leaves out), so a document that differs as text is
-// decoded and compared in canonical form too: applying the files a directory holds leaves
-// them as they are.
-func sameDocument(source string, cur, doc []byte, r mesh.Resource) bool {
-	norm := func(j []byte) []byte { return canonJSON(withoutZeroTimeJSON(withoutStatus(j, r))) }
-	want := norm(asJSON(doc))
-	if bytes.Equal(norm(cur), want) {
-		return true
-	}
+// sameDocument says whether the stored document cur (as the API serves it: JSON, or the
+// text of a document that is YAML only) is the applied document doc, as written: the same
+// fields and values whatever the key order, quoting or comments. A document that says the
+// same in another form (Kuma's TrafficRoute split against the internal list) is another
+// document: applying it stores it as written.
+func sameDocument(cur, doc []byte, r mesh.Resource) bool {
 	var text string
 	if json.Unmarshal(cur, &text) == nil {
-		cur = []byte(text) // a document that is YAML only (an unquoted {{ name }} template) is served as its text
+		cur = []byte(text)
 	}
-	rs, err := mesh.Decode(source, cur)
-	if err != nil || len(rs) != 1 || rs[0].Kind() != r.Kind() {
-		return false
-	}
-	stored, err := cplink.EncodeResource(rs[0])
+	a, err := mesh.DocumentJSON(cur)
 	if err != nil {
 		return false
 	}
-	return bytes.Equal(norm(asJSON(withoutZeroTime(stored))), want)
-}
-
-// asJSON is a YAML (or JSON) document as JSON.
-func asJSON(doc []byte) []byte {
-	j, err := yaml.YAMLToJSON(doc)
+	b, err := mesh.DocumentJSON(doc)
 	if err != nil {
-		return doc
+		return false
 	}
-	return j
+	norm := func(j []byte) []byte { return canonJSON(withoutStatus(j, r)) }
+	if bytes.Equal(norm(a), norm(b)) {
+		return true
+	}
+	if _, ok := r.(*mesh.Route); ok {
+		// A route is stored as the control plane writes it (its status merged in):
+		// compared in that form.
+		rs, err := mesh.Decode("stored", cur)
+		if err != nil || len(rs) != 1 {
+			return false
+		}
+		stored, err1 := cplink.EncodeResource(rs[0])
+		applied, err2 := cplink.EncodeResource(r)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		sj, _ := mesh.DocumentJSON(stored)
+		aj, _ := mesh.DocumentJSON(applied)
+		return bytes.Equal(norm(sj), norm(aj))
+	}
+	return false
 }
 
 // canonJSON is b as JSON with sorted keys, for comparing documents.
@@ -350,35 +366,6 @@ func canonJSON(b []byte) []byte {
 		return b
 	}
 	out, _ := json.Marshal(v)
-	return out
-}
-
-// zeroTime is an unset creationTime as the canonical document writes it.
-const zeroTime = `"0001-01-01T00:00:00Z"`
-
-// withoutZeroTime is a YAML document without its creationTime when that is unset (the
-// canonical encoding writes it anyway): what is stored, in etcd or in a file, has none then,
-// and the store's times stand.
-func withoutZeroTime(doc []byte) []byte {
-	j := withoutZeroTimeJSON(asJSON(doc))
-	out, err := yaml.JSONToYAML(j)
-	if err != nil {
-		return doc
-	}
-	return out
-}
-
-// withoutZeroTimeJSON is a JSON document without its creationTime when that is unset.
-func withoutZeroTimeJSON(j []byte) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(j, &m) != nil || string(m["creationTime"]) != zeroTime {
-		return j
-	}
-	delete(m, "creationTime")
-	out, err := json.Marshal(m)
-	if err != nil {
-		return j
-	}
 	return out
 }
 

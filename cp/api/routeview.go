@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/routesched"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -17,7 +18,7 @@ import (
 func decodeAs[T mesh.Resource](rs []Resource) []T {
 	var out []T
 	for _, r := range rs {
-		got, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Spec)
+		got, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Document())
 		if err != nil || len(got) != 1 {
 			continue
 		}
@@ -156,7 +157,10 @@ func DescribeRouter(w io.Writer, router Resource, routes []Resource) error {
 		return fmt.Errorf("router %s does not decode", router.Name)
 	}
 	rt := rts[0]
-	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s; user domains CNAME here)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
+	fmt.Fprintf(w, "Name:             %s\nDescription:      %s\nDNS:              %s (system routes: <namespace>-<host>.%s)\n", rt.Name, rt.Description, rt.DNS, rt.DNS)
+	// Users' own domains CNAME to a name the shard's wildcard answers, never its apex (RFC
+	// 4592: the apex is not covered by its own wildcard).
+	fmt.Fprintf(w, "CNAME target:     %s (user domains: <your name> CNAME %s)\n", routesched.Canonical(rt), routesched.Canonical(rt))
 	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
 		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
 	l := rt.ListenerOf()

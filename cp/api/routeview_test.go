@@ -60,6 +60,9 @@ status:
 	if err := DescribeRouter(&b, routers[0], routes); err != nil {
 		t.Fatal(err)
 	}
+	if strings.Contains(b.String(), "CNAME here") || !strings.Contains(b.String(), "CNAME target:     router-shard-a.shard-a.apps.example.com ") {
+		t.Errorf("describe router: want the CNAME target router-shard-a.shard-a.apps.example.com, never the apex:\n%s", b.String())
+	}
 	for _, want := range []string{"Listener:         HTTP on port 8080", "Replicas:         kuma.io/service=gw-a, 3 desired, 1 ready of 2",
 		"gw-a-1\t10.0.0.1\tready", "gw-a-2\t10.0.0.2\tnot ready: AgentNotConnected: no agent holds a stream",
 		"Condition:        Degraded=True FewerReadyReplicas: 1 of 3 desired replicas ready; 2 of 3 exist; not ready: gw-a-2 (AgentNotConnected) (since 2026-11-28T08:01:00Z)",

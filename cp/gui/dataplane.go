@@ -188,6 +188,16 @@ func vipRows(t *vipalloc.Table, host string, first int) ([]vipRow, int) {
 // specYAML is a resource's document as YAML, with every inline secret hidden; its type
 // first (the API's document of a resource applied by kuma-cp apply has none).
 func specYAML(kind string, spec json.RawMessage) string {
+	var text string
+	if json.Unmarshal(spec, &text) == nil {
+		// a document stored as YAML text (an unquoted {{ name }} template): read as it is,
+		// so that its secrets are hidden too
+		j, err := mesh.DocumentJSON([]byte(text))
+		if err != nil {
+			return "(a document that does not read: " + err.Error() + ")"
+		}
+		spec = j
+	}
 	var doc map[string]any
 	if json.Unmarshal(spec, &doc) != nil {
 		return string(spec)

@@ -18,6 +18,7 @@ import (
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
 	"github.com/kumadp/kuma-dp/internal/testutil"
+	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // A real control plane for the GUI's tests: kuma-cp serve on a three-member etcd with its
@@ -296,17 +297,22 @@ func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
 			e.t.Fatal(err)
 		}
 		for _, it := range items {
-			var doc map[string]any
-			if err := json.Unmarshal(it.Spec, &doc); err != nil {
+			// as the control plane serves it: decoded (the document is stored as its user
+			// wrote it, in either form), with the store's creation time, encoded
+			rs, err := mesh.Decode(it.Name, it.Document())
+			if err != nil || len(rs) != 1 {
+				e.t.Fatalf("%s %s: %v", typ, it.Name, err)
+			}
+			rs[0].GetMeta().CreationTime = it.CreationTime
+			b, err := cplink.EncodeResource(rs[0])
+			if err != nil {
 				e.t.Fatal(err)
 			}
-			doc["creationTime"] = it.CreationTime
-			b, _ := json.Marshal(doc)
-			// a file per kind and name: of two stored under one name (routes of two
-			// namespaces), the later replaces the other, as the control plane serves them
-			path := filepath.Join(dir, fmt.Sprintf("%s-%s.json", typ, doc["name"]))
+			// a file per kind and stored name (a route's is name.namespace: the control
+			// plane serves routes of one name in two namespaces apart)
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s.yaml", typ, it.Name))
 			if typ == "dataplanes" && it.Name == name {
-				path = filepath.Join(e.t.TempDir(), "dataplane.json")
+				path = filepath.Join(e.t.TempDir(), "dataplane.yaml")
 				dataplaneFile = path
 			}
 			if err := os.WriteFile(path, b, 0o644); err != nil {

@@ -31,7 +31,7 @@ var agentTypes = func() []string {
 
 // decoded is an API resource as the agent decodes it: the store's creation time is its own.
 func decoded(r api.Resource) (mesh.Resource, error) {
-	rs, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Spec)
+	rs, err := mesh.Decode(r.Mesh+"/"+r.Type+"/"+r.Name, r.Document()) // as its user wrote it
 	if err != nil {
 		return nil, err
 	}

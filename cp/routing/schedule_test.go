@@ -190,10 +190,16 @@ func TestAffinity(t *testing.T) {
 
 func TestNoRouterAndRouterDeletion(t *testing.T) {
 	s := NewScheduler(nil)
-	_, err := s.Schedule(rt("ns", "x", "x.test", "", 1))
+	r := rt("ns", "x", "x.test", "", 1)
+	r.Labels = map[string]string{"shard": "z", "env": "prod"}
+	_, err := s.Schedule(r)
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != mesh.ReasonNoRouterMatches {
 		t.Fatalf("no routers: %v", err)
+	}
+	// labels as a selector writes them, not Go's map[env:prod shard:z]
+	if !strings.Contains(e.Message, "(labels env=prod,shard=z)") {
+		t.Errorf("no routers: %q, want the labels as env=prod,shard=z", e.Message)
 	}
 	s.SetRouter(router("a"))
 	s.SetRouter(router("b"))

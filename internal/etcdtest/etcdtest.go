@@ -6,6 +6,8 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -29,7 +31,12 @@ type Cluster struct {
 	bin     string
 	Members []*Member
 	initial string
+	tls     *TLS
 }
+
+// TLS is the server certificate of members serving clients over TLS (StartTLS), and the CA
+// that signed it (PEM files).
+type TLS struct{ CertFile, KeyFile, CAFile string }
 
 // Member is one etcd process.
 type Member struct {
@@ -47,6 +54,18 @@ type Member struct {
 // installed (scripts/test-deps.sh installs Debian's etcd-server).
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return start(t, n, nil)
+}
+
+// StartTLS is Start with the members serving clients over TLS (https:// endpoints) with the
+// certificate of tc; peers talk plain HTTP.
+func StartTLS(t testing.TB, n int, tc TLS) *Cluster {
+	t.Helper()
+	return start(t, n, &tc)
+}
+
+func start(t testing.TB, n int, tc *TLS) *Cluster {
+	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Skip("etcd not installed (Debian package etcd-server; make test installs it as root)")
@@ -55,11 +74,14 @@ func Start(t testing.TB, n int) *Cluster {
 	// tests: ports used by them are reserved, see reserve); such a start is tried again on
 	// new ports.
 	for attempt := 1; ; attempt++ {
-		c := &Cluster{t: t, bin: bin}
+		c := &Cluster{t: t, bin: bin, tls: tc}
 		var peers []string
 		for i := range n {
 			m := &Member{Name: fmt.Sprintf("e%d", i), dir: t.TempDir()}
 			m.ClientURL = "http://" + freeAddr(t)
+			if tc != nil {
+				m.ClientURL = "https://" + strings.TrimPrefix(m.ClientURL, "http://")
+			}
 			m.Peer = "http://" + freeAddr(t)
 			peers = append(peers, m.Name+"="+m.Peer)
 			c.Members = append(c.Members, m)
@@ -153,6 +175,9 @@ func (c *Cluster) run(m *Member, state string) {
 		"--listen-peer-urls", m.Peer, "--initial-advertise-peer-urls", m.Peer,
 		"--initial-cluster", c.initial, "--initial-cluster-state", state, "--initial-cluster-token", "kuma-dp-test",
 		"--heartbeat-interval", "50", "--election-timeout", "300", "--log-level", "warn")
+	if c.tls != nil {
+		m.cmd.Args = append(m.cmd.Args, "--cert-file", c.tls.CertFile, "--key-file", c.tls.KeyFile)
+	}
 	m.cmd.Stdout, m.cmd.Stderr = logs, logs
 	if err := m.cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -222,9 +247,15 @@ var errPortTaken = errors.New("port in use")
 
 func (c *Cluster) waitHealthy(ms ...*Member) error {
 	deadline := time.Now().Add(20 * time.Second)
+	hc := http.DefaultClient
+	if tc, err := c.clientTLS(); err != nil {
+		return err
+	} else if tc != nil {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
 	for _, m := range ms {
 		for {
-			resp, err := http.Get(m.ClientURL + "/health")
+			resp, err := hc.Get(m.ClientURL + "/health")
 			if err == nil {
 				var b [64]byte
 				n, _ := resp.Body.Read(b[:])
@@ -267,7 +298,11 @@ func (c *Cluster) Endpoints() []string {
 // Client is a client of every member, closed at the end of the test.
 func (c *Cluster) Client() *clientv3.Client {
 	c.t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second})
+	tc, err := c.clientTLS()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second, TLS: tc})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -286,4 +321,20 @@ func (c *Cluster) Compact(ctx context.Context, cl *clientv3.Client) int64 {
 		c.t.Fatal(err)
 	}
 	return r.Header.Revision
+}
+
+// clientTLS is a client's TLS configuration trusting the members' CA (nil: plain HTTP).
+func (c *Cluster) clientTLS() (*tls.Config, error) {
+	if c.tls == nil {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(c.tls.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificate", c.tls.CAFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -35,13 +35,24 @@ func printRouting(ctx context.Context, c *api.Client, typ, meshName, name, names
 	return api.PrintRouters(stdout, routers, routes)
 }
 
-// describeCmd is `describe route|router NAME`.
-func describeCmd(ctx context.Context, c *api.Client, args []string, meshName, namespace string, stdout io.Writer, usage func(string, ...any) int, fail func(error) int) int {
+// describeExample ends describe --help: run as written by a test on the bundled files.
+const describeExample = `Examples (the control plane on etcd of kuma-cp get --help; a router shard and a route on it;
+then the bundled MeshExternalServices and HostnameGenerators: which generator names ext-svc, and why the others do not):
+  kuma-cp apply --wait -f testdata/routes/shard-a.yaml --admin-token-file /tmp/cp/admin.token
+  kuma-cp describe route web -n shop
+  kuma-cp describe router shard-a
+  kuma-cp apply -f testdata/mesh/policies/meshexternalservices.yaml -f testdata/mesh/policies/hostnamegenerators.yaml --admin-token-file /tmp/cp/admin.token
+  kuma-cp describe meshexternalservice ext-svc
+`
+
+// describe is `describe route|router|meshexternalservice NAME`.
+func (k *command) describe(ctx context.Context) int {
+	args, meshName, namespace := k.fs.Args(), k.f.mesh, k.f.namespace
 	if len(args) != 2 {
-		return usage("want: describe route|router NAME (a route: NAME -n NAMESPACE, or name.namespace)")
+		return k.usage("want: describe route|router|meshexternalservice NAME (a route: NAME -n NAMESPACE, or name.namespace)")
 	}
 	if meshName == "*" {
-		return usage("--mesh \"*\" lists every mesh: describe %s NAME needs one mesh (--mesh M)", args[0])
+		return k.usage("--mesh \"*\" lists every mesh: describe %s NAME needs one mesh (--mesh M)", args[0])
 	}
 	switch strings.TrimSuffix(strings.ToLower(args[0]), "s") {
 	case "route":
@@ -49,38 +60,57 @@ func describeCmd(ctx context.Context, c *api.Client, args []string, meshName, na
 		if namespace != "" {
 			name += "." + namespace
 		} else if !strings.Contains(name, ".") {
-			return usage("route %q: give its namespace (-n NAMESPACE, or name.namespace)", name)
+			return k.usage("route %q: give its namespace (-n NAMESPACE, or name.namespace)", name)
 		}
-		r, err := c.Get(ctx, meshName, "routes", name)
+		r, err := k.c.Get(ctx, meshName, "routes", name)
 		if err != nil {
-			return fail(err)
+			return k.fail(err)
 		}
-		bs, err := c.List(ctx, meshName, "routebindings")
+		bs, err := k.c.List(ctx, meshName, "routebindings")
 		if err != nil {
-			return fail(err)
+			return k.fail(err)
 		}
-		if err := api.DescribeRoute(stdout, r, bs); err != nil {
-			return fail(err)
+		if err := api.DescribeRoute(k.stdout, r, bs); err != nil {
+			return k.fail(err)
 		}
 	case "router":
 		if namespace != "" {
-			return usage("-n %q: a router has no namespace (-n is for describe route)", namespace)
+			return k.usage("-n %q: a router has no namespace (-n is for describe route)", namespace)
 		}
-		r, err := c.Get(ctx, meshName, "routers", args[1])
+		r, err := k.c.Get(ctx, meshName, "routers", args[1])
 		if err != nil {
-			return fail(err)
+			return k.fail(err)
 		}
-		routes, err := c.List(ctx, meshName, "routes")
+		routes, err := k.c.List(ctx, meshName, "routes")
 		if err != nil {
-			return fail(err)
+			return k.fail(err)
 		}
-		if err := api.DescribeRouter(stdout, r, routes); err != nil {
-			return fail(err)
+		if err := api.DescribeRouter(k.stdout, r, routes); err != nil {
+			return k.fail(err)
+		}
+	case "meshexternalservice", "mes":
+		r, err := k.c.Get(ctx, meshName, "meshexternalservices", args[1])
+		if err != nil {
+			return k.fail(err)
+		}
+		gens, err := k.c.List(ctx, meshName, "hostnamegenerators")
+		if err != nil {
+			return k.fail(err)
+		}
+		if meshName != "default" { // the generators for every mesh are stored under default
+			all, err := k.c.List(ctx, "default", "hostnamegenerators")
+			if err != nil {
+				return k.fail(err)
+			}
+			gens = append(gens, all...)
+		}
+		if err := api.DescribeMeshExternalService(k.stdout, r, gens); err != nil {
+			return k.fail(err)
 		}
 	default:
-		return usage("describe %q: want route or router", args[0])
+		return k.usage("describe %q: want route, router or meshexternalservice", args[0])
 	}
-	return exitOK
+	return ExitOK
 }
 
 // waitRoutes is `apply --wait`: each applied route is polled until it is scheduled; its
