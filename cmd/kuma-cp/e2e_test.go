@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"github.com/kumadp/kuma-dp/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -14,60 +12,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
-const dpWeb = `type: Dataplane
-mesh: default
-name: web-1
-networking:
-  address: 10.0.0.1
-  inbound:
-    - port: 8080
-      tags:
-        kuma.io/service: web
-`
+// The e2e tests' mesh: the shared fixtures (internal/testutil).
+const (
+	dpWeb     = testutil.DataplaneWeb
+	dpHTTPBin = testutil.DataplaneHTTPBin
+	dpOther   = testutil.DataplaneOther // another mesh: no agent of mesh default may learn of it
+)
 
-const dpHTTPBin = `type: Dataplane
-mesh: default
-name: httpbin-1
-networking:
-  address: 10.0.0.2
-  inbound:
-    - port: 80
-      tags:
-        kuma.io/service: httpbin
-        version: v1
-`
-
-// dpOther lives in another mesh: no agent of mesh default may learn of it.
-const dpOther = `type: Dataplane
-mesh: other
-name: secret-1
-networking:
-  address: 10.9.0.1
-  inbound:
-    - port: 80
-      tags:
-        kuma.io/service: secret
-        version: v1
-`
-
-func virtualOutbound(meshName, host string) string {
-	return fmt.Sprintf(`type: VirtualOutbound
-mesh: %s
-name: by-version
-selectors:
-  - match:
-      kuma.io/service: "*"
-      version: "*"
-conf:
-  host: %q
-  port: 8080
-  tags:
-    kuma.io/service: service
-    version: version
-`, meshName, host)
-}
+func virtualOutbound(meshName, host string) string { return testutil.VirtualOutbound(meshName, host) }
 
 // meshEnv is a control plane whose directory holds web-1 and httpbin-1 in mesh default (and
 // secret-1 in mesh other), with the VirtualOutbound naming <version>.<service>.mesh.
