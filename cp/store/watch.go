@@ -53,16 +53,21 @@ func (s *Etcd) Watch(ctx context.Context, from int64) <-chan Event {
 				asked = !asked
 				heard.Reset(quiet)
 			case wr, ok := <-wc:
-				if !ok {
-					return
+				if ok {
+					asked = false
+					heard.Reset(quiet)
 				}
-				asked = false
-				heard.Reset(quiet)
-				if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+				if !ok && s.c.Ctx().Err() != nil {
+					return // the client is closed
+				}
+				if ok && (wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted)) {
 					send(ctx, out, Event{Type: Relist, Revision: wr.CompactRevision})
 					return
 				}
-				if err := wr.Err(); err != nil {
+				// Closed or cancelled without our context ending (etcd's client gave the watch
+				// up: a member killed, a leader lost), or failed: the watch is not over for
+				// its reader, so it starts again.
+				if !ok || wr.Canceled || wr.Err() != nil {
 					// No leader (quorum lost) or another failure: restart the watch from the
 					// last revision delivered, after a pause; nothing is missed.
 					select {
