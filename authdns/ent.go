@@ -26,8 +26,15 @@ func (z *Zone) keepWildcardAnswers() {
 			empty = append(empty, name)
 		}
 	}
-	for _, name := range empty {
-		w := z.wildcardAbove(name)
+	// Every wildcard is found before any name is filled: a name filled first would otherwise
+	// look like a name with records of its own and close the search for the names below it
+	// (which depended on the map's order).
+	above := make([]*node, len(empty))
+	for i, name := range empty {
+		above[i] = z.wildcardAbove(name)
+	}
+	for i, name := range empty {
+		w := above[i]
 		if w == nil {
 			continue
 		}
