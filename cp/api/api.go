@@ -390,8 +390,8 @@ func Check(k store.Key, doc []byte) string {
 	switch {
 	case res.Kind() != k.Type:
 		return fmt.Sprintf("%s: type: the document is a %s (value %q)", source, res.Kind(), res.Kind())
-	case StoreName(res) != k.Name:
-		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, StoreName(res), k.Name)
+	case mesh.StoreName(res) != k.Name:
+		return fmt.Sprintf("%s: name: the document names %q, the URL %q", source, mesh.StoreName(res), k.Name)
 	case !mesh.Meshless(res) && mesh.ResourceMesh(m) != k.Mesh:
 		return fmt.Sprintf("%s: mesh: the document is of mesh %q, the URL %q", source, mesh.ResourceMesh(m), k.Mesh)
 	case mesh.Meshless(res) && k.Mesh != mesh.ResourceMesh(m):

@@ -234,7 +234,7 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 		r, doc := d.r, d.doc
 		m := r.GetMeta()
 		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
-		name := StoreName(r)
+		name := mesh.StoreName(r)
 		a := Applied{Type: typ, Mesh: meshName, Name: name}
 		if m, ok := r.(*mesh.Mesh); ok {
 			a.Kept = m.KeptFields()

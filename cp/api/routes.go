@@ -13,10 +13,6 @@ import (
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
-// StoreName is the name a resource is stored (and addressed in URLs) under: its name, and
-// for a Route or RouteBinding name.namespace (a route is named within its namespace).
-func StoreName(r mesh.Resource) string { return mesh.StoreName(r) }
-
 // InNamespace is the routes (or route bindings) of rs in namespace ns, as `get routes -n
 // NS` lists them: each is stored as name.namespace (a namespace has no dot, a name may).
 // Filtered here: keys are ordered by name, so a namespace is no range of the store.
