@@ -86,11 +86,8 @@ func run(sizeList string, runs int, kumaCP, baseline, profile string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if kumaCP == "" {
-		kumaCP = filepath.Join(tmp, "kuma-cp")
-		if err := procstat.Build("./cmd/kuma-cp", kumaCP); err != nil {
-			return err
-		}
+	if kumaCP, err = procstat.KumaCP(kumaCP, tmp); err != nil {
+		return err
 	}
 	builds := []build{{name: "this", bin: kumaCP, profile: profile}}
 	if baseline != "" {

@@ -92,11 +92,8 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout tim
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if kumaCP == "" {
-		kumaCP = filepath.Join(tmp, "kuma-cp")
-		if err := procstat.Build("./cmd/kuma-cp", kumaCP); err != nil {
-			return err
-		}
+	if kumaCP, err = procstat.KumaCP(kumaCP, tmp); err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -77,4 +78,14 @@ func Build(pkg, out string) error {
 		return fmt.Errorf("go build %s (run from the top of the clone): %v\n%s", pkg, err, b)
 	}
 	return nil
+}
+
+// KumaCP is the kuma-cp binary to measure: bin when given, else one built from this tree
+// into dir.
+func KumaCP(bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	out := filepath.Join(dir, "kuma-cp")
+	return out, Build("./cmd/kuma-cp", out)
 }
