@@ -118,6 +118,10 @@ type Client struct {
 	// resuming with the versions held, brings them.
 	refused map[string]bool
 
+	// maxGunzip is the most a compressed response may hold once decompressed
+	// (MaxResponseBytes: what the link takes uncompressed).
+	maxGunzip int64
+
 	stats        ClientStats
 	saves        atomic.Int64  // model files written (tests)
 	saveFailures atomic.Uint64 // writes of the model file that failed (ModelSaveFailures)
@@ -155,7 +159,8 @@ func NewClient(cfg ClientConfig, log *slog.Logger) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: log, targets: targets, reload: make(chan struct{}, 1),
 		updates: make(chan Update), done: make(chan struct{}), saveq: make(chan *mesh.Snapshot, 1),
-		held: map[string]map[string]heldResource{}, received: map[string]bool{}, refused: map[string]bool{}}
+		held: map[string]map[string]heldResource{}, received: map[string]bool{}, refused: map[string]bool{},
+		maxGunzip: MaxResponseBytes}
 	if useTLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.CACertFile != "" {

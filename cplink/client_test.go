@@ -34,6 +34,8 @@ type fakeCP struct {
 	tokens []string                         // authorization headers seen
 	// initial holds, per stream, the Dataplane versions the client said it held.
 	initial []map[string]string
+	// features holds, per stream, the client features its node listed.
+	features [][]string
 	push    chan *discovery.DeltaDiscoveryResponse
 	nonce   int
 }
@@ -99,6 +101,9 @@ func (cp *fakeCP) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryS
 				cp.nacks = append(cp.nacks, d.GetMessage())
 			}
 			var resp *discovery.DeltaDiscoveryResponse
+			if n := req.GetNode(); n != nil {
+				cp.features = append(cp.features, n.GetClientFeatures())
+			}
 			if req.GetResponseNonce() == "" && KindOf(req.GetTypeUrl()) == mesh.KindDataplane {
 				cp.initial = append(cp.initial, req.GetInitialResourceVersions())
 			}

@@ -40,6 +40,12 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 	if kind == "" {
 		return c.nack(ack, fmt.Errorf("type URL %q is not one of the link's", resp.GetTypeUrl()))
 	}
+	if err := gunzipResources(resp, c.maxGunzip); err != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.refused[kind] = true
+		return c.nack(ack, fmt.Errorf("control plane %s response: %w", kind, err))
+	}
 	changes, errs := decodeChanges(kind, resp)
 	c.mu.Lock()
 	defer c.mu.Unlock()

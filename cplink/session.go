@@ -180,7 +180,8 @@ func (c *Client) session(ctx context.Context) (got bool, err error) {
 	for i, kind := range Kinds {
 		req := &discovery.DeltaDiscoveryRequest{TypeUrl: TypeURL(kind), InitialResourceVersions: c.versionsLocked(kind)}
 		if i == 0 {
-			req.Node = &core.Node{Id: c.cfg.Name, Cluster: c.cfg.Mesh, UserAgentName: "kuma-dp"}
+			req.Node = &core.Node{Id: c.cfg.Name, Cluster: c.cfg.Mesh, UserAgentName: "kuma-dp",
+				ClientFeatures: []string{FeatureGzipResources}}
 		}
 		if err := stream.Send(req); err != nil {
 			c.mu.Unlock()
