@@ -36,8 +36,8 @@ type fakeCP struct {
 	initial []map[string]string
 	// features holds, per stream, the client features its node listed.
 	features [][]string
-	push    chan *discovery.DeltaDiscoveryResponse
-	nonce   int
+	push     chan *discovery.DeltaDiscoveryResponse
+	nonce    int
 }
 
 func newFakeCP(t testing.TB, rs ...mesh.Resource) (*fakeCP, string) {
