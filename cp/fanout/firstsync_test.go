@@ -73,8 +73,7 @@ func TestFirstSyncsWaitTheirTurn(t *testing.T) {
 	sv := servedN(200, 0)
 	cp := New(nil, slog.New(slog.DiscardHandler))
 	cp.Apply(sv)
-	body, _ := cp.tableFor("default", mesh.KindDataplane).subscribeFresh(&kindSub{})
-	cp.first = newFirstSyncs(int64(len(body))) // room for one answer at a time
+	cp.first = newFirstSyncs(int64(cp.tableFor("default", mesh.KindDataplane).fullSize(false))) // room for one answer at a time
 	cp.first.hold.Store(int64(time.Minute))
 	addr := serve(t, cp)
 
@@ -104,5 +103,36 @@ func TestFirstSyncsWaitTheirTurn(t *testing.T) {
 	e := dial(t, addr, "default", nil, mesh.KindDataplane)
 	if n := len(e.recv().GetResources()); n != 200 {
 		t.Fatalf("e after d's hold: %d resources, want 200", n)
+	}
+	if n := cp.first.expired.Load(); n != 1 {
+		t.Fatalf("%d shares given back by the hold, want 1 (d's)", n)
+	}
+}
+
+// A stream whose next first sync waits for its turn still reads its agent's requests: the
+// ACK of the answer it already sent gives that answer's share back, which lets the next one
+// through. Before, the stream waited for the turn without reading, its ACK unread, and the
+// fleet moved only as each hold (then 1 s) ran out.
+func TestFirstSyncACKReadWhileNextWaits(t *testing.T) {
+	sv := servedN(200, 0)
+	sv.Put(Doc{Kind: mesh.KindVirtualOutbound, Mesh: "default", Name: "vo-1", Body: []byte("vo 1")})
+	cp := New(nil, slog.New(slog.DiscardHandler))
+	cp.Apply(sv)
+	cp.first = newFirstSyncs(int64(cp.tableFor("default", mesh.KindDataplane).fullSize(false))) // room for the Dataplanes' answer only
+	cp.first.hold.Store(int64(time.Minute))
+	addr := serve(t, cp)
+
+	a := dial(t, addr, "default", nil, mesh.KindDataplane, mesh.KindVirtualOutbound)
+	r := a.recv()
+	if n := len(r.GetResources()); n != 200 {
+		t.Fatalf("first answer: %d resources, want the 200 Dataplanes", n)
+	}
+	a.quiet(200 * time.Millisecond) // the VirtualOutbounds wait for the Dataplanes' ACK
+	a.ack(r)
+	if got := names(a.recv()); !slices.Equal(got, []string{"vo-1"}) {
+		t.Fatalf("after the ACK: %v, want [vo-1]", got)
+	}
+	if e := cp.first.expired.Load(); e != 0 {
+		t.Fatalf("%d shares given back by the hold, want 0 (the ACK gives them back)", e)
 	}
 }

@@ -16,6 +16,7 @@ var (
 	pushesDesc = prometheus.NewDesc("kuma_cp_pushes_total", "Responses (changes) pushed to agents.", nil, nil)
 	acksDesc   = prometheus.NewDesc("kuma_cp_acks_total", "Changes agents accepted.", nil, nil)
 	firstDesc  = prometheus.NewDesc("kuma_cp_first_syncs_waiting", "Agents waiting their turn for a first sync (a kind's full answer), served in arrival order.", nil, nil)
+	expireDesc = prometheus.NewDesc("kuma_cp_first_syncs_expired_total", "First syncs whose agent neither acknowledged nor left within the hold (30 s): their share of the budget was given back without an ACK.", nil, nil)
 	nacksDesc  = prometheus.NewDesc("kuma_cp_nacks_total", "Changes agents refused (they keep their last good model), by resource kind.", []string{"kind"}, nil)
 )
 
@@ -24,12 +25,14 @@ func (c linkCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- acksDesc
 	ch <- nacksDesc
 	ch <- firstDesc
+	ch <- expireDesc
 }
 
 func (c linkCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pushesDesc, prometheus.CounterValue, float64(c.cp.pushes.Load()))
 	ch <- prometheus.MustNewConstMetric(acksDesc, prometheus.CounterValue, float64(c.cp.acks.Load()))
 	ch <- prometheus.MustNewConstMetric(firstDesc, prometheus.GaugeValue, float64(c.cp.first.waiting.Load()))
+	ch <- prometheus.MustNewConstMetric(expireDesc, prometheus.CounterValue, float64(c.cp.first.expired.Load()))
 	c.cp.nacks.Range(func(k, v any) bool {
 		ch <- prometheus.MustNewConstMetric(nacksDesc, prometheus.CounterValue, float64(v.(*atomic.Uint64).Load()), k.(string))
 		return true

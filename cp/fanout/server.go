@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,7 @@ type streamState struct {
 	id   token.Identity // from the token (empty without tokens)
 	peer string
 	node *token.Identity
+	gzip bool // the agent takes compressed first syncs (cplink.FeatureGzipResources)
 }
 
 type ctxKey struct{}
@@ -202,6 +204,7 @@ func (cp *ControlPlane) onRequest(st *streamState, req *discovery.DeltaDiscovery
 		}
 		cp.smu.Lock()
 		st.node = &node
+		st.gzip = slices.Contains(n.GetClientFeatures(), cplink.FeatureGzipResources)
 		if cp.agents[node]++; cp.agents[node] == 1 {
 			cp.agentsGen++
 		}

@@ -70,6 +70,12 @@ type received struct {
 
 func dial(t *testing.T, addr, meshName string, held map[string]map[string]string, kinds ...string) *agent {
 	t.Helper()
+	return dialAs(t, addr, &core.Node{Id: "agent", Cluster: meshName}, held, kinds...)
+}
+
+// dialAs is dial with the node given (its client features).
+func dialAs(t *testing.T, addr string, node *core.Node, held map[string]map[string]string, kinds ...string) *agent {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +100,7 @@ func dial(t *testing.T, addr, meshName string, held map[string]map[string]string
 	for i, k := range kinds {
 		req := &discovery.DeltaDiscoveryRequest{TypeUrl: cplink.TypeURL(k), InitialResourceVersions: held[cplink.TypeURL(k)]}
 		if i == 0 {
-			req.Node = &core.Node{Id: "agent", Cluster: meshName}
+			req.Node = node
 		}
 		if err := s.Send(req); err != nil {
 			t.Fatal(err)

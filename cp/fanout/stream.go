@@ -79,10 +79,14 @@ func (a ads) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_De
 			}
 		case <-s.wake:
 			for _, k := range s.kinds {
-				if k.inflight == "" {
-					if err := s.sendChanges(k); err != nil {
-						return err
-					}
+				var err error
+				if k.waiting {
+					err = s.sendFirst(k)
+				} else if k.inflight == "" {
+					err = s.sendChanges(k)
+				}
+				if err != nil {
+					return err
 				}
 			}
 		}
@@ -129,13 +133,9 @@ func (s *stream) handle(req *discovery.DeltaDiscoveryRequest) error {
 		k = &kindSub{s: s, t: s.cp.tableFor(s.state.node.Mesh, kind)}
 		s.kinds[typeURL] = k
 		if len(req.GetInitialResourceVersions()) == 0 { // holds nothing: the shared full answer, in turn
-			body, _ := k.t.subscribeFresh(k)
-			t, err := s.cp.first.acquire(s.gs.Context(), len(body))
-			if err != nil {
-				return nil // the stream ended while it waited
-			}
-			k.turn = t
-			return s.sendEncoded(k, body)
+			k.waiting = true
+			k.turn = s.cp.first.enqueue(k.t.fullSize(s.state.gzip), s.wakeUp)
+			return s.sendFirst(k)
 		}
 		res, removed, _ := k.t.subscribe(k, req.GetInitialResourceVersions())
 		return s.send(k, res, removed)
@@ -175,6 +175,17 @@ func (s *stream) send(k *kindSub, res []*discovery.Resource, removed []string) e
 		return err
 	}
 	return s.sent(k, nonce)
+}
+
+// sendFirst sends k's full answer (the table's, at its newest version) once its turn has
+// come; until then k is not subscribed to the table, so no change is sent before it.
+func (s *stream) sendFirst(k *kindSub) error {
+	if !k.turn.granted.Load() {
+		return nil
+	}
+	k.waiting = false
+	body, _ := k.t.subscribeFresh(k, s.state.gzip)
+	return s.sendEncoded(k, body)
 }
 
 // sendEncoded sends a response whose body is already encoded (a table's full answer,

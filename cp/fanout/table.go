@@ -34,16 +34,19 @@ type table struct {
 	// full is the first answer of a fresh subscription (every resource) encoded at one
 	// sequence number; dropped at the next change and built again on demand.
 	full *fullSync
-	// fullBuilds counts the encodings of full (tests: one per version, whatever the streams).
-	fullBuilds int
+	// fullBuilds and gzipBuilds count the encodings of full and its compressions (tests: one
+	// per version, whatever the streams).
+	fullBuilds, gzipBuilds int
 }
 
 // fullSync is a table's whole content at one sequence number, encoded once as the body of a
 // DeltaDiscoveryResponse and sent as it is by every stream that subscribes afresh at that
-// number (a fleet reconnecting costs the control plane one encoding per mesh and kind).
+// number (a fleet reconnecting costs the control plane one encoding per mesh and kind), and
+// compressed once, when an agent that takes it compressed first asks (cplink.GzipResponse).
 type fullSync struct {
 	seq  uint64
 	body []byte
+	gz   []byte
 }
 
 // entry is one resource as sent: built once per change, shared by every stream.
@@ -193,18 +196,37 @@ func (t *table) subscribe(k *kindSub, held map[string]string) (res []*discovery.
 }
 
 // subscribeFresh adds k, a subscription that holds nothing, and returns the encoded answer
-// it needs (every resource: the table's full encoding at its sequence number, shared) and
-// that sequence number.
-func (t *table) subscribeFresh(k *kindSub) (body []byte, to uint64) {
+// it needs (every resource: the table's full encoding at its sequence number, shared;
+// compressed when gz) and that sequence number.
+func (t *table) subscribeFresh(k *kindSub, gz bool) (body []byte, to uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.subs[k] = struct{}{}
+	k.seq.Store(t.seq)
+	return t.fullLocked(gz), t.seq
+}
+
+// fullSize is the size of the answer a fresh subscription would be sent now.
+func (t *table) fullSize(gz bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.fullLocked(gz))
+}
+
+// fullLocked is the table's full answer at its sequence number, built (and compressed) once.
+func (t *table) fullLocked(gz bool) []byte {
 	if t.full == nil || t.full.seq != t.seq {
 		t.full = &fullSync{seq: t.seq, body: t.encodeAllLocked()}
 		t.fullBuilds++
 	}
-	k.seq.Store(t.seq)
-	return t.full.body, t.seq
+	if !gz {
+		return t.full.body
+	}
+	if t.full.gz == nil {
+		t.full.gz = cplink.GzipResponse(t.full.body, t.typeURL, strconv.FormatUint(t.seq, 10))
+		t.gzipBuilds++
+	}
+	return t.full.gz
 }
 
 // encodeAllLocked is the wire form of a response carrying every resource, by name, at the
@@ -247,5 +269,8 @@ type kindSub struct {
 	t        *table
 	seq      atomic.Uint64 // what the stream was brought up to
 	inflight string        // the nonce of the response not yet ACKed or NACKed
-	turn     *turn         // the first-sync budget the response in flight holds
+	// turn is the first sync's place in the queue, then its share of the budget, held
+	// until the full answer is ACKed; waiting: the subscription's full answer waits its turn.
+	turn    *turn
+	waiting bool
 }
