@@ -2,20 +2,23 @@
 // control plane at once (a control plane restarted, a rolling upgrade) and each needing the
 // whole mesh, since every agent computes its own names.
 //
-//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--baseline OLD-KUMA-CP]
+//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--gzip=false] [--baseline OLD-KUMA-CP]
 //
 // For each combination it starts the real kuma-cp binary (`serve` on a directory of
 // generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
 // pinned to CPU 0, waits until each is ready, then starts the simulated agents in a second
 // process pinned to CPU 1, so that the control plane's cost and the agents' are apart. The
 // agents speak the link's real protocol (incremental ADS, every kind the link carries and
-// the control plane serves, an ACK per response) but decode nothing: they count bytes. An agent is synced when every kind
+// the control plane serves, an ACK per response, and like kuma-dp they list the compressed
+// first syncs among their client features unless --gzip=false) but decode (or decompress)
+// nothing: they count bytes. An agent is synced when every kind
 // it subscribed to has answered once (the first answer of a kind holds the whole kind).
 //
 // The agents reconnect as the link's client does after losing its control plane: each waits
 // its first backoff with jitter (125-250 ms) before it dials, and backs off again after a
-// failure. It reports: the time from the storm's start until every agent is synced, the p50
-// and p99 of each agent's time to synced, the retries, the control plane's CPU seconds (user+system,
+// failure. It reports: the time from the storm's start until every agent is synced, the p10,
+// p50 and p99 of each agent's time to synced and the p50 of its time to its first response
+// (its wait in the control plane's queue of first syncs, mostly), the retries, the control plane's CPU seconds (user+system,
 // all replicas) during the storm, its peak RSS (VmHWM, the largest replica) and the bytes
 // the agents received, the replicas' resident memory per connected agent (every agent
 // synced and connected, over the idle replicas), and the simulated agents' own CPU seconds (when they approach the
@@ -33,7 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,14 +70,15 @@ func main() {
 	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
 	baseline := pflag.String("baseline", "", "another kuma-cp binary (an earlier build) measured beside it in the same run")
 	timeout := pflag.Duration("timeout", 10*time.Minute, "give up a combination after this long")
+	gz := pflag.Bool("gzip", true, "the agents take compressed first syncs (kuma-dp's client feature); false: as an earlier kuma-dp")
 	pflag.Parse()
-	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, *timeout); err != nil {
+	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, *timeout, *gz); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout time.Duration) error {
+func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout time.Duration, gz bool) error {
 	as, err := sizes("--agents", agentSizes)
 	if err != nil {
 		return err
@@ -100,13 +104,13 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout tim
 		return err
 	}
 	raiseOpenFiles()
-	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, load %s\n", procstat.LoadAvg())
+	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, load %s\n", gz, procstat.LoadAvg())
 	builds := []struct{ name, bin string }{{"this", kumaCP}}
 	if baseline != "" {
 		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
 	}
-	fmt.Printf("%-9s %-7s %-11s %-9s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n", "BUILD",
-		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P50", "P99", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT")
+	fmt.Printf("%-9s %-7s %-11s %-9s %10s %10s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n", "BUILD",
+		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P10", "P50", "P99", "FIRST-P50", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT")
 	for _, d := range ds {
 		dir := filepath.Join(tmp, fmt.Sprintf("mesh-%d", d))
 		if err := writeMesh(dir, d); err != nil {
@@ -115,12 +119,12 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout tim
 		for _, r := range rs {
 			for _, a := range as {
 				for _, b := range builds {
-					res, err := storm(b.bin, self, dir, tmp, a, r, timeout)
+					res, err := storm(b.bin, self, dir, tmp, a, r, timeout, gz)
 					if err != nil {
 						return fmt.Errorf("%s: %d agents, %d dataplanes, %d replicas: %w", b.name, a, d, r, err)
 					}
-					fmt.Printf("%-9s %-7d %-11d %-9d %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", b.name, a, d, r,
-						res.all.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond),
+					fmt.Printf("%-9s %-7d %-11d %-9d %10s %10s %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", b.name, a, d, r,
+						res.all.Round(time.Millisecond), res.p10.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.first50.Round(time.Millisecond),
 						res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024)
 				}
 			}
@@ -161,13 +165,14 @@ func writeMesh(dir string, n int) error {
 }
 
 type result struct {
-	all, p50, p99 time.Duration
-	cpu           time.Duration
-	agentsCPU     time.Duration // the simulated agents' process, on the other core
-	retries       int64
-	peak          int64
-	bytes         int64
-	perAgent      int64 // resident bytes per connected agent, once synced, over the idle replicas
+	all, p10, p50, p99 time.Duration
+	first50            time.Duration // an agent's time to its first response (p50)
+	cpu                time.Duration
+	agentsCPU          time.Duration // the simulated agents' process, on the other core
+	retries            int64
+	peak               int64
+	bytes              int64
+	perAgent           int64 // resident bytes per connected agent, once synced, over the idle replicas
 }
 
 // replica is one kuma-cp process.
@@ -219,7 +224,7 @@ func (r *replica) stop() {
 	}
 }
 
-func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Duration) (result, error) {
+func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Duration, gz bool) (result, error) {
 	var rs []*replica
 	defer func() {
 		for _, r := range rs {
@@ -244,7 +249,7 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 		idle += procstat.ReadMemory(r.cmd.Process.Pid).RSS
 	}
 	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
-		"--addresses", strings.Join(addrs, ","), "--timeout", timeout.String())
+		"--addresses", strings.Join(addrs, ","), "--timeout", timeout.String(), "--gzip="+strconv.FormatBool(gz))
 	cmd.Stderr = os.Stderr
 	hold, err := cmd.StdinPipe() // the agents stay connected until it is closed
 	if err != nil {
@@ -270,7 +275,7 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 	if err := json.Unmarshal(line, &rep); err != nil {
 		return result{}, fmt.Errorf("agents' report %q: %w", line, err)
 	}
-	res := result{all: rep.All, p50: rep.P50, p99: rep.P99, bytes: rep.Bytes, retries: rep.Retries,
+	res := result{all: rep.All, p10: rep.P10, p50: rep.P50, p99: rep.P99, first50: rep.First50, bytes: rep.Bytes, retries: rep.Retries,
 		perAgent:  (connected - idle) / int64(agents),
 		agentsCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	for _, r := range rs {
@@ -291,9 +296,10 @@ func raiseOpenFiles() {
 
 // agentsReport is what the agents process prints.
 type agentsReport struct {
-	All, P50, P99 time.Duration
-	Bytes         int64
-	Retries       int64
+	All, P10, P50, P99 time.Duration
+	First50            time.Duration
+	Bytes              int64
+	Retries            int64
 }
 
 // The agents' link reconnects as cplink's client does: a stream lost, it waits
@@ -307,7 +313,7 @@ func jittered(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // agentWithRetries is one agent after its control plane went away: it waits its first
 // backoff, connects, and tries again after each failure until it is synced.
-func agentWithRetries(ctx context.Context, address, name string, kinds []string, bytes, retries *atomic.Int64, synced func(), hold <-chan struct{}) error {
+func agentWithRetries(ctx context.Context, address string, node *core.Node, kinds []string, bytes, retries *atomic.Int64, got, synced func(), hold <-chan struct{}) error {
 	d := firstBackoff
 	for {
 		select {
@@ -315,7 +321,7 @@ func agentWithRetries(ctx context.Context, address, name string, kinds []string,
 			return ctx.Err()
 		case <-time.After(jittered(d)):
 		}
-		err := agent(ctx, address, name, kinds, bytes, synced, hold)
+		err := agent(ctx, address, node, kinds, bytes, got, synced, hold)
 		if err == nil {
 			return nil
 		}
@@ -332,6 +338,7 @@ func agentsMain(args []string) int {
 	n := fs.Int("agents", 1000, "agents")
 	addresses := fs.String("addresses", "", "the replicas' link addresses, comma-separated (agents spread over them)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	gz := fs.Bool("gzip", true, "list the link's compressed first syncs among the node's client features")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -346,6 +353,7 @@ func agentsMain(args []string) int {
 	}
 	var bytes atomic.Int64
 	took := make([]time.Duration, *n)
+	first := make([]time.Duration, *n) // to the first response
 	errs := make(chan error, *n)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -358,7 +366,12 @@ func agentsMain(args []string) int {
 		go func() {
 			defer gone.Done()
 			synced := func() { took[i] = time.Since(start); wg.Done() }
-			err := agentWithRetries(ctx, addrs[i%len(addrs)], fmt.Sprintf("dp-%d", i), kinds, &bytes, &retries, synced, hold)
+			got := func() { first[i] = time.Since(start) }
+			node := &core.Node{Id: fmt.Sprintf("dp-%d", i), Cluster: "default"}
+			if *gz {
+				node.ClientFeatures = []string{cplink.FeatureGzipResources}
+			}
+			err := agentWithRetries(ctx, addrs[i%len(addrs)], node, kinds, &bytes, &retries, got, synced, hold)
 			if err != nil {
 				errs <- fmt.Errorf("agent %d: %w", i, err)
 				wg.Done()
@@ -379,8 +392,10 @@ func agentsMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "%d of %d agents did not sync\n", failed, *n)
 		return 1
 	}
-	sort.Slice(took, func(a, b int) bool { return took[a] < took[b] })
-	rep := agentsReport{All: all, P50: took[len(took)/2], P99: took[len(took)*99/100], Bytes: bytes.Load(), Retries: retries.Load()}
+	slices.Sort(took)
+	slices.Sort(first)
+	rep := agentsReport{All: all, P10: took[len(took)/10], P50: took[len(took)/2], P99: took[len(took)*99/100],
+		First50: first[len(first)/2], Bytes: bytes.Load(), Retries: retries.Load()}
 	b, _ := json.Marshal(rep)
 	fmt.Println(string(b))
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -392,7 +407,7 @@ func agentsMain(args []string) int {
 // agent connects as one agent would: one stream, a subscription per kind the link carries,
 // an ACK per response; once every kind has answered it calls synced and holds the stream
 // open, reading nothing more, until hold is closed.
-func agent(ctx context.Context, address, name string, kinds []string, bytes *atomic.Int64, synced func(), hold <-chan struct{}) error {
+func agent(ctx context.Context, address string, node *core.Node, kinds []string, bytes *atomic.Int64, got, synced func(), hold <-chan struct{}) error {
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(countingCodec{encoding.GetCodecV2(protoenc.Name)})))
 	if err != nil {
@@ -406,7 +421,6 @@ func agent(ctx context.Context, address, name string, kinds []string, bytes *ato
 	if err != nil {
 		return err
 	}
-	node := &core.Node{Id: name, Cluster: "default"}
 	for _, k := range kinds {
 		if err := s.SendMsg(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: cplink.TypeURL(k)}); err != nil {
 			return err
@@ -423,6 +437,9 @@ func agent(ctx context.Context, address, name string, kinds []string, bytes *ato
 			return err
 		}
 		bytes.Add(int64(r.size))
+		if len(waiting) == len(kinds) {
+			got()
+		}
 		delete(waiting, r.typeURL)
 		if err := s.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce}); err != nil {
 			return err
