@@ -12,7 +12,8 @@ import (
 
 // Agents that hold nothing are sent the table's one shared encoding: each gets every
 // resource, with its own nonce that its ACK is matched on, and the table is encoded once per
-// version whatever the number of agents; a change makes the next fresh agent's answer anew.
+// version whatever the number of agents. After a change a fresh agent is sent the same
+// encoding, then the change; after more changes than the table's bound, one made anew.
 func TestFreshSubscriptionsShareOneEncoding(t *testing.T) {
 	cp, addr := startCP(t, servedN(50, 0))
 	want := make([]string, 50)
@@ -52,11 +53,35 @@ func TestFreshSubscriptionsShareOneEncoding(t *testing.T) {
 	if len(r.GetResources()) != 50 {
 		t.Fatalf("a fresh agent after the change got %d resources, want 50", len(r.GetResources()))
 	}
+	late.ack(r)
+	since := late.recv()
+	if got := names(since); !slices.Equal(got, []string{"dp-3"}) {
+		t.Fatalf("a fresh agent after the shared answer got %v, want the change since, [dp-3]", got)
+	}
+	late.ack(since)
 	if v := late.held[r.GetTypeUrl()]["dp-3"]; v != first[0].held[r.GetTypeUrl()]["dp-3"] {
 		t.Fatalf("a fresh agent after the change holds dp-3 at %s, the others at %s", v, first[0].held[r.GetTypeUrl()]["dp-3"])
 	}
+	if n := builds(tbl); n != 1 {
+		t.Fatalf("after one change the full answer was encoded %d times in all, want once", n)
+	}
+
+	// 64 changes more (the bound for a small table): the next fresh agent's answer is new.
+	for gen := 1; gen <= 64; gen++ {
+		cp.Apply(servedN(50, gen)) // each changes all 50
+	}
+	fresh := dial(t, addr, "default", nil, mesh.KindDataplane)
+	r = fresh.recv()
+	fresh.ack(r)
+	fresh.quiet(100 * time.Millisecond) // nothing changed since its answer
+	tbl.mu.RLock()
+	current := tbl.entries["dp-3"].res.Version
+	tbl.mu.RUnlock()
+	if v := fresh.held[r.GetTypeUrl()]["dp-3"]; v != current {
+		t.Fatalf("a fresh agent after many changes holds dp-3 at %s, the table at %s", v, current)
+	}
 	if n := builds(tbl); n != 2 {
-		t.Fatalf("after a change the full answer was encoded %d times in all, want 2", n)
+		t.Fatalf("after many changes the full answer was encoded %d times in all, want 2", n)
 	}
 }
 

@@ -32,7 +32,7 @@ type table struct {
 	floor   uint64
 	subs    map[*kindSub]struct{}
 	// full is the first answer of a fresh subscription (every resource) encoded at one
-	// sequence number; dropped at the next change and built again on demand.
+	// sequence number; built again on demand once it lags too far behind (fullCurrent).
 	full *fullSync
 	// fullBuilds and gzipBuilds count the encodings of full and its compressions (tests: one
 	// per version, whatever the streams).
@@ -109,7 +109,6 @@ func (t *table) sync(want map[string][]byte) (updated, removed int) {
 	if updated+removed == 0 {
 		return 0, 0
 	}
-	t.full = nil
 	t.compactLocked()
 	for k := range t.subs {
 		k.s.wakeUp()
@@ -196,14 +195,15 @@ func (t *table) subscribe(k *kindSub, held map[string]string) (res []*discovery.
 }
 
 // subscribeFresh adds k, a subscription that holds nothing, and returns the encoded answer
-// it needs (every resource: the table's full encoding at its sequence number, shared;
-// compressed when gz) and that sequence number.
+// it needs (every resource: the table's full encoding, shared; compressed when gz) and the
+// sequence number that brings it to: the changes after it are sent next, as to any stream.
 func (t *table) subscribeFresh(k *kindSub, gz bool) (body []byte, to uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.subs[k] = struct{}{}
-	k.seq.Store(t.seq)
-	return t.fullLocked(gz), t.seq
+	body = t.fullLocked(gz)
+	k.seq.Store(t.full.seq)
+	return body, t.full.seq
 }
 
 // fullSize is the size of the answer a fresh subscription would be sent now.
@@ -213,9 +213,10 @@ func (t *table) fullSize(gz bool) int {
 	return len(t.fullLocked(gz))
 }
 
-// fullLocked is the table's full answer at its sequence number, built (and compressed) once.
+// fullLocked is the table's full answer, built (and compressed) once per version while it
+// is current enough (fullCurrent).
 func (t *table) fullLocked(gz bool) []byte {
-	if t.full == nil || t.full.seq != t.seq {
+	if !t.fullCurrentLocked() {
 		t.full = &fullSync{seq: t.seq, body: t.encodeAllLocked()}
 		t.fullBuilds++
 	}
@@ -223,10 +224,22 @@ func (t *table) fullLocked(gz bool) []byte {
 		return t.full.body
 	}
 	if t.full.gz == nil {
-		t.full.gz = cplink.GzipResponse(t.full.body, t.typeURL, strconv.FormatUint(t.seq, 10))
+		t.full.gz = cplink.GzipResponse(t.full.body, t.typeURL, strconv.FormatUint(t.full.seq, 10))
 		t.gzipBuilds++
 	}
 	return t.full.gz
+}
+
+// fullCurrentLocked reports whether the full answer built last still serves: the log
+// reaches back to it and the changes since are at most an eighth of the resources (and at
+// least 64). A mesh that changes while its agents reconnect (a rolling restart writes
+// Dataplanes) then costs one encoding and compression per eighth of the mesh changed, not
+// one per change; each agent is sent the changes since after its ACK, as any stream.
+func (t *table) fullCurrentLocked() bool {
+	if t.full == nil || t.full.seq < t.floor {
+		return false
+	}
+	return t.seq-t.full.seq <= max(64, uint64(len(t.entries))/8)
 }
 
 // encodeAllLocked is the wire form of a response carrying every resource, by name, at the
