@@ -2,7 +2,8 @@
 // control plane at once (a control plane restarted, a rolling upgrade) and each needing the
 // whole mesh, since every agent computes its own names.
 //
-//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--gzip=false] [--baseline OLD-KUMA-CP]
+//	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--gzip=false]
+//	  [--cp-flags=--agent-keepalive=30s] [--baseline OLD-KUMA-CP]
 //
 // For each combination it starts the real kuma-cp binary (`serve` on a directory of
 // generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
@@ -69,16 +70,25 @@ func main() {
 	replicas := pflag.String("replicas", "1,3", "control-plane replicas, comma-separated")
 	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
 	baseline := pflag.String("baseline", "", "another kuma-cp binary (an earlier build) measured beside it in the same run")
-	timeout := pflag.Duration("timeout", 10*time.Minute, "give up a combination after this long")
-	gz := pflag.Bool("gzip", true, "the agents take compressed first syncs (kuma-dp's client feature); false: as an earlier kuma-dp")
+	var opt options
+	pflag.DurationVar(&opt.timeout, "timeout", 10*time.Minute, "give up a combination after this long")
+	pflag.BoolVar(&opt.gzip, "gzip", true, "the agents take compressed first syncs (kuma-dp's client feature); false: as an earlier kuma-dp")
+	pflag.StringSliceVar(&opt.cpFlags, "cp-flags", nil, "more flags for each `kuma-cp serve`, comma-separated (--cp-flags=--agent-keepalive=30s)")
 	pflag.Parse()
-	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, *timeout, *gz); err != nil {
+	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, opt); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout time.Duration, gz bool) error {
+// options are the storm's settings beside its sizes and builds.
+type options struct {
+	timeout time.Duration
+	gzip    bool     // the agents list the compressed first syncs
+	cpFlags []string // more flags for kuma-cp serve
+}
+
+func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options) error {
 	as, err := sizes("--agents", agentSizes)
 	if err != nil {
 		return err
@@ -104,7 +114,7 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout tim
 		return err
 	}
 	raiseOpenFiles()
-	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, load %s\n", gz, procstat.LoadAvg())
+	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, kuma-cp serve %s, load %s\n", opt.gzip, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
 	builds := []struct{ name, bin string }{{"this", kumaCP}}
 	if baseline != "" {
 		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
@@ -119,7 +129,7 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, timeout tim
 		for _, r := range rs {
 			for _, a := range as {
 				for _, b := range builds {
-					res, err := storm(b.bin, self, dir, tmp, a, r, timeout, gz)
+					res, err := storm(b.bin, self, dir, tmp, a, r, opt)
 					if err != nil {
 						return fmt.Errorf("%s: %d agents, %d dataplanes, %d replicas: %w", b.name, a, d, r, err)
 					}
@@ -181,13 +191,14 @@ type replica struct {
 	address, health string
 }
 
-func startReplica(kumaCP, dir, tmp string, i int) (*replica, error) {
+func startReplica(kumaCP, dir, tmp string, i int, cpFlags []string) (*replica, error) {
 	ready := filepath.Join(tmp, fmt.Sprintf("ready-%d.json", i))
 	_ = os.Remove(ready)
-	cmd := exec.Command("taskset", "-c", "0", kumaCP, "serve", "--resources-dir", dir,
+	args := append([]string{"-c", "0", kumaCP, "serve", "--resources-dir", dir,
 		"--address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--ready-file", ready,
 		"--max-connections", "30000", "--max-connections-per-ip", "0", "--max-connection-age", "0",
-		"--replica-id", fmt.Sprintf("bench-%d", i), "--log-level", "warn")
+		"--replica-id", fmt.Sprintf("bench-%d", i), "--log-level", "warn"}, cpFlags...)
+	cmd := exec.Command("taskset", args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start kuma-cp (taskset from util-linux is needed): %w", err)
@@ -224,7 +235,7 @@ func (r *replica) stop() {
 	}
 }
 
-func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Duration, gz bool) (result, error) {
+func storm(kumaCP, self, dir, tmp string, agents, replicas int, opt options) (result, error) {
 	var rs []*replica
 	defer func() {
 		for _, r := range rs {
@@ -233,7 +244,7 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 	}()
 	var addrs []string
 	for i := range replicas {
-		r, err := startReplica(kumaCP, dir, tmp, i)
+		r, err := startReplica(kumaCP, dir, tmp, i, opt.cpFlags)
 		if err != nil {
 			return result{}, err
 		}
@@ -249,7 +260,7 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, timeout time.Dur
 		idle += procstat.ReadMemory(r.cmd.Process.Pid).RSS
 	}
 	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
-		"--addresses", strings.Join(addrs, ","), "--timeout", timeout.String(), "--gzip="+strconv.FormatBool(gz))
+		"--addresses", strings.Join(addrs, ","), "--timeout", opt.timeout.String(), "--gzip="+strconv.FormatBool(opt.gzip))
 	cmd.Stderr = os.Stderr
 	hold, err := cmd.StdinPipe() // the agents stay connected until it is closed
 	if err != nil {
@@ -311,6 +322,38 @@ const (
 
 func jittered(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
+// retryCauses counts the agents' retries by cause (a gRPC code and the error's text
+// without addresses and numbers), so that a storm's retries say why.
+var retryCauses sync.Map // string -> *atomic.Int64
+
+func retryCause(err error) {
+	key := status.Code(err).String() + ": " + strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, status.Convert(err).Message())
+	n, _ := retryCauses.LoadOrStore(key, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+// logRetryCauses writes the retries' causes to standard error, the most frequent first.
+func logRetryCauses() {
+	type cause struct {
+		n   int64
+		why string
+	}
+	var cs []cause
+	retryCauses.Range(func(k, v any) bool {
+		cs = append(cs, cause{v.(*atomic.Int64).Load(), k.(string)})
+		return true
+	})
+	slices.SortFunc(cs, func(a, b cause) int { return int(b.n - a.n) })
+	for _, c := range cs {
+		fmt.Fprintf(os.Stderr, "fleet agents: %d retries after: %s\n", c.n, c.why)
+	}
+}
+
 // agentWithRetries is one agent after its control plane went away: it waits its first
 // backoff, connects, and tries again after each failure until it is synced.
 func agentWithRetries(ctx context.Context, address string, node *core.Node, kinds []string, bytes, retries *atomic.Int64, got, synced func(), hold <-chan struct{}) error {
@@ -329,6 +372,7 @@ func agentWithRetries(ctx context.Context, address string, node *core.Node, kind
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		}
 		retries.Add(1)
+		retryCause(err)
 		d = min(2*d, maxBackoff)
 	}
 }
@@ -380,6 +424,7 @@ func agentsMain(args []string) int {
 	}
 	wg.Wait()
 	all := time.Since(start)
+	logRetryCauses()
 	close(errs)
 	failed := 0
 	for err := range errs {

@@ -35,7 +35,7 @@ func TestFreshSubscriptionsShareOneEncoding(t *testing.T) {
 		first = append(first, a)
 	}
 	tbl := cp.tableFor("default", mesh.KindDataplane)
-	if n := builds(tbl); n != 1 {
+	if n, _ := builds(tbl); n != 1 {
 		t.Fatalf("the full answer was encoded %d times for 3 agents at one version, want once", n)
 	}
 
@@ -62,7 +62,7 @@ func TestFreshSubscriptionsShareOneEncoding(t *testing.T) {
 	if v := late.held[r.GetTypeUrl()]["dp-3"]; v != first[0].held[r.GetTypeUrl()]["dp-3"] {
 		t.Fatalf("a fresh agent after the change holds dp-3 at %s, the others at %s", v, first[0].held[r.GetTypeUrl()]["dp-3"])
 	}
-	if n := builds(tbl); n != 1 {
+	if n, _ := builds(tbl); n != 1 {
 		t.Fatalf("after one change the full answer was encoded %d times in all, want once", n)
 	}
 
@@ -80,15 +80,16 @@ func TestFreshSubscriptionsShareOneEncoding(t *testing.T) {
 	if v := fresh.held[r.GetTypeUrl()]["dp-3"]; v != current {
 		t.Fatalf("a fresh agent after many changes holds dp-3 at %s, the table at %s", v, current)
 	}
-	if n := builds(tbl); n != 2 {
+	if n, _ := builds(tbl); n != 2 {
 		t.Fatalf("after many changes the full answer was encoded %d times in all, want 2", n)
 	}
 }
 
-func builds(t *table) int {
+// builds is how many times t's full answer was encoded, and compressed.
+func builds(t *table) (encoded, compressed int) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.fullBuilds
+	return t.fullBuilds, t.gzipBuilds
 }
 
 // First syncs are served in turn within the budget: while one agent's full answer is

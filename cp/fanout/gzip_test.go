@@ -51,7 +51,7 @@ func TestGzipFirstSyncOnlyToAgentsThatTakeIt(t *testing.T) {
 	if len(plain.GetResources()) != 300 {
 		t.Fatalf("an agent without the feature: %d resources, want the 300 as they are", len(plain.GetResources()))
 	}
-	if n := gzips(tbl); n != 0 {
+	if _, n := builds(tbl); n != 0 {
 		t.Fatalf("compressed %d times for an agent that does not take it", n)
 	}
 	node := &core.Node{Id: "agent", Cluster: "default", ClientFeatures: []string{"other", cplink.FeatureGzipResources}}
@@ -82,15 +82,9 @@ func TestGzipFirstSyncOnlyToAgentsThatTakeIt(t *testing.T) {
 		}
 		a.ack(r)
 	}
-	if n := gzips(tbl); n != 1 {
+	if _, n := builds(tbl); n != 1 {
 		t.Fatalf("compressed %d times for 3 agents at one version, want once", n)
 	}
-}
-
-func gzips(t *table) int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.gzipBuilds
 }
 
 func gunzipped(t *testing.T, gz []byte) *discovery.DeltaDiscoveryResponse {
@@ -173,7 +167,7 @@ func TestOldAndNewAgentsBuildOneModel(t *testing.T) {
 	if got := c.Stats().BytesReceived.Load(); 3*got > int64(oldBytes) {
 		t.Fatalf("the link received %d bytes, the earlier agent %d: want the compressed first sync", got, oldBytes)
 	}
-	if n := gzips(cp.tableFor("default", mesh.KindDataplane)); n != 1 {
+	if _, n := builds(cp.tableFor("default", mesh.KindDataplane)); n != 1 {
 		t.Fatalf("the Dataplanes compressed %d times, want once", n)
 	}
 }
