@@ -17,9 +17,10 @@ import (
 )
 
 // The agent lists the feature, and a response whose resources come compressed is applied as
-// the same response uncompressed would be: resources and removals.
+// the same response uncompressed would be: resources and removals, counted as received.
 func TestClientTakesGzipResources(t *testing.T) {
-	cp, out := runClient(t, testDataplane("web-1", "web", "10.0.0.1"), testDataplane("backend-1", "backend", "10.0.0.2"))
+	cp, addr := newFakeCP(t, testDataplane("web-1", "web", "10.0.0.1"), testDataplane("backend-1", "backend", "10.0.0.2"))
+	c, out := runLink(t, addr)
 	cp.mu.Lock()
 	features := cp.features
 	cp.mu.Unlock()
@@ -27,7 +28,8 @@ func TestClientTakesGzipResources(t *testing.T) {
 		t.Fatalf("client features sent %q, want %q in the node", features, FeatureGzipResources)
 	}
 	inner, err := proto.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: TypeURL(mesh.KindDataplane),
-		Resources:        []*discovery.Resource{cp.resource(testDataplane("redis-1", "redis", "10.0.0.3"), "2")},
+		Resources: []*discovery.Resource{cp.resource(testDataplane("redis-1", "redis", "10.0.0.3"), "2"),
+			cp.resource(testDataplane("cache-1", "cache", "10.0.0.4"), "2")},
 		RemovedResources: []string{"backend-1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +52,14 @@ func TestClientTakesGzipResources(t *testing.T) {
 		got = append(got, d.Name)
 	}
 	slices.Sort(got)
-	if !slices.Equal(got, []string{"redis-1", "web-1"}) {
-		t.Fatalf("dataplanes after the compressed response %v, want [redis-1 web-1]", got)
+	if !slices.Equal(got, []string{"cache-1", "redis-1", "web-1"}) {
+		t.Fatalf("dataplanes after the compressed response %v, want [cache-1 redis-1 web-1]", got)
 	}
 	if n := cp.nacked(); len(n) != 0 {
 		t.Fatalf("NACKs %q", n)
+	}
+	if n := c.Stats().Resources.Load(); n != 4 { // the first sync's 2, and the compressed one's 2
+		t.Fatalf("%d resources counted, want 4 (those the compressed one holds, not itself)", n)
 	}
 }
 

@@ -147,6 +147,14 @@ func TestClientFrozenReplicaFailsOver(t *testing.T) {
 func runClient(t *testing.T, rs ...mesh.Resource) (cp *fakeCP, out chan Update) {
 	t.Helper()
 	cp, addr := newFakeCP(t, rs...)
+	_, out = runLink(t, addr)
+	return cp, out
+}
+
+// runLink starts a link for web-1 to the control plane at addr, through its first sync;
+// it runs, sending its updates to out, until the test ends.
+func runLink(t *testing.T, addr string) (c *Client, out chan Update) {
+	t.Helper()
 	c, err := NewClient(ClientConfig{Address: "grpc://" + addr, Name: "web-1", Backoff: 10 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -158,5 +166,5 @@ func runClient(t *testing.T, rs ...mesh.Resource) (cp *fakeCP, out chan Update) 
 	}
 	out = make(chan Update, 4)
 	go func() { _ = c.Run(ctx, out) }()
-	return cp, out
+	return c, out
 }

@@ -33,8 +33,7 @@ func (c *Client) versionsLocked(kind string) map[string]string {
 func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryResponse) *discovery.DeltaDiscoveryRequest {
 	start := time.Now()
 	c.stats.Responses.Add(1)
-	c.stats.BytesReceived.Add(int64(proto.Size(resp)))
-	c.stats.Resources.Add(int64(len(resp.GetResources())))
+	c.stats.BytesReceived.Add(int64(proto.Size(resp))) // as received: compressed or not
 	ack := &discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
 	kind := KindOf(resp.GetTypeUrl())
 	if kind == "" {
@@ -46,6 +45,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DeltaDiscoveryRespo
 		c.refused[kind] = true
 		return c.nack(ack, fmt.Errorf("control plane %s response: %w", kind, err))
 	}
+	c.stats.Resources.Add(int64(len(resp.GetResources())))
 	changes, errs := decodeChanges(kind, resp)
 	c.mu.Lock()
 	defer c.mu.Unlock()
