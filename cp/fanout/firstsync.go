@@ -19,8 +19,7 @@ const FirstSyncBudget = 64 << 20
 // agent: one that neither ACKs nor goes away does not hold the fleet back for longer (a
 // frozen agent is dropped by keepalive well before). It is far longer than the budget
 // takes to cross a loaded link, so that the budget keeps bounding what is in flight when
-// every transfer is slow: with a hold of 1 s, answers slowed by load outlived their hold,
-// more were sent on top of them, and every agent of the fleet finished late together.
+// every transfer is slow; the ACK, not the hold, is what gives a share back.
 const FirstSyncHold = 30 * time.Second
 
 // firstSyncs is the fair queue of first syncs: turns are given in arrival order while the
