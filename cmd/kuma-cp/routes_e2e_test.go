@@ -84,7 +84,7 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 		return len(bs)
 	}
 	waitFor(t, "a third of the routes bound", 60*time.Second, func() bool { return bound() > n/3 })
-	r1.kill() // the leader, mid-run
+	r1.Kill() // the leader, mid-run
 	if err := <-applied; err != nil {
 		t.Fatal(err)
 	}

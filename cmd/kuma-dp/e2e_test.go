@@ -32,11 +32,7 @@ func kumaDP(t testing.TB) string {
 	return bins.Build(t, "kuma-dp", ".")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { bins.RunTests(m) }
 
 // meshDir writes a small mesh: this dataplane (web), httpbin v1 and a VirtualOutbound.
 func meshDir(t *testing.T) (dpFile, policies string) {
