@@ -14,6 +14,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // startReplica runs `kuma-cp serve --store etcd` on the cluster; it returns the process and
@@ -61,14 +62,7 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 	r1, addr1, api1 := e.startReplica(c, "replica-1")
 	r2, addr2, api2 := e.startReplica(c, "replica-2")
 	tok := e.path("admin.token")
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := testutil.TempFiles(t)
 	inventory := write("inventory.yaml", dpWeb+"---\n"+dpHTTPBin)
 	out := e.kumaCP("apply", "-f", inventory, "-f", write("vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh")),
 		"--api-url", "http://"+api1, "--admin-token-file", tok)
