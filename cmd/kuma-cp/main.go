@@ -3,6 +3,9 @@
 // cp/fanout) to many agents, checks their tokens, validates with the agent's own code
 // (package mesh) and sends each agent only its mesh. See docs/cplink.md.
 //
+// This command holds the flags and the dispatch only: serve runs cp/server, the API
+// commands are cp/cli's, zones reads cp/shardzones, router install renders cp/routerinstall.
+//
 //	kuma-cp certs --out-dir DIR            # CA, server certificate, token key (demo, tests)
 //	kuma-cp token --token-key-file K --name N --mesh M
 //	kuma-cp serve --resources-dir DIR --tls-cert-file C --tls-key-file K --token-key-file T
