@@ -119,8 +119,8 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options
 	if baseline != "" {
 		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
 	}
-	fmt.Printf("%-9s %-7s %-11s %-9s %10s %10s %10s %10s %10s %9s %12s %12s %14s %8s %9s\n", "BUILD",
-		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P10", "P50", "P99", "FIRST-P50", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT")
+	fmt.Printf("%-9s %-7s %-11s %-9s %10s %10s %10s %10s %10s %9s %12s %12s %14s %8s %9s  %s\n", "BUILD",
+		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P10", "P50", "P99", "FIRST-P50", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT", "LOAD-AFTER")
 	for _, d := range ds {
 		dir := filepath.Join(tmp, fmt.Sprintf("mesh-%d", d))
 		if err := writeMesh(dir, d); err != nil {
@@ -133,9 +133,9 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options
 					if err != nil {
 						return fmt.Errorf("%s: %d agents, %d dataplanes, %d replicas: %w", b.name, a, d, r, err)
 					}
-					fmt.Printf("%-9s %-7d %-11d %-9d %10s %10s %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f\n", b.name, a, d, r,
+					fmt.Printf("%-9s %-7d %-11d %-9d %10s %10s %10s %10s %10s %9.2f %12.1f %12d %14.2f %8d %9.1f  %s\n", b.name, a, d, r,
 						res.all.Round(time.Millisecond), res.p10.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.first50.Round(time.Millisecond),
-						res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024)
+						res.cpu.Seconds(), float64(res.peak)/(1<<20), res.bytes, res.agentsCPU.Seconds(), res.retries, float64(res.perAgent)/1024, procstat.LoadAvg())
 				}
 			}
 		}
