@@ -59,15 +59,9 @@ func bindingKey(meshName, ns, name string) store.Key {
 // Bind creates binding b and applies it to its route's status (phase scheduled, dns, router,
 // the router's canonical name and ingress, when given) in one transaction compared on the
 // route's version: a route changed meanwhile is read again and the binding retried; never
-// half-applied. A route that already has a binding gives ErrBound.
+// half-applied. A route that already has a binding gives ErrBound. (The reconciler binds
+// many routes a transaction, each compared the same way: bindbatch.go.)
 func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress) error {
-	return bind(ctx, st, meshName, b, canonical, ingress, nil, nil)
-}
-
-// bind is Bind, starting from the route as read (read is nil: read it). With guards (the
-// keys the router was chosen from, as read), nothing lands once one of them changed: that
-// conflict is returned, not retried.
-func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress, read *store.Item, guards []store.Write) error {
 	b.Name = mesh.RouteKeyName(b.RouteNamespace, b.RouteName)
 	if b.Mesh == "" {
 		b.Mesh = meshName
@@ -77,11 +71,8 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 	}
 	rk, bk := routeKey(meshName, b.RouteNamespace, b.RouteName), bindingKey(meshName, b.RouteNamespace, b.RouteName)
 	for attempt := 0; ; attempt++ {
-		var it store.Item
-		var err error
-		if attempt == 0 && read != nil {
-			it = *read
-		} else if it, err = st.Get(ctx, rk); err != nil {
+		it, err := st.Get(ctx, rk)
+		if err != nil {
 			return fmt.Errorf("binding route %s/%s: %w", b.RouteNamespace, b.RouteName, err)
 		}
 		r, err := DecodeRoute(it)
@@ -90,8 +81,7 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		}
 		r.CreationTime = time.Time{} // the store keeps it
 		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: b.DNS, Router: b.Router, RouterCanonicalHostname: canonical, Ingress: ingress}
-		writes := append([]store.Write{{Key: bk, Doc: Encode(b)}, {Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created}}, guards...)
-		err = st.Txn(ctx, writes...)
+		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created})
 		if err == nil {
 			return nil
 		}
@@ -101,7 +91,7 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		if _, gerr := st.Get(ctx, bk); gerr == nil {
 			return fmt.Errorf("route %s/%s: %w", b.RouteNamespace, b.RouteName, ErrBound)
 		}
-		if attempt >= 20 || len(guards) > 0 {
+		if attempt >= 20 {
 			return err
 		}
 	}
