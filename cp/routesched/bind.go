@@ -121,6 +121,12 @@ func unbind(ctx context.Context, st store.Transactional, route store.Item, r *me
 // SetStatus writes a route's status fields other than phase and dns (the reason it is not
 // scheduled, its admission), compared on version; phase and dns are kept as stored.
 func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) error {
+	_, err := setStatus(ctx, st, it, r, reason, message, ingress)
+	return err
+}
+
+// setStatus is SetStatus, returning the document written.
+func setStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) ([]byte, error) {
 	s := mesh.RouteStatus{}
 	if r.Status != nil {
 		s = *r.Status
@@ -132,8 +138,9 @@ func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route
 	c := *r
 	c.CreationTime = time.Time{}
 	c.Status = &s
-	_, err := st.Put(ctx, it.Key, Encode(&c), it.Version)
-	return err
+	doc := Encode(&c)
+	_, err := st.Put(ctx, it.Key, doc, it.Version)
+	return doc, err
 }
 
 // Canonical is the name a user's own domain points its CNAME at for router: the one the

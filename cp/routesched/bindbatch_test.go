@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
@@ -131,6 +132,58 @@ func TestBatchNeverBindsWhatChangedSinceTheRead(t *testing.T) {
 		}
 		if ok, why := scheduled(t, st, "shop", fmt.Sprint("r", i), "a"); !ok {
 			t.Errorf("route r%d after the next passes: %s", i, why)
+		}
+	}
+}
+
+// A pass on a watched change checks and writes only what the change touched: one route
+// added beside routes bound leaves their statuses as they are (no write), all admitted, and
+// the new route is bound and admitted. (A router touched after its admission was computed
+// had every route of it rewritten not admitted.)
+func TestOneRouteAddedLeavesTheOthersAlone(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "a", routerDoc("a", "shard: a"))
+	put(t, st, mesh.KindRouter, "b", routerDoc("b", "shard: b"))
+	const n = 40
+	for i := range n {
+		put(t, st, mesh.KindRoute, fmt.Sprintf("r%d.shop", i), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), fmt.Sprintf("shard: %c", 'a'+i%2)))
+	}
+	m := &Metrics{}
+	go (&Reconciler{Store: st, Metrics: m, Log: quiet}).Run(ctx)
+	eventually(t, "the routes bound", func() (bool, string) { return m.Scheduled.Load() == n, fmt.Sprint(m.Scheduled.Load()) })
+	// a route no router takes: a pass that binds nothing, after the bindings are read back
+	put(t, st, mesh.KindRoute, "z.shop", routeDoc("shop", "z", "z", "shard: z"))
+	eventually(t, "route z not scheduled", func() (bool, string) {
+		r := getRoute(t, st, "shop", "z")
+		return r.Status != nil && r.Status.Reason == mesh.ReasonNoRouterMatches, fmt.Sprintf("%+v", r.Status)
+	})
+	versions := map[string]int64{}
+	items, _, _, err := st.List(ctx, "default", mesh.KindRoute, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		versions[it.Name] = it.Version
+	}
+	put(t, st, mesh.KindRoute, "new.shop", routeDoc("shop", "new", "new", "shard: a"))
+	eventually(t, "the new route bound", func() (bool, string) { return scheduled(t, st, "shop", "new", "") })
+	time.Sleep(300 * time.Millisecond)
+	for i := range n {
+		name := fmt.Sprint("r", i)
+		it, err := st.Get(ctx, routeKey("default", "shop", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.Version != versions[name+".shop"] {
+			r := getRoute(t, st, "shop", name)
+			t.Errorf("route %s written by the pass that bound another: status %+v", name, r.Status)
+		}
+	}
+	for _, name := range []string{"r0", "r1", "new"} {
+		if r := getRoute(t, st, "shop", name); len(r.Status.Ingress) != 1 || r.Status.Ingress[0].Conditions[0].Status != "True" {
+			t.Errorf("route %s: ingress %+v, want admitted", name, r.Status.Ingress)
 		}
 	}
 }

@@ -98,19 +98,15 @@ func userDNSName(r *mesh.Route) string {
 
 // boundNames are the user DNS names of the bound routes of every mesh, each held by its
 // oldest route.
-func (rc *Reconciler) boundNames(routes, bindings []store.Item) map[string]nameClaim {
-	bound := map[store.Key]bool{}
-	for _, it := range bindings {
-		bound[store.Key{Mesh: it.Mesh, Type: mesh.KindRoute, Name: it.Name}] = true
-	}
+func (rc *Reconciler) boundNames(routes []store.Item) map[string]nameClaim {
 	out := map[string]nameClaim{}
 	for _, it := range routes {
-		if !bound[it.Key] {
-			continue
-		}
 		res, err := rc.decode(it)
 		r, ok := res.(*mesh.Route)
 		if err != nil || !ok || r.DNSTypeOf() != mesh.DNSTypeUser {
+			continue
+		}
+		if _, bound := rc.mirror.items[store.Key{Mesh: it.Mesh, Type: mesh.KindRouteBinding, Name: it.Name}]; !bound {
 			continue
 		}
 		name := userDNSName(r)

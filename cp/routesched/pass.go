@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/routing"
@@ -17,16 +18,34 @@ type routeItem struct {
 	r  *mesh.Route
 }
 
+// meshState is what a mesh's passes keep from one to the next: its scheduler, holding the
+// routers and the bindings kept, and which bindings were kept at which versions. A pass
+// checks again only the routes whose route or binding changed since (and every user
+// route: whether its name holds depends on the other meshes' routes), unless the routers
+// changed or the pass listed the store: then it checks them all.
+type meshState struct {
+	s       *routing.Scheduler
+	kept    map[string]kept // by route store name (name.namespace)
+	routers string          // the routers' versions the kept bindings were checked with
+}
+
+// kept is a binding a pass kept: the route and binding versions it checked.
+type kept struct {
+	key            string // routing.RouteKey
+	router         string
+	route, binding int64
+}
+
 // meshPass is one mesh's part of a pass: what it read, and when the next pass is due.
 type meshPass struct {
-	mesh      string
-	s         *routing.Scheduler
-	routes    []routeItem // oldest first
-	bindings  map[string]*mesh.RouteBinding
-	bindingAt map[string]store.Item // each binding as read, by route key name
-	now       time.Time
-	next      time.Time // when a retry is due (zero: none)
-	left      int64     // routes left unscheduled
+	*meshState
+	mesh    string
+	routes  []routeItem
+	touched map[string]bool // routers whose routes changed: their admission is computed again
+	all     bool            // every binding checked again, every router's admission computed
+	now     time.Time
+	next    time.Time // when a retry is due (zero: none)
+	left    int64     // routes left unscheduled
 }
 
 // due moves the next pass to t when t is sooner (t zero: no change).
@@ -36,14 +55,21 @@ func (p *meshPass) due(t time.Time) {
 	}
 }
 
+// touch marks router's admission to be computed again.
+func (p *meshPass) touch(router string) {
+	if router != "" {
+		p.touched[router] = true
+	}
+}
+
 // passMesh reconciles one mesh: the bindings that no longer hold are undone (and those of
 // deleted routes removed), the new routes are scheduled and bound, and each router's
 // admission is written into its routes' status. It returns when the next pass is due and
 // how many routes are left unscheduled.
 func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems, routeItems, bindingItems []store.Item) (time.Time, int64) {
-	p := rc.readMesh(meshName, routerItems, routeItems, bindingItems)
+	p := rc.readMesh(meshName, routerItems, routeItems)
 	pending := rc.keepOrUndo(ctx, p)
-	rc.deleteOrphanBindings(ctx, p)
+	rc.deleteOrphanBindings(ctx, p, bindingItems)
 	todo := rc.decide(ctx, p, pending)
 	admission := p.admission()
 	rc.bindDecided(ctx, p, todo, admission)
@@ -51,30 +77,27 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 	return p.next, p.left
 }
 
-// readMesh decodes the mesh's routers (into its scheduler, reset), bindings and routes
-// (oldest first).
-func (rc *Reconciler) readMesh(meshName string, routerItems, routeItems, bindingItems []store.Item) *meshPass {
-	s := rc.scheds[meshName]
-	if s == nil {
-		s = routing.NewScheduler(rc.Strategy)
-		rc.scheds[meshName] = s
+// readMesh starts a mesh's pass: its state (its scheduler set up from the routers again
+// when they changed, or the pass listed the store) and its routes.
+func (rc *Reconciler) readMesh(meshName string, routerItems, routeItems []store.Item) *meshPass {
+	ms := rc.meshes[meshName]
+	if ms == nil {
+		ms = &meshState{s: routing.NewScheduler(rc.Strategy), kept: map[string]kept{}}
+		rc.meshes[meshName] = ms
 	}
-	s.Reset()
-	for _, it := range routerItems {
-		res, err := rc.decode(it)
-		if err != nil {
-			rc.Log.Error("a stored router does not decode; ignored", "router", it.Key.String(), "error", err)
-			continue
-		}
-		if rt, ok := res.(*mesh.Router); ok && rc.shadowed[meshName+"/"+rt.Name] == "" {
-			s.SetRouter(rt)
-		}
-	}
-	p := &meshPass{mesh: meshName, s: s, bindings: map[string]*mesh.RouteBinding{}, bindingAt: map[string]store.Item{}, now: time.Now()}
-	for _, it := range bindingItems {
-		if res, err := rc.decode(it); err == nil {
-			if b, ok := res.(*mesh.RouteBinding); ok {
-				p.bindings[it.Name], p.bindingAt[it.Name] = b, it
+	p := &meshPass{meshState: ms, mesh: meshName, touched: map[string]bool{}, now: time.Now()}
+	if p.all = rc.listed || ms.routers != rc.routersRead; p.all {
+		ms.s.Reset()
+		clear(ms.kept)
+		ms.routers = rc.routersRead
+		for _, it := range routerItems {
+			res, err := rc.decode(it)
+			if err != nil {
+				rc.Log.Error("a stored router does not decode; ignored", "router", it.Key.String(), "error", err)
+				continue
+			}
+			if rt, ok := res.(*mesh.Router); ok && rc.shadowed[meshName+"/"+rt.Name] == "" {
+				ms.s.SetRouter(rt)
 			}
 		}
 	}
@@ -82,8 +105,8 @@ func (rc *Reconciler) readMesh(meshName string, routerItems, routeItems, binding
 	return p
 }
 
-// readRoutes decodes routes, oldest first; one that does not decode, or is not stored under
-// its name.namespace, is logged and left alone.
+// readRoutes decodes routes; one that does not decode, or is not stored under its
+// name.namespace, is logged and left alone.
 func (rc *Reconciler) readRoutes(items []store.Item) []routeItem {
 	routes := make([]routeItem, 0, len(items))
 	for _, it := range items {
@@ -93,34 +116,59 @@ func (rc *Reconciler) readRoutes(items []store.Item) []routeItem {
 			continue
 		}
 		if r, ok := res.(*mesh.Route); ok {
-			if want := mesh.RouteKeyName(r.Namespace, r.Name); it.Name != want {
+			if !storedAs(it.Name, r) {
 				// its binding and every write of the binding path name it so
-				rc.Log.Error("a stored route is not under its name.namespace; ignored", "route", it.Key.String(), "want", want)
+				rc.Log.Error("a stored route is not under its name.namespace; ignored", "route", it.Key.String(), "want", mesh.RouteKeyName(r.Namespace, r.Name))
 				continue
 			}
 			routes = append(routes, routeItem{it, r})
 		}
 	}
-	slices.SortFunc(routes, func(a, b routeItem) int {
-		if routing.Older(a.r, b.r) {
-			return -1
-		}
-		if routing.Older(b.r, a.r) {
-			return 1
-		}
-		return 0
-	})
 	return routes
 }
 
+// storedAs says whether name is r's store name (mesh.RouteKeyName), without building it.
+func storedAs(name string, r *mesh.Route) bool {
+	return len(name) == len(r.Name)+1+len(r.Namespace) && strings.HasPrefix(name, r.Name) && name[len(r.Name)] == '.' && strings.HasSuffix(name, r.Namespace)
+}
+
+// bindingOf is the binding of a route as read (its key is the route's store name).
+func (rc *Reconciler) bindingOf(it store.Item) (*mesh.RouteBinding, store.Item) {
+	bi, ok := rc.mirror.items[store.Key{Mesh: it.Mesh, Type: mesh.KindRouteBinding, Name: it.Name}]
+	if !ok {
+		return nil, store.Item{}
+	}
+	res, err := rc.decode(bi)
+	b, _ := res.(*mesh.RouteBinding)
+	if err != nil || b == nil {
+		return nil, store.Item{}
+	}
+	return b, bi
+}
+
 // keepOrUndo keeps in the scheduler the bindings that hold and undoes the others (a
-// router's mass undoing slowed); it returns the routes to schedule.
+// router's mass undoing slowed); it returns the routes to schedule, oldest first. A binding
+// kept by an earlier pass, its route and itself unchanged, is kept without a check.
 func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 	var pending []routeItem
 	var undo []undoing
 	boundTo := map[string]int{} // router -> routes bound to it in the store
 	for _, ri := range p.routes {
-		b := p.bindings[ri.it.Name]
+		name := ri.it.Name
+		k, wasKept := p.kept[name]
+		bi, hasBinding := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRouteBinding, Name: name}]
+		if wasKept && k.route == ri.it.Version && hasBinding && k.binding == bi.Version && ri.r.DNSTypeOf() != mesh.DNSTypeUser {
+			boundTo[k.router]++
+			continue
+		}
+		if wasKept {
+			p.s.Unbind(k.key)
+			delete(p.kept, name)
+			p.touch(k.router)
+		} else if !p.all {
+			p.s.Unbind(routing.RouteKey(ri.r)) // an earlier pass's decision, if any
+		}
+		b, bi := rc.bindingOf(ri.it)
 		if b != nil {
 			boundTo[b.Router]++
 		}
@@ -128,10 +176,11 @@ func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 		switch {
 		case b != nil && reason == "":
 			p.s.Bind(ri.r, b.Router)
+			p.kept[name] = kept{key: routing.RouteKey(ri.r), router: b.Router, route: ri.it.Version, binding: bi.Version}
+			p.touch(b.Router)
 		case b != nil || ri.r.PhaseOf() == mesh.PhaseScheduled:
 			u := undoing{ri: ri, reason: reason, msg: msg, guards: guards}
 			if b != nil {
-				bi := p.bindingAt[ri.it.Name]
 				u.router, u.binding = b.Router, &bi
 			}
 			undo = append(undo, u)
@@ -139,26 +188,50 @@ func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 			pending = append(pending, ri)
 		}
 	}
+	rc.forgetGone(p)
+	slices.SortFunc(undo, func(a, b undoing) int { return cmpAge(a.ri, b.ri) })
+	slices.SortFunc(pending, cmpAge)
 	kept, deferred := rc.limitUndo(p.mesh, undo, boundTo)
 	p.due(rc.undo(ctx, p.mesh, kept, deferred))
 	return pending
 }
 
-// deleteOrphanBindings removes the bindings whose route is gone.
-func (rc *Reconciler) deleteOrphanBindings(ctx context.Context, p *meshPass) {
-	if len(p.bindings) == 0 {
-		return
+// cmpAge orders routes oldest first (routing.Older).
+func cmpAge(a, b routeItem) int {
+	if routing.Older(a.r, b.r) {
+		return -1
 	}
-	routes := make(map[string]bool, len(p.routes))
-	for _, ri := range p.routes {
-		routes[ri.it.Name] = true
+	if routing.Older(b.r, a.r) {
+		return 1
 	}
-	for name, b := range p.bindings {
-		if routes[name] {
+	return 0
+}
+
+// forgetGone takes out of the scheduler the bindings kept of routes deleted or no longer
+// read (changed into one that does not decode).
+func (rc *Reconciler) forgetGone(p *meshPass) {
+	for name, k := range p.kept {
+		if it, ok := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRoute, Name: name}]; ok && it.Version == k.route {
 			continue
 		}
-		if err := rc.Store.Delete(ctx, bindingKey(p.mesh, b.RouteNamespace, b.RouteName), store.Any); err != nil && !errors.Is(err, store.ErrNotFound) {
-			rc.Log.Warn("cannot delete the binding of a deleted route", "binding", name, "error", err)
+		p.s.Unbind(k.key)
+		delete(p.kept, name)
+		p.touch(k.router)
+	}
+}
+
+// deleteOrphanBindings removes the bindings whose route is gone (or is no longer read).
+func (rc *Reconciler) deleteOrphanBindings(ctx context.Context, p *meshPass, bindings []store.Item) {
+	for _, it := range bindings {
+		if rt, ok := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRoute, Name: it.Name}]; ok {
+			if res, err := rc.decode(rt); err == nil {
+				if r, ok := res.(*mesh.Route); ok && storedAs(rt.Name, r) {
+					continue
+				}
+			}
+		}
+		if err := rc.Store.Delete(ctx, it.Key, store.Any); err != nil && !errors.Is(err, store.ErrNotFound) {
+			rc.Log.Warn("cannot delete the binding of a deleted route", "binding", it.Name, "error", err)
 		}
 	}
 }
@@ -187,6 +260,7 @@ func (rc *Reconciler) decide(ctx context.Context, p *meshPass, pending []routeIt
 			continue
 		}
 		todo = append(todo, decision{ri, router, dns})
+		p.touch(router.Name) // before the admission is computed
 	}
 	return todo
 }
@@ -211,11 +285,12 @@ func (rc *Reconciler) schedule(p *meshPass, r *mesh.Route) (*mesh.Router, string
 	return router, dns, nil
 }
 
-// admission is each router's admission over the routes kept and the ones about to be bound.
+// admission is the admission of the routes of each router touched (every router when the
+// pass checked every binding), over the routes kept and the ones about to be bound.
 func (p *meshPass) admission() map[string]routing.Admission {
 	byRouter := map[string][]*mesh.Route{}
 	for _, ri := range p.routes {
-		if rt := p.s.BoundTo(routing.RouteKey(ri.r)); rt != "" {
+		if rt := p.routerOf(ri); rt != "" && (p.all || p.touched[rt]) {
 			byRouter[rt] = append(byRouter[rt], ri.r)
 		}
 	}
@@ -224,6 +299,14 @@ func (p *meshPass) admission() map[string]routing.Admission {
 		maps.Copy(admission, routing.Admit(p.s.Router(name), rs))
 	}
 	return admission
+}
+
+// routerOf is the router a route is bound to in the scheduler ("" when none).
+func (p *meshPass) routerOf(ri routeItem) string {
+	if k, ok := p.kept[ri.it.Name]; ok {
+		return k.router
+	}
+	return p.s.BoundTo(routing.RouteKey(ri.r))
 }
 
 // bindDecided binds the decided routes (in batches) and takes back from the scheduler
@@ -245,9 +328,14 @@ func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decis
 		switch {
 		case b.err == nil:
 			rc.Metrics.Scheduled.Add(1)
+			// kept, at versions the next pass will not find: it checks the binding then
+			p.kept[b.ri.it.Name] = kept{key: k, router: b.b.Router, route: -1, binding: -1}
+			rc.mirror.wrote(b.writes[0].Key, b.writes[0].Doc)
+			rc.mirror.wrote(b.writes[1].Key, b.writes[1].Doc)
 			delete(rc.retries, b.ri.it.Key.String())
 		case errors.Is(b.err, ErrBound):
 			// made meanwhile (a previous leader's last write): the next pass reads it
+			p.s.Unbind(k)
 		case errors.Is(b.err, store.ErrConflict):
 			rc.Log.Debug("the store changed since the pass read it: binding again from the next pass", "route", k, "error", b.err)
 			p.s.Unbind(k)
@@ -262,14 +350,14 @@ func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decis
 }
 
 // writeAdmission writes the admission changes of routes already bound (displaced holders,
-// freed hosts).
+// freed hosts) on the routers touched.
 func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass, admission map[string]routing.Admission) {
 	for _, ri := range p.routes {
-		k := routing.RouteKey(ri.r)
-		rt := p.s.BoundTo(k)
-		if rt == "" || ri.r.PhaseOf() != mesh.PhaseScheduled {
+		rt := p.routerOf(ri)
+		if rt == "" || !(p.all || p.touched[rt]) || ri.r.PhaseOf() != mesh.PhaseScheduled {
 			continue
 		}
+		k := routing.RouteKey(ri.r)
 		var old []mesh.RouteIngress
 		if ri.r.Status != nil {
 			old = ri.r.Status.Ingress
@@ -278,7 +366,10 @@ func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass, admission
 		if sameIngress(old, ing) && ri.r.Status.Reason == "" {
 			continue
 		}
-		if err := SetStatus(ctx, rc.Store, ri.it, ri.r, "", "", ing); err != nil && !errors.Is(err, store.ErrConflict) {
+		doc, err := setStatus(ctx, rc.Store, ri.it, ri.r, "", "", ing)
+		if err == nil {
+			rc.mirror.wrote(ri.it.Key, doc)
+		} else if !errors.Is(err, store.ErrConflict) {
 			rc.Log.Warn("cannot write route admission", "route", k, "error", err)
 		}
 	}

@@ -2,8 +2,10 @@ package routesched
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/routing"
@@ -27,7 +29,7 @@ const (
 	defaultResync  = 10 * time.Second
 	defaultBackoff = 200 * time.Millisecond
 	maxBackoff     = 10 * time.Second
-	debounce       = 50 * time.Millisecond
+	debounce       = 20 * time.Millisecond
 )
 
 // Reconciler schedules routes; run it on the leader only (store.RunWhileLeader). Each pass
@@ -47,7 +49,7 @@ type Reconciler struct {
 	// user route's name lies in one of them or in a router's zone (routing.CheckUserName).
 	UserZones []string
 
-	scheds  map[string]*routing.Scheduler
+	meshes  map[string]*meshState
 	retries map[string]retry // route store key -> backoff
 	cache   map[store.Key]cached
 	// shadowed: routers (mesh/name) with another router's dns, and that router.
@@ -59,6 +61,14 @@ type Reconciler struct {
 	names map[string]nameClaim
 	// routerVer: the version read of each router (mesh/name), what unbinding is checked on.
 	routerVer map[string]int64
+	// mirror: what the last listing pass read, as the watch changed it since.
+	mirror *mirror
+	// listed: the pass runs on a listing of the store (every binding checked again).
+	listed bool
+	// routersRead: every router's version, as this pass read them (a mesh's kept bindings
+	// are checked again when they changed: a binding's check reads the routers of every
+	// mesh).
+	routersRead string
 }
 
 type retry struct {
@@ -80,7 +90,7 @@ func (rc *Reconciler) Run(ctx context.Context) {
 	if rc.Backoff <= 0 {
 		rc.Backoff = defaultBackoff
 	}
-	rc.scheds = map[string]*routing.Scheduler{}
+	rc.meshes = map[string]*meshState{}
 	rc.retries = map[string]retry{}
 	rc.cache = map[store.Key]cached{}
 	for ctx.Err() == nil {
@@ -103,10 +113,53 @@ func wait(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Pass reconciles once; it returns the store revision read and when the next retry is due.
+// Pass reconciles once, from the store as listed now; it returns the store revision read
+// and when the next retry is due. The passes that follow it on the leader (Run) read what
+// it listed as the watch has changed it since.
 func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
-	if rc.scheds == nil {
-		rc.scheds, rc.retries = map[string]*routing.Scheduler{}, map[string]retry{}
+	routers, rev, err := listAll(ctx, rc.Store, mesh.KindRouter)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	routes, _, err := listAll(ctx, rc.Store, mesh.KindRoute)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	bindings, _, err := listAll(ctx, rc.Store, mesh.KindRouteBinding)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	rc.mirror = newMirror(routers, routes, bindings)
+	rc.listed = true
+	rc.forgetDeleted(routers, routes, bindings)
+	next, err := rc.pass(ctx, routers, routes, bindings)
+	rc.listed = false
+	return rev, next, err
+}
+
+// pass reconciles once from the routers, routes and bindings read.
+func (rc *Reconciler) pass(ctx context.Context, routers, routes, bindings []store.Item) (time.Time, error) {
+	rc.defaults()
+	rc.Metrics.Passes.Add(1)
+	rc.readRouters(routers)
+	rc.names = rc.boundNames(routes)
+	var next time.Time
+	pending := int64(0)
+	for _, m := range byMesh(routers, routes, bindings) {
+		n, p := rc.passMesh(ctx, m.name, m.items[0], m.items[1], m.items[2])
+		pending += p
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	rc.Metrics.Pending.Store(pending)
+	rc.writeRouterStatus(ctx, routers, time.Now())
+	return next, ctx.Err()
+}
+
+func (rc *Reconciler) defaults() {
+	if rc.meshes == nil {
+		rc.meshes, rc.retries = map[string]*meshState{}, map[string]retry{}
 	}
 	if rc.cache == nil {
 		rc.cache = map[store.Key]cached{}
@@ -120,37 +173,35 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 	if rc.Backoff <= 0 {
 		rc.Backoff = defaultBackoff
 	}
-	rc.Metrics.Passes.Add(1)
-	routers, rev, err := listAll(ctx, rc.Store, mesh.KindRouter)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	routes, _, err := listAll(ctx, rc.Store, mesh.KindRoute)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	bindings, _, err := listAll(ctx, rc.Store, mesh.KindRouteBinding)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	meshes := map[string]bool{}
-	listed := map[store.Key]bool{}
-	for _, l := range [][]store.Item{routers, routes, bindings} {
+}
+
+// forgetDeleted drops from the decode cache what the store no longer holds (when it is
+// listed: a resource deleted meanwhile stays cached until the next listing).
+func (rc *Reconciler) forgetDeleted(lists ...[]store.Item) {
+	listed := make(map[store.Key]bool, len(rc.cache))
+	for _, l := range lists {
 		for _, it := range l {
-			meshes[it.Mesh] = true
 			listed[it.Key] = true
 		}
 	}
 	for k := range rc.cache {
 		if !listed[k] {
-			delete(rc.cache, k) // deleted from the store
+			delete(rc.cache, k)
 		}
 	}
+}
+
+// readRouters reads what every mesh's pass needs of the routers: those whose dns an older
+// one holds, the version of each (what unbinding is checked on) and the zones of the others.
+func (rc *Reconciler) readRouters(routers []store.Item) {
 	rc.shadowed = rc.shadowedRouters(routers)
 	rc.routerVer = make(map[string]int64, len(routers))
+	var read strings.Builder
 	for _, it := range routers {
 		rc.routerVer[it.Mesh+"/"+it.Name] = it.Version
+		fmt.Fprintf(&read, "%s/%s@%d ", it.Mesh, it.Name, it.Version)
 	}
+	rc.routersRead = read.String()
 	rc.zones = rc.zones[:0]
 	for _, it := range routers {
 		if res, err := rc.decode(it); err == nil && rc.shadowed[it.Mesh+"/"+it.Name] == "" {
@@ -161,19 +212,6 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 			}
 		}
 	}
-	rc.names = rc.boundNames(routes, bindings)
-	var next time.Time
-	pending := int64(0)
-	for _, m := range sortedKeys(meshes) {
-		n, p := rc.passMesh(ctx, m, filter(routers, m), filter(routes, m), filter(bindings, m))
-		pending += p
-		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
-			next = n
-		}
-	}
-	rc.Metrics.Pending.Store(pending)
-	rc.writeRouterStatus(ctx, routers, time.Now())
-	return rev, next, ctx.Err()
 }
 
 // listAll lists every resource of a kind in every mesh.
@@ -182,21 +220,35 @@ func listAll(ctx context.Context, st store.Store, kind string) ([]store.Item, in
 	return items, rev, err
 }
 
-func filter(items []store.Item, meshName string) []store.Item {
-	var out []store.Item
-	for _, it := range items {
-		if it.Mesh == meshName {
-			out = append(out, it)
-		}
-	}
-	return out
+// meshItems are one mesh's routers, routes and bindings.
+type meshItems struct {
+	name  string
+	items [3][]store.Item
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// byMesh groups routers, routes and bindings by mesh, in the order of the meshes' names.
+// The lists of a single mesh are used as they are.
+func byMesh(lists ...[]store.Item) []meshItems {
+	index := map[string]int{}
+	var out []meshItems
+	for _, l := range lists {
+		for _, it := range l {
+			if _, ok := index[it.Mesh]; !ok {
+				index[it.Mesh] = len(out)
+				out = append(out, meshItems{name: it.Mesh})
+			}
+		}
 	}
-	sort.Strings(out)
+	if len(out) == 1 {
+		copy(out[0].items[:], lists)
+		return out
+	}
+	for i, l := range lists {
+		for _, it := range l {
+			m := &out[index[it.Mesh]]
+			m.items[i] = append(m.items[i], it)
+		}
+	}
+	slices.SortFunc(out, func(a, b meshItems) int { return strings.Compare(a.name, b.name) })
 	return out
 }

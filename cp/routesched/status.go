@@ -25,7 +25,10 @@ func (rc *Reconciler) failed(ctx context.Context, ri routeItem, err error) time.
 	rt.at = time.Now().Add(rt.delay)
 	rc.retries[key] = rt
 	if st := ri.r.Status; st == nil || st.Reason != reason || st.Message != msg {
-		if err := SetStatus(ctx, rc.Store, ri.it, ri.r, reason, msg, []mesh.RouteIngress{}); err != nil && !errors.Is(err, store.ErrConflict) {
+		doc, err := setStatus(ctx, rc.Store, ri.it, ri.r, reason, msg, []mesh.RouteIngress{})
+		if err == nil {
+			rc.mirror.wrote(ri.it.Key, doc) // its retry is due at rt.at: no pass needed before
+		} else if !errors.Is(err, store.ErrConflict) {
 			rc.Log.Warn("cannot write route status", "route", routing.RouteKey(ri.r), "error", err)
 		}
 	}
