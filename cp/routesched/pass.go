@@ -29,11 +29,14 @@ type meshState struct {
 	routers string          // the routers' versions the kept bindings were checked with
 }
 
-// kept is a binding a pass kept: the route and binding versions it checked.
+// kept is a binding a pass kept: the route and binding versions it checked, and the
+// admission its status was last found or written to show (admitted false: none yet).
 type kept struct {
 	key            string // routing.RouteKey
 	router         string
 	route, binding int64
+	admission      routing.Admission
+	admitted       bool
 }
 
 // meshPass is one mesh's part of a pass: what it read, and when the next pass is due.
@@ -223,6 +226,9 @@ func (rc *Reconciler) forgetGone(p *meshPass) {
 // deleteOrphanBindings removes the bindings whose route is gone (or is no longer read).
 func (rc *Reconciler) deleteOrphanBindings(ctx context.Context, p *meshPass, bindings []store.Item) {
 	for _, it := range bindings {
+		if _, ok := p.kept[it.Name]; ok {
+			continue // its route was read this pass
+		}
 		if rt, ok := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRoute, Name: it.Name}]; ok {
 			if res, err := rc.decode(rt); err == nil {
 				if r, ok := res.(*mesh.Route); ok && storedAs(rt.Name, r) {
@@ -350,27 +356,33 @@ func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decis
 }
 
 // writeAdmission writes the admission changes of routes already bound (displaced holders,
-// freed hosts) on the routers touched.
+// freed hosts) on the routers touched. A route kept unchanged whose admission is the one its
+// status was found to show is passed over.
 func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass, admission map[string]routing.Admission) {
 	for _, ri := range p.routes {
-		rt := p.routerOf(ri)
-		if rt == "" || !(p.all || p.touched[rt]) || ri.r.PhaseOf() != mesh.PhaseScheduled {
+		kp, isKept := p.kept[ri.it.Name]
+		if !isKept || (!p.all && !p.touched[kp.router]) || ri.r.PhaseOf() != mesh.PhaseScheduled {
+			continue // (a route bound by this pass is written with its admission)
+		}
+		ad := admission[kp.key]
+		if kp.admitted && kp.admission == ad {
 			continue
 		}
-		k := routing.RouteKey(ri.r)
 		var old []mesh.RouteIngress
 		if ri.r.Status != nil {
 			old = ri.r.Status.Ingress
 		}
-		ing := ingressFor(p.s.Router(rt), ri.r, admission[k], old, p.now)
-		if sameIngress(old, ing) && ri.r.Status.Reason == "" {
+		ing := ingressFor(p.s.Router(kp.router), ri.r, ad, old, p.now)
+		if !sameIngress(old, ing) || ri.r.Status.Reason != "" {
+			doc, err := setStatus(ctx, rc.Store, ri.it, ri.r, "", "", ing)
+			if err == nil {
+				rc.mirror.wrote(ri.it.Key, doc)
+			} else if !errors.Is(err, store.ErrConflict) {
+				rc.Log.Warn("cannot write route admission", "route", kp.key, "error", err)
+			}
 			continue
 		}
-		doc, err := setStatus(ctx, rc.Store, ri.it, ri.r, "", "", ing)
-		if err == nil {
-			rc.mirror.wrote(ri.it.Key, doc)
-		} else if !errors.Is(err, store.ErrConflict) {
-			rc.Log.Warn("cannot write route admission", "route", k, "error", err)
-		}
+		kp.admission, kp.admitted = ad, true
+		p.kept[ri.it.Name] = kp
 	}
 }
