@@ -22,7 +22,7 @@ type routeItem struct {
 // routers and the bindings kept, and which bindings were kept at which versions. A pass
 // checks again only the routes whose route or binding changed since (and every user
 // route: whether its name holds depends on the other meshes' routes), unless the routers
-// changed or the pass listed the store: then it checks them all.
+// changed, or the pass listed the store or is the one every Resync: then it checks them all.
 type meshState struct {
 	s       *routing.Scheduler
 	kept    map[string]kept // by route store name (name.namespace)
@@ -81,7 +81,7 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 }
 
 // readMesh starts a mesh's pass: its state (its scheduler set up from the routers again
-// when they changed, or the pass listed the store) and its routes.
+// when they changed, or every binding is checked) and its routes.
 func (rc *Reconciler) readMesh(meshName string, routerItems, routeItems []store.Item) *meshPass {
 	ms := rc.meshes[meshName]
 	if ms == nil {
@@ -89,7 +89,7 @@ func (rc *Reconciler) readMesh(meshName string, routerItems, routeItems []store.
 		rc.meshes[meshName] = ms
 	}
 	p := &meshPass{meshState: ms, mesh: meshName, touched: map[string]bool{}, now: time.Now()}
-	if p.all = rc.listed || ms.routers != rc.routersRead; p.all {
+	if p.all = rc.checkAll || ms.routers != rc.routersRead; p.all {
 		ms.s.Reset()
 		clear(ms.kept)
 		ms.routers = rc.routersRead

@@ -63,8 +63,9 @@ type Reconciler struct {
 	routerVer map[string]int64
 	// mirror: what the last listing pass read, as the watch changed it since.
 	mirror *mirror
-	// listed: the pass runs on a listing of the store (every binding checked again).
-	listed bool
+	// checkAll: the pass checks every binding again (it runs on a listing of the store,
+	// or it is the one every Resync).
+	checkAll bool
 	// routersRead: every router's version, as this pass read them (a mesh's kept bindings
 	// are checked again when they changed: a binding's check reads the routers of every
 	// mesh).
@@ -130,10 +131,10 @@ func (rc *Reconciler) Pass(ctx context.Context) (int64, time.Time, error) {
 		return 0, time.Time{}, err
 	}
 	rc.mirror = newMirror(routers, routes, bindings)
-	rc.listed = true
+	rc.checkAll = true
 	rc.forgetDeleted(routers, routes, bindings)
 	next, err := rc.pass(ctx, routers, routes, bindings)
-	rc.listed = false
+	rc.checkAll = false
 	return rev, next, err
 }
 
