@@ -4,6 +4,12 @@
 // routes and bindings, schedules new routes with package routing, re-schedules routes whose
 // router went away or stopped selecting them, writes admission into route status), and the
 // rules the write API applies to route status.
+//
+// The reconciler's files: reconcile.go (Run, Pass), follow.go (the watch loop), mirror.go
+// (what the watch showed), pass.go (one mesh's pass, step by step), holds.go (whether a
+// binding still holds), bindbatch.go (many bindings a transaction), unbind.go (undoing, and
+// mass undoing slowed), routerdns.go (routers sharing a dns), status.go, decode.go,
+// metrics.go.
 package routesched
 
 import (
