@@ -190,7 +190,10 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	// of the store follow it.
 	p.health = p.st.Health(c.leaseTTL, log.With("part", "store"))
 	go p.health.Run(ctx)
-	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
+	// The followers of the whole store (the agents' feed, the routers' zones, the routers'
+	// status) share its lists: at a start, one read and one copy of every document.
+	followers := cpstore.SharedLists(p.st)
+	p.feed = fanout.NewFeed(followers, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
 	// Every replica publishes the agents connected to it (store.Presence): GET /agents of
 	// any replica names them all.
@@ -205,7 +208,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 	}
 	p.api.Server.RegisterOnShutdown(p.apiSrv.CloseEvents)
 	p.apiAddr = p.api.Addr().String()
-	dns, err := c.shardDNS(ctx, p.st, cl.Client, p.leader.Load, cp, p.feed, log.With("part", "dns"), func(z *shardzones.Zones) { p.zones.Store(z.All) })
+	dns, err := c.shardDNS(ctx, followers, cl.Client, p.leader.Load, cp, p.feed, log.With("part", "dns"), func(z *shardzones.Zones) { p.zones.Store(z.All) })
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +231,7 @@ func (c *etcdConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *sl
 		online := func(meshName, name string) bool {
 			return cp.HasAgent(meshName, name) || agents.Elsewhere(meshName+"/"+name)
 		}
-		rw := &routerstatus.Writer{Store: p.st, Online: online, OnlineKnown: agents.Listed, Log: log.With("part", "routers"), Metrics: &p.routers}
+		rw := &routerstatus.Writer{Store: followers, Online: online, OnlineKnown: agents.Listed, Log: log.With("part", "routers"), Metrics: &p.routers}
 		done := make(chan struct{})
 		go func() { rw.Run(lctx); close(done) }()
 		rc.Run(lctx)
