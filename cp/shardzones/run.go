@@ -23,7 +23,7 @@ const quietBurst = 20 * time.Millisecond
 // serial for the same content, also after a restart.
 func Run(ctx context.Context, st store.Store, cfg authdns.Input, serials *Serials, log *slog.Logger, sinks ...Sink) {
 	z := newZoner(st, cfg, serials, log, sinks)
-	recordsChanged := z.startSerials(ctx)
+	z.startSerials(ctx)
 	for ctx.Err() == nil {
 		rev, err := z.list(ctx)
 		if err != nil {
@@ -35,7 +35,7 @@ func Run(ctx context.Context, st store.Store, cfg authdns.Input, serials *Serial
 			}
 			continue
 		}
-		z.follow(ctx, rev, recordsChanged)
+		z.follow(ctx, rev)
 	}
 }
 
@@ -49,6 +49,9 @@ type zoner struct {
 	sinks   []Sink
 	view    *view
 	served  *authdns.Catalog
+	// recordsChanged says the zones must be built again for the serials' records (nil
+	// without records).
+	recordsChanged <-chan struct{}
 }
 
 func newZoner(st store.Store, cfg authdns.Input, serials *Serials, log *slog.Logger, sinks []Sink) *zoner {
@@ -59,17 +62,16 @@ func newZoner(st store.Store, cfg authdns.Input, serials *Serials, log *slog.Log
 }
 
 // startSerials follows the serials' records (read once before the first build: its serials
-// are the records') and returns what says the zones must be built again (nil without
-// records).
-func (z *zoner) startSerials(ctx context.Context) <-chan struct{} {
+// are the records').
+func (z *zoner) startSerials(ctx context.Context) {
 	if z.serials == nil {
-		return nil
+		return
 	}
 	go z.serials.Run(ctx)
 	if _, err := z.serials.Load(ctx); err != nil {
 		z.log.Warn("zone serials unreadable; read again when the store answers", "error", err)
 	}
-	return z.serials.Changed()
+	z.recordsChanged = z.serials.Changed()
 }
 
 // list reads the whole store into the view and builds; it returns the revision to watch from.
@@ -85,7 +87,7 @@ func (z *zoner) list(ctx context.Context) (int64, error) {
 
 // follow builds after every burst of the store's changes from rev, and when the serials'
 // records ask, until the store must be listed again (or ctx ends).
-func (z *zoner) follow(ctx context.Context, rev int64, recordsChanged <-chan struct{}) {
+func (z *zoner) follow(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := z.st.Watch(wctx, rev)
@@ -93,7 +95,7 @@ func (z *zoner) follow(ctx context.Context, rev int64, recordsChanged <-chan str
 		select {
 		case <-ctx.Done():
 			return
-		case <-recordsChanged:
+		case <-z.recordsChanged:
 			z.build()
 		case e, ok := <-events:
 			if !z.takeBurst(e, ok, events) {
@@ -131,8 +133,14 @@ func (z *zoner) take(e store.Event) (relist bool) {
 	return false
 }
 
-// build builds the zones from the view and hands them to the sinks.
+// build builds the zones from the view and the serials' records as they are now, and hands
+// them to the sinks. A signal of the records pending from before is answered by it (the first
+// build at a start would otherwise be made twice, the second racing the first's records).
 func (z *zoner) build() {
+	select {
+	case <-z.recordsChanged:
+	default:
+	}
 	in := z.view.input(nil)
 	in.Nameservers, in.Hostmaster, in.UserZones, in.DefaultNSAddr = z.cfg.Nameservers, z.cfg.Hostmaster, z.cfg.UserZones, z.cfg.DefaultNSAddr
 	var cat *authdns.Catalog
