@@ -65,6 +65,17 @@ func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit i
 	return l.items, l.next, l.rev, l.err
 }
 
+// LastDelete is the wrapped store's (Etcd.LastDelete), 0 when it cannot tell: the wrapper
+// hides no reader's use of it (the feed's content revision).
+func (s *sharedLists) LastDelete(ctx context.Context, rev int64) (int64, error) {
+	if ld, ok := s.Store.(interface {
+		LastDelete(ctx context.Context, rev int64) (int64, error)
+	}); ok {
+		return ld.LastDelete(ctx, rev)
+	}
+	return 0, nil
+}
+
 // joined is how many callers wait for the list under way (0 when none is), for tests.
 func (s *sharedLists) joined() int {
 	s.mu.Lock()

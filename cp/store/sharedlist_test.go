@@ -117,3 +117,31 @@ func TestSharedListsJoinerOutlivesTheFirstCaller(t *testing.T) {
 		t.Fatalf("the joined caller got %d items, error %v; want its own list of 1", len(b.items), b.err)
 	}
 }
+
+// The wrapper keeps what the store tells beyond Store: its newest delete (the feed's content
+// revision reads it through the wrapper).
+func TestSharedListsTellTheNewestDelete(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx := context.Background()
+	base := NewEtcd(c.Client(), "/kuma")
+	k := Key{"default", "Dataplane", "dp-0"}
+	if _, err := base.Put(ctx, k, []byte("doc"), Any); err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Delete(ctx, k, Any); err != nil {
+		t.Fatal(err)
+	}
+	want, err := base.LastDelete(ctx, 0)
+	if err != nil || want == 0 {
+		t.Fatalf("the store's newest delete: %d, %v", want, err)
+	}
+	ld, ok := SharedLists(base).(interface {
+		LastDelete(ctx context.Context, rev int64) (int64, error)
+	})
+	if !ok {
+		t.Fatal("SharedLists hides the store's LastDelete")
+	}
+	if got, err := ld.LastDelete(ctx, 0); got != want || err != nil {
+		t.Fatalf("LastDelete through the wrapper: %d, %v; want %d", got, err, want)
+	}
+}
