@@ -3,7 +3,6 @@ package fanout
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,10 +106,7 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	f.lag.served(rev)
 	f.synced.Store(true)
 	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
-	// The documents listed and the garbage of decoding them are several times what is kept
-	// (a start's peak): returned to the system now, not over the minutes the runtime takes
-	// on its own - a replica's resident memory is then what it holds.
-	debug.FreeOSMemory()
+	cpstore.ListDone() // the memory of the documents listed, returned to the system
 	return rev, nil
 }
 

@@ -102,6 +102,7 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 		}
 		its = nil
+		store.ListDone() // the documents are not kept: their memory returned to the system
 		w.follow(ctx, wd, rev, poll)
 	}
 }

@@ -81,6 +81,7 @@ func (z *zoner) list(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	z.view.load(items)
+	store.ListDone() // the documents are not kept: their memory returned to the system
 	z.build()
 	return rev, nil
 }
