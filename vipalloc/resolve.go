@@ -187,9 +187,9 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags, Selector: w.Selector()}
 		}
 		// The owner's key, as the owner holds it (same tags and origin: a derived one stays so).
-		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
+		e = &Entry{Hostname: h, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
 		e.setVIP(v, hasVIP)
-		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), selector: owner.Selector(),
+		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), key: owner.storedKey(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), meshService: owner.MeshService(), reason: reason, targets: targets}
 		e.setPorts(&d, ports)
 		e.setDetail(d)
