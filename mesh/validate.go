@@ -138,7 +138,7 @@ func (v *validator) dataplane(dp *Dataplane) {
 		p := "networking.inbound[" + strconv.Itoa(i) + "]"
 		v.port(p+".port", in.Port, true)
 		v.port(p+".servicePort", in.ServicePort, false)
-		v.ip(p+".address", in.Address, false)
+		v.ip(p+".address", in.Address(), false)
 		v.ip(p+".serviceAddress", in.ServiceAddress(), false)
 		v.tags(p+".tags", in.Tags, true, false)
 		switch in.State() {
