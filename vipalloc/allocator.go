@@ -26,7 +26,7 @@ type Allocator struct {
 	mes      *mesSource // MeshExternalServices' hostnames
 	ms       *mesSource // MeshServices' hostnames
 
-	hosts   [hostShards]hostMap // by shardOf(hostname)
+	hosts   [hostShards]hostMap // by hostHash(hostname) % hostShards
 	mesVIPs map[string]uint32   // "mes/<name>", "ms/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
 	pending map[string]struct{} // keys whose pool was full last time
 	skips   map[string]*candidate
@@ -56,6 +56,7 @@ type hostState struct {
 	hasVIP  bool
 	hasCand bool
 	touched bool
+	gone    bool // dropped from its hostMap (see hostMap.del)
 }
 
 // hostLists holds the name, the candidates and the entries (sorted by key) of a hostname
@@ -66,7 +67,8 @@ type hostLists struct {
 	entries []*Entry
 }
 
-// newHostState is the state of the hostname c proposes, with c.
+// newHostState is the state of the hostname c proposes, with c (the hostMap makes its
+// own in place).
 func newHostState(c *candidate) *hostState {
 	return &hostState{cand: [1]*candidate{c}, hasCand: true}
 }
@@ -192,8 +194,6 @@ func (r *round) touch(hs *hostState) {
 // concurrently after a large expansion.
 const hostShards = 2
 
-func shardOf(h string) int { return int(hostHash(h) % hostShards) }
-
 // host is the state of hostname h, or nil.
 func (a *Allocator) host(h string) *hostState {
 	x := hostHash(h)
@@ -242,9 +242,7 @@ func (r *round) remove(c *candidate) {
 func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate) *hostState {
 	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
-		hs = newHostState(c)
-		hosts.put(h, hs)
-		return hs
+		return hosts.add(h, c)
 	}
 	hs.addCand(c)
 	return hs
@@ -290,6 +288,9 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	first := a.table == nil
+	for i := range a.hosts {
+		a.hosts[i].reclaim() // the last round's lists are gone
+	}
 	r := &round{a: a}
 	if s.Mesh != a.meshName {
 		a.resetModel(r)

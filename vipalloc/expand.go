@@ -139,7 +139,7 @@ type event struct {
 	c     *candidate
 	h     uint64 // hostHash of the hostname
 	add   bool
-	shard int8 // shardOf the hostname; -1 for a skip
+	shard int8 // the hostname's shard (hostHash % hostShards); -1 for a skip
 }
 
 func (x *expander) emit(c *candidate, add bool) {
@@ -205,7 +205,7 @@ func (x *expander) placedDefault(b []byte) *candidate {
 	hb = append(hb, ".mesh"...)
 	x.hbuf = hb
 	hh := keyHash(hb)
-	hs := hostByName(&x.hosts[hh%hostShards], hh, hb)
+	hs := findHost(&x.hosts[hh%hostShards], hh, hb)
 	if hs == nil {
 		return nil
 	}

@@ -53,7 +53,8 @@ func (a *Allocator) finishSettle(st *settler) {
 	a.sum[0] += st.sum[0]
 	a.sum[1] += st.sum[1]
 	for _, hs := range st.empty {
-		a.hosts[shardOf(hs.name())].del(hs)
+		h := hostHash(hs.name())
+		a.hosts[h%hostShards].del(h, hs)
 	}
 }
 
