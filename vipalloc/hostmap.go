@@ -14,6 +14,7 @@ type hostMap struct {
 	used    int      // positions handed out (live or free)
 	free    []uint32 // positions of reclaimed states, reused first
 	dying   []uint32 // positions of states dropped since the last reclaim
+	dropped []uint64 // a bit per position: set for a dropped state (dying or free)
 	slots   []uint32 // 0: empty; tomb: a dropped state's slot; else tag | pos+1
 	shift   uint     // takes a 64-bit hash to a slot (the slot count is 1<<(64-shift))
 	posBits uint     // bits of a slot that hold pos+1
@@ -21,7 +22,7 @@ type hostMap struct {
 	tombs   int      // tomb slots
 }
 
-// hostChunk is how many states a chunk holds (8 KiB).
+// hostChunk is how many states a chunk holds (6 KiB).
 const hostChunk = 256
 
 // tomb marks a slot whose state was dropped: probes go on past it, inserts may take it. Its
@@ -48,11 +49,10 @@ func (m *hostMap) resize(n int) {
 	m.tombs = 0
 	mask := size - 1
 	for pos := 0; pos < m.used; pos++ {
-		hs := m.at(pos)
-		if hs.gone {
+		if m.isDropped(pos) {
 			continue
 		}
-		h := hostHash(hs.name())
+		h := hostHash(m.at(pos).name())
 		i := int(h >> m.shift)
 		for m.slots[i] != 0 {
 			i = (i + 1) & mask
@@ -65,6 +65,9 @@ func (m *hostMap) slot(h uint64, pos int) uint32 { return uint32(h)<<m.posBits |
 func (m *hostMap) tagOf(h uint64) uint32         { return uint32(h) << m.posBits }
 func (m *hostMap) pos(s uint32) int              { return int(s&(1<<m.posBits-1)) - 1 }
 func (m *hostMap) tag(s uint32) uint32           { return s &^ (1<<m.posBits - 1) }
+
+// isDropped reports whether the state at pos was dropped.
+func (m *hostMap) isDropped(pos int) bool { return m.dropped[pos/64]&(1<<(pos%64)) != 0 }
 
 // at is the state at position pos.
 func (m *hostMap) at(pos int) *hostState { return &m.chunks[pos/hostChunk][pos%hostChunk] }
@@ -106,10 +109,12 @@ func (m *hostMap) add(h uint64, c *candidate) *hostState {
 	} else {
 		if m.used == len(m.chunks)*hostChunk {
 			m.chunks = append(m.chunks, make([]hostState, hostChunk))
+			m.dropped = append(m.dropped, make([]uint64, hostChunk/64)...)
 		}
 		pos = m.used
 		m.used++
 	}
+	m.dropped[pos/64] &^= 1 << (pos % 64)
 	hs := m.at(pos)
 	*hs = hostState{cand: [1]*candidate{c}, hasCand: true}
 	mask := len(m.slots) - 1
@@ -126,8 +131,8 @@ func (m *hostMap) add(h uint64, c *candidate) *hostState {
 }
 
 // del drops hs, the state of a hostname hashing to h: its slot becomes a tomb; the state
-// is marked gone and keeps what it holds, for the lists of the round that dropped it, until
-// reclaim frees its place.
+// keeps what it holds, for the lists of the round that dropped it, until reclaim frees its
+// place.
 func (m *hostMap) del(h uint64, hs *hostState) {
 	tag, mask := m.tagOf(h), len(m.slots)-1
 	for i := int(h >> m.shift); m.slots[i] != 0; i = (i + 1) & mask {
@@ -139,7 +144,7 @@ func (m *hostMap) del(h uint64, hs *hostState) {
 			m.slots[i] = tomb
 			m.tombs++
 			m.n--
-			hs.gone = true
+			m.dropped[pos/64] |= 1 << (pos % 64)
 			m.dying = append(m.dying, uint32(pos))
 			return
 		}
@@ -150,7 +155,7 @@ func (m *hostMap) del(h uint64, hs *hostState) {
 // rounds, when no list holds them any more).
 func (m *hostMap) reclaim() {
 	for _, pos := range m.dying {
-		*m.at(int(pos)) = hostState{gone: true}
+		*m.at(int(pos)) = hostState{}
 	}
 	m.free = append(m.free, m.dying...)
 	m.dying = m.dying[:0]
@@ -159,8 +164,8 @@ func (m *hostMap) reclaim() {
 // each calls f with every state (in no particular order).
 func (m *hostMap) each(f func(*hostState)) {
 	for pos := 0; pos < m.used; pos++ {
-		if hs := m.at(pos); !hs.gone {
-			f(hs)
+		if !m.isDropped(pos) {
+			f(m.at(pos))
 		}
 	}
 }

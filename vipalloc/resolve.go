@@ -102,8 +102,8 @@ func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl [][]*En
 	}
 	st := settler{slab: a.entrySlab}
 	for i, hs := range touched {
-		oldAvail := a.settle(&st, hs)
-		repl[i] = hs.entries()
+		es, oldAvail := a.settle(&st, hs)
+		repl[i] = es
 		if full {
 			continue
 		}
@@ -343,7 +343,8 @@ func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
 		return NotAvailable, "no entry"
 	}
 	key := c.Key()
-	for _, e := range hs.entries() {
+	for i := range hs.numEntries() {
+		e := hs.entry(i)
 		if keyIs(e, key) {
 			return e.Status, e.Reason()
 		}

@@ -30,23 +30,24 @@ func (st *settler) sub(e *Entry) {
 	st.sum[1] -= s[1]
 }
 
-// settle replaces the entries of hs and returns its previous available entry.
-func (a *Allocator) settle(st *settler, hs *hostState) *Entry {
-	for _, e := range hs.entries() {
-		st.sub(e)
+// settle replaces the entries of hs and returns them (sorted by key) and its previous
+// available entry.
+func (a *Allocator) settle(st *settler, hs *hostState) (es []*Entry, oldAvail *Entry) {
+	for i := range hs.numEntries() {
+		st.sub(hs.entry(i))
 	}
-	oldAvail := hs.avail()
+	oldAvail = hs.avail()
 	hs.setEntries(nil)
 	if len(hs.cands()) > 0 {
-		es, _ := a.entriesFor(hs, &st.slab)
+		es, _ = a.entriesFor(hs, &st.slab)
 		hs.setEntries(es)
 	} else {
 		st.empty = append(st.empty, hs)
 	}
-	for _, e := range hs.entries() {
+	for _, e := range es {
 		st.add(e)
 	}
-	return oldAvail
+	return es, oldAvail
 }
 
 func (a *Allocator) finishSettle(st *settler) {
@@ -66,8 +67,7 @@ func (a *Allocator) settleParallel(touched []*hostState, repl [][]*Entry) {
 	done := make(chan struct{})
 	run := func(st *settler, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			a.settle(st, touched[i])
-			repl[i] = touched[i].entries()
+			repl[i], _ = a.settle(st, touched[i])
 		}
 	}
 	go func() {

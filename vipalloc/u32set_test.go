@@ -53,7 +53,7 @@ func TestU32SetDense(t *testing.T) {
 	if len(s.slots) != 1<<17 {
 		t.Errorf("114,688 addresses in %d slots, want %d", len(s.slots), 1<<17)
 	}
-	if s.add(114689*7919); len(s.slots) != 1<<18 {
+	if s.add(114689 * 7919); len(s.slots) != 1<<18 {
 		t.Errorf("one more: %d slots, want %d", len(s.slots), 1<<18)
 	}
 }
