@@ -271,7 +271,7 @@ func (p *etcdParts) status() any {
 		leader = "" // unknown: the last one read may have lost its lease since
 	}
 	st := map[string]any{"replica": p.replica, "leader": leader, "isLeader": p.leader.Load(),
-		"storeRevision": p.feed.Revision(), "synced": err == nil}
+		"storeRevision": p.feed.ContentRevision(), "synced": err == nil}
 	if err != nil {
 		st["storeError"] = err.Error()
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +92,26 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 	for _, a := range agents {
 		waitFor(t, "the first change", 10*time.Second, func() bool { return a.answers("httpbin.v1.first.mesh") })
 	}
+	// storeRevision in `get status` is a property of what is served: a replica started after
+	// a delete (it reads the store; the others followed the delete) reports the same.
+	e.kumaCP("apply", "-f", write("web-9.yaml", strings.Replace(dpWeb, "web-1", "web-9", 1)), "--api-url", "http://"+api1, "--admin-token-file", tok)
+	e.kumaCP("delete", "dataplanes", "web-9", "--api-url", "http://"+api1, "--admin-token-file", tok)
+	r3, _, api3 := e.startReplica(c, "replica-3")
+	storeRevision := func(api string) string {
+		var st struct{ StoreRevision int64 }
+		if err := json.Unmarshal([]byte(e.kumaCP("get", "status", "-o", "json", "--api-url", "http://"+api)), &st); err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatInt(st.StoreRevision, 10)
+	}
+	var revs string
+	waitFor(t, "one storeRevision on the three replicas", 10*time.Second, func() bool {
+		revs = storeRevision(api1) + " " + storeRevision(api2) + " " + storeRevision(api3)
+		f := strings.Fields(revs)
+		return f[0] == f[1] && f[1] == f[2]
+	})
+	t.Logf("storeRevision on replica-1, -2, -3: %s", revs)
+	r3.kill()
 	r1.kill()
 	for _, a := range agents {
 		waitFor(t, "the agent on replica-2", 10*time.Second, func() bool { return a.count("trying the next replica") > 0 })

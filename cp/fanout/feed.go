@@ -19,9 +19,13 @@ type Feed struct {
 	log    *slog.Logger
 	synced atomic.Bool  // the store was listed and its changes followed
 	rev    atomic.Int64 // the store revision served
-	lag    lag          // the store revision seen on the watch, and since when it is not served
-	next   int64        // the revision of docs, served or not
-	docs   docCache     // what the store holds for agents, as followed (Run's goroutine only)
+	// content is the revision of the newest change of the resources served (contentRev).
+	content atomic.Int64
+	lag     lag   // the store revision seen on the watch, and since when it is not served
+	next    int64 // the revision of docs, served or not
+	// nextContent: the revision of docs' newest change, served or not
+	nextContent int64
+	docs        docCache // what the store holds for agents, as followed (Run's goroutine only)
 
 	mu        sync.Mutex // guards what is served (derived.go)
 	fromStore Served
@@ -39,6 +43,34 @@ func (f *Feed) Synced() bool { return f.synced.Load() }
 
 // Revision is the store revision served.
 func (f *Feed) Revision() int64 { return f.rev.Load() }
+
+// ContentRevision is the store revision of the newest change (a write or a delete) of the
+// resources served: a property of what is served, the same on every replica serving the same
+// resources (Revision, the revision read up to, also counts writes of other keys and depends
+// on when the replica last read). 0 until the store was read.
+func (f *Feed) ContentRevision() int64 { return f.content.Load() }
+
+// lastDeleter is a store that can tell its newest delete (Etcd).
+type lastDeleter interface {
+	LastDelete(ctx context.Context, rev int64) (int64, error)
+}
+
+// contentRev is the revision of the newest change of items, listed at rev: the newest
+// version among them, or the store's newest delete when later.
+func (f *Feed) contentRev(ctx context.Context, items []cpstore.Item, rev int64) int64 {
+	var newest int64
+	for _, it := range items {
+		newest = max(newest, it.Version)
+	}
+	if ld, ok := f.st.(lastDeleter); ok {
+		del, err := ld.LastDelete(ctx, rev)
+		if err != nil {
+			f.log.Debug("the store's newest delete is not read; the content revision is its newest write", "error", err)
+		}
+		newest = max(newest, del)
+	}
+	return newest
+}
 
 // Run follows the store until ctx ends; a store that cannot be reached is retried, and
 // what was served last keeps being served meanwhile.
@@ -64,11 +96,13 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	content := f.contentRev(ctx, items, rev)
 	sv := f.load(items)
 	items = nil // the documents as stored are not kept: only what agents are served
 	updated, removed := f.applyStore(sv)
 	f.next = rev
 	f.rev.Store(rev)
+	f.content.Store(content)
 	f.lag.served(rev)
 	f.synced.Store(true)
 	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
@@ -151,6 +185,7 @@ func (f *Feed) apply(e cpstore.Event) {
 		f.docs.remove(e.Item.Key)
 	}
 	f.next = max(f.next, e.Revision)
+	f.nextContent = max(f.nextContent, e.Revision)
 }
 
 // serve serves the resources followed, compared with what the agents hold, so only what
@@ -159,6 +194,7 @@ func (f *Feed) serve() {
 	sv := f.docs.served()
 	updated, removed := f.applyStore(sv)
 	f.rev.Store(f.next)
+	f.content.Store(max(f.content.Load(), f.nextContent))
 	f.lag.served(f.next)
 	f.log.Debug("store changes served", "revision", f.next, "resources", sv.Count(), "updated", updated, "removed", removed)
 }

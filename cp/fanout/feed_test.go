@@ -284,3 +284,57 @@ func TestFeedServesRoutersWithoutStatus(t *testing.T) {
 		return strings.Contains(string(cp.Resources("default", mesh.KindRouter)["shard1"]), "shard-one.apps.test")
 	})
 }
+
+// Two replicas holding the same resources report the same content revision, whether they
+// followed the changes or read the store after them - a delete of the newest resource and a
+// write of a key that holds no resource included (both move etcd's revision; only the
+// delete changes what is served).
+func TestFeedContentRevisionIsTheSameOnEveryReplica(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client()
+	st := cpstore.NewEtcd(cl, "/kuma")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := func(name string) cpstore.Key {
+		return cpstore.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name}
+	}
+	for i := range 3 {
+		if _, err := st.Put(ctx, key(fmt.Sprintf("dp-%d", i)), dataplaneDoc(fmt.Sprintf("dp-%d", i), "v0"), cpstore.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *Feed {
+		feed := NewFeed(st, New(nil, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
+		go feed.Run(ctx)
+		waitUntil(t, "the first read", feed.Synced)
+		return feed
+	}
+	following := start()
+	if err := st.Delete(ctx, key("dp-2"), cpstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.Get(ctx, "/kuma/default/Dataplane/dp-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletedAt := r.Header.Revision
+	if _, err := cl.Put(ctx, "/unrelated", "x"); err != nil { // etcd's revision moves on
+		t.Fatal(err)
+	}
+	waitUntil(t, "the delete followed", func() bool { return following.ContentRevision() == deletedAt })
+	listing := start()
+	if got := listing.ContentRevision(); got != deletedAt {
+		t.Fatalf("a replica that read the store after the delete reports content revision %d, the one that followed it %d", got, deletedAt)
+	}
+	if listing.Revision() <= deletedAt {
+		t.Fatalf("the list's revision %d should count the unrelated write after the delete (%d)", listing.Revision(), deletedAt)
+	}
+	// A write is the newest change, on both.
+	it, err := st.Put(ctx, key("dp-0"), dataplaneDoc("dp-0", "v1"), cpstore.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the write followed by both", func() bool {
+		return following.ContentRevision() == it.Version && listing.ContentRevision() == it.Version
+	})
+}

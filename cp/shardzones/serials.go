@@ -122,9 +122,20 @@ func (s *Serials) hold() time.Duration {
 
 // Load reads every record once (Run does, and follows them).
 func (s *Serials) Load(ctx context.Context) (rev int64, err error) {
+	recs, rev, err := s.read(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.merge(recs, rev)
+	s.kick()
+	return rev, nil
+}
+
+// read reads every record, and the revision read at.
+func (s *Serials) read(ctx context.Context) (map[string]serialRecord, int64, error) {
 	r, err := s.cl.Get(ctx, s.prefix, clientv3.WithPrefix())
 	if err != nil {
-		return 0, fmt.Errorf("zone serials: %w", err)
+		return nil, 0, fmt.Errorf("zone serials: %w", err)
 	}
 	recs := map[string]serialRecord{}
 	for _, kv := range r.Kvs {
@@ -135,11 +146,28 @@ func (s *Serials) Load(ctx context.Context) (rev int64, err error) {
 		}
 		recs[origin] = rec
 	}
+	return recs, r.Header.Revision, nil
+}
+
+// merge takes the records read at revision rev as what etcd holds, except where this replica
+// knows newer: a record it noted at a later revision - from the watch, or its own write -
+// while the read was under way (Run's and the first build's reads overlap the watch). A read
+// that replaced the records lost such a record for good: the watch does not deliver it again,
+// and the replica served a serial that no record held (it then never wrote the serial it
+// took past the record's, and the leader never learnt of it).
+func (s *Serials) merge(recs map[string]serialRecord, rev int64) {
 	s.mu.Lock()
-	s.recs = recs
-	s.mu.Unlock()
-	s.kick()
-	return r.Header.Revision, nil
+	defer s.mu.Unlock()
+	for o, cur := range s.recs {
+		if _, ok := recs[o]; !ok && cur.version <= rev {
+			delete(s.recs, o) // gone by rev
+		}
+	}
+	for o, rec := range recs {
+		if cur, ok := s.recs[o]; !ok || rec.version >= cur.version {
+			s.recs[o] = rec
+		}
+	}
 }
 
 func (s *Serials) decode(key, val []byte, version int64) (string, serialRecord, error) {

@@ -381,3 +381,72 @@ func TestSerialsRules(t *testing.T) {
 		t.Fatalf("a restarted replica serves %d, behind the record %d", s, sb)
 	}
 }
+
+// A read of the records that lands after the watch delivered a newer record (Run's and the
+// first build's reads overlap the watch) keeps the newer one: a replica that took a serial
+// past the leader's for the same content then records it, and the leader serves it too. A
+// read that replaced the records lost the leader's record for good: the two replicas served
+// 3 and 5 for one content until the next change (TestE2ESerialsAgreeOverARollingRestart's
+// start, 1 run in 10 under load).
+func TestSerialsAReadNeverForgetsANewerRecord(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	input := func(rev int64) authdns.Input {
+		in := authdns.Input{DefaultNSAddr: netip.MustParseAddr("192.0.2.53")}
+		in.Routers = []authdns.Router{{Name: "shard1", DNS: "shard1.apps.test", Revision: rev,
+			Replicas: []authdns.Replica{{Name: "gw-1", Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.1")}}}}}
+		return in
+	}
+	serial := func(cat *authdns.Catalog) uint32 { return cat.Zone(zoneOrigin).Serial() }
+	recordOf := func(s *Serials) serialRecord {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.recs[zoneOrigin]
+	}
+	leader := NewSerials(c.Client(), "/kuma", func() bool { return true }, nil)
+	other := NewSerials(c.Client(), "/kuma", nil, nil)
+	go leader.Run(ctx)
+	go other.Run(ctx)
+
+	// The other replica, first, builds the zone at revision 5 with no record: serial 5.
+	oa, _ := other.Build(input(5), nil)
+	if got := serial(oa); got != 5 {
+		t.Fatalf("first serial %d, want 5", got)
+	}
+	stale, staleRev, err := other.read(ctx) // a read under way: no record yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader, whose view was older, built the same content at revision 3 and records it.
+	la, _ := leader.Build(input(3), nil)
+	if got := serial(la); got != 3 {
+		t.Fatalf("the leader's first serial %d, want 3", got)
+	}
+	waitRecord := func(s *Serials, what string, want uint32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for recordOf(s).serial != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the record's serial is %d, want %d", what, recordOf(s).serial, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitRecord(other, "the leader's record followed", 3)
+	other.merge(stale, staleRev) // the read under way lands now
+	if recordOf(other).serial != 3 {
+		t.Fatal("a read begun before the leader's record made the other replica forget it")
+	}
+	// Told of the record, the other replica builds again: it keeps 5 (never behind what it
+	// served) and records it; the leader follows.
+	ob, _ := other.Build(input(5), oa)
+	if got := serial(ob); got != 5 {
+		t.Fatalf("the other replica went from 5 to %d", got)
+	}
+	waitRecord(leader, "the other replica's serial recorded", 5)
+	lb, _ := leader.Build(input(5), la)
+	if got := serial(lb); got != 5 {
+		t.Fatalf("the leader serves %d for the content the other serves as 5", got)
+	}
+}

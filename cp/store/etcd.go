@@ -512,6 +512,35 @@ func (s *Etcd) Put(ctx context.Context, k Key, doc []byte, expect int64) (Item, 
 	return Item{Key: k, Doc: doc, Version: tr.Header.Revision, Created: env.Created, Modified: env.Modified}, nil
 }
 
+// deletedKey is written (empty) by every transaction that deletes a resource: its revision is
+// the newest delete's, which no list of the resources can show (a deleted key is gone). It
+// is outside the resources' prefix ("/kuma" -> "/kuma-deleted"), so lists and watches of the
+// resources never see it.
+func (s *Etcd) deletedKey() string { return s.prefix + "-deleted" }
+
+func (s *Etcd) noteDelete() clientv3.Op { return clientv3.OpPut(s.deletedKey(), "") }
+
+// LastDelete is the revision of the newest delete of a resource as the store was at revision
+// rev (0: now), 0 when none is known. With the newest version of the resources listed at rev
+// it gives the revision of the resources' newest change: the same on every replica that holds
+// the same resources, however each came to hold them (a list, or a watch's events).
+func (s *Etcd) LastDelete(ctx context.Context, rev int64) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var opts []clientv3.OpOption
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	r, err := s.get(ctx, s.deletedKey(), opts...)
+	if err != nil {
+		return 0, unavailable("store: last delete", err)
+	}
+	if len(r.Kvs) == 0 {
+		return 0, nil
+	}
+	return r.Kvs[0].ModRevision, nil
+}
+
 // Delete implements Store.
 func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
 	if expect == 0 {
@@ -524,7 +553,7 @@ func (s *Etcd) Delete(ctx context.Context, k Key, expect int64) error {
 	if expect > 0 {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expect)
 	}
-	tr, retried, err := s.commit(ctx, []clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(key)}, []clientv3.Op{clientv3.OpGet(key)})
+	tr, retried, err := s.commit(ctx, []clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(key), s.noteDelete()}, []clientv3.Op{clientv3.OpGet(key)})
 	if err != nil {
 		return unavailable("store: delete "+k.String(), err)
 	}

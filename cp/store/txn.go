@@ -101,6 +101,9 @@ func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 		ops = append(ops, clientv3.OpPut(key, string(val)))
 		vals = append(vals, written{w, val})
 	}
+	if len(vals) < len(names) { // a delete among them
+		ops = append(ops, s.noteDelete())
+	}
 	tr, retried, err := s.commit(ctx, cmps, ops, nil)
 	if err != nil {
 		return unavailable("store: txn "+strings.Join(names, ", "), err)
