@@ -39,12 +39,8 @@ func newHostMap(n int) hostMap {
 // resize makes an empty index for at least n states (at most 7/8 full), never too small for
 // the positions handed out, and puts the live states in it.
 func (m *hostMap) resize(n int) {
-	size := 16
-	for size*7/8 < n || size < m.used { // a position must fit a slot
-		size *= 2
-	}
-	m.slots = make([]uint32, size)
-	m.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	size, shift := denseSlotsFor(max(n, m.used)) // a position must fit a slot
+	m.slots, m.shift = make([]uint32, size), shift
 	m.posBits = uint(bits.Len(uint(size)))
 	m.tombs = 0
 	mask := size - 1

@@ -1,7 +1,5 @@
 package vipalloc
 
-import "math/bits"
-
 // u32set is a set of non-zero uint32 (the taken addresses of a pool): open addressing with
 // linear probing in a pointer-free slice, so it costs the garbage collector nothing to scan
 // and one probe sequence per operation. Zero marks an empty slot (address 0 is never usable).
@@ -20,11 +18,7 @@ func (s *u32set) home(k uint32) int { return addrHome(k, s.shift) }
 // are allocated (never while answering), so it is kept dense: 4.6-9.2 bytes an address
 // where half full took 8-16.
 func (s *u32set) reserve(n int) {
-	size := 16
-	for size*7/8 < n {
-		size *= 2
-	}
-	shift := uint(64 - bits.TrailingZeros(uint(size)))
+	size, shift := denseSlotsFor(n)
 	if size <= len(s.slots) {
 		return
 	}
