@@ -2,6 +2,7 @@ package vipalloc
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -137,4 +138,41 @@ func TestHostMapBytesPerName(t *testing.T) {
 			t.Errorf("%d names: %d slots, %.1f bytes a name", n, len(m.slots), per)
 		}
 	}
+}
+
+// settled gives each touched hostname its entries, across the two halves of a parallel
+// settle, whatever their numbers; mergeEntries puts them in place of the old ones.
+func TestSettledAndMerge(t *testing.T) {
+	e := func(h, k string) *Entry { return NewEntry(EntryData{Hostname: h, Key: k}) }
+	a1, b1, b2, c1, d1, d2, d3 := e("a", "1"), e("b", "1"), e("b", "2"), e("c", "1"), e("d", "1"), e("d", "2"), e("d", "3")
+	s := newSettled(4, 2)
+	s.parts[0].add([]*Entry{a1})
+	s.parts[0].add([]*Entry{b1, b2})
+	s.parts[1].add(nil) // c lost its entries
+	s.parts[1].add([]*Entry{d1, d2, d3})
+	want := [][]*Entry{{a1}, {b1, b2}, {}, {d1, d2, d3}}
+	for k, w := range want {
+		if got := s.of(k); !slices.Equal(got, w) {
+			t.Errorf("of(%d) = %v, want %v", k, got, w)
+		}
+	}
+	if s.len() != 6 {
+		t.Errorf("len %d, want 6", s.len())
+	}
+	touched := []*hostState{newHostState(&candidate{Entry: Entry{Hostname: "a"}}), newHostState(&candidate{Entry: Entry{Hostname: "b"}}),
+		newHostState(&candidate{Entry: Entry{Hostname: "c"}}), newHostState(&candidate{Entry: Entry{Hostname: "d"}})}
+	old := e("b", "0")
+	prev := []*Entry{e("a", "0"), old, c1, e("e", "1")}
+	got := mergeEntries(prev, touched, s)
+	if names := hostnamesOf(got); !slices.Equal(names, []string{"a", "b", "b", "d", "d", "d", "e"}) || got[1] != b1 || got[3] != d1 {
+		t.Errorf("merged %v", names)
+	}
+}
+
+func hostnamesOf(es []*Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Hostname)
+	}
+	return out
 }

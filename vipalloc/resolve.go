@@ -86,24 +86,23 @@ func (a *Allocator) allocateTouched(touched []*hostState) {
 	a.allocateHosts(need)
 }
 
-// settleTouched builds the entries of each touched hostname (repl, in touched's order).
+// settleTouched builds the entries of each touched hostname (repl).
 // For a table derived from the last one (not full) it also returns the touched hostnames'
 // available entries (names) and the touched VIPs with the key of their new owner (addrT,
 // "" for none known).
-func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl [][]*Entry, names map[string]*Entry, addrT map[uint32]string) {
-	repl = make([][]*Entry, len(touched))
+func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl *settled, names map[string]*Entry, addrT map[uint32]string) {
 	if full && len(touched) >= parallelWork {
-		a.settleParallel(touched, repl)
-		return repl, nil, nil
+		return a.settleParallel(touched), nil, nil
 	}
+	repl = newSettled(len(touched), len(touched))
 	if !full {
 		names = make(map[string]*Entry, len(touched))
 		addrT = make(map[uint32]string, len(touched))
 	}
 	st := settler{slab: a.entrySlab}
-	for i, hs := range touched {
+	for _, hs := range touched {
 		es, oldAvail := a.settle(&st, hs)
-		repl[i] = es
+		repl.parts[0].add(es)
 		if full {
 			continue
 		}
