@@ -281,7 +281,8 @@ type kubeMeta struct {
 	Finalizers        any               `json:"finalizers,omitempty"`
 }
 
-// kubernetes decodes `apiVersion/kind/metadata/spec` documents.
+// kubernetes decodes `apiVersion/kind/metadata/spec` documents: the top level (kubeTop),
+// the metadata as the resource's Meta (kubeMeta), then the spec by kind (kubeSpec).
 func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 	md, _ := m["metadata"].(map[string]any)
 	d.kind, d.name = kind, d.nameText(md["name"])
@@ -294,16 +295,23 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		return nil, f
 	}
 	if ns, _ := md["namespace"].(string); kind == KindDataplane && ns != "" && d.name != "" {
-		d.name += "." + ns // Kuma's name of a namespaced dataplane (see below)
+		d.name += "." + ns // Kuma's name of a namespaced dataplane (see kubeMeta)
 	}
-	var km kubeMeta
-	var mesh string
-	spec := map[string]any{}
+	km, mesh, spec := d.kubeTop(kind, m)
+	meta := d.kubeMeta(kind, &km, mesh)
+	r := d.kubeSpec(kind, km, meta, spec, &f)
+	return r, f
+}
+
+// kubeTop reads the top level of a Kubernetes document: its metadata, mesh and spec; a
+// Route's status goes into its spec (the control plane's record of its binding).
+func (d *decoder) kubeTop(kind string, m map[string]any) (km kubeMeta, mesh string, spec map[string]any) {
+	spec = map[string]any{}
 	for _, k := range sortedKeys(m) {
 		switch k {
 		case "apiVersion", "kind":
 		case "status":
-			if kind == KindRoute { // a Route's status is the control plane's record of its binding
+			if kind == KindRoute {
 				if s, ok := m["spec"].(map[string]any); ok {
 					s["status"] = m[k]
 				} else if m["spec"] == nil {
@@ -331,6 +339,12 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 			d.unknown(k, k, []string{"apiVersion", "kind", "mesh", "metadata", "spec", "status"})
 		}
 	}
+	return km, mesh, spec
+}
+
+// kubeMeta is the resource's Meta from its Kubernetes metadata, named and labelled as Kuma's
+// control plane does.
+func (d *decoder) kubeMeta(kind string, km *kubeMeta, mesh string) Meta {
 	if (kind == KindMeshExternalService || kind == KindMeshService) && km.Namespace != "" && km.Labels[NamespaceLabel] == "" {
 		// Kuma's control plane labels a resource from Kubernetes with its namespace: the
 		// HostnameGenerator's {{ .Namespace }} and matchLabels read a MeshExternalService's
@@ -347,65 +361,75 @@ func (d *decoder) kubernetes(kind string, m map[string]any) (Resource, form) {
 		// namespaces are two dataplanes, and a universal file names them the same way.
 		meta.Name = d.strs.share(km.Name + "." + km.Namespace)
 	}
-	var r Resource
+	if kind == KindMeshService && km.Name != "" && meta.Labels[DisplayNameLabel] == "" {
+		// Kuma labels a MeshService with the name it was written with.
+		if meta.Labels == nil {
+			meta.Labels = make(map[string]string, 1)
+		}
+		meta.Labels[DisplayNameLabel] = d.strs.share(km.Name)
+	}
+	return meta
+}
+
+// kubeSpec decodes the spec of a kind: Kuma 2.x's kinds have a spec type of their own, the
+// others read their spec as the universal form's body (kubeBody).
+func (d *decoder) kubeSpec(kind string, km kubeMeta, meta Meta, spec map[string]any, f *form) Resource {
 	switch kind {
 	case KindHostnameGenerator:
 		var hs hostnameGeneratorSpecIn
 		d.fields(reflect.ValueOf(&hs).Elem(), spec, "spec", nil)
 		hg := hostnameGeneratorIn{Meta: meta, Spec: hs}
-		r = hg.toHostnameGenerator(d, "spec")
+		return hg.toHostnameGenerator(d, "spec")
 	case KindMeshExternalService:
 		mes := &MeshExternalService{Meta: meta}
 		d.fields(reflect.ValueOf(&mes.Spec).Elem(), spec, "spec", nil)
 		d.finish(mes, "")
-		r = mes
+		return mes
 	case KindMeshService:
-		if km.Name != "" && meta.Labels[DisplayNameLabel] == "" {
-			// Kuma labels a MeshService with the name it was written with.
-			if meta.Labels == nil {
-				meta.Labels = make(map[string]string, 1)
-			}
-			meta.Labels[DisplayNameLabel] = d.strs.share(km.Name)
-		}
 		ms := &MeshService{Meta: meta}
 		d.fields(reflect.ValueOf(&ms.Spec).Elem(), spec, "spec", nil)
 		d.finish(ms, "")
-		r = ms
+		return ms
 	case KindMeshTCPRoute:
 		rt := &MeshTCPRoute{Meta: meta, Namespace: km.Namespace}
 		d.fields(reflect.ValueOf(&rt.Spec).Elem(), spec, "spec", nil)
-		r = rt
+		return rt
 	case KindMeshHTTPRoute:
 		rt := &MeshHTTPRoute{Meta: meta, Namespace: km.Namespace}
 		d.fields(reflect.ValueOf(&rt.Spec).Elem(), spec, "spec", nil)
-		r = rt
-	default:
-		for _, k := range []string{"name", "mesh", "labels", "creationTime"} {
-			if _, ok := spec[k]; ok {
-				d.errorf("spec."+k, "", "unknown field: in the Kubernetes form it goes in metadata (mesh at the top level)")
-				delete(spec, k)
-			}
-		}
-		if kind == KindDataplane {
-			d.outboundService(spec["networking"], "spec.networking")
-		}
-		kuma, single := false, false
-		if kind == KindTrafficRoute {
-			kuma, single = d.kumaRouteConf(spec, "spec.")
-		}
-		first := len(d.errs)
-		r = newResource(kind)
-		d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
-		*r.GetMeta() = meta
-		if rt, ok := r.(*Route); ok && rt.Namespace == "" {
-			rt.Namespace = km.Namespace
-		}
-		d.finish(r, "spec.")
-		if kuma {
-			d.kumaConfForm(&f, first, single)
+		return rt
+	}
+	return d.kubeBody(kind, km.Namespace, meta, spec, f)
+}
+
+// kubeBody decodes a spec that is the universal form's body: what belongs in metadata is
+// refused there, a TrafficRoute's Kuma conf is read as Kuma's (its form noted in f).
+func (d *decoder) kubeBody(kind, namespace string, meta Meta, spec map[string]any, f *form) Resource {
+	for _, k := range []string{"name", "mesh", "labels", "creationTime"} {
+		if _, ok := spec[k]; ok {
+			d.errorf("spec."+k, "", "unknown field: in the Kubernetes form it goes in metadata (mesh at the top level)")
+			delete(spec, k)
 		}
 	}
-	return r, f
+	if kind == KindDataplane {
+		d.outboundService(spec["networking"], "spec.networking")
+	}
+	kuma, single := false, false
+	if kind == KindTrafficRoute {
+		kuma, single = d.kumaRouteConf(spec, "spec.")
+	}
+	first := len(d.errs)
+	r := newResource(kind)
+	d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
+	*r.GetMeta() = meta
+	if rt, ok := r.(*Route); ok && rt.Namespace == "" {
+		rt.Namespace = namespace
+	}
+	d.finish(r, "spec.")
+	if kuma {
+		d.kumaConfForm(f, first, single)
+	}
+	return r
 }
 
 // NewResource is an empty resource of kind, nil for a kind without a type of its own (the

@@ -51,21 +51,39 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 		meshName = "default"
 	}
 	s := &Snapshot{Mesh: meshName, Self: self}
+	others, out := s.gather(resources)
+	if dups := s.sortKinds(others, out); len(dups) > 0 {
+		return nil, duplicateErrors(dups, resources)
+	}
+	s.ModelHash = b.hash(s)
+	s.Hash = s.ModelHash
+	if len(s.DNSZones) > 0 {
+		h := sha256.New()
+		h.Write([]byte(s.ModelHash))
+		_ = json.NewEncoder(h).Encode(s.DNSZones)
+		s.Hash = hex.EncodeToString(h.Sum(nil)[:16])
+	}
+	return s, nil
+}
+
+// gather puts the resources of s's mesh into s by kind, and returns the dataplanes but
+// s.Self (those it reaches) and whether each kind came in name order without a repeat
+// (sources hand them so - a file's, the last model's): checked here, where each name is read
+// anyway, instead of by a pass of its own.
+func (s *Snapshot) gather(resources []Resource) ([]*Dataplane, outOfOrder) {
+	self := s.Self
 	dataplanes := 1
 	for _, r := range resources {
 		if _, ok := r.(*Dataplane); ok {
 			dataplanes++
 		}
 	}
-	// The dataplanes but self, and whether each kind came in name order without a repeat
-	// (sources hand them so - a file's, the last model's): checked here, where each name is
-	// read anyway, instead of by a pass of its own; self is then put in its place.
 	others := make([]*Dataplane, 0, dataplanes)
 	var out outOfOrder
 	reach := ReachOf(self)
 	for _, r := range resources {
 		m := r.GetMeta()
-		if ResourceMesh(m) != meshName && !Meshless(r) {
+		if ResourceMesh(m) != s.Mesh && !Meshless(r) {
 			continue
 		}
 		switch v := r.(type) {
@@ -98,13 +116,18 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 			s.DNSZones = appendInOrder(s.DNSZones, v, m.Name, &out.dnsZones)
 		}
 	}
-	// Sorted by name, a kind's duplicates are neighbours.
+	return others, out
+}
+
+// sortKinds puts s.Self in its place among the other dataplanes and sorts each kind that
+// did not come in order; sorted by name, a kind's duplicates are neighbours: it returns them.
+func (s *Snapshot) sortKinds(others []*Dataplane, out outOfOrder) [][]Resource {
 	var dups [][]Resource
 	if !out.dataplanes {
-		at, _ := slices.BinarySearchFunc(others, self.Name, func(d *Dataplane, name string) int { return strings.Compare(d.Name, name) })
-		s.Dataplanes = slices.Insert(others, at, self)
+		at, _ := slices.BinarySearchFunc(others, s.Self.Name, func(d *Dataplane, name string) int { return strings.Compare(d.Name, name) })
+		s.Dataplanes = slices.Insert(others, at, s.Self)
 	} else {
-		s.Dataplanes = append(others, self)
+		s.Dataplanes = append(others, s.Self)
 		dups = sortByName(dups, s.Dataplanes)
 	}
 	dups = sortUnless(out.virtualOutbounds, dups, s.VirtualOutbounds)
@@ -116,19 +139,7 @@ func (b *SnapshotBuilder) Build(self *Dataplane, resources []Resource) (*Snapsho
 	dups = sortUnless(out.meshHTTPRoutes, dups, s.MeshHTTPRoutes)
 	dups = sortUnless(out.routers, dups, s.Routers)
 	dups = sortUnless(out.routes, dups, s.Routes)
-	dups = sortUnless(out.dnsZones, dups, s.DNSZones)
-	if len(dups) > 0 {
-		return nil, duplicateErrors(dups, resources)
-	}
-	s.ModelHash = b.hash(s)
-	s.Hash = s.ModelHash
-	if len(s.DNSZones) > 0 {
-		h := sha256.New()
-		h.Write([]byte(s.ModelHash))
-		_ = json.NewEncoder(h).Encode(s.DNSZones)
-		s.Hash = hex.EncodeToString(h.Sum(nil)[:16])
-	}
-	return s, nil
+	return sortUnless(out.dnsZones, dups, s.DNSZones)
 }
 
 // ResourceMesh is the mesh a resource belongs to: its mesh field, else the kuma.io/mesh

@@ -110,22 +110,63 @@ func (v *validator) loadBalancer(raw json.RawMessage) {
 	parseLoadBalancer(raw, v.errorf)
 }
 
+// parseLoadBalancer reads a loadBalancer, its errors reported to errorf (when not nil); false
+// when there was one.
 func parseLoadBalancer(raw json.RawMessage, errorf func(path, value, format string, args ...any)) (LoadBalancer, bool) {
-	ok := true
-	bad := func(path, value, format string, args ...any) {
-		ok = false
-		if errorf != nil {
-			errorf(path, value, format, args...)
-		}
-	}
 	var lb LoadBalancer
 	if len(raw) == 0 || string(raw) == "null" {
 		return lb, true
 	}
+	c := &lbCheck{errorf: errorf, ok: true}
+	k, settings, ok := c.typeAndSettings(raw)
+	if !ok {
+		return lb, false
+	}
+	lb.Type = k
+	path := "loadBalancer." + k
+	known := lbSettings[k]
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		field := path + "." + name
+		if !slices.Contains(known, name) {
+			msg := "unknown setting of " + k
+			if len(known) == 0 {
+				msg += " (it has none: " + k + ": {})"
+			} else {
+				msg += " (known: " + strings.Join(known, ", ") + ")"
+			}
+			c.bad(field, "", "%s", msg)
+			continue
+		}
+		lb.set(c, name, field, settings[name])
+	}
+	lb.checkRing(c, path)
+	return lb, c.ok
+}
+
+// lbSettings are the settings of each of Kuma's load balancers that have any.
+var lbSettings = map[string][]string{"leastRequest": {"choiceCount"}, "ringHash": {"hashFunction", "minRingSize", "maxRingSize"}}
+
+// lbCheck reports a loadBalancer's errors to errorf (nil: to none) and notes that there was
+// one.
+type lbCheck struct {
+	errorf func(path, value, format string, args ...any)
+	ok     bool
+}
+
+func (c *lbCheck) bad(path, value, format string, args ...any) {
+	c.ok = false
+	if c.errorf != nil {
+		c.errorf(path, value, format, args...)
+	}
+}
+
+// typeAndSettings reads raw as one of Kuma's load balancers, {TYPE: {SETTINGS}} (a null
+// body is no settings).
+func (c *lbCheck) typeAndSettings(raw json.RawMessage) (string, map[string]json.RawMessage, bool) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || len(m) != 1 {
-		bad("loadBalancer", string(raw), "give one of %s, e.g. {roundRobin: {}}", strings.Join(kumaLoadBalancers, ", "))
-		return lb, false
+		c.bad("loadBalancer", string(raw), "give one of %s, e.g. {roundRobin: {}}", strings.Join(kumaLoadBalancers, ", "))
+		return "", nil, false
 	}
 	for k, body := range m {
 		if !slices.Contains(kumaLoadBalancers, k) {
@@ -133,71 +174,64 @@ func parseLoadBalancer(raw json.RawMessage, errorf func(path, value, format stri
 			if s := Suggest(k, kumaLoadBalancers); s != "" {
 				msg = "unknown load balancer, did you mean " + s + "?"
 			}
-			bad("loadBalancer."+k, "", "%s", msg)
-			return lb, false
+			c.bad("loadBalancer."+k, "", "%s", msg)
+			return "", nil, false
 		}
-		path := "loadBalancer." + k
 		if string(body) == "null" {
 			body = json.RawMessage("{}")
 		}
 		var settings map[string]json.RawMessage
 		if err := json.Unmarshal(body, &settings); err != nil {
-			bad(path, string(body), "expected a mapping (e.g. %s: {})", k)
-			return lb, false
+			c.bad("loadBalancer."+k, string(body), "expected a mapping (e.g. %s: {})", k)
+			return "", nil, false
 		}
-		lb.Type = k
-		known := map[string][]string{"leastRequest": {"choiceCount"}, "ringHash": {"hashFunction", "minRingSize", "maxRingSize"}}[k]
-		for _, name := range slices.Sorted(maps.Keys(settings)) {
-			val := settings[name]
-			field := path + "." + name
-			if !slices.Contains(known, name) {
-				msg := "unknown setting of " + k
-				if len(known) == 0 {
-					msg += " (it has none: " + k + ": {})"
-				} else {
-					msg += " (known: " + strings.Join(known, ", ") + ")"
-				}
-				bad(field, "", "%s", msg)
-				continue
-			}
-			switch name {
-			case "choiceCount":
-				n, err := strconv.ParseUint(string(val), 10, 32)
-				switch {
-				case err != nil:
-					bad(field, string(val), "expected a whole number of hosts, 2 to %d", uint32(math.MaxUint32))
-				case n == 1:
-					bad(field, string(val), "must be 2 or more (Envoy compares at least two hosts; 0 or left out is 2)")
-				default:
-					lb.ChoiceCount = uint32(n)
-				}
-			case "hashFunction":
-				var f string
-				if err := json.Unmarshal(val, &f); err != nil || (f != "" && !slices.Contains(ringHashFunctions, f)) {
-					bad(field, strings.Trim(string(val), `"`), "must be one of %s", strings.Join(ringHashFunctions, ", "))
-					continue
-				}
-				lb.HashFunction = f
-			case "minRingSize", "maxRingSize":
-				n, err := strconv.ParseUint(string(val), 10, 64)
-				if err != nil || n > MaxRingSize {
-					bad(field, string(val), "expected a ring size, 1 to %d (Envoy's limit; 0 or left out is Envoy's default)", MaxRingSize)
-					continue
-				}
-				if name == "minRingSize" {
-					lb.MinRingSize = n
-				} else {
-					lb.MaxRingSize = n
-				}
-			}
+		return k, settings, true
+	}
+	return "", nil, false // not reached: m has one key
+}
+
+// set reads one known setting (at field) into lb, within Envoy's limits.
+func (lb *LoadBalancer) set(c *lbCheck, name, field string, val json.RawMessage) {
+	switch name {
+	case "choiceCount":
+		n, err := strconv.ParseUint(string(val), 10, 32)
+		switch {
+		case err != nil:
+			c.bad(field, string(val), "expected a whole number of hosts, 2 to %d", uint32(math.MaxUint32))
+		case n == 1:
+			c.bad(field, string(val), "must be 2 or more (Envoy compares at least two hosts; 0 or left out is 2)")
+		default:
+			lb.ChoiceCount = uint32(n)
 		}
-		if lb.MinRingSize > lb.maxRing() {
-			bad(path+".minRingSize", strconv.FormatUint(lb.MinRingSize, 10), "must not exceed maxRingSize (%d)", lb.maxRing())
-		} else if lb.MinRingSize == 0 && lb.MaxRingSize != 0 && lb.MaxRingSize < DefaultMinRingSize {
-			bad(path+".maxRingSize", strconv.FormatUint(lb.MaxRingSize, 10), "is below minRingSize's default %d: give minRingSize too", DefaultMinRingSize)
+	case "hashFunction":
+		var f string
+		if err := json.Unmarshal(val, &f); err != nil || (f != "" && !slices.Contains(ringHashFunctions, f)) {
+			c.bad(field, strings.Trim(string(val), `"`), "must be one of %s", strings.Join(ringHashFunctions, ", "))
+			return
+		}
+		lb.HashFunction = f
+	case "minRingSize", "maxRingSize":
+		n, err := strconv.ParseUint(string(val), 10, 64)
+		if err != nil || n > MaxRingSize {
+			c.bad(field, string(val), "expected a ring size, 1 to %d (Envoy's limit; 0 or left out is Envoy's default)", MaxRingSize)
+			return
+		}
+		if name == "minRingSize" {
+			lb.MinRingSize = n
+		} else {
+			lb.MaxRingSize = n
 		}
 	}
-	return lb, ok
+}
+
+// checkRing refuses ring sizes that Envoy would: the minimum above the maximum, or a maximum
+// below the minimum's default when the minimum is left out.
+func (lb LoadBalancer) checkRing(c *lbCheck, path string) {
+	if lb.MinRingSize > lb.maxRing() {
+		c.bad(path+".minRingSize", strconv.FormatUint(lb.MinRingSize, 10), "must not exceed maxRingSize (%d)", lb.maxRing())
+	} else if lb.MinRingSize == 0 && lb.MaxRingSize != 0 && lb.MaxRingSize < DefaultMinRingSize {
+		c.bad(path+".maxRingSize", strconv.FormatUint(lb.MaxRingSize, 10), "is below minRingSize's default %d: give minRingSize too", DefaultMinRingSize)
+	}
 }
 
 func (lb LoadBalancer) maxRing() uint64 {

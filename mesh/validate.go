@@ -121,6 +121,8 @@ func firstNotAllowed(s string, ok func(byte) bool) (rune, bool) {
 	return 0, false
 }
 
+// dataplane checks a Dataplane's networking: its addresses, its inbounds (or a gateway), its
+// outbounds and its transparent proxying.
 func (v *validator) dataplane(dp *Dataplane) {
 	n := dp.Networking
 	v.ip("networking.address", n.Address, true)
@@ -134,72 +136,88 @@ func (v *validator) dataplane(dp *Dataplane) {
 	if len(n.Inbound) == 0 && !gateway {
 		v.errorf("networking.inbound", "", "at least one inbound is required (or a gateway)")
 	}
-	for i, in := range n.Inbound {
-		p := "networking.inbound[" + strconv.Itoa(i) + "]"
-		v.port(p+".port", in.Port, true)
-		v.port(p+".servicePort", in.ServicePort, false)
-		v.ip(p+".address", in.Address(), false)
-		v.ip(p+".serviceAddress", in.ServiceAddress(), false)
-		v.tags(p+".tags", in.Tags, true, false)
-		switch in.State() {
-		case "", InboundReady, InboundNotReady, InboundIgnored:
-		default:
-			v.errorf(p+".state", in.State(), "must be %s, %s or %s", InboundReady, InboundNotReady, InboundIgnored)
-		}
+	for i := range n.Inbound {
+		v.inbound("networking.inbound["+strconv.Itoa(i)+"]", &n.Inbound[i])
 	}
 	seen := map[string]int{}
 	for i, out := range n.Outbound() {
-		p := "networking.outbound[" + strconv.Itoa(i) + "]"
-		v.port(p+".port", out.Port, true)
-		v.ip(p+".address", out.Address, false)
-		addr := out.Address
-		if addr == "" {
-			addr = "127.0.0.1"
-		}
-		key := addr + ":" + strconv.FormatUint(uint64(out.Port), 10)
-		if j, dup := seen[key]; dup && out.Port != 0 {
-			v.errorf(p+".port", fmt.Sprint(out.Port), "duplicate outbound %s, also networking.outbound[%d]", key, j)
-		}
-		seen[key] = i
-		switch {
-		case out.BackendRef != nil && len(out.Tags) > 0:
-			v.errorf(p, "", "give tags or backendRef, not both")
-		case out.BackendRef != nil:
-			b := out.BackendRef
-			if b.Kind != KindMeshExternalService && b.Kind != KindMeshService {
-				v.errorf(p+".backendRef.kind", b.Kind, "must be %s or %s", KindMeshService, KindMeshExternalService)
-			}
-			if b.Name == "" {
-				v.errorf(p+".backendRef.name", "", "required")
-			}
-			v.port(p+".backendRef.port", b.Port, false)
-		case len(out.Tags) > 0:
-			v.tags(p+".tags", out.Tags, true, false)
-		default:
-			v.errorf(p, "", "needs tags with %s, or a backendRef", ServiceTag)
-		}
-		if out.Hostname != "" {
-			v.errorf(p+".hostname", out.Hostname, "set by the agent from VirtualOutbounds; leave it out")
-		}
+		v.outbound(i, out, seen)
 	}
 	if tp := n.TransparentProxying(); tp != nil {
-		v.port("networking.transparentProxying.redirectPortInbound", tp.RedirectPortInbound, false)
-		v.port("networking.transparentProxying.redirectPortOutbound", tp.RedirectPortOutbound, false)
-		switch strings.ToLower(tp.IPFamilyMode) {
-		case "", "dualstack", "ipv4", "ipv6":
-		default:
-			v.errorf("networking.transparentProxying.ipFamilyMode", tp.IPFamilyMode, "must be dualstack, ipv4 or ipv6")
+		v.transparentProxying(tp)
+	}
+}
+
+// inbound checks an inbound at path p.
+func (v *validator) inbound(p string, in *Inbound) {
+	v.port(p+".port", in.Port, true)
+	v.port(p+".servicePort", in.ServicePort, false)
+	v.ip(p+".address", in.Address(), false)
+	v.ip(p+".serviceAddress", in.ServiceAddress(), false)
+	v.tags(p+".tags", in.Tags, true, false)
+	switch in.State() {
+	case "", InboundReady, InboundNotReady, InboundIgnored:
+	default:
+		v.errorf(p+".state", in.State(), "must be %s, %s or %s", InboundReady, InboundNotReady, InboundIgnored)
+	}
+}
+
+// outbound checks outbound i; seen is the outbounds' address:port so far (index by key), a
+// duplicate refused.
+func (v *validator) outbound(i int, out Outbound, seen map[string]int) {
+	p := "networking.outbound[" + strconv.Itoa(i) + "]"
+	v.port(p+".port", out.Port, true)
+	v.ip(p+".address", out.Address, false)
+	addr := out.Address
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	key := addr + ":" + strconv.FormatUint(uint64(out.Port), 10)
+	if j, dup := seen[key]; dup && out.Port != 0 {
+		v.errorf(p+".port", fmt.Sprint(out.Port), "duplicate outbound %s, also networking.outbound[%d]", key, j)
+	}
+	seen[key] = i
+	switch {
+	case out.BackendRef != nil && len(out.Tags) > 0:
+		v.errorf(p, "", "give tags or backendRef, not both")
+	case out.BackendRef != nil:
+		b := out.BackendRef
+		if b.Kind != KindMeshExternalService && b.Kind != KindMeshService {
+			v.errorf(p+".backendRef.kind", b.Kind, "must be %s or %s", KindMeshService, KindMeshExternalService)
 		}
-		for i, svc := range tp.ReachableServices {
-			p := indexPath("networking.transparentProxying.reachableServices", i)
-			switch {
-			case svc == "":
-				v.errorf(p, svc, "empty service name")
-			case svc == Wildcard:
-				v.errorf(p, svc, `a service name, not "*" (leave reachableServices out to reach every service)`)
-			case strings.ContainsAny(svc, " \t\n"):
-				v.errorf(p, svc, "service names cannot contain whitespace")
-			}
+		if b.Name == "" {
+			v.errorf(p+".backendRef.name", "", "required")
+		}
+		v.port(p+".backendRef.port", b.Port, false)
+	case len(out.Tags) > 0:
+		v.tags(p+".tags", out.Tags, true, false)
+	default:
+		v.errorf(p, "", "needs tags with %s, or a backendRef", ServiceTag)
+	}
+	if out.Hostname != "" {
+		v.errorf(p+".hostname", out.Hostname, "set by the agent from VirtualOutbounds; leave it out")
+	}
+}
+
+// transparentProxying checks networking.transparentProxying: its ports, its IP family and
+// its reachableServices.
+func (v *validator) transparentProxying(tp *TransparentProxying) {
+	v.port("networking.transparentProxying.redirectPortInbound", tp.RedirectPortInbound, false)
+	v.port("networking.transparentProxying.redirectPortOutbound", tp.RedirectPortOutbound, false)
+	switch strings.ToLower(tp.IPFamilyMode) {
+	case "", "dualstack", "ipv4", "ipv6":
+	default:
+		v.errorf("networking.transparentProxying.ipFamilyMode", tp.IPFamilyMode, "must be dualstack, ipv4 or ipv6")
+	}
+	for i, svc := range tp.ReachableServices {
+		p := indexPath("networking.transparentProxying.reachableServices", i)
+		switch {
+		case svc == "":
+			v.errorf(p, svc, "empty service name")
+		case svc == Wildcard:
+			v.errorf(p, svc, `a service name, not "*" (leave reachableServices out to reach every service)`)
+		case strings.ContainsAny(svc, " \t\n"):
+			v.errorf(p, svc, "service names cannot contain whitespace")
 		}
 	}
 }

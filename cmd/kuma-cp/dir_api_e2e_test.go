@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // The write API on the directory store (the default): `kuma-cp apply` updates a
@@ -27,17 +29,11 @@ func TestE2EApplyToTheDirectory(t *testing.T) {
 		t.Fatal("v1.httpbin.mesh not answered before the change")
 	}
 	tok := e.path("admin.token")
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := testutil.TempFiles(t)
 	changed := virtualOutbound("default", "{{service}}.{{version}}.applied.mesh")
 	extra := strings.Replace(virtualOutbound("default", "{{service}}.extra.mesh"), "name: by-version", "name: extra", 1)
-	out := e.kumaCP("apply", "-f", write("vo.yaml", changed+"---\n"+extra), "--api-url", "http://"+e.api, "--admin-token-file", tok)
+	voFile := write("vo.yaml", changed+"---\n"+extra)
+	out := e.kumaCP("apply", "-f", voFile, "--api-url", "http://"+e.api, "--admin-token-file", tok)
 	if !strings.Contains(out, "virtualoutbounds default/by-version updated") || !strings.Contains(out, "virtualoutbounds default/extra created") {
 		t.Fatalf("apply: %s", out)
 	}
@@ -52,7 +48,7 @@ func TestE2EApplyToTheDirectory(t *testing.T) {
 	waitFor(t, "the applied names answered", 5*time.Second, func() bool {
 		return a.answers("httpbin.v1.applied.mesh") && a.answers("httpbin.extra.mesh")
 	})
-	if out := e.kumaCP("apply", "-f", filepath.Join(dir, "vo.yaml"), "--api-url", "http://"+e.api, "--admin-token-file", tok); !strings.Contains(out, "virtualoutbounds default/extra unchanged") {
+	if out := e.kumaCP("apply", "-f", voFile, "--api-url", "http://"+e.api, "--admin-token-file", tok); !strings.Contains(out, "virtualoutbounds default/extra unchanged") {
 		t.Fatalf("apply again: %s", out)
 	}
 

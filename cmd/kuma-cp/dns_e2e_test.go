@@ -96,7 +96,7 @@ func TestE2EShardDNSFromTheStore(t *testing.T) {
 	waitFor(t, "only the ready gateway answered", 10*time.Second, func() bool {
 		return slices.Equal(addrs(ask("x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1"})
 	})
-	gw.kill()
+	gw.Kill()
 	took := waitFor(t, "the gone gateway's readiness dropped", 10*time.Second, func() bool {
 		return slices.Equal(addrs(ask("x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"})
 	})
@@ -201,7 +201,7 @@ func TestE2EAgentAnswersRouteNamesAsTheControlPlane(t *testing.T) {
 	t.Logf("readiness reached the agent's answers in %v", took)
 	waitFor(t, "the agent answering as the control plane again", 5*time.Second, same)
 	// the gateway gone, both are answered again
-	gw.kill()
+	gw.Kill()
 	waitFor(t, "the gone gateway's readiness dropped at the agent", 10*time.Second, func() bool {
 		return slices.Equal(addrsOf(ask(client.dns, "x.shard1.apps.test", dns.TypeA)), []string{"10.1.0.1", "10.1.0.2"})
 	})
@@ -374,7 +374,7 @@ func BenchmarkShardDNSLatency(b *testing.B) {
 	})
 	b.Run("replica-not-ready", func(b *testing.B) {
 		gw1 := sb.agent(b, "gw-1")
-		defer gw1.kill()
+		defer gw1.Kill()
 		both := []string{"10.1.0.1", "10.1.0.2"}
 		var cp, dp []time.Duration
 		for range b.N {
@@ -384,7 +384,7 @@ func BenchmarkShardDNSLatency(b *testing.B) {
 					slices.Equal(benchAddrs(sb.agentDNS, "x.shard1.apps.test"), both)
 			})
 			start := time.Now()
-			gw2.kill()
+			gw2.Kill()
 			var cpDone, dpDone time.Duration
 			until(b, "gw-2 gone from the answers", func() bool {
 				if cpDone == 0 && slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), []string{"10.1.0.1"}) {
@@ -407,19 +407,19 @@ func BenchmarkShardDNSLatency(b *testing.B) {
 	// is most of the first).
 	b.Run("replica-frozen", func(b *testing.B) {
 		gw1 := sb.agent(b, "gw-1")
-		defer gw1.kill()
+		defer gw1.Kill()
 		gw2 := sb.agent(b, "gw-2")
-		defer gw2.kill()
+		defer gw2.Kill()
 		both, one := []string{"10.1.0.1", "10.1.0.2"}, []string{"10.1.0.1"}
 		var gone, back []time.Duration
 		for range b.N {
 			until(b, "both replicas ready", func() bool { return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), both) })
 			start := time.Now()
-			_ = gw2.cmd.Process.Signal(syscall.SIGSTOP)
+			_ = gw2.Cmd.Process.Signal(syscall.SIGSTOP)
 			until(b, "gw-2 gone", func() bool { return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), one) })
 			gone = append(gone, time.Since(start))
 			start = time.Now()
-			_ = gw2.cmd.Process.Signal(syscall.SIGCONT)
+			_ = gw2.Cmd.Process.Signal(syscall.SIGCONT)
 			until(b, "gw-2 back", func() bool { return slices.Equal(benchAddrs(sb.cpDNS, "x.shard1.apps.test"), both) })
 			back = append(back, time.Since(start))
 		}
@@ -664,7 +664,7 @@ func TestE2ERouterShardsDone(t *testing.T) {
 	}
 	// a replica stopped: it leaves the set, at kuma-cp and then at nsd (NOTIFY, transfer)
 	before := serialOf(r.DNS)
-	agents["gw-1b"].kill()
+	agents["gw-1b"].Kill()
 	took := waitFor(t, "the stopped replica gone", 5*time.Second, func() bool {
 		return slices.Equal(benchAddrs(r.DNS, "acme-www.shard1.apps.test"), []string{"10.1.0.1"})
 	})

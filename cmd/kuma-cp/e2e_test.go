@@ -51,7 +51,7 @@ func TestE2EPolicyChangeReachesBothAgents(t *testing.T) {
 		"--dataplane-token-file", e.token("httpbin-1", "default"))
 	for _, a := range []*agent{web, httpbin} {
 		if !a.answers("v1.httpbin.mesh") {
-			t.Fatalf("v1.httpbin.mesh not answered before the change:\n%s", a.logs)
+			t.Fatalf("v1.httpbin.mesh not answered before the change:\n%s", a.Logs)
 		}
 		if a.answers("v1.secret.mesh") {
 			t.Fatal("an agent of mesh default answers a name of mesh other")
@@ -64,7 +64,7 @@ func TestE2EPolicyChangeReachesBothAgents(t *testing.T) {
 			t.Error("the old name still answers after the change")
 		}
 	}
-	if n := cp.count(`msg="dataplane connected"`); n != 2 {
+	if n := cp.Count(`msg="dataplane connected"`); n != 2 {
 		t.Errorf("control plane saw %d connections, want 2", n)
 	}
 }
@@ -75,9 +75,9 @@ func TestE2EControlPlaneKilledAndRestarted(t *testing.T) {
 	e := meshEnv(t)
 	cp := e.start()
 	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
-	cp.kill()
+	cp.Kill()
 	waitFor(t, "the agent sees the control plane gone", 5*time.Second, func() bool {
-		return a.count(`control plane link down; reconnecting`) > 0
+		return a.Count(`control plane link down; reconnecting`) > 0
 	})
 	for i := 0; i < 5; i++ { // answering meanwhile, from the last good model
 		if !a.answers("v1.httpbin.mesh") {
@@ -91,7 +91,7 @@ func TestE2EControlPlaneKilledAndRestarted(t *testing.T) {
 		return a.answers("httpbin.v1.back.mesh")
 	})
 	t.Logf("back in sync %v after the restart", took)
-	if !regexp.MustCompile(`retry_in=\d`).MatchString(a.logs.String()) {
+	if !regexp.MustCompile(`retry_in=\d`).MatchString(a.Logs.String()) {
 		t.Error("the agent's reconnection attempts do not show their backoff")
 	}
 }
@@ -104,15 +104,15 @@ func TestE2EInvalidResourceNACKed(t *testing.T) {
 	cp := e.start("--skip-validation")
 	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
 	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version"))
-	waitFor(t, "the control plane logs the NACK", 5*time.Second, func() bool { return cp.count(`msg="NACK`) > 0 })
-	nack := testutil.LineWith(cp.logs.String(), `msg="NACK`)
+	waitFor(t, "the control plane logs the NACK", 5*time.Second, func() bool { return cp.Count(`msg="NACK`) > 0 })
+	nack := testutil.LineWith(cp.Logs.String(), `msg="NACK`)
 	for _, want := range []string{"dataplane=web-1", `virtualoutbound \"by-version\"`, "conf.host"} {
 		if !strings.Contains(nack, want) {
 			t.Errorf("the control plane's NACK line does not name %s:\n%s", want, nack)
 		}
 	}
-	if !strings.Contains(testutil.LineWith(a.logs.String(), "(NACK)"), "conf.host") {
-		t.Errorf("the agent's refusal does not name the field:\n%s", a.logs)
+	if !strings.Contains(testutil.LineWith(a.Logs.String(), "(NACK)"), "conf.host") {
+		t.Errorf("the agent's refusal does not name the field:\n%s", a.Logs)
 	}
 	if !a.answers("v1.httpbin.mesh") {
 		t.Fatal("the agent dropped its last good model after a NACK")
@@ -137,9 +137,9 @@ func TestE2EControlPlaneRefusesInvalidFile(t *testing.T) {
 	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
 	e.write("vo.yaml", virtualOutbound("default", "{{service}}.{{version"))
 	waitFor(t, "the control plane refuses the file", 5*time.Second, func() bool {
-		return strings.Contains(testutil.LineWith(cp.logs.String(), "refused a file"), "conf.host")
+		return strings.Contains(testutil.LineWith(cp.Logs.String(), "refused a file"), "conf.host")
 	})
-	if a.count(`\(NACK\)`) != 0 {
+	if a.Count(`\(NACK\)`) != 0 {
 		t.Error("the agent was sent the broken resource")
 	}
 	if !a.answers("v1.httpbin.mesh") {
@@ -163,18 +163,18 @@ func TestE2EWrongTokenRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := cp.count(c.cpSays)
+			before := cp.Count(c.cpSays)
 			a := startAgent(t, e, e.address, false, "--name", "web-1", "--dataplane-token-file", c.token)
 			waitFor(t, "four refusals", 10*time.Second, func() bool {
-				return a.count("refused this dataplane") >= 4
+				return a.Count("refused this dataplane") >= 4
 			})
-			if !strings.Contains(a.logs.String(), c.dpSays) {
+			if !strings.Contains(a.Logs.String(), c.dpSays) {
 				t.Errorf("the agent's log does not say %q", c.dpSays)
 			}
-			if cp.count(c.cpSays) <= before {
+			if cp.Count(c.cpSays) <= before {
 				t.Errorf("the control plane's log does not say %q", c.cpSays)
 			}
-			checkBackoff(t, a.logs.String())
+			checkBackoff(t, a.Logs.String())
 			if _, err := os.Stat(a.ready); err == nil {
 				t.Error("the agent became ready without a model")
 			}
@@ -190,12 +190,12 @@ func TestE2EWrongCertificateRefused(t *testing.T) {
 	other := newCPEnv(t)
 	a := startAgent(t, other, e.address, false, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
 	waitFor(t, "three attempts", 10*time.Second, func() bool {
-		return a.count("certificate is not trusted; check --ca-cert-file") >= 3
+		return a.Count("certificate is not trusted; check --ca-cert-file") >= 3
 	})
 	waitFor(t, "the control plane logs the failed handshake", 5*time.Second, func() bool {
-		return cp.count("TLS handshake failed") > 0
+		return cp.Count("TLS handshake failed") > 0
 	})
-	checkBackoff(t, a.logs.String())
+	checkBackoff(t, a.Logs.String())
 }
 
 // checkBackoff: the agent's waits between attempts grow (each at least the previous one:
@@ -249,10 +249,10 @@ func TestE2EStalledStreamReconnects(t *testing.T) {
 	waitFor(t, "the change arrives over a new connection", 5*time.Second, func() bool {
 		return a.answers("httpbin.v1.after-stall.mesh")
 	})
-	if a.count("did not answer the keepalive") == 0 {
+	if a.Count("did not answer the keepalive") == 0 {
 		t.Error("the agent did not log the keepalive failure")
 	}
-	if n := cp.count(`msg="dataplane connected"`); n < 2 {
+	if n := cp.Count(`msg="dataplane connected"`); n < 2 {
 		t.Errorf("control plane saw %d connections, want a reconnection", n)
 	}
 }
@@ -263,9 +263,9 @@ func TestE2EReadinessHeldUntilFirstSync(t *testing.T) {
 	e := meshEnv(t)
 	cp := e.start()
 	addr := e.address
-	cp.kill() // the address is known; nothing serves it now
+	cp.Kill() // the address is known; nothing serves it now
 	a := startAgent(t, e, addr, false, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
-	waitFor(t, "two failed attempts", 10*time.Second, func() bool { return a.count("reconnecting") >= 2 })
+	waitFor(t, "two failed attempts", 10*time.Second, func() bool { return a.Count("reconnecting") >= 2 })
 	if _, err := os.Stat(a.ready); err == nil {
 		t.Fatal("the agent is ready before any sync")
 	}
@@ -289,9 +289,9 @@ func TestE2ERestartWhileControlPlaneDownServesSavedModel(t *testing.T) {
 		_, err := os.Stat(filepath.Join(work, "cp-model.gob"))
 		return err == nil
 	})
-	a.kill()
+	a.Kill()
 	addr := e.address
-	cp.kill()
+	cp.Kill()
 
 	b := startAgent(t, e, addr, true, args...)
 	if !b.answers("v1.httpbin.mesh") {
@@ -394,7 +394,7 @@ func TestE2EPlainTextAgainstTLSExplained(t *testing.T) {
 		"--admin-address", "127.0.0.1:0", "--dns-upstream", "127.0.0.1:9", "--envoy=false", "--work-dir", work,
 		"--cp-retry-backoff", "100ms")
 	want := "the control plane speaks TLS but --cp-address is plain text: use grpcs://" + e.address
-	waitFor(t, "the agent to explain", 10*time.Second, func() bool { return p.count(regexp.QuoteMeta(want)) > 0 })
+	waitFor(t, "the agent to explain", 10*time.Second, func() bool { return p.Count(regexp.QuoteMeta(want)) > 0 })
 }
 
 // With a maximum connection age the control plane closes each agent's connection in turn;
@@ -403,11 +403,11 @@ func TestE2EMaxConnectionAgeReconnects(t *testing.T) {
 	e := meshEnv(t)
 	cp := e.start("--max-connection-age", "1s")
 	a := startAgent(t, e, e.address, true, "--name", "web-1", "--dataplane-token-file", e.token("web-1", "default"))
-	waitFor(t, "two reconnections", 15*time.Second, func() bool { return cp.count(`dataplane connected`) >= 3 })
+	waitFor(t, "two reconnections", 15*time.Second, func() bool { return cp.Count(`dataplane connected`) >= 3 })
 	if !a.answers("v1.httpbin.mesh") {
 		t.Fatal("DNS stopped answering across reconnections")
 	}
-	if n := cp.count(`dataplane connected.*resumed_resources=[1-9]`); n < 2 {
+	if n := cp.Count(`dataplane connected.*resumed_resources=[1-9]`); n < 2 {
 		t.Fatalf("reconnections resumed with the versions held %d times, want every one after the first", n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // startReplica runs `kuma-cp serve --store etcd` on the cluster; it returns the process and
@@ -61,14 +62,7 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 	r1, addr1, api1 := e.startReplica(c, "replica-1")
 	r2, addr2, api2 := e.startReplica(c, "replica-2")
 	tok := e.path("admin.token")
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := testutil.TempFiles(t)
 	inventory := write("inventory.yaml", dpWeb+"---\n"+dpHTTPBin)
 	out := e.kumaCP("apply", "-f", inventory, "-f", write("vo.yaml", virtualOutbound("default", "{{version}}.{{service}}.mesh")),
 		"--api-url", "http://"+api1, "--admin-token-file", tok)
@@ -111,10 +105,10 @@ func TestE2EReplicasOnEtcd(t *testing.T) {
 		return f[0] == f[1] && f[1] == f[2]
 	})
 	t.Logf("storeRevision on replica-1, -2, -3: %s", revs)
-	r3.kill()
-	r1.kill()
+	r3.Kill()
+	r1.Kill()
 	for _, a := range agents {
-		waitFor(t, "the agent on replica-2", 10*time.Second, func() bool { return a.count("trying the next replica") > 0 })
+		waitFor(t, "the agent on replica-2", 10*time.Second, func() bool { return a.Count("trying the next replica") > 0 })
 		if !a.answers("httpbin.v1.first.mesh") {
 			t.Fatal("DNS stopped answering during the failover")
 		}
@@ -243,9 +237,9 @@ func TestE2EStoreOutage(t *testing.T) {
 			if !ag.answers("v1.httpbin.mesh") {
 				t.Fatal("the agent no longer answers the last good name during the outage")
 			}
-			waitFor(t, "the outage logged", 5*time.Second, func() bool { return r1.count("etcd quorum lost") > 0 })
+			waitFor(t, "the outage logged", 5*time.Second, func() bool { return r1.Count("etcd quorum lost") > 0 })
 			time.Sleep(2 * time.Second) // more probes fail: still one line
-			if n := r1.count("etcd quorum lost"); n != 1 {
+			if n := r1.Count("etcd quorum lost"); n != 1 {
 				t.Fatalf("%d lines for one outage, want 1", n)
 			}
 
@@ -259,15 +253,15 @@ func TestE2EStoreOutage(t *testing.T) {
 			if fault == "partition" {
 				waitFor(t, "the change applied elsewhere reaches the agent", 10*time.Second, func() bool { return ag.answers("httpbin.v1.elsewhere.mesh") })
 			}
-			waitFor(t, "the outage's end logged", 5*time.Second, func() bool { return r1.count("etcd quorum reached again") > 0 })
+			waitFor(t, "the outage's end logged", 5*time.Second, func() bool { return r1.Count("etcd quorum reached again") > 0 })
 			time.Sleep(time.Second)
-			if n := r1.count("etcd quorum reached again"); n != 1 {
+			if n := r1.Count("etcd quorum reached again"); n != 1 {
 				t.Fatalf("%d lines for the end of one outage, want 1", n)
 			}
 			if metricValue(httpGet(t, "http://"+r1.metrics+"/metrics"), "kuma_cp_store_synced") != 1 {
 				t.Fatal("kuma_cp_store_synced not 1 after the outage")
 			}
-			if n := r1.count(`"caller":"v3@`); n != 0 {
+			if n := r1.Count(`"caller":"v3@`); n != 0 {
 				t.Fatalf("%d lines in the etcd client's own format", n)
 			}
 		})

@@ -44,7 +44,7 @@ func TestE2EHostileFilesThroughTheControlPlane(t *testing.T) {
 				e.write(name, body)
 			}
 			waitFor(t, "both files refused, naming their fields", 10*time.Second, func() bool {
-				return tc.seen(cp.logs.String(), a.logs.String())
+				return tc.seen(cp.Logs.String(), a.Logs.String())
 			})
 			if !a.answers("v1.httpbin.mesh") {
 				t.Fatal("the agent stopped answering its last good model")
@@ -57,9 +57,9 @@ func TestE2EHostileFilesThroughTheControlPlane(t *testing.T) {
 					t.Fatal("a new agent does not answer after the hostile files")
 				}
 			} else {
-				waitFor(t, "the control plane logs both NACKs", 5*time.Second, func() bool { return cp.count(`msg="NACK`) >= 2 })
+				waitFor(t, "the control plane logs both NACKs", 5*time.Second, func() bool { return cp.Count(`msg="NACK`) >= 2 })
 			}
-			for who, logs := range map[string]string{"kuma-cp": cp.logs.String(), "kuma-dp": a.logs.String()} {
+			for who, logs := range map[string]string{"kuma-cp": cp.Logs.String(), "kuma-dp": a.Logs.String()} {
 				for _, never := range []string{testutil.BombTail, testutil.SecretMarker} {
 					if strings.Contains(logs, never) {
 						t.Errorf("%s's log carries %q:\n%.4000s", who, never, logs)

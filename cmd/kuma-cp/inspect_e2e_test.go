@@ -55,7 +55,7 @@ func TestE2EInspectDataplanesOnEtcd(t *testing.T) {
 			t.Errorf("httpbin-1 (no agent), asked at %s: %s %s", api, st, reps)
 		}
 	}
-	a.kill()
+	a.Kill()
 	waitFor(t, "web-1 Offline once its agent is killed", 10*time.Second, func() bool {
 		st, _ := inspectRow(t, api2, "web-1")
 		return st == "Offline"

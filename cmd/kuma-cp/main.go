@@ -3,41 +3,27 @@
 // cp/fanout) to many agents, checks their tokens, validates with the agent's own code
 // (package mesh) and sends each agent only its mesh. See docs/cplink.md.
 //
+// This command holds the flags and the dispatch only: serve runs cp/server, the API
+// commands are cp/cli's, zones reads cp/shardzones, router install renders cp/routerinstall.
+//
 //	kuma-cp certs --out-dir DIR            # CA, server certificate, token key (demo, tests)
 //	kuma-cp token --token-key-file K --name N --mesh M
 //	kuma-cp serve --resources-dir DIR --tls-cert-file C --tls-key-file K --token-key-file T
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cp/cli"
-	"github.com/kumadp/kuma-dp/cp/connlimit"
-	"github.com/kumadp/kuma-dp/cp/diag"
-	"github.com/kumadp/kuma-dp/cp/dirstore"
-	"github.com/kumadp/kuma-dp/cp/fanout"
-	"github.com/kumadp/kuma-dp/cp/gui"
 	"github.com/kumadp/kuma-dp/cp/token"
 	"github.com/kumadp/kuma-dp/internal/buildinfo"
 )
@@ -49,17 +35,6 @@ const (
 )
 
 func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// apiHandler is the API and, at /gui, the GUI reading it.
-func apiHandler(srv *api.Server, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
-	api := srv.Handler()
-	g := gui.New(api, buildinfo.Version, log.With("part", "gui")).Handler() // make build-cp stamps it
-	mux.Handle(gui.Prefix, g)
-	mux.Handle(gui.Prefix+"/", g)
-	mux.Handle("/", api)
-	return mux
-}
 
 const usageText = `kuma-cp: a reference control plane for kuma-dp agents
 
@@ -222,247 +197,9 @@ func tokenCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-type serveConfig struct {
-	dir, address, certFile, keyFile, tokenKeyFile, readyFile, logLevel string
-	metricsAddress                                                     string
-	metricsPprof                                                       bool
-	metrics                                                            connlimit.HTTPConfig // and c.etcd.apiHTTP: the HTTP ports
-	etcd                                                               etcdConfig
-	poll, handshakeTimeout, maxConnAge, agentKeepalive                 time.Duration
-	maxConns, maxConnsPerIP                                            int
-	skipValidation                                                     bool
-}
-
-func serveCmd(args []string, stdout, stderr io.Writer) int {
-	var c serveConfig
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.StringVar(&c.dir, "resources-dir", "", "directory of resources (dataplanes and policies of every mesh), read recursively and watched (--store dir)")
-	c.etcd.bind(fs)
-	fs.StringVar(&c.address, "address", "127.0.0.1:5678", "address to serve agents on (port 0: any free port, see --ready-file)")
-	fs.StringVar(&c.certFile, "tls-cert-file", "", "server certificate (PEM); without it the link is plain text")
-	fs.StringVar(&c.keyFile, "tls-key-file", "", "server key (PEM)")
-	fs.StringVar(&c.tokenKeyFile, "token-key-file", "", "key that signs dataplane tokens; without it tokens are not checked")
-	fs.DurationVar(&c.poll, "poll-interval", 200*time.Millisecond, "how often the directory is checked for changes")
-	fs.BoolVar(&c.skipValidation, "skip-validation", false, "serve documents that fail validation as written, for agents to judge (NACK tests, agents newer than this control plane)")
-	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
-	fs.BoolVar(&c.metricsPprof, "metrics-pprof", false, "serve Go's profiles under /debug/pprof/ on the diagnostics endpoint (memory and CPU investigations)")
-	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
-	fs.DurationVar(&c.agentKeepalive, "agent-keepalive", fanout.DefaultAgentKeepalive, "an agent's connection silent this long is pinged, and closed when the ping is not answered within as long again: a frozen or cut-off gateway replica leaves its router's DNS within twice this (at least 1s)")
-	fs.DurationVar(&c.maxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
-	fs.IntVar(&c.maxConns, "max-connections", 0, "agents' connections held at once; more are closed at once (default: 16384, or what the open-files limit leaves after 256 and the API's and metrics' limits)")
-	fs.IntVar(&c.maxConnsPerIP, "max-connections-per-ip", 1024, "agents' connections held at once from one client IP (0: no limit)")
-	bindHTTPFlags(fs, &c)
-	fs.StringVar(&c.readyFile, "ready-file", "", "write {\"address\": ..., \"metrics\": ...} here once serving")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	if rc, done := parse("serve", fs, args, stdout, stderr); done {
-		return rc
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "kuma-cp serve: --log-level %q: want debug, info, warn or error\n", c.logLevel)
-		return exitUsage
-	}
-	if err := c.check(); err != nil {
-		fmt.Fprintf(stderr, "kuma-cp serve: %v\nRun 'kuma-cp serve --help' for the flags.\n", err)
-		return exitUsage
-	}
-	// --http-*-timeout (bound to the metrics port's) are the API port's too
-	c.etcd.apiHTTP.HeaderTimeout, c.etcd.apiHTTP.IdleTimeout = c.metrics.HeaderTimeout, c.metrics.IdleTimeout
-	shareDescriptors(&c, fs.Changed)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(c, log); err != nil {
-		log.Error("kuma-cp stopped", "error", err)
-		return exitFail
-	}
-	return exitOK
-}
-
-// check refuses flag values that cannot work (usage errors: exit 2, like every command).
-func (c serveConfig) check() error {
-	if err := c.etcd.apiHTTP.Check("--api-"); err != nil {
-		return err
-	}
-	if err := c.metrics.Check("--metrics-"); err != nil {
-		return err
-	}
-	if c.maxConns < 0 || c.maxConnsPerIP < 0 {
-		return fmt.Errorf("--max-connections %d, --max-connections-per-ip %d: want 0 or more", c.maxConns, c.maxConnsPerIP)
-	}
-	if c.etcd.store != "dir" {
-		return c.etcd.check()
-	}
-	if c.dir == "" {
-		return errors.New("--resources-dir is required")
-	}
-	if fi, err := os.Stat(c.dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--resources-dir %q: not a readable directory", c.dir)
-	}
-	return nil
-}
-
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one
 	}
 	return many
-}
-
-func serve(c serveConfig, log *slog.Logger) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	var key []byte
-	if c.tokenKeyFile != "" {
-		k, err := token.ReadKey(c.tokenKeyFile)
-		if err != nil {
-			return err
-		}
-		key = k
-	} else {
-		log.Warn("no --token-key-file: any agent is served, tokens are not checked")
-	}
-	var creds credentials.TransportCredentials
-	if c.certFile != "" || c.keyFile != "" {
-		tc, err := credentials.NewServerTLSFromFile(c.certFile, c.keyFile)
-		if err != nil {
-			return fmt.Errorf("--tls-cert-file %q / --tls-key-file %q: %w", c.certFile, c.keyFile, err)
-		}
-		creds = tc
-	} else {
-		log.Warn("no --tls-cert-file: the link is plain text (agents use grpc://)")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
-	cp := fanout.New(key, log)
-	var storeParts *etcdParts
-	var apiPort *connlimit.HTTP
-	if c.etcd.store == "etcd" {
-		p, err := c.etcd.start(ctx, cp, log)
-		if err != nil {
-			return err
-		}
-		storeParts = p
-	} else {
-		st := dirstore.New(c.dir, !c.skipValidation, log)
-		sv, _ := st.Scan()
-		cp.Apply(sv)
-		log.Info("resources loaded", "dir", c.dir, "resources", sv.Count(), "meshes", sv.Meshes())
-		go st.Watch(ctx, cp, c.poll)
-		if c.etcd.adminTokenFile != "" {
-			port, err := serveDirAPI(ctx, c, cp, log)
-			if err != nil {
-				return err
-			}
-			apiPort = port
-		}
-	}
-
-	raw, err := net.Listen("tcp", c.address)
-	if err != nil {
-		return fmt.Errorf("--address %q: %w", c.address, err)
-	}
-	ln := connlimit.Wrap(raw, connlimit.Limits{Total: c.maxConns, PerIP: c.maxConnsPerIP})
-	cp.HandshakeFails = &ln.Stats.HandshakeFails
-	maxAge := c.maxConnAge
-	if maxAge <= 0 {
-		maxAge = time.Duration(1<<63 - 1) // gRPC's "infinity"
-	}
-	cp.AgentKeepalive = c.agentKeepalive
-	gs := cp.GRPCServer(creds, c.handshakeTimeout, maxAge)
-	ready := map[string]string{"address": ln.Addr().String()}
-	if storeParts != nil {
-		apiPort = storeParts.api
-	}
-	if apiPort != nil {
-		ready["api"] = apiPort.Addr().String()
-	}
-	if storeParts != nil {
-		if storeParts.dnsAddr != "" {
-			ready["dns"] = storeParts.dnsAddr
-		}
-	}
-	if c.metricsAddress != "" {
-		reg := prometheus.NewRegistry()
-		// the process's CPU, memory and goroutines, as kuma-dp exports them (the dashboards'
-		// panels, deploy/grafana)
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg.MustRegister(ln.Collectors("kuma_cp")...)
-		reg.MustRegister(buildinfo.Collector("kuma_cp"))
-		reg.MustRegister(cp.Collector())
-		if apiPort != nil {
-			reg.MustRegister(apiPort.Collectors("kuma_cp_api")...)
-		}
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kuma_cp_agents_connected", Help: "Agents with an open stream."},
-			func() float64 { return float64(cp.Connected()) }))
-		readyFn := func() error { return nil }
-		if storeParts != nil {
-			storeParts.register(reg)
-			readyFn = storeParts.ready
-		}
-		d, err := diag.New(c.metricsAddress, c.metrics, reg, readyFn, c.metricsPprof)
-		if err != nil {
-			return err
-		}
-		go d.Run(ctx)
-		ready["metrics"] = d.Addr().String()
-	}
-	log.Info("kuma-cp serving", "address", ln.Addr().String(), "tls", creds != nil, "tokens", key != nil,
-		"metrics", ready["metrics"], "max_connections", c.maxConns, "max_connections_per_ip", c.maxConnsPerIP,
-		"api_max_connections", c.etcd.apiHTTP.Total, "metrics_max_connections", c.metrics.Total)
-	if c.readyFile != "" {
-		b, _ := json.Marshal(ready)
-		if err := os.WriteFile(c.readyFile, b, 0o644); err != nil {
-			return fmt.Errorf("--ready-file %q: %w", c.readyFile, err)
-		}
-	}
-	return cp.Serve(ctx, gs, ln)
-}
-
-// serveDirAPI serves the API on the resources directory (--store dir with an admin token):
-// writes land in the directory's files, which the directory source serves at its next poll.
-func serveDirAPI(ctx context.Context, c serveConfig, cp *fanout.ControlPlane, log *slog.Logger) (*connlimit.HTTP, error) {
-	tok, err := os.ReadFile(c.etcd.adminTokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("--admin-token-file %q: %w", c.etcd.adminTokenFile, err)
-	}
-	st, err := dirstore.NewStore(c.dir)
-	if err != nil {
-		return nil, fmt.Errorf("--resources-dir: %w", err)
-	}
-	srv := &api.Server{Store: st, AdminToken: strings.TrimSpace(string(tok)), Status: func() any {
-		_, _, rev, _ := st.List(context.Background(), "", "", "", 1)
-		return map[string]any{"store": "dir", "dir": c.dir, "storeRevision": rev}
-	}, Agents: func() []api.Agent { return api.MergeAgents(cp.AgentNames(), "", nil) }}
-	port, err := connlimit.ListenHTTP(c.etcd.apiAddress, c.etcd.apiHTTP, apiHandler(srv, log))
-	if err != nil {
-		return nil, fmt.Errorf("--api-address %q: %w", c.etcd.apiAddress, err)
-	}
-	port.Server.RegisterOnShutdown(srv.CloseEvents)
-	go port.Serve(ctx)
-	log.Info("API serving the resources directory", "api", port.Addr().String(), "gui", "http://"+port.Addr().String()+gui.Prefix+"/", "dir", c.dir)
-	return port, nil
-}
-
-// bindHTTPFlags binds the limits of the HTTP ports (the API, the diagnostics endpoint).
-func bindHTTPFlags(fs *pflag.FlagSet, c *serveConfig) {
-	c.etcd.apiHTTP, c.metrics = connlimit.DefaultAPI, connlimit.DefaultMetrics
-	fs.IntVar(&c.etcd.apiHTTP.Total, "api-max-connections", c.etcd.apiHTTP.Total, "API connections held at once; more are closed at once (0: no limit)")
-	fs.IntVar(&c.etcd.apiHTTP.PerIP, "api-max-connections-per-ip", c.etcd.apiHTTP.PerIP, "API connections held at once from one client IP (0: no limit)")
-	fs.IntVar(&c.metrics.Total, "metrics-max-connections", c.metrics.Total, "diagnostics (--metrics-address) connections held at once (0: no limit)")
-	fs.IntVar(&c.metrics.PerIP, "metrics-max-connections-per-ip", c.metrics.PerIP, "diagnostics connections held at once from one client IP (0: no limit)")
-	fs.DurationVar(&c.metrics.HeaderTimeout, "http-header-timeout", c.metrics.HeaderTimeout, "the API's and diagnostics' connections: a request's line and headers not received by then close it")
-	fs.DurationVar(&c.metrics.IdleTimeout, "http-idle-timeout", c.metrics.IdleTimeout, "the API's and diagnostics' keep-alive connections without a new request for this long are closed")
-}
-
-// shareDescriptors sets the connection limits not given from the open-files limit
-// (connlimit.Share): a flood of the API or the metrics port never leaves the agents' port
-// without descriptors.
-func shareDescriptors(c *serveConfig, given func(string) bool) {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		lim.Cur = 1 << 20
-	}
-	connlimit.Share(lim.Cur, &c.maxConns, &c.etcd.apiHTTP.Limits, &c.metrics.Limits, given)
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,78 +28,25 @@ func binaries(t testing.TB) (cp, dp string) {
 	return bins.Build(t, "kuma-cp", "."), bins.Build(t, "kuma-dp", "../kuma-dp")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { bins.RunTests(m) }
 
-type lockedBuffer = testutil.LockedBuffer
-
-// proc is a running binary with its logs.
+// proc is a running binary with its logs (testutil.Process).
 type proc struct {
-	t      testing.TB
-	name   string
-	cmd    *exec.Cmd
-	logs   *lockedBuffer
-	exited chan struct{}
-	err    error
+	*testutil.Process
+	t testing.TB
 	// metrics is the diagnostics endpoint, once read from the ready file (replicas).
 	metrics string
 }
 
 func startProc(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, cmd: exec.Command(bin, args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	p.cmd.WaitDelay = 2 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("%s logs:\n%s", p.name, p.logs)
-		}
-	})
-	return p
-}
-
-// kill stops the process at once (SIGKILL) and waits for it.
-func (p *proc) kill() {
-	select {
-	case <-p.exited:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once continued
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	return &proc{Process: testutil.Start(t, name, bin, args...), t: t}
 }
 
 // readyJSON waits for the process's ready file and decodes it into v.
 func (p *proc) readyJSON(path string, v any) {
 	p.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && json.Unmarshal(b, v) == nil {
-			return
-		}
-		select {
-		case <-p.exited:
-			p.t.Fatalf("%s exited before ready (%v):\n%s", p.name, p.err, p.logs)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s not ready after 15s:\n%s", p.name, p.logs)
-		}
-	}
-}
-
-// count is how many log lines match re.
-func (p *proc) count(re string) int {
-	return len(regexp.MustCompile(re).FindAllString(p.logs.String(), -1))
+	p.ReadyJSON(p.t, path, v, 15*time.Second)
 }
 
 // cpEnv is a control plane's files: certificates, token key and resources directory.

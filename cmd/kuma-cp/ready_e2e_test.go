@@ -93,7 +93,7 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 		t.Errorf("kuma_cp_router_replicas ready = %v, want 2", v)
 	}
 
-	if err := gw2.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := gw2.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	took := waitFor(t, "the frozen gateway out of every answer", 10*time.Second, func() bool { return slices.Equal(served(), one) })
@@ -115,7 +115,7 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 		t.Errorf("kuma_cp_router_replicas ready %v not_ready %v, want 1 and 1", r, nr)
 	}
 
-	if err := gw2.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := gw2.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	took = waitFor(t, "the continued gateway back in every answer", 10*time.Second, func() bool { return slices.Equal(served(), both) })
@@ -125,13 +125,13 @@ func TestE2EOneReadinessShownAndServed(t *testing.T) {
 		return strings.Contains(d, "Degraded=False")
 	})
 
-	gw2.kill()
+	gw2.Kill()
 	waitFor(t, "one replica killed: degraded, naming it, still available", 10*time.Second, func() bool {
 		_, d := shown()
 		return slices.Equal(served(), one) && strings.Contains(d, "Available=True") &&
 			strings.Contains(d, "Degraded=True FewerReadyReplicas: 1 of 2 desired replicas ready; not ready: gw-2 (AgentNotConnected)")
 	})
-	gw1.kill()
+	gw1.Kill()
 	waitFor(t, "no replica ready: not available, the DNS fail static", 10*time.Second, func() bool {
 		_, d := shown()
 		return strings.Contains(d, "Available=False NoReadyReplicas: no replica ready: its DNS keeps answering all 2 (fail static)") &&

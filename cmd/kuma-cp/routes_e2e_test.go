@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -31,14 +31,7 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 	r2, _, api2 := e.startReplica(c, "replica-2")
 	_ = r2
 	tok := e.path("admin.token")
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := testutil.TempFiles(t)
 	var routers strings.Builder
 	for _, s := range []string{"a", "b", "c"} {
 		fmt.Fprintf(&routers, "type: Router\nname: shard-%s\ndns: shard-%s.apps.example.com\nrouteSelector: {shard: %s}\ndataplanes: {kuma.io/service: gateway-%s}\n---\n", s, s, s, s)
@@ -84,7 +77,7 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 		return len(bs)
 	}
 	waitFor(t, "a third of the routes bound", 60*time.Second, func() bool { return bound() > n/3 })
-	r1.kill() // the leader, mid-run
+	r1.Kill() // the leader, mid-run
 	if err := <-applied; err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,11 @@ import (
 // stop ends the process as an operator's restart does (SIGTERM) and waits for it.
 func (p *proc) stop() {
 	p.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(15 * time.Second):
-		p.t.Fatalf("%s did not stop within 15 s of SIGTERM:\n%s", p.name, p.logs)
+		p.t.Fatalf("%s did not stop within 15 s of SIGTERM:\n%s", p.Name, p.Logs)
 	}
 }
 
@@ -48,11 +48,11 @@ func TestE2EGatewayRestartedDuringOutageAnswersRouteNames(t *testing.T) {
 	}
 	waitFor(t, "the gateway's agent answering the route names with the ready replica", 10*time.Second, func() bool { return answered(gw) })
 	if m := httpGet(t, gw.admin()+"/metrics"); metricValue(m, "kuma_dp_model_save_failures_total") != 0 {
-		t.Fatalf("saves failed:\n%s", gw.logs)
+		t.Fatalf("saves failed:\n%s", gw.Logs)
 	}
 	gw.stop() // the newest model is saved when the agent stops
-	if gw.count("cannot save the model") > 0 {
-		t.Fatalf("the model was not saved:\n%s", gw.logs)
+	if gw.Count("cannot save the model") > 0 {
+		t.Fatalf("the model was not saved:\n%s", gw.Logs)
 	}
 	cp.stop()
 

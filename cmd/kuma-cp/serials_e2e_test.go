@@ -102,7 +102,7 @@ func TestE2ESerialsAgreeOverARollingRestart(t *testing.T) {
 	want := []string{"10.1.0.1"}
 	agree("start", true, []string{addrs[0], addrs[1], nsd}, want)
 	for i := range procs {
-		procs[i].kill()
+		procs[i].Kill()
 		if i == 0 { // a gateway added
 			env.put(t, "Dataplane", "gw-x", gatewayDP("gw-x", "10.1.1.1"))
 			want = []string{"10.1.0.1", "10.1.1.1"}

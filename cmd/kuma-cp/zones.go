@@ -14,6 +14,7 @@ import (
 	"github.com/kumadp/kuma-dp/cp/api"
 	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/routing"
+	"github.com/kumadp/kuma-dp/cp/server"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 )
 
@@ -24,10 +25,10 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("zones", pflag.ContinueOnError)
 	var conn cli.Etcd // serve's etcd flags: TLS and a user too
 	conn.Bind(fs, "etcd client URLs, comma-separated (required)")
-	var dc etcdConfig // the zones' settings, as given to kuma-cp serve: the same zones, the same serials
-	fs.StringSliceVar(&dc.dns.userZones, "dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
-	fs.StringSliceVar(&dc.dns.nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (as kuma-cp serve --dns-nameserver)")
-	fs.StringVar(&dc.dns.address, "dns-address", "", "the replicas' --dns-address (the default NS's address)")
+	var dc server.DNSConfig // the zones' settings, as given to kuma-cp serve: the same zones, the same serials
+	fs.StringSliceVar(&dc.UserZones, "dns-user-zone", nil, "a users' domain served (as kuma-cp serve --dns-user-zone)")
+	fs.StringSliceVar(&dc.Nameservers, "dns-nameserver", nil, "NS of every zone, NAME or NAME=IP (as kuma-cp serve --dns-nameserver)")
+	fs.StringVar(&dc.Address, "dns-address", "", "the replicas' --dns-address (the default NS's address)")
 	output := fs.StringP("output", "o", "zone", "zone (RFC 1035 master files) or json")
 	if rc, done := parse("zones", fs, args, stdout, stderr); done {
 		return rc
@@ -40,7 +41,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kuma-cp zones: -o %q: want zone or json\n", *output)
 		return exitUsage
 	}
-	for _, z := range dc.dns.userZones {
+	for _, z := range dc.UserZones {
 		if err := routing.CheckUserZone(z); err != nil {
 			fmt.Fprintf(stderr, "kuma-cp zones: --dns-user-zone: %v\n", err)
 			return exitUsage
@@ -58,7 +59,7 @@ func zonesCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer cl.Close()
-	in, err := dc.dnsInput()
+	in, err := dc.Input()
 	if err != nil {
 		fmt.Fprintf(stderr, "kuma-cp zones: %v\n", err)
 		return exitUsage

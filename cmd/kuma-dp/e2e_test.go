@@ -32,11 +32,7 @@ func kumaDP(t testing.TB) string {
 	return bins.Build(t, "kuma-dp", ".")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { bins.RunTests(m) }
 
 // meshDir writes a small mesh: this dataplane (web), httpbin v1 and a VirtualOutbound.
 func meshDir(t *testing.T) (dpFile, policies string) {
@@ -407,16 +403,24 @@ func TestE2EInvalidFirstModelExits1(t *testing.T) {
 	t.Parallel()
 	dpFile, policies := meshDir(t)
 	writeFile(t, dpFile, strings.Replace(testutil.DataplaneWeb, "  inbound:", "  inbounds:", 1))
-	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
-		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", t.TempDir(), "--dns-upstream", "127.0.0.1:9")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
-		t.Fatalf("want exit %d, got %v:\n%s", exitInvalid, err, out)
-	}
+	out := runExpectingExit(t, exitInvalid, dpFile, policies, t.TempDir())
 	if !strings.Contains(string(out), "dataplane.yaml") || !strings.Contains(string(out), "inbounds") {
 		t.Fatalf("output does not name the file and field:\n%s", out)
 	}
+}
+
+// runExpectingExit runs `kuma-dp run` on the mesh files with work as its work dir (no Envoy,
+// ports left to the kernel, an upstream that never answers) and fails the test unless it
+// exits with code; it returns the output.
+func runExpectingExit(t *testing.T, code int, dpFile, policies, work string) string {
+	t.Helper()
+	out, err := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", work, "--dns-upstream", "127.0.0.1:9").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != code {
+		t.Fatalf("want exit %d, got %v:\n%s", code, err, out)
+	}
+	return string(out)
 }
 
 func indexOf(xs []string, s string) int {
@@ -475,13 +479,7 @@ func TestE2EWorkDirLocked(t *testing.T) {
 	dpFile, policies := meshDir(t)
 	work := t.TempDir()
 	first := startAgent(t, dpFile, policies, "--work-dir", work)
-	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
-		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", work, "--dns-upstream", "127.0.0.1:9")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
-		t.Fatalf("second agent: want exit %d, got %v:\n%s", exitInvalid, err, out)
-	}
+	out := runExpectingExit(t, exitInvalid, dpFile, policies, work) // the second agent
 	want := fmt.Sprintf("work dir %q is in use by another kuma-dp (pid %d)", work, first.Cmd.Process.Pid)
 	if !strings.Contains(string(out), strings.ReplaceAll(want, `"`, `\"`)) && !strings.Contains(string(out), want) {
 		t.Fatalf("second agent's message does not name the dir and the first's PID (%s):\n%s", want, out)
@@ -498,13 +496,7 @@ func TestE2EFailedStartLeavesNoWorkDir(t *testing.T) {
 	writeFile(t, dpFile, strings.Replace(testutil.DataplaneWeb, "  inbound:", "  inbounds:", 1))
 	parent := t.TempDir()
 	work := filepath.Join(parent, "new", "work")
-	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
-		"--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false", "--work-dir", work, "--dns-upstream", "127.0.0.1:9")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != exitInvalid {
-		t.Fatalf("want exit %d, got %v:\n%s", exitInvalid, err, out)
-	}
+	runExpectingExit(t, exitInvalid, dpFile, policies, work)
 	if _, err := os.Stat(filepath.Join(parent, "new")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the failed start left %s behind (%v)", filepath.Join(parent, "new"), err)
 	}
@@ -531,12 +523,8 @@ func TestE2EDiesWithGoRun(t *testing.T) {
 	ready := filepath.Join(dir, "ready.json")
 	script := fmt.Sprintf("%s run --dataplane-file %s --policies-dir %s --dns-address 127.0.0.1 --dns-proxy-port 0 --admin-address 127.0.0.1:0 --dns-upstream 127.0.0.1:9 --envoy=false --work-dir %s --ready-file %s & wait",
 		kumaDP(t), dpFile, policies, filepath.Join(dir, "work"), ready)
-	parent := exec.Command(goParent, "-c", script)
-	logs := &testutil.LockedBuffer{}
-	parent.Stdout, parent.Stderr = logs, logs
-	if err := parent.Start(); err != nil {
-		t.Fatal(err)
-	}
+	parent := testutil.Start(t, "go run stand-in", goParent, "-c", script)
+	logs := parent.Logs
 	var info struct {
 		PID   int    `json:"pid"`
 		Admin string `json:"admin"`
@@ -545,8 +533,7 @@ func TestE2EDiesWithGoRun(t *testing.T) {
 		b, err := os.ReadFile(ready)
 		return err == nil && json.Unmarshal(b, &info) == nil && info.PID > 0
 	})
-	_ = parent.Process.Kill() // like `kill -9 $!` on go run
-	_ = parent.Wait()
+	parent.Kill() // like `kill -9 $!` on go run
 	waitFor(t, "the agent gone with its parent", 5*time.Second, func() bool {
 		return syscall.Kill(info.PID, 0) != nil
 	})
@@ -706,15 +693,10 @@ func TestE2EStaleReadyFileRemovedAtStart(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	logs := &testutil.LockedBuffer{}
-	cmd := exec.Command(kumaDP(t), "run", "--dataplane-file", dpFile, "--cp-address", "grpc://"+dead,
+	p := testutil.Start(t, "agent", kumaDP(t), "run", "--dataplane-file", dpFile, "--cp-address", "grpc://"+dead,
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--envoy=false",
 		"--work-dir", filepath.Join(work, "wd"), "--ready-file", readyFile, "--cp-retry-backoff", "50ms")
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	logs := p.Logs
 	waitFor(t, "the agent trying its control plane", 10*time.Second, func() bool {
 		return strings.Contains(logs.String(), "control plane link down")
 	})

@@ -65,14 +65,10 @@ func TestE2EGoRunKillIsOneSignal(t *testing.T) {
 		work := filepath.Join(dir, "work")
 		ready := filepath.Join(dir, "ready.json")
 		os.Remove(ready)
-		parent := exec.Command(parentBin, kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
+		parent := testutil.Start(t, "go run stand-in", parentBin, kumaDP(t), "run", "--dataplane-file", dpFile, "--policies-dir", policies,
 			"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0",
 			"--dns-upstream", "127.0.0.1:9", "--envoy=false", "--work-dir", work, "--ready-file", ready)
-		logs := &testutil.LockedBuffer{}
-		parent.Stdout, parent.Stderr = logs, logs
-		if err := parent.Start(); err != nil {
-			t.Fatal(err)
-		}
+		logs := parent.Logs
 		var info struct {
 			PID int `json:"pid"`
 		}
@@ -80,8 +76,8 @@ func TestE2EGoRunKillIsOneSignal(t *testing.T) {
 			b, err := os.ReadFile(ready)
 			return err == nil && json.Unmarshal(b, &info) == nil && info.PID > 0
 		})
-		_ = parent.Process.Signal(syscall.SIGTERM) // `kill $!` on go run
-		_ = parent.Wait()
+		_ = parent.Cmd.Process.Signal(syscall.SIGTERM) // `kill $!` on go run
+		<-parent.Exited()
 		waitFor(t, "the agent gone with its parent", 5*time.Second, func() bool {
 			return syscall.Kill(info.PID, 0) != nil
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kumadp/kuma-dp/agent"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 func envOf(kv map[string]string) func(string) (string, bool) {
@@ -101,14 +102,7 @@ log:
 }
 
 func TestRunConfigErrors(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := testutil.TempFiles(t)
 	unknown := write("unknown.yaml", "dns:\n  proxyPorts: 1\n")
 	badPort := write("port.yaml", "dataplaneRuntime:\n  resourcePath: dp.yaml\ndns:\n  proxyPort: 70000\n")
 	typos := write("typos.yaml", "dns:\n  proxyPrt: 15053\ndataplane:\n  workDir: /tmp/x\nadmin:\n  address: [1, 2]\ndataplaneRuntime:\n  envoy: maybe\n")
@@ -136,7 +130,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"env not a duration", []string{"--dataplane-file", "dp.yaml"}, map[string]string{"KUMA_DATAPLANE_DRAIN_TIME": "soon"}, []string{"KUMA_DATAPLANE_DRAIN_TIME", `"soon"`, "--drain-time"}},
 		{"env not a bool", []string{"--dataplane-file", "dp.yaml"}, map[string]string{"KUMA_DATAPLANE_RUNTIME_ENVOY": "maybe"}, []string{"KUMA_DATAPLANE_RUNTIME_ENVOY", `"maybe"`}},
 		{"file unknown field", []string{"--config", unknown}, nil, []string{unknown, "proxyPorts"}},
-		{"file missing", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, []string{"nope.yaml"}},
+		{"file missing", []string{"--config", filepath.Join(filepath.Dir(unknown), "nope.yaml")}, nil, []string{"nope.yaml"}},
 		{"file bad value", []string{"--config", badPort}, nil, []string{"dns.proxyPort", `"70000"`}},
 		{"file errors, all at once", []string{"--config", typos}, nil, []string{
 			"dns.proxyPrt (line 2): unknown field, did you mean proxyPort?",

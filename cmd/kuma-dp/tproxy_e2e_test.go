@@ -53,28 +53,9 @@ func TestE2ETransparentProxyInNetns(t *testing.T) {
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "15053", "--admin-address", "127.0.0.1:0", "--dns-upstream", "127.0.0.1:9",
 		"--envoy=false", "--work-dir", work, "--ready-file", readyFile, "--drain-time", "100ms",
 		"--transparent-proxy", "--transparent-proxy-uninstall")
-	logs := &testutil.LockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("agent logs:\n%s", logs)
-		}
-	})
-	waitFor(t, "ready", 10*time.Second, func() bool {
-		select {
-		case err := <-exited:
-			t.Fatalf("exited early: %v\n%s", err, logs)
-		default:
-		}
-		_, err := os.Stat(readyFile)
-		return err == nil
-	})
+	p := testutil.StartProcess(t, "agent", cmd)
+	var ready any
+	p.ReadyJSON(t, readyFile, &ready, 10*time.Second)
 	if r := rules(); !strings.Contains(r, "kuma-dp/") || !strings.Contains(r, "15053") {
 		t.Fatalf("no transparent proxy rules while running:\n%s", r)
 	}
@@ -87,8 +68,8 @@ func TestE2ETransparentProxyInNetns(t *testing.T) {
 
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-p.Exited():
+		if err := p.Err(); err != nil {
 			t.Fatalf("exit: %v", err)
 		}
 	case <-time.After(10 * time.Second):

@@ -181,41 +181,14 @@ func (c *Client) Apply(ctx context.Context, source string, data []byte) ([]Appli
 // written (the problems of every file at once, nothing written then), then they are
 // applied in order. Files without a single resource are an error.
 func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, error) {
-	type decoded struct {
-		source string
-		r      mesh.Resource
-		doc    []byte // as written
-	}
 	var all []decoded
 	var errs mesh.Errors
 	for _, src := range sources {
-		data := fromAPIForm(src.Data)
-		rs, err := mesh.Decode(src.Name, data)
+		ds, es, err := decodeSource(src)
 		if err != nil {
-			var es mesh.Errors
-			if errors.As(err, &es) {
-				errs = append(errs, es...)
-				continue
-			}
 			return nil, err
 		}
-		// What is stored is each document as written (Kuma's form kept); the control plane
-		// validates and serves what Decode makes of it.
-		docs, err := mesh.Documents(data)
-		if err == nil && len(docs) != len(rs) {
-			err = fmt.Errorf("%d documents for %d resources", len(docs), len(rs))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", src.Name, err)
-		}
-		for i, r := range rs {
-			// the API's bounds, checked here too: nothing is written when one is over
-			if msg := checkCost(r.GetMeta().Source.String(), docs[i]); msg != "" {
-				errs = append(errs, &mesh.FieldError{Kind: r.Kind(), Name: r.GetMeta().Name, Msg: msg})
-				continue
-			}
-			all = append(all, decoded{src.Name, r, docs[i]})
-		}
+		all, errs = append(all, ds...), append(errs, es...)
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -231,37 +204,83 @@ func (c *Client) ApplyAll(ctx context.Context, sources []Source) ([]Applied, err
 	}
 	var out []Applied
 	for _, d := range all {
-		r, doc := d.r, d.doc
-		m := r.GetMeta()
-		typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(m)
-		name := mesh.StoreName(r)
-		a := Applied{Type: typ, Mesh: meshName, Name: name}
-		if m, ok := r.(*mesh.Mesh); ok {
-			a.Kept = m.KeptFields()
-		}
-		cur, err := c.Get(ctx, meshName, typ, name)
-		var ae *Error
-		switch {
-		case err == nil:
-			if sameDocument(cur.Spec, doc, r) {
-				a.Result = "unchanged"
-				break
-			}
-			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, name), doc, cur.Version, nil); err != nil {
-				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
-			}
-			a.Result = "updated"
-		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
-			if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, name), doc, 0, nil); err != nil {
-				return out, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
-			}
-			a.Result = "created"
-		default:
+		a, err := c.applyOne(ctx, d)
+		if err != nil {
 			return out, err
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// decoded is a resource of a file to apply and its document as written.
+type decoded struct {
+	r   mesh.Resource
+	doc []byte
+}
+
+// decodeSource decodes a file to apply: its resources, or the problems found (mesh.Errors:
+// validation and the API's bounds), or an error that stops the whole apply.
+func decodeSource(src Source) ([]decoded, mesh.Errors, error) {
+	data := fromAPIForm(src.Data)
+	rs, err := mesh.Decode(src.Name, data)
+	if err != nil {
+		var es mesh.Errors
+		if errors.As(err, &es) {
+			return nil, es, nil
+		}
+		return nil, nil, err
+	}
+	// What is stored is each document as written (Kuma's form kept); the control plane
+	// validates and serves what Decode makes of it.
+	docs, err := mesh.Documents(data)
+	if err == nil && len(docs) != len(rs) {
+		err = fmt.Errorf("%d documents for %d resources", len(docs), len(rs))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", src.Name, err)
+	}
+	var out []decoded
+	var errs mesh.Errors
+	for i, r := range rs {
+		// the API's bounds, checked here too: nothing is written when one is over
+		if msg := checkCost(r.GetMeta().Source.String(), docs[i]); msg != "" {
+			errs = append(errs, &mesh.FieldError{Kind: r.Kind(), Name: r.GetMeta().Name, Msg: msg})
+			continue
+		}
+		out = append(out, decoded{r, docs[i]})
+	}
+	return out, errs, nil
+}
+
+// applyOne creates, updates (with the version read) or leaves unchanged one resource.
+func (c *Client) applyOne(ctx context.Context, d decoded) (Applied, error) {
+	r, doc := d.r, d.doc
+	typ, meshName := TypeOf(r.Kind()), mesh.ResourceMesh(r.GetMeta())
+	name := mesh.StoreName(r)
+	a := Applied{Type: typ, Mesh: meshName, Name: name}
+	if m, ok := r.(*mesh.Mesh); ok {
+		a.Kept = m.KeptFields()
+	}
+	cur, err := c.Get(ctx, meshName, typ, name)
+	var ae *Error
+	var version int64
+	switch {
+	case err == nil:
+		if sameDocument(cur.Spec, doc, r) {
+			a.Result = "unchanged"
+			return a, nil
+		}
+		version, a.Result = cur.Version, "updated"
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		a.Result = "created"
+	default:
+		return a, err
+	}
+	if _, err := c.do(ctx, http.MethodPut, path(meshName, typ, name), doc, version, nil); err != nil {
+		return a, fmt.Errorf("%s %s/%s: %w", typ, meshName, name, err)
+	}
+	return a, nil
 }
 
 // fromAPIForm is a file in the API's form - what get -o json prints: one resource

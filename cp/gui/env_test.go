@@ -2,13 +2,10 @@ package gui_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,54 +24,7 @@ import (
 
 var bins testutil.GoBinaries
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
-
-// proc is a process of the test, killed at its end.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	logs *testutil.LockedBuffer
-}
-
-func startProc(t *testing.T, name, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), logs: &testutil.LockedBuffer{}}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("%s logs:\n%s", name, p.logs.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		_ = p.cmd.Wait()
-	}
-}
-
-// readyJSON waits for a ready file and decodes it.
-func readyJSON(t *testing.T, p *proc, path string, out any) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, out) == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s wrote no ready file within 30 s:\n%s", p.name, p.logs.String())
-}
+func TestMain(m *testing.M) { bins.RunTests(m) }
 
 // cpEnv is the control plane and its agents.
 type cpEnv struct {
@@ -86,7 +36,7 @@ type cpEnv struct {
 	apiURL   string // replica-1's API, which the browser reads
 	api      *api.Client
 	cpBin    string
-	agents   map[string]*proc
+	agents   map[string]*testutil.Process
 	dpBin    string
 	key      []byte
 	upstream string
@@ -150,7 +100,7 @@ to: {service: web, port: 8080}
 // certificate, the token key and the admin token.
 func baseEnv(t *testing.T) *cpEnv {
 	t.Helper()
-	e := &cpEnv{t: t, dir: t.TempDir(), agents: map[string]*proc{},
+	e := &cpEnv{t: t, dir: t.TempDir(), agents: map[string]*testutil.Process{},
 		cpBin: bins.Build(t, "kuma-cp", "../../cmd/kuma-cp"), dpBin: bins.Build(t, "kuma-dp", "../../cmd/kuma-dp")}
 	if err := certs.Write(e.dir, []string{"localhost", "127.0.0.1"}); err != nil {
 		t.Fatal(err)
@@ -198,12 +148,12 @@ func newDirEnv(t *testing.T) (e *cpEnv, resources string) {
 		}
 	}
 	ready := e.path("dir-ready.json")
-	p := startProc(t, "kuma-cp dir", e.cpBin, "serve", "--resources-dir", resources,
+	p := testutil.Start(t, "kuma-cp dir", e.cpBin, "serve", "--resources-dir", resources,
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "", "--admin-token-file", e.path("admin.token"),
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
 		"--ready-file", ready)
 	var r struct{ Address, API string }
-	readyJSON(t, p, ready, &r)
+	p.ReadyJSON(t, ready, &r, 30*time.Second)
 	e.address, e.apiURL = r.Address, "http://"+r.API
 	e.api = api.NewClient(e.apiURL, "gui-admin")
 	return e, resources
@@ -214,13 +164,13 @@ func newDirEnv(t *testing.T) (e *cpEnv, resources string) {
 func (e *cpEnv) startReplica(id string) (address, apiAddr string) {
 	e.t.Helper()
 	ready := e.path(id + "-ready.json")
-	p := startProc(e.t, "kuma-cp "+id, e.cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(e.etcd.Endpoints(), ","),
+	p := testutil.Start(e.t, "kuma-cp "+id, e.cpBin, "serve", "--store", "etcd", "--etcd-endpoints", strings.Join(e.etcd.Endpoints(), ","),
 		"--address", "127.0.0.1:0", "--api-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--dns-address", "127.0.0.1:0",
 		"--dns-user-zone", "acme.test", "--admin-token-file", e.path("admin.token"), "--replica-id", id, "--leader-lease-ttl", "2s",
 		"--tls-cert-file", e.path(certs.TLSCertFile), "--tls-key-file", e.path(certs.TLSKeyFile), "--token-key-file", e.path(certs.TokenKeyFile),
 		"--ready-file", ready)
 	var r struct{ Address, API string }
-	readyJSON(e.t, p, ready, &r)
+	p.ReadyJSON(e.t, ready, &r, 30*time.Second)
 	return r.Address, r.API
 }
 
@@ -259,7 +209,7 @@ func files(t *testing.T, paths ...string) []api.Source {
 
 // startAgent runs kuma-dp for dataplane name of mesh default, its dataplane from the
 // control plane at address; it returns once the agent is ready.
-func (e *cpEnv) startAgent(name, address string) *proc {
+func (e *cpEnv) startAgent(name, address string) *testutil.Process {
 	e.t.Helper()
 	work := e.t.TempDir()
 	tok := filepath.Join(work, "token")
@@ -267,12 +217,12 @@ func (e *cpEnv) startAgent(name, address string) *proc {
 		e.t.Fatal(err)
 	}
 	ready := filepath.Join(work, "ready.json")
-	p := startProc(e.t, "kuma-dp "+name, e.dpBin, "run", "--cp-address", "grpcs://"+address, "--ca-cert-file", e.path(certs.CACertFile),
+	p := testutil.Start(e.t, "kuma-dp "+name, e.dpBin, "run", "--cp-address", "grpcs://"+address, "--ca-cert-file", e.path(certs.CACertFile),
 		"--dataplane-token-file", tok, "--name", name, "--mesh", "default",
 		"--dns-address", "127.0.0.1", "--dns-proxy-port", "0", "--admin-address", "127.0.0.1:0", "--dns-upstream", e.upstream,
 		"--envoy=false", "--work-dir", work, "--ready-file", ready, "--drain-time", "0s", "--cp-retry-backoff", "100ms")
 	var r struct{ Admin string }
-	readyJSON(e.t, p, ready, &r)
+	p.ReadyJSON(e.t, ready, &r, 30*time.Second)
 	e.agents[name] = p
 	return p
 }

@@ -161,7 +161,7 @@ func TestGUIInABrowser(t *testing.T) {
 			t.Fatalf("httpbin-1 is %q before the kill", got)
 		}
 		b.screenshot("dataplanes")
-		e.agents["httpbin-1"].kill()
+		e.agents["httpbin-1"].Kill()
 		took := testutil.WaitFor(t, "httpbin-1 Offline on the open page", 10*time.Second, func() bool { return eval[string](b, status) == "Offline" })
 		t.Logf("the killed agent showed Offline %v after the kill", took)
 		if !eval[bool](b, `window.guiMarker === true`) {

@@ -104,93 +104,116 @@ func Admit(router *mesh.Router, routes []*mesh.Route) map[string]Admission {
 		}
 		return 0
 	})
-	strict := router.RouteAdmission.NamespaceOwnership != mesh.NamespaceOwnershipAllowed
-	wildOK := router.RouteAdmission.WildcardPolicy == mesh.WildcardsAllowed
-	hostOwner := map[string]claim{}              // host -> first claimant (namespace owner)
-	wildOwner := map[string]claim{}              // domain -> first wildcard claimant
-	domainHosts := map[string]map[string]claim{} // domain -> namespace -> a specific host under it
-	paths := map[string]claim{}                  // host (or *.domain) + path -> holder
+	a := &admitter{
+		router:      router,
+		strict:      router.RouteAdmission.NamespaceOwnership != mesh.NamespaceOwnershipAllowed,
+		wildOK:      router.RouteAdmission.WildcardPolicy == mesh.WildcardsAllowed,
+		hostOwner:   map[string]claim{},
+		wildOwner:   map[string]claim{},
+		domainHosts: map[string]map[string]claim{},
+		paths:       map[string]claim{},
+	}
 	out := make(map[string]Admission, len(routes))
 	for _, r := range routes {
-		k := RouteKey(r)
-		host, err := FinalDNS(r, router)
-		if err != nil {
-			out[k] = Admission{Reason: mesh.ReasonRouteNotAdmitted, Message: err.(*Error).Message}
-			continue
-		}
-		reject := func(reason, format string, args ...any) {
-			out[k] = Admission{Reason: reason, Message: fmt.Sprintf(format, args...), Host: host}
-		}
-		policy := r.WildcardPolicyOf()
-		bare, domain := splitHost(host)
-		switch policy {
-		case mesh.WildcardNone:
-		case mesh.WildcardSubdomain:
-			if !wildOK {
-				reject(mesh.ReasonRouteNotAdmitted, "wildcard routes are not allowed on router %s", router.Name)
-				continue
-			}
-		default:
-			reject(mesh.ReasonRouteNotAdmitted, "unsupported wildcard policy %q", policy)
-			continue
-		}
-		pathKey := bare + r.Path
-		if policy == mesh.WildcardSubdomain {
-			pathKey = "*." + domain + r.Path
-		}
-		if strict {
-			if policy == mesh.WildcardSubdomain {
-				if c, ok := wildOwner[domain]; ok && c.namespace != r.Namespace {
-					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds *.%s", domain)
-					continue
-				}
-				if c, ok := otherNamespace(domainHosts[domain], r.Namespace); ok {
-					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds %s, under the wildcard *.%s", hostOf(c.holder, router), domain)
-					continue
-				}
-				if held, ok := heldAbove(hostOwner, wildOwner, domain, r.Namespace); ok {
-					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds %s, which the wildcard *.%s would hide (a name under it stops a wildcard that answered it, RFC 4592)", held, domain)
-					continue
-				}
-			} else {
-				if c, ok := hostOwner[bare]; ok && c.namespace != r.Namespace {
-					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds host %s", bare)
-					continue
-				}
-				if c, ok := wildOwner[domain]; ok && domain != "" && c.namespace != r.Namespace {
-					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds the wildcard *.%s, which covers host %s", domain, bare)
-					continue
-				}
-				if held, ok := heldAbove(hostOwner, wildOwner, domain, r.Namespace); ok {
-					reject(mesh.ReasonHostAlreadyClaimed, "a route in another namespace holds %s, which host %s under it would hide (a name under it stops a wildcard that answered it, RFC 4592)", held, bare)
-					continue
-				}
-			}
-		}
-		if c, ok := paths[pathKey]; ok {
-			reject(mesh.ReasonHostAlreadyClaimed, "route %s has host %s%s and is older", RouteKey(c.holder), hostOf(c.holder, router), c.holder.Path)
-			continue
-		}
-		cl := claim{namespace: r.Namespace, holder: r}
-		paths[pathKey] = cl
-		if policy == mesh.WildcardSubdomain {
-			if _, ok := wildOwner[domain]; !ok {
-				wildOwner[domain] = cl
-			}
-		} else {
-			if _, ok := hostOwner[bare]; !ok {
-				hostOwner[bare] = cl
-			}
-			if domainHosts[domain] == nil {
-				domainHosts[domain] = map[string]claim{}
-			}
-			if _, ok := domainHosts[domain][r.Namespace]; !ok {
-				domainHosts[domain][r.Namespace] = cl
-			}
-		}
-		out[k] = Admission{Admitted: true, Host: host}
+		out[RouteKey(r)] = a.admit(r)
 	}
 	return out
+}
+
+// admitter is Admit's state: the names claimed so far, by the routes admitted (older first).
+type admitter struct {
+	router         *mesh.Router
+	strict, wildOK bool                        // namespace ownership Strict; wildcards allowed
+	hostOwner      map[string]claim            // host -> first claimant (namespace owner)
+	wildOwner      map[string]claim            // domain -> first wildcard claimant
+	domainHosts    map[string]map[string]claim // domain -> namespace -> a specific host under it
+	paths          map[string]claim            // host (or *.domain) + path -> holder
+}
+
+// admit decides one route (older ones decided before it) and claims its names if admitted.
+func (a *admitter) admit(r *mesh.Route) Admission {
+	host, err := FinalDNS(r, a.router)
+	if err != nil {
+		return Admission{Reason: mesh.ReasonRouteNotAdmitted, Message: err.(*Error).Message}
+	}
+	reject := func(reason, msg string) Admission {
+		return Admission{Reason: reason, Message: msg, Host: host}
+	}
+	policy := r.WildcardPolicyOf()
+	switch policy {
+	case mesh.WildcardNone:
+	case mesh.WildcardSubdomain:
+		if !a.wildOK {
+			return reject(mesh.ReasonRouteNotAdmitted, fmt.Sprintf("wildcard routes are not allowed on router %s", a.router.Name))
+		}
+	default:
+		return reject(mesh.ReasonRouteNotAdmitted, fmt.Sprintf("unsupported wildcard policy %q", policy))
+	}
+	wild := policy == mesh.WildcardSubdomain
+	bare, domain := splitHost(host)
+	if a.strict {
+		if msg := a.heldElsewhere(r, wild, bare, domain); msg != "" {
+			return reject(mesh.ReasonHostAlreadyClaimed, msg)
+		}
+	}
+	pathKey := bare + r.Path
+	if wild {
+		pathKey = "*." + domain + r.Path
+	}
+	if c, ok := a.paths[pathKey]; ok {
+		return reject(mesh.ReasonHostAlreadyClaimed, fmt.Sprintf("route %s has host %s%s and is older", RouteKey(c.holder), hostOf(c.holder, a.router), c.holder.Path))
+	}
+	a.claim(r, wild, pathKey, bare, domain)
+	return Admission{Admitted: true, Host: host}
+}
+
+// heldElsewhere is why, in Strict ownership, another namespace holds the route's host
+// (bare, or the wildcard *.domain when wild) or a name it would hide; "" when none does.
+func (a *admitter) heldElsewhere(r *mesh.Route, wild bool, bare, domain string) string {
+	if wild {
+		if c, ok := a.wildOwner[domain]; ok && c.namespace != r.Namespace {
+			return fmt.Sprintf("a route in another namespace holds *.%s", domain)
+		}
+		if c, ok := otherNamespace(a.domainHosts[domain], r.Namespace); ok {
+			return fmt.Sprintf("a route in another namespace holds %s, under the wildcard *.%s", hostOf(c.holder, a.router), domain)
+		}
+		if held, ok := heldAbove(a.hostOwner, a.wildOwner, domain, r.Namespace); ok {
+			return fmt.Sprintf("a route in another namespace holds %s, which the wildcard *.%s would hide (a name under it stops a wildcard that answered it, RFC 4592)", held, domain)
+		}
+		return ""
+	}
+	if c, ok := a.hostOwner[bare]; ok && c.namespace != r.Namespace {
+		return fmt.Sprintf("a route in another namespace holds host %s", bare)
+	}
+	if c, ok := a.wildOwner[domain]; ok && domain != "" && c.namespace != r.Namespace {
+		return fmt.Sprintf("a route in another namespace holds the wildcard *.%s, which covers host %s", domain, bare)
+	}
+	if held, ok := heldAbove(a.hostOwner, a.wildOwner, domain, r.Namespace); ok {
+		return fmt.Sprintf("a route in another namespace holds %s, which host %s under it would hide (a name under it stops a wildcard that answered it, RFC 4592)", held, bare)
+	}
+	return ""
+}
+
+// claim records an admitted route's names: its host and path, and the host or wildcard as
+// its namespace's when first.
+func (a *admitter) claim(r *mesh.Route, wild bool, pathKey, bare, domain string) {
+	cl := claim{namespace: r.Namespace, holder: r}
+	a.paths[pathKey] = cl
+	if wild {
+		if _, ok := a.wildOwner[domain]; !ok {
+			a.wildOwner[domain] = cl
+		}
+		return
+	}
+	if _, ok := a.hostOwner[bare]; !ok {
+		a.hostOwner[bare] = cl
+	}
+	if a.domainHosts[domain] == nil {
+		a.domainHosts[domain] = map[string]claim{}
+	}
+	if _, ok := a.domainHosts[domain][r.Namespace]; !ok {
+		a.domainHosts[domain][r.Namespace] = cl
+	}
 }
 
 // heldAbove is the name at or above name (name, then its ancestors) that a route of a

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -122,3 +123,36 @@ func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (c slogCore) Sync() error { return nil }
+
+// Members is etcd's members as reached from a client: how many there are, how many answer a
+// status request, and those that do not (name and client URLs).
+type Members struct {
+	Total, Reachable int
+	Down             []string
+}
+
+// Members asks etcd for its members (within list) and each member for its status (within
+// member).
+func (c *Client) Members(list, member time.Duration) (Members, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), list)
+	defer cancel()
+	ml, err := c.MemberList(ctx)
+	if err != nil {
+		return Members{}, err
+	}
+	answers := func(url string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), member)
+		defer cancel()
+		_, err := c.Status(ctx, url)
+		return err == nil
+	}
+	m := Members{Total: len(ml.Members)}
+	for _, mb := range ml.Members {
+		if slices.ContainsFunc(mb.ClientURLs, answers) {
+			m.Reachable++
+		} else {
+			m.Down = append(m.Down, mb.Name+" ("+strings.Join(mb.ClientURLs, ",")+")")
+		}
+	}
+	return m, nil
+}

@@ -112,97 +112,26 @@ func (p *Presence) split(key string) (name, id string, ok bool) {
 	return rest[:i], rest[i+1:], true
 }
 
+// session holds this replica's names on one lease: it lists the others' names, then writes
+// its own at the start and after each Publish, and follows the others' on a watch, until ctx
+// ends or the lease or the watch is lost (errPresenceLost: Run starts another).
 func (p *Presence) session(ctx context.Context) error {
 	sess, err := concurrency.NewSession(p.s.c, concurrency.WithTTL(p.ttl), concurrency.WithContext(ctx))
 	if err != nil {
 		return err
 	}
-	defer func() { // the lease revoked: this replica's names go at once
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_, _ = p.s.c.Revoke(rctx, sess.Lease())
-		cancel()
-		sess.Close()
-	}()
-	pre := p.prefix()
-	lctx, cancel := p.s.ctx(ctx)
-	r, err := p.s.getRange(lctx, pre, clientv3.WithPrefix())
-	cancel()
+	defer p.revoke(ctx, sess)
+	rev, err := p.listOthers(ctx)
 	if err != nil {
 		return err
 	}
-	others := map[string]map[string]bool{}
-	for _, kv := range r.Kvs {
-		if name, id, ok := p.split(string(kv.Key)); ok && id != p.id {
-			if others[name] == nil {
-				others[name] = map[string]bool{}
-			}
-			others[name][id] = true
-		}
-	}
-	p.mu.Lock()
-	p.others = others
-	p.mu.Unlock()
-	p.listed.Store(true)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	events := p.s.c.Watch(wctx, pre, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
-	held := map[string]int64{} // written on this session, at that revision
-	// write compares the names wanted with those written and writes the changes: at the
-	// session's start and after a Publish only - the others' changes (a watch answer for
-	// each of their transactions) need none, and each pass goes over every name
-	write := func() error {
-		p.passes.Add(1)
-		p.mu.Lock()
-		want := maps.Clone(p.want)
-		p.mu.Unlock()
-		// the changes, maxTxnOps a transaction: thousands of agents connecting at once
-		// are a few writes, not one each (one a name took 54 s for 10,000 on three members)
-		var ops []clientv3.Op
-		var put, del []string
-		flush := func() error {
-			if len(ops) == 0 {
-				return nil
-			}
-			wc, cancel := p.s.ctx(ctx)
-			tr, err := p.s.c.Txn(wc).Then(ops...).Commit()
-			cancel()
-			if err != nil {
-				return err
-			}
-			for _, n := range put {
-				held[n] = tr.Header.Revision
-			}
-			for _, n := range del {
-				delete(held, n)
-			}
-			ops, put, del = ops[:0], put[:0], del[:0]
-			return nil
-		}
-		for n := range want {
-			if held[n] == 0 {
-				ops, put = append(ops, clientv3.OpPut(pre+n+"/"+p.id, "", clientv3.WithLease(sess.Lease()))), append(put, n)
-				if len(ops) == maxTxnOps {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		for n := range held {
-			if !want[n] {
-				ops, del = append(ops, clientv3.OpDelete(pre+n+"/"+p.id)), append(del, n)
-				if len(ops) == maxTxnOps {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return flush()
-	}
+	events := p.s.c.Watch(wctx, p.prefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	w := &presenceWriter{p: p, lease: sess.Lease(), held: map[string]int64{}}
 	for pending := true; ; {
 		if pending {
-			if err := write(); err != nil {
+			if err := w.write(ctx); err != nil {
 				return err
 			}
 			pending = false
@@ -218,34 +147,145 @@ func (p *Presence) session(ctx context.Context) error {
 			if !ok || wr.Err() != nil || wr.CompactRevision != 0 {
 				return errPresenceLost // list again
 			}
-			p.mu.Lock()
-			for _, ev := range wr.Events {
-				name, id, ok := p.split(string(ev.Kv.Key))
-				if !ok {
-					continue
-				}
-				if id == p.id {
-					// one of this replica's deleted by someone else (etcdctl del, a
-					// restore) after it was written: written again
-					if ev.Type == clientv3.EventTypeDelete && held[name] != 0 && ev.Kv.ModRevision > held[name] {
-						delete(held, name)
-						pending = true
-					}
-					continue
-				}
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(p.others[name], id)
-					if len(p.others[name]) == 0 {
-						delete(p.others, name)
-					}
-					continue
-				}
-				if p.others[name] == nil {
-					p.others[name] = map[string]bool{}
-				}
-				p.others[name][id] = true
-			}
-			p.mu.Unlock()
+			pending = w.follow(wr.Events)
 		}
 	}
+}
+
+// revoke ends the session with its lease revoked: this replica's names go at once.
+func (p *Presence) revoke(ctx context.Context, sess *concurrency.Session) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_, _ = p.s.c.Revoke(rctx, sess.Lease())
+	cancel()
+	sess.Close()
+}
+
+// listOthers reads the other replicas' names (Elsewhere answers from them from now on) and
+// returns the revision read at.
+func (p *Presence) listOthers(ctx context.Context) (int64, error) {
+	lctx, cancel := p.s.ctx(ctx)
+	r, err := p.s.getRange(lctx, p.prefix(), clientv3.WithPrefix())
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	others := map[string]map[string]bool{}
+	for _, kv := range r.Kvs {
+		if name, id, ok := p.split(string(kv.Key)); ok && id != p.id {
+			if others[name] == nil {
+				others[name] = map[string]bool{}
+			}
+			others[name][id] = true
+		}
+	}
+	p.mu.Lock()
+	p.others = others
+	p.mu.Unlock()
+	p.listed.Store(true)
+	return r.Header.Revision, nil
+}
+
+// presenceWriter writes a replica's names on its session's lease and knows those written
+// (held, at the revision of each).
+type presenceWriter struct {
+	p     *Presence
+	lease clientv3.LeaseID
+	held  map[string]int64
+	// the changes not yet written: maxTxnOps a transaction
+	ops      []clientv3.Op
+	put, del []string
+}
+
+// write compares the names wanted with those written and writes the changes: at the
+// session's start and after a Publish only - the others' changes (a watch answer for each
+// of their transactions) need none, and each pass goes over every name. The changes go
+// maxTxnOps a transaction: thousands of agents connecting at once are a few writes, not one
+// each (one a name took 54 s for 10,000 on three members).
+func (w *presenceWriter) write(ctx context.Context) error {
+	w.p.passes.Add(1)
+	w.p.mu.Lock()
+	want := maps.Clone(w.p.want)
+	w.p.mu.Unlock()
+	pre := w.p.prefix()
+	for n := range want {
+		if w.held[n] == 0 {
+			w.ops, w.put = append(w.ops, clientv3.OpPut(pre+n+"/"+w.p.id, "", clientv3.WithLease(w.lease))), append(w.put, n)
+			if err := w.flushFull(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	for n := range w.held {
+		if !want[n] {
+			w.ops, w.del = append(w.ops, clientv3.OpDelete(pre+n+"/"+w.p.id)), append(w.del, n)
+			if err := w.flushFull(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return w.flush(ctx)
+}
+
+// flushFull writes the changes once they fill a transaction.
+func (w *presenceWriter) flushFull(ctx context.Context) error {
+	if len(w.ops) < maxTxnOps {
+		return nil
+	}
+	return w.flush(ctx)
+}
+
+// flush writes the changes gathered in one transaction and notes them in held.
+func (w *presenceWriter) flush(ctx context.Context) error {
+	if len(w.ops) == 0 {
+		return nil
+	}
+	wc, cancel := w.p.s.ctx(ctx)
+	tr, err := w.p.s.c.Txn(wc).Then(w.ops...).Commit()
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, n := range w.put {
+		w.held[n] = tr.Header.Revision
+	}
+	for _, n := range w.del {
+		delete(w.held, n)
+	}
+	w.ops, w.put, w.del = w.ops[:0], w.put[:0], w.del[:0]
+	return nil
+}
+
+// follow applies a watch answer: the others' names to Elsewhere's; true when one of this
+// replica's was deleted by someone else and must be written again.
+func (w *presenceWriter) follow(events []*clientv3.Event) (rewrite bool) {
+	p := w.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ev := range events {
+		name, id, ok := p.split(string(ev.Kv.Key))
+		if !ok {
+			continue
+		}
+		if id == p.id {
+			// one of this replica's deleted by someone else (etcdctl del, a restore)
+			// after it was written: written again
+			if ev.Type == clientv3.EventTypeDelete && w.held[name] != 0 && ev.Kv.ModRevision > w.held[name] {
+				delete(w.held, name)
+				rewrite = true
+			}
+			continue
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(p.others[name], id)
+			if len(p.others[name]) == 0 {
+				delete(p.others, name)
+			}
+			continue
+		}
+		if p.others[name] == nil {
+			p.others[name] = map[string]bool{}
+		}
+		p.others[name][id] = true
+	}
+	return rewrite
 }

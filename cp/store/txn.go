@@ -40,83 +40,110 @@ var _ Transactional = (*Etcd)(nil)
 func (s *Etcd) Txn(ctx context.Context, writes ...Write) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	var cmps []clientv3.Cmp
-	var ops []clientv3.Op
+	var t txn
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	var names []string
-	type written struct {
-		w   Write
-		val []byte
-	}
-	var vals []written // the puts, with the values written
 	for _, w := range writes {
-		for _, p := range []struct{ what, v string }{{"mesh", w.Key.Mesh}, {"type", w.Key.Type}, {"name", w.Key.Name}} {
-			if err := ValidKeyPart(p.what, p.v); err != nil {
-				return fmt.Errorf("store: %w", err)
-			}
+		if err := s.addWrite(ctx, &t, w, now); err != nil {
+			return err
 		}
-		if w.Check {
-			if w.Expect < 0 {
-				return fmt.Errorf("store: check %s: a version or 0 (absent) is needed", w.Key)
-			}
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.key(w.Key)), "=", w.Expect))
-			continue
-		}
-		if !w.Delete {
-			if err := checkSize(w.Key, w.Doc); err != nil {
-				return err
-			}
-		}
-		key := s.key(w.Key)
-		names = append(names, w.Key.String())
-		switch {
-		case w.Expect == 0:
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		case w.Expect > 0:
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.Expect))
-		case w.Delete:
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), ">", 0))
-		}
-		if w.Delete {
-			if w.Expect == 0 {
-				return fmt.Errorf("store: delete %s: a version or store.Any is needed", w.Key)
-			}
-			ops = append(ops, clientv3.OpDelete(key))
-			continue
-		}
-		env := newEnvelope(w.Doc, now)
-		if w.Expect > 0 && !w.Created.IsZero() {
-			env.Created = w.Created
-		} else if w.Expect != 0 { // an update keeps the creation time
-			cur, err := s.get(ctx, key)
-			if err != nil {
-				return unavailable("store: txn "+w.Key.String(), err)
-			}
-			var old envelope
-			if len(cur.Kvs) > 0 && json.Unmarshal(cur.Kvs[0].Value, &old) == nil && !old.Created.IsZero() {
-				env.Created = old.Created
-			}
-		}
-		val, _ := json.Marshal(env)
-		ops = append(ops, clientv3.OpPut(key, string(val)))
-		vals = append(vals, written{w, val})
 	}
-	if len(vals) < len(names) { // a delete among them
-		ops = append(ops, s.noteDelete())
+	if len(t.puts) < len(t.names) { // a delete among them
+		t.ops = append(t.ops, s.noteDelete())
 	}
-	tr, retried, err := s.commit(ctx, cmps, ops, nil)
+	tr, retried, err := s.commit(ctx, t.cmps, t.ops, nil)
 	if err != nil {
-		return unavailable("store: txn "+strings.Join(names, ", "), err)
+		return unavailable("store: txn "+strings.Join(t.names, ", "), err)
 	}
-	if !tr.Succeeded && retried && len(vals) > 0 && vals[0].w.Expect >= 0 {
+	if !tr.Succeeded && retried && len(t.puts) > 0 && t.puts[0].w.Expect >= 0 {
 		// An earlier attempt may have landed (its answer was lost): it did when its first
 		// put is the version that passed its comparison (all or none of it is there).
-		if _, ok := s.ours(ctx, s.key(vals[0].w.Key), vals[0].w.Expect, vals[0].val); ok {
+		first := t.puts[0]
+		if _, ok := s.ours(ctx, s.key(first.w.Key), first.w.Expect, first.val); ok {
 			return nil
 		}
 	}
 	if !tr.Succeeded {
-		return fmt.Errorf("store: txn %s: %w", strings.Join(names, ", "), ErrConflict)
+		return fmt.Errorf("store: txn %s: %w", strings.Join(t.names, ", "), ErrConflict)
 	}
 	return nil
+}
+
+// txn is a transaction being made: its comparisons and operations, the keys it writes (for
+// errors) and its puts with the values written.
+type txn struct {
+	cmps  []clientv3.Cmp
+	ops   []clientv3.Op
+	names []string
+	puts  []written
+}
+
+// written is a put of a transaction and the value it writes.
+type written struct {
+	w   Write
+	val []byte
+}
+
+// addWrite checks a write and adds its comparison and its operation (none for a Check) to t.
+func (s *Etcd) addWrite(ctx context.Context, t *txn, w Write, now time.Time) error {
+	for _, p := range []struct{ what, v string }{{"mesh", w.Key.Mesh}, {"type", w.Key.Type}, {"name", w.Key.Name}} {
+		if err := ValidKeyPart(p.what, p.v); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
+	if w.Check {
+		if w.Expect < 0 {
+			return fmt.Errorf("store: check %s: a version or 0 (absent) is needed", w.Key)
+		}
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(s.key(w.Key)), "=", w.Expect))
+		return nil
+	}
+	if !w.Delete {
+		if err := checkSize(w.Key, w.Doc); err != nil {
+			return err
+		}
+	}
+	key := s.key(w.Key)
+	t.names = append(t.names, w.Key.String())
+	switch {
+	case w.Expect == 0:
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+	case w.Expect > 0:
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.Expect))
+	case w.Delete:
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(key), ">", 0))
+	}
+	if w.Delete {
+		if w.Expect == 0 {
+			return fmt.Errorf("store: delete %s: a version or store.Any is needed", w.Key)
+		}
+		t.ops = append(t.ops, clientv3.OpDelete(key))
+		return nil
+	}
+	env, err := s.txnEnvelope(ctx, w, key, now)
+	if err != nil {
+		return err
+	}
+	val, _ := json.Marshal(env)
+	t.ops = append(t.ops, clientv3.OpPut(key, string(val)))
+	t.puts = append(t.puts, written{w, val})
+	return nil
+}
+
+// txnEnvelope is the envelope a put writes: an update keeps the creation time (as given
+// with the write, else as read).
+func (s *Etcd) txnEnvelope(ctx context.Context, w Write, key string, now time.Time) (envelope, error) {
+	env := newEnvelope(w.Doc, now)
+	if w.Expect > 0 && !w.Created.IsZero() {
+		env.Created = w.Created
+	} else if w.Expect != 0 {
+		cur, err := s.get(ctx, key)
+		if err != nil {
+			return env, unavailable("store: txn "+w.Key.String(), err)
+		}
+		var old envelope
+		if len(cur.Kvs) > 0 && json.Unmarshal(cur.Kvs[0].Value, &old) == nil && !old.Created.IsZero() {
+			env.Created = old.Created
+		}
+	}
+	return env, nil
 }

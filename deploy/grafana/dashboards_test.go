@@ -10,12 +10,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -138,11 +136,7 @@ func TestMissingMetricCaught(t *testing.T) {
 
 var bins testutil.GoBinaries
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { bins.RunTests(m) }
 
 // Every metric of every panel of both dashboards is exported by its binary: kuma-cp on
 // etcd with resources written through its API and an agent connected, and that agent.
@@ -193,27 +187,8 @@ func start(t *testing.T, ready string, out any, bin string, args ...string) {
 	if strings.HasSuffix(bin, "kuma-cp") {
 		args = append(args, "--ready-file", ready)
 	}
-	logs := &testutil.LockedBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s:\n%s", filepath.Base(bin), logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, out) == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s wrote no ready file within 30 s:\n%s", filepath.Base(bin), logs.String())
+	p := testutil.Start(t, filepath.Base(bin), bin, args...)
+	p.ReadyJSON(t, ready, out, 30*time.Second)
 }
 
 // scrape is the metric names of a /metrics page (a histogram's _bucket, _sum and _count).

@@ -47,6 +47,14 @@ func (b *GoBinaries) Build(t testing.TB, name, pkg string) string {
 	return path
 }
 
+// RunTests is a TestMain of a package whose tests run binaries: it runs the tests, removes
+// the binaries and exits with the tests' code.
+func (b *GoBinaries) RunTests(m *testing.M) {
+	code := m.Run()
+	b.Remove()
+	os.Exit(code)
+}
+
 // Remove deletes the binaries.
 func (b *GoBinaries) Remove() {
 	b.mu.Lock()

@@ -68,6 +68,18 @@ conf:
 `, mesh, host)
 }
 
+// TempFiles is a writer of files into a new temporary directory (removed when the test
+// ends): each call writes body as name there (WriteFile) and returns its path.
+func TempFiles(t testing.TB) func(name, body string) string {
+	dir := t.TempDir()
+	return func(name, body string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		WriteFile(t, p, body)
+		return p
+	}
+}
+
 // WriteFile writes body to path (making its directory) through a rename, as editors and
 // ConfigMap updates do: a watcher never reads half a file.
 func WriteFile(t testing.TB, path, body string) {

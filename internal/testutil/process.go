@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,17 @@ func StartProcess(t testing.TB, name string, cmd *exec.Cmd) *Process {
 		}
 	})
 	return p
+}
+
+// Start starts bin with args as name (StartProcess).
+func Start(t testing.TB, name, bin string, args ...string) *Process {
+	t.Helper()
+	return StartProcess(t, name, exec.Command(bin, args...))
+}
+
+// Count is how many times re matches the process's logs so far.
+func (p *Process) Count(re string) int {
+	return len(regexp.MustCompile(re).FindAllString(p.Logs.String(), -1))
 }
 
 // Exited is closed once the process has exited.

@@ -82,3 +82,19 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+// Start runs a binary with its arguments; Count counts a pattern's matches in its logs.
+func TestStartAndCount(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	p := Start(t, "echoer", sh, "-c", `echo "retry in=1"; echo "retry in=2"; echo done`)
+	<-p.Exited()
+	if err := p.Err(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.Logs)
+	}
+	if n := p.Count(`retry in=\d`); n != 2 {
+		t.Errorf("Count: %d, want 2:\n%s", n, p.Logs)
+	}
+}
