@@ -31,7 +31,9 @@
 # peak VmHWM and, sampled every millisecond from its start to that reading (bench/rsspeak),
 # its largest RSS and largest anonymous part while starting and loading, then dnsperf on
 # LOADGEN_CPU for DURATION seconds over existing names and VmRSS again ("after queries");
-# for kuma-dp also after a touch of the (unchanged) inventory and SETTLE seconds.
+# for kuma-dp also after a touch of the (unchanged) inventory and SETTLE seconds. "anonymous
+# bytes per name" is the anonymous part after load over N, the server's fixed part
+# included (kuma-dp's ~5.5 MiB is ~58 bytes a name at 100,000).
 # BUSY=1 keeps the other core busy (a shell loop on LOADGEN_CPU) while each server starts,
 # for start times on a busy node.
 #
@@ -201,7 +203,9 @@ for size in $SIZES; do
     fi
     hwm=$(hwm_kib "$PID")
     sampled="$(mib "${peak_rss:-0}") ($(mib "${peak_anon:-0}"))"
-    printf '%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$anon")" "$(mib "$hwm")" "$sampled" "${after:--}" "${touched:--}" >> "$ROWS"
+    per=-
+    [[ $size =~ ^[0-9]+$ ]] && per=$((anon * 1024 / size))
+    printf '%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\n' "$size" "$s" "$start_ms" "$(mib "$load")" "$(mib "$anon")" "$per" "$(mib "$hwm")" "$sampled" "${after:--}" "${touched:--}" >> "$ROWS"
     log "N=$size $s: first answer after ${start_ms} ms, RSS $(mib "$load") MiB (anonymous $(mib "$anon"), peak $(mib "$hwm"), sampled while loading $sampled), after queries ${after:--}, after a touch ${touched:--}"
     stop
   done
@@ -210,6 +214,6 @@ done
 echo
 echo "one run, $(date -u +%F), $(nproc) CPUs, servers on CPU $SERVER_CPU$([[ $BUSY == 1 ]] && echo ", the other core busy while starting")$([[ $LAYOUT == files ]] && echo ", the mesh a file per dataplane"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | peak (VmHWM) MiB | peak sampled while loading MiB (anonymous) | RSS MiB after ${DURATION}s of queries (anonymous) | RSS MiB after a touch (anonymous) |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
-awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$ROWS"
+echo "| N | server | ms to first answer | RSS MiB after load (anonymous) | anonymous bytes per name | peak (VmHWM) MiB | peak sampled while loading MiB (anonymous) | RSS MiB after ${DURATION}s of queries (anonymous) | RSS MiB after a touch (anonymous) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' "$ROWS"

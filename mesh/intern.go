@@ -83,7 +83,7 @@ func sharedHealth(h *InboundHealth) *InboundHealth {
 // sharedInboundExtra is x shared with the inbounds that have the same state and health,
 // when x holds nothing else (otherwise x).
 func sharedInboundExtra(x *InboundExtra) *InboundExtra {
-	if x.ServiceAddress != "" || x.Name != "" || len(x.ServiceProbe) > 0 {
+	if x.Address != "" || x.ServiceAddress != "" || x.Name != "" || len(x.ServiceProbe) > 0 {
 		return x
 	}
 	k := inboundExtraKey{state: x.State}

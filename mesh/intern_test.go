@@ -45,6 +45,24 @@ func TestEqualPartsShared(t *testing.T) {
 	}
 }
 
+// Inbounds with the same state but addresses of their own keep their own extras: each reads
+// its address back.
+func TestInboundAddressNotShared(t *testing.T) {
+	doc := "type: Dataplane\nmesh: default\nname: NAME\nnetworking:\n  address: 10.0.0.9\n  inbound:\n    - port: 80\n      address: ADDR\n      state: Ready\n      tags:\n        kuma.io/service: web\n"
+	var sb strings.Builder
+	for _, d := range [][2]string{{"a", "10.0.0.1"}, {"b", "10.0.0.2"}} {
+		sb.WriteString(strings.NewReplacer("NAME", d[0], "ADDR", d[1]).Replace(doc) + "---\n")
+	}
+	rs, err := Decode("addr.yaml", []byte(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rs[0].(*Dataplane).Networking.Inbound[0], rs[1].(*Dataplane).Networking.Inbound[0]
+	if a.Address() != "10.0.0.1" || b.Address() != "10.0.0.2" || a.State() != "Ready" || b.State() != "Ready" {
+		t.Errorf("inbound addresses read back %q and %q (states %q, %q)", a.Address(), b.Address(), a.State(), b.State())
+	}
+}
+
 // A table shares at most maxInterned values; past that, values are kept as given.
 func TestInternTableCapped(t *testing.T) {
 	var tb internTable[int, DataplaneKept]

@@ -143,14 +143,13 @@ func (n *Networking) Extra() *NetworkingExtra {
 	return n.NetworkingExtra
 }
 
-// Inbound is one entry of networking.inbound. What most inbounds do not have (a service
-// address, a state, health, a name, a service probe) is in InboundExtra, nil when the
-// inbound has none of it; read state, health and service address through the methods of
-// the same names (nil-safe).
+// Inbound is one entry of networking.inbound. What most inbounds do not have (an address of
+// their own, a service address, a state, health, a name, a service probe) is in
+// InboundExtra, nil when the inbound has none of it; read address, state, health and
+// service address through the methods of the same names (nil-safe).
 type Inbound struct {
 	Port        uint32 `json:"port"`
 	ServicePort uint32 `json:"servicePort,omitempty"`
-	Address     string `json:"address,omitempty"` // defaults to networking.address
 	Tags        Tags   `json:"tags"`
 	*InboundExtra
 }
@@ -159,6 +158,9 @@ type Inbound struct {
 // Inbound's own in JSON. Kuma's name and serviceProbe are accepted and kept as written; the
 // agent does not act on them.
 type InboundExtra struct {
+	// Address is the inbound's own address (Address reads it, "" when not set: the
+	// dataplane's networking.address).
+	Address        string `json:"address,omitempty"`
 	ServiceAddress string `json:"serviceAddress,omitempty"`
 	// State is Kuma's inbound state: Ready (default), NotReady or Ignored. An Ignored
 	// inbound gets no hostname and is no endpoint.
@@ -166,6 +168,14 @@ type InboundExtra struct {
 	Health       *InboundHealth  `json:"health,omitempty"`
 	Name         string          `json:"name,omitempty"`
 	ServiceProbe json.RawMessage `json:"serviceProbe,omitempty"`
+}
+
+// Address is the inbound's own address ("" when not set: networking.address is).
+func (in *Inbound) Address() string {
+	if in.InboundExtra == nil {
+		return ""
+	}
+	return in.InboundExtra.Address
 }
 
 // ServiceAddress is the inbound's serviceAddress ("" when not set).

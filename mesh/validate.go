@@ -152,7 +152,7 @@ func (v *validator) dataplane(dp *Dataplane) {
 func (v *validator) inbound(p string, in *Inbound) {
 	v.port(p+".port", in.Port, true)
 	v.port(p+".servicePort", in.ServicePort, false)
-	v.ip(p+".address", in.Address, false)
+	v.ip(p+".address", in.Address(), false)
 	v.ip(p+".serviceAddress", in.ServiceAddress(), false)
 	v.tags(p+".tags", in.Tags, true, false)
 	switch in.State() {

@@ -26,7 +26,7 @@ type Allocator struct {
 	mes      *mesSource // MeshExternalServices' hostnames
 	ms       *mesSource // MeshServices' hostnames
 
-	hosts   [hostShards]hostMap // by shardOf(hostname)
+	hosts   [hostShards]hostMap // by hostHash(hostname) % hostShards
 	mesVIPs map[string]uint32   // "mes/<name>", "ms/<name>" -> IPv4 VIP (hostname VIPs live in hostState)
 	pending map[string]struct{} // keys whose pool was full last time
 	skips   map[string]*candidate
@@ -43,19 +43,20 @@ type Allocator struct {
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
-// (see cands, entries and avail). It fits in 32 bytes: most hostnames have one candidate and
-// one entry, held in the state itself, and the name is the candidate's; the lists (and the
-// name) of a hostname that ever had several candidates or entries are behind many.
+// (see cands, entries and avail). It fits in 24 bytes: most hostnames have one candidate
+// whose own entry (&cand.Entry) is the hostname's one entry, held in the state itself, and
+// the name is the candidate's; the lists (and the name) of a hostname that ever had
+// several candidates, or an entry that is not its candidate's own, are behind many.
 type hostState struct {
 	// cand is the candidate of a hostname with one (many == nil). It stays after its removal
 	// (hasCand false), to name the hostname until its state is dropped or another comes.
-	cand    [1]*candidate
-	entry   [1]*Entry // the entry of a hostname with one (many == nil)
-	many    *hostLists
-	vip     uint32
-	hasVIP  bool
-	hasCand bool
-	touched bool
+	cand     [1]*candidate
+	many     *hostLists
+	vip      uint32
+	hasVIP   bool
+	hasCand  bool
+	hasEntry bool // (many == nil) the hostname's one entry is &cand[0].Entry
+	touched  bool
 }
 
 // hostLists holds the name, the candidates and the entries (sorted by key) of a hostname
@@ -66,7 +67,8 @@ type hostLists struct {
 	entries []*Entry
 }
 
-// newHostState is the state of the hostname c proposes, with c.
+// newHostState is the state of the hostname c proposes, with c (the hostMap makes its
+// own in place).
 func newHostState(c *candidate) *hostState {
 	return &hostState{cand: [1]*candidate{c}, hasCand: true}
 }
@@ -94,14 +96,18 @@ func (hs *hostState) cands() []*candidate {
 // returns it.
 func (hs *hostState) lists() *hostLists {
 	if hs.many == nil {
-		hs.many = &hostLists{name: hs.name(), cands: slices.Clone(hs.cands()), entries: slices.Clone(hs.entries())}
-		hs.cand[0], hs.entry[0], hs.hasCand = nil, nil, false
+		l := &hostLists{name: hs.name(), cands: slices.Clone(hs.cands())}
+		if hs.hasEntry {
+			l.entries = []*Entry{&hs.cand[0].Entry}
+		}
+		hs.many = l
+		hs.cand[0], hs.hasCand, hs.hasEntry = nil, false, false
 	}
 	return hs.many
 }
 
 func (hs *hostState) addCand(c *candidate) {
-	if hs.many == nil && !hs.hasCand {
+	if hs.many == nil && !hs.hasCand && !hs.hasEntry {
 		hs.cand[0], hs.hasCand = c, true
 		return
 	}
@@ -121,27 +127,36 @@ func (hs *hostState) removeCand(c *candidate) {
 	}
 }
 
-// entries returns the hostname's entries, sorted by key.
-func (hs *hostState) entries() []*Entry {
+// numEntries and entry read the hostname's entries, sorted by key.
+func (hs *hostState) numEntries() int {
 	switch {
 	case hs.many != nil:
-		return hs.many.entries
-	case hs.entry[0] != nil:
-		return hs.entry[:]
+		return len(hs.many.entries)
+	case hs.hasEntry:
+		return 1
 	}
-	return nil
+	return 0
 }
 
-// setEntries replaces the hostname's entries (sorted by key).
+func (hs *hostState) entry(i int) *Entry {
+	if hs.many != nil {
+		return hs.many.entries[i]
+	}
+	return &hs.cand[0].Entry
+}
+
+// setEntries replaces the hostname's entries (sorted by key). A hostname back to one
+// candidate showing its own entry leaves its lists.
 func (hs *hostState) setEntries(es []*Entry) {
 	switch {
+	case hs.many != nil && len(hs.many.cands) == 1 && len(es) == 1 && es[0] == &hs.many.cands[0].Entry:
+		hs.cand[0], hs.many, hs.hasCand, hs.hasEntry = hs.many.cands[0], nil, true, true
 	case hs.many != nil:
 		hs.many.entries = es
-	case len(es) <= 1:
-		hs.entry[0] = nil
-		if len(es) == 1 {
-			hs.entry[0] = es[0]
-		}
+	case len(es) == 0:
+		hs.hasEntry = false
+	case len(es) == 1 && es[0] == &hs.cand[0].Entry:
+		hs.hasEntry = true
 	default:
 		hs.lists().entries = es
 	}
@@ -149,8 +164,8 @@ func (hs *hostState) setEntries(es []*Entry) {
 
 // avail returns the hostname's available entry (at most one of its entries is), or nil.
 func (hs *hostState) avail() *Entry {
-	for _, e := range hs.entries() {
-		if e.Status == Available {
+	for i := range hs.numEntries() {
+		if e := hs.entry(i); e.Status == Available {
 			return e
 		}
 	}
@@ -191,8 +206,6 @@ func (r *round) touch(hs *hostState) {
 // hostShards is how many maps hold the hostnames: candidates of different shards are placed
 // concurrently after a large expansion.
 const hostShards = 2
-
-func shardOf(h string) int { return int(hostHash(h) % hostShards) }
 
 // host is the state of hostname h, or nil.
 func (a *Allocator) host(h string) *hostState {
@@ -242,9 +255,7 @@ func (r *round) remove(c *candidate) {
 func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate) *hostState {
 	hs := hosts.get(h, c.Hostname)
 	if hs == nil {
-		hs = newHostState(c)
-		hosts.put(h, hs)
-		return hs
+		return hosts.add(h, c)
 	}
 	hs.addCand(c)
 	return hs
@@ -290,6 +301,9 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	first := a.table == nil
+	for i := range a.hosts {
+		a.hosts[i].reclaim() // the last round's lists are gone
+	}
 	r := &round{a: a}
 	if s.Mesh != a.meshName {
 		a.resetModel(r)

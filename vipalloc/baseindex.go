@@ -7,8 +7,10 @@ import (
 
 // baseIndex is the full index of a table: its available entries by hostname and by IPv4
 // VIP, as positions in the entry list it was built from. Both are open-addressing tables
-// with linear probing in pointer-free []uint32 slices at most half full: building one costs
-// a hash and a probe per entry, and the garbage collector never scans them.
+// with linear probing in pointer-free []uint32 slices: building one costs a hash and a probe
+// per entry, and the garbage collector never scans them. The names' is at most half full,
+// so that a question for a name that is not there (a search domain's: most questions) ends
+// after ~2 probes; the VIPs' (PTR questions, rare) at most 7/8 full, half its size.
 //
 // A slot holds position+1 in its low posBits bits (0: empty) and, in the bits above, a tag:
 // bits of the key's hash the slot's place does not already tell. A probe compares tags, so
@@ -18,7 +20,8 @@ type baseIndex struct {
 	all     []*Entry
 	names   []uint32
 	addrs   []uint32
-	shift   uint // both tables have the same size: slotsFor(available entries)
+	shift   uint // the names' table size: slotsFor(available entries)
+	shift4  uint // the VIPs' table size: denseSlotsFor(available entries)
 	posBits uint // bits.Len(len(all)): the bits of a slot that hold position+1
 	count   int  // available entries (indexed names)
 	// other6 holds the IPv6 addresses of hand-built tables (no twin prefix).
@@ -54,6 +57,17 @@ func slotsFor(n int) (int, uint) {
 	return size, uint(64 - bits.TrailingZeros(uint(size)))
 }
 
+// denseSlotsFor returns a power-of-two slot count at most 7/8 of which n fill, and the
+// shift that takes a 64-bit hash to a slot: for tables probed while VIPs are allocated or
+// for PTR questions, where a longer probe for a missing key costs nothing that matters.
+func denseSlotsFor(n int) (int, uint) {
+	size := 16
+	for size*7/8 < n {
+		size *= 2
+	}
+	return size, uint(64 - bits.TrailingZeros(uint(size)))
+}
+
 // addrHome is the first slot of address v in a table of 64-shift bits (Fibonacci hashing:
 // consecutive addresses spread out). The pool's u32set probes from it too.
 func addrHome(v uint32, shift uint) int { return int((uint64(v) * 0x9e3779b97f4a7c15) >> shift) }
@@ -84,8 +98,8 @@ func (b *baseIndex) buildNames(size int) {
 	}
 }
 
-// buildAddrs indexes the available entries of all by IPv4 VIP; a VIP shared by several
-// hostnames answers with the first of them.
+// buildAddrs indexes the available entries of all by IPv4 VIP in size slots (b.shift4 and
+// b.posBits set); a VIP shared by several hostnames answers with the first of them.
 func (b *baseIndex) buildAddrs(size int) {
 	b.addrs = make([]uint32, size)
 	mask := size - 1
@@ -95,7 +109,7 @@ func (b *baseIndex) buildAddrs(size int) {
 		}
 		v := e.v4
 		tag := b.tagOf(addrTagHash(v))
-		for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
+		for i := addrHome(v, b.shift4); ; i = (i + 1) & mask {
 			s := b.addrs[i]
 			if s == 0 {
 				b.addrs[i] = tag | uint32(pos+1)
@@ -134,7 +148,7 @@ func (b *baseIndex) addr(v uint32) (*Entry, bool) {
 	}
 	tag := b.tagOf(addrTagHash(v))
 	mask := len(b.addrs) - 1
-	for i := addrHome(v, b.shift); ; i = (i + 1) & mask {
+	for i := addrHome(v, b.shift4); ; i = (i + 1) & mask {
 		s := b.addrs[i]
 		if s == 0 {
 			return nil, false

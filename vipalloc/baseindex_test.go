@@ -48,3 +48,23 @@ func TestBaseIndexMisses(t *testing.T) {
 		t.Errorf("Len = %d, want 2", hand.Len())
 	}
 }
+
+// The VIPs' index is at most 7/8 full (PTR questions only), the names' at most half (9,000
+// names: 16,384 VIP slots, 32,768 name slots; the VIPs' took 32,768 too before), and every
+// VIP still answers PTR with its entry.
+func TestBaseIndexSizes(t *testing.T) {
+	tb := allocate(t, newAlloc(t, nil), snap(bigMesh(1500), designVOs()))
+	n := tb.base.count
+	names, addrs := len(tb.base.names), len(tb.base.addrs)
+	if names < 2*n || names >= 4*n {
+		t.Errorf("%d names in %d name slots, want at most half full (and no larger)", n, names)
+	}
+	if addrs*7/8 < n || addrs >= 2*n*8/7 {
+		t.Errorf("%d names in %d VIP slots, want at most 7/8 full (and no larger)", n, addrs)
+	}
+	for _, e := range tb.Available() {
+		if got, ok := tb.LookupAddr(e.IPv4()); !ok || got.IPv4() != e.IPv4() {
+			t.Fatalf("LookupAddr(%s) = %v, %v", e.IPv4(), got, ok)
+		}
+	}
+}

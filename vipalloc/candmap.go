@@ -19,18 +19,11 @@ type hashMap[V interface {
 // candMap holds an expander's candidates by key.
 type candMap = hashMap[*candidate, []byte]
 
-// hostMap holds hostnames' states (hostHash also picks the shard).
-type hostMap = hashMap[*hostState, string]
-
 func newCandMap(n int) candMap { return candMap{byHash: make(map[uint64]*candidate, n)} }
 
-func newHostMap(n int) hostMap { return hostMap{byHash: make(map[uint64]*hostState, n)} }
+func (c *candidate) mapKey() string { return c.Key() }
 
-func (c *candidate) mapKey() string  { return c.Key() }
-func (hs *hostState) mapKey() string { return hs.name() }
-
-func (c *candidate) mapKeyIs(k []byte) bool  { return keyIs(&c.Entry, k) }
-func (hs *hostState) mapKeyIs(k string) bool { return hs.name() == k }
+func (c *candidate) mapKeyIs(k []byte) bool { return keyIs(&c.Entry, k) }
 
 // keyHash and hostHash are the same hash (maphash hashes bytes and strings alike).
 func keyHash(b []byte) uint64  { return maphash.Bytes(hashSeed, b) }
@@ -81,13 +74,4 @@ func (m *hashMap[V, K]) each(f func(V)) {
 	for _, v := range m.more {
 		f(v)
 	}
-}
-
-// hostByName is hosts.get for a hostname held in a []byte (compared and looked up without
-// a copy).
-func hostByName(hosts *hostMap, h uint64, name []byte) *hostState {
-	if hs := hosts.byHash[h]; hs != nil && hs.name() == string(name) {
-		return hs
-	}
-	return hosts.more[string(name)]
 }

@@ -55,13 +55,14 @@ const OriginService = "Service"
 // Entry is one hostname of the table. Entries are shared between tables and never mutated.
 //
 // A mesh holds an entry per hostname (and the allocator a candidate embedding one), so an
-// entry is kept small (72 bytes): its addresses, ports, origin and key are read with methods
+// entry is kept small (56 bytes): its addresses, ports, origin and key are read with methods
 // of those names. The IPv4 VIP is a uint32 and the IPv6 one its twin in the allocator's twin
 // prefix; a single port is held inline; a default name's origin {"Service", svc} and key
 // `Service{kuma.io/service=svc}` are derived from its tags, and so is a policy tuple's key
 // `<policy>{k1=v1,...}` when it spells exactly the tuple's tags. The rest is behind one pointer
 // to a detail shared by many entries: the twin prefix, a policy's origin, and what few
-// entries have (a reason, a MeshExternalService, a selector, several ports' targets). All
+// entries have (a key that is not derived, a reason, a MeshExternalService, a selector,
+// several ports' targets). All
 // the default names of an allocator share one detail, a policy's tuples their selector's.
 // Build an entry by hand with NewEntry.
 type Entry struct {
@@ -72,7 +73,6 @@ type Entry struct {
 	port   uint16 // the port, with onePort; several ports (or one above 65535) are in detail
 	Status Status
 	flags  entryFlags
-	key    string // see Key; "" with svcKey or policyKey
 	// Tags are the destination tags the hostname routes to (the tuple).
 	Tags   mesh.Tags
 	detail *entryDetail // nil: no detail (no IPv6; the origin is zero or, see flags, derived)
@@ -99,8 +99,11 @@ type entryDetail struct {
 	rare *entryRare
 	// src is the source of the candidate that proposed the entry (nil for the default
 	// names' defaultSource); entries themselves never read it.
-	src                 *source
-	origin              Origin
+	src    *source
+	origin Origin
+	// key is the entry's key when it is not derived (see Key): a skip's, a
+	// MeshExternalService's or MeshService's, a hand-built entry's.
+	key                 string
 	reason              string
 	meshExternalService string
 	meshService         string
@@ -167,11 +170,11 @@ type EntryData struct {
 
 // NewEntry builds the entry d spells out. IPv4 is an IPv4 address or invalid.
 func NewEntry(d EntryData) *Entry {
-	e := &Entry{Hostname: d.Hostname, key: d.Key, Tags: d.Tags, Status: d.Status}
+	e := &Entry{Hostname: d.Hostname, Tags: d.Tags, Status: d.Status}
 	if d.IPv4.IsValid() {
 		e.v4, e.flags = v4u(d.IPv4), hasV4
 	}
-	det := entryDetail{origin: d.Origin, reason: d.Reason, meshExternalService: d.MeshExternalService, meshService: d.MeshService,
+	det := entryDetail{origin: d.Origin, key: d.Key, reason: d.Reason, meshExternalService: d.MeshExternalService, meshService: d.MeshService,
 		selector: d.Selector, targets: d.Targets}
 	det.withRare(func(r *entryRare) { r.ip6 = d.IPv6 })
 	e.setPorts(&det, d.Ports)
@@ -295,7 +298,26 @@ func (e *Entry) Key() string {
 		var buf [128]byte
 		return string(e.appendKey(buf[:0]))
 	}
-	return e.key
+	return e.storedKey()
+}
+
+// storedKey is the key of an entry whose key is not derived ("" for one that is).
+func (e *Entry) storedKey() string {
+	if e.detail == nil {
+		return ""
+	}
+	return e.detail.key
+}
+
+// setKey sets the stored key of an entry being built, keeping the rest of its detail (a
+// shared detail is copied, never written).
+func (e *Entry) setKey(k string) {
+	if k == e.storedKey() {
+		return
+	}
+	d := e.detailCopy()
+	d.key = k
+	e.setDetail(d)
 }
 
 // derivedKey is set in flags when the key is not stored.
@@ -326,14 +348,14 @@ func (e *Entry) appendKey(b []byte) []byte {
 	case e.flags&policyKey != 0:
 		return appendTagsKey(b, e.detail.origin.Name, e.Tags)
 	}
-	return append(b, e.key...)
+	return append(b, e.storedKey()...)
 }
 
 // keyLess reports whether a's key sorts before b's, without building derived keys on the
 // heap (hostnames proposed by a default name and a policy sort their entries by key).
 func keyLess(a, b *Entry) bool {
 	if (a.flags|b.flags)&derivedKey == 0 {
-		return a.key < b.key
+		return a.storedKey() < b.storedKey()
 	}
 	var ba, bb [128]byte
 	return bytes.Compare(a.appendKey(ba[:0]), b.appendKey(bb[:0])) < 0
@@ -343,7 +365,7 @@ func keyLess(a, b *Entry) bool {
 func keyIs[K string | []byte](e *Entry, k K) bool {
 	switch {
 	case e.flags&derivedKey == 0:
-		return e.key == string(k)
+		return e.storedKey() == string(k)
 	case e.flags&policyKey != 0:
 		var buf [128]byte
 		return string(e.appendKey(buf[:0])) == string(k)
@@ -379,7 +401,7 @@ func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
 // Only for an entry being built.
 func (e *Entry) setDetail(d entryDetail) {
 	e.setOriginOf(&d, d.origin)
-	if d.twin == nil && d.rare == nil && d.src == nil && d.origin == (Origin{}) && d.reason == "" &&
+	if d.twin == nil && d.rare == nil && d.src == nil && d.origin == (Origin{}) && d.key == "" && d.reason == "" &&
 		d.meshExternalService == "" && d.meshService == "" && d.selector == nil && d.targets == nil {
 		e.detail = nil
 		return
@@ -395,6 +417,13 @@ func (e *Entry) setReason(r string) {
 	}
 	d := e.detailCopy()
 	d.reason = r
+	e.setDetail(d)
+}
+
+// setKeyReason sets both (one copy of the detail).
+func (e *Entry) setKeyReason(k, r string) {
+	d := e.detailCopy()
+	d.key, d.reason = k, r
 	e.setDetail(d)
 }
 

@@ -79,19 +79,20 @@ func TestStatusText(t *testing.T) {
 	}
 }
 
-// The entry of a hostname is 72 bytes (in the 80-byte size class) and its candidate fits
-// the 80-byte one (they were 176 and 192 with the addresses, ports, origin and source spelled
-// out in every one).
+// The entry of a hostname is 56 bytes and its candidate fits the 64-byte size class (they
+// were 72 and 80 with a key field most entries leave empty, 176 and 192 with the addresses,
+// ports, origin and source spelled out in every one).
 func TestEntrySizes(t *testing.T) {
-	if got := sizeofEntry(); got > 72 {
-		t.Errorf("Entry is %d bytes, want <= 72", got)
+	if got := sizeofEntry(); got > 56 {
+		t.Errorf("Entry is %d bytes, want <= 56", got)
 	}
-	if got := sizeofCandidate(); got > 80 {
-		t.Errorf("candidate is %d bytes, want <= 80", got)
+	if got := sizeofCandidate(); got > 64 {
+		t.Errorf("candidate is %d bytes, want <= 64", got)
 	}
-	// A hostname's state fits the 32-byte class (it was 64, plus its candidate list's 8).
-	if got := sizeofHostState(); got > 32 {
-		t.Errorf("hostState is %d bytes, want <= 32", got)
+	// A hostname's state is 24 bytes (it was 32 with its entry apart from its candidate's,
+	// 64 plus its candidate list's 8 before that).
+	if got := sizeofHostState(); got > 24 {
+		t.Errorf("hostState is %d bytes, want <= 24", got)
 	}
 }
 
@@ -138,38 +139,49 @@ func TestEntryCompactFields(t *testing.T) {
 	}
 }
 
-// A hostname's state holds one candidate and one entry in itself, and moves both to its
-// lists when a second one comes; either way it reads the same.
+// A hostname's state holds one candidate, and as its one entry that candidate's own, in
+// itself; it moves them to its lists when a second candidate or another entry comes, and
+// back when it has one candidate showing its own entry again; either way it reads the same.
 func TestHostStateLists(t *testing.T) {
-	c1, c2 := &candidate{Entry: Entry{Hostname: "h.mesh"}}, &candidate{Entry: Entry{Hostname: "h.mesh"}}
-	e1, e2 := &Entry{key: "a"}, &Entry{key: "b", Status: Available}
+	c1, c2 := &candidate{Entry: Entry{Hostname: "h.mesh"}}, &candidate{Entry: Entry{Hostname: "h.mesh", Status: Available}}
+	e1, e2 := NewEntry(EntryData{Key: "a"}), NewEntry(EntryData{Key: "b", Status: Available})
+	own1, own2 := &c1.Entry, &c2.Entry
 	hs := newHostState(c1)
-	hs.setEntries([]*Entry{e1})
-	if hs.many != nil || hs.name() != "h.mesh" || len(hs.cands()) != 1 || hs.cands()[0] != c1 || len(hs.entries()) != 1 || hs.avail() != nil {
+	hs.setEntries([]*Entry{own1})
+	if hs.many != nil || hs.name() != "h.mesh" || len(hs.cands()) != 1 || hs.cands()[0] != c1 || !stateShows(hs, own1) || hs.avail() != nil {
 		t.Fatalf("one candidate: %+v", hs)
 	}
 	hs.addCand(c2)
-	if hs.many == nil || hs.name() != "h.mesh" || len(hs.cands()) != 2 || hs.cands()[1] != c2 || len(hs.entries()) != 1 || hs.entries()[0] != e1 {
+	if hs.many == nil || hs.name() != "h.mesh" || len(hs.cands()) != 2 || hs.cands()[1] != c2 || !stateShows(hs, own1) {
 		t.Fatalf("two candidates: %+v", hs)
 	}
 	hs.setEntries([]*Entry{e1, e2})
 	hs.removeCand(c1)
-	if len(hs.cands()) != 1 || hs.cands()[0] != c2 || hs.avail() != e2 {
+	if len(hs.cands()) != 1 || hs.cands()[0] != c2 || hs.avail() != e2 || !stateShows(hs, e1, e2) {
 		t.Fatalf("after a removal: %+v", hs)
+	}
+	hs.setEntries([]*Entry{own2})
+	if hs.many != nil || len(hs.cands()) != 1 || hs.cands()[0] != c2 || hs.avail() != own2 || !stateShows(hs, own2) {
+		t.Fatalf("one candidate showing its own entry again: %+v (lists %v)", hs, hs.many != nil)
 	}
 	hs.removeCand(c2)
 	hs.setEntries(nil)
-	if len(hs.cands()) != 0 || len(hs.entries()) != 0 || hs.name() != "h.mesh" {
+	if len(hs.cands()) != 0 || !stateShows(hs) || hs.name() != "h.mesh" {
 		t.Fatalf("empty: %+v", hs)
 	}
 	one := newHostState(c1)
 	one.setEntries([]*Entry{e1, e2})
-	if one.cands()[0] != c1 || len(one.entries()) != 2 || one.avail() != e2 {
+	if one.cands()[0] != c1 || !stateShows(one, e1, e2) || one.avail() != e2 {
 		t.Fatalf("one candidate, two entries: %+v", one)
 	}
 	one.removeCand(c1)
 	if len(one.cands()) != 0 || one.name() != "h.mesh" {
 		t.Fatalf("removed: %+v", one)
+	}
+	copied := newHostState(c1)
+	copied.setEntries([]*Entry{e1}) // not its candidate's own: in the lists
+	if copied.many == nil || !stateShows(copied, e1) || copied.cands()[0] != c1 {
+		t.Fatalf("one candidate, another entry: %+v", copied)
 	}
 	single := newHostState(c1)
 	single.removeCand(c1)
@@ -180,6 +192,26 @@ func TestHostStateLists(t *testing.T) {
 	if len(single.cands()) != 1 || single.cands()[0] != c2 || single.many != nil {
 		t.Fatalf("another candidate: %+v", single)
 	}
+	shown := newHostState(c1)
+	shown.setEntries([]*Entry{own1})
+	shown.removeCand(c1)
+	shown.addCand(c2) // the removed candidate's entry is still shown until the next settle
+	if len(shown.cands()) != 1 || shown.cands()[0] != c2 || !stateShows(shown, own1) {
+		t.Fatalf("a candidate replacing one whose entry is shown: %+v", shown)
+	}
+}
+
+// stateShows reports whether hs's entries are want.
+func stateShows(hs *hostState, want ...*Entry) bool {
+	if hs.numEntries() != len(want) {
+		return false
+	}
+	for i, e := range want {
+		if hs.entry(i) != e {
+			return false
+		}
+	}
+	return true
 }
 
 // Keys sort the same built or derived.
@@ -187,7 +219,8 @@ func TestKeyLess(t *testing.T) {
 	svc := func(s string) *Entry {
 		return &Entry{Tags: tagset.FromPairs("kuma.io/service", s), flags: svcKey}
 	}
-	keys := []*Entry{{key: "A{}"}, svc("a"), svc("b"), {key: "Service{kuma.io/service=a,version=v1}"}, {key: "vo{}"}}
+	stored := func(k string) *Entry { return NewEntry(EntryData{Key: k}) }
+	keys := []*Entry{stored("A{}"), svc("a"), svc("b"), stored("Service{kuma.io/service=a,version=v1}"), stored("vo{}")}
 	for i, a := range keys {
 		for j, b := range keys {
 			if got, want := keyLess(a, b), a.Key() < b.Key(); got != want {
@@ -206,7 +239,7 @@ func TestPolicyKeyDerived(t *testing.T) {
 		keyIs(e, "vo{kuma.io/service=web,version=v2}") {
 		t.Errorf("key %q", e.Key())
 	}
-	stored := &Entry{key: "vo{kuma.io/service=web,version=v0}"}
+	stored := NewEntry(EntryData{Key: "vo{kuma.io/service=web,version=v0}"})
 	if !keyLess(stored, e) || keyLess(e, stored) {
 		t.Error("keyLess between a stored and a derived key")
 	}

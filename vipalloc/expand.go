@@ -139,7 +139,7 @@ type event struct {
 	c     *candidate
 	h     uint64 // hostHash of the hostname
 	add   bool
-	shard int8 // shardOf the hostname; -1 for a skip
+	shard int8 // the hostname's shard (hostHash % hostShards); -1 for a skip
 }
 
 func (x *expander) emit(c *candidate, add bool) {
@@ -205,7 +205,7 @@ func (x *expander) placedDefault(b []byte) *candidate {
 	hb = append(hb, ".mesh"...)
 	x.hbuf = hb
 	hh := keyHash(hb)
-	hs := hostByName(&x.hosts[hh%hostShards], hh, hb)
+	hs := findHost(&x.hosts[hh%hostShards], hh, hb)
 	if hs == nil {
 		return nil
 	}
@@ -347,11 +347,9 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 	}
 	switch {
 	case err != nil && missing:
-		c.key = string(b)
-		c.setReason(fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent)))
+		c.setKeyReason(string(b), fmt.Sprintf("inbound tags lack %s, needed by the host/port template", quoteList(absent)))
 	case err != nil:
-		c.key = string(b)
-		c.setReason(err.Error())
+		c.setKeyReason(string(b), err.Error())
 	case derived:
 		// The key spells the tags (it does unless one is missing): derived, not stored.
 		x.buf = out
@@ -360,7 +358,8 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 	default:
 		x.buf = out
 		kh := string(out)
-		c.key, c.Hostname = kh[:keyLen], kh[keyLen:]
+		c.Hostname = kh[keyLen:]
+		c.setKey(kh[:keyLen])
 		c.setPort(port)
 	}
 	return c
@@ -448,8 +447,7 @@ func (x *expander) visitBroken(in *inbound, delta int32) {
 		return
 	}
 	c := &candidate{refs: delta}
-	c.key = string(key)
-	c.setDetail(entryDetail{twin: x.twin, src: x.src, origin: x.src.origin, reason: x.broken})
+	c.setDetail(entryDetail{twin: x.twin, src: x.src, origin: x.src.origin, key: string(key), reason: x.broken})
 	x.cands.put(h, c)
 	x.emit(c, true)
 }

@@ -138,10 +138,10 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 				created: created}
 			for _, port := range es.ports {
 				c := m.candidate(g, es, data, src, port)
-				if old := m.cands[c.key]; old != nil && sameMESCandidate(old, c) {
+				if old := m.cands[c.storedKey()]; old != nil && sameMESCandidate(old, c) {
 					c = old
 				}
-				next[c.key] = c
+				next[c.storedKey()] = c
 				byMES[es.name] = append(byMES[es.name], c)
 			}
 		}
@@ -158,7 +158,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 	}
 	sort.Strings(names)
 	for _, cs := range byMES {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
+		sort.Slice(cs, func(i, j int) bool { return cs[i].storedKey() < cs[j].storedKey() })
 	}
 	added, removed = diffSorted(m.names, names)
 	m.cands, m.byMES, m.names = next, byMES, names
@@ -170,10 +170,10 @@ func (m *mesSource) candidate(g *compiledGen, es named, data hostname.HGData, sr
 	c := &candidate{refs: 1}
 	d := entryDetail{twin: m.twin, src: src, origin: src.origin}
 	if m.kind == mesh.KindMeshService {
-		c.key = g.hg.Name + "{meshservice=" + es.name + ",port=" + strconv.FormatUint(uint64(port), 10) + "}"
+		d.key = g.hg.Name + "{meshservice=" + es.name + ",port=" + strconv.FormatUint(uint64(port), 10) + "}"
 		d.meshService = es.name
 	} else {
-		c.key = g.hg.Name + "{meshexternalservice=" + es.name + "}"
+		d.key = g.hg.Name + "{meshexternalservice=" + es.name + "}"
 		d.meshExternalService = es.name
 	}
 	if g.err != nil {

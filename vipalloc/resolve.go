@@ -86,24 +86,23 @@ func (a *Allocator) allocateTouched(touched []*hostState) {
 	a.allocateHosts(need)
 }
 
-// settleTouched builds the entries of each touched hostname (repl, in touched's order).
+// settleTouched builds the entries of each touched hostname (repl).
 // For a table derived from the last one (not full) it also returns the touched hostnames'
 // available entries (names) and the touched VIPs with the key of their new owner (addrT,
 // "" for none known).
-func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl [][]*Entry, names map[string]*Entry, addrT map[uint32]string) {
-	repl = make([][]*Entry, len(touched))
+func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl *settled, names map[string]*Entry, addrT map[uint32]string) {
 	if full && len(touched) >= parallelWork {
-		a.settleParallel(touched, repl)
-		return repl, nil, nil
+		return a.settleParallel(touched), nil, nil
 	}
+	repl = newSettled(len(touched), len(touched))
 	if !full {
 		names = make(map[string]*Entry, len(touched))
 		addrT = make(map[uint32]string, len(touched))
 	}
 	st := settler{slab: a.entrySlab}
-	for i, hs := range touched {
-		oldAvail := a.settle(&st, hs)
-		repl[i] = hs.entries()
+	for _, hs := range touched {
+		es, oldAvail := a.settle(&st, hs)
+		repl.parts[0].add(es)
 		if full {
 			continue
 		}
@@ -187,9 +186,9 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags, Selector: w.Selector()}
 		}
 		// The owner's key, as the owner holds it (same tags and origin: a derived one stays so).
-		e = &Entry{Hostname: h, key: owner.key, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
+		e = &Entry{Hostname: h, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
 		e.setVIP(v, hasVIP)
-		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), selector: owner.Selector(),
+		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), key: owner.storedKey(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), meshService: owner.MeshService(), reason: reason, targets: targets}
 		e.setPorts(&d, ports)
 		e.setDetail(d)
@@ -343,7 +342,8 @@ func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
 		return NotAvailable, "no entry"
 	}
 	key := c.Key()
-	for _, e := range hs.entries() {
+	for i := range hs.numEntries() {
+		e := hs.entry(i)
 		if keyIs(e, key) {
 			return e.Status, e.Reason()
 		}

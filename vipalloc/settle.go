@@ -30,63 +30,104 @@ func (st *settler) sub(e *Entry) {
 	st.sum[1] -= s[1]
 }
 
-// settle replaces the entries of hs and returns its previous available entry.
-func (a *Allocator) settle(st *settler, hs *hostState) *Entry {
-	for _, e := range hs.entries() {
-		st.sub(e)
+// settle replaces the entries of hs and returns them (sorted by key) and its previous
+// available entry.
+func (a *Allocator) settle(st *settler, hs *hostState) (es []*Entry, oldAvail *Entry) {
+	for i := range hs.numEntries() {
+		st.sub(hs.entry(i))
 	}
-	oldAvail := hs.avail()
+	oldAvail = hs.avail()
 	hs.setEntries(nil)
 	if len(hs.cands()) > 0 {
-		es, _ := a.entriesFor(hs, &st.slab)
+		es, _ = a.entriesFor(hs, &st.slab)
 		hs.setEntries(es)
 	} else {
 		st.empty = append(st.empty, hs)
 	}
-	for _, e := range hs.entries() {
+	for _, e := range es {
 		st.add(e)
 	}
-	return oldAvail
+	return es, oldAvail
 }
 
 func (a *Allocator) finishSettle(st *settler) {
 	a.sum[0] += st.sum[0]
 	a.sum[1] += st.sum[1]
 	for _, hs := range st.empty {
-		a.hosts[shardOf(hs.name())].del(hs)
+		h := hostHash(hs.name())
+		a.hosts[h%hostShards].del(h, hs)
 	}
 }
 
+// settled holds the new entries of each touched hostname, in touched's order: those of
+// touched[k] are part k/mid's list between two ends. Two flat lists (one per half of a
+// parallel settle; the second empty otherwise) cost ~12 bytes a hostname where a list per
+// hostname took 24 for its slice alone, at the moment a full build holds the most.
+type settled struct {
+	mid   int // the first hostname of part 1
+	parts [2]settledPart
+}
+
+type settledPart struct {
+	flat []*Entry
+	ends []int32 // ends[k]: the end of hostname k's entries in flat
+}
+
+func newSettled(n, mid int) *settled {
+	s := &settled{mid: mid}
+	s.parts[0] = settledPart{flat: make([]*Entry, 0, mid+mid/8), ends: make([]int32, 0, mid)}
+	s.parts[1] = settledPart{flat: make([]*Entry, 0, n-mid+(n-mid)/8), ends: make([]int32, 0, n-mid)}
+	return s
+}
+
+func (p *settledPart) add(es []*Entry) {
+	p.flat = append(p.flat, es...)
+	p.ends = append(p.ends, int32(len(p.flat)))
+}
+
+// of returns the entries of touched hostname k.
+func (s *settled) of(k int) []*Entry {
+	p := &s.parts[0]
+	if k >= s.mid {
+		p, k = &s.parts[1], k-s.mid
+	}
+	lo := int32(0)
+	if k > 0 {
+		lo = p.ends[k-1]
+	}
+	return p.flat[lo:p.ends[k]]
+}
+
+func (s *settled) len() int { return len(s.parts[0].flat) + len(s.parts[1].flat) }
+
 // settleParallel settles touched in two halves on two goroutines (full builds only: no
 // index changes to record).
-func (a *Allocator) settleParallel(touched []*hostState, repl [][]*Entry) {
+func (a *Allocator) settleParallel(touched []*hostState) *settled {
 	var sts [2]settler
 	mid := len(touched) / 2
+	out := newSettled(len(touched), mid)
 	done := make(chan struct{})
-	run := func(st *settler, lo, hi int) {
+	run := func(st *settler, p *settledPart, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			a.settle(st, touched[i])
-			repl[i] = touched[i].entries()
+			es, _ := a.settle(st, touched[i])
+			p.add(es)
 		}
 	}
 	go func() {
 		defer close(done)
-		run(&sts[1], mid, len(touched))
+		run(&sts[1], &out.parts[1], mid, len(touched))
 	}()
-	run(&sts[0], 0, mid)
+	run(&sts[0], &out.parts[0], 0, mid)
 	<-done
 	a.finishSettle(&sts[0])
 	a.finishSettle(&sts[1])
+	return out
 }
 
 // mergeEntries replaces, in prev (sorted by hostname then key), the entries of each touched
-// hostname (sorted) by repl[i].
-func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry {
-	n := len(prev)
-	for _, r := range repl {
-		n += len(r)
-	}
-	out := make([]*Entry, 0, n)
+// hostname (sorted) by repl's.
+func mergeEntries(prev []*Entry, touched []*hostState, repl *settled) []*Entry {
+	out := make([]*Entry, 0, len(prev)+repl.len())
 	i := 0
 	for k, hs := range touched {
 		h := hs.name()
@@ -95,7 +136,7 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl [][]*Entry) []*Entry
 		for j < len(prev) && prev[j].Hostname == h {
 			j++
 		}
-		out = append(out, repl[k]...)
+		out = append(out, repl.of(k)...)
 		i = j
 	}
 	return append(out, prev[i:]...)

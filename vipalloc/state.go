@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -61,14 +62,24 @@ func (s *settings) loadState() map[string]uint32 {
 }
 
 // writeState writes the state file atomically (temp file in the same directory, fsync,
-// rename) from the assignments each calls add with. The JSON is
-// written directly (keys unsorted): tens of thousands of names take milliseconds, not the
-// tens of milliseconds of encoding/json with sorted keys.
+// rename) from the assignments each calls add with. The JSON is written directly (keys
+// unsorted): tens of thousands of names take milliseconds, not the tens of milliseconds of
+// encoding/json with sorted keys. It streams through a 64 KiB buffer: the first table's
+// file is written when the allocator holds the most, and 100,000 names' JSON in memory
+// whole was ~3.5 MB more (twice that while its buffer grew).
 func (s *settings) writeState(each func(add func(key string, v uint32))) error {
-	b := make([]byte, 0, 1<<16)
-	b = append(b, `{"version":1,"vips":{`...)
+	dir := filepath.Dir(s.stateFile)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(s.stateFile)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("vipalloc: state file: %w", err)
+	}
+	tmp := f.Name()
+	w := bufio.NewWriterSize(f, 64<<10)
+	b := make([]byte, 0, 256)
+	_, werr := w.WriteString(`{"version":1,"vips":{`)
 	first := true
 	each(func(k string, v uint32) {
+		b = b[:0]
 		if !first {
 			b = append(b, ',')
 		}
@@ -77,15 +88,16 @@ func (s *settings) writeState(each func(add func(key string, v uint32))) error {
 		b = append(b, ':', '"')
 		b = u4(v).AppendTo(b)
 		b = append(b, '"')
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
 	})
-	b = append(b, "}}"...)
-	dir := filepath.Dir(s.stateFile)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(s.stateFile)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("vipalloc: state file: %w", err)
+	if werr == nil {
+		_, werr = w.WriteString("}}\n")
 	}
-	tmp := f.Name()
-	_, werr := f.Write(append(b, '\n'))
+	if werr == nil {
+		werr = w.Flush()
+	}
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := firstErr(werr, serr, cerr); err != nil {

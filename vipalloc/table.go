@@ -326,12 +326,13 @@ func buildTable(v6 netip.Prefix, all []*Entry, skipped []Skip, mes map[string]ME
 	}
 	// The two indexes are built concurrently when large.
 	size, shift := slotsFor(avail)
-	b.shift, b.posBits = shift, uint(bits.Len(uint(len(all))))
+	size4, shift4 := denseSlotsFor(avail)
+	b.shift, b.shift4, b.posBits = shift, shift4, uint(bits.Len(uint(len(all))))
 	if avail >= parallelWork {
-		both(func() { b.buildNames(size) }, func() { b.buildAddrs(size) })
+		both(func() { b.buildNames(size) }, func() { b.buildAddrs(size4) })
 	} else {
 		b.buildNames(size)
-		b.buildAddrs(size)
+		b.buildAddrs(size4)
 	}
 	// The allocator's tables (valid v6) hold twins only; hand-built ones index every IPv6.
 	if !v6.IsValid() {

@@ -4,7 +4,7 @@ package vipalloc
 // linear probing in a pointer-free slice, so it costs the garbage collector nothing to scan
 // and one probe sequence per operation. Zero marks an empty slot (address 0 is never usable).
 type u32set struct {
-	slots []uint32 // power-of-two length, at most half full
+	slots []uint32 // power-of-two length, at most 7/8 full
 	n     int
 	shift uint // 64 - log2(len(slots))
 }
@@ -14,9 +14,11 @@ func (s *u32set) len() int { return s.n }
 // home is k's first slot.
 func (s *u32set) home(k uint32) int { return addrHome(k, s.shift) }
 
-// reserve makes room for n elements without growing.
+// reserve makes room for n elements without growing. The set is only probed while VIPs
+// are allocated (never while answering), so it is kept dense: 4.6-9.2 bytes an address
+// where half full took 8-16.
 func (s *u32set) reserve(n int) {
-	size, shift := slotsFor(n)
+	size, shift := denseSlotsFor(n)
 	if size <= len(s.slots) {
 		return
 	}
@@ -46,7 +48,7 @@ func (s *u32set) has(k uint32) bool {
 
 // add inserts k (non-zero) and reports whether it was absent.
 func (s *u32set) add(k uint32) bool {
-	if 2*(s.n+1) > len(s.slots) {
+	if 8*(s.n+1) > 7*len(s.slots) {
 		s.reserve(s.n + 1)
 	}
 	mask := len(s.slots) - 1

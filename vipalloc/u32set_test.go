@@ -35,3 +35,25 @@ func TestU32Set(t *testing.T) {
 		}
 	}
 }
+
+// The set of taken addresses is at most 7/8 full: 100,000 addresses in 131,072 slots (512
+// KiB, where at most half full took 1 MiB), and it grows only past 7/8.
+func TestU32SetDense(t *testing.T) {
+	var s u32set
+	s.reserve(100000)
+	for k := uint32(1); k <= 100000; k++ {
+		s.add(k * 7919)
+	}
+	if len(s.slots) != 1<<17 {
+		t.Errorf("100,000 addresses in %d slots, want %d", len(s.slots), 1<<17)
+	}
+	for k := uint32(100001); k <= 114688; k++ { // 7/8 of 1<<17
+		s.add(k * 7919)
+	}
+	if len(s.slots) != 1<<17 {
+		t.Errorf("114,688 addresses in %d slots, want %d", len(s.slots), 1<<17)
+	}
+	if s.add(114689 * 7919); len(s.slots) != 1<<18 {
+		t.Errorf("one more: %d slots, want %d", len(s.slots), 1<<18)
+	}
+}

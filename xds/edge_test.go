@@ -191,17 +191,17 @@ func TestUnspecifiedInboundAddressEndpoint(t *testing.T) {
 	res := []mesh.Resource{
 		func() *mesh.Dataplane {
 			d := dataplane("backend-1", "10.0.1.1", inbound(8080, tags("service", "backend")))
-			d.Networking.Inbound[0].Address = "0.0.0.0"
+			d.Networking.Inbound[0].Extra().Address = "0.0.0.0"
 			return d
 		}(),
 		func() *mesh.Dataplane {
 			d := dataplane("backend-2", "fd00::2", inbound(8080, tags("service", "backend")))
-			d.Networking.Inbound[0].Address = "::"
+			d.Networking.Inbound[0].Extra().Address = "::"
 			return d
 		}(),
 		func() *mesh.Dataplane {
 			d := dataplane("backend-3", "10.0.1.3", inbound(8080, tags("service", "backend")))
-			d.Networking.Inbound[0].Address = "0.0.0.0"
+			d.Networking.Inbound[0].Extra().Address = "0.0.0.0"
 			d.Networking.Extra().AdvertisedAddress = "192.0.2.3"
 			return d
 		}(),
@@ -235,7 +235,7 @@ func TestCaptureOnIPv6ForAnIPv6Dataplane(t *testing.T) {
 		{"10.0.0.1", "::ffff:10.0.0.2", "0.0.0.0"},
 	} {
 		self := dataplane("me", tc.addr, inbound(8080, tags("service", "me")))
-		self.Networking.Inbound[0].Address = tc.inbound
+		self.Networking.Inbound[0].Extra().Address = tc.inbound
 		r := generateValid(t, self, backends(), tproxy)
 		for _, l := range r.Listeners {
 			if l.Name != outboundCaptureName && l.Name != inboundCaptureName {

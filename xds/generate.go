@@ -228,8 +228,8 @@ func (g *generator) buildPending() {
 // inboundAddress is the address other dataplanes reach an inbound on. An inbound on all
 // addresses (0.0.0.0 or ::) is reached on the dataplane's address, as one without an address.
 func inboundAddress(dp *mesh.Dataplane, in mesh.Inbound) string {
-	if in.Address != "" && !unspecified(in.Address) {
-		return in.Address
+	if in.Address() != "" && !unspecified(in.Address()) {
+		return in.Address()
 	}
 	if dp.Networking.AdvertisedAddress() != "" {
 		return dp.Networking.AdvertisedAddress()
@@ -260,7 +260,7 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 		if gateways[i] != nil {
 			continue
 		}
-		addr := in.Address
+		addr := in.Address()
 		if addr == "" {
 			addr = dp.Networking.Address
 		}
@@ -310,7 +310,7 @@ func (g *generator) inbounds(gateways map[int]*mesh.Router) {
 func hasIPv6Address(dp *mesh.Dataplane) bool {
 	addrs := []string{dp.Networking.Address}
 	for _, in := range dp.Networking.Inbound {
-		addrs = append(addrs, in.Address)
+		addrs = append(addrs, in.Address())
 	}
 	for _, a := range addrs {
 		if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() && !ip.Is4In6() && !ip.IsUnspecified() {

@@ -498,7 +498,7 @@ func dpEqual(a, b *mesh.Dataplane) bool {
 	}
 	for i, x := range a.Networking.Inbound {
 		y := b.Networking.Inbound[i]
-		if x.Port != y.Port || x.Address != y.Address || x.Serving() != y.Serving() || !x.Tags.Equal(y.Tags) {
+		if x.Port != y.Port || x.Address() != y.Address() || x.Serving() != y.Serving() || !x.Tags.Equal(y.Tags) {
 			return false
 		}
 	}

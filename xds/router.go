@@ -112,7 +112,7 @@ func (g *generator) routerListeners(gws map[int]*mesh.Router) {
 		} else {
 			in = dp.Networking.Inbound[i]
 		}
-		addr := in.Address
+		addr := in.Address()
 		if addr == "" {
 			addr = dp.Networking.Address
 		}

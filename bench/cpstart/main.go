@@ -1,12 +1,14 @@
 // Command cpstart measures what a control-plane replica costs for the mesh it holds: the
 // time from its start to /ready and its resident memory, with N dataplanes stored in etcd.
 //
-//	go run ./bench/cpstart [--dataplanes 0,10000,100000] [--runs 3] [--baseline BIN] [--profile DIR]
+//	go run ./bench/cpstart [--dataplanes 0,10000,100000] [--routers 0] [--runs 3] [--baseline BIN] [--profile DIR]
 //
 // It starts one etcd member (the etcd binary, on free loopback ports, in a temporary
 // directory), writes N one-inbound Dataplanes through the store (transactions of 128, as
-// the API's writes land), then starts the real kuma-cp (`serve --store etcd`) --runs times
-// and reports the medians (with min and max) of: to-ready (exec to /ready 200: the store
+// the API's writes land; with --routers R, R Routers too, each selecting 3 of them as its
+// gateway replicas, so that the routers' zones and status read the dataplanes), then
+// starts the real kuma-cp (`serve --store etcd`) --runs times and reports the medians
+// (with min and max) of: to-ready (exec to /ready 200: the store
 // listed and decoded, the agents' tables built) and the CPU time the process took to get
 // there (what a loaded machine does not blur), RSS and anonymous RSS once it has settled
 // (quiet for two seconds running, then 2 s more: the start's work done and its garbage
@@ -45,6 +47,7 @@ import (
 
 func main() {
 	sizes := pflag.String("dataplanes", "0,10000,100000", "dataplanes stored, comma-separated")
+	routers = pflag.Int("routers", 0, "Routers stored beside them, each selecting 3 of the dataplanes (when there are that many) as its replicas")
 	runs := pflag.Int("runs", 3, "starts of kuma-cp per size (medians reported)")
 	kumaCP := pflag.String("kuma-cp", "", "the kuma-cp binary (default: built from this tree)")
 	baseline := pflag.String("baseline", "", "another kuma-cp binary (the previous build) started in turn with it, on the same etcd")
@@ -57,7 +60,10 @@ func main() {
 	}
 }
 
-var cpuSeconds *int // --cpu-seconds
+var (
+	cpuSeconds *int // --cpu-seconds
+	routers    *int // --routers
+)
 
 type sample struct {
 	ready, cpu      time.Duration // to /ready: wall clock, and the process's CPU time
@@ -195,8 +201,9 @@ func spread(ss []sample) [3]sample {
 	return out
 }
 
-// fill writes n Dataplanes of mesh default, 128 to a transaction, and returns the size of
-// one stored value.
+// fill writes n Dataplanes of mesh default, 128 to a transaction, and --routers Routers
+// (router r selects dp-3r to dp-3r+2: their service is gw-r), and returns the size of one
+// stored dataplane.
 func fill(endpoint string, n int) (int, error) {
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -208,13 +215,27 @@ func fill(endpoint string, n int) (int, error) {
 	for i := 0; i < n; i += 128 {
 		var ws []cpstore.Write
 		for j := i; j < n && j < i+128; j++ {
+			svc := fmt.Sprint("svc-", j)
+			if j < 3**routers {
+				svc = fmt.Sprint("gw-", j/3)
+			}
 			doc := fmt.Sprintf("type: Dataplane\nmesh: default\nname: dp-%d\nnetworking:\n  address: 10.%d.%d.%d\n"+
-				"  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: svc-%d\n      kuma.io/zone: zone-%d\n      version: v1\n",
-				j, j>>16&255, j>>8&255, j&255, j, j%3)
+				"  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: %s\n      kuma.io/zone: zone-%d\n      version: v1\n",
+				j, j>>16&255, j>>8&255, j&255, svc, j%3)
 			ws = append(ws, cpstore.Write{Key: cpstore.Key{Mesh: "default", Type: "Dataplane", Name: fmt.Sprintf("dp-%d", j)}, Doc: []byte(doc)})
 		}
 		if err := st.Txn(ctx, ws...); err != nil {
 			return 0, fmt.Errorf("store %d dataplanes: %w", n, err)
+		}
+	}
+	var ws []cpstore.Write
+	for r := range *routers {
+		doc := fmt.Sprintf("type: Router\nmesh: default\nname: shard%d\ndns: shard%d.apps.test\ndataplanes:\n  kuma.io/service: gw-%d\n", r, r, r)
+		ws = append(ws, cpstore.Write{Key: cpstore.Key{Mesh: "default", Type: "Router", Name: fmt.Sprint("shard", r)}, Doc: []byte(doc)})
+	}
+	if len(ws) > 0 {
+		if err := st.Txn(ctx, ws...); err != nil {
+			return 0, fmt.Errorf("store %d routers: %w", len(ws), err)
 		}
 	}
 	// read back (n = 0 too: the first start must not wait for etcd's own)

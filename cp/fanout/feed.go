@@ -106,6 +106,7 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	f.lag.served(rev)
 	f.synced.Store(true)
 	f.log.Info("resources read from the store", "revision", rev, "resources", sv.Count(), "updated", updated, "removed", removed)
+	cpstore.ListDone() // the memory of the documents listed, returned to the system
 	return rev, nil
 }
 

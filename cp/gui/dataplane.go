@@ -86,7 +86,7 @@ func (s *Server) dataplane(ctx context.Context, r *http.Request) (string, string
 // networking fills the inbounds, outbounds and gateway.
 func (d *dataplaneData) networking(n mesh.Networking) {
 	for _, in := range n.Inbound {
-		row := inboundRow{Port: strconv.Itoa(int(in.Port)), Address: in.Address, Tags: in.Tags.String(), State: in.State()}
+		row := inboundRow{Port: strconv.Itoa(int(in.Port)), Address: in.Address(), Tags: in.Tags.String(), State: in.State()}
 		if row.State == "" {
 			row.State = "Ready"
 		}

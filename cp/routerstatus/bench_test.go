@@ -41,3 +41,25 @@ func BenchmarkPass(b *testing.B) {
 		w.pass(context.Background(), wd, m)
 	}
 }
+
+// BenchmarkListMeshWithoutRouters: what a list of 10,000 Dataplanes of a mesh without a
+// Router costs the leader's writer (at its start, and at every re-list): none of them can be
+// a replica.
+//
+//	go test ./cp/routerstatus -run '^$' -bench ListMeshWithoutRouters -benchmem
+func BenchmarkListMeshWithoutRouters(b *testing.B) {
+	const dps = 10000
+	items := make([]store.Item, 0, dps)
+	for i := range dps {
+		name := fmt.Sprintf("web-%d", i)
+		doc := fmt.Sprintf("type: Dataplane\nmesh: default\nname: %s\nnetworking:\n  address: 10.1.%d.%d\n  inbound:\n  - port: 8080\n    tags:\n      kuma.io/service: web-%d\n", name, i/250, i%250, i)
+		items = append(items, store.Item{Key: store.Key{Mesh: "default", Type: mesh.KindDataplane, Name: name}, Doc: []byte(doc), Version: 1})
+	}
+	w := &Writer{Store: putStore{}, Log: slog.New(slog.DiscardHandler)}
+	for b.Loop() {
+		wd := &watched{routers: map[store.Key]*router{}, dps: map[store.Key]*mesh.Dataplane{}}
+		for _, it := range items {
+			w.take(wd, it)
+		}
+	}
+}

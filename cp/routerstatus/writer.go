@@ -57,6 +57,16 @@ func (wd *watched) selects(dp *mesh.Dataplane) bool {
 	return false
 }
 
+// selecting reports whether a router of mesh m selects dataplanes.
+func (wd *watched) selecting(m string) bool {
+	for _, r := range wd.routers {
+		if r.rt.Mesh == m && len(r.rt.Dataplanes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Run writes the statuses until ctx ends: a list, then the store's changes and a readiness
 // poll; every pass writes the statuses that differ from the stored ones (compared on the
 // Router's version: a Router changed meanwhile is taken at its next version). A store that
@@ -92,6 +102,7 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 		}
 		its = nil
+		store.ListDone() // the documents are not kept: their memory returned to the system
 		w.follow(ctx, wd, rev, poll)
 	}
 }
@@ -127,6 +138,10 @@ func (w *Writer) take(wd *watched, it store.Item) (changed, relist bool) {
 		return true, old == nil || old.rt.Dataplanes.String() != rt.Dataplanes.String()
 	case mesh.KindDataplane:
 		_, had := wd.dps[it.Key]
+		if !wd.selecting(it.Mesh) { // none can select it: not decoded
+			delete(wd.dps, it.Key)
+			return had, false
+		}
 		if dp := decode[*mesh.Dataplane](it); dp != nil && wd.selects(dp) {
 			wd.dps[it.Key] = dp
 			return true, false

@@ -4,6 +4,12 @@
 // routes and bindings, schedules new routes with package routing, re-schedules routes whose
 // router went away or stopped selecting them, writes admission into route status), and the
 // rules the write API applies to route status.
+//
+// The reconciler's files: reconcile.go (Run, Pass), follow.go (the watch loop), mirror.go
+// (what the watch showed), pass.go (one mesh's pass, step by step), holds.go (whether a
+// binding still holds), bindbatch.go (many bindings a transaction), unbind.go (undoing, and
+// mass undoing slowed), routerdns.go (routers sharing a dns), status.go, decode.go,
+// metrics.go.
 package routesched
 
 import (
@@ -59,15 +65,9 @@ func bindingKey(meshName, ns, name string) store.Key {
 // Bind creates binding b and applies it to its route's status (phase scheduled, dns, router,
 // the router's canonical name and ingress, when given) in one transaction compared on the
 // route's version: a route changed meanwhile is read again and the binding retried; never
-// half-applied. A route that already has a binding gives ErrBound.
+// half-applied. A route that already has a binding gives ErrBound. (The reconciler binds
+// many routes a transaction, each compared the same way: bindbatch.go.)
 func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress) error {
-	return bind(ctx, st, meshName, b, canonical, ingress, nil, nil)
-}
-
-// bind is Bind, starting from the route as read (read is nil: read it). With guards (the
-// keys the router was chosen from, as read), nothing lands once one of them changed: that
-// conflict is returned, not retried.
-func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.RouteBinding, canonical string, ingress []mesh.RouteIngress, read *store.Item, guards []store.Write) error {
 	b.Name = mesh.RouteKeyName(b.RouteNamespace, b.RouteName)
 	if b.Mesh == "" {
 		b.Mesh = meshName
@@ -77,11 +77,8 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 	}
 	rk, bk := routeKey(meshName, b.RouteNamespace, b.RouteName), bindingKey(meshName, b.RouteNamespace, b.RouteName)
 	for attempt := 0; ; attempt++ {
-		var it store.Item
-		var err error
-		if attempt == 0 && read != nil {
-			it = *read
-		} else if it, err = st.Get(ctx, rk); err != nil {
+		it, err := st.Get(ctx, rk)
+		if err != nil {
 			return fmt.Errorf("binding route %s/%s: %w", b.RouteNamespace, b.RouteName, err)
 		}
 		r, err := DecodeRoute(it)
@@ -90,8 +87,7 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		}
 		r.CreationTime = time.Time{} // the store keeps it
 		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: b.DNS, Router: b.Router, RouterCanonicalHostname: canonical, Ingress: ingress}
-		writes := append([]store.Write{{Key: bk, Doc: Encode(b)}, {Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created}}, guards...)
-		err = st.Txn(ctx, writes...)
+		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created})
 		if err == nil {
 			return nil
 		}
@@ -101,7 +97,7 @@ func bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		if _, gerr := st.Get(ctx, bk); gerr == nil {
 			return fmt.Errorf("route %s/%s: %w", b.RouteNamespace, b.RouteName, ErrBound)
 		}
-		if attempt >= 20 || len(guards) > 0 {
+		if attempt >= 20 {
 			return err
 		}
 	}
@@ -131,6 +127,12 @@ func unbind(ctx context.Context, st store.Transactional, route store.Item, r *me
 // SetStatus writes a route's status fields other than phase and dns (the reason it is not
 // scheduled, its admission), compared on version; phase and dns are kept as stored.
 func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) error {
+	_, err := setStatus(ctx, st, it, r, reason, message, ingress)
+	return err
+}
+
+// setStatus is SetStatus, returning the document written.
+func setStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) ([]byte, error) {
 	s := mesh.RouteStatus{}
 	if r.Status != nil {
 		s = *r.Status
@@ -142,8 +144,9 @@ func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route
 	c := *r
 	c.CreationTime = time.Time{}
 	c.Status = &s
-	_, err := st.Put(ctx, it.Key, Encode(&c), it.Version)
-	return err
+	doc := Encode(&c)
+	_, err := st.Put(ctx, it.Key, doc, it.Version)
+	return doc, err
 }
 
 // Canonical is the name a user's own domain points its CNAME at for router: the one the

@@ -23,20 +23,24 @@ import (
 
 // etcdParts is what serving from etcd runs beside the agents' server.
 type etcdParts struct {
-	cl       *cpstore.Client
-	st       *cpstore.Etcd
-	feed     *fanout.Feed
-	agents   *cpstore.Presence // the agents connected to each replica
-	apiSrv   *api.Server
-	api      *connlimit.HTTP
-	dnsAddr  string
-	leader   atomic.Bool
-	replica  string
-	leaderID atomic.Value // string
-	routes   routesched.Metrics
-	routers  routerstatus.Metrics
-	zones    atomic.Pointer[authdns.Catalog] // the shards' zones as last built (GET /zones)
-	health   *cpstore.Health
+	cl *cpstore.Client
+	st *cpstore.Etcd
+	// followers is st for the followers of the whole store (the agents' feed, the routers'
+	// zones, the routers' status): they share its lists, so a start reads etcd and holds
+	// every document once.
+	followers cpstore.Store
+	feed      *fanout.Feed
+	agents    *cpstore.Presence // the agents connected to each replica
+	apiSrv    *api.Server
+	api       *connlimit.HTTP
+	dnsAddr   string
+	leader    atomic.Bool
+	replica   string
+	leaderID  atomic.Value // string
+	routes    routesched.Metrics
+	routers   routerstatus.Metrics
+	zones     atomic.Pointer[authdns.Catalog] // the shards' zones as last built (GET /zones)
+	health    *cpstore.Health
 }
 
 // start connects to etcd and runs, in this order: the store's health and its feed to cp,
@@ -52,12 +56,13 @@ func (c *StoreConfig) start(ctx context.Context, cp *fanout.ControlPlane, log *s
 		return nil, err
 	}
 	p := &etcdParts{cl: cl, st: cl.Store(c.Etcd.Prefix), replica: c.ReplicaID}
+	p.followers = cpstore.SharedLists(p.st)
 	p.leaderID.Store("")
 	p.follow(ctx, c, cp, log)
 	if err := p.listenAPI(c, token, cp, log); err != nil {
 		return nil, err
 	}
-	dns, err := c.shardDNS(ctx, p.st, cl.Client, p.leader.Load, p.feed, log.With("part", "dns"), func(z *shardzones.Zones) { p.zones.Store(z.All) })
+	dns, err := c.shardDNS(ctx, p.followers, cl.Client, p.leader.Load, p.feed, log.With("part", "dns"), func(z *shardzones.Zones) { p.zones.Store(z.All) })
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +98,7 @@ func (p *etcdParts) follow(ctx context.Context, c *StoreConfig, cp *fanout.Contr
 	// of the store follow it.
 	p.health = p.st.Health(c.LeaseTTL, log.With("part", "store"))
 	go p.health.Run(ctx)
-	p.feed = fanout.NewFeed(p.st, cp, log.With("part", "store"))
+	p.feed = fanout.NewFeed(p.followers, cp, log.With("part", "store"))
 	go p.feed.Run(ctx)
 	// Every replica publishes the agents connected to it (store.Presence): GET /agents of
 	// any replica names them all.
@@ -130,7 +135,7 @@ func (p *etcdParts) lead(lctx context.Context, c *StoreConfig, cp *fanout.Contro
 	online := func(meshName, name string) bool {
 		return cp.HasAgent(meshName, name) || p.agents.Elsewhere(meshName+"/"+name)
 	}
-	rw := &routerstatus.Writer{Store: p.st, Online: online, OnlineKnown: p.agents.Listed, Log: log.With("part", "routers"), Metrics: &p.routers}
+	rw := &routerstatus.Writer{Store: p.followers, Online: online, OnlineKnown: p.agents.Listed, Log: log.With("part", "routers"), Metrics: &p.routers}
 	done := make(chan struct{})
 	go func() { rw.Run(lctx); close(done) }()
 	rc.Run(lctx)

@@ -398,8 +398,9 @@ func Served(ctx context.Context, cl *clientv3.Client, prefix string, cfg authdns
 }
 
 // write sets the record of origin (serial 0: deletes it), compared on the version it was
-// read at. When the record changed since: written over when the record there now is behind
-// rec (a write of this replica's that it had not noted yet), else errRecordAhead.
+// read at. When the record changed since: done when it holds rec already, written over when
+// the record there now is behind rec (a write of this replica's that it had not noted yet),
+// else errRecordAhead.
 func (s *Serials) write(ctx context.Context, origin string, rec serialRecord) error {
 	key := s.prefix + origin
 	op := clientv3.OpDelete(key)
@@ -429,6 +430,16 @@ func (s *Serials) write(ctx context.Context, origin string, rec serialRecord) er
 		rec.version = 0 // gone since: created again
 		if kvs := tr.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			_, now, err := s.decode(kvs[0].Key, kvs[0].Value, kvs[0].ModRevision)
+			if err == nil && now.hash == rec.hash && now.serial == rec.serial {
+				// Already holds it: a write of the same asked twice (two builds of one
+				// content, the second asked before the first was written).
+				s.mu.Lock()
+				if cur := s.recs[origin]; now.version > cur.version {
+					s.recs[origin] = now
+				}
+				s.mu.Unlock()
+				return nil
+			}
 			if err == nil && (rec.serial == 0 || !authdns.SerialAfter(rec.serial, now.serial)) {
 				return errRecordAhead
 			}

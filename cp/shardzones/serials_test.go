@@ -2,6 +2,7 @@ package shardzones
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -448,5 +449,24 @@ func TestSerialsAReadNeverForgetsANewerRecord(t *testing.T) {
 	lb, _ := leader.Build(input(5), la)
 	if got := serial(lb); got != 5 {
 		t.Fatalf("the leader serves %d for the content the other serves as 5", got)
+	}
+}
+
+// A record asked to be written twice - two builds of one content on the leader, the second
+// asked before the first was written, so compared on the version before it - is written once
+// and the second ask is done, not refused as another writer's change (which logged a warning
+// and built the zones again at every start of a replica with routers).
+func TestSerialsSameRecordAskedTwiceIsDone(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := NewSerials(c.Client(), "/kuma", func() bool { return true }, nil)
+	ctx := context.Background()
+	rec := serialRecord{hash: 0xabc, serial: 7}
+	for i := range 2 {
+		if err := s.write(ctx, zoneOrigin, rec); err != nil { // both compared on version 0
+			t.Fatalf("write %d: %v", i+1, err)
+		}
+	}
+	if err := s.write(ctx, zoneOrigin, serialRecord{hash: 0xdef, serial: 7}); !errors.Is(err, errRecordAhead) {
+		t.Fatalf("another content with the recorded serial, on a stale version: %v, want errRecordAhead", err)
 	}
 }

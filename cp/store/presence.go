@@ -94,9 +94,8 @@ func (p *Presence) Run(ctx context.Context) {
 	}
 }
 
-// maxTxnOps is the most operations a presence transaction holds: etcd's default
-// --max-txn-ops.
-const maxTxnOps = 128
+// maxTxnOps is the most operations a presence transaction holds.
+const maxTxnOps = MaxTxnOps
 
 var errPresenceLost = errors.New("presence: session or watch lost")
 

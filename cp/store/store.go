@@ -4,8 +4,9 @@
 // a watch that resumes from a revision. It owns the Store interface and its etcd backend
 // (go.etcd.io/etcd/client/v3: consensus, leases and watches are etcd's, never ours), the
 // client set-up (NewClient), leader election on it, Presence (which names each replica
-// holds, on its session's lease) and Health (whether a quorum of etcd is reached, and which
-// members answer).
+// holds, on its session's lease), Health (whether a quorum of etcd is reached, and which
+// members answer) and SharedLists (one list of the whole store for a replica's followers of
+// it).
 //
 // It never decodes or validates a document (package mesh does, before a write) and knows
 // nothing of agents or DNS: it is general, for today's kinds and the next ones.

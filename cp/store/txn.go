@@ -26,6 +26,15 @@ type Write struct {
 	Created time.Time
 }
 
+// Limits of one transaction a writer batching many writes keeps within: MaxTxnOps
+// comparisons, and as many operations (etcd's default --max-txn-ops), and MaxTxnBytes of
+// documents, which the envelope's base64 makes 4/3 larger, under etcd's default
+// --max-request-bytes (1.5 MiB).
+const (
+	MaxTxnOps   = 128
+	MaxTxnBytes = 1 << 20
+)
+
 // Transactional is a Store that writes several resources at once: all or none.
 type Transactional interface {
 	Store

@@ -1,0 +1,97 @@
+package routesched
+
+import (
+	"context"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+)
+
+// relistEvery is how many Resyncs pass between two listings of the store while a watch
+// holds: the watch misses nothing (it resumes after the last revision delivered, and a
+// compaction ends it: Run lists again), so a listing is a safety net - at 10,000 routes
+// bound it holds the writes that arrive meanwhile for about a second on a loaded machine.
+const relistEvery = 10
+
+// follow keeps one watch open from rev, applying its changes to the mirror the pass at rev
+// listed, and runs a pass on the mirror after each change of a routing resource (after a
+// short debounce, so a burst is one pass) and when a retry is due (next). Every Resync the
+// pass checks every binding again (a failed write is retried), and every relistEvery
+// Resyncs it lists the store again. It returns for a full restart when the watch ends
+// (compaction) or a pass fails.
+func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := rc.Store.Watch(wctx, rev)
+	resync, resyncs := time.Now().Add(rc.Resync), 0
+	for {
+		d := time.Until(resync)
+		if !next.IsZero() {
+			d = min(d, max(time.Until(next), 10*time.Millisecond))
+		}
+		if !rc.await(ctx, events, d) {
+			return
+		}
+		var err error
+		switch {
+		case time.Now().Before(resync):
+			next, err = rc.passOnMirror(ctx, false)
+		case resyncs+1 < relistEvery:
+			next, err = rc.passOnMirror(ctx, true)
+			resync, resyncs = time.Now().Add(rc.Resync), resyncs+1
+		default:
+			_, next, err = rc.Pass(ctx)
+			resync, resyncs = time.Now().Add(rc.Resync), 0
+		}
+		if err != nil {
+			rc.Log.Warn("route scheduling pass failed; retrying", "error", err)
+			return
+		}
+	}
+}
+
+// passOnMirror is a pass on what the watch has shown; all: every binding checked again.
+func (rc *Reconciler) passOnMirror(ctx context.Context, all bool) (time.Time, error) {
+	routers, routes, bindings := rc.mirror.lists()
+	if all {
+		rc.forgetDeleted(routers, routes, bindings)
+	}
+	rc.checkAll = all
+	defer func() { rc.checkAll = false }()
+	return rc.pass(ctx, routers, routes, bindings)
+}
+
+// await applies watched changes to the mirror until one changes it (then the rest of its
+// burst: at most 10 debounces, so a steady stream of writes still gets passes) or d has
+// passed. It is false when the watch ended (or ctx).
+func (rc *Reconciler) await(ctx context.Context, events <-chan store.Event, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for changed := false; !changed; {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case e, ok := <-events:
+			if !ok || e.Type == store.Relist {
+				return false
+			}
+			changed = rc.mirror.apply(e)
+		}
+	}
+	for until := time.Now().Add(10 * debounce); time.Now().Before(until); {
+		select {
+		case e, ok := <-events:
+			if !ok || e.Type == store.Relist {
+				return false
+			}
+			rc.mirror.apply(e)
+		case <-time.After(debounce):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}

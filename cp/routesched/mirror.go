@@ -1,0 +1,99 @@
+package routesched
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// mirror holds the routers, routes and bindings as a pass listed them, kept up to date by
+// the watch that follows the pass: the passes run on a watched change read it instead of
+// listing the store again (20,000 keys for 10,000 bound routes, most of a pass's time). A
+// pass acting on a mirror behind the store is no less safe than one acting on a list: every
+// write it makes is compared on the versions it read.
+//
+// A pass's own writes (bindings made, admission written) come back through the watch too:
+// they are applied, but call for no pass of their own - the pass that wrote them already
+// acted on them (a pass after its bindings found nothing to do, at 10,000 routes bound as
+// costly as the pass that bound them).
+type mirror struct {
+	items map[store.Key]store.Item
+	ours  map[store.Key]string // documents this reconciler wrote, until the watch shows them
+}
+
+func newMirror(lists ...[]store.Item) *mirror {
+	m := &mirror{items: map[store.Key]store.Item{}, ours: map[store.Key]string{}}
+	for _, l := range lists {
+		for _, it := range l {
+			m.items[it.Key] = it
+		}
+	}
+	return m
+}
+
+// wrote records a document the reconciler wrote under k.
+func (m *mirror) wrote(k store.Key, doc []byte) {
+	if m != nil {
+		m.ours[k] = string(doc)
+	}
+}
+
+// routingKind says whether kind is one a pass reads.
+func routingKind(kind string) bool {
+	return kind == mesh.KindRouter || kind == mesh.KindRoute || kind == mesh.KindRouteBinding
+}
+
+// apply applies a watched change of a router, route or binding; one the mirror already
+// holds (the watch starts at the first list's revision, the others were read later) or of
+// another kind is ignored. It says whether the change calls for a pass: the mirror changed,
+// and not by a write of this reconciler.
+func (m *mirror) apply(e store.Event) bool {
+	if !routingKind(e.Item.Type) {
+		return false
+	}
+	k := e.Item.Key
+	have, held := m.items[k]
+	switch e.Type {
+	case store.Put:
+		if held && have.Version >= e.Item.Version {
+			return false
+		}
+		m.items[k] = e.Item
+		if doc, ok := m.ours[k]; ok {
+			delete(m.ours, k)
+			return doc != string(e.Item.Doc)
+		}
+	case store.Delete:
+		delete(m.ours, k)
+		if !held || have.Version >= e.Revision {
+			return false
+		}
+		delete(m.items, k)
+	default:
+		return false
+	}
+	return true
+}
+
+// lists are the mirror's routers (by key), routes and bindings.
+func (m *mirror) lists() (routers, routes, bindings []store.Item) {
+	routes = make([]store.Item, 0, len(m.items)/2+1)
+	bindings = make([]store.Item, 0, len(m.items)/2+1)
+	for _, it := range m.items {
+		switch it.Type {
+		case mesh.KindRouter:
+			routers = append(routers, it)
+		case mesh.KindRoute:
+			routes = append(routes, it)
+		case mesh.KindRouteBinding:
+			bindings = append(bindings, it)
+		}
+	}
+	slices.SortFunc(routers, func(a, b store.Item) int {
+		return cmp.Or(strings.Compare(a.Mesh, b.Mesh), strings.Compare(a.Name, b.Name))
+	})
+	return routers, routes, bindings
+}

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"sync"
+)
+
+// SharedLists is st whose lists of the whole store (every mesh and type, one page) are
+// shared by the callers that overlap: a caller asking while another's list is under way gets
+// that list (consistent at its revision: a caller that watches from it misses no change)
+// instead of reading the store once more. A replica's followers of the store - the agents'
+// feed, the routers' zones, the routers' status - start together and each lists everything:
+// one read of the store and one copy of its documents in memory, not one per follower.
+//
+// The items are shared: a caller must not modify them. A joined list may be older than the
+// call, so a reader that must see its own writes (the API) does not use it. Every other call
+// goes to st.
+func SharedLists(st Store) Store { return &sharedLists{Store: st} }
+
+type sharedLists struct {
+	Store
+	mu  sync.Mutex
+	cur *sharedList // the list under way
+}
+
+// sharedList is one list of the whole store and the callers waiting for it.
+type sharedList struct {
+	done    chan struct{}
+	items   []Item
+	next    string
+	rev     int64
+	err     error
+	ended   bool // the first caller's context ended: its error is not the others'
+	waiting int  // callers joined (guarded by sharedLists.mu)
+}
+
+// List implements Store.
+func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit int) ([]Item, string, int64, error) {
+	if mesh != "" || typ != "" || after != "" || limit != 0 {
+		return s.Store.List(ctx, mesh, typ, after, limit)
+	}
+	s.mu.Lock()
+	if l := s.cur; l != nil {
+		l.waiting++
+		s.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, "", 0, ctx.Err()
+		}
+		if l.err != nil && l.ended {
+			return s.Store.List(ctx, "", "", "", 0)
+		}
+		return l.items, l.next, l.rev, l.err
+	}
+	l := &sharedList{done: make(chan struct{})}
+	s.cur = l
+	s.mu.Unlock()
+	l.items, l.next, l.rev, l.err = s.Store.List(ctx, "", "", "", 0)
+	l.ended = ctx.Err() != nil
+	s.mu.Lock()
+	s.cur = nil
+	s.mu.Unlock()
+	close(l.done)
+	return l.items, l.next, l.rev, l.err
+}
+
+// LastDelete is the wrapped store's (Etcd.LastDelete), 0 when it cannot tell: the wrapper
+// hides no reader's use of it (the feed's content revision).
+func (s *sharedLists) LastDelete(ctx context.Context, rev int64) (int64, error) {
+	if ld, ok := s.Store.(interface {
+		LastDelete(ctx context.Context, rev int64) (int64, error)
+	}); ok {
+		return ld.LastDelete(ctx, rev)
+	}
+	return 0, nil
+}
+
+// joined is how many callers wait for the list under way (0 when none is), for tests.
+func (s *sharedLists) joined() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return 0
+	}
+	return s.cur.waiting
+}

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/internal/etcdtest"
+)
+
+// gatedStore counts the lists that reach the store and holds each until gate is closed.
+type gatedStore struct {
+	Store
+	lists atomic.Int32
+	gate  chan struct{}
+}
+
+func (g *gatedStore) List(ctx context.Context, mesh, typ, after string, limit int) ([]Item, string, int64, error) {
+	g.lists.Add(1)
+	<-g.gate
+	return g.Store.List(ctx, mesh, typ, after, limit)
+}
+
+type listed struct {
+	items []Item
+	rev   int64
+	err   error
+}
+
+func listIn(ctx context.Context, s Store) chan listed {
+	out := make(chan listed, 1)
+	go func() {
+		items, _, rev, err := s.List(ctx, "", "", "", 0)
+		out <- listed{items, rev, err}
+	}()
+	return out
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Two followers listing the whole store at once read it once and get the same list; a list
+// asked after it ended reads the store again (never an old answer); a paged or filtered list
+// is never shared.
+func TestSharedListsReadTheStoreOnceForOverlappingCallers(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx := context.Background()
+	base := NewEtcd(c.Client(), "/kuma")
+	for i := range 3 {
+		if _, err := base.Put(ctx, Key{"default", "Dataplane", fmt.Sprint("dp-", i)}, []byte("doc"), Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &gatedStore{Store: base, gate: make(chan struct{})}
+	s := SharedLists(g).(*sharedLists)
+
+	first := listIn(ctx, s)
+	waitUntil(t, "the first list reaches the store", func() bool { return g.lists.Load() == 1 })
+	second := listIn(ctx, s)
+	waitUntil(t, "the second caller joins the first's list", func() bool { return s.joined() == 1 })
+	close(g.gate)
+	a, b := <-first, <-second
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	if len(a.items) != 3 || len(b.items) != 3 || a.rev != b.rev || &a.items[0] != &b.items[0] {
+		t.Fatalf("lists of %d and %d items at revisions %d and %d, want one list of 3 shared", len(a.items), len(b.items), a.rev, b.rev)
+	}
+	if n := g.lists.Load(); n != 1 {
+		t.Fatalf("the store was listed %d times for two overlapping callers, want once", n)
+	}
+
+	if _, err := base.Put(ctx, Key{"default", "Dataplane", "dp-new"}, []byte("doc"), Any); err != nil {
+		t.Fatal(err)
+	}
+	later := <-listIn(ctx, s)
+	if later.err != nil || len(later.items) != 4 || g.lists.Load() != 2 {
+		t.Fatalf("a list after the shared one: %d items (err %v), the store listed %d times; want 4 items read again", len(later.items), later.err, g.lists.Load())
+	}
+	if items, _, _, err := s.List(ctx, "", "Dataplane", "", 1); err != nil || len(items) != 1 || g.lists.Load() != 3 {
+		t.Fatalf("a page of one: %d items (err %v), store listed %d times; want it passed to the store", len(items), err, g.lists.Load())
+	}
+}
+
+// The caller whose list is shared stops waiting (its context ends): a caller that joined it
+// reads the store itself instead of getting the other's cancellation.
+func TestSharedListsJoinerOutlivesTheFirstCaller(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx := context.Background()
+	base := NewEtcd(c.Client(), "/kuma")
+	if _, err := base.Put(ctx, Key{"default", "Dataplane", "dp-0"}, []byte("doc"), Any); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedStore{Store: base, gate: make(chan struct{})}
+	s := SharedLists(g).(*sharedLists)
+	firstCtx, cancel := context.WithCancel(ctx)
+	first := listIn(firstCtx, s)
+	waitUntil(t, "the first list reaches the store", func() bool { return g.lists.Load() == 1 })
+	second := listIn(ctx, s)
+	waitUntil(t, "the second caller joins", func() bool { return s.joined() == 1 })
+	cancel()
+	close(g.gate)
+	if a := <-first; a.err == nil {
+		t.Fatalf("the cancelled caller's list succeeded (%d items): the test did not cancel it", len(a.items))
+	}
+	if b := <-second; b.err != nil || len(b.items) != 1 {
+		t.Fatalf("the joined caller got %d items, error %v; want its own list of 1", len(b.items), b.err)
+	}
+}
+
+// The wrapper keeps what the store tells beyond Store: its newest delete (the feed's content
+// revision reads it through the wrapper).
+func TestSharedListsTellTheNewestDelete(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx := context.Background()
+	base := NewEtcd(c.Client(), "/kuma")
+	k := Key{"default", "Dataplane", "dp-0"}
+	if _, err := base.Put(ctx, k, []byte("doc"), Any); err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Delete(ctx, k, Any); err != nil {
+		t.Fatal(err)
+	}
+	want, err := base.LastDelete(ctx, 0)
+	if err != nil || want == 0 {
+		t.Fatalf("the store's newest delete: %d, %v", want, err)
+	}
+	ld, ok := SharedLists(base).(interface {
+		LastDelete(ctx context.Context, rev int64) (int64, error)
+	})
+	if !ok {
+		t.Fatal("SharedLists hides the store's LastDelete")
+	}
+	if got, err := ld.LastDelete(ctx, 0); got != want || err != nil {
+		t.Fatalf("LastDelete through the wrapper: %d, %v; want %d", got, err, want)
+	}
+}
