@@ -165,7 +165,7 @@ func TestFrozenMemberFailsNoCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.Freeze(0)
+	c.Freeze(c.Follower()) // the leader frozen is an election first, no quorum meanwhile
 	var failed []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -260,20 +260,7 @@ func TestFrozenMemberIsNoOutage(t *testing.T) {
 	defer cancel()
 	h := s.Health(2*time.Second, slog.New(slog.DiscardHandler))
 	go h.Run(ctx)
-	follower := -1 // a member that is not etcd's leader: freezing the leader is an election
-	for i, ep := range c.Endpoints() {
-		st, err := c.Client().Status(ctx, ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Leader != st.Header.MemberId {
-			follower = i
-			break
-		}
-	}
-	if follower < 0 {
-		t.Fatal("no follower among the members")
-	}
+	follower := c.Follower() // freezing the leader is an election first
 	c.Freeze(follower)
 	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if err := h.Err(); err != nil {
