@@ -213,6 +213,24 @@ func (c *Cluster) Freeze(i int) {
 	c.t.Cleanup(func() { _ = m.cmd.Process.Signal(syscall.SIGCONT) }) // before the kill
 }
 
+// Follower is the index of a running member that is not the cluster's leader: a test of
+// one member frozen while the quorum holds freezes it (freezing the leader is an election
+// first, during which no quorum answers - another test).
+func (c *Cluster) Follower() int {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := c.Client()
+	for i, ep := range c.Endpoints() {
+		st, err := cl.Status(ctx, ep)
+		if err == nil && st.Leader != 0 && st.Leader != st.Header.MemberId {
+			return i
+		}
+	}
+	c.t.Fatal("etcdtest: no follower among the members")
+	return -1
+}
+
 // Thaw resumes member i after Freeze (SIGCONT).
 func (c *Cluster) Thaw(i int) {
 	c.t.Helper()
