@@ -22,6 +22,7 @@ type fastConn struct {
 	s   *Server
 	in  []byte // what the socket is read into: CoreDNS's own buffers are 512 bytes
 	out []byte
+	b   *batchIO // datagrams read and answered many a system call (batch_linux.go), when available
 }
 
 // maxUDPQuery is the longest UDP query read whole: at least the payload size our OPT
@@ -29,7 +30,46 @@ type fastConn struct {
 // included (RFC 7830).
 const maxUDPQuery = 4096
 
-func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
+// answerHere answers p when the fast path can (a name we own, a route name, or a FORMERR,
+// NOTIMP or BADVERS as CoreDNS would answer it), appending to out; else it returns the
+// packet to hand to CoreDNS (p, or p without its EDNS options when only they make it
+// longer than max, what CoreDNS reads).
+func (c *fastConn) answerHere(p, out []byte, max int) (resp []byte, answered bool, forward []byte) {
+	var q query
+	parsed := parseQuery(p, &q)
+	if parsed {
+		resp, kind := c.s.resp.answer(&q, out, q.limit())
+		if kind != notOurs {
+			c.s.counted(kind, q.qtype)
+			return resp, true, nil
+		}
+		out = resp[:0]
+	}
+	if resp, ok := c.s.answerRoute(out, p); ok { // routezones.go
+		return resp, true, nil
+	}
+	if !parsed { // FORMERR, NOTIMP and BADVERS as CoreDNS would answer them, rightly
+		resp, ok := reject(out, p)
+		if !ok {
+			resp, ok = badVers(out, p)
+		}
+		if ok {
+			return resp, true, nil
+		}
+	}
+	if len(p) > max && parsed && q.edns {
+		// Longer than CoreDNS reads (512 bytes: cut short, it would be a FORMERR) only by
+		// its EDNS options (padding, ...): the same query without them. They are
+		// hop-by-hop: not forwarded, and none is echoed in an answer.
+		at := headerLen + len(q.qname) + 4 // the OPT record
+		p[at+9], p[at+10] = 0, 0           // RDLENGTH
+		p = p[:at+11]
+	}
+	return out, false, p
+}
+
+// readOne is ReadFrom one datagram a system call (where batches are not available).
+func (c *fastConn) readOne(b []byte) (int, net.Addr, error) {
 	if c.out == nil {
 		c.out = make([]byte, 0, 1024)
 		c.in = make([]byte, maxUDPQuery)
@@ -39,43 +79,13 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		p := c.in[:n]
-		var q query
-		parsed := parseQuery(p, &q)
-		if parsed {
-			resp, kind := c.s.resp.answer(&q, c.out[:0], q.limit())
-			c.out = resp[:0]
-			if kind != notOurs {
-				c.s.counted(kind, q.qtype)
-				c.UDPConn.WriteToUDPAddrPort(resp, from) // UDP: a lost answer is retried by the client
-				continue
-			}
-		}
-		if resp, ok := c.s.answerRoute(c.out[:0], p); ok { // routezones.go
-			c.out = resp[:0]
-			c.UDPConn.WriteToUDPAddrPort(resp, from)
+		resp, answered, fwd := c.answerHere(c.in[:n], c.out[:0], len(b))
+		c.out = resp[:0]
+		if answered {
+			c.UDPConn.WriteToUDPAddrPort(resp, from) // UDP: a lost answer is retried by the client
 			continue
 		}
-		if !parsed { // FORMERR, NOTIMP and BADVERS as CoreDNS would answer them, rightly
-			resp, ok := reject(c.out[:0], p)
-			if !ok {
-				resp, ok = badVers(c.out[:0], p)
-			}
-			if ok {
-				c.out = resp[:0]
-				c.UDPConn.WriteToUDPAddrPort(resp, from)
-				continue
-			}
-		}
-		if len(p) > len(b) && parsed && q.edns {
-			// Longer than CoreDNS reads (512 bytes: cut short, it would be a FORMERR) only by
-			// its EDNS options (padding, ...): the same query without them. They are
-			// hop-by-hop: not forwarded, and none is echoed in an answer.
-			at := headerLen + len(q.qname) + 4 // the OPT record
-			p[at+9], p[at+10] = 0, 0           // RDLENGTH
-			p = p[:at+11]
-		}
-		return copy(b, p), net.UDPAddrFromAddrPort(from), nil
+		return copy(b, fwd), net.UDPAddrFromAddrPort(from), nil
 	}
 }
 
