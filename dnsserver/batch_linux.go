@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -173,17 +174,5 @@ func zoneName(idx uint32) string {
 	if ifi, err := net.InterfaceByIndex(int(idx)); err == nil {
 		return ifi.Name
 	}
-	return itoa(idx)
-}
-
-func itoa(v uint32) string {
-	var b [10]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		if v /= 10; v == 0 {
-			return string(b[i:])
-		}
-	}
+	return strconv.FormatUint(uint64(idx), 10)
 }
