@@ -10,19 +10,18 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kumadp/kuma-dp/internal/testutil"
 )
 
 // Cluster is a running etcd cluster.
@@ -110,57 +109,11 @@ func start(t testing.TB, n int, tc *TLS) *Cluster {
 }
 
 // freeAddr returns a loopback address free now, with a port below the kernel's ephemeral
-// range: a member killed and restarted listens on its ports again, and in between any
-// listener on port 0 (every other test's) could be given a port from that range, while
-// it is never given one below it. The port is reserved for the rest of the test against
-// the other test processes of the run (go test runs packages in parallel), which pick
-// from the same range.
+// range (testutil.LowPort): a member killed and restarted listens on its ports again, and
+// in between any listener on port 0 (every other test's) could be given a port from that
+// range, while it is never given one below it.
 func freeAddr(t testing.TB) string {
-	if low := ephemeralLow(); low > 11024 {
-		for range 200 {
-			port := low - 10000 + rand.IntN(10000)
-			if !reserve(t, port) {
-				continue
-			}
-			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-				l.Close()
-				return l.Addr().String()
-			}
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// reserve binds an abstract unix socket named for port, held until the test ends: only
-// one process can bind a name, and the kernel frees it when the process dies, so a crashed
-// run leaves nothing held and nothing behind. It reports false when another process holds
-// it.
-func reserve(t testing.TB, port int) bool {
-	l, err := net.Listen("unix", "@kuma-dp-etcdtest-port-"+strconv.Itoa(port))
-	if err != nil {
-		return !errors.Is(err, syscall.EADDRINUSE) // no abstract sockets: the listen probe alone
-	}
-	t.Cleanup(func() { l.Close() })
-	return true
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (0 when unknown).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	low, _ := strconv.Atoi(f[0])
-	return low
+	return fmt.Sprintf("127.0.0.1:%d", testutil.LowPort(t, false))
 }
 
 func (c *Cluster) run(m *Member, state string) {
