@@ -38,22 +38,20 @@ type batchIO struct {
 	outHdrs [batchSize]mmsghdr
 	fwd     [batchSize][]byte // the datagrams for CoreDNS, each the part of in to hand over
 	pending []int             // indexes of fwd left to return, in order
-	errno   syscall.Errno
+	// recvFn and sendFn are recv and send bound once: a closure given to the RawConn at each
+	// call would be allocated at each call. n, errno and the range to send are theirs.
+	recvFn, sendFn   func(fd uintptr) bool
+	n                int
+	errno            syscall.Errno
+	sendFrom, sendTo int
 }
 
 // ReadFrom reads the datagrams waiting (up to batchSize, one system call), answers those
 // the fast path can (answerHere) and writes their answers together (one system call), and
 // returns the others to CoreDNS one a call, in order.
 func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
-	if c.b == nil {
-		rc, err := c.UDPConn.SyscallConn()
-		if err != nil {
-			return c.readOne(b)
-		}
-		c.b = &batchIO{rc: rc, pending: make([]int, 0, batchSize)}
-		for i := range c.b.out {
-			c.b.out[i] = make([]byte, 0, 1024)
-		}
+	if c.b == nil && !c.startBatch() {
+		return c.readOne(b)
 	}
 	bt := c.b
 	for {
@@ -82,6 +80,20 @@ func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	}
 }
 
+// startBatch takes the buffers of batched reads; false when the socket gives no raw access.
+func (c *fastConn) startBatch() bool {
+	rc, err := c.UDPConn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	c.b = &batchIO{rc: rc, pending: make([]int, 0, batchSize)}
+	c.b.recvFn, c.b.sendFn = c.b.recv, c.b.send
+	for i := range c.b.out {
+		c.b.out[i] = make([]byte, 0, 1024)
+	}
+	return true
+}
+
 // read reads up to batchSize datagrams, waiting for the first.
 func (bt *batchIO) read() (int, error) {
 	for i := range bt.hdrs {
@@ -95,15 +107,7 @@ func (bt *batchIO) read() (int, error) {
 		h.Control, h.Controllen, h.Flags = nil, 0, 0
 	}
 	for {
-		var n int
-		err := bt.rc.Read(func(fd uintptr) bool {
-			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&bt.hdrs[0])), batchSize, unix.MSG_DONTWAIT, 0, 0)
-			if e == unix.EAGAIN {
-				return false // wait until readable
-			}
-			n, bt.errno = int(r), e
-			return true
-		})
+		err := bt.rc.Read(bt.recvFn)
 		switch {
 		case err != nil:
 			return 0, err // closed
@@ -112,8 +116,28 @@ func (bt *batchIO) read() (int, error) {
 		case bt.errno != 0:
 			return 0, &net.OpError{Op: "read", Net: "udp", Err: bt.errno}
 		}
-		return n, nil
+		return bt.n, nil
 	}
+}
+
+// recv is one recvmmsg; false when nothing waits (the RawConn then waits until readable).
+func (bt *batchIO) recv(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&bt.hdrs[0])), batchSize, unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN {
+		return false
+	}
+	bt.n, bt.errno = int(r), e
+	return true
+}
+
+// send is one sendmmsg of the answers queued from sendFrom to sendTo.
+func (bt *batchIO) send(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&bt.outHdrs[bt.sendFrom])), uintptr(bt.sendTo-bt.sendFrom), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN {
+		return false
+	}
+	bt.n, bt.errno = int(r), e
+	return true
 }
 
 // queue makes the answer resp to datagram i the k-th to write.
@@ -131,25 +155,17 @@ func (bt *batchIO) queue(k, i int, resp []byte) {
 // write writes the k answers queued. UDP: an answer not sent is retried by the client (a
 // datagram the kernel refuses is skipped, as a failed WriteTo was).
 func (bt *batchIO) write(k int) {
-	for sent := 0; sent < k; {
-		var w int
-		err := bt.rc.Write(func(fd uintptr) bool {
-			r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&bt.outHdrs[sent])), uintptr(k-sent), unix.MSG_DONTWAIT, 0, 0)
-			if e == unix.EAGAIN {
-				return false
-			}
-			w, bt.errno = int(r), e
-			return true
-		})
+	for bt.sendFrom, bt.sendTo = 0, k; bt.sendFrom < k; {
+		err := bt.rc.Write(bt.sendFn)
 		switch {
 		case err != nil:
 			return // closed
 		case bt.errno == unix.EINTR:
 			continue
-		case bt.errno != 0 || w <= 0:
-			sent++ // the first one failed: skip it
+		case bt.errno != 0 || bt.n <= 0:
+			bt.sendFrom++ // the first one failed: skip it
 		default:
-			sent += w
+			bt.sendFrom += bt.n
 		}
 	}
 }

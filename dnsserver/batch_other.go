@@ -10,3 +10,6 @@ type batchIO struct{}
 // ReadFrom answers the datagrams the fast path can and returns the others to CoreDNS
 // (answerHere), one datagram a system call.
 func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) { return c.readOne(b) }
+
+// startBatch: no batched reads here.
+func (c *fastConn) startBatch() bool { return false }
