@@ -3,6 +3,7 @@ package mesh
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -263,4 +264,15 @@ func (v *validator) meshService(ms *MeshService) {
 // String names a MeshService port for messages: "backend:http" (or "backend:8080").
 func (ms *MeshService) String(p *MeshServicePort) string {
 	return fmt.Sprintf("%s:%s", ms.Name, p.PortName())
+}
+
+// LabelsText is labels (or a label selector) as a user writes them: k=v sorted by key,
+// comma-separated; "" for none (the caller says what none means: "<all>", "<none>").
+func LabelsText(labels map[string]string) string {
+	parts := make([]string, 0, len(labels))
+	for k, v := range labels {
+		parts = append(parts, k+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

@@ -1,9 +1,9 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,18 +30,6 @@ func decodeAs[T mesh.Resource](rs []Resource) []T {
 		}
 	}
 	return out
-}
-
-func selector(m map[string]string) string {
-	if len(m) == 0 {
-		return "<all>"
-	}
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, k+"="+v)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
 }
 
 func admitted(r *mesh.Route) string {
@@ -79,7 +67,7 @@ func PrintRouters(w io.Writer, routers, routes []Resource) error {
 		if rt.Status != nil {
 			ready = rt.Status.ReadyReplicas
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%d\n", rt.Name, rt.DNS, selector(rt.RouteSelector), ns, ready, rt.DesiredReplicas(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%d\n", rt.Name, rt.DNS, cmp.Or(mesh.LabelsText(rt.RouteSelector), "<all>"), ns, ready, rt.DesiredReplicas(),
 			conditionStatus(rt.Status, mesh.ConditionAvailable), conditionStatus(rt.Status, mesh.ConditionDegraded), count[rt.Name])
 	}
 	return tw.Flush()
@@ -115,7 +103,7 @@ func DescribeRoute(w io.Writer, route Resource, bindings []Resource) error {
 		return fmt.Errorf("route %s does not decode", route.Name)
 	}
 	r := rs[0]
-	fmt.Fprintf(w, "Name:            %s\nNamespace:       %s\nMesh:            %s\nLabels:          %s\n", r.Name, r.Namespace, route.Mesh, selector(r.Labels))
+	fmt.Fprintf(w, "Name:            %s\nNamespace:       %s\nMesh:            %s\nLabels:          %s\n", r.Name, r.Namespace, route.Mesh, cmp.Or(mesh.LabelsText(r.Labels), "<all>"))
 	fmt.Fprintf(w, "Host:            %s\nPath:            %s\nDNS type:        %s\nWildcard policy: %s\nTo:              %s:%d\n", r.Host, r.Path, r.DNSTypeOf(), r.WildcardPolicyOf(), r.To.Service, r.To.Port)
 	fmt.Fprintf(w, "Phase:           %s\n", r.PhaseOf())
 	s := r.Status
@@ -161,7 +149,7 @@ func DescribeRouter(w io.Writer, router Resource, routes []Resource) error {
 	// Users' own domains CNAME to a name the shard's wildcard answers, never its apex (RFC
 	// 4592: the apex is not covered by its own wildcard).
 	fmt.Fprintf(w, "CNAME target:     %s (user domains: <your name> CNAME %s)\n", routesched.Canonical(rt), routesched.Canonical(rt))
-	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", selector(rt.RouteSelector), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
+	fmt.Fprintf(w, "Route selector:   %s\nNamespaces:       %s\nAdmission:        namespace ownership %s, wildcards %s\n", cmp.Or(mesh.LabelsText(rt.RouteSelector), "<all>"), strings.Join(append([]string{}, rt.NamespaceSelector...), ","),
 		orDefault(rt.RouteAdmission.NamespaceOwnership, mesh.NamespaceOwnershipStrict), orDefault(rt.RouteAdmission.WildcardPolicy, mesh.WildcardsDisallowed))
 	l := rt.ListenerOf()
 	fmt.Fprintf(w, "Listener:         %s on port %d\n", l.Protocol, l.Port)
@@ -183,10 +171,10 @@ func DescribeRouter(w io.Writer, router Resource, routes []Resource) error {
 func describeReplicas(w io.Writer, rt *mesh.Router) {
 	s := rt.Status
 	if s == nil {
-		fmt.Fprintf(w, "Replicas:         %s, %d desired; readiness not written yet (the leader writes it)\n", selector(rt.Dataplanes.Map()), rt.DesiredReplicas())
+		fmt.Fprintf(w, "Replicas:         %s, %d desired; readiness not written yet (the leader writes it)\n", cmp.Or(mesh.LabelsText(rt.Dataplanes.Map()), "<all>"), rt.DesiredReplicas())
 		return
 	}
-	fmt.Fprintf(w, "Replicas:         %s, %d desired, %d ready of %d\n", selector(rt.Dataplanes.Map()), s.DesiredReplicas, s.ReadyReplicas, len(s.Replicas))
+	fmt.Fprintf(w, "Replicas:         %s, %d desired, %d ready of %d\n", cmp.Or(mesh.LabelsText(rt.Dataplanes.Map()), "<all>"), s.DesiredReplicas, s.ReadyReplicas, len(s.Replicas))
 	for _, r := range s.Replicas {
 		st := "ready"
 		if !r.Ready {

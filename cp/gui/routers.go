@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -63,7 +64,7 @@ func (s *Server) routers(ctx context.Context, r *http.Request) (string, string, 
 		if err != nil || !ok {
 			continue
 		}
-		v := routerView{Name: rt.Name, DNS: rt.DNS, Description: rt.Description, Selector: selectorText(rt.RouteSelector),
+		v := routerView{Name: rt.Name, DNS: rt.DNS, Description: rt.Description, Selector: cmp.Or(mesh.LabelsText(rt.RouteSelector), "<all>"),
 			Namespaces: strings.Join(rt.NamespaceSelector, ", "), Status: statusFields(res.Spec)}
 		if v.Namespaces == "" {
 			v.Namespaces = "<all>"
@@ -225,16 +226,4 @@ func statusFields(spec json.RawMessage) []field {
 		return nil
 	}
 	return fields(doc.Status)
-}
-
-func selectorText(m map[string]string) string {
-	if len(m) == 0 {
-		return "<all>"
-	}
-	parts := make([]string, 0, len(m))
-	for k, v := range m {
-		parts = append(parts, k+"="+v)
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
 }

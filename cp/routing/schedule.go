@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -285,7 +286,7 @@ func (s *Scheduler) Schedule(r *mesh.Route) (*mesh.Router, error) {
 	}
 	if len(cands) == 0 {
 		s.mu.Unlock()
-		return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("no router takes route %s (labels %s)", RouteKey(r), labelText(r.Labels))}
+		return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("no router takes route %s (labels %s)", RouteKey(r), cmp.Or(mesh.LabelsText(r.Labels), "<none>"))}
 	}
 	if rt, why := s.affinity(r); rt != "" {
 		defer s.mu.Unlock()
@@ -352,17 +353,3 @@ func LeastRoutes(s *Scheduler) Strategy {
 
 // Strategies are the built-in strategies by name.
 var Strategies = map[string]func(*Scheduler) Strategy{"round-robin": RoundRobin, "least-routes": LeastRoutes}
-
-// labelText is labels as a user writes a selector: k=v, sorted by key, comma-separated
-// ("<none>" for no label), not Go's map[k:v].
-func labelText(labels map[string]string) string {
-	if len(labels) == 0 {
-		return "<none>"
-	}
-	parts := make([]string, 0, len(labels))
-	for k, v := range labels {
-		parts = append(parts, k+"="+v)
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
-}
