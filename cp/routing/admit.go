@@ -27,52 +27,6 @@ func Older(a, b *mesh.Route) bool {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name)) < 0
 }
 
-// Admitter decides which routes one router admits. It keeps the router's routes and
-// recomputes every claim from them on each change, so a host change or a deletion releases
-// its claims at once (never a phantom conflict) and a route replaced by a new version never
-// conflicts with its old self.
-type Admitter struct {
-	router *mesh.Router
-	routes map[string]*mesh.Route
-	last   map[string]Admission
-}
-
-// NewAdmitter is the admitter of router.
-func NewAdmitter(router *mesh.Router) *Admitter {
-	return &Admitter{router: router, routes: map[string]*mesh.Route{}, last: map[string]Admission{}}
-}
-
-// Set adds or replaces a route.
-func (a *Admitter) Set(r *mesh.Route) { a.routes[RouteKey(r)] = r }
-
-// Delete removes a route (namespace/name).
-func (a *Admitter) Delete(key string) { delete(a.routes, key) }
-
-// Len is the number of routes on the router.
-func (a *Admitter) Len() int { return len(a.routes) }
-
-// Changes recomputes admission and returns the routes whose admission changed since the
-// last call (displaced holders included), and the full result.
-func (a *Admitter) Changes() (changed map[string]Admission, all map[string]Admission) {
-	all = Admit(a.router, a.sorted())
-	changed = map[string]Admission{}
-	for k, ad := range all {
-		if old, ok := a.last[k]; !ok || old != ad {
-			changed[k] = ad
-		}
-	}
-	a.last = all
-	return changed, all
-}
-
-func (a *Admitter) sorted() []*mesh.Route {
-	out := make([]*mesh.Route, 0, len(a.routes))
-	for _, r := range a.routes {
-		out = append(out, r)
-	}
-	return out
-}
-
 type claim struct {
 	namespace string
 	holder    *mesh.Route
