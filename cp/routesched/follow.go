@@ -50,13 +50,16 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	}
 }
 
-// passOnMirror is a pass on what the watch has shown; all: every binding checked again.
+// passOnMirror is a pass on what the watch has shown: on the changes only (passDirty)
+// unless all (every binding checked again) or a router changed or a mesh is new.
 func (rc *Reconciler) passOnMirror(ctx context.Context, all bool) (time.Time, error) {
-	routers, routes, bindings := rc.mirror.lists()
-	if all {
-		rc.forgetDeleted(routers, routes, bindings)
+	dirty := rc.mirror.takeDirty()
+	if !all && rc.canPassDirty(dirty) {
+		return rc.passDirty(ctx, dirty)
 	}
-	rc.checkAll = all
+	routers, routes, bindings := rc.mirror.lists()
+	rc.forgetDeleted(routers, routes, bindings)
+	rc.checkAll = true
 	defer func() { rc.checkAll = false }()
 	return rc.pass(ctx, routers, routes, bindings)
 }

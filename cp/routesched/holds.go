@@ -96,11 +96,35 @@ func userDNSName(r *mesh.Route) string {
 	return h
 }
 
+// readUserRoutes finds the user routes among routes (every route of every mesh).
+func (rc *Reconciler) readUserRoutes(routes []store.Item) {
+	rc.userRoutes = map[store.Key]bool{}
+	for _, it := range routes {
+		rc.noteUserRoute(it.Key)
+	}
+}
+
+// noteUserRoute records whether route k, as the mirror holds it, is a user route.
+func (rc *Reconciler) noteUserRoute(k store.Key) {
+	delete(rc.userRoutes, k)
+	if it, ok := rc.mirror.items[k]; ok {
+		if res, err := rc.decode(it); err == nil {
+			if r, ok := res.(*mesh.Route); ok && r.DNSTypeOf() == mesh.DNSTypeUser {
+				rc.userRoutes[k] = true
+			}
+		}
+	}
+}
+
 // boundNames are the user DNS names of the bound routes of every mesh, each held by its
 // oldest route.
-func (rc *Reconciler) boundNames(routes []store.Item) map[string]nameClaim {
+func (rc *Reconciler) boundNames() map[string]nameClaim {
 	out := map[string]nameClaim{}
-	for _, it := range routes {
+	for k := range rc.userRoutes {
+		it, ok := rc.mirror.items[k]
+		if !ok {
+			continue
+		}
 		res, err := rc.decode(it)
 		r, ok := res.(*mesh.Route)
 		if err != nil || !ok || r.DNSTypeOf() != mesh.DNSTypeUser {

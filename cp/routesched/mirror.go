@@ -22,10 +22,13 @@ import (
 type mirror struct {
 	items map[store.Key]store.Item
 	ours  map[store.Key]string // documents this reconciler wrote, until the watch shows them
+	// dirty: the keys changed since the last pass took them (this reconciler's writes too:
+	// the next pass sees them bound, or their admission written).
+	dirty map[store.Key]struct{}
 }
 
 func newMirror(lists ...[]store.Item) *mirror {
-	m := &mirror{items: map[store.Key]store.Item{}, ours: map[store.Key]string{}}
+	m := &mirror{items: map[store.Key]store.Item{}, ours: map[store.Key]string{}, dirty: map[store.Key]struct{}{}}
 	for _, l := range lists {
 		for _, it := range l {
 			m.items[it.Key] = it
@@ -62,6 +65,7 @@ func (m *mirror) apply(e store.Event) bool {
 			return false
 		}
 		m.items[k] = e.Item
+		m.dirty[k] = struct{}{}
 		if doc, ok := m.ours[k]; ok {
 			delete(m.ours, k)
 			return doc != string(e.Item.Doc)
@@ -72,10 +76,18 @@ func (m *mirror) apply(e store.Event) bool {
 			return false
 		}
 		delete(m.items, k)
+		m.dirty[k] = struct{}{}
 	default:
 		return false
 	}
 	return true
+}
+
+// takeDirty returns the keys changed since the last call.
+func (m *mirror) takeDirty() map[store.Key]struct{} {
+	d := m.dirty
+	m.dirty = map[store.Key]struct{}{}
+	return d
 }
 
 // lists are the mirror's routers (by key), routes and bindings.

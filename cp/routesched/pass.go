@@ -3,7 +3,6 @@ package routesched
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +26,57 @@ type meshState struct {
 	s       *routing.Scheduler
 	kept    map[string]kept // by route store name (name.namespace)
 	routers string          // the routers' versions the kept bindings were checked with
+
+	// What a pass on a watched change (passDirty) visits besides the routes and bindings
+	// changed, and what it keeps up to date instead of computing it from every route; a pass
+	// that checks every binding builds them again.
+	adm       map[string]*routing.Admitter // router -> its routes' admission
+	member    map[string]member            // route -> the admitter it is in
+	loose     map[string]bool              // routes read and not kept: pending, undone, waiting
+	unsettled map[string]bool              // kept routes not yet seen bound, or their admission not yet seen in their status
+	users     map[string]bool              // user routes: checked at every pass (their names depend on other meshes)
+	bound     map[string]string            // route -> the router of its binding, as read
+	boundN    map[string]int               // router -> routes bound to it, as read
+}
+
+// member is where a route is in its mesh's admitters: its router and the version read.
+type member struct {
+	router string
+	r      *mesh.Route
+}
+
+func newMeshState(strategy func(*routing.Scheduler) routing.Strategy) *meshState {
+	return &meshState{s: routing.NewScheduler(strategy), kept: map[string]kept{}, adm: map[string]*routing.Admitter{},
+		member: map[string]member{}, loose: map[string]bool{}, unsettled: map[string]bool{}, users: map[string]bool{},
+		bound: map[string]string{}, boundN: map[string]int{}}
+}
+
+// resetIndexes forgets what passDirty keeps (a pass checking every binding builds it again).
+func (ms *meshState) resetIndexes() {
+	clear(ms.adm)
+	clear(ms.member)
+	clear(ms.loose)
+	clear(ms.unsettled)
+	clear(ms.users)
+	clear(ms.bound)
+	clear(ms.boundN)
+}
+
+// setBound records the router of route name's binding as read ("": none).
+func (ms *meshState) setBound(name, router string) {
+	if old, ok := ms.bound[name]; ok {
+		if old == router {
+			return
+		}
+		if ms.boundN[old]--; ms.boundN[old] <= 0 {
+			delete(ms.boundN, old)
+		}
+		delete(ms.bound, name)
+	}
+	if router != "" {
+		ms.bound[name] = router
+		ms.boundN[router]++
+	}
 }
 
 // kept is a binding a pass kept: the route and binding versions it checked, and the
@@ -43,12 +93,13 @@ type kept struct {
 type meshPass struct {
 	*meshState
 	mesh    string
-	routes  []routeItem
-	touched map[string]bool // routers whose routes changed: their admission is computed again
-	all     bool            // every binding checked again, every router's admission computed
+	routes  []routeItem // the routes the pass visits: every route, or (passDirty) those a change can affect
+	gone    []string    // routes visited that the store no longer holds (or that do not decode)
+	all     bool        // every binding checked again, every router's admission computed
 	now     time.Time
-	next    time.Time // when a retry is due (zero: none)
-	left    int64     // routes left unscheduled
+	next    time.Time           // when a retry is due (zero: none)
+	left    int64               // routes left unscheduled
+	changed map[string][]string // router -> routes whose admission changed this pass (routing.RouteKey)
 }
 
 // due moves the next pass to t when t is sooner (t zero: no change).
@@ -58,25 +109,24 @@ func (p *meshPass) due(t time.Time) {
 	}
 }
 
-// touch marks router's admission to be computed again.
-func (p *meshPass) touch(router string) {
-	if router != "" {
-		p.touched[router] = true
-	}
-}
-
 // passMesh reconciles one mesh: the bindings that no longer hold are undone (and those of
 // deleted routes removed), the new routes are scheduled and bound, and each router's
 // admission is written into its routes' status. It returns when the next pass is due and
 // how many routes are left unscheduled.
 func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems, routeItems, bindingItems []store.Item) (time.Time, int64) {
-	p := rc.readMesh(meshName, routerItems, routeItems)
+	return rc.runMesh(ctx, rc.readMesh(meshName, routerItems, routeItems), bindingItems)
+}
+
+// runMesh runs a mesh's pass on the routes it visits; orphans are the bindings to delete
+// when their route is gone.
+func (rc *Reconciler) runMesh(ctx context.Context, p *meshPass, orphans []store.Item) (time.Time, int64) {
 	pending := rc.keepOrUndo(ctx, p)
-	rc.deleteOrphanBindings(ctx, p, bindingItems)
+	rc.deleteOrphanBindings(ctx, p, orphans)
 	todo := rc.decide(ctx, p, pending)
-	admission := p.admission()
-	rc.bindDecided(ctx, p, todo, admission)
-	rc.writeAdmission(ctx, p, admission)
+	p.admit()
+	rc.bindDecided(ctx, p, todo)
+	visited := rc.writeAdmission(ctx, p)
+	p.settle(visited)
 	return p.next, p.left
 }
 
@@ -85,13 +135,14 @@ func (rc *Reconciler) passMesh(ctx context.Context, meshName string, routerItems
 func (rc *Reconciler) readMesh(meshName string, routerItems, routeItems []store.Item) *meshPass {
 	ms := rc.meshes[meshName]
 	if ms == nil {
-		ms = &meshState{s: routing.NewScheduler(rc.Strategy), kept: map[string]kept{}}
+		ms = newMeshState(rc.Strategy)
 		rc.meshes[meshName] = ms
 	}
-	p := &meshPass{meshState: ms, mesh: meshName, touched: map[string]bool{}, now: time.Now()}
+	p := &meshPass{meshState: ms, mesh: meshName, now: time.Now()}
 	if p.all = rc.checkAll || ms.routers != rc.routersRead; p.all {
 		ms.s.Reset()
 		clear(ms.kept)
+		ms.resetIndexes()
 		ms.routers = rc.routersRead
 		for _, it := range routerItems {
 			res, err := rc.decode(it)
@@ -155,32 +206,31 @@ func (rc *Reconciler) bindingOf(it store.Item) (*mesh.RouteBinding, store.Item) 
 func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 	var pending []routeItem
 	var undo []undoing
-	boundTo := map[string]int{} // router -> routes bound to it in the store
 	for _, ri := range p.routes {
 		name := ri.it.Name
 		k, wasKept := p.kept[name]
 		bi, hasBinding := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRouteBinding, Name: name}]
 		if wasKept && k.route == ri.it.Version && hasBinding && k.binding == bi.Version && ri.r.DNSTypeOf() != mesh.DNSTypeUser {
-			boundTo[k.router]++
+			p.setBound(name, k.router)
 			continue
 		}
 		if wasKept {
 			p.s.Unbind(k.key)
 			delete(p.kept, name)
-			p.touch(k.router)
 		} else if !p.all {
 			p.s.Unbind(routing.RouteKey(ri.r)) // an earlier pass's decision, if any
 		}
 		b, bi := rc.bindingOf(ri.it)
 		if b != nil {
-			boundTo[b.Router]++
+			p.setBound(name, b.Router)
+		} else {
+			p.setBound(name, "")
 		}
 		reason, msg, guards := rc.check(p.s, p.mesh, ri.r, b)
 		switch {
 		case b != nil && reason == "":
 			p.s.Bind(ri.r, b.Router)
 			p.kept[name] = kept{key: routing.RouteKey(ri.r), router: b.Router, route: ri.it.Version, binding: bi.Version}
-			p.touch(b.Router)
 		case b != nil || ri.r.PhaseOf() == mesh.PhaseScheduled:
 			u := undoing{ri: ri, reason: reason, msg: msg, guards: guards}
 			if b != nil {
@@ -194,7 +244,7 @@ func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 	rc.forgetGone(p)
 	slices.SortFunc(undo, func(a, b undoing) int { return cmpAge(a.ri, b.ri) })
 	slices.SortFunc(pending, cmpAge)
-	kept, deferred := rc.limitUndo(p.mesh, undo, boundTo)
+	kept, deferred := rc.limitUndo(p.mesh, undo, p.boundN)
 	p.due(rc.undo(ctx, p.mesh, kept, deferred))
 	return pending
 }
@@ -211,15 +261,15 @@ func cmpAge(a, b routeItem) int {
 }
 
 // forgetGone takes out of the scheduler the bindings kept of routes deleted or no longer
-// read (changed into one that does not decode).
+// read (changed into one that does not decode). (A pass that checks every binding keeps
+// none from before: it has none to forget.)
 func (rc *Reconciler) forgetGone(p *meshPass) {
-	for name, k := range p.kept {
-		if it, ok := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRoute, Name: name}]; ok && it.Version == k.route {
-			continue
+	for _, name := range p.gone {
+		p.setBound(name, "")
+		if k, ok := p.kept[name]; ok {
+			p.s.Unbind(k.key)
+			delete(p.kept, name)
 		}
-		p.s.Unbind(k.key)
-		delete(p.kept, name)
-		p.touch(k.router)
 	}
 }
 
@@ -266,7 +316,6 @@ func (rc *Reconciler) decide(ctx context.Context, p *meshPass, pending []routeIt
 			continue
 		}
 		todo = append(todo, decision{ri, router, dns})
-		p.touch(router.Name) // before the admission is computed
 	}
 	return todo
 }
@@ -291,20 +340,73 @@ func (rc *Reconciler) schedule(p *meshPass, r *mesh.Route) (*mesh.Router, string
 	return router, dns, nil
 }
 
-// admission is the admission of the routes of each router touched (every router when the
-// pass checked every binding), over the routes kept and the ones about to be bound.
-func (p *meshPass) admission() map[string]routing.Admission {
-	byRouter := map[string][]*mesh.Route{}
+// admit computes the admission of the routes kept and about to be bound, on each router:
+// every route's again when the pass checked every binding; otherwise the routes that
+// moved (kept, unbound, bound, changed) go in or out of their routers' admitters, which
+// compute again only what that can affect (routing.Admitter). p.changed is the routes whose
+// admission changed.
+func (p *meshPass) admit() {
+	p.changed = map[string][]string{}
+	touched := map[string]bool{}
 	for _, ri := range p.routes {
-		if rt := p.routerOf(ri); rt != "" && (p.all || p.touched[rt]) {
-			byRouter[rt] = append(byRouter[rt], ri.r)
+		name := ri.it.Name
+		rt := p.routerOf(ri)
+		m, had := p.member[name]
+		if had && m.router == rt && m.r == ri.r {
+			continue
+		}
+		if had {
+			p.adm[m.router].Delete(routing.RouteKey(m.r))
+			touched[m.router] = true
+			delete(p.member, name)
+		}
+		if rt != "" {
+			p.admitter(rt).Set(ri.r)
+			touched[rt] = true
+			p.member[name] = member{rt, ri.r}
 		}
 	}
-	admission := map[string]routing.Admission{}
-	for name, rs := range byRouter {
-		maps.Copy(admission, routing.Admit(p.s.Router(name), rs))
+	for _, name := range p.gone {
+		if m, had := p.member[name]; had {
+			p.adm[m.router].Delete(routing.RouteKey(m.r))
+			touched[m.router] = true
+			delete(p.member, name)
+		}
 	}
-	return admission
+	for rt := range touched {
+		a := p.adm[rt]
+		var changed map[string]routing.Admission
+		if p.all {
+			changed = a.Recompute()
+		} else {
+			changed = a.Changes()
+		}
+		for k := range changed {
+			p.changed[rt] = append(p.changed[rt], k)
+		}
+		if a.Len() == 0 {
+			delete(p.adm, rt)
+		}
+	}
+}
+
+// admitter is router rt's admitter, made when it has none.
+func (p *meshPass) admitter(rt string) *routing.Admitter {
+	a := p.adm[rt]
+	if a == nil {
+		a = routing.NewAdmitter(p.s.Router(rt))
+		p.adm[rt] = a
+	}
+	return a
+}
+
+// admission is route key's admission on router rt, as last computed.
+func (p *meshPass) admission(rt, key string) routing.Admission {
+	if a := p.adm[rt]; a != nil {
+		ad, _ := a.Admission(key)
+		return ad
+	}
+	return routing.Admission{}
 }
 
 // routerOf is the router a route is bound to in the scheduler ("" when none).
@@ -318,10 +420,10 @@ func (p *meshPass) routerOf(ri routeItem) string {
 // bindDecided binds the decided routes (in batches) and takes back from the scheduler
 // those that did not land: a route or router changed since the pass read it is decided
 // again by the next pass, at once; another failure waits its backoff.
-func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decision, admission map[string]routing.Admission) {
+func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decision) {
 	bs := make([]*binding, 0, len(todo))
 	for _, d := range todo {
-		ing := ingressFor(d.router, d.ri.r, admission[routing.RouteKey(d.ri.r)], nil, p.now)
+		ing := ingressFor(d.router, d.ri.r, p.admission(d.router.Name, routing.RouteKey(d.ri.r)), nil, p.now)
 		b, err := newBinding(p.mesh, d.ri, d.router, d.dns, ing, rc.routerGuard(p.mesh, d.router.Name))
 		if err != nil {
 			b = &binding{ri: d.ri, err: err}
@@ -356,15 +458,20 @@ func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decis
 }
 
 // writeAdmission writes the admission changes of routes already bound (displaced holders,
-// freed hosts) on the routers touched. A route kept unchanged whose admission is the one its
-// status was found to show is passed over.
-func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass, admission map[string]routing.Admission) {
-	for _, ri := range p.routes {
+// freed hosts): of the routes visited and of those whose admission changed. A route kept
+// unchanged whose admission is the one its status was found to show is passed over. It
+// returns the routes it looked at.
+func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass) []routeItem {
+	routes := p.routes
+	if !p.all {
+		routes = rc.withChanged(p)
+	}
+	for _, ri := range routes {
 		kp, isKept := p.kept[ri.it.Name]
-		if !isKept || (!p.all && !p.touched[kp.router]) || ri.r.PhaseOf() != mesh.PhaseScheduled {
+		if !isKept || ri.r.PhaseOf() != mesh.PhaseScheduled {
 			continue // (a route bound by this pass is written with its admission)
 		}
-		ad := admission[kp.key]
+		ad := p.admission(kp.router, kp.key)
 		if kp.admitted && kp.admission == ad {
 			continue
 		}
@@ -384,5 +491,61 @@ func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass, admission
 		}
 		kp.admission, kp.admitted = ad, true
 		p.kept[ri.it.Name] = kp
+	}
+	return routes
+}
+
+// withChanged is the routes visited and those whose admission changed.
+func (rc *Reconciler) withChanged(p *meshPass) []routeItem {
+	routes := p.routes
+	seen := map[string]bool{}
+	for _, ri := range p.routes {
+		seen[ri.it.Name] = true
+	}
+	for _, keys := range p.changed {
+		for _, k := range keys {
+			ns, n, _ := strings.Cut(k, "/")
+			name := mesh.RouteKeyName(ns, n)
+			if seen[name] {
+				continue
+			}
+			it, ok := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRoute, Name: name}]
+			if !ok {
+				continue
+			}
+			if res, err := rc.decode(it); err == nil {
+				if r, ok := res.(*mesh.Route); ok && storedAs(name, r) {
+					seen[name] = true
+					routes = append(routes, routeItem{it, r})
+				}
+			}
+		}
+	}
+	return routes
+}
+
+// settle records, of the routes the pass looked at, those the next pass on a watched change
+// visits whatever changed: the routes not kept (pending, undone, waiting a retry), those
+// kept but not yet seen bound or with their admission in their status, and user routes.
+func (p *meshPass) settle(routes []routeItem) {
+	for _, ri := range routes {
+		name := ri.it.Name
+		k, isKept := p.kept[name]
+		setIf(p.loose, name, !isKept)
+		setIf(p.unsettled, name, isKept && (k.route < 0 || !k.admitted))
+		setIf(p.users, name, ri.r.DNSTypeOf() == mesh.DNSTypeUser)
+	}
+	for _, name := range p.gone {
+		delete(p.loose, name)
+		delete(p.unsettled, name)
+		delete(p.users, name)
+	}
+}
+
+func setIf(m map[string]bool, k string, v bool) {
+	if v {
+		m[k] = true
+	} else {
+		delete(m, k)
 	}
 }

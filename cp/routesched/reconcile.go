@@ -70,6 +70,11 @@ type Reconciler struct {
 	// are checked again when they changed: a binding's check reads the routers of every
 	// mesh).
 	routersRead string
+	// routerItems: the routers the last pass that listed them read (a pass on a watched
+	// change that changed no router reads the same).
+	routerItems []store.Item
+	// userRoutes: the user routes of every mesh (their names are claimed across meshes).
+	userRoutes map[store.Key]bool
 }
 
 type retry struct {
@@ -143,14 +148,23 @@ func (rc *Reconciler) pass(ctx context.Context, routers, routes, bindings []stor
 	rc.defaults()
 	rc.Metrics.Passes.Add(1)
 	rc.readRouters(routers)
-	rc.names = rc.boundNames(routes)
+	rc.routerItems = routers
+	rc.readUserRoutes(routes)
+	rc.names = rc.boundNames()
 	var next time.Time
 	pending := int64(0)
+	seen := map[string]bool{}
 	for _, m := range byMesh(routers, routes, bindings) {
+		seen[m.name] = true
 		n, p := rc.passMesh(ctx, m.name, m.items[0], m.items[1], m.items[2])
 		pending += p
 		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
+		}
+	}
+	for name := range rc.meshes {
+		if !seen[name] { // it holds nothing now: its state read from nothing
+			rc.passMesh(ctx, name, nil, nil, nil)
 		}
 	}
 	rc.Metrics.Pending.Store(pending)

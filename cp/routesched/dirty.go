@@ -1,0 +1,97 @@
+package routesched
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// A pass on a watched change visits only what the change can affect, not every route: the
+// routes and bindings changed, the routes of each mesh not kept (pending, undone, waiting
+// a retry), those kept but not yet seen bound or with their admission in their status,
+// and the user routes (whether a user name holds depends on the other meshes' routes). Its
+// admission is computed again only for the routes the moves can affect (routing.Admitter).
+// Its decisions are those of a pass that checks everything (TestIncrementalPassDecidesAsFull):
+// a binding kept unchanged, its route unchanged and the routers unchanged, still holds; a
+// change of a router, or a new mesh, is a pass that checks everything.
+
+// canPassDirty says whether a pass on the changes dirty may visit only them: no router
+// changed and every mesh changed has been read by a pass that checks everything.
+func (rc *Reconciler) canPassDirty(dirty map[store.Key]struct{}) bool {
+	for k := range dirty {
+		if k.Type == mesh.KindRouter || rc.meshes[k.Mesh] == nil {
+			return false
+		}
+	}
+	for _, ms := range rc.meshes {
+		if ms.routers != rc.routersRead {
+			return false
+		}
+	}
+	return len(rc.meshes) > 0
+}
+
+// passDirty is a pass on the routes and bindings in dirty (changed since the last pass)
+// and what they can affect.
+func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{}) (time.Time, error) {
+	rc.defaults()
+	rc.Metrics.Passes.Add(1)
+	changed := map[string]map[string]bool{} // mesh -> route names
+	for k := range dirty {
+		if k.Type == mesh.KindRoute {
+			rc.noteUserRoute(k)
+		}
+		if changed[k.Mesh] == nil {
+			changed[k.Mesh] = map[string]bool{}
+		}
+		changed[k.Mesh][k.Name] = true
+	}
+	rc.names = rc.boundNames()
+	var next time.Time
+	pending := int64(0)
+	for _, name := range slices.Sorted(maps.Keys(rc.meshes)) {
+		n, p := rc.passMeshDirty(ctx, name, changed[name])
+		pending += p
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	rc.Metrics.Pending.Store(pending)
+	rc.writeRouterStatus(ctx, rc.routerItems, time.Now())
+	return next, ctx.Err()
+}
+
+// passMeshDirty is one mesh's part of passDirty: the routes changed and those it visits at
+// every pass.
+func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, changed map[string]bool) (time.Time, int64) {
+	ms := rc.meshes[meshName]
+	visit := maps.Clone(changed)
+	if visit == nil {
+		visit = map[string]bool{}
+	}
+	for _, m := range []map[string]bool{ms.loose, ms.unsettled, ms.users} {
+		maps.Copy(visit, m)
+	}
+	items := make([]store.Item, 0, len(visit))
+	for name := range visit {
+		if it, ok := rc.mirror.items[store.Key{Mesh: meshName, Type: mesh.KindRoute, Name: name}]; ok {
+			items = append(items, it)
+		}
+	}
+	p := &meshPass{meshState: ms, mesh: meshName, now: time.Now(), routes: rc.readRoutes(items)}
+	for _, ri := range p.routes {
+		delete(visit, ri.it.Name)
+	}
+	var orphans []store.Item
+	for name := range visit { // deleted, or no longer read
+		p.gone = append(p.gone, name)
+		if bi, ok := rc.mirror.items[store.Key{Mesh: meshName, Type: mesh.KindRouteBinding, Name: name}]; ok {
+			orphans = append(orphans, bi)
+		}
+	}
+	return rc.runMesh(ctx, p, orphans)
+}
