@@ -1,0 +1,268 @@
+package routesched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kumadp/kuma-dp/cp/store"
+	"github.com/kumadp/kuma-dp/mesh"
+)
+
+// A pass on a watched change visits only what the change can affect; it must decide as a
+// pass that checks everything. A random sequence of writes - routes created, edited (host,
+// labels, path, dns type, wildcard) and deleted, routers' selectors and admission policies
+// changed, routers added and deleted, bindings removed - is followed by a reconciler running
+// passes on its watch only; every few writes, a new reconciler's full pass over the same
+// store must find every binding, route status and router status as they are (it writes
+// nothing).
+func TestIncrementalPassDecidesAsFull(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rnd := rand.New(rand.NewPCG(7, 11))
+	w := &writer{t: t, st: st, rnd: rnd}
+	for _, n := range []string{"shard-a", "shard-b", "catch-all"} {
+		w.router(n)
+	}
+	for range 25 {
+		w.route()
+	}
+	w.otherMesh(true)
+	rc := &Reconciler{Store: st, Log: quiet, Backoff: time.Nanosecond, UserZones: []string{"acme.test"}}
+	rev, _, err := rc.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
+	f.settle(ctx)
+	incremental := 0
+	for step := range 120 {
+		switch n := rnd.IntN(20); {
+		case n < 2:
+			w.router(fmt.Sprint("shard-", string(rune('a'+rnd.IntN(4)))))
+		case n < 3:
+			w.deleteOne(mesh.KindRouter)
+		case n < 4:
+			w.deleteOne(mesh.KindRouteBinding)
+		case n < 7:
+			w.deleteOne(mesh.KindRoute)
+		case n < 11:
+			w.route()
+		case n < 12:
+			w.otherMesh(false)
+		default:
+			w.editRoute()
+		}
+		incremental += f.settle(ctx)
+		if step%10 == 9 {
+			before := snapshot(t, st)
+			full := &Reconciler{Store: st, Log: quiet, UserZones: rc.UserZones}
+			if _, _, err := full.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if diff := diffSnapshots(before, snapshot(t, st)); diff != "" {
+				t.Fatalf("after step %d, a full pass changed what the incremental passes left:\n%s", step, diff)
+			}
+			f.settle(ctx) // (nothing: the full pass wrote nothing)
+		}
+	}
+	if incremental == 0 {
+		t.Fatal("no pass on a watched change visited only the changes")
+	}
+	t.Logf("%d passes on the changes only", incremental)
+}
+
+// writer makes the random writes: a user's, through the store's compare-and-set, keeping a
+// route's stored status as the API does.
+type writer struct {
+	t   *testing.T
+	st  store.Store
+	rnd *rand.Rand
+}
+
+func (w *writer) pick(from ...string) string { return from[w.rnd.IntN(len(from))] }
+
+// router writes router name, with a random selector and admission policy.
+func (w *writer) router(name string) {
+	doc := routerDoc(name, w.pick("", "shard: a", "shard: b")) +
+		"routeAdmission: {namespaceOwnership: " + w.pick("Strict", "InterNamespaceAllowed") + ", wildcardPolicy: " + w.pick("WildcardsAllowed", "WildcardsDisallowed") + "}\n"
+	put(w.t, w.st, mesh.KindRouter, name, doc)
+}
+
+// route writes one of 40 routes (namespace and name), new or over the stored one.
+func (w *writer) route() {
+	ns, name := w.pick("shop", "blog", "evil"), fmt.Sprint("r", w.rnd.IntN(15))
+	doc := routeDoc(ns, name, w.pick("www", "api", "x"), w.pick("", "shard: a", "shard: b"))
+	put(w.t, w.st, mesh.KindRoute, mesh.RouteKeyName(ns, name), doc)
+}
+
+// otherMesh writes, in mesh other, its router (first) or one of 3 user routes on names
+// the default mesh's routes take too (one DNS name leads to one router, of one mesh).
+func (w *writer) otherMesh(first bool) {
+	k := store.Key{Mesh: "other", Type: mesh.KindRouter, Name: "other"}
+	doc := routerDoc("other", "")
+	if !first {
+		ns, name := "shop", fmt.Sprint("o", w.rnd.IntN(3))
+		k = store.Key{Mesh: "other", Type: mesh.KindRoute, Name: mesh.RouteKeyName(ns, name)}
+		doc = routeDoc(ns, name, w.pick("www.acme.test", "api.acme.test"), "") + "dnsType: user\n"
+	}
+	if _, err := w.st.Put(context.Background(), k, []byte(doc), store.Any); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// editRoute changes a stored route, keeping its status.
+func (w *writer) editRoute() {
+	items := w.list(mesh.KindRoute)
+	if len(items) == 0 {
+		return
+	}
+	it := items[w.rnd.IntN(len(items))]
+	r, err := DecodeRoute(it)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	r.CreationTime = time.Time{}
+	switch w.rnd.IntN(4) {
+	case 0:
+		r.Labels = map[string]string{"shard": w.pick("a", "b")}
+	case 1:
+		r.Path = w.pick("", "/cart", "/api")
+	case 2:
+		r.DNSType, r.WildcardPolicy = mesh.DNSTypeUser, ""
+		r.Host = w.pick("www.acme.test", "api.acme.test", "a.www.acme.test", "x.shard-a.apps.example.com")
+		if w.rnd.IntN(3) == 0 {
+			r.WildcardPolicy = mesh.WildcardSubdomain
+		}
+	default:
+		r.DNSType, r.WildcardPolicy, r.Host = mesh.DNSTypeSystem, "", w.pick("www", "api")
+	}
+	if _, err := w.st.Put(context.Background(), it.Key, Encode(r), it.Version); err != nil && !errors.Is(err, store.ErrConflict) {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *writer) deleteOne(kind string) {
+	items := w.list(kind)
+	if len(items) == 0 {
+		return
+	}
+	if err := w.st.Delete(context.Background(), items[w.rnd.IntN(len(items))].Key, store.Any); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *writer) list(kind string) []store.Item {
+	items, _, _, err := w.st.List(context.Background(), "default", kind, "", 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	slices.SortFunc(items, func(a, b store.Item) int { return strings.Compare(a.Name, b.Name) })
+	return items
+}
+
+// follower runs the reconciler's passes on its watch, as its leader loop does.
+type follower struct {
+	t      *testing.T
+	rc     *Reconciler
+	st     store.Store
+	events <-chan store.Event
+	seen   int64
+}
+
+// settle applies the watch up to the store's revision and runs passes on the mirror until
+// one writes nothing; it returns how many of them visited only the changes. A route that
+// failed is retried at the next pass (as by a new reconciler: the backoff is timing, not a
+// decision).
+func (f *follower) settle(ctx context.Context) int {
+	only := 0
+	for range 50 {
+		f.catchUp(ctx)
+		before := f.rev(ctx)
+		if f.rc.canPassDirty(f.rc.mirror.dirty) {
+			only++
+		}
+		clear(f.rc.retries)
+		if _, err := f.rc.passOnMirror(ctx, false); err != nil {
+			f.t.Fatal(err)
+		}
+		if f.rev(ctx) == before {
+			return only
+		}
+	}
+	f.t.Fatal("the passes never settled")
+	return only
+}
+
+// catchUp applies the watch's events until the mirror holds the store's revision (every
+// event of a transaction: those that follow at once too).
+func (f *follower) catchUp(ctx context.Context) {
+	want := f.rev(ctx)
+	for {
+		wait := 10 * time.Second
+		if f.seen >= want {
+			wait = 10 * time.Millisecond
+		}
+		select {
+		case e := <-f.events:
+			if e.Type == store.Relist {
+				f.t.Fatal("the watch asks for a relist")
+			}
+			f.rc.mirror.apply(e)
+			f.seen = max(f.seen, e.Revision)
+		case <-time.After(wait):
+			if f.seen < want {
+				f.t.Fatalf("the watch is at revision %d, the store at %d", f.seen, want)
+			}
+			return
+		}
+	}
+}
+
+func (f *follower) rev(ctx context.Context) int64 {
+	_, _, rev, err := f.st.List(ctx, "default", mesh.KindRouter, "", 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rev
+}
+
+// snapshot is every router, route and binding document by key.
+func snapshot(t *testing.T, st store.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, kind := range []string{mesh.KindRouter, mesh.KindRoute, mesh.KindRouteBinding} {
+		items, _, _, err := st.List(context.Background(), "", kind, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			out[it.Key.String()] = string(it.Doc)
+		}
+	}
+	return out
+}
+
+func diffSnapshots(a, b map[string]string) string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: deleted, was %s", k, v))
+		} else if w != v {
+			out = append(out, fmt.Sprintf("%s:\n  incremental %s\n  full        %s", k, v, w))
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: created, %s", k, v))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
