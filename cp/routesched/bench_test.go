@@ -1,6 +1,7 @@
 package routesched
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -75,7 +76,7 @@ func BenchmarkApplyToScheduled(b *testing.B) { applyToScheduled(b, 1000) }
 func BenchmarkApplyToScheduled10000(b *testing.B) { applyToScheduled(b, 10000) }
 
 func applyToScheduled(b *testing.B, bound int) {
-	st := benchStore(b)
+	st := &tracedStore{Etcd: benchStore(b)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	putRoutes(b, st, bound)
@@ -85,11 +86,13 @@ func applyToScheduled(b *testing.B, bound int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	var lat []time.Duration
+	var ways []way
 	passes := m.Passes.Load()
 	b.ResetTimer()
 	for i := range b.N {
 		id := 100000 + i
 		k := routeKey("default", fmt.Sprint("team", id%7), fmt.Sprint("r", id))
+		st.follow(k)
 		start := time.Now()
 		if _, err := st.Put(ctx, k, benchRoute(id), 0); err != nil {
 			b.Fatal(err)
@@ -109,12 +112,93 @@ func applyToScheduled(b *testing.B, bound int) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		lat = append(lat, time.Since(start))
+		ways = append(ways, st.way(start, time.Now()))
 	}
 	b.StopTimer()
+	reportWays(b, ways)
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(m.Passes.Load()-passes)/float64(b.N), "passes/op")
+}
+
+// tracedStore times one route's way from its write to its status read scheduled: the
+// watch delivering the write, the reconciler's wait and pass until the binding's
+// transaction is sent, the transaction, and the status read back.
+type tracedStore struct {
+	*store.Etcd
+	mu                     sync.Mutex
+	key                    store.Key
+	event, txnSent, txnEnd time.Time
+}
+
+// way is one write's time in each stage.
+type way struct{ deliver, pass, txn, readBack, total time.Duration }
+
+func (s *tracedStore) follow(k store.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key, s.event, s.txnSent, s.txnEnd = k, time.Time{}, time.Time{}, time.Time{}
+}
+
+func (s *tracedStore) way(start, done time.Time) way {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return way{s.event.Sub(start), s.txnSent.Sub(s.event), s.txnEnd.Sub(s.txnSent), done.Sub(s.txnEnd), done.Sub(start)}
+}
+
+func (s *tracedStore) Watch(ctx context.Context, from int64) <-chan store.Event {
+	in := s.Etcd.Watch(ctx, from)
+	out := make(chan store.Event, 64)
+	go func() {
+		defer close(out)
+		for e := range in {
+			s.mu.Lock()
+			if e.Item.Key == s.key && s.event.IsZero() {
+				s.event = time.Now()
+			}
+			s.mu.Unlock()
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (s *tracedStore) Txn(ctx context.Context, ws ...store.Write) error {
+	sent := time.Now()
+	err := s.Etcd.Txn(ctx, ws...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range ws {
+		if w.Key == s.key && !w.Check && err == nil {
+			s.txnSent, s.txnEnd = sent, time.Now()
+		}
+	}
+	return err
+}
+
+// reportWays reports each stage's median, and logs the stages of the slowest writes.
+func reportWays(b *testing.B, ways []way) {
+	med := func(f func(way) time.Duration) float64 {
+		ds := make([]time.Duration, len(ways))
+		for i, w := range ways {
+			ds[i] = f(w)
+		}
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(med(func(w way) time.Duration { return w.deliver }), "watch-p50-ms")
+	b.ReportMetric(med(func(w way) time.Duration { return w.pass }), "to-txn-p50-ms")
+	b.ReportMetric(med(func(w way) time.Duration { return w.txn }), "txn-p50-ms")
+	b.ReportMetric(med(func(w way) time.Duration { return w.readBack }), "read-back-p50-ms")
+	slices.SortFunc(ways, func(a, c way) int { return cmp.Compare(c.total, a.total) })
+	for _, w := range ways[:min(3, len(ways))] {
+		b.Logf("slow write: %v: watch %v, wait and pass until the transaction %v, transaction %v, read back %v", w.total, w.deliver, w.pass, w.txn, w.readBack)
+	}
 }
 
 // putRoutes writes n new routes (benchRoute), 16 writers at once.
@@ -137,6 +221,37 @@ func putRoutes(b *testing.B, st store.Store, n int) {
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkPassCheckingAll10000: the pass every Resync that checks every binding and
+// every router's admission again (on what the watch has shown), 10,000 routes bound.
+//
+//	go test ./cp/routesched -run '^$' -bench PassCheckingAll10000 -benchmem
+func BenchmarkPassCheckingAll10000(b *testing.B) {
+	rc := boundReconciler(b, 10000)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := rc.passOnMirror(context.Background(), true, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// boundReconciler is a reconciler that has bound n routes (benchRoute) and read them back.
+func boundReconciler(b *testing.B, n int) *Reconciler {
+	st := benchStore(b)
+	ctx := context.Background()
+	putRoutes(b, st, n)
+	rc := &Reconciler{Store: st, Log: quiet}
+	for rc.Metrics == nil || rc.Metrics.Scheduled.Load() < uint64(n) {
+		if _, _, err := rc.Pass(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, _, err := rc.Pass(ctx); err != nil { // the bindings as written
+		b.Fatal(err)
+	}
+	return rc
 }
 
 // BenchmarkPassOnMirror10000: one pass of the leader's reconciler as a watched change runs it
@@ -162,7 +277,7 @@ func BenchmarkPassOnMirror10000(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		rc.mirror.dirty[k] = struct{}{}
-		if _, err := rc.passOnMirror(ctx, false); err != nil {
+		if _, err := rc.passOnMirror(ctx, false, -1); err != nil {
 			b.Fatal(err)
 		}
 	}

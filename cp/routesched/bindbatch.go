@@ -26,6 +26,7 @@ const inFlight = 4
 type binding struct {
 	ri     routeItem
 	b      *mesh.RouteBinding
+	route  *mesh.Route   // the route as written, with its store creation time
 	writes []store.Write // the binding created, the route's status, its router's guard
 	bytes  int           // its documents' size, as batching counts them
 	err    error         // the outcome: nil (bound), ErrBound, store.ErrConflict or another
@@ -44,7 +45,9 @@ func newBinding(meshName string, ri routeItem, router *mesh.Router, dns string, 
 	c.CreationTime = time.Time{}
 	c.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: dns, Router: router.Name, RouterCanonicalHostname: Canonical(router), Ingress: ingress}
 	bdoc, rdoc := Encode(b), Encode(&c)
-	return &binding{ri: ri, b: b, bytes: len(bdoc) + len(rdoc), writes: []store.Write{
+	written := c
+	written.CreationTime = ri.it.Created
+	return &binding{ri: ri, b: b, route: &written, bytes: len(bdoc) + len(rdoc), writes: []store.Write{
 		{Key: bindingKey(meshName, r.Namespace, r.Name), Doc: bdoc},
 		{Key: ri.it.Key, Doc: rdoc, Expect: ri.it.Version, Created: ri.it.Created},
 		guard,

@@ -20,6 +20,10 @@ func (rc *Reconciler) decode(it store.Item) (mesh.Resource, error) {
 	if c, ok := rc.cache[it.Key]; ok && c.version == it.Version {
 		return c.res, c.err
 	}
+	if res, ok := rc.mirror.decodedAt(it.Key, it.Version); ok {
+		rc.cache[it.Key] = cached{it.Version, res, nil}
+		return res, nil
+	}
 	var res mesh.Resource
 	var err error
 	if it.Type == mesh.KindRoute {

@@ -2,6 +2,7 @@ package routesched
 
 import (
 	"context"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"time"
@@ -36,8 +37,9 @@ func (rc *Reconciler) canPassDirty(dirty map[store.Key]struct{}) bool {
 }
 
 // passDirty is a pass on the routes and bindings in dirty (changed since the last pass)
-// and what they can affect.
-func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{}) (time.Time, error) {
+// and what they can affect; and on slice (-1: none), the bindings kept checked again from
+// scratch and the routers whose admission is computed again in full.
+func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{}, slice int) (time.Time, error) {
 	rc.defaults()
 	rc.Metrics.Passes.Add(1)
 	changed := map[string]map[string]bool{} // mesh -> route names
@@ -54,7 +56,7 @@ func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{
 	var next time.Time
 	pending := int64(0)
 	for _, name := range slices.Sorted(maps.Keys(rc.meshes)) {
-		n, p := rc.passMeshDirty(ctx, name, changed[name])
+		n, p := rc.passMeshDirty(ctx, name, changed[name], slice)
 		pending += p
 		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
@@ -66,13 +68,14 @@ func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{
 }
 
 // passMeshDirty is one mesh's part of passDirty: the routes changed and those it visits at
-// every pass.
-func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, changed map[string]bool) (time.Time, int64) {
+// every pass, and slice.
+func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, changed map[string]bool, slice int) (time.Time, int64) {
 	ms := rc.meshes[meshName]
 	visit := maps.Clone(changed)
 	if visit == nil {
 		visit = map[string]bool{}
 	}
+	recompute := ms.checkSlice(slice, visit)
 	for _, m := range []map[string]bool{ms.loose, ms.unsettled, ms.users} {
 		maps.Copy(visit, m)
 	}
@@ -82,7 +85,7 @@ func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, change
 			items = append(items, it)
 		}
 	}
-	p := &meshPass{meshState: ms, mesh: meshName, now: time.Now(), routes: rc.readRoutes(items)}
+	p := &meshPass{meshState: ms, mesh: meshName, now: time.Now(), routes: rc.readRoutes(items), recompute: recompute}
 	for _, ri := range p.routes {
 		delete(visit, ri.it.Name)
 	}
@@ -94,4 +97,34 @@ func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, change
 		}
 	}
 	return rc.runMesh(ctx, p, orphans)
+}
+
+// checkSlice forgets the bindings kept of slice (0 to relistEvery-1; -1: none) and adds
+// their routes to visit, so the pass checks them again from scratch; it returns the
+// routers of slice, whose admission the pass computes again in full.
+func (ms *meshState) checkSlice(slice int, visit map[string]bool) map[string]bool {
+	if slice < 0 {
+		return nil
+	}
+	for name, k := range ms.kept {
+		if sliceOf(name) == slice {
+			ms.s.Unbind(k.key)
+			delete(ms.kept, name)
+			visit[name] = true
+		}
+	}
+	recompute := map[string]bool{}
+	for i, rt := range slices.Sorted(maps.Keys(ms.adm)) {
+		if i%relistEvery == slice {
+			recompute[rt] = true
+		}
+	}
+	return recompute
+}
+
+// sliceOf is the slice (0 to relistEvery-1) route name is checked again in.
+func sliceOf(name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() % relistEvery)
 }

@@ -15,10 +15,13 @@ const relistEvery = 10
 
 // follow keeps one watch open from rev, applying its changes to the mirror the pass at rev
 // listed, and runs a pass on the mirror after each change of a routing resource (after a
-// short debounce, so a burst is one pass) and when a retry is due (next). Every Resync the
-// pass checks every binding again (a failed write is retried), and every relistEvery
-// Resyncs it lists the store again. It returns for a full restart when the watch ends
-// (compaction) or a pass fails.
+// short debounce, so a burst is one pass) and when a retry is due (next): a pass on the
+// changes only (passDirty). Every Resync a pass checks again a tenth of the bindings kept
+// (those of slice resyncs, from scratch) and computes again in full the admission of a
+// tenth of the routers, so every binding and router is checked again every relistEvery
+// Resyncs without a write ever waiting for a pass over all of them; and every relistEvery
+// Resyncs it lists the store again (a pass that checks everything). It returns for a full
+// restart when the watch ends (compaction) or a pass fails.
 func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -35,9 +38,9 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 		var err error
 		switch {
 		case time.Now().Before(resync):
-			next, err = rc.passOnMirror(ctx, false)
+			next, err = rc.passOnMirror(ctx, false, -1)
 		case resyncs+1 < relistEvery:
-			next, err = rc.passOnMirror(ctx, true)
+			next, err = rc.passOnMirror(ctx, false, resyncs)
 			resync, resyncs = time.Now().Add(rc.Resync), resyncs+1
 		default:
 			_, next, err = rc.Pass(ctx)
@@ -50,12 +53,13 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	}
 }
 
-// passOnMirror is a pass on what the watch has shown: on the changes only (passDirty)
+// passOnMirror is a pass on what the watch has shown: on the changes only (passDirty), and
+// the slice of the bindings and routers checked again (0 to relistEvery-1; -1: none),
 // unless all (every binding checked again) or a router changed or a mesh is new.
-func (rc *Reconciler) passOnMirror(ctx context.Context, all bool) (time.Time, error) {
+func (rc *Reconciler) passOnMirror(ctx context.Context, all bool, slice int) (time.Time, error) {
 	dirty := rc.mirror.takeDirty()
 	if !all && rc.canPassDirty(dirty) {
-		return rc.passDirty(ctx, dirty)
+		return rc.passDirty(ctx, dirty, slice)
 	}
 	routers, routes, bindings := rc.mirror.lists()
 	rc.forgetDeleted(routers, routes, bindings)

@@ -189,7 +189,7 @@ func (f *follower) settle(ctx context.Context) int {
 			only++
 		}
 		clear(f.rc.retries)
-		if _, err := f.rc.passOnMirror(ctx, false); err != nil {
+		if _, err := f.rc.passOnMirror(ctx, false, -1); err != nil {
 			f.t.Fatal(err)
 		}
 		if f.rev(ctx) == before {
@@ -265,4 +265,54 @@ func diffSnapshots(a, b map[string]string) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, "\n")
+}
+
+// The pass every Resync checks a tenth of the bindings kept again from scratch: a binding
+// the passes on the changes keep without a check (here, kept as if checked at a version
+// whose status a writer broke) is found and repaired within relistEvery Resyncs.
+func TestResyncSlicesCheckWhatPassesKeep(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
+	for i := range 30 {
+		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
+	}
+	rc := &Reconciler{Store: st, Log: quiet}
+	rev, _, err := rc.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
+	f.settle(ctx)
+
+	updateRoute(t, st, "shop", "r7", func(r *mesh.Route) {
+		r.Status.Ingress[0].Conditions[0].Status, r.Status.Ingress[0].Conditions[0].Reason = "False", "Broken"
+	})
+	f.catchUp(ctx)
+	ms, name := rc.meshes["default"], mesh.RouteKeyName("shop", "r7")
+	k := ms.kept[name]
+	k.route = rc.mirror.items[routeKey("default", "shop", "r7")].Version // kept as if checked
+	ms.kept[name] = k
+	delete(rc.mirror.dirty, routeKey("default", "shop", "r7"))
+	for range 3 {
+		f.settle(ctx)
+	}
+	if !brokenAdmission(t, st) {
+		t.Fatal("the corruption did not hold: the test checks nothing")
+	}
+	for slice := range relistEvery {
+		f.catchUp(ctx)
+		if _, err := rc.passOnMirror(ctx, false, slice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if brokenAdmission(t, st) {
+		t.Fatalf("after %d Resyncs, shop/r7's status is still %+v", relistEvery, getRoute(t, st, "shop", "r7").Status)
+	}
+}
+
+func brokenAdmission(t *testing.T, st store.Store) bool {
+	r := getRoute(t, st, "shop", "r7")
+	return r.Status.Ingress[0].Conditions[0].Reason == "Broken"
 }

@@ -25,10 +25,19 @@ type mirror struct {
 	// dirty: the keys changed since the last pass took them (this reconciler's writes too:
 	// the next pass sees them bound, or their admission written).
 	dirty map[store.Key]struct{}
+	// echo: the version at which the watch showed a document this reconciler wrote, until a
+	// pass takes it (takeEcho).
+	echo map[store.Key]int64
+	// decoded: the documents this reconciler wrote as it encoded them, once the watch shows
+	// them (their version known), until the pass decodes them (decodedAt): after a pass
+	// bound 10,000 routes, the next need not decode 20,000 documents it wrote itself.
+	decoded map[store.Key]cached
+	resOf   map[store.Key]mesh.Resource // of ours: the resources written, until the watch shows them
 }
 
 func newMirror(lists ...[]store.Item) *mirror {
-	m := &mirror{items: map[store.Key]store.Item{}, ours: map[store.Key]string{}, dirty: map[store.Key]struct{}{}}
+	m := &mirror{items: map[store.Key]store.Item{}, ours: map[store.Key]string{}, dirty: map[store.Key]struct{}{}, echo: map[store.Key]int64{},
+		decoded: map[store.Key]cached{}, resOf: map[store.Key]mesh.Resource{}}
 	for _, l := range lists {
 		for _, it := range l {
 			m.items[it.Key] = it
@@ -41,7 +50,29 @@ func newMirror(lists ...[]store.Item) *mirror {
 func (m *mirror) wrote(k store.Key, doc []byte) {
 	if m != nil {
 		m.ours[k] = string(doc)
+		delete(m.resOf, k)
 	}
+}
+
+// wroteDecoded records a document the reconciler wrote under k, and res, the resource it
+// encoded (as decoding the document gives it: a route with its store creation time).
+func (m *mirror) wroteDecoded(k store.Key, doc []byte, res mesh.Resource) {
+	if m != nil {
+		m.ours[k] = string(doc)
+		m.resOf[k] = res
+	}
+}
+
+// decodedAt is the resource under k at version as this reconciler wrote it (and forgets it).
+func (m *mirror) decodedAt(k store.Key, version int64) (mesh.Resource, bool) {
+	if m == nil {
+		return nil, false
+	}
+	c, ok := m.decoded[k]
+	if ok {
+		delete(m.decoded, k)
+	}
+	return c.res, ok && c.version == version
 }
 
 // routingKind says whether kind is one a pass reads.
@@ -66,21 +97,44 @@ func (m *mirror) apply(e store.Event) bool {
 		}
 		m.items[k] = e.Item
 		m.dirty[k] = struct{}{}
+		delete(m.echo, k)
+		delete(m.decoded, k)
 		if doc, ok := m.ours[k]; ok {
+			res, decoded := m.resOf[k]
 			delete(m.ours, k)
-			return doc != string(e.Item.Doc)
+			delete(m.resOf, k)
+			if doc == string(e.Item.Doc) {
+				m.echo[k] = e.Item.Version
+				if decoded {
+					m.decoded[k] = cached{version: e.Item.Version, res: res}
+				}
+				return false
+			}
+			return true
 		}
 	case store.Delete:
 		delete(m.ours, k)
+		delete(m.resOf, k)
 		if !held || have.Version >= e.Revision {
 			return false
 		}
 		delete(m.items, k)
 		m.dirty[k] = struct{}{}
+		delete(m.echo, k)
+		delete(m.decoded, k)
+		delete(m.resOf, k)
 	default:
 		return false
 	}
 	return true
+}
+
+// takeEcho says whether the document under k at version is one this reconciler wrote (and
+// forgets it).
+func (m *mirror) takeEcho(k store.Key, version int64) bool {
+	v, ok := m.echo[k]
+	delete(m.echo, k)
+	return ok && v == version
 }
 
 // takeDirty returns the keys changed since the last call.

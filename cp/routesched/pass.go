@@ -100,6 +100,9 @@ type meshPass struct {
 	next    time.Time           // when a retry is due (zero: none)
 	left    int64               // routes left unscheduled
 	changed map[string][]string // router -> routes whose admission changed this pass (routing.RouteKey)
+	// recompute: routers whose admission is computed again in full (routing.Admitter's
+	// Recompute), checking what the admitters keep.
+	recompute map[string]bool
 }
 
 // due moves the next pass to t when t is sooner (t zero: no change).
@@ -209,7 +212,15 @@ func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 	for _, ri := range p.routes {
 		name := ri.it.Name
 		k, wasKept := p.kept[name]
-		bi, hasBinding := rc.mirror.items[store.Key{Mesh: p.mesh, Type: mesh.KindRouteBinding, Name: name}]
+		bk := store.Key{Mesh: p.mesh, Type: mesh.KindRouteBinding, Name: name}
+		bi, hasBinding := rc.mirror.items[bk]
+		routeEcho := rc.mirror.takeEcho(ri.it.Key, ri.it.Version)
+		bindingEcho := hasBinding && rc.mirror.takeEcho(bk, bi.Version)
+		if wasKept && routeEcho && hasBinding && (bi.Version == k.binding || bindingEcho) {
+			// the route (and its binding) as this reconciler wrote them: still bound as checked
+			k.route, k.binding = ri.it.Version, bi.Version
+			p.kept[name] = k
+		}
 		if wasKept && k.route == ri.it.Version && hasBinding && k.binding == bi.Version && ri.r.DNSTypeOf() != mesh.DNSTypeUser {
 			p.setBound(name, k.router)
 			continue
@@ -373,10 +384,15 @@ func (p *meshPass) admit() {
 			delete(p.member, name)
 		}
 	}
+	for rt := range p.recompute {
+		if p.adm[rt] != nil {
+			touched[rt] = true
+		}
+	}
 	for rt := range touched {
 		a := p.adm[rt]
 		var changed map[string]routing.Admission
-		if p.all {
+		if p.all || p.recompute[rt] {
 			changed = a.Recompute()
 		} else {
 			changed = a.Changes()
@@ -438,8 +454,8 @@ func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decis
 			rc.Metrics.Scheduled.Add(1)
 			// kept, at versions the next pass will not find: it checks the binding then
 			p.kept[b.ri.it.Name] = kept{key: k, router: b.b.Router, route: -1, binding: -1}
-			rc.mirror.wrote(b.writes[0].Key, b.writes[0].Doc)
-			rc.mirror.wrote(b.writes[1].Key, b.writes[1].Doc)
+			rc.mirror.wroteDecoded(b.writes[0].Key, b.writes[0].Doc, b.b)
+			rc.mirror.wroteDecoded(b.writes[1].Key, b.writes[1].Doc, b.route)
 			delete(rc.retries, b.ri.it.Key.String())
 		case errors.Is(b.err, ErrBound):
 			// made meanwhile (a previous leader's last write): the next pass reads it

@@ -43,9 +43,14 @@ func NewAdmitter(router *mesh.Router) *Admitter {
 // Router is the router the admitter decides for.
 func (a *Admitter) Router() *mesh.Router { return a.router }
 
-// Set adds or replaces a route.
+// Set adds or replaces a route. A new version that claims the same (its status changed,
+// say) changes no admission.
 func (a *Admitter) Set(r *mesh.Route) {
 	k := RouteKey(r)
+	if old, ok := a.routes[k]; ok && sameClaim(old, r) {
+		a.routes[k] = r
+		return
+	}
 	a.Delete(k)
 	a.routes[k] = r
 	n, ok := a.nodeOf(r)
@@ -201,6 +206,13 @@ func (a *Admitter) nodeOf(r *mesh.Route) (string, bool) {
 		return domain, true
 	}
 	return bare, true
+}
+
+// sameClaim says whether a and b are admitted alike: the same of everything Admit reads
+// of a route (status and labels aside).
+func sameClaim(a, b *mesh.Route) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && a.Host == b.Host && a.Path == b.Path &&
+		a.DNSType == b.DNSType && a.WildcardPolicy == b.WildcardPolicy && a.CreationTime.Equal(b.CreationTime)
 }
 
 // parent is the name one label up ("" above a single label), as Admit walks up a name.
