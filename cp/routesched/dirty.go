@@ -43,20 +43,35 @@ func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{
 	rc.defaults()
 	rc.Metrics.Passes.Add(1)
 	changed := map[string]map[string]bool{} // mesh -> route names
-	for k := range dirty {
-		if k.Type == mesh.KindRoute {
-			rc.noteUserRoute(k)
-		}
+	add := func(k store.Key) {
 		if changed[k.Mesh] == nil {
 			changed[k.Mesh] = map[string]bool{}
 		}
 		changed[k.Mesh][k.Name] = true
 	}
+	for k := range dirty {
+		if k.Type == mesh.KindRoute {
+			rc.noteUserRoute(k)
+		}
+		add(k)
+	}
+	sliced := map[string]map[string]bool{} // mesh -> the routes of slice
+	if slice >= 0 {
+		for k := range rc.mirror.items {
+			if k.Type == mesh.KindRoute && rc.meshes[k.Mesh] != nil && sliceOf(k.Name) == slice {
+				add(k)
+				if sliced[k.Mesh] == nil {
+					sliced[k.Mesh] = map[string]bool{}
+				}
+				sliced[k.Mesh][k.Name] = true
+			}
+		}
+	}
 	rc.names = rc.boundNames()
 	var next time.Time
 	pending := int64(0)
 	for _, name := range slices.Sorted(maps.Keys(rc.meshes)) {
-		n, p := rc.passMeshDirty(ctx, name, changed[name], slice)
+		n, p := rc.passMeshDirty(ctx, name, changed[name], sliced[name], slice)
 		pending += p
 		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
@@ -67,15 +82,15 @@ func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{
 	return next, ctx.Err()
 }
 
-// passMeshDirty is one mesh's part of passDirty: the routes changed and those it visits at
-// every pass, and slice.
-func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, changed map[string]bool, slice int) (time.Time, int64) {
+// passMeshDirty is one mesh's part of passDirty: the routes changed (and those of the
+// slice, sliced) and those it visits at every pass.
+func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, changed, sliced map[string]bool, slice int) (time.Time, int64) {
 	ms := rc.meshes[meshName]
 	visit := maps.Clone(changed)
 	if visit == nil {
 		visit = map[string]bool{}
 	}
-	recompute := ms.checkSlice(slice, visit)
+	recompute := ms.checkSlice(slice, sliced)
 	for _, m := range []map[string]bool{ms.loose, ms.unsettled, ms.users} {
 		maps.Copy(visit, m)
 	}
@@ -99,18 +114,17 @@ func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, change
 	return rc.runMesh(ctx, p, orphans)
 }
 
-// checkSlice forgets the bindings kept of slice (0 to relistEvery-1; -1: none) and adds
-// their routes to visit, so the pass checks them again from scratch; it returns the
-// routers of slice, whose admission the pass computes again in full.
-func (ms *meshState) checkSlice(slice int, visit map[string]bool) map[string]bool {
+// checkSlice forgets the bindings kept of the routes of slice (0 to relistEvery-1; -1:
+// none), so the pass checks them again from scratch; it returns the routers of slice, whose
+// admission the pass computes again in full.
+func (ms *meshState) checkSlice(slice int, routes map[string]bool) map[string]bool {
 	if slice < 0 {
 		return nil
 	}
-	for name, k := range ms.kept {
-		if sliceOf(name) == slice {
+	for name := range routes {
+		if k, ok := ms.kept[name]; ok {
 			ms.s.Unbind(k.key)
 			delete(ms.kept, name)
-			visit[name] = true
 		}
 	}
 	recompute := map[string]bool{}

@@ -8,44 +8,60 @@ import (
 )
 
 // relistEvery is how many Resyncs pass between two listings of the store while a watch
-// holds: the watch misses nothing (it resumes after the last revision delivered, and a
-// compaction ends it: Run lists again), so a listing is a safety net - at 10,000 routes
-// bound it holds the writes that arrive meanwhile for about a second on a loaded machine.
+// holds, and how many slices the bindings are checked again in (one a Resync). The watch
+// misses nothing (it resumes after the last revision delivered, and a compaction ends it:
+// Run lists again), so a listing is a safety net: it is read beside the passes, and what
+// the mirror lacks of it is a change for the next pass - no write waits for it.
 const relistEvery = 10
 
 // follow keeps one watch open from rev, applying its changes to the mirror the pass at rev
-// listed, and runs a pass on the mirror after each change of a routing resource (after a
-// short debounce, so a burst is one pass) and when a retry is due (next): a pass on the
-// changes only (passDirty). Every Resync a pass checks again a tenth of the bindings kept
-// (those of slice resyncs, from scratch) and computes again in full the admission of a
-// tenth of the routers, so every binding and router is checked again every relistEvery
-// Resyncs without a write ever waiting for a pass over all of them; and every relistEvery
-// Resyncs it lists the store again (a pass that checks everything). It returns for a full
-// restart when the watch ends (compaction) or a pass fails.
+// listed, and runs a pass on the mirror after each change of a routing resource and when a
+// retry is due (next): a pass on the changes only (passDirty). A change after a quiet spell
+// is passed on at once; the rest of a burst waits for a short debounce, so a burst is one
+// pass. Every Resync a pass checks again a tenth of the routes (those of slice resyncs,
+// their bindings from scratch) and computes again in full the admission of a tenth of the
+// routers, so every binding and router is checked again every relistEvery Resyncs without
+// a write ever waiting for a pass over all of them; every relistEvery Resyncs the store is
+// listed beside the passes (relist). It returns for a full restart when the watch ends
+// (compaction) or a pass fails.
 func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := rc.Store.Watch(wctx, rev)
 	resync, resyncs := time.Now().Add(rc.Resync), 0
+	var listed <-chan *listing
 	for {
 		d := time.Until(resync)
 		if !next.IsZero() {
 			d = min(d, max(time.Until(next), 10*time.Millisecond))
 		}
-		if !rc.await(ctx, events, d) {
+		l, ok := rc.await(ctx, events, listed, d)
+		if !ok {
 			return
 		}
 		var err error
 		switch {
+		case l != nil:
+			listed = nil
+			if l.err != nil {
+				rc.Log.Warn("listing routers, routes and bindings failed; next time", "error", l.err)
+				break
+			}
+			rc.forgetDeleted(l.lists[:]...)
+			if n := rc.mirror.repair(l); n > 0 {
+				rc.Log.Warn("the listing holds changes the watch did not show: passing on them", "changes", n)
+			}
+			next, err = rc.passOnMirror(ctx, false, -1)
 		case time.Now().Before(resync):
 			next, err = rc.passOnMirror(ctx, false, -1)
-		case resyncs+1 < relistEvery:
-			next, err = rc.passOnMirror(ctx, false, resyncs)
-			resync, resyncs = time.Now().Add(rc.Resync), resyncs+1
 		default:
-			_, next, err = rc.Pass(ctx)
-			resync, resyncs = time.Now().Add(rc.Resync), 0
+			next, err = rc.passOnMirror(ctx, false, resyncs)
+			resync, resyncs = time.Now().Add(rc.Resync), (resyncs+1)%relistEvery
+			if resyncs == 0 && listed == nil {
+				listed = rc.relist(wctx)
+			}
 		}
+		rc.lastPass = time.Now()
 		if err != nil {
 			rc.Log.Warn("route scheduling pass failed; retrying", "error", err)
 			return
@@ -54,7 +70,7 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 }
 
 // passOnMirror is a pass on what the watch has shown: on the changes only (passDirty), and
-// the slice of the bindings and routers checked again (0 to relistEvery-1; -1: none),
+// the slice of the routes and routers checked again (0 to relistEvery-1; -1: none),
 // unless all (every binding checked again) or a router changed or a mesh is new.
 func (rc *Reconciler) passOnMirror(ctx context.Context, all bool, slice int) (time.Time, error) {
 	dirty := rc.mirror.takeDirty()
@@ -68,37 +84,55 @@ func (rc *Reconciler) passOnMirror(ctx context.Context, all bool, slice int) (ti
 	return rc.pass(ctx, routers, routes, bindings)
 }
 
-// await applies watched changes to the mirror until one changes it (then the rest of its
-// burst: at most 10 debounces, so a steady stream of writes still gets passes) or d has
-// passed. It is false when the watch ended (or ctx).
-func (rc *Reconciler) await(ctx context.Context, events <-chan store.Event, d time.Duration) bool {
+// await applies watched changes to the mirror until one changes it, or d has passed, or a
+// listing arrived (returned). A change after a quiet spell (no pass for a debounce) is
+// passed on at once with what came with it; otherwise the rest of its burst is waited for
+// (at most 10 debounces, so a steady stream of writes still gets passes). It is false when
+// the watch ended (or ctx).
+func (rc *Reconciler) await(ctx context.Context, events <-chan store.Event, listed <-chan *listing, d time.Duration) (*listing, bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for changed := false; !changed; {
 		select {
 		case <-ctx.Done():
-			return false
+			return nil, false
 		case <-timer.C:
-			return true
+			return nil, true
+		case l := <-listed:
+			return l, true
 		case e, ok := <-events:
 			if !ok || e.Type == store.Relist {
-				return false
+				return nil, false
 			}
 			changed = rc.mirror.apply(e)
+		}
+	}
+	if time.Since(rc.lastPass) >= debounce {
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok || e.Type == store.Relist {
+					return nil, false
+				}
+				rc.mirror.apply(e)
+				continue
+			default:
+			}
+			return nil, true
 		}
 	}
 	for until := time.Now().Add(10 * debounce); time.Now().Before(until); {
 		select {
 		case e, ok := <-events:
 			if !ok || e.Type == store.Relist {
-				return false
+				return nil, false
 			}
 			rc.mirror.apply(e)
 		case <-time.After(debounce):
-			return true
+			return nil, true
 		case <-ctx.Done():
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return nil, true
 }

@@ -316,3 +316,76 @@ func brokenAdmission(t *testing.T, st store.Store) bool {
 	r := getRoute(t, st, "shop", "r7")
 	return r.Status.Ingress[0].Conditions[0].Reason == "Broken"
 }
+
+// The listing read beside the passes every relistEvery Resyncs repairs what the watch did
+// not show (here, events dropped: a route created, a binding deleted): the next pass acts
+// on it. Nothing else is taken for a change: a healthy watch's mirror matches the listing,
+// and a key deleted while the listing was read stays deleted.
+func TestRelistRepairsWhatTheWatchMissed(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
+	for i := range 10 {
+		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
+	}
+	rc := &Reconciler{Store: st, Log: quiet}
+	rev, _, err := rc.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
+	f.settle(ctx)
+	if n := rc.mirror.repair(<-rc.relist(ctx)); n != 0 {
+		t.Fatalf("a healthy watch, yet %d changes repaired", n)
+	}
+
+	// Missed: a new route, a binding deleted.
+	put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", "late"), routeDoc("shop", "late", "late", ""))
+	if err := st.Delete(ctx, bindingKey("default", "shop", "r3"), store.Any); err != nil {
+		t.Fatal(err)
+	}
+	f.drop(ctx)
+	listed := rc.relist(ctx)
+	l := <-listed
+	// Deleted while the listing was read: applied by the watch, not brought back.
+	if err := st.Delete(ctx, routeKey("default", "shop", "r5"), store.Any); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp(ctx)
+	if n := rc.mirror.repair(l); n != 2 {
+		t.Errorf("%d changes repaired, want 2 (the route created, the binding deleted)", n)
+	}
+	if _, ok := rc.mirror.items[routeKey("default", "shop", "r5")]; ok {
+		t.Error("a route deleted while the listing was read is back in the mirror")
+	}
+	f.settle(ctx)
+	for _, name := range []string{"late", "r3"} {
+		if ok, why := scheduled(t, st, "shop", name, "shard-a"); !ok {
+			t.Errorf("shop/%s: %s", name, why)
+		}
+	}
+}
+
+// drop reads the watch's events up to the store's revision without applying them: the
+// mirror misses them.
+func (f *follower) drop(ctx context.Context) {
+	want := f.rev(ctx)
+	for f.seen < want {
+		select {
+		case e := <-f.events:
+			f.seen = max(f.seen, e.Revision)
+		case <-time.After(10 * time.Second):
+			f.t.Fatalf("the watch is at revision %d, the store at %d", f.seen, want)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	for {
+		select {
+		case <-f.events:
+			continue
+		default:
+		}
+		return
+	}
+}

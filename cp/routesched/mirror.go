@@ -33,6 +33,8 @@ type mirror struct {
 	// bound 10,000 routes, the next need not decode 20,000 documents it wrote itself.
 	decoded map[store.Key]cached
 	resOf   map[store.Key]mesh.Resource // of ours: the resources written, until the watch shows them
+	// deleted: while a listing is read beside the passes, the keys deleted and when.
+	deleted map[store.Key]int64
 }
 
 func newMirror(lists ...[]store.Item) *mirror {
@@ -120,6 +122,9 @@ func (m *mirror) apply(e store.Event) bool {
 		}
 		delete(m.items, k)
 		m.dirty[k] = struct{}{}
+		if m.deleted != nil {
+			m.deleted[k] = e.Revision
+		}
 		delete(m.echo, k)
 		delete(m.decoded, k)
 		delete(m.resOf, k)

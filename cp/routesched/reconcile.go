@@ -75,6 +75,9 @@ type Reconciler struct {
 	routerItems []store.Item
 	// userRoutes: the user routes of every mesh (their names are claimed across meshes).
 	userRoutes map[store.Key]bool
+	// lastPass: when the last pass on the mirror ended (a change after a quiet spell is
+	// passed on at once).
+	lastPass time.Time
 }
 
 type retry struct {
