@@ -144,6 +144,9 @@ func (s *tracedStore) follow(k store.Key) {
 func (s *tracedStore) way(start, done time.Time) way {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.txnEnd.IsZero() { // read back before the transaction's answer
+		s.txnEnd = done
+	}
 	return way{s.event.Sub(start), s.txnSent.Sub(s.event), s.txnEnd.Sub(s.txnSent), done.Sub(s.txnEnd), done.Sub(start)}
 }
 
@@ -169,14 +172,20 @@ func (s *tracedStore) Watch(ctx context.Context, from int64) <-chan store.Event 
 }
 
 func (s *tracedStore) Txn(ctx context.Context, ws ...store.Write) error {
-	sent := time.Now()
-	err := s.Etcd.Txn(ctx, ws...)
+	ours := false
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, w := range ws {
-		if w.Key == s.key && !w.Check && err == nil {
-			s.txnSent, s.txnEnd = sent, time.Now()
+		if w.Key == s.key && !w.Check {
+			ours = true
+			s.txnSent, s.txnEnd = time.Now(), time.Time{}
 		}
+	}
+	s.mu.Unlock()
+	err := s.Etcd.Txn(ctx, ws...)
+	if ours && err == nil {
+		s.mu.Lock()
+		s.txnEnd = time.Now()
+		s.mu.Unlock()
 	}
 	return err
 }
