@@ -363,7 +363,12 @@ func (p *meshPass) admit() {
 		name := ri.it.Name
 		rt := p.routerOf(ri)
 		m, had := p.member[name]
-		if had && m.router == rt && m.r == ri.r {
+		if had && m.router == rt {
+			if m.r != ri.r { // a new version: a change only when it claims otherwise
+				p.adm[rt].Set(ri.r)
+				touched[rt] = true
+				p.member[name] = member{rt, ri.r}
+			}
 			continue
 		}
 		if had {
