@@ -271,20 +271,9 @@ func diffSnapshots(a, b map[string]string) string {
 // the passes on the changes keep without a check (here, kept as if checked at a version
 // whose status a writer broke) is found and repaired within relistEvery Resyncs.
 func TestResyncSlicesCheckWhatPassesKeep(t *testing.T) {
-	st := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
-	for i := range 30 {
-		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
-	}
-	rc := &Reconciler{Store: st, Log: quiet}
-	rev, _, err := rc.Pass(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
-	f.settle(ctx)
+	st, rc, f := settledShard(ctx, t, 30)
 
 	updateRoute(t, st, "shop", "r7", func(r *mesh.Route) {
 		r.Status.Ingress[0].Conditions[0].Status, r.Status.Ingress[0].Conditions[0].Reason = "False", "Broken"
@@ -322,20 +311,9 @@ func brokenAdmission(t *testing.T, st store.Store) bool {
 // on it. Nothing else is taken for a change: a healthy watch's mirror matches the listing,
 // and a key deleted while the listing was read stays deleted.
 func TestRelistRepairsWhatTheWatchMissed(t *testing.T) {
-	st := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
-	for i := range 10 {
-		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
-	}
-	rc := &Reconciler{Store: st, Log: quiet}
-	rev, _, err := rc.Pass(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
-	f.settle(ctx)
+	st, rc, f := settledShard(ctx, t, 10)
 	if n := rc.mirror.repair(<-rc.relist(ctx)); n != 0 {
 		t.Fatalf("a healthy watch, yet %d changes repaired", n)
 	}
@@ -388,4 +366,22 @@ func (f *follower) drop(ctx context.Context) {
 		}
 		return
 	}
+}
+
+// settledShard is a store with one router and n routes (shop/r0...), and a reconciler that
+// bound them, following the store with its passes settled.
+func settledShard(ctx context.Context, t *testing.T, n int) (*store.Etcd, *Reconciler, *follower) {
+	st := newStore(t)
+	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", ""))
+	for i := range n {
+		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
+	}
+	rc := &Reconciler{Store: st, Log: quiet}
+	rev, _, err := rc.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
+	f.settle(ctx)
+	return st, rc, f
 }
