@@ -114,9 +114,9 @@ func (rc *Reconciler) passMeshDirty(ctx context.Context, meshName string, change
 	return rc.runMesh(ctx, p, orphans)
 }
 
-// checkSlice forgets the bindings kept of the routes of slice (0 to relistEvery-1; -1:
-// none), so the pass checks them again from scratch; it returns the routers of slice, whose
-// admission the pass computes again in full.
+// checkSlice forgets the bindings kept of the routes of slice (0 to checkSlices-1; -1:
+// none), so the pass checks them again from scratch; it returns the routers of slice (the
+// i-th router, by name, in slice i), whose admission the pass computes again in full.
 func (ms *meshState) checkSlice(slice int, routes map[string]bool) map[string]bool {
 	if slice < 0 {
 		return nil
@@ -129,16 +129,16 @@ func (ms *meshState) checkSlice(slice int, routes map[string]bool) map[string]bo
 	}
 	recompute := map[string]bool{}
 	for i, rt := range slices.Sorted(maps.Keys(ms.adm)) {
-		if i%relistEvery == slice {
+		if i%checkSlices == slice {
 			recompute[rt] = true
 		}
 	}
 	return recompute
 }
 
-// sliceOf is the slice (0 to relistEvery-1) route name is checked again in.
+// sliceOf is the slice (0 to checkSlices-1) route name is checked again in.
 func sliceOf(name string) int {
 	h := fnv.New32a()
 	h.Write([]byte(name))
-	return int(h.Sum32() % relistEvery)
+	return int(h.Sum32() % checkSlices)
 }

@@ -7,28 +7,30 @@ import (
 	"github.com/kumadp/kuma-dp/cp/store"
 )
 
-// relistEvery is how many Resyncs pass between two listings of the store while a watch
-// holds, and how many slices the bindings are checked again in (one a Resync). The watch
+// checkSlices is how many slices the routes are checked again in, one every tenth of a
+// Resync (each route every 10 Resyncs: 100 s by default, 100 routes a second at 10,000),
+// and how many slices pass between two listings of the store while a watch holds. The watch
 // misses nothing (it resumes after the last revision delivered, and a compaction ends it:
 // Run lists again), so a listing is a safety net: it is read beside the passes, and what
 // the mirror lacks of it is a change for the next pass - no write waits for it.
-const relistEvery = 10
+const checkSlices = 100
 
 // follow keeps one watch open from rev, applying its changes to the mirror the pass at rev
 // listed, and runs a pass on the mirror after each change of a routing resource and when a
 // retry is due (next): a pass on the changes only (passDirty). A change after a quiet spell
 // is passed on at once; the rest of a burst waits for a short debounce, so a burst is one
-// pass. Every Resync a pass checks again a tenth of the routes (those of slice resyncs,
-// their bindings from scratch) and computes again in full the admission of a tenth of the
-// routers, so every binding and router is checked again every relistEvery Resyncs without
-// a write ever waiting for a pass over all of them; every relistEvery Resyncs the store is
+// pass. Every tenth of a Resync a pass also checks again a slice of the routes (their
+// bindings from scratch) and computes again in full the admission of a router now and then
+// (checkSlice), so every binding and router is checked again every 10 Resyncs without a
+// write ever waiting for a pass over all of them; every checkSlices slices the store is
 // listed beside the passes (relist). It returns for a full restart when the watch ends
 // (compaction) or a pass fails.
 func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := rc.Store.Watch(wctx, rev)
-	resync, resyncs := time.Now().Add(rc.Resync), 0
+	tick := rc.Resync / 10
+	resync, slice := time.Now().Add(tick), 0
 	var listed <-chan *listing
 	for {
 		d := time.Until(resync)
@@ -55,9 +57,9 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 		case time.Now().Before(resync):
 			next, err = rc.passOnMirror(ctx, false, -1)
 		default:
-			next, err = rc.passOnMirror(ctx, false, resyncs)
-			resync, resyncs = time.Now().Add(rc.Resync), (resyncs+1)%relistEvery
-			if resyncs == 0 && listed == nil {
+			next, err = rc.passOnMirror(ctx, false, slice)
+			resync, slice = time.Now().Add(tick), (slice+1)%checkSlices
+			if slice == 0 && listed == nil {
 				listed = rc.relist(wctx)
 			}
 		}
@@ -70,7 +72,7 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 }
 
 // passOnMirror is a pass on what the watch has shown: on the changes only (passDirty), and
-// the slice of the routes and routers checked again (0 to relistEvery-1; -1: none),
+// the slice of the routes and routers checked again (0 to checkSlices-1; -1: none),
 // unless all (every binding checked again) or a router changed or a mesh is new.
 func (rc *Reconciler) passOnMirror(ctx context.Context, all bool, slice int) (time.Time, error) {
 	dirty := rc.mirror.takeDirty()

@@ -269,7 +269,7 @@ func diffSnapshots(a, b map[string]string) string {
 
 // The pass every Resync checks a tenth of the bindings kept again from scratch: a binding
 // the passes on the changes keep without a check (here, kept as if checked at a version
-// whose status a writer broke) is found and repaired within relistEvery Resyncs.
+// whose status a writer broke) is found and repaired within checkSlices slices.
 func TestResyncSlicesCheckWhatPassesKeep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -290,14 +290,14 @@ func TestResyncSlicesCheckWhatPassesKeep(t *testing.T) {
 	if !brokenAdmission(t, st) {
 		t.Fatal("the corruption did not hold: the test checks nothing")
 	}
-	for slice := range relistEvery {
+	for slice := range checkSlices {
 		f.catchUp(ctx)
 		if _, err := rc.passOnMirror(ctx, false, slice); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if brokenAdmission(t, st) {
-		t.Fatalf("after %d Resyncs, shop/r7's status is still %+v", relistEvery, getRoute(t, st, "shop", "r7").Status)
+		t.Fatalf("after %d slices, shop/r7's status is still %+v", checkSlices, getRoute(t, st, "shop", "r7").Status)
 	}
 }
 
@@ -306,7 +306,7 @@ func brokenAdmission(t *testing.T, st store.Store) bool {
 	return r.Status.Ingress[0].Conditions[0].Reason == "Broken"
 }
 
-// The listing read beside the passes every relistEvery Resyncs repairs what the watch did
+// The listing read beside the passes every checkSlices slices repairs what the watch did
 // not show (here, events dropped: a route created, a binding deleted): the next pass acts
 // on it. Nothing else is taken for a change: a healthy watch's mirror matches the listing,
 // and a key deleted while the listing was read stays deleted.

@@ -18,10 +18,9 @@ type routeItem struct {
 }
 
 // meshState is what a mesh's passes keep from one to the next: its scheduler, holding the
-// routers and the bindings kept, and which bindings were kept at which versions. A pass
-// checks again only the routes whose route or binding changed since (and every user
-// route: whether its name holds depends on the other meshes' routes), unless the routers
-// changed, or the pass listed the store or is the one every Resync: then it checks them all.
+// routers and the bindings kept, and which bindings were kept at which versions. A pass on
+// a change visits only what the change can affect (dirty.go), unless the routers changed,
+// or the pass listed the store: then it checks them all.
 type meshState struct {
 	s       *routing.Scheduler
 	kept    map[string]kept // by route store name (name.namespace)

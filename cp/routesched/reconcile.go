@@ -36,7 +36,8 @@ const (
 // reads routers, routes and bindings, keeps the bindings that still hold, removes the
 // others (the route goes back to new, nothing stale left), schedules the new routes
 // (oldest first), and writes each router's admission into its routes' status. A pass runs
-// after every change (watched) and every Resync; a route that failed waits its backoff.
+// after every change (watched) and every tenth of a Resync (checking a slice of the routes
+// again: every route every 10 Resyncs); a route that failed waits its backoff.
 type Reconciler struct {
 	Store store.Transactional
 	// Strategy builds the strategy of each mesh's scheduler (nil: round-robin).
@@ -63,8 +64,8 @@ type Reconciler struct {
 	routerVer map[string]int64
 	// mirror: what the last listing pass read, as the watch changed it since.
 	mirror *mirror
-	// checkAll: the pass checks every binding again (it runs on a listing of the store,
-	// or it is the one every Resync).
+	// checkAll: the pass checks every binding again (it runs on a listing of the store, or
+	// a router changed).
 	checkAll bool
 	// routersRead: every router's version, as this pass read them (a mesh's kept bindings
 	// are checked again when they changed: a binding's check reads the routers of every
