@@ -86,6 +86,16 @@ func (rc *Reconciler) foreignZone(meshName string, r *mesh.Route) (*routing.Erro
 		[]store.Write{rc.routerGuard(owner.Mesh, owner.Name)}
 }
 
+// claimedElsewhere says whether user route r's name is held by a route of a mesh other than
+// meshName (what a binding's check reads of the other meshes' routes).
+func (rc *Reconciler) claimedElsewhere(meshName string, r *mesh.Route) bool {
+	if r.DNSTypeOf() != mesh.DNSTypeUser {
+		return false
+	}
+	c, ok := rc.names[userDNSName(r)]
+	return ok && c.mesh != meshName
+}
+
 // userDNSName is the DNS name a user route claims: its host, or *.<domain> for a Subdomain
 // wildcard (as the zones hold it).
 func userDNSName(r *mesh.Route) string {

@@ -385,3 +385,51 @@ func settledShard(ctx context.Context, t *testing.T, n int) (*store.Etcd, *Recon
 	f.settle(ctx)
 	return st, rc, f
 }
+
+// A user route kept unchanged is still checked at each pass against the other meshes'
+// routes: when an older route of another mesh turns out bound on its name (written by a
+// leader before, say), the passes on the changes undo the newer one, as a full pass does.
+func TestKeptUserRouteYieldsToAnotherMeshsOlderBinding(t *testing.T) {
+	st := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inMesh := func(m, kind, name, doc string) {
+		if _, err := st.Put(ctx, store.Key{Mesh: m, Type: kind, Name: name}, []byte("mesh: "+m+"\n"+doc), store.Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inMesh("m2", mesh.KindRoute, mesh.RouteKeyName("blog", "www"), routeDoc("blog", "www", "www.acme.test", "")+"dnsType: user\n") // older, no router yet
+	inMesh("m1", mesh.KindRouter, "z-shard", routerDoc("z-shard", ""))
+	inMesh("m1", mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
+	rc := &Reconciler{Store: st, Log: quiet, Backoff: time.Nanosecond, UserZones: []string{"acme.test"}}
+	rev, _, err := rc.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
+	f.settle(ctx)
+	inMesh("m2", mesh.KindRouter, "a-shard", routerDoc("a-shard", "")) // m2's route: its name is m1's
+	f.settle(ctx)
+	if r := getMeshRoute(t, st, "m1", "shop", "www"); r.PhaseOf() != mesh.PhaseScheduled {
+		t.Fatalf("m1's route: %+v", r.Status)
+	}
+	if r := getMeshRoute(t, st, "m2", "blog", "www"); r.PhaseOf() == mesh.PhaseScheduled {
+		t.Fatalf("m2's route: %+v", r.Status)
+	}
+	// m2's older route bound as a leader before would have (its binding and its status).
+	it, err := st.Get(ctx, routeKey("m2", "blog", "www"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := DecodeRoute(it)
+	r.CreationTime = time.Time{}
+	r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: "www.acme.test", Router: "a-shard"}
+	b := &mesh.RouteBinding{Meta: mesh.Meta{Mesh: "m2", Name: mesh.RouteKeyName("blog", "www")}, RouteNamespace: "blog", RouteName: "www", Router: "a-shard", DNS: "www.acme.test"}
+	if err := st.Txn(ctx, store.Write{Key: bindingKey("m2", "blog", "www"), Doc: Encode(b)}, store.Write{Key: it.Key, Doc: Encode(r), Expect: it.Version, Created: it.Created}); err != nil {
+		t.Fatal(err)
+	}
+	f.settle(ctx)
+	if r := getMeshRoute(t, st, "m1", "shop", "www"); r.PhaseOf() == mesh.PhaseScheduled || r.Status.Reason != mesh.ReasonHostAlreadyClaimed {
+		t.Errorf("m1's newer route, its name bound in m2 to an older route: %+v", r.Status)
+	}
+}

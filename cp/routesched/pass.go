@@ -204,7 +204,9 @@ func (rc *Reconciler) bindingOf(it store.Item) (*mesh.RouteBinding, store.Item) 
 
 // keepOrUndo keeps in the scheduler the bindings that hold and undoes the others (a
 // router's mass undoing slowed); it returns the routes to schedule, oldest first. A binding
-// kept by an earlier pass, its route and itself unchanged, is kept without a check.
+// kept by an earlier pass, its route and itself unchanged (and the routers: else the pass
+// checks everything), is kept without a check, unless a user route's name is now held in
+// another mesh - the only thing else its check reads.
 func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 	var pending []routeItem
 	var undo []undoing
@@ -220,7 +222,7 @@ func (rc *Reconciler) keepOrUndo(ctx context.Context, p *meshPass) []routeItem {
 			k.route, k.binding = ri.it.Version, bi.Version
 			p.kept[name] = k
 		}
-		if wasKept && k.route == ri.it.Version && hasBinding && k.binding == bi.Version && ri.r.DNSTypeOf() != mesh.DNSTypeUser {
+		if wasKept && k.route == ri.it.Version && hasBinding && k.binding == bi.Version && !rc.claimedElsewhere(p.mesh, ri.r) {
 			p.setBound(name, k.router)
 			continue
 		}
