@@ -6,7 +6,9 @@
 // rules the write API applies to route status.
 //
 // The reconciler's files: reconcile.go (Run, Pass), follow.go (the watch loop), mirror.go
-// (what the watch showed), pass.go (one mesh's pass, step by step), holds.go (whether a
+// (what the watch showed), relist.go (the listing beside the passes), pass.go (one mesh's
+// pass, step by step), dirty.go (a pass on a change: what it visits), admission.go (each
+// router's admission, computed again where a change can affect it), holds.go (whether a
 // binding still holds), bindbatch.go (many bindings a transaction), unbind.go (undoing, and
 // mass undoing slowed), routerdns.go (routers sharing a dns), status.go, decode.go,
 // metrics.go.

@@ -142,3 +142,29 @@ func sliceOf(name string) int {
 	h.Write([]byte(name))
 	return int(h.Sum32() % checkSlices)
 }
+
+// settle records, of the routes the pass looked at, those the next pass on a watched change
+// visits whatever changed: the routes not kept (pending, undone, waiting a retry), those
+// kept but not yet seen bound or with their admission in their status, and user routes.
+func (p *meshPass) settle(routes []routeItem) {
+	for _, ri := range routes {
+		name := ri.it.Name
+		k, isKept := p.kept[name]
+		setIf(p.loose, name, !isKept)
+		setIf(p.unsettled, name, isKept && (k.route < 0 || !k.admitted))
+		setIf(p.users, name, ri.r.DNSTypeOf() == mesh.DNSTypeUser)
+	}
+	for _, name := range p.gone {
+		delete(p.loose, name)
+		delete(p.unsettled, name)
+		delete(p.users, name)
+	}
+}
+
+func setIf(m map[string]bool, k string, v bool) {
+	if v {
+		m[k] = true
+	} else {
+		delete(m, k)
+	}
+}
