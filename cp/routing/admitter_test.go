@@ -67,6 +67,13 @@ func admitterAgainstAdmit(t *testing.T, rr *mesh.Router, rnd *rand.Rand) {
 		}
 		last = want
 	}
+	for k := range routes {
+		a.Delete(k)
+	}
+	a.Changes()
+	if len(a.at)+len(a.below)+len(a.kids)+len(a.node)+len(a.last) != 0 {
+		t.Fatalf("every route deleted, yet the admitter holds %d nodes, %d counts, %d parents, %d routes' nodes, %d admissions", len(a.at), len(a.below), len(a.kids), len(a.node), len(a.last))
+	}
 }
 
 func hasKey(m map[string]Admission, k string) bool {
