@@ -21,12 +21,19 @@ import (
 // change of a router, or a new mesh, is a pass that checks everything.
 
 // canPassDirty says whether a pass on the changes dirty may visit only them: no router
-// changed and every mesh changed has been read by a pass that checks everything.
+// changed but in its status (the routers changed are read again) and every mesh changed has
+// been read by a pass that checks everything.
 func (rc *Reconciler) canPassDirty(dirty map[store.Key]struct{}) bool {
+	routers := false
 	for k := range dirty {
-		if k.Type == mesh.KindRouter || rc.meshes[k.Mesh] == nil {
+		if rc.meshes[k.Mesh] == nil {
 			return false
 		}
+		routers = routers || k.Type == mesh.KindRouter
+	}
+	if routers {
+		rc.routerItems = rc.mirror.routers()
+		rc.readRouters(rc.routerItems)
 	}
 	for _, ms := range rc.meshes {
 		if ms.routers != rc.routersRead {

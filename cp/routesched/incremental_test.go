@@ -17,7 +17,7 @@ import (
 // A pass on a watched change visits only what the change can affect; it must decide as a
 // pass that checks everything. A random sequence of writes - routes created, edited (host,
 // labels, path, dns type, wildcard) and deleted, routers' selectors and admission policies
-// changed, routers added and deleted, bindings removed - is followed by a reconciler running
+// changed, routers' status changed, routers added and deleted, bindings removed - is followed by a reconciler running
 // passes on its watch only; every few writes, a new reconciler's full pass over the same
 // store must find every binding, route status and router status as they are (it writes
 // nothing).
@@ -48,6 +48,8 @@ func TestIncrementalPassDecidesAsFull(t *testing.T) {
 			w.router(fmt.Sprint("shard-", string(rune('a'+rnd.IntN(4)))))
 		case n < 3:
 			w.deleteOne(mesh.KindRouter)
+		case n < 4 && step%2 == 0:
+			w.routerStatus()
 		case n < 4:
 			w.deleteOne(mesh.KindRouteBinding)
 		case n < 7:
@@ -93,6 +95,28 @@ func (w *writer) router(name string) {
 	doc := routerDoc(name, w.pick("", "shard: a", "shard: b")) +
 		"routeAdmission: {namespaceOwnership: " + w.pick("Strict", "InterNamespaceAllowed") + ", wildcardPolicy: " + w.pick("WildcardsAllowed", "WildcardsDisallowed") + "}\n"
 	put(w.t, w.st, mesh.KindRouter, name, doc)
+}
+
+// routerStatus changes a router's status (its replicas' readiness, as the leader writes
+// it), nothing else.
+func (w *writer) routerStatus() {
+	items := w.list(mesh.KindRouter)
+	if len(items) == 0 {
+		return
+	}
+	it := items[w.rnd.IntN(len(items))]
+	rs, err := mesh.Decode(it.Key.String(), it.Doc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	rt := rs[0].(*mesh.Router)
+	if rt.Status == nil {
+		rt.Status = &mesh.RouterStatus{}
+	}
+	rt.Status.DesiredReplicas, rt.Status.ReadyReplicas = 2, w.rnd.IntN(3)
+	if _, err := w.st.Put(context.Background(), it.Key, Encode(rt), it.Version); err != nil && !errors.Is(err, store.ErrConflict) {
+		w.t.Fatal(err)
+	}
 }
 
 // route writes one of 40 routes (namespace and name), new or over the stored one.
@@ -431,5 +455,26 @@ func TestKeptUserRouteYieldsToAnotherMeshsOlderBinding(t *testing.T) {
 	f.settle(ctx)
 	if r := getMeshRoute(t, st, "m1", "shop", "www"); r.PhaseOf() == mesh.PhaseScheduled || r.Status.Reason != mesh.ReasonHostAlreadyClaimed {
 		t.Errorf("m1's newer route, its name bound in m2 to an older route: %+v", r.Status)
+	}
+}
+
+// A router whose status alone changed (its replicas' readiness, written by the leader as
+// they come and go) leaves every decision as it was: the pass on it visits the changes
+// only. A change of its spec is a pass that checks everything.
+func TestRouterStatusIsNoFullPass(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, rc, f := settledShard(ctx, t, 5)
+	w := &writer{t: t, st: st, rnd: rand.New(rand.NewPCG(1, 2))}
+	w.routerStatus()
+	f.catchUp(ctx)
+	if !rc.canPassDirty(rc.mirror.dirty) {
+		t.Error("a router's status changed: a pass that checks everything")
+	}
+	f.settle(ctx)
+	put(t, st, mesh.KindRouter, "shard-a", routerDoc("shard-a", "shard: a"))
+	f.catchUp(ctx)
+	if rc.canPassDirty(rc.mirror.dirty) {
+		t.Error("a router's selector changed: a pass on the changes only")
 	}
 }

@@ -35,14 +35,16 @@ type mirror struct {
 	resOf   map[store.Key]mesh.Resource // of ours: the resources written, until the watch shows them
 	// deleted: while a listing is read beside the passes, the keys deleted and when.
 	deleted map[store.Key]int64
+	// routerKeys: the routers' keys among items.
+	routerKeys map[store.Key]struct{}
 }
 
 func newMirror(lists ...[]store.Item) *mirror {
 	m := &mirror{items: map[store.Key]store.Item{}, ours: map[store.Key]string{}, dirty: map[store.Key]struct{}{}, echo: map[store.Key]int64{},
-		decoded: map[store.Key]cached{}, resOf: map[store.Key]mesh.Resource{}}
+		decoded: map[store.Key]cached{}, resOf: map[store.Key]mesh.Resource{}, routerKeys: map[store.Key]struct{}{}}
 	for _, l := range lists {
 		for _, it := range l {
-			m.items[it.Key] = it
+			m.set(it)
 		}
 	}
 	return m
@@ -97,7 +99,7 @@ func (m *mirror) apply(e store.Event) bool {
 		if held && have.Version >= e.Item.Version {
 			return false
 		}
-		m.items[k] = e.Item
+		m.set(e.Item)
 		m.dirty[k] = struct{}{}
 		delete(m.echo, k)
 		delete(m.decoded, k)
@@ -120,7 +122,7 @@ func (m *mirror) apply(e store.Event) bool {
 		if !held || have.Version >= e.Revision {
 			return false
 		}
-		delete(m.items, k)
+		m.remove(k)
 		m.dirty[k] = struct{}{}
 		if m.deleted != nil {
 			m.deleted[k] = e.Revision
@@ -149,6 +151,28 @@ func (m *mirror) takeDirty() map[store.Key]struct{} {
 	return d
 }
 
+func (m *mirror) set(it store.Item) {
+	m.items[it.Key] = it
+	if it.Type == mesh.KindRouter {
+		m.routerKeys[it.Key] = struct{}{}
+	}
+}
+
+func (m *mirror) remove(k store.Key) {
+	delete(m.items, k)
+	delete(m.routerKeys, k)
+}
+
+// routers are the mirror's routers, by key.
+func (m *mirror) routers() []store.Item {
+	out := make([]store.Item, 0, len(m.routerKeys))
+	for k := range m.routerKeys {
+		out = append(out, m.items[k])
+	}
+	sortByKey(out)
+	return out
+}
+
 // lists are the mirror's routers (by key), routes and bindings.
 func (m *mirror) lists() (routers, routes, bindings []store.Item) {
 	routes = make([]store.Item, 0, len(m.items)/2+1)
@@ -163,8 +187,12 @@ func (m *mirror) lists() (routers, routes, bindings []store.Item) {
 			bindings = append(bindings, it)
 		}
 	}
-	slices.SortFunc(routers, func(a, b store.Item) int {
+	sortByKey(routers)
+	return routers, routes, bindings
+}
+
+func sortByKey(items []store.Item) {
+	slices.SortFunc(items, func(a, b store.Item) int {
 		return cmp.Or(strings.Compare(a.Mesh, b.Mesh), strings.Compare(a.Name, b.Name))
 	})
-	return routers, routes, bindings
 }

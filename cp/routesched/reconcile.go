@@ -67,9 +67,9 @@ type Reconciler struct {
 	// checkAll: the pass checks every binding again (it runs on a listing of the store, or
 	// a router changed).
 	checkAll bool
-	// routersRead: every router's version, as this pass read them (a mesh's kept bindings
-	// are checked again when they changed: a binding's check reads the routers of every
-	// mesh).
+	// routersRead: every router but its status, as this pass read them (a mesh's kept
+	// bindings are checked again when they changed: a binding's check reads the routers of
+	// every mesh).
 	routersRead string
 	// routerItems: the routers the last pass that listed them read (a pass on a watched
 	// change that changed no router reads the same).
@@ -211,14 +211,15 @@ func (rc *Reconciler) forgetDeleted(lists ...[]store.Item) {
 }
 
 // readRouters reads what every mesh's pass needs of the routers: those whose dns an older
-// one holds, the version of each (what unbinding is checked on) and the zones of the others.
+// one holds, the version of each (what unbinding is checked on), what the passes decide from
+// (routersRead) and the zones of the others.
 func (rc *Reconciler) readRouters(routers []store.Item) {
 	rc.shadowed = rc.shadowedRouters(routers)
 	rc.routerVer = make(map[string]int64, len(routers))
 	var read strings.Builder
 	for _, it := range routers {
 		rc.routerVer[it.Mesh+"/"+it.Name] = it.Version
-		fmt.Fprintf(&read, "%s/%s@%d ", it.Mesh, it.Name, it.Version)
+		read.WriteString(rc.routerSpec(it))
 	}
 	rc.routersRead = read.String()
 	rc.zones = rc.zones[:0]
@@ -231,6 +232,21 @@ func (rc *Reconciler) readRouters(routers []store.Item) {
 			}
 		}
 	}
+}
+
+// routerSpec is what a pass decides from of a router: all but its status (the replicas'
+// readiness, written by the leader as they change, and the DNS condition): a router whose
+// status alone changed leaves every decision as it was. A router that does not decode counts
+// by its version.
+func (rc *Reconciler) routerSpec(it store.Item) string {
+	res, err := rc.decode(it)
+	rt, ok := res.(*mesh.Router)
+	if err != nil || !ok {
+		return fmt.Sprintf("%s/%s@%d\n", it.Mesh, it.Name, it.Version)
+	}
+	spec := *rt
+	spec.Status = nil
+	return fmt.Sprintf("%s/%s %s %s\n", it.Mesh, it.Name, it.Created.UTC().Format(time.RFC3339Nano), Encode(&spec))
 }
 
 // listAll lists every resource of a kind in every mesh.

@@ -52,13 +52,13 @@ func (m *mirror) repair(l *listing) int {
 			if held && have.Version >= it.Version || !held && deleted[it.Key] >= it.Version {
 				continue
 			}
-			m.items[it.Key] = it
+			m.set(it)
 			m.dirty[it.Key] = struct{}{}
 			n++
 		}
 		for k, it := range m.items {
 			if k.Type == listedKinds[i] && !listed[k] && it.Version <= l.revs[i] {
-				delete(m.items, k)
+				m.remove(k)
 				m.dirty[k] = struct{}{}
 				n++
 			}
