@@ -56,7 +56,7 @@ func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{
 		}
 		changed[k.Mesh][k.Name] = true
 	}
-	for k := range dirty {
+	for k := range rc.absorbEchoes(dirty) {
 		if k.Type == mesh.KindRoute {
 			rc.noteUserRoute(k)
 		}
@@ -87,6 +87,43 @@ func (rc *Reconciler) passDirty(ctx context.Context, dirty map[store.Key]struct{
 	rc.Metrics.Pending.Store(pending)
 	rc.writeRouterStatus(ctx, rc.routerItems, time.Now())
 	return next, ctx.Err()
+}
+
+// absorbEchoes takes out of dirty the routes this reconciler bound, as the watch shows them
+// back - the route and its binding as it wrote them: they are kept at the versions shown,
+// with no visit (after 10,000 bindings, the next pass has nothing of them to do) - and
+// returns what is left.
+func (rc *Reconciler) absorbEchoes(dirty map[store.Key]struct{}) map[store.Key]struct{} {
+	var absorbed []store.Key
+	for k := range dirty {
+		if k.Type == mesh.KindRoute && rc.absorbEcho(k) {
+			absorbed = append(absorbed, k, store.Key{Mesh: k.Mesh, Type: mesh.KindRouteBinding, Name: k.Name})
+		}
+	}
+	for _, k := range absorbed {
+		delete(dirty, k)
+	}
+	return dirty
+}
+
+// absorbEcho keeps route k, bound by this reconciler and not seen since, at the versions the
+// watch shows of it and its binding, when both are as it wrote them.
+func (rc *Reconciler) absorbEcho(k store.Key) bool {
+	ms := rc.meshes[k.Mesh]
+	kp, isKept := ms.kept[k.Name]
+	bk := store.Key{Mesh: k.Mesh, Type: mesh.KindRouteBinding, Name: k.Name}
+	it, held := rc.mirror.items[k]
+	bi, bound := rc.mirror.items[bk]
+	if !isKept || kp.route >= 0 || !held || !bound || !rc.mirror.isEcho(k, it.Version) || !rc.mirror.isEcho(bk, bi.Version) {
+		return false
+	}
+	rc.mirror.takeEcho(k, it.Version)
+	rc.mirror.takeEcho(bk, bi.Version)
+	kp.route, kp.binding = it.Version, bi.Version
+	ms.kept[k.Name] = kp
+	ms.setBound(k.Name, kp.router)
+	setIf(ms.unsettled, k.Name, !kp.admitted)
+	return true
 }
 
 // passMeshDirty is one mesh's part of passDirty: the routes changed (and those of the

@@ -136,6 +136,12 @@ func (m *mirror) apply(e store.Event) bool {
 	return true
 }
 
+// isEcho says whether the document under k at version is one this reconciler wrote.
+func (m *mirror) isEcho(k store.Key, version int64) bool {
+	v, ok := m.echo[k]
+	return ok && v == version
+}
+
 // takeEcho says whether the document under k at version is one this reconciler wrote (and
 // forgets it).
 func (m *mirror) takeEcho(k store.Key, version int64) bool {

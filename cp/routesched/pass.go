@@ -379,8 +379,9 @@ func (rc *Reconciler) bindDecided(ctx context.Context, p *meshPass, todo []decis
 		switch {
 		case b.err == nil:
 			rc.Metrics.Scheduled.Add(1)
-			// kept, at versions the next pass will not find: it checks the binding then
-			p.kept[b.ri.it.Name] = kept{key: k, router: b.b.Router, route: -1, binding: -1}
+			// kept, at versions the watch will show (absorbEcho), its status showing ad
+			ad := p.admission(b.b.Router, k)
+			p.kept[b.ri.it.Name] = kept{key: k, router: b.b.Router, route: -1, binding: -1, admission: ad, admitted: true}
 			rc.mirror.wroteDecoded(b.writes[0].Key, b.writes[0].Doc, b.b)
 			rc.mirror.wroteDecoded(b.writes[1].Key, b.writes[1].Doc, b.route)
 			delete(rc.retries, b.ri.it.Key.String())
