@@ -29,7 +29,7 @@ func (rc *Reconciler) follow(ctx context.Context, rev int64, next time.Time) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := rc.Store.Watch(wctx, rev)
-	tick := rc.Resync / 10
+	tick := max(rc.Resync/10, time.Millisecond)
 	resync, slice := time.Now().Add(tick), 0
 	var listed <-chan *listing
 	for {
