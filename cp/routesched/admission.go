@@ -116,6 +116,9 @@ func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass) []routeIt
 			doc, err := setStatus(ctx, rc.Store, ri.it, ri.r, "", "", ing)
 			if err == nil {
 				rc.mirror.wrote(ri.it.Key, doc)
+				// its status shows ad now (kept through the watch's echo of the write)
+				kp.admission, kp.admitted = ad, true
+				p.kept[ri.it.Name] = kp
 			} else if !errors.Is(err, store.ErrConflict) {
 				rc.Log.Warn("cannot write route admission", "route", kp.key, "error", err)
 			}

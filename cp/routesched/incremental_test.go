@@ -22,10 +22,16 @@ import (
 // store must find every binding, route status and router status as they are (it writes
 // nothing).
 func TestIncrementalPassDecidesAsFull(t *testing.T) {
+	for _, seed := range []uint64{7, 22, 24} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { incrementalAgainstFull(t, seed) })
+	}
+}
+
+func incrementalAgainstFull(t *testing.T, seed uint64) {
 	st := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rnd := rand.New(rand.NewPCG(7, 11))
+	rnd := rand.New(rand.NewPCG(seed, 11))
 	w := &writer{t: t, st: st, rnd: rnd}
 	for _, n := range []string{"shard-a", "shard-b", "catch-all"} {
 		w.router(n)
