@@ -45,7 +45,7 @@ func incrementalAgainstFull(t *testing.T, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev}
+	f := &follower{t: t, rc: rc, st: st, events: st.Watch(ctx, rev), seen: rev, slices: rand.New(rand.NewPCG(seed, 13))}
 	f.settle(ctx)
 	incremental := 0
 	for step := range 120 {
@@ -204,6 +204,7 @@ type follower struct {
 	st     store.Store
 	events <-chan store.Event
 	seen   int64
+	slices *rand.Rand // when set, a pass in four also checks a random slice (as every second)
 }
 
 // settle applies the watch up to the store's revision and runs passes on the mirror until
@@ -219,7 +220,11 @@ func (f *follower) settle(ctx context.Context) int {
 			only++
 		}
 		clear(f.rc.retries)
-		if _, err := f.rc.passOnMirror(ctx, false, -1); err != nil {
+		slice := -1
+		if f.slices != nil && f.slices.IntN(4) == 0 {
+			slice = f.slices.IntN(checkSlices)
+		}
+		if _, err := f.rc.passOnMirror(ctx, false, slice); err != nil {
 			f.t.Fatal(err)
 		}
 		if f.rev(ctx) == before {
