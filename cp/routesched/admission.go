@@ -103,6 +103,9 @@ func (rc *Reconciler) writeAdmission(ctx context.Context, p *meshPass) []routeIt
 		if !isKept || ri.r.PhaseOf() != mesh.PhaseScheduled {
 			continue // (a route bound by this pass is written with its admission)
 		}
+		if rc.mirror.pending(ri.it.Key) {
+			continue // its status as this reconciler wrote it is not read back yet: then
+		}
 		ad := p.admission(kp.router, kp.key)
 		if kp.admitted && kp.admission == ad {
 			continue

@@ -107,7 +107,8 @@ func (rc *Reconciler) absorbEchoes(dirty map[store.Key]struct{}) map[store.Key]s
 }
 
 // absorbEcho keeps route k, bound by this reconciler and not seen since, at the versions the
-// watch shows of it and its binding, when both are as it wrote them.
+// watch shows of it and its binding, when both are as it wrote them and its admission is
+// still the one it was written with.
 func (rc *Reconciler) absorbEcho(k store.Key) bool {
 	ms := rc.meshes[k.Mesh]
 	kp, isKept := ms.kept[k.Name]
@@ -116,6 +117,11 @@ func (rc *Reconciler) absorbEcho(k store.Key) bool {
 	bi, bound := rc.mirror.items[bk]
 	if !isKept || kp.route >= 0 || !held || !bound || !rc.mirror.isEcho(k, it.Version) || !rc.mirror.isEcho(bk, bi.Version) {
 		return false
+	}
+	if a := ms.adm[kp.router]; a == nil || !kp.admitted {
+		return false
+	} else if ad, _ := a.Admission(kp.key); ad != kp.admission {
+		return false // changed since it was bound: the visit writes it
 	}
 	rc.mirror.takeEcho(k, it.Version)
 	rc.mirror.takeEcho(bk, bi.Version)

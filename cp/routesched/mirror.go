@@ -136,6 +136,13 @@ func (m *mirror) apply(e store.Event) bool {
 	return true
 }
 
+// pending says whether a document this reconciler wrote under k is not shown by the watch
+// yet (what the mirror holds of k is older).
+func (m *mirror) pending(k store.Key) bool {
+	_, ok := m.ours[k]
+	return ok
+}
+
 // isEcho says whether the document under k at version is one this reconciler wrote.
 func (m *mirror) isEcho(k store.Key, version int64) bool {
 	v, ok := m.echo[k]
