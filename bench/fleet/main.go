@@ -74,8 +74,11 @@ func main() {
 	pflag.DurationVar(&opt.timeout, "timeout", 10*time.Minute, "give up a combination after this long")
 	pflag.BoolVar(&opt.gzip, "gzip", true, "the agents take compressed first syncs (kuma-dp's client feature); false: as an earlier kuma-dp")
 	pflag.StringSliceVar(&opt.cpFlags, "cp-flags", nil, "more flags for each `kuma-cp serve`, comma-separated (--cp-flags=--agent-keepalive=30s)")
+	idleSizes := pflag.String("idle", "", "instead of the storm: the cost of idle connected agents, at these sizes (0,1000,10000; idle.go)")
+	idleDataplanes := pflag.Int("idle-dataplanes", 10, "the mesh's dataplanes for --idle")
+	pflag.StringVar(&opt.profiles, "profiles", "", "with --idle: write kuma-cp's goroutine and heap profiles, agents connected, into this directory")
 	pflag.Parse()
-	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, opt); err != nil {
+	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, *idleSizes, *idleDataplanes, opt); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -83,12 +86,20 @@ func main() {
 
 // options are the storm's settings beside its sizes and builds.
 type options struct {
-	timeout time.Duration
-	gzip    bool     // the agents list the compressed first syncs
-	cpFlags []string // more flags for kuma-cp serve
+	timeout  time.Duration
+	gzip     bool     // the agents list the compressed first syncs
+	cpFlags  []string // more flags for kuma-cp serve
+	profiles string   // --idle: where kuma-cp's profiles go
 }
 
-func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options) error {
+func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline, idleSizes string, idleDataplanes int, opt options) error {
+	var is []int
+	if idleSizes != "" {
+		var err error
+		if is, err = sizesFrom("--idle", idleSizes, 0); err != nil {
+			return err
+		}
+	}
 	as, err := sizes("--agents", agentSizes)
 	if err != nil {
 		return err
@@ -114,6 +125,9 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options
 		return err
 	}
 	raiseOpenFiles()
+	if is != nil {
+		return runIdle(is, idleDataplanes, kumaCP, baseline, self, tmp, opt)
+	}
 	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, kuma-cp serve %s, load %s\n", opt.gzip, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
 	builds := []struct{ name, bin string }{{"this", kumaCP}}
 	if baseline != "" {
@@ -143,12 +157,14 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options
 	return nil
 }
 
-func sizes(flag, s string) ([]int, error) {
+func sizes(flag, s string) ([]int, error) { return sizesFrom(flag, s, 1) }
+
+func sizesFrom(flag, s string, least int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s: %q is not a positive number", flag, f)
+		if err != nil || n < least {
+			return nil, fmt.Errorf("%s: %q is not a number of at least %d", flag, f, least)
 		}
 		out = append(out, n)
 	}
