@@ -47,6 +47,12 @@ func serve(t *testing.T, cp *ControlPlane) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, cp, ln)
+}
+
+// serveOn serves cp on ln until the test ends and returns its address.
+func serveOn(t *testing.T, cp *ControlPlane, ln net.Listener) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
