@@ -82,7 +82,13 @@ func dial(t *testing.T, addr, meshName string, held map[string]map[string]string
 // dialAs is dial with the node given (its client features).
 func dialAs(t *testing.T, addr string, node *core.Node, held map[string]map[string]string, kinds ...string) *agent {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialWith(t, addr, node, held, nil, kinds...)
+}
+
+// dialWith is dialAs with more options for the agent's connection.
+func dialWith(t *testing.T, addr string, node *core.Node, held map[string]map[string]string, opts []grpc.DialOption, kinds ...string) *agent {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

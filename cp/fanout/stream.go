@@ -37,6 +37,9 @@ func (a ads) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_De
 	s.state.id, _ = gs.Context().Value(ctxKey{}).(token.Identity)
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		s.state.peer = p.Addr.String()
+		if hl := a.cp.conns.Load(); hl != nil {
+			s.state.heard = hl.heard(s.state.peer)
+		}
 	}
 	id := a.cp.open(&s.state)
 	defer func() {
