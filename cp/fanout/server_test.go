@@ -317,7 +317,9 @@ func TestTableLogCompaction(t *testing.T) {
 		want[fmt.Sprint(i)] = []byte("v0")
 	}
 	tb.sync(want)
-	s := &stream{wake: make(chan struct{}, 1)}
+	s := &stream{}
+	s.mu.Lock() // a wake waits: woken stays set
+	defer s.mu.Unlock()
 	k := &kindSub{s: s, t: tb}
 	if res, _, _ := tb.subscribe(k, nil); len(res) != 10 {
 		t.Fatalf("subscribe: %d resources, want 10", len(res))
@@ -345,9 +347,7 @@ func TestTableLogCompaction(t *testing.T) {
 	if ok {
 		t.Fatalf("since a compacted position: ok with %d resources, want a resume", len(res))
 	}
-	select {
-	case <-s.wake:
-	default:
+	if !s.woken.Load() {
 		t.Fatal("the stream was not woken by a change")
 	}
 }
