@@ -4,6 +4,11 @@
 //
 //	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--gzip=false]
 //	  [--cp-flags=--agent-keepalive=30s] [--baseline OLD-KUMA-CP]
+//	go run ./bench/fleet --idle 0,1000,10000 [--idle-dataplanes 10] [--profiles DIR] [--baseline OLD-KUMA-CP]
+//
+// With --idle it measures instead what a connected, synced and silent agent costs kuma-cp
+// (idle.go): resident memory, heap, goroutine stacks and goroutines per agent, and the CPU
+// the idle agents cost.
 //
 // For each combination it starts the real kuma-cp binary (`serve` on a directory of
 // generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
