@@ -2,7 +2,9 @@ package fanout
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,14 +110,16 @@ func (cp *ControlPlane) watchSilence(ctx context.Context) {
 	}
 }
 
+// silenceChange is a stream found silent, or heard again.
+type silenceChange struct {
+	st     *streamState
+	silent bool
+}
+
 // sweepSilence marks the streams silent or heard as of now (sinceEpoch).
 func (cp *ControlPlane) sweepSilence(now int64) {
 	limit := int64(cp.silentAfter())
-	type change struct {
-		st     *streamState
-		silent bool
-	}
-	var changes []change
+	var changes []silenceChange
 	cp.smu.Lock()
 	for _, st := range cp.streams {
 		if st.node == nil || st.heard == nil {
@@ -128,20 +132,48 @@ func (cp *ControlPlane) sweepSilence(now int64) {
 		st.silent = silent
 		if silent {
 			cp.dropAgentLocked(*st.node)
+			cp.silent.Add(1)
 		} else {
 			cp.addAgentLocked(*st.node)
+			cp.silent.Add(-1)
 		}
-		changes = append(changes, change{st, silent})
+		changes = append(changes, silenceChange{st, silent})
 	}
 	cp.smu.Unlock()
-	for _, c := range changes {
-		if c.silent {
-			cp.log.Warn("dataplane not answering: its agent no longer counts as connected (a gateway leaves its router's answers) until it answers",
-				"dataplane", c.st.node.Name, "mesh", c.st.node.Mesh, "peer", c.st.peer, "silent_for", cp.silentAfter())
-		} else {
-			cp.log.Info("dataplane answering again", "dataplane", c.st.node.Name, "mesh", c.st.node.Mesh, "peer", c.st.peer)
-		}
+	cp.logSilence(changes)
+}
+
+// logSilence logs a sweep's changes: each at debug level, and one line for the sweep
+// (a reconnect storm can leave thousands of agents late at once).
+func (cp *ControlPlane) logSilence(changes []silenceChange) {
+	if len(changes) == 0 {
+		return
 	}
+	var silent, heard []string
+	for _, c := range changes {
+		name := c.st.node.Mesh + "/" + c.st.node.Name
+		if c.silent {
+			silent = append(silent, name)
+		} else {
+			heard = append(heard, name)
+		}
+		cp.log.Debug("dataplane silence", "dataplane", c.st.node.Name, "mesh", c.st.node.Mesh, "peer", c.st.peer, "silent", c.silent)
+	}
+	if len(silent) > 0 {
+		cp.log.Warn("dataplanes not answering: their agents no longer count as connected (a gateway leaves its router's answers) until they answer",
+			"count", len(silent), "dataplanes", firstNames(silent), "silent_for", cp.silentAfter())
+	}
+	if len(heard) > 0 {
+		cp.log.Info("dataplanes answering again", "count", len(heard), "dataplanes", firstNames(heard))
+	}
+}
+
+// firstNames is names, the first 5 and how many more.
+func firstNames(names []string) string {
+	if len(names) <= 5 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:5], ", "), len(names)-5)
 }
 
 // addAgentLocked and dropAgentLocked count a stream of dataplane id in or out of agents

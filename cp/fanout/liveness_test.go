@@ -72,6 +72,9 @@ func TestFrozenAgentStopsCountingAndKeepsItsStream(t *testing.T) {
 	if names := cp.AgentNames(); slices.Contains(names, "default/gw") {
 		t.Errorf("AgentNames %v still names the frozen agent", names)
 	}
+	if n := cp.silent.Load(); n != 1 {
+		t.Errorf("kuma_cp_agents_silent %d, want 1", n)
+	}
 	time.Sleep(time.Second)
 	if n := cp.Connected(); n != 1 {
 		t.Errorf("%d streams open while the agent is frozen, want its stream kept (1)", n)
@@ -79,6 +82,9 @@ func TestFrozenAgentStopsCountingAndKeepsItsStream(t *testing.T) {
 	cp.Apply(servedN(4, 1))
 	gate.Unlock()
 	waitUntil(t, "the agent counted again once it answers", func() bool { return cp.HasAgent("default", "gw") })
+	if n := cp.silent.Load(); n != 0 {
+		t.Errorf("kuma_cp_agents_silent %d once the agent answers, want 0", n)
+	}
 	r := a.recv()
 	if got := names(r); !slices.Equal(got, []string{"dp-3"}) {
 		t.Errorf("after the freeze the stream got %v, want the change made meanwhile (dp-3)", got)

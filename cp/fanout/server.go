@@ -61,7 +61,8 @@ type ControlPlane struct {
 
 	first *firstSyncs // the queue of first syncs
 
-	conns atomic.Pointer[heardListener] // the link's connections (Serve), for their liveness
+	conns  atomic.Pointer[heardListener] // the link's connections (Serve), for their liveness
+	silent atomic.Int64                  // streams whose agent is not answering (metrics)
 }
 
 type streamState struct {
@@ -179,6 +180,9 @@ func (cp *ControlPlane) close(id int64) {
 	delete(cp.streams, id)
 	if st != nil && st.node != nil && !st.silent {
 		cp.dropAgentLocked(*st.node)
+	}
+	if st != nil && st.silent {
+		cp.silent.Add(-1)
 	}
 	cp.smu.Unlock()
 	if st != nil && st.node != nil {
