@@ -109,3 +109,28 @@ func TestSlowAgentIsNotDropped(t *testing.T) {
 		t.Errorf("the slow agent got %v, want dp-3", got)
 	}
 }
+
+// The listener forgets a connection once it is closed: what it keeps per agent goes with
+// the agent.
+func TestHeardConnectionsForgotten(t *testing.T) {
+	cp, addr := keepaliveCP(t)
+	var agents []*agent
+	for range 5 {
+		a := dial(t, addr, "default", nil, mesh.KindDataplane)
+		a.ack(a.recv())
+		agents = append(agents, a)
+	}
+	hl := cp.conns.Load()
+	count := func() int {
+		hl.mu.Lock()
+		defer hl.mu.Unlock()
+		return len(hl.conns)
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("%d connections known, want 5", n)
+	}
+	for _, a := range agents {
+		a.close()
+	}
+	waitUntil(t, "every connection forgotten", func() bool { return count() == 0 && cp.Connected() == 0 })
+}
