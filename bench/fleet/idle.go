@@ -43,8 +43,8 @@ func runIdle(sizes []int, dpSize int, kumaCP, baseline, self, tmp string, opt op
 	if baseline != "" {
 		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
 	}
-	fmt.Printf("idle agents: cost per connected, synced, silent agent; kuma-cp pinned to CPU 0 (%d dataplanes), agents to CPU 1, kuma-cp serve %s, load %s\n",
-		dpSize, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
+	fmt.Printf("idle agents: cost per connected, synced, silent agent; kuma-cp pinned to CPU 0 (%d dataplanes), agents to CPU 1, TLS: %v, kuma-cp serve %s, load %s\n",
+		dpSize, opt.tls, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
 	fmt.Printf("%-9s %-7s %8s %9s %9s %11s %10s %10s %10s %10s %11s  %s\n", "BUILD", "AGENTS", "RSS-MIB", "HEAP-MIB", "STACK-MIB",
 		"GOROUTINES", "RSS-KIB/A", "HEAP-KIB/A", "STACK-KIB/A", "GOROUT/A", "IDLE-CPU-%", "LOAD-AFTER")
 	for _, n := range sizes {
@@ -85,8 +85,8 @@ func idle(kumaCP, self, dir, tmp, build string, agents int, opt options) (idleRe
 		res.after = res.before
 		return res, err
 	}
-	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
-		"--addresses", r.address, "--timeout", opt.timeout.String(), "--gzip="+strconv.FormatBool(opt.gzip))
+	cmd := exec.Command("taskset", append([]string{"-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
+		"--addresses", r.address, "--timeout", opt.timeout.String(), "--gzip=" + strconv.FormatBool(opt.gzip)}, opt.agentsArgs()...)...)
 	cmd.Stderr = os.Stderr
 	hold, err := cmd.StdinPipe()
 	if err != nil {
