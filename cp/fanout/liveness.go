@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/token"
@@ -30,20 +31,18 @@ var epoch = time.Now()
 
 func sinceEpoch() int64 { return int64(time.Since(epoch)) }
 
-// heardConn is an agent's connection, with when anything was last read from it.
+// heardConn is an agent's connection, with when anything was last read from it (its
+// reads: connread.go).
 type heardConn struct {
 	net.Conn
-	heard atomic.Int64 // sinceEpoch of the last read that returned data
+	raw   syscall.RawConn // the socket's, when it has one
+	heard atomic.Int64    // sinceEpoch of the last read that returned data
 	l     *heardListener
 	once  sync.Once
-}
-
-func (c *heardConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.heard.Store(sinceEpoch())
-	}
-	return n, err
+	// what a read took from the socket and the next have not (one reader at a time)
+	chunk   *[]byte
+	r, w    int
+	readErr error
 }
 
 func (c *heardConn) Close() error {
@@ -73,6 +72,11 @@ func (l *heardListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	hc := &heardConn{Conn: c, l: l}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			hc.raw = raw
+		}
+	}
 	hc.heard.Store(sinceEpoch())
 	l.mu.Lock()
 	l.conns[c.RemoteAddr().String()] = hc

@@ -290,10 +290,11 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 			MaxConnectionAge: maxAge, MaxConnectionAgeGrace: min(maxAge/10, 10*time.Second)}),
 		grpc.MaxConcurrentStreams(1000),
 		// Memory per connected agent: an idle agent's connection holds no write buffer (it is
-		// taken for a flush and given back) and no read buffer: the frames are read from the
-		// connection as they come (agents send ACKs, a few dozen bytes each, and a resume's
-		// versions once; two reads a frame instead of one). The 8 KiB buffer held by every
-		// connection was 7 KiB of the 60 an idle agent cost (bench/fleet --idle).
+		// taken for a flush and given back) and no read buffer: gRPC reads from the
+		// connection, which takes a pooled chunk only while the socket has data
+		// (connread.go). gRPC's own buffer was held by every connection: 7 KiB of the 60 an
+		// idle agent cost (bench/fleet --idle); without any, reading frame by frame cost the
+		// storm a third more CPU.
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(0),
 		// An agent resuming lists every version it holds in one request: gRPC's default
