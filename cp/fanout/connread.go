@@ -11,8 +11,8 @@ import (
 // system call per HTTP/2 frame: a small read (gRPC's frame header, an ACK) waits until the
 // socket has data without any buffer, then takes what the socket holds, up to readChunk, into
 // a pooled chunk that the following reads are served from and that goes back to the pool
-// once they have taken it. A read of readChunk or more (a large frame; TLS's record reads) goes
-// to the connection as it is. gRPC is given no read buffer of its own (its buffer, behind a
+// once they have taken it. A read of readChunk or more (a large frame) goes to the
+// connection as it is. gRPC is given no read buffer of its own (its buffer, behind a
 // listener of ours, was held by every connection: 8 KiB an idle agent).
 
 // readChunk is the most a small read takes from the socket at once.
