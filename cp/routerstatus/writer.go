@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/decoded"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -97,8 +98,12 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 		}
 		for _, it := range its {
-			if it.Type == mesh.KindDataplane {
+			switch it.Type {
+			case mesh.KindDataplane:
 				w.take(wd, it)
+			case mesh.KindRouter:
+			default:
+				decoded.Pass(it) // not read here: the other followers' to decode
 			}
 		}
 		its = nil
@@ -107,18 +112,10 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
-// decode is a stored resource of one kind, decoded (nil when it does not decode).
+// decode is a stored resource of one kind, decoded (nil when it does not decode), shared
+// with the store's other followers (package decoded): read, never changed.
 func decode[T mesh.Resource](it store.Item) T {
-	var zero T
-	rs, err := mesh.Decode(it.Key.String(), it.Doc)
-	if err != nil || len(rs) != 1 {
-		return zero
-	}
-	r, ok := rs[0].(T)
-	if !ok {
-		return zero
-	}
-	r.GetMeta().Mesh = it.Mesh
+	r, _ := decoded.As[T](it)
 	return r
 }
 
@@ -139,6 +136,7 @@ func (w *Writer) take(wd *watched, it store.Item) (changed, relist bool) {
 	case mesh.KindDataplane:
 		_, had := wd.dps[it.Key]
 		if !wd.selecting(it.Mesh) { // none can select it: not decoded
+			decoded.Pass(it)
 			delete(wd.dps, it.Key)
 			return had, false
 		}

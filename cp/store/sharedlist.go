@@ -12,9 +12,10 @@ import (
 // feed, the routers' zones, the routers' status - start together and each lists everything:
 // one read of the store and one copy of its documents in memory, not one per follower.
 //
-// The items are shared: a caller must not modify them. A joined list may be older than the
-// call, so a reader that must see its own writes (the API) does not use it. Every other call
-// goes to st.
+// The items are shared: a caller must not modify them. What the callers compute of an item
+// (its document decoded) is computed once for all of them too: Shared. A joined list may be
+// older than the call, so a reader that must see its own writes (the API) does not use it.
+// Every other call goes to st.
 func SharedLists(st Store) Store { return &sharedLists{Store: st} }
 
 type sharedLists struct {
@@ -31,7 +32,7 @@ type sharedList struct {
 	rev     int64
 	err     error
 	ended   bool // the first caller's context ended: its error is not the others'
-	waiting int  // callers joined (guarded by sharedLists.mu)
+	waiting int  // callers joined and still waiting (guarded by sharedLists.mu)
 }
 
 // List implements Store.
@@ -46,7 +47,14 @@ func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit i
 		select {
 		case <-l.done:
 		case <-ctx.Done():
-			return nil, "", 0, ctx.Err()
+			s.mu.Lock()
+			if s.cur == l { // not counted among the list's readers
+				l.waiting--
+				s.mu.Unlock()
+				return nil, "", 0, ctx.Err()
+			}
+			s.mu.Unlock()
+			<-l.done // counted: it takes the list
 		}
 		if l.err != nil && l.ended {
 			return s.Store.List(ctx, "", "", "", 0)
@@ -60,7 +68,11 @@ func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit i
 	l.ended = ctx.Err() != nil
 	s.mu.Lock()
 	s.cur = nil
+	readers := 1 + l.waiting
 	s.mu.Unlock()
+	if l.err == nil && readers > 1 {
+		share(l.items, readers)
+	}
 	close(l.done)
 	return l.items, l.next, l.rev, l.err
 }
