@@ -232,6 +232,9 @@ func (f *Feed) Lag() (revisions int64, behind time.Duration) {
 // compareKeys orders keys as their strings (mesh/type/name) do, the order a store's list
 // gives, without building the strings.
 func compareKeys(a, b cpstore.Key) int {
+	if a.Mesh == b.Mesh && a.Type == b.Type { // most compares (a kind's resources): the names decide
+		return strings.Compare(a.Name, b.Name)
+	}
 	as := [5]string{a.Mesh, "/", a.Type, "/", a.Name}
 	bs := [5]string{b.Mesh, "/", b.Type, "/", b.Name}
 	i, j, ai, bj := 0, 0, 0, 0 // part and offset in a, in b
