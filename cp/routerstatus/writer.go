@@ -98,12 +98,8 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 		}
 		for _, it := range its {
-			switch it.Type {
-			case mesh.KindDataplane:
+			if it.Type != mesh.KindRouter {
 				w.take(wd, it)
-			case mesh.KindRouter:
-			default:
-				decoded.Pass(it) // not read here: the other followers' to decode
 			}
 		}
 		its = nil
@@ -147,6 +143,7 @@ func (w *Writer) take(wd *watched, it store.Item) (changed, relist bool) {
 		delete(wd.dps, it.Key)
 		return had, false
 	}
+	decoded.Pass(it) // not read here: the other followers' to decode
 	return false, false
 }
 
@@ -289,5 +286,6 @@ func (w *Writer) write(ctx context.Context, wd *watched, r *router, st *mesh.Rou
 	if was := r.rt.Status; was == nil || was.ReadyReplicas != st.ReadyReplicas || len(was.Replicas) != len(st.Replicas) {
 		w.Log.Info("router replicas", "router", r.rt.Name, "mesh", r.rt.Mesh, "ready", st.ReadyReplicas, "desired", st.DesiredReplicas, "replicas", len(st.Replicas))
 	}
-	w.take(wd, it) // the watch brings it too: not written again meanwhile
+	// taken as written, not decoded back: the watch brings it too, not written again meanwhile
+	wd.routers[it.Key] = &router{item: it, rt: &next}
 }

@@ -70,6 +70,21 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 	}
 	const stored = 1 + 1 + 20 + 10
 
+	// every change written from here on (the leader's statuses included), counted
+	_, _, listRev, err := base.List(ctx, "", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var puts, lastPut atomic.Int64
+	go func() {
+		for e := range base.Watch(ctx, listRev) {
+			if e.Type == store.Put {
+				puts.Add(1)
+				lastPut.Store(e.Revision)
+			}
+		}
+	}()
+
 	held := &heldStore{Store: base, open: make(chan struct{})}
 	shared := store.SharedLists(held)
 	log := slog.New(slog.DiscardHandler)
@@ -110,20 +125,37 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 	if d, o, r := len(cp.Resources("default", mesh.KindDataplane)), len(cp.Resources("other", mesh.KindDataplane)), len(cp.Resources("default", mesh.KindRouter)); d != 20 || o != 10 || r != 1 {
 		t.Errorf("the feed serves %d + %d dataplanes and %d routers, want 20 + 10 and 1", d, o, r)
 	}
-	req := new(dns.Msg)
-	req.SetQuestion("x.shard1.apps.test.", dns.TypeA)
-	var addrs []string
-	for _, rr := range zones.Load().Meshes["default"].Answer(req).Answer {
-		addrs = append(addrs, rr.(*dns.A).A.String())
+	if got := shardAnswer(zones.Load()); got != "10.0.0.1,10.0.0.2" {
+		t.Errorf("the zones answer the shard with %q, want its two gateways (no status yet: both)", got)
 	}
-	if slices.Sort(addrs); strings.Join(addrs, ",") != "10.0.0.1,10.0.0.2" {
-		t.Errorf("the zones answer the shard with %q, want its two gateways (no status yet: both)", addrs)
-	}
+
+	// Changes: each decoded once too, whichever follower takes it first. The leader writes
+	// the Router's status, a gateway moves, the leader writes it again: each a change the
+	// three read.
+	waitFor(t, "the three followers watching", func() bool { return store.Watches(shared) == 3 })
 	online.Store(true)
 	waitFor(t, "the status writer's pass", func() bool {
 		c, ok := rm.Counts()[routerstatus.RouterKey{Mesh: "default", Name: "shard1"}]
 		return ok && c.Ready == 2
 	})
+	put("default", "Dataplane", "dp-0", dp("default", "dp-0", "10.0.0.9", "gw"))
+	waitFor(t, "the zones answer the gateway's new address", func() bool { return shardAnswer(zones.Load()) == "10.0.0.2,10.0.0.9" })
+	waitFor(t, "the feed serves every change", func() bool { return feed.Revision() >= lastPut.Load() })
+	if n, p := decoded.Count()-before, puts.Load(); n != stored+p || p < 3 {
+		t.Errorf("%d documents decoded for %d stored and %d changes, want each once (at least 3 changes: the gateway, two statuses)", n, stored, p)
+	}
+}
+
+// shardAnswer is the addresses z answers for a name of shard1.apps.test in mesh default.
+func shardAnswer(z *shardzones.Zones) string {
+	req := new(dns.Msg)
+	req.SetQuestion("x.shard1.apps.test.", dns.TypeA)
+	var addrs []string
+	for _, rr := range z.Meshes["default"].Answer(req).Answer {
+		addrs = append(addrs, rr.(*dns.A).A.String())
+	}
+	slices.Sort(addrs)
+	return strings.Join(addrs, ",")
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

@@ -212,3 +212,25 @@ func TestSharedListsComputeOncePerItem(t *testing.T) {
 		t.Fatalf("a list of one caller: err %v, items shared %v", alone.err, alone.items[0].shared != nil)
 	}
 }
+
+// The shared values of changes are found by key and version while they are among the newest
+// (at most maxChanges, their documents within maxChangeBytes): a reader that never takes a
+// change leaves nothing held for long.
+func TestChangeValuesKeepTheNewestOnly(t *testing.T) {
+	var c changeValues
+	k := func(i int) Key { return Key{"default", "Dataplane", fmt.Sprint("dp-", i)} }
+	first := c.value(k(0), 1, 3, 100)
+	if c.value(k(0), 1, 3, 100) != first || c.value(k(0), 2, 3, 100) == first {
+		t.Fatal("a change's value not found by key and version")
+	}
+	for i := 1; i <= maxChanges; i++ {
+		c.value(k(i), int64(i+2), 3, 100)
+	}
+	if len(c.m) != maxChanges || len(c.order) != maxChanges || c.value(k(0), 1, 3, 100) == first {
+		t.Fatalf("%d values held (order %d), the oldest still found: want the newest %d", len(c.m), len(c.order), maxChanges)
+	}
+	c.value(k(-1), 1, 3, maxChangeBytes)
+	if len(c.m) != 1 || c.bytes != maxChangeBytes {
+		t.Fatalf("after a change of %d bytes: %d values of %d bytes held, want it alone", maxChangeBytes, len(c.m), c.bytes)
+	}
+}
