@@ -82,7 +82,7 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 	defer w.Metrics.set(nil)
 	for ctx.Err() == nil {
-		its, _, rev, err := w.Store.List(ctx, "", "", "", 0)
+		wd, rev, err := w.read(ctx)
 		if err != nil {
 			w.Log.Warn("router status: store unreachable; statuses stay as they were", "error", err)
 			select {
@@ -91,21 +91,54 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 			continue
 		}
-		wd := &watched{routers: map[store.Key]*router{}, dps: map[store.Key]*mesh.Dataplane{}}
-		for _, it := range its { // the routers first: they say which dataplanes to keep
-			if it.Type == mesh.KindRouter {
-				w.take(wd, it)
-			}
+		w.follow(ctx, wd, rev, poll)
+	}
+}
+
+// read lists what the writer follows: the whole store when another follower is listing it
+// anyway (a replica's start: one list, each document decoded once between them), else the
+// Routers, then the Dataplanes of the meshes where a Router selects dataplanes - a leader
+// elected later, or a Router new, reads no other mesh's dataplanes. It returns the revision to
+// watch from: the first list's (a change after it is taken again: the same result).
+func (w *Writer) read(ctx context.Context) (*watched, int64, error) {
+	wd := &watched{routers: map[store.Key]*router{}, dps: map[store.Key]*mesh.Dataplane{}}
+	defer store.ListDone() // the documents are not kept: their memory returned to the system
+	its, rev, joined, err := store.ListUnderWay(ctx, w.Store)
+	if !joined {
+		its, _, rev, err = w.Store.List(ctx, "", mesh.KindRouter, "", 0)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, it := range its { // the routers first: they say which dataplanes to keep
+		if it.Type == mesh.KindRouter {
+			w.take(wd, it)
 		}
+	}
+	if joined {
 		for _, it := range its {
 			if it.Type != mesh.KindRouter {
 				w.take(wd, it)
 			}
 		}
-		its = nil
-		store.ListDone() // the documents are not kept: their memory returned to the system
-		w.follow(ctx, wd, rev, poll)
+		return wd, rev, nil
 	}
+	meshes := map[string]bool{}
+	for _, r := range wd.routers {
+		if len(r.rt.Dataplanes) > 0 {
+			meshes[r.rt.Mesh] = true
+		}
+	}
+	for m := range meshes {
+		dps, _, _, err := w.Store.List(ctx, m, mesh.KindDataplane, "", 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, it := range dps {
+			w.take(wd, it)
+		}
+	}
+	return wd, rev, nil
 }
 
 // decode is a stored resource of one kind, decoded (nil when it does not decode), shared

@@ -103,9 +103,11 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 		// called at each pass, the first right after the list: no status written until the
 		// decodes are counted
 		OnlineKnown: func() bool { statusListed.Do(func() { close(listedCh) }); return online.Load() }}
+	// the leader's writer starts once the others' list is under way (it lists only what it
+	// follows when none is)
+	waitFor(t, "the feed and the zones on one list", func() bool { return held.lists.Load() == 1 && store.JoinedCount(shared) == 1 })
 	go w.Run(ctx)
-
-	waitFor(t, "the three followers on one list", func() bool { return held.lists.Load() == 1 && store.Joined(shared) == 2 })
+	waitFor(t, "the three followers on one list", func() bool { return held.lists.Load() == 1 && store.JoinedCount(shared) == 2 })
 	close(held.open)
 	waitFor(t, "the feed synced", feed.Synced)
 	waitFor(t, "the zones built", func() bool { return zones.Load() != nil })

@@ -48,24 +48,8 @@ func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit i
 	}
 	s.mu.Lock()
 	if l := s.cur; l != nil {
-		l.waiting++
-		s.mu.Unlock()
-		select {
-		case <-l.done:
-		case <-ctx.Done():
-			s.mu.Lock()
-			if s.cur == l { // not counted among the list's readers
-				l.waiting--
-				s.mu.Unlock()
-				return nil, "", 0, ctx.Err()
-			}
-			s.mu.Unlock()
-			<-l.done // counted: it takes the list
-		}
-		if l.err != nil && l.ended {
-			return s.Store.List(ctx, "", "", "", 0)
-		}
-		return l.items, l.next, l.rev, l.err
+		items, next, rev, err := s.join(ctx, l)
+		return items, next, rev, err
 	}
 	l := &sharedList{done: make(chan struct{})}
 	s.cur = l
@@ -81,6 +65,47 @@ func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit i
 	}
 	close(l.done)
 	return l.items, l.next, l.rev, l.err
+}
+
+// join waits for l, the list under way (s.mu held, released here), and takes it.
+func (s *sharedLists) join(ctx context.Context, l *sharedList) ([]Item, string, int64, error) {
+	l.waiting++
+	s.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if s.cur == l { // not counted among the list's readers
+			l.waiting--
+			s.mu.Unlock()
+			return nil, "", 0, ctx.Err()
+		}
+		s.mu.Unlock()
+		<-l.done // counted: it takes the list
+	}
+	if l.err != nil && l.ended {
+		return s.Store.List(ctx, "", "", "", 0)
+	}
+	return l.items, l.next, l.rev, l.err
+}
+
+// ListUnderWay is the list of the whole store another caller of st's List has under way
+// (SharedLists), joined as List joins it; ok is false when there is none (or st shares no
+// lists): a reader that needs part of the store reads that part itself, unless the whole is
+// being read anyway.
+func ListUnderWay(ctx context.Context, st Store) (items []Item, rev int64, ok bool, err error) {
+	s, shared := st.(*sharedLists)
+	if !shared {
+		return nil, 0, false, nil
+	}
+	s.mu.Lock()
+	l := s.cur
+	if l == nil {
+		s.mu.Unlock()
+		return nil, 0, false, nil
+	}
+	items, _, rev, err = s.join(ctx, l)
+	return items, rev, true, err
 }
 
 // LastDelete is the wrapped store's (Etcd.LastDelete), 0 when it cannot tell: the wrapper
