@@ -1,14 +1,26 @@
 package store
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // sharedValue is what the readers of one shared list compute of one of its items: computed
 // by the first reader to ask, dropped once every reader has taken or passed it.
 type sharedValue struct {
-	mu   sync.Mutex
-	left int32 // readers that have neither taken nor passed it
-	done bool  // computed (v holds it until left is 0)
+	left atomic.Int32 // readers that have neither taken nor passed it
+	mu   sync.Mutex   // guards done and v: a reader computing it holds it
+	done bool         // computed (v holds it until left is 0)
 	v    any
+}
+
+// drop counts one reader done with it, and drops the value after the last.
+func (s *sharedValue) drop() {
+	if s.left.Add(-1) == 0 {
+		s.mu.Lock()
+		s.v = nil
+		s.mu.Unlock()
+	}
 }
 
 // sharedChunk is how many items' values are allocated together: an item a reader keeps (a
@@ -23,7 +35,7 @@ func share(items []Item, readers int) {
 			chunk = make([]sharedValue, min(sharedChunk, len(items)-i))
 		}
 		v := &chunk[i%sharedChunk]
-		v.left = int32(readers)
+		v.left.Store(int32(readers))
 		items[i].shared = v
 	}
 }
@@ -39,39 +51,26 @@ func share(items []Item, readers int) {
 // modify what it returns: it is theirs together.
 func Shared[T any](it Item, compute func(Item) T) T {
 	s := it.shared
-	if s == nil {
+	if s == nil || s.left.Load() <= 0 { // every reader took it already (one asks again)
 		return compute(it)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left <= 0 {
-		return compute(it)
-	}
 	if !s.done {
 		s.v, s.done = compute(it), true
 	}
 	v, ok := s.v.(T)
-	if !ok { // another reader's compute: not this one's to share
+	s.mu.Unlock()
+	if !ok { // another reader's compute, or dropped: not this one's to share
 		v = compute(it)
 	}
-	if s.left--; s.left == 0 {
-		s.v = nil
-	}
+	s.drop()
 	return v
 }
 
 // Pass says a reader of a shared list will not take it (see Shared): its value is dropped
 // once every other reader has taken it.
 func Pass(it Item) {
-	s := it.shared
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left > 0 {
-		if s.left--; s.left == 0 {
-			s.v = nil
-		}
+	if s := it.shared; s != nil && s.left.Load() > 0 {
+		s.drop() // never waits for a reader computing it
 	}
 }

@@ -187,7 +187,8 @@ func (c *changeValues) value(k Key, version int64, readers int32, size int) *sha
 	if c.m == nil {
 		c.m = map[changeKey]*sharedValue{}
 	}
-	v := &sharedValue{left: readers}
+	v := &sharedValue{}
+	v.left.Store(readers)
 	c.m[ck] = v
 	c.order, c.sizes, c.bytes = append(c.order, ck), append(c.sizes, size), c.bytes+size
 	for len(c.order) > maxChanges || c.bytes > maxChangeBytes && len(c.order) > 1 {

@@ -234,3 +234,30 @@ func TestChangeValuesKeepTheNewestOnly(t *testing.T) {
 		t.Fatalf("after a change of %d bytes: %d values of %d bytes held, want it alone", maxChangeBytes, len(c.m), c.bytes)
 	}
 }
+
+// A reader passing an item does not wait for another computing it (the zones pass the
+// dataplanes of a mesh without Routers while the feed decodes them).
+func TestPassWaitsForNoCompute(t *testing.T) {
+	items := []Item{{Key: Key{"default", "Dataplane", "dp-0"}}}
+	share(items, 2)
+	computing, release := make(chan struct{}), make(chan struct{})
+	got := make(chan string, 1)
+	go func() {
+		got <- Shared(items[0], func(Item) string { close(computing); <-release; return "decoded" })
+	}()
+	<-computing
+	passed := make(chan struct{})
+	go func() { Pass(items[0]); close(passed) }()
+	select {
+	case <-passed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Pass waited for the other reader's compute")
+	}
+	close(release)
+	if v := <-got; v != "decoded" {
+		t.Fatalf("the computing reader got %q", v)
+	}
+	if items[0].shared.v != nil {
+		t.Fatal("the value kept after both readers were done")
+	}
+}
