@@ -137,7 +137,11 @@ func settleIn(rs []Resource, strs *strArena) {
 				in.InboundExtra = sharedInboundExtra(&x)
 			}
 		}
-		c.Labels = maps.Clone(c.Labels)
+		if c.MetaExtra != nil {
+			x := *c.MetaExtra
+			x.MetaLabels = maps.Clone(x.MetaLabels)
+			c.MetaExtra = &x
+		}
 		if c.DataplaneKept != nil {
 			k := *c.DataplaneKept
 			c.DataplaneKept = sharedKept(&k)

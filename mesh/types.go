@@ -55,14 +55,79 @@ type Tag = tagset.Tag
 func TagsOf(m map[string]string) Tags { return tagset.Of(m) }
 
 // Meta is what every resource carries: identity plus where it was read from.
+//
+// What most resources of a large mesh do not have - labels (a Dataplane written for Kuma's
+// universal mode has none), a creation time - is in MetaExtra, nil when the document has
+// neither: read them through Labels and CreationTime, write them through SetLabels and
+// SetCreationTime. A mesh may hold 100,000 Dataplanes, and the two cost 32 bytes in each.
 type Meta struct {
-	Mesh         string            `json:"mesh,omitempty"`
-	Name         string            `json:"name"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	CreationTime time.Time         `json:"creationTime,omitempty"`
+	Mesh string `json:"mesh,omitempty"`
+	Name string `json:"name"`
+	*MetaExtra
 	// Source is where the resource was read from, printed "file#doc" (e.g.
 	// "policies/vo.yaml#2") in error messages; the zero Source if unknown.
 	Source Source `json:"-"`
+}
+
+// MetaExtra holds the parts of Meta few resources of a large mesh have. Its fields read as
+// Meta's own in JSON.
+type MetaExtra struct {
+	MetaLabels       map[string]string `json:"labels,omitempty"`
+	MetaCreationTime time.Time         `json:"creationTime,omitempty"`
+}
+
+// Labels is the resource's labels (nil when it has none). Do not write the map: set a new one
+// with SetLabels (a decoded resource is shared).
+func (m *Meta) Labels() map[string]string {
+	if m.MetaExtra == nil {
+		return nil
+	}
+	return m.MetaLabels
+}
+
+// CreationTime is the resource's creation time (zero when not known).
+func (m *Meta) CreationTime() time.Time {
+	if m.MetaExtra == nil {
+		return time.Time{}
+	}
+	return m.MetaCreationTime
+}
+
+// SetLabels sets the resource's labels (nil: none).
+func (m *Meta) SetLabels(l map[string]string) {
+	if m.MetaExtra == nil && l == nil {
+		return
+	}
+	x := m.extra()
+	x.MetaLabels = l
+	m.dropEmptyExtra()
+}
+
+// SetCreationTime sets the resource's creation time (zero: not known).
+func (m *Meta) SetCreationTime(t time.Time) {
+	if m.MetaExtra == nil && t.IsZero() {
+		return
+	}
+	x := m.extra()
+	x.MetaCreationTime = t
+	m.dropEmptyExtra()
+}
+
+// extra is a MetaExtra of m's own to write: a copy when m shares one (copies of a Meta
+// share their MetaExtra, as they share their labels' map).
+func (m *Meta) extra() *MetaExtra {
+	x := &MetaExtra{}
+	if m.MetaExtra != nil {
+		*x = *m.MetaExtra
+	}
+	m.MetaExtra = x
+	return x
+}
+
+func (m *Meta) dropEmptyExtra() {
+	if x := m.MetaExtra; x != nil && x.MetaLabels == nil && x.MetaCreationTime.IsZero() {
+		m.MetaExtra = nil
+	}
 }
 
 // Resource is implemented by every resource type of this package.
