@@ -423,7 +423,13 @@ func (d *decoder) kubeBody(kind, namespace string, meta Meta, spec map[string]an
 	first := len(d.errs)
 	r := newResource(kind)
 	d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
-	*r.GetMeta() = meta
+	if dp, ok := r.(*Dataplane); ok {
+		kept := dp.Kept() // the spec's, in its MetaExtra: kept beside the metadata's
+		dp.Meta = meta
+		dp.SetKept(kept)
+	} else {
+		*r.GetMeta() = meta
+	}
 	if rt, ok := r.(*Route); ok && rt.Namespace == "" {
 		rt.Namespace = namespace
 	}

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -54,5 +55,62 @@ networking:
 	}
 	if labelled.Labels()["team"] != "x" || labelled.CreationTime().IsZero() {
 		t.Errorf("original changed through its copy: labels %v, created %v", labelled.Labels(), labelled.CreationTime())
+	}
+}
+
+// A Dataplane's kept fields live in its MetaExtra, which every kind has: only a Dataplane's
+// document accepts them.
+func TestKeptFieldsAreADataplanesAlone(t *testing.T) {
+	_, err := Decode("vo.yaml", []byte(`type: VirtualOutbound
+mesh: default
+name: vo
+probes:
+  port: 9000
+selectors:
+- match:
+    kuma.io/service: "*"
+conf:
+  host: "{{.service}}.mesh"
+  port: "80"
+  parameters:
+  - name: service
+    tagKey: kuma.io/service
+`))
+	if err == nil || !strings.Contains(err.Error(), "probes") || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("a VirtualOutbound with probes: %v, want an unknown field error naming it", err)
+	}
+	rs, err := Decode("dps.yaml", []byte(`type: Dataplane
+mesh: default
+name: a
+probes:
+  port: 9000
+networking:
+  address: 10.0.0.1
+  inbound:
+  - port: 80
+    tags:
+      kuma.io/service: a
+---
+type: Dataplane
+mesh: default
+name: b
+probes:
+  port: 9000
+networking:
+  address: 10.0.0.2
+  inbound:
+  - port: 80
+    tags:
+      kuma.io/service: b
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rs[0].(*Dataplane), rs[1].(*Dataplane)
+	if a.Kept() == nil || string(a.Kept().Probes) != `{"port":9000}` || a.MetaExtra != b.MetaExtra {
+		t.Errorf("kept probes %v; extras shared: %v", a.Kept(), a.MetaExtra == b.MetaExtra)
+	}
+	if n := unsafe.Sizeof(dataplaneCell{}); n > 144 {
+		t.Errorf("a one-inbound dataplane is %d bytes, want at most 144 (a size class of Go's allocator)", n)
 	}
 }

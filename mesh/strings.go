@@ -140,11 +140,11 @@ func settleIn(rs []Resource, strs *strArena) {
 		if c.MetaExtra != nil {
 			x := *c.MetaExtra
 			x.MetaLabels = maps.Clone(x.MetaLabels)
-			c.MetaExtra = &x
-		}
-		if c.DataplaneKept != nil {
-			k := *c.DataplaneKept
-			c.DataplaneKept = sharedKept(&k)
+			if x.DataplaneKept != nil {
+				k := *x.DataplaneKept
+				x.DataplaneKept = sharedKept(&k)
+			}
+			c.MetaExtra = sharedMetaExtra(&x)
 		}
 		if n.NetworkingExtra != nil {
 			x := *n.NetworkingExtra

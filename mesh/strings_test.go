@@ -41,7 +41,7 @@ func TestDataplaneKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := rs[0].(*Dataplane)
-	if dp.DataplaneKept == nil || dp.Networking.NetworkingExtra == nil || dp.Networking.Inbound[0].InboundExtra == nil {
+	if dp.Kept() == nil || dp.Networking.NetworkingExtra == nil || dp.Networking.Inbound[0].InboundExtra == nil {
 		t.Fatalf("kept fields dropped: %+v", dp)
 	}
 	if string(dp.Metrics) != `{"type":"prometheus"}` || string(dp.Probes) != `{"port":9000}` ||
@@ -86,8 +86,8 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingExtra != nil || p.Networking.Inbound[0].InboundExtra != nil {
-		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingExtra)
+	if p := plain[0].(*Dataplane); p.MetaExtra != nil || p.Networking.NetworkingExtra != nil || p.Networking.Inbound[0].InboundExtra != nil {
+		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.MetaExtra, p.Networking.NetworkingExtra)
 	}
 	if got := plain[0].(*Dataplane).KeptFields(); got != nil {
 		t.Fatalf("KeptFields of a plain dataplane: %v", got)
