@@ -346,6 +346,7 @@ func (l *dirLoader) cacheEntries(build string) (want map[string][]cacheFile, cha
 		c, _ := l.cache.get(path)
 		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == ([32]byte{})) {
 			c = g // refused: its last good version's entry stays, for a restart to serve it
+			c.res = g.list.all()
 		}
 		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == ([32]byte{}) {
 			continue // failed, or not known to hold what its file holds (forget)
