@@ -6,6 +6,8 @@ import (
 	rtmetrics "runtime/metrics"
 	"sync"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/gcpace"
 )
 
 // The agent's memory policy. The agent runs beside every workload, so what it holds is
@@ -54,9 +56,9 @@ const gcPercent = 50
 // within its noise (1.9-2.6 s). A GOGC in the environment is left as set.
 const allocationGCPercent = 5
 
-// allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
-// undoes it.
-func allocationGC() (restore func()) { return setGCPercent(allocationGCPercent) }
+// allocationGC holds GOGC at allocationGCPercent (gcpace: a decode cache written meanwhile
+// holds its own) unless the environment sets GOGC, and returns what undoes it.
+func allocationGC() (restore func()) { return gcpace.Low(allocationGCPercent) }
 
 // setGCPercent sets GOGC to p unless the environment sets GOGC, and returns what undoes it.
 func setGCPercent(p int) (restore func()) {

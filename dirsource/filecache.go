@@ -41,6 +41,17 @@ func (c *fileCache) index() map[string]int32 {
 	return c.at
 }
 
+// kept is the entry of the file at path as the cache keeps it: its resources in list alone
+// (res nil), for what does not need them read back (see resList.all).
+func (c *fileCache) kept(path string) (cachedFile, bool) {
+	i, ok := c.index()[path]
+	if !ok {
+		return cachedFile{}, false
+	}
+	s := &c.files[i]
+	return cachedFile{stamp: s.stamp, sum: s.sum, list: s.list, err: c.errs[s.path]}, true
+}
+
 // get is the entry of the file at path.
 func (c *fileCache) get(path string) (cachedFile, bool) {
 	i, ok := c.index()[path]
