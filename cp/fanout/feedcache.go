@@ -172,8 +172,8 @@ func servedDoc(it cpstore.Item) (Doc, error) {
 		rt.Status = nil
 	}
 	m := r.GetMeta()
-	if !it.Created.IsZero() || m.CreationTime.IsZero() {
-		m.CreationTime = it.Created
+	if !it.Created.IsZero() || m.CreationTime().IsZero() {
+		m.SetCreationTime(it.Created)
 	}
 	body, err := cplink.EncodeResource(r)
 	if err != nil {
