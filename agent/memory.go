@@ -6,6 +6,8 @@ import (
 	rtmetrics "runtime/metrics"
 	"sync"
 	"time"
+
+	"github.com/kumadp/kuma-dp/internal/gcpace"
 )
 
 // The agent's memory policy. The agent runs beside every workload, so what it holds is
@@ -47,12 +49,16 @@ const gcPercent = 50
 // 85.5 (78.3) at 20, against 57.3 steady, the second above the 1.5x the agent aims at; 10
 // cost 60-90 ms of a 1.3-1.4 s start on a busy node (two builds differing in this constant
 // alone, started alternately on that mesh with the other core spinning, two starts each:
-// not a benchmark of the repository). A GOGC in the environment is left as set.
-const allocationGCPercent = 10
+// not a benchmark of the repository). With the model 3.9 MiB smaller (a dataplane's meta
+// and strings cut), the peak at 10 stayed where it was, 1.41-1.52x the steady state in
+// bench/memory.sh; at 5 it was 63.0-68.8 MiB (66.5 on average) against 66.9-72.0 (69.6) at
+// 10 in ten starts of each build alternately (load 4-6), the CPU of the start the same
+// within its noise (1.9-2.6 s). A GOGC in the environment is left as set.
+const allocationGCPercent = 5
 
-// allocationGC sets allocationGCPercent unless the environment sets GOGC, and returns what
-// undoes it.
-func allocationGC() (restore func()) { return setGCPercent(allocationGCPercent) }
+// allocationGC holds GOGC at allocationGCPercent (gcpace: a decode cache written meanwhile
+// holds its own) unless the environment sets GOGC, and returns what undoes it.
+func allocationGC() (restore func()) { return gcpace.Low(allocationGCPercent) }
 
 // setGCPercent sets GOGC to p unless the environment sets GOGC, and returns what undoes it.
 func setGCPercent(p int) (restore func()) {

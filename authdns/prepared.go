@@ -36,13 +36,25 @@ type wireZone struct {
 
 // tail is rr's wire form after its owner name.
 func tail(rr dns.RR) []byte {
-	buf := make([]byte, dns.Len(rr)+2)
-	n, err := dns.PackRR(rr, buf, 0, nil, false)
-	if err != nil {
+	b := packed(rr)
+	if b == nil {
 		return nil
 	}
 	owner, _ := dns.PackDomainName(rr.Header().Name, make([]byte, 256), 0, nil, false)
-	return buf[owner:n]
+	return b[owner:]
+}
+
+// packed is rr's wire form, rr left as it is: rr is packed as the one answer of a message
+// whose 12-byte header is then cut off. dns.PackRR writes the record's Rdlength, and a zone
+// kept from the catalog before (a held serial) is prepared again while that catalog may be
+// sending it in a zone transfer.
+func packed(rr dns.RR) []byte {
+	m := dns.Msg{Answer: []dns.RR{rr}}
+	b, err := m.Pack()
+	if err != nil || len(b) < 12 {
+		return nil
+	}
+	return b[12:]
 }
 
 func wireName(name string) string {
@@ -75,18 +87,13 @@ func (z *Zone) prepare() *wireZone {
 	}
 	if apex := z.nodes[z.Origin]; apex != nil {
 		for _, rr := range z.glue(apex.sets[dns.TypeNS]) {
-			buf := make([]byte, dns.Len(rr)+2)
-			if n, err := dns.PackRR(rr, buf, 0, nil, false); err == nil {
-				wz.glue = append(wz.glue, buf[:n]...)
+			if b := packed(rr); b != nil {
+				wz.glue = append(wz.glue, b...)
 				wz.nglue++
 			}
 		}
 	}
-	soa := z.negativeSOA()
-	buf := make([]byte, dns.Len(soa)+2)
-	if n, err := dns.PackRR(soa, buf, 0, nil, false); err == nil {
-		wz.negSOA = buf[:n]
-	}
+	wz.negSOA = packed(z.negativeSOA())
 	return wz
 }
 

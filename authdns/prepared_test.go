@@ -30,12 +30,21 @@ func sections(m *dns.Msg) string {
 // outside names, mixed case, with and without EDNS; what it does not take (ANY, other
 // classes, truncation) it leaves to Reply.
 func TestPreparedAnswersAsReply(t *testing.T) {
+	checkPreparedAsReply(t, preparedFixture(t))
+}
+
+func preparedFixture(t *testing.T) *Catalog {
 	in := fixture()
 	in.Users = append(in.Users, UserName{Name: "loop.acme.test", Router: "shard1"})
 	cat, problems := Build(in, nil)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
+	return cat
+}
+
+func checkPreparedAsReply(t *testing.T, cat *Catalog) {
+	t.Helper()
 	names := []string{"web.shard1.apps.example.com", "Web.SHARD1.apps.example.com", "shard1.apps.example.com",
 		"router-shard1.shard1.apps.example.com", "a.b.shard1.apps.example.com", "ns1.apps.example.com", "www.acme.test",
 		"WWW.Acme.Test", "x.acme.test", "a.b.acme.test", "b.acme.test", "c.a.b.acme.test", "acme.test", "shop.other.test",
@@ -139,4 +148,29 @@ func TestPreparedRotatesWithoutAllocating(t *testing.T) {
 			t.Errorf("%s: %v allocations per answer", q, n)
 		}
 	}
+}
+
+// Preparing a catalog leaves its zones' records as they are: a zone kept from the catalog
+// before (Serials.Build keeps a zone whose serial is held) is prepared again in the new one
+// while the old one may be sending it in a zone transfer, which reads those records. The
+// records' Rdlength, which dns.PackRR writes, is the field to watch.
+func TestPrepareWritesNoRecord(t *testing.T) {
+	zones := preparedFixture(t).Zones()
+	var recs []dns.RR
+	for _, z := range zones {
+		recs = append(recs, z.Records()...)
+	}
+	for _, rr := range recs {
+		rr.Header().Rdlength = 0
+	}
+	again := NewCatalog(zones...)
+	for _, rr := range recs {
+		if rr.Header().Rdlength != 0 {
+			t.Fatalf("preparing the catalog again wrote %v's Rdlength (%d)", rr, rr.Header().Rdlength)
+		}
+	}
+	if len(recs) < 10 {
+		t.Fatalf("the fixture has %d records: too few to tell", len(recs))
+	}
+	checkPreparedAsReply(t, again)
 }

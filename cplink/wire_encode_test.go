@@ -79,7 +79,7 @@ func TestEncodeResourceAsJSONToYAML(t *testing.T) {
 	for _, r := range resources {
 		for _, created := range []time.Time{{}, time.Date(2026, 11, 28, 8, 0, 0, 123, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600))} {
 			if !created.IsZero() {
-				r.GetMeta().CreationTime = created // as the feed sets the store's
+				r.GetMeta().SetCreationTime(created) // as the feed sets the store's
 			}
 			got, err := EncodeResource(r)
 			if err != nil {
@@ -120,7 +120,7 @@ func TestBlockYAMLWritesTheUsualDataplane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs[0].GetMeta().CreationTime = time.Now()
+	rs[0].GetMeta().SetCreationTime(time.Now())
 	if !writtenByHand(t, rs[0]) {
 		t.Fatal("go-yaml writes it")
 	}

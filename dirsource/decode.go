@@ -91,7 +91,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		if !had || prev.sum != out[i].sum || (prev.err == nil) != (out[i].err == nil) {
 			l.changes++
 		}
-		l.cache.set(paths[i], out[i])
+		out[i].list = l.cache.set(paths[i], out[i])
 	}
 	return out
 }
@@ -217,7 +217,7 @@ func (d *parallelDecode) send(i int) {
 			d.sumBuf = make([]byte, 64<<10)
 		}
 		if sum, err := fileSum(path, d.sumBuf); err == nil && sum == prev.sum {
-			out.res, out.err, out.sum = prev.res, prev.err, sum
+			out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
 			return
 		}
 	}
@@ -245,7 +245,7 @@ func (d *parallelDecode) send(i int) {
 	}
 	sum := sha256.Sum256(b)
 	if hadPrev && prev.sum == sum && !prev.readFailed {
-		out.res, out.err, out.sum = prev.res, prev.err, sum
+		out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
 		return // same content: the resources already decoded (and served) stay
 	}
 	out.sum = sum
@@ -357,7 +357,7 @@ func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
 	if c, ok := l.cache.get(path); ok && !c.readFailed && (c.err == nil || path == l.dpFile) {
 		return c.res
 	}
-	return l.good[path].res
+	return l.good[path].list.all()
 }
 
 // fileSum is the SHA-256 of the file at path, read through buf.

@@ -3,8 +3,6 @@ package dirsource
 import (
 	"iter"
 	"slices"
-
-	"github.com/kumadp/kuma-dp/mesh"
 )
 
 // fileCache is the decode cache held in memory: each file's entry by path. A directory of
@@ -26,11 +24,11 @@ type fileSlot struct {
 	path  string
 	stamp fileStamp
 	sum   [32]byte
-	res   []mesh.Resource
+	list  resList
 }
 
 func (c *fileCache) file(s *fileSlot) cachedFile {
-	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.res, err: c.errs[s.path]}
+	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.list.all(), list: s.list, err: c.errs[s.path]}
 }
 
 func (c *fileCache) index() map[string]int32 {
@@ -43,6 +41,17 @@ func (c *fileCache) index() map[string]int32 {
 	return c.at
 }
 
+// kept is the entry of the file at path as the cache keeps it: its resources in list alone
+// (res nil), for what does not need them read back (see resList.all).
+func (c *fileCache) kept(path string) (cachedFile, bool) {
+	i, ok := c.index()[path]
+	if !ok {
+		return cachedFile{}, false
+	}
+	s := &c.files[i]
+	return cachedFile{stamp: s.stamp, sum: s.sum, list: s.list, err: c.errs[s.path]}, true
+}
+
 // get is the entry of the file at path.
 func (c *fileCache) get(path string) (cachedFile, bool) {
 	i, ok := c.index()[path]
@@ -53,9 +62,10 @@ func (c *fileCache) get(path string) (cachedFile, bool) {
 }
 
 // set makes f the entry of the file at path (f.readFailed is false: such a file is never
-// cached). As a Go map given a key it holds, the entry keeps path, the string given now.
-func (c *fileCache) set(path string, f cachedFile) {
-	s := fileSlot{path: path, stamp: f.stamp, sum: f.sum, res: f.res}
+// cached), and returns the list it keeps of f.res (f.list when it holds them). As a Go map
+// given a key it holds, the entry keeps path, the string given now.
+func (c *fileCache) set(path string, f cachedFile) resList {
+	s := fileSlot{path: path, stamp: f.stamp, sum: f.sum, list: keep(f.list, f.res)}
 	if f.err != nil {
 		if c.errs == nil {
 			c.errs = map[string]error{}
@@ -67,10 +77,11 @@ func (c *fileCache) set(path string, f cachedFile) {
 	idx := c.index()
 	if i, ok := idx[path]; ok {
 		c.files[i] = s
-		return
+		return s.list
 	}
 	idx[path] = int32(len(c.files))
 	c.files = append(c.files, s)
+	return s.list
 }
 
 // growFor makes room for the entries of the files at paths[i], i in todo, that have none

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -109,30 +108,46 @@ func TestLoadDropsTheCacheIndex(t *testing.T) {
 	}
 }
 
-// A load's part gives back its resources as they were given, nil or empty alike, and two
-// parts are the same only for the same resources (the same first object), not equal ones.
+// A load's part gives back its resources as they were given, nil or empty alike; a file of
+// Dataplanes alone is kept as pointers to them (8 bytes each, not an interface's 16) and
+// read back as a new list of the same objects, a list of other resources as it was given.
+// Two parts are the same only for the same list kept (read back from the cache and kept
+// again), not for equal resources.
 func TestLoadPartKeepsItsResources(t *testing.T) {
-	if got := newLoadPart("a", nil).res(); got != nil {
+	if got := newLoadPart("a", cachedFile{}).res(); got != nil {
 		t.Fatalf("nil resources came back as %#v", got)
 	}
-	if got := newLoadPart("a", []mesh.Resource{}).res(); got == nil || len(got) != 0 {
+	if got := newLoadPart("a", cachedFile{res: []mesh.Resource{}}).res(); got == nil || len(got) != 0 {
 		t.Fatalf("no resources came back as %#v", got)
 	}
-	res := []mesh.Resource{&mesh.Dataplane{}, &mesh.Dataplane{}, nil}[:2]
-	got := newLoadPart("a", res).res()
-	if len(got) != 2 || cap(got) != 2 || &got[0] != &res[0] || got[1] != res[1] {
+	dps := []mesh.Resource{&mesh.Dataplane{}, &mesh.Dataplane{}, nil}[:2]
+	part := newLoadPart("a", cachedFile{res: dps})
+	if !part.list.dps {
+		t.Fatal("a file of Dataplanes alone kept as a list of resources")
+	}
+	if got := part.res(); len(got) != 2 || got[0] != dps[0] || got[1] != dps[1] {
+		t.Fatalf("Dataplanes came back as %v", got)
+	}
+	mixed := []mesh.Resource{&mesh.Dataplane{}, &mesh.TrafficRoute{}, nil}[:2]
+	got := newLoadPart("a", cachedFile{res: mixed}).res()
+	if len(got) != 2 || cap(got) != 2 || &got[0] != &mixed[0] || got[1] != mixed[1] {
 		t.Fatalf("resources came back as %v (capacity %d)", got, cap(got))
 	}
-	copied := slices.Clone(res)
+	// what the cache gives back (its list, and the resources read from it) is kept as the
+	// same list, unless the load changed the resources
+	again := newLoadPart("a", cachedFile{res: part.res(), list: part.list})
+	reordered := newLoadPart("a", cachedFile{res: []mesh.Resource{dps[1], dps[0]}, list: part.list})
 	for _, c := range []struct {
 		a, b []loadPart
 		same bool
 	}{
-		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("a", res[:2:2])}, true},
-		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("a", copied)}, false},
-		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("a", res[:1])}, false},
-		{[]loadPart{newLoadPart("a", res)}, []loadPart{newLoadPart("b", res)}, false},
-		{[]loadPart{newLoadPart("a", nil)}, []loadPart{newLoadPart("a", []mesh.Resource{})}, true},
+		{[]loadPart{part}, []loadPart{again}, true},
+		{[]loadPart{part}, []loadPart{newLoadPart("a", cachedFile{res: dps})}, false},
+		{[]loadPart{part}, []loadPart{reordered}, false},
+		{[]loadPart{part}, []loadPart{newLoadPart("a", cachedFile{res: dps[:1], list: part.list})}, false},
+		{[]loadPart{part}, []loadPart{newLoadPart("b", cachedFile{res: part.res(), list: part.list})}, false},
+		{[]loadPart{newLoadPart("a", cachedFile{res: mixed})}, []loadPart{newLoadPart("a", cachedFile{res: mixed[:2:2]})}, true},
+		{[]loadPart{newLoadPart("a", cachedFile{})}, []loadPart{newLoadPart("a", cachedFile{res: []mesh.Resource{}})}, true},
 	} {
 		if got := sameParts(c.a, c.b); got != c.same {
 			t.Errorf("sameParts(%v, %v) = %v", c.a, c.b, got)

@@ -284,8 +284,15 @@ func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Up
 }
 
 // freeAfterResources is how many resources a write of the decode cache holds before the
-// memory it used is given back to the OS at once.
+// memory it used is given back to the OS at once, and before an entry is written at
+// cacheWriteGCPercent.
 const freeAfterResources = 1000
+
+// cacheWriteGCPercent is the GOGC while a large entry of the decode cache is written (see
+// writeEntries): 100,000 dataplanes peaked at 69.0-69.2 MiB (VmHWM) at 50, the write's
+// garbage beside the pages the resolver's start had just mapped, right after the first
+// model.
+const cacheWriteGCPercent = 10
 
 // persist saves the decode cache, off the path of a change to the answers (the update
 // was delivered first).

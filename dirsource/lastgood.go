@@ -17,7 +17,7 @@ import (
 // the two copies refusing the whole load. It does not come back to the last good
 // version (the version kept from then on is the one served).
 func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cachedFile, wasFor string) error {
-	var byPath map[string][]mesh.Resource
+	var byPath map[string]resList
 	var refused []cplink.RefusedFile
 	var keptAt []int
 	keptFor := l.keptFor
@@ -28,16 +28,18 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 			continue
 		}
 		if byPath == nil {
-			byPath = make(map[string][]mesh.Resource, len(l.lastFrom))
+			byPath = make(map[string]resList, len(l.lastFrom))
 			for _, p := range l.lastFrom {
-				byPath[p.path] = p.res()
+				byPath[p.path] = p.list
 			}
 		}
-		good, kept := byPath[paths[i]]
+		list, kept := byPath[paths[i]]
+		good := list.all()
 		from := l.lastFromFor
 		if !kept {
 			from = wasFor
-			good, kept = l.good[paths[i]].res, true // not in the last snapshot (a restart)
+			g := l.good[paths[i]] // not in the last snapshot (a restart)
+			good, list, kept = g.list.all(), g.list, true
 		}
 		kept = kept && good != nil
 		if kept && l.reach != nil {
@@ -53,7 +55,7 @@ func (l *dirLoader) lastGood(self *mesh.Dataplane, paths []string, results []cac
 		l.keptFor[paths[i]] = reachMeet(holds, now)
 		refused = append(refused, cplink.RefusedFile{Path: paths[i], Kept: kept, Narrowed: kept && !reachCovers(holds, now),
 			Err: results[i].err})
-		results[i] = cachedFile{res: good, err: results[i].err}
+		results[i] = cachedFile{res: good, list: list, err: results[i].err} // list: kept again when it holds good
 		if len(good) > 0 {
 			keptAt = append(keptAt, i)
 		}
@@ -169,6 +171,7 @@ func (l *dirLoader) keepGood(path string) {
 		if c.sum == ([32]byte{}) {
 			c.sum = l.forgot[path] // forgotten by a forced reload: its content's hash then
 		}
+		c.res = nil // read back from c.list (all) when served: kept, it would be a second list of the file
 		l.good[path] = c
 	}
 }

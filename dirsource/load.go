@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"unique"
-	"unsafe"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -78,30 +77,26 @@ type dirLoader struct {
 }
 
 // loadPart is one file of a load as its snapshot was built from it: its path and the
-// resources it gave (a file decoded again gives new ones: the slice keeps them from being
-// freed, so the address of the first is never reused). A file refused gives again the
-// resources of its last good version (see Load).
-//
-// The resources are held as their slice's first element and length (a directory of a file
-// per dataplane holds 10,000 parts or more: a slice's capacity, which nothing reads, would
-// be 8 bytes more each); a nil slice stays nil (no first element).
+// resources it gave (a file decoded again gives new ones: the list keeps them from being
+// freed, so the address of the first is never reused), the list the file cache keeps for
+// it when it is the same. A file refused gives again the resources of its last good
+// version (see Load).
 type loadPart struct {
-	path  string
-	first *mesh.Resource
-	n     int
+	path string
+	list resList
 }
 
-func newLoadPart(path string, res []mesh.Resource) loadPart {
-	return loadPart{path: path, first: unsafe.SliceData(res), n: len(res)}
+func newLoadPart(path string, f cachedFile) loadPart {
+	return loadPart{path: path, list: keep(f.list, f.res)}
 }
 
 // res is the part's resources (nil when they were nil), of capacity their length.
-func (p loadPart) res() []mesh.Resource { return unsafe.Slice(p.first, p.n) }
+func (p loadPart) res() []mesh.Resource { return p.list.all() }
 
 // sameParts reports whether two loads' files gave the same resources.
 func sameParts(a, b []loadPart) bool {
 	return slices.EqualFunc(a, b, func(x, y loadPart) bool {
-		return x.path == y.path && x.n == y.n && (x.n == 0 || x.first == y.first)
+		return x.path == y.path && x.list.n == y.list.n && (x.list.n == 0 || x.list == y.list)
 	})
 }
 
@@ -110,7 +105,7 @@ func loadParts(paths []string, files ...[]cachedFile) []loadPart {
 	parts := make([]loadPart, 0, len(paths))
 	for _, fs := range files {
 		for _, f := range fs {
-			parts = append(parts, newLoadPart(paths[len(parts)], f.res))
+			parts = append(parts, newLoadPart(paths[len(parts)], f))
 		}
 	}
 	return parts
@@ -175,7 +170,9 @@ type cachedFile struct {
 	// touch, a ConfigMap resync) keeps its decoded resources instead of a second copy of them.
 	sum [32]byte
 	res []mesh.Resource
-	err error
+	// list is what the file cache keeps of res when res was read from it (see resList).
+	list resList
+	err  error
 	// readFailed: the file could not be read (permission denied, an I/O error). That says
 	// nothing of its content and may end without the stamp changing (chmod), so it is never
 	// cached: the next load reads the file again.

@@ -469,6 +469,26 @@ func TestDirLoaderUnchangedLoadGivesBackSnapshot(t *testing.T) {
 	if edited == added {
 		t.Fatal("an edited file gave back the last snapshot")
 	}
+	// the file just decoded (of dataplanes alone: kept as pointers to them) is found again
+	// as the snapshot had it
+	later = later.Add(time.Minute)
+	must(t, os.Chtimes(extra, later, later))
+	if touched := load(); touched != edited {
+		t.Fatal("a load after a touch of the file just edited built a new snapshot")
+	}
+	if again := load(); again != edited {
+		t.Fatal("a load with nothing changed since an edit built a new snapshot")
+	}
+	// refused, the file is served at its last good version: loaded again, the same
+	must(t, os.WriteFile(extra, []byte(extraText+"  bogus: 1\n"), 0o644))
+	refused, err := l.Load(dpFile, dir)
+	var rf *RefusedFiles
+	if !errors.As(err, &rf) || refused == nil || len(refused.Dataplanes) != len(edited.Dataplanes) {
+		t.Fatalf("a refused file: %v, %v", refused, err)
+	}
+	if again, _ := l.Load(dpFile, dir); again != refused {
+		t.Fatal("a load with a file still refused built a new snapshot")
+	}
 	must(t, os.Remove(extra))
 	if removed := load(); removed == edited || len(removed.Dataplanes) != len(first.Dataplanes) {
 		t.Fatalf("a file removed: %d dataplanes, want %d", len(removed.Dataplanes), len(first.Dataplanes))

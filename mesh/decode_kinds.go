@@ -355,18 +355,20 @@ func (d *decoder) kubeMeta(kind string, km *kubeMeta, mesh string) Meta {
 		}
 		km.Labels[NamespaceLabel] = d.strs.share(km.Namespace)
 	}
-	meta := Meta{Mesh: mesh, Name: km.Name, Labels: km.Labels, CreationTime: km.CreationTimestamp}
+	meta := Meta{Mesh: mesh, Name: km.Name}
+	meta.SetLabels(km.Labels)
+	meta.SetCreationTime(km.CreationTimestamp)
 	if kind == KindDataplane && km.Namespace != "" && km.Name != "" {
 		// Kuma names a dataplane from Kubernetes <name>.<namespace>: pods of one name in two
 		// namespaces are two dataplanes, and a universal file names them the same way.
 		meta.Name = d.strs.share(km.Name + "." + km.Namespace)
 	}
-	if kind == KindMeshService && km.Name != "" && meta.Labels[DisplayNameLabel] == "" {
+	if kind == KindMeshService && km.Name != "" && meta.Labels()[DisplayNameLabel] == "" {
 		// Kuma labels a MeshService with the name it was written with.
-		if meta.Labels == nil {
-			meta.Labels = make(map[string]string, 1)
+		if meta.Labels() == nil {
+			meta.SetLabels(make(map[string]string, 1))
 		}
-		meta.Labels[DisplayNameLabel] = d.strs.share(km.Name)
+		meta.Labels()[DisplayNameLabel] = d.strs.share(km.Name)
 	}
 	return meta
 }
@@ -421,7 +423,13 @@ func (d *decoder) kubeBody(kind, namespace string, meta Meta, spec map[string]an
 	first := len(d.errs)
 	r := newResource(kind)
 	d.fields(reflect.ValueOf(r).Elem(), spec, "spec", nil)
-	*r.GetMeta() = meta
+	if dp, ok := r.(*Dataplane); ok {
+		kept := dp.Kept() // the spec's, in its MetaExtra: kept beside the metadata's
+		dp.Meta = meta
+		dp.SetKept(kept)
+	} else {
+		*r.GetMeta() = meta
+	}
 	if rt, ok := r.(*Route); ok && rt.Namespace == "" {
 		rt.Namespace = namespace
 	}
@@ -697,12 +705,14 @@ func (d *decoder) stampOrigin(mes *MeshExternalService, kubernetes bool) {
 	if kubernetes {
 		env = "kubernetes"
 	}
-	if mes.Labels == nil {
-		mes.Labels = make(map[string]string, 3)
+	labels := mes.Labels()
+	if labels == nil {
+		labels = make(map[string]string, 3)
+		mes.SetLabels(labels)
 	}
 	for k, v := range map[string]string{OriginLabel: OriginZone, MeshLabel: mes.Mesh, EnvLabel: env} {
-		if _, ok := mes.Labels[k]; !ok {
-			mes.Labels[k] = d.strs.share(v)
+		if _, ok := labels[k]; !ok {
+			labels[k] = d.strs.share(v)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func TestDecodeBlockScalarUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rs[0].GetMeta().Labels["note"]; got != "host: {{ name }}.mesh\nport: {{ port }}\n" {
+	if got := rs[0].GetMeta().Labels()["note"]; got != "host: {{ name }}.mesh\nport: {{ port }}\n" {
 		t.Fatalf("block scalar changed: %q", got)
 	}
 }

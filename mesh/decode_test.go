@@ -82,6 +82,28 @@ spec:
 				"inbound":[{"port":80,"tags":{"kuma.io/service":"pay_ns_svc_80"}}]}}`,
 		},
 		{
+			name: "kubernetes dataplane with kept fields in its spec",
+			in: `
+apiVersion: kuma.io/v1alpha1
+kind: Dataplane
+mesh: prod
+metadata:
+  name: pay-1
+  namespace: ns
+  creationTimestamp: "2024-03-01T10:00:00Z"
+spec:
+  probes: {port: 9000}
+  networking:
+    address: fd00::1
+    inbound:
+    - port: 80
+      tags: {kuma.io/service: pay_ns_svc_80}
+`,
+			kind: KindDataplane,
+			want: `{"mesh":"prod","name":"pay-1.ns","creationTime":"2024-03-01T10:00:00Z","probes":{"port":9000},
+				"networking":{"address":"fd00::1","inbound":[{"port":80,"tags":{"kuma.io/service":"pay_ns_svc_80"}}]}}`,
+		},
+		{
 			name: "the VirtualOutbound design selector indentation, mesh defaulted",
 			in: `
 type: VirtualOutbound

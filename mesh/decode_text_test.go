@@ -37,8 +37,8 @@ func TestDecodeTextFieldsNeverAltered(t *testing.T) {
 		{"kept: numbers and booleans written as YAML reads them", vo("10", "", "labels:\n  replicas: 3\n  canary: true\n"), nil,
 			func(r Resource) string {
 				m := r.GetMeta()
-				if m.Name != "10" || m.Labels["replicas"] != "3" || m.Labels["canary"] != "true" {
-					return "changed: " + m.Name + " " + m.Labels["replicas"] + " " + m.Labels["canary"]
+				if m.Name != "10" || m.Labels()["replicas"] != "3" || m.Labels()["canary"] != "true" {
+					return "changed: " + m.Name + " " + m.Labels()["replicas"] + " " + m.Labels()["canary"]
 				}
 				if r.(*VirtualOutbound).Conf.Port != "8080" {
 					return "port changed: " + r.(*VirtualOutbound).Conf.Port
@@ -47,8 +47,8 @@ func TestDecodeTextFieldsNeverAltered(t *testing.T) {
 			}},
 		{"kept: quoted", vo(`"y"`, "", "labels:\n  team: 'no'\n"), nil,
 			func(r Resource) string {
-				if m := r.GetMeta(); m.Name != "y" || m.Labels["team"] != "no" {
-					return "changed: " + m.Name + " " + m.Labels["team"]
+				if m := r.GetMeta(); m.Name != "y" || m.Labels()["team"] != "no" {
+					return "changed: " + m.Name + " " + m.Labels()["team"]
 				}
 				return ""
 			}},
@@ -89,7 +89,7 @@ func TestKubernetesNamespaceLabel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := rs[0].GetMeta().Labels[NamespaceLabel]; got != tc.want {
+		if got := rs[0].GetMeta().Labels()[NamespaceLabel]; got != tc.want {
 			t.Errorf("labels %q: %s = %q, want %q", tc.labels, NamespaceLabel, got, tc.want)
 		}
 	}
@@ -98,7 +98,7 @@ func TestKubernetesNamespaceLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := rs[0].GetMeta().Labels[NamespaceLabel]; ok {
+	if got, ok := rs[0].GetMeta().Labels()[NamespaceLabel]; ok {
 		t.Errorf("universal form: %s = %q, want none", NamespaceLabel, got)
 	}
 }

@@ -519,7 +519,7 @@ func (d *decoder) fields(v reflect.Value, m map[string]any, path string, extra m
 }
 
 // fieldOf is v.FieldByIndex(idx), allocating the embedded structs behind nil pointers on
-// the way (DataplaneKept, NetworkingExtra, InboundExtra).
+// the way (MetaExtra, DataplaneKept, NetworkingExtra, InboundExtra).
 func fieldOf(v reflect.Value, idx []int) reflect.Value {
 	for i, x := range idx {
 		if i > 0 && v.Kind() == reflect.Pointer {
@@ -572,12 +572,18 @@ type structFields struct {
 
 var fieldCache sync.Map // reflect.Type -> *structFields
 
+var (
+	keptType      = reflect.TypeFor[*DataplaneKept]()
+	dataplaneType = reflect.TypeFor[Dataplane]()
+)
+
 // fieldsOf lists the JSON names of t's fields, embedded structs' fields included.
 func fieldsOf(t reflect.Type) *structFields {
 	if fs, ok := fieldCache.Load(t); ok {
 		return fs.(*structFields)
 	}
 	fs := &structFields{byName: map[string][]int{}}
+	t0 := t
 	var add func(t reflect.Type, prefix []int)
 	add = func(t reflect.Type, prefix []int) {
 		for i := range t.NumField() {
@@ -589,6 +595,9 @@ func fieldsOf(t reflect.Type) *structFields {
 				continue
 			}
 			if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+				if f.Type == keptType && t0 != dataplaneType {
+					continue // a Dataplane's alone, in every kind's MetaExtra
+				}
 				add(f.Type.Elem(), idx) // allocated when one of its fields is decoded (fieldOf)
 				continue
 			}

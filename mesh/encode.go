@@ -9,7 +9,7 @@ func EncodeJSON(r Resource) []byte {
 	b, _ := json.Marshal(r)
 	var fields map[string]json.RawMessage
 	_ = json.Unmarshal(b, &fields)
-	if m := r.GetMeta(); m.CreationTime.IsZero() {
+	if m := r.GetMeta(); m.CreationTime().IsZero() {
 		delete(fields, "creationTime")
 	}
 	fields["type"], _ = json.Marshal(r.Kind())

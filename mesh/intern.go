@@ -67,6 +67,7 @@ var (
 	tps           internTable[tpKey, TransparentProxying]
 	networkings   internTable[networkingKey, NetworkingExtra]
 	kepts         internTable[keptKey, DataplaneKept]
+	metaExtras    internTable[*DataplaneKept, MetaExtra]
 )
 
 // sharedHealth is the shared InboundHealth equal to h (nil for nil).
@@ -109,6 +110,16 @@ func sharedNetworkingExtra(x *NetworkingExtra) *NetworkingExtra {
 	}
 	return networkings.get(networkingKey{tp: x.TransparentProxying, advertised: x.AdvertisedAddress,
 		gateway: string(x.Gateway), admin: string(x.Admin)}, x)
+}
+
+// sharedMetaExtra is x shared with the dataplanes whose MetaExtra holds nothing but the same
+// kept fields (shared first: sharedKept), x itself when it holds labels or a creation time
+// (each dataplane's own).
+func sharedMetaExtra(x *MetaExtra) *MetaExtra {
+	if x.MetaLabels != nil || !x.MetaCreationTime.IsZero() || x.DataplaneKept == nil {
+		return x
+	}
+	return metaExtras.get(x.DataplaneKept, x)
 }
 
 // sharedKept is k shared with the dataplanes whose kept fields are equal.

@@ -25,7 +25,7 @@ func TestEqualPartsShared(t *testing.T) {
 	if a.Networking.NetworkingExtra != b.Networking.NetworkingExtra || a.Networking.TransparentProxying() != b.Networking.TransparentProxying() {
 		t.Error("equal networking extras are not shared")
 	}
-	if a.Networking.Inbound[0].InboundExtra != b.Networking.Inbound[0].InboundExtra || a.DataplaneKept != b.DataplaneKept {
+	if a.Networking.Inbound[0].InboundExtra != b.Networking.Inbound[0].InboundExtra || a.Kept() != b.Kept() {
 		t.Error("equal inbound extras or kept fields are not shared")
 	}
 	if c.Networking.TransparentProxying() == a.Networking.TransparentProxying() || c.Networking.NetworkingExtra == a.Networking.NetworkingExtra {

@@ -11,7 +11,7 @@ func (d *Dataplane) KeptFields() []string {
 			out = append(out, path)
 		}
 	}
-	if k := d.DataplaneKept; k != nil {
+	if k := d.Kept(); k != nil {
 		add(len(k.Metrics) > 0, "metrics")
 		add(len(k.Probes) > 0, "probes")
 	}

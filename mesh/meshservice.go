@@ -115,7 +115,7 @@ func (ms *MeshService) SelectsInbound(dp *Dataplane, in *Inbound) bool {
 	case sel.DataplaneRef != nil:
 		return sel.DataplaneRef.Name == dp.Name
 	case sel.DataplaneLabels != nil:
-		return LabelsMatch(sel.DataplaneLabels.MatchLabels, dp.Labels)
+		return LabelsMatch(sel.DataplaneLabels.MatchLabels, dp.Labels())
 	}
 	return false
 }

@@ -19,8 +19,8 @@ func TestKuma2ExampleMeshBothForms(t *testing.T) {
 				len(snap.MeshServices), len(snap.MeshHTTPRoutes), len(snap.MeshTCPRoutes), len(snap.HostnameGenerators))
 		}
 		redis := snap.MeshServices[2]
-		if redis.Name != "redis" || redis.Labels[NamespaceLabel] != "redis-system" {
-			t.Errorf("%s: MeshService %s labels %v, want redis in redis-system", form, redis.Name, redis.Labels)
+		if redis.Name != "redis" || redis.Labels()[NamespaceLabel] != "redis-system" {
+			t.Errorf("%s: MeshService %s labels %v, want redis in redis-system", form, redis.Name, redis.Labels())
 		}
 		// targetPort {value: 6739} is the port, {name: ...} an inbound's name.
 		if p, n := redis.Spec.Ports[0].Target(); p != 6739 || n != "" {
@@ -54,8 +54,8 @@ func TestKuma2ExampleMeshBothForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range k8s {
-		if ms, ok := r.(*MeshService); ok && ms.Labels[DisplayNameLabel] != ms.Name {
-			t.Errorf("Kubernetes MeshService %s: display name %q, want its metadata.name", ms.Name, ms.Labels[DisplayNameLabel])
+		if ms, ok := r.(*MeshService); ok && ms.Labels()[DisplayNameLabel] != ms.Name {
+			t.Errorf("Kubernetes MeshService %s: display name %q, want its metadata.name", ms.Name, ms.Labels()[DisplayNameLabel])
 		}
 		if rt, ok := r.(*MeshHTTPRoute); ok && rt.Name == "route-to-backend-v2" && rt.Namespace != "kuma-demo" {
 			t.Errorf("route-to-backend-v2 namespace %q, want kuma-demo", rt.Namespace)

@@ -123,7 +123,7 @@ func bestRoute(s *Snapshot, service string) string {
 			continue
 		}
 		for _, in := range s.Self.Networking.Inbound {
-			if r, ok := BestMatch(tr.Sources, in.Tags, tr.CreationTime, tr.Name); ok && (winner == "" || r.Better(best)) {
+			if r, ok := BestMatch(tr.Sources, in.Tags, tr.CreationTime(), tr.Name); ok && (winner == "" || r.Better(best)) {
 				best, winner = r, tr.Name
 			}
 		}

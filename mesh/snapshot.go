@@ -148,7 +148,7 @@ func ResourceMesh(m *Meta) string {
 	if m.Mesh != "" {
 		return m.Mesh
 	}
-	if v := m.Labels[MeshLabel]; v != "" {
+	if v := m.Labels()[MeshLabel]; v != "" {
 		return v
 	}
 	return "default"
@@ -162,7 +162,7 @@ func Meshless(r Resource) bool {
 	if r.Kind() == KindDNSZone {
 		return true
 	}
-	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels[MeshLabel] == ""
+	return r.Kind() == KindHostnameGenerator && m.Mesh == "" && m.Labels()[MeshLabel] == ""
 }
 
 // outOfOrder says, per kind, whether a snapshot's resources came out of name order (or with

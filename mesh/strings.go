@@ -19,6 +19,11 @@ type strArena struct {
 	block  []byte
 	common map[string]string
 	first  int // the first block's size: arenaFirstBlock, or less for a shorter text
+	// last is the last string put, prev the one before: a string that begins another of a
+	// resource (a tag value "backend" after the name "backend-1", as universal
+	// dataplanes are often named after their service) is a part of its bytes, and one
+	// that the last string begins ("backend-1" after "backend") extends it in place.
+	last, prev string
 }
 
 // A file's first block of copied strings holds arenaFirstBlock bytes (or a third of the
@@ -74,12 +79,28 @@ func (a *strArena) put(s string) string {
 	if len(s) > arenaBlock/4 {
 		return string([]byte(s)) // large: a copy of its own
 	}
+	for _, r := range [2]string{a.last, a.prev} {
+		if len(s) <= len(r) && r[:len(s)] == s {
+			return r[:len(s)]
+		}
+	}
+	if l := a.last; l != "" && len(s) > len(l) && s[:len(l)] == l && len(a.block)+len(s)-len(l) <= cap(a.block) &&
+		len(a.block) >= len(l) && unsafe.StringData(l) == &a.block[len(a.block)-len(l)] {
+		// the last string ends the block: s is it and the rest of s appended
+		a.block = append(a.block, s[len(l):]...)
+		return a.remember(unsafe.String(&a.block[len(a.block)-len(s)], len(s)))
+	}
 	if len(a.block)+len(s) > cap(a.block) {
 		size := min(max(2*cap(a.block), a.first), arenaBlock)
 		a.block = make([]byte, 0, max(size, len(s)))
 	}
 	a.block = append(a.block, s...)
-	return unsafe.String(&a.block[len(a.block)-len(s)], len(s))
+	return a.remember(unsafe.String(&a.block[len(a.block)-len(s)], len(s)))
+}
+
+func (a *strArena) remember(s string) string {
+	a.last, a.prev = s, a.last
+	return s
 }
 
 // settle replaces each decoded Dataplane of rs by a copy made now, after the whole file (or
@@ -137,10 +158,14 @@ func settleIn(rs []Resource, strs *strArena) {
 				in.InboundExtra = sharedInboundExtra(&x)
 			}
 		}
-		c.Labels = maps.Clone(c.Labels)
-		if c.DataplaneKept != nil {
-			k := *c.DataplaneKept
-			c.DataplaneKept = sharedKept(&k)
+		if c.MetaExtra != nil {
+			x := *c.MetaExtra
+			x.MetaLabels = maps.Clone(x.MetaLabels)
+			if x.DataplaneKept != nil {
+				k := *x.DataplaneKept
+				x.DataplaneKept = sharedKept(&k)
+			}
+			c.MetaExtra = sharedMetaExtra(&x)
 		}
 		if n.NetworkingExtra != nil {
 			x := *n.NetworkingExtra

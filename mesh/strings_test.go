@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/gob"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"runtime"
 	"slices"
@@ -41,7 +42,7 @@ func TestDataplaneKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := rs[0].(*Dataplane)
-	if dp.DataplaneKept == nil || dp.Networking.NetworkingExtra == nil || dp.Networking.Inbound[0].InboundExtra == nil {
+	if dp.Kept() == nil || dp.Networking.NetworkingExtra == nil || dp.Networking.Inbound[0].InboundExtra == nil {
 		t.Fatalf("kept fields dropped: %+v", dp)
 	}
 	if string(dp.Metrics) != `{"type":"prometheus"}` || string(dp.Probes) != `{"port":9000}` ||
@@ -86,8 +87,8 @@ func TestDataplaneKeptFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := plain[0].(*Dataplane); p.DataplaneKept != nil || p.Networking.NetworkingExtra != nil || p.Networking.Inbound[0].InboundExtra != nil {
-		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.DataplaneKept, p.Networking.NetworkingExtra)
+	if p := plain[0].(*Dataplane); p.MetaExtra != nil || p.Networking.NetworkingExtra != nil || p.Networking.Inbound[0].InboundExtra != nil {
+		t.Fatalf("a dataplane without kept fields holds them: %+v %+v", p.MetaExtra, p.Networking.NetworkingExtra)
 	}
 	if got := plain[0].(*Dataplane).KeptFields(); got != nil {
 		t.Fatalf("KeptFields of a plain dataplane: %v", got)
@@ -205,8 +206,8 @@ func TestStringBlocksGrow(t *testing.T) {
 		t.Fatalf("first block %d bytes, want %d", c, arenaFirstBlock)
 	}
 	caps := []int{cap(a.block)}
-	for range 2000 {
-		a.put(strings.Repeat("y", 100))
+	for i := range 2000 {
+		a.put(fmt.Sprintf("%0100d", i)) // none begins another
 		if c := cap(a.block); c != caps[len(caps)-1] {
 			caps = append(caps, c)
 		}
@@ -233,7 +234,7 @@ func TestStringBlocksOfASmallFile(t *testing.T) {
 	}
 	b := newStrArena(900)
 	b.put(strings.Repeat("y", 250))
-	b.put(strings.Repeat("y", 100))
+	b.put(strings.Repeat("z", 100))
 	if c := cap(b.block); c != 600 {
 		t.Fatalf("second block of a 900-byte text: %d bytes, want 600", c)
 	}
@@ -290,5 +291,33 @@ func TestSettledReplicaIsOneObject(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 180 || after.Mallocs-before.Mallocs > n+20 {
 		t.Errorf("a settled replica takes %d bytes, %d objects for %d; want one object of 176", per, after.Mallocs-before.Mallocs, n)
+	}
+}
+
+// A string that begins the last or the one before (a service's name after its dataplane's,
+// "redis" after "redis-1") is a part of its bytes; one that the last string begins, when
+// that string ends the block, extends it in place.
+func TestStringBlocksShareBeginnings(t *testing.T) {
+	a := newStrArena(0)
+	name := a.put("redis-1")
+	addr := a.put("10.0.0.1")
+	svc := a.put("redis")
+	if svc != "redis" || unsafe.StringData(svc) != unsafe.StringData(name) {
+		t.Errorf("redis after redis-1: %q at %p, want a part of %p", svc, unsafe.StringData(svc), unsafe.StringData(name))
+	}
+	if got := a.put("10.0"); unsafe.StringData(got) != unsafe.StringData(addr) {
+		t.Errorf("10.0 after 10.0.0.1: not a part of it")
+	}
+	used := len(a.block)
+	web := a.put("web")
+	web1 := a.put("web-1")
+	if web1 != "web-1" || unsafe.StringData(web1) != unsafe.StringData(web) || len(a.block) != used+len("web-1") {
+		t.Errorf("web-1 after web: %q, block %d bytes, want %d and web's start", web1, len(a.block), used+len("web-1"))
+	}
+	if web != "web" || name != "redis-1" || addr != "10.0.0.1" {
+		t.Errorf("strings changed: %q %q %q", web, name, addr)
+	}
+	if other := a.put("webs"); unsafe.StringData(other) == unsafe.StringData(web) {
+		t.Errorf("webs after web-1 shares its bytes")
 	}
 }

@@ -55,14 +55,82 @@ type Tag = tagset.Tag
 func TagsOf(m map[string]string) Tags { return tagset.Of(m) }
 
 // Meta is what every resource carries: identity plus where it was read from.
+//
+// What most resources of a large mesh do not have - labels (a Dataplane written for Kuma's
+// universal mode has none), a creation time, a Dataplane's kept fields - is in MetaExtra,
+// nil when the document has none of it: read them through Labels, CreationTime and
+// Dataplane.Kept, write them through SetLabels, SetCreationTime and Dataplane.SetKept. A
+// mesh may hold 100,000 Dataplanes, and the three cost 40 bytes in each.
 type Meta struct {
-	Mesh         string            `json:"mesh,omitempty"`
-	Name         string            `json:"name"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	CreationTime time.Time         `json:"creationTime,omitempty"`
+	Mesh string `json:"mesh,omitempty"`
+	Name string `json:"name"`
+	*MetaExtra
 	// Source is where the resource was read from, printed "file#doc" (e.g.
 	// "policies/vo.yaml#2") in error messages; the zero Source if unknown.
 	Source Source `json:"-"`
+}
+
+// MetaExtra holds the parts of a resource few resources of a large mesh have. Its fields
+// read as the resource's own in JSON. DataplaneKept is a Dataplane's alone: nil in every
+// other kind, whose documents do not accept its fields (see fieldsOf).
+type MetaExtra struct {
+	MetaLabels       map[string]string `json:"labels,omitempty"`
+	MetaCreationTime time.Time         `json:"creationTime,omitempty"`
+	*DataplaneKept
+}
+
+// Labels is the resource's labels (nil when it has none). Do not write the map: set a new one
+// with SetLabels (a decoded resource is shared).
+func (m *Meta) Labels() map[string]string {
+	if m.MetaExtra == nil {
+		return nil
+	}
+	return m.MetaLabels
+}
+
+// CreationTime is the resource's creation time (zero when not known).
+func (m *Meta) CreationTime() time.Time {
+	if m.MetaExtra == nil {
+		return time.Time{}
+	}
+	return m.MetaCreationTime
+}
+
+// SetLabels sets the resource's labels (nil: none).
+func (m *Meta) SetLabels(l map[string]string) {
+	if m.MetaExtra == nil && l == nil {
+		return
+	}
+	x := m.extra()
+	x.MetaLabels = l
+	m.dropEmptyExtra()
+}
+
+// SetCreationTime sets the resource's creation time (zero: not known).
+func (m *Meta) SetCreationTime(t time.Time) {
+	if m.MetaExtra == nil && t.IsZero() {
+		return
+	}
+	x := m.extra()
+	x.MetaCreationTime = t
+	m.dropEmptyExtra()
+}
+
+// extra is a MetaExtra of m's own to write: a copy when m shares one (copies of a Meta
+// share their MetaExtra, as they share their labels' map).
+func (m *Meta) extra() *MetaExtra {
+	x := &MetaExtra{}
+	if m.MetaExtra != nil {
+		*x = *m.MetaExtra
+	}
+	m.MetaExtra = x
+	return x
+}
+
+func (m *Meta) dropEmptyExtra() {
+	if x := m.MetaExtra; x != nil && x.MetaLabels == nil && x.MetaCreationTime.IsZero() && x.DataplaneKept == nil {
+		m.MetaExtra = nil
+	}
 }
 
 // Resource is implemented by every resource type of this package.
@@ -73,16 +141,34 @@ type Resource interface {
 
 // Dataplane is Kuma's universal Dataplane resource. Kuma's documented fields the agent does
 // not act on (metrics, probes, modificationTime) are accepted and kept as written, in
-// DataplaneKept (nil when the document has none of them: a mesh holds many dataplanes).
+// DataplaneKept (Kept, nil when the document has none of them), which is in its Meta's
+// MetaExtra: a mesh holds many dataplanes, and a pointer of their own would take a
+// one-inbound dataplane to the next size class of Go's allocator (152 -> 160 bytes).
 type Dataplane struct {
 	Meta
 	Networking Networking `json:"networking"`
-	*DataplaneKept
+}
+
+// Kept is d's kept fields (nil when it has none).
+func (d *Dataplane) Kept() *DataplaneKept {
+	if d.MetaExtra == nil {
+		return nil
+	}
+	return d.DataplaneKept
+}
+
+// SetKept sets d's kept fields (nil: none).
+func (d *Dataplane) SetKept(k *DataplaneKept) {
+	if d.MetaExtra == nil && k == nil {
+		return
+	}
+	x := d.extra()
+	x.DataplaneKept = k
+	d.dropEmptyExtra()
 }
 
 // DataplaneKept holds the fields of a Dataplane the agent keeps but does not act on. Its
-// fields read as the Dataplane's own in JSON; check Dataplane.DataplaneKept for nil before
-// reading them in Go.
+// fields read as the Dataplane's own in JSON; read them in Go through Dataplane.Kept.
 type DataplaneKept struct {
 	Metrics          json.RawMessage `json:"metrics,omitempty"`
 	Probes           json.RawMessage `json:"probes,omitempty"`

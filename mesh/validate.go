@@ -83,7 +83,7 @@ func (v *validator) meta(m *Meta) {
 			v.errorf("mesh", m.Mesh, "%v", err)
 		}
 	}
-	for _, k := range sortedTagKeys(m.Labels) {
+	for _, k := range sortedTagKeys(m.Labels()) {
 		if k == "" {
 			v.errorf("labels", "", "empty label key")
 		}

@@ -255,7 +255,7 @@ type dest struct {
 
 // sameVO reports whether two versions of a VirtualOutbound expand the same way.
 func sameVO(a, b *mesh.VirtualOutbound) bool {
-	return a == b || a.CreationTime.Equal(b.CreationTime) && reflect.DeepEqual(a.Selectors, b.Selectors) &&
+	return a == b || a.CreationTime().Equal(b.CreationTime()) && reflect.DeepEqual(a.Selectors, b.Selectors) &&
 		reflect.DeepEqual(a.Conf, b.Conf)
 }
 

@@ -76,7 +76,8 @@ func snap(dps []*mesh.Dataplane, vos []*mesh.VirtualOutbound, extra ...mesh.Reso
 }
 
 func mes(name string, port uint32, labels map[string]string) *mesh.MeshExternalService {
-	m := &mesh.MeshExternalService{Meta: mesh.Meta{Name: name, Labels: labels}}
+	m := &mesh.MeshExternalService{Meta: mesh.Meta{Name: name}}
+	m.SetLabels(labels)
 	m.Spec.Match = mesh.MESMatch{Type: "HostnameGenerator", Port: port, Protocol: "http"}
 	m.Spec.Endpoints = []mesh.MESEndpoint{{Address: "192.168.0.1", Port: 9090}}
 	return m

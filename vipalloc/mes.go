@@ -61,12 +61,12 @@ func (m *mesSource) namedOf(s *mesh.Snapshot) []named {
 			for i, p := range ms.Spec.Ports {
 				ports[i] = p.Port
 			}
-			out = append(out, named{ms.Name, ms.Labels, ms.CreationTime, ports})
+			out = append(out, named{ms.Name, ms.Labels(), ms.CreationTime(), ports})
 		}
 		return out
 	}
 	for _, es := range s.MeshExternalServices {
-		out = append(out, named{es.Name, es.Labels, es.CreationTime, []uint32{es.Spec.Match.Port}})
+		out = append(out, named{es.Name, es.Labels(), es.CreationTime(), []uint32{es.Spec.Match.Port}})
 	}
 	return out
 }
@@ -130,7 +130,7 @@ func (m *mesSource) update(r *round, s *mesh.Snapshot) (added, removed []string)
 			if !selects(m.kind, g.hg.Spec.TargetRef, es.labels) {
 				continue
 			}
-			created := g.hg.CreationTime
+			created := g.hg.CreationTime()
 			if es.created.After(created) {
 				created = es.created
 			}

@@ -11,7 +11,8 @@ import (
 )
 
 func meshService(name string, labels map[string]string, ports ...uint32) *mesh.MeshService {
-	ms := &mesh.MeshService{Meta: mesh.Meta{Name: name, Labels: labels}}
+	ms := &mesh.MeshService{Meta: mesh.Meta{Name: name}}
+	ms.SetLabels(labels)
 	ms.Spec.Selector.DataplaneTags = mesh.TagsOf(map[string]string{"app": name})
 	for _, p := range ports {
 		ms.Spec.Ports = append(ms.Spec.Ports, mesh.MeshServicePort{Port: p})
@@ -128,9 +129,9 @@ func TestMeshServiceCollidesWithVirtualOutbound(t *testing.T) {
 	backend := dp("backend-1", svc("backend", "v1", "zone-1"))
 	old := vo("legacy", "{{service}}.svc.mesh.local", "80", map[string]string{mesh.ServiceTag: "service"},
 		mesh.TagsOf(map[string]string{mesh.ServiceTag: "backend"}))
-	old.CreationTime = ts("2024-01-01T00:00:00Z")
+	old.SetCreationTime(ts("2024-01-01T00:00:00Z"))
 	gen := msGen("local", "{{ .DisplayName }}.svc.mesh.local")
-	gen.CreationTime = ts("2025-01-01T00:00:00Z")
+	gen.SetCreationTime(ts("2025-01-01T00:00:00Z"))
 	tb := allocate(t, newAlloc(t, nil), snap([]*mesh.Dataplane{self, backend}, []*mesh.VirtualOutbound{old}, gen, meshService("backend", nil, 80)))
 	e, ok := tb.Lookup("backend.svc.mesh.local")
 	if !ok || e.Origin().Kind != mesh.KindVirtualOutbound {
@@ -142,7 +143,7 @@ func TestMeshServiceCollidesWithVirtualOutbound(t *testing.T) {
 		t.Errorf("the MeshService's address: %+v", st.Addresses)
 	}
 	// The other way round, the MeshService's generator is older and wins.
-	gen.CreationTime = ts("2023-01-01T00:00:00Z")
+	gen.SetCreationTime(ts("2023-01-01T00:00:00Z"))
 	tb = allocate(t, newAlloc(t, nil), snap([]*mesh.Dataplane{self, backend}, []*mesh.VirtualOutbound{old}, gen, meshService("backend", nil, 80)))
 	if e, ok := tb.Lookup("backend.svc.mesh.local"); !ok || e.MeshService() != "backend" {
 		t.Errorf("backend.svc.mesh.local: %+v, want the older generator's MeshService", e)

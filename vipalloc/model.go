@@ -487,7 +487,7 @@ func newDefaultExpander(port uint32, twin *netip.Prefix) *expander {
 
 func newVOExpander(vo *mesh.VirtualOutbound, twin *netip.Prefix) *expander {
 	x := &expander{name: vo.Name, vo: vo, cands: newCandMap(0), twin: twin,
-		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime}}
+		src: &source{origin: Origin{Kind: mesh.KindVirtualOutbound, Name: vo.Name}, explicit: true, created: vo.CreationTime()}}
 	tpl, err := hostname.CompileVirtualOutbound(vo.Conf.Templates())
 	var need []string
 	if err != nil {

@@ -68,7 +68,7 @@ func newKumaRoutes(s *mesh.Snapshot) *kumaRoutes {
 	for _, ms := range s.MeshServices {
 		k.services[ms.Name] = ms
 		k.named[ms.Name] = append(k.named[ms.Name], ms)
-		if dn := ms.Labels[mesh.DisplayNameLabel]; dn != "" && dn != ms.Name {
+		if dn := ms.Labels()[mesh.DisplayNameLabel]; dn != "" && dn != ms.Name {
 			k.named[dn] = append(k.named[dn], ms)
 		}
 	}
@@ -132,7 +132,7 @@ func (k *kumaRoutes) candidates(ob outboundKey) []int {
 	out := slices.Clone(k.byLabels)
 	out = append(out, k.byName[ob.name]...)
 	if ms := k.services[ob.name]; ob.kind == "ms" && ms != nil {
-		if dn := ms.Labels[mesh.DisplayNameLabel]; dn != "" && dn != ms.Name {
+		if dn := ms.Labels()[mesh.DisplayNameLabel]; dn != "" && dn != ms.Name {
 			out = append(out, k.byName[dn]...)
 		}
 	}
@@ -184,7 +184,7 @@ func (k *kumaRoutes) selectsSelf(r *mesh.PolicyRef) bool {
 			}
 			return self.Name == name || self.Name == r.Name
 		}
-		return mesh.LabelsMatch(r.Labels, self.Labels)
+		return mesh.LabelsMatch(r.Labels, self.Labels())
 	}
 	return false
 }
@@ -194,12 +194,12 @@ func (k *kumaRoutes) selectsSelf(r *mesh.PolicyRef) bool {
 // by labels.
 func refNames(r *mesh.PolicyRef, ms *mesh.MeshService) bool {
 	if r.Name == "" {
-		return len(r.Labels) > 0 && mesh.LabelsMatch(r.Labels, ms.Labels)
+		return len(r.Labels) > 0 && mesh.LabelsMatch(r.Labels, ms.Labels())
 	}
-	if ms.Name != r.Name && ms.Labels[mesh.DisplayNameLabel] != r.Name {
+	if ms.Name != r.Name && ms.Labels()[mesh.DisplayNameLabel] != r.Name {
 		return false
 	}
-	return r.Namespace == "" || ms.Labels[mesh.NamespaceLabel] == r.Namespace
+	return r.Namespace == "" || ms.Labels()[mesh.NamespaceLabel] == r.Namespace
 }
 
 // outboundKey names what a to[].targetRef can select: a MeshService's port ("ms" with the

@@ -169,7 +169,7 @@ func selectRoute(tr *mesh.TrafficRoute, inbound []mesh.Tags) routeEntry {
 			if !m.Matches(tags) {
 				continue
 			}
-			rk := mesh.RankOf(m, tr.CreationTime, tr.Name)
+			rk := mesh.RankOf(m, tr.CreationTime(), tr.Name)
 			if !found || rk.Better(r.src) {
 				r.src, found = rk, true
 			}
@@ -261,7 +261,7 @@ func (ix *routeIndex) best(svc string) *route {
 			if !d.Matches(target) {
 				continue
 			}
-			rk := mesh.RankOf(d, r.tr.CreationTime, r.tr.Name)
+			rk := mesh.RankOf(d, r.tr.CreationTime(), r.tr.Name)
 			if !found || rk.Better(dst) {
 				dst, found = rk, true
 			}
@@ -269,7 +269,7 @@ func (ix *routeIndex) best(svc string) *route {
 		if !found {
 			return
 		}
-		rk := mesh.Rank{Tags: r.src.Tags + dst.Tags, Exact: r.src.Exact + dst.Exact, Created: r.tr.CreationTime, Name: r.tr.Name}
+		rk := mesh.Rank{Tags: r.src.Tags + dst.Tags, Exact: r.src.Exact + dst.Exact, Created: r.tr.CreationTime(), Name: r.tr.Name}
 		switch {
 		case best == nil:
 			best, bestRank = r, rk

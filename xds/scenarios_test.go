@@ -40,7 +40,7 @@ func backends() []mesh.Resource {
 // trafficRoute is a one-rule TrafficRoute created `minutes` after t0.
 func trafficRoute(name string, minutes int, src mesh.Tags, dst mesh.Tags, conf ...mesh.WeightedDestination) *mesh.TrafficRoute {
 	return &mesh.TrafficRoute{
-		Meta:         mesh.Meta{Mesh: "default", Name: name, CreationTime: t0.Add(time.Duration(minutes) * time.Minute)},
+		Meta:         mesh.Meta{Mesh: "default", Name: name, MetaExtra: &mesh.MetaExtra{MetaCreationTime: t0.Add(time.Duration(minutes) * time.Minute)}},
 		Sources:      []mesh.Selector{{Match: src}},
 		Destinations: []mesh.Selector{{Match: dst}},
 		Conf:         conf,
@@ -206,7 +206,7 @@ func mesExample(name string, tls *mesh.MESTLS, eps ...mesh.MESEndpoint) *mesh.Me
 		port = 443
 	}
 	return &mesh.MeshExternalService{
-		Meta: mesh.Meta{Name: name, Labels: map[string]string{mesh.MeshLabel: "default"}},
+		Meta: mesh.Meta{Name: name, MetaExtra: &mesh.MetaExtra{MetaLabels: map[string]string{mesh.MeshLabel: "default"}}},
 		Spec: mesh.MeshExternalServiceSpec{Match: mesh.MESMatch{Type: "HostnameGenerator", Port: port, Protocol: "tcp"}, Endpoints: eps, TLS: tls},
 	}
 }

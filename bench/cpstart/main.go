@@ -9,7 +9,7 @@
 // gateway replicas, so that the routers' zones and status read the dataplanes), then
 // starts the real kuma-cp (`serve --store etcd`) --runs times and reports the medians
 // (with min and max) of: to-ready (exec to /ready 200: the store
-// listed and decoded, the agents' tables built) and the CPU time the process took to get
+// listed and decoded, the agents' tables built, the routers' zones built and served) and the CPU time the process took to get
 // there (what a loaded machine does not blur), RSS and anonymous RSS once it has settled
 // (quiet for two seconds running, then 2 s more: the start's work done and its garbage
 // collected), the peak (VmHWM), and the bytes per stored dataplane

@@ -4,6 +4,11 @@
 //
 //	go run ./bench/fleet [--agents 1000,10000] [--dataplanes 1000,10000] [--replicas 1,3] [--gzip=false]
 //	  [--cp-flags=--agent-keepalive=30s] [--baseline OLD-KUMA-CP]
+//	go run ./bench/fleet --idle 0,1000,10000 [--idle-dataplanes 10] [--profiles DIR] [--baseline OLD-KUMA-CP]
+//
+// With --idle it measures instead what a connected, synced and silent agent costs kuma-cp
+// (idle.go): resident memory, heap, goroutine stacks and goroutines per agent, and the CPU
+// the idle agents cost.
 //
 // For each combination it starts the real kuma-cp binary (`serve` on a directory of
 // generated Dataplanes, plain text, no tokens; --replicas of them on the same directory)
@@ -50,6 +55,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
@@ -58,6 +64,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/kumadp/kuma-dp/bench/internal/procstat"
+	"github.com/kumadp/kuma-dp/cp/certs"
 	"github.com/kumadp/kuma-dp/cplink"
 )
 
@@ -74,8 +81,12 @@ func main() {
 	pflag.DurationVar(&opt.timeout, "timeout", 10*time.Minute, "give up a combination after this long")
 	pflag.BoolVar(&opt.gzip, "gzip", true, "the agents take compressed first syncs (kuma-dp's client feature); false: as an earlier kuma-dp")
 	pflag.StringSliceVar(&opt.cpFlags, "cp-flags", nil, "more flags for each `kuma-cp serve`, comma-separated (--cp-flags=--agent-keepalive=30s)")
+	pflag.BoolVar(&opt.tls, "tls", false, "the link over TLS, as deployed (kuma-cp --tls-cert-file; the agents trust its CA)")
+	idleSizes := pflag.String("idle", "", "instead of the storm: the cost of idle connected agents, at these sizes (0,1000,10000; idle.go)")
+	idleDataplanes := pflag.Int("idle-dataplanes", 10, "the mesh's dataplanes for --idle")
+	pflag.StringVar(&opt.profiles, "profiles", "", "with --idle: write kuma-cp's goroutine and heap profiles, agents connected, into this directory")
 	pflag.Parse()
-	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, opt); err != nil {
+	if err := run(*agents, *dataplanes, *replicas, *kumaCP, *baseline, *idleSizes, *idleDataplanes, opt); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -83,12 +94,30 @@ func main() {
 
 // options are the storm's settings beside its sizes and builds.
 type options struct {
-	timeout time.Duration
-	gzip    bool     // the agents list the compressed first syncs
-	cpFlags []string // more flags for kuma-cp serve
+	timeout  time.Duration
+	gzip     bool     // the agents list the compressed first syncs
+	cpFlags  []string // more flags for kuma-cp serve
+	profiles string   // --idle: where kuma-cp's profiles go
+	tls      bool     // the link over TLS
+	caFile   string   // with tls: the CA the agents trust (written by run)
 }
 
-func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options) error {
+// agentsArgs are the agents process's flags for the link's security.
+func (o options) agentsArgs() []string {
+	if o.caFile == "" {
+		return nil
+	}
+	return []string{"--ca", o.caFile}
+}
+
+func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline, idleSizes string, idleDataplanes int, opt options) error {
+	var is []int
+	if idleSizes != "" {
+		var err error
+		if is, err = sizesFrom("--idle", idleSizes, 0); err != nil {
+			return err
+		}
+	}
 	as, err := sizes("--agents", agentSizes)
 	if err != nil {
 		return err
@@ -114,7 +143,18 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options
 		return err
 	}
 	raiseOpenFiles()
-	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, kuma-cp serve %s, load %s\n", opt.gzip, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
+	if opt.tls {
+		dir := filepath.Join(tmp, "certs")
+		if err := certs.Write(dir, []string{"127.0.0.1"}); err != nil {
+			return err
+		}
+		opt.caFile = filepath.Join(dir, certs.CACertFile)
+		opt.cpFlags = append(opt.cpFlags, "--tls-cert-file", filepath.Join(dir, certs.TLSCertFile), "--tls-key-file", filepath.Join(dir, certs.TLSKeyFile))
+	}
+	if is != nil {
+		return runIdle(is, idleDataplanes, kumaCP, baseline, self, tmp, opt)
+	}
+	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, TLS: %v, kuma-cp serve %s, load %s\n", opt.gzip, opt.tls, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
 	builds := []struct{ name, bin string }{{"this", kumaCP}}
 	if baseline != "" {
 		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
@@ -143,12 +183,14 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline string, opt options
 	return nil
 }
 
-func sizes(flag, s string) ([]int, error) {
+func sizes(flag, s string) ([]int, error) { return sizesFrom(flag, s, 1) }
+
+func sizesFrom(flag, s string, least int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s: %q is not a positive number", flag, f)
+		if err != nil || n < least {
+			return nil, fmt.Errorf("%s: %q is not a number of at least %d", flag, f, least)
 		}
 		out = append(out, n)
 	}
@@ -259,8 +301,8 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, opt options) (re
 	for _, r := range rs {
 		idle += procstat.ReadMemory(r.cmd.Process.Pid).RSS
 	}
-	cmd := exec.Command("taskset", "-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
-		"--addresses", strings.Join(addrs, ","), "--timeout", opt.timeout.String(), "--gzip="+strconv.FormatBool(opt.gzip))
+	cmd := exec.Command("taskset", append([]string{"-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
+		"--addresses", strings.Join(addrs, ","), "--timeout", opt.timeout.String(), "--gzip=" + strconv.FormatBool(opt.gzip)}, opt.agentsArgs()...)...)
 	cmd.Stderr = os.Stderr
 	hold, err := cmd.StdinPipe() // the agents stay connected until it is closed
 	if err != nil {
@@ -304,6 +346,9 @@ func raiseOpenFiles() {
 		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
 	}
 }
+
+// linkCreds secure the agents' link: plain text, or TLS with --ca.
+var linkCreds = insecure.NewCredentials()
 
 // agentsReport is what the agents process prints.
 type agentsReport struct {
@@ -383,10 +428,19 @@ func agentsMain(args []string) int {
 	addresses := fs.String("addresses", "", "the replicas' link addresses, comma-separated (agents spread over them)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	gz := fs.Bool("gzip", true, "list the link's compressed first syncs among the node's client features")
+	ca := fs.String("ca", "", "the link over TLS, trusting this CA (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	raiseOpenFiles()
+	if *ca != "" {
+		c, err := credentials.NewClientTLSFromFile(*ca, "")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "--ca:", err)
+			return 2
+		}
+		linkCreds = c
+	}
 	addrs := strings.Split(*addresses, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -453,7 +507,7 @@ func agentsMain(args []string) int {
 // an ACK per response; once every kind has answered it calls synced and holds the stream
 // open, reading nothing more, until hold is closed.
 func agent(ctx context.Context, address string, node *core.Node, kinds []string, bytes *atomic.Int64, got, synced func(), hold <-chan struct{}) error {
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(linkCreds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(countingCodec{encoding.GetCodecV2(protoenc.Name)})))
 	if err != nil {
 		return err
@@ -556,7 +610,7 @@ func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // servedKinds is the kinds of the link (cplink.Kinds) that the control plane at address
 // serves: an earlier build (--baseline) refuses a kind added since, ending the stream.
 func servedKinds(ctx context.Context, address string) ([]string, error) {
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(linkCreds))
 	if err != nil {
 		return nil, err
 	}

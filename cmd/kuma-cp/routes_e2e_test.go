@@ -126,7 +126,7 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 		if s.DNS != want {
 			t.Errorf("route %s: dns %s, want %s", r.Name, s.DNS, want)
 		}
-		set := rt.Labels["shard"]
+		set := rt.Labels()["shard"]
 		if perSet[set] == nil {
 			perSet[set] = map[string]int{}
 		}

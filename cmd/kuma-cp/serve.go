@@ -31,7 +31,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.MetricsAddress, "metrics-address", "127.0.0.1:5680", "diagnostics endpoint: /metrics, /ready, /healthz (empty: off)")
 	fs.BoolVar(&c.MetricsPprof, "metrics-pprof", false, "serve Go's profiles under /debug/pprof/ on the diagnostics endpoint (memory and CPU investigations)")
 	fs.DurationVar(&c.HandshakeTimeout, "handshake-timeout", 10*time.Second, "a connection that has not finished its TLS and HTTP/2 handshake by then is closed")
-	fs.DurationVar(&c.AgentKeepalive, "agent-keepalive", fanout.DefaultAgentKeepalive, "an agent's connection silent this long is pinged, and closed when the ping is not answered within as long again: a frozen or cut-off gateway replica leaves its router's DNS within twice this (at least 1s)")
+	fs.DurationVar(&c.AgentKeepalive, "agent-keepalive", fanout.DefaultAgentKeepalive, "an agent's connection silent this long is pinged; an agent not heard from for twice this no longer counts as connected, so a frozen or cut-off gateway replica leaves its router's DNS within about twice this (at least 1s); its connection is closed once the ping has waited 20s")
 	fs.DurationVar(&c.MaxConnAge, "max-connection-age", 30*time.Minute, "an agent's connection is closed after this long (with jitter) and it reconnects, to spread agents over the replicas after a scale-out (0: never)")
 	fs.IntVar(&c.MaxConns, "max-connections", 0, "agents' connections held at once; more are closed at once (default: 16384, or what the open-files limit leaves after 256 and the API's and metrics' limits)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-connections-per-ip", 1024, "agents' connections held at once from one client IP (0: no limit)")

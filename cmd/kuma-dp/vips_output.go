@@ -263,14 +263,14 @@ func vipsExplainSelection(w io.Writer, s *mesh.Snapshot, t *vipalloc.Table, name
 	selected := 0
 	for _, es := range mess {
 		st, _ := t.MeshExternalServiceStatus(es.Name)
-		fmt.Fprintf(w, "MeshExternalService %s: VIP %s, labels %s\n", es.Name, vipsOrDash(st.VIP.Value), vipsLabels(es.Labels))
-		if _, ignored := es.Labels[mesh.IgnoreLabel]; ignored {
+		fmt.Fprintf(w, "MeshExternalService %s: VIP %s, labels %s\n", es.Name, vipsOrDash(st.VIP.Value), vipsLabels(es.Labels()))
+		if _, ignored := es.Labels()[mesh.IgnoreLabel]; ignored {
 			fmt.Fprintf(w, "  ignored (label %s): no VIP, no hostname\n", mesh.IgnoreLabel)
 			continue
 		}
 		named := 0
 		for _, hg := range hgs {
-			ok, why := hg.Spec.TargetRef.SelectsMES(es.Labels)
+			ok, why := hg.Spec.TargetRef.SelectsMES(es.Labels())
 			if !ok {
 				fmt.Fprintf(w, "  HostnameGenerator %s: selects nothing here: %s\n", hg.Name, why)
 				continue

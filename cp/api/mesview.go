@@ -20,18 +20,18 @@ func DescribeMeshExternalService(w io.Writer, r Resource, generators []Resource)
 		return fmt.Errorf("meshexternalservice %s does not decode", r.Name)
 	}
 	es := mess[0]
-	keys := make([]string, 0, len(es.Labels))
-	for k := range es.Labels {
+	keys := make([]string, 0, len(es.Labels()))
+	for k := range es.Labels() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	labels := make([]string, len(keys))
 	for i, k := range keys {
-		labels[i] = k + "=" + es.Labels[k]
+		labels[i] = k + "=" + es.Labels()[k]
 	}
 	fmt.Fprintf(w, "Name:             %s\nMesh:             %s\nLabels:           %s\nPort:             %d (%s)\n",
 		es.Name, es.Mesh, strings.Join(labels, ","), es.Spec.Match.Port, es.Spec.Match.Protocol)
-	if _, ignored := es.Labels[mesh.IgnoreLabel]; ignored {
+	if _, ignored := es.Labels()[mesh.IgnoreLabel]; ignored {
 		fmt.Fprintf(w, "Hostnames:        none: ignored (label %s)\n", mesh.IgnoreLabel)
 		return nil
 	}
@@ -39,10 +39,10 @@ func DescribeMeshExternalService(w io.Writer, r Resource, generators []Resource)
 	named := 0
 	fmt.Fprintf(w, "Generators:       %d\n", len(gens))
 	for _, hg := range gens {
-		if hg.Mesh != "" && hg.Mesh != es.Mesh || hg.Labels[mesh.MeshLabel] != "" && hg.Labels[mesh.MeshLabel] != es.Mesh {
+		if hg.Mesh != "" && hg.Mesh != es.Mesh || hg.Labels()[mesh.MeshLabel] != "" && hg.Labels()[mesh.MeshLabel] != es.Mesh {
 			continue // another mesh's
 		}
-		if ok, why := hg.Spec.TargetRef.SelectsMES(es.Labels); !ok {
+		if ok, why := hg.Spec.TargetRef.SelectsMES(es.Labels()); !ok {
 			fmt.Fprintf(w, "  %s\tselects nothing here: %s\n", hg.Name, why)
 			continue
 		}
@@ -51,9 +51,9 @@ func DescribeMeshExternalService(w io.Writer, r Resource, generators []Resource)
 			fmt.Fprintf(w, "  %s\tselects it, no hostname: %v\n", hg.Name, err)
 			continue
 		}
-		data := hostname.HGData{Name: es.Name, DisplayName: es.Name, Mesh: es.Mesh, Zone: es.Labels[mesh.ZoneTag],
-			Namespace: es.Labels[mesh.NamespaceLabel], Labels: es.Labels}
-		if dn := es.Labels["kuma.io/display-name"]; dn != "" {
+		data := hostname.HGData{Name: es.Name, DisplayName: es.Name, Mesh: es.Mesh, Zone: es.Labels()[mesh.ZoneTag],
+			Namespace: es.Labels()[mesh.NamespaceLabel], Labels: es.Labels()}
+		if dn := es.Labels()["kuma.io/display-name"]; dn != "" {
 			data.DisplayName = dn
 		}
 		host, err := tpl.Render(data)

@@ -23,8 +23,8 @@ func decodeAs[T mesh.Resource](rs []Resource) []T {
 			continue
 		}
 		if t, ok := got[0].(T); ok {
-			if m := got[0].GetMeta(); !r.CreationTime.IsZero() || m.CreationTime.IsZero() {
-				m.CreationTime = r.CreationTime // the store's, as the scheduler's (not the document's)
+			if m := got[0].GetMeta(); !r.CreationTime.IsZero() || m.CreationTime().IsZero() {
+				m.SetCreationTime(r.CreationTime) // the store's, as the scheduler's (not the document's)
 			}
 			out = append(out, t)
 		}
@@ -91,7 +91,7 @@ func PrintRoutes(w io.Writer, routes []Resource, now time.Time) error {
 		if s := r.Status; s != nil && s.Router != "" {
 			router, dns = s.Router, s.DNS
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Host, r.Path, r.DNSTypeOf(), router, r.PhaseOf(), dns, admitted(r), Age(r.CreationTime, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Host, r.Path, r.DNSTypeOf(), router, r.PhaseOf(), dns, admitted(r), Age(r.CreationTime(), now))
 	}
 	return tw.Flush()
 }
@@ -103,7 +103,7 @@ func DescribeRoute(w io.Writer, route Resource, bindings []Resource) error {
 		return fmt.Errorf("route %s does not decode", route.Name)
 	}
 	r := rs[0]
-	fmt.Fprintf(w, "Name:            %s\nNamespace:       %s\nMesh:            %s\nLabels:          %s\n", r.Name, r.Namespace, route.Mesh, cmp.Or(mesh.LabelsText(r.Labels), "<all>"))
+	fmt.Fprintf(w, "Name:            %s\nNamespace:       %s\nMesh:            %s\nLabels:          %s\n", r.Name, r.Namespace, route.Mesh, cmp.Or(mesh.LabelsText(r.Labels()), "<all>"))
 	fmt.Fprintf(w, "Host:            %s\nPath:            %s\nDNS type:        %s\nWildcard policy: %s\nTo:              %s:%d\n", r.Host, r.Path, r.DNSTypeOf(), r.WildcardPolicyOf(), r.To.Service, r.To.Port)
 	fmt.Fprintf(w, "Phase:           %s\n", r.PhaseOf())
 	s := r.Status

@@ -7,10 +7,12 @@
 package connlimit
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -106,6 +108,15 @@ func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.ip) })
 	return err
+}
+
+// SyscallConn is the connection's own (a *net.TCPConn's), so that a reader above it can wait
+// for data without holding a buffer; errors.ErrUnsupported when it has none.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // Collectors are the listener's counters as Prometheus metrics named <prefix>_connections_*

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/decoded"
 	cpstore "github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -56,12 +57,14 @@ func forAgents(typ string) bool {
 // put takes one resource written (decoded unless the cache holds its version).
 func (c *docCache) put(it cpstore.Item, log *slog.Logger) {
 	if !forAgents(it.Type) {
+		decoded.Pass(it)
 		return
 	}
 	if c.m == nil {
 		c.m = map[cpstore.Key]*cachedDoc{}
 	}
 	if d := c.m[it.Key]; d != nil && d.version == it.Version && it.Version != 0 {
+		decoded.Pass(it)
 		return
 	}
 	c.m[it.Key] = c.decode(it, log)
@@ -79,9 +82,11 @@ func (c *docCache) replace(items []cpstore.Item, log *slog.Logger) {
 	var todo []int
 	for i, it := range items {
 		if !forAgents(it.Type) {
+			decoded.Pass(it)
 			continue
 		}
 		if d := old[it.Key]; d != nil && d.version == it.Version && it.Version != 0 {
+			decoded.Pass(it)
 			c.m[it.Key] = d
 			continue
 		}
@@ -149,26 +154,26 @@ func (c *docCache) served() Served {
 	return sv
 }
 
-// servedDoc decodes a stored document and encodes it as the link carries it. The store's
-// creation time is the resource's (it orders collisions on the agents), never a
-// creationTime the document gives.
+// servedDoc decodes a stored document (once for the store's followers: package decoded) and
+// encodes it as the link carries it. The store's creation time is the resource's (it orders
+// collisions on the agents), never a creationTime the document gives.
 func servedDoc(it cpstore.Item) (Doc, error) {
-	rs, err := mesh.Decode(it.Key.String(), it.Doc)
+	rs, err := decoded.Resources(it)
 	if err == nil && len(rs) != 1 {
 		err = fmt.Errorf("%d resources in one stored document, want 1", len(rs))
 	}
 	if err != nil {
 		return Doc{}, fmt.Errorf("does not decode: %w", err)
 	}
-	r := rs[0]
+	r := decoded.Copy(rs[0]) // the decoded resource is the other followers' too
 	if rt, ok := r.(*mesh.Router); ok {
 		// its replicas' readiness is the control plane's (the zones carry it to the
 		// agents): a readiness change is no change of the Router for them
 		rt.Status = nil
 	}
 	m := r.GetMeta()
-	if !it.Created.IsZero() || m.CreationTime.IsZero() {
-		m.CreationTime = it.Created
+	if !it.Created.IsZero() || m.CreationTime().IsZero() {
+		m.SetCreationTime(it.Created)
 	}
 	body, err := cplink.EncodeResource(r)
 	if err != nil {
@@ -227,6 +232,9 @@ func (f *Feed) Lag() (revisions int64, behind time.Duration) {
 // compareKeys orders keys as their strings (mesh/type/name) do, the order a store's list
 // gives, without building the strings.
 func compareKeys(a, b cpstore.Key) int {
+	if a.Mesh == b.Mesh && a.Type == b.Type { // most compares (a kind's resources): the names decide
+		return strings.Compare(a.Name, b.Name)
+	}
 	as := [5]string{a.Mesh, "/", a.Type, "/", a.Name}
 	bs := [5]string{b.Mesh, "/", b.Type, "/", b.Name}
 	i, j, ai, bj := 0, 0, 0, 0 // part and offset in a, in b

@@ -39,8 +39,9 @@ type ControlPlane struct {
 	// HandshakeFails counts failed TLS handshakes (timeouts included), for metrics.
 	HandshakeFails *atomic.Uint64
 	// AgentKeepalive is how long an agent's connection may stay silent before the control
-	// plane pings it, and how long the ping waits for its answer: a frozen or cut-off agent
-	// (a gateway replica then leaves its router's answers) is dropped within twice this.
+	// plane pings it: an agent not heard from for twice this (frozen, cut off, starved)
+	// stops counting as connected (a gateway replica then leaves its router's answers);
+	// its connection is closed once the ping has waited AgentDropAfter (liveness.go).
 	// DefaultAgentKeepalive when 0; set it before GRPCServer.
 	AgentKeepalive time.Duration
 	// pushes, acks and nacks (by kind) count the link's traffic, for metrics.
@@ -59,6 +60,9 @@ type ControlPlane struct {
 	agentsGen uint64
 
 	first *firstSyncs // the queue of first syncs
+
+	conns  atomic.Pointer[heardListener] // the link's connections (Serve), for their liveness
+	silent atomic.Int64                  // streams whose agent is not answering (metrics)
 }
 
 type streamState struct {
@@ -66,6 +70,10 @@ type streamState struct {
 	peer string
 	node *token.Identity
 	gzip bool // the agent takes compressed first syncs (cplink.FeatureGzipResources)
+	// heard is when the agent's connection was last read from (nil: not known, always
+	// heard); silent (under smu): not heard for silentAfter, so not counted in agents.
+	heard  *atomic.Int64
+	silent bool
 }
 
 type ctxKey struct{}
@@ -170,11 +178,11 @@ func (cp *ControlPlane) close(id int64) {
 	cp.smu.Lock()
 	st := cp.streams[id]
 	delete(cp.streams, id)
-	if st != nil && st.node != nil {
-		if cp.agents[*st.node]--; cp.agents[*st.node] <= 0 {
-			delete(cp.agents, *st.node)
-			cp.agentsGen++
-		}
+	if st != nil && st.node != nil && !st.silent {
+		cp.dropAgentLocked(*st.node)
+	}
+	if st != nil && st.silent {
+		cp.silent.Add(-1)
 	}
 	cp.smu.Unlock()
 	if st != nil && st.node != nil {
@@ -205,9 +213,7 @@ func (cp *ControlPlane) onRequest(st *streamState, req *discovery.DeltaDiscovery
 		cp.smu.Lock()
 		st.node = &node
 		st.gzip = slices.Contains(n.GetClientFeatures(), cplink.FeatureGzipResources)
-		if cp.agents[node]++; cp.agents[node] == 1 {
-			cp.agentsGen++
-		}
+		cp.addAgentLocked(node)
 		cp.smu.Unlock()
 		cp.log.Info("dataplane connected", "dataplane", node.Name, "mesh", node.Mesh, "peer", st.peer,
 			"resumed_resources", len(req.GetInitialResourceVersions()))
@@ -227,7 +233,8 @@ func (cp *ControlPlane) onRequest(st *streamState, req *discovery.DeltaDiscovery
 }
 
 // HasAgent reports whether the agent of dataplane (mesh, name) holds a stream to this
-// replica: what makes a router's gateway dataplane ready for the shard's DNS.
+// replica and answers (was heard from within twice AgentKeepalive: liveness.go): what
+// makes a router's gateway dataplane ready for the shard's DNS.
 func (cp *ControlPlane) HasAgent(meshName, name string) bool {
 	cp.smu.Lock()
 	defer cp.smu.Unlock()
@@ -241,8 +248,9 @@ func (cp *ControlPlane) Connected() int {
 	return len(cp.streams)
 }
 
-// DefaultAgentKeepalive is ControlPlane.AgentKeepalive's default: a frozen agent is
-// dropped within 4 s, an idle one costs a ping every 2 s (a few dozen bytes each way).
+// DefaultAgentKeepalive is ControlPlane.AgentKeepalive's default: a frozen agent stops
+// counting as connected within 4 s, an idle one costs a ping every 2 s (a few dozen bytes
+// each way).
 const DefaultAgentKeepalive = 2 * time.Second
 
 func (cp *ControlPlane) agentKeepalive() time.Duration {
@@ -272,17 +280,23 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 		// A maximum connection age (gRPC adds +-10% jitter): agents reconnect in turn, so
 		// streams spread over the replicas again after a scale-out; an agent resumes with the
 		// versions it holds, so nothing unchanged is resent.
-		// A silent agent is pinged, and dropped when the ping is not answered: one that is
-		// frozen (SIGSTOP) or cut off without its connection closing (a partition) holds no
-		// stream within 2 x AgentKeepalive, so a gateway replica's readiness (its stream)
-		// is true within seconds - it was 30 + 10 s.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cp.agentKeepalive(), Timeout: cp.agentKeepalive(),
+		// A silent agent is pinged: one that is frozen (SIGSTOP) or cut off without its
+		// connection closing (a partition) stops counting as connected within 2 x
+		// AgentKeepalive, so a gateway replica's readiness is true within seconds
+		// (liveness.go). Its connection is closed only when the ping is not answered within
+		// AgentDropAfter: an agent that answers late keeps its stream (a 2 s timeout closed
+		// thousands of healthy agents' connections in a reconnect storm on a loaded core).
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cp.agentKeepalive(), Timeout: max(AgentDropAfter, cp.agentKeepalive()),
 			MaxConnectionAge: maxAge, MaxConnectionAgeGrace: min(maxAge/10, 10*time.Second)}),
 		grpc.MaxConcurrentStreams(1000),
 		// Memory per connected agent: an idle agent's connection holds no write buffer (it is
-		// taken for a flush and given back), and a smaller read buffer (agents send ACKs).
+		// taken for a flush and given back) and no read buffer: gRPC reads from the
+		// connection, which takes a pooled chunk only while the socket has data
+		// (connread.go). gRPC's own buffer was held by every connection: 7 KiB of the 60 an
+		// idle agent cost (bench/fleet --idle); without any, reading frame by frame cost the
+		// storm a third more CPU.
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(8 << 10),
+		grpc.ReadBufferSize(0),
 		// An agent resuming lists every version it holds in one request: gRPC's default
 		// limit (4 MiB, ~150,000 Dataplanes) refused the resume of a large mesh's agents,
 		// whose every reconnection was then refused again.
@@ -298,8 +312,13 @@ func (cp *ControlPlane) GRPCServer(creds credentials.TransportCredentials, hands
 func (cp *ControlPlane) Serve(ctx context.Context, gs *grpc.Server, ln net.Listener) error {
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, ads{cp: cp})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
+	hl := newHeardListener(ln)
+	cp.conns.Store(hl)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go cp.watchSilence(wctx)
 	errc := make(chan error, 1)
-	go func() { errc <- gs.Serve(ln) }()
+	go func() { errc <- gs.Serve(hl) }()
 	select {
 	case <-ctx.Done():
 		gs.Stop() // GracefulStop would wait for the agents' streams, which never end

@@ -47,6 +47,12 @@ func serve(t *testing.T, cp *ControlPlane) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, cp, ln)
+}
+
+// serveOn serves cp on ln until the test ends and returns its address.
+func serveOn(t *testing.T, cp *ControlPlane, ln net.Listener) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cp.Serve(ctx, cp.GRPCServer(nil, 0, 0), ln) }()
@@ -76,7 +82,13 @@ func dial(t *testing.T, addr, meshName string, held map[string]map[string]string
 // dialAs is dial with the node given (its client features).
 func dialAs(t *testing.T, addr string, node *core.Node, held map[string]map[string]string, kinds ...string) *agent {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialWith(t, addr, node, held, nil, kinds...)
+}
+
+// dialWith is dialAs with more options for the agent's connection.
+func dialWith(t *testing.T, addr string, node *core.Node, held map[string]map[string]string, opts []grpc.DialOption, kinds ...string) *agent {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +317,9 @@ func TestTableLogCompaction(t *testing.T) {
 		want[fmt.Sprint(i)] = []byte("v0")
 	}
 	tb.sync(want)
-	s := &stream{wake: make(chan struct{}, 1)}
+	s := &stream{}
+	s.mu.Lock() // a wake waits: woken stays set
+	defer s.mu.Unlock()
 	k := &kindSub{s: s, t: tb}
 	if res, _, _ := tb.subscribe(k, nil); len(res) != 10 {
 		t.Fatalf("subscribe: %d resources, want 10", len(res))
@@ -333,9 +347,7 @@ func TestTableLogCompaction(t *testing.T) {
 	if ok {
 		t.Fatalf("since a compacted position: ok with %d resources, want a resume", len(res))
 	}
-	select {
-	case <-s.wake:
-	default:
+	if !s.woken.Load() {
 		t.Fatal("the stream was not woken by a change")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
@@ -33,62 +35,43 @@ func (a ads) StreamAggregatedResources(discovery.AggregatedDiscoveryService_Stre
 // with each change as it comes, one response in flight per kind (changes made while one
 // waits for its ACK go out together in the next).
 func (a ads) DeltaAggregatedResources(gs discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	s := &stream{cp: a.cp, gs: gs, wake: make(chan struct{}, 1), kinds: map[string]*kindSub{}}
+	s := &stream{cp: a.cp, gs: gs, kinds: map[string]*kindSub{}}
 	s.state.id, _ = gs.Context().Value(ctxKey{}).(token.Identity)
 	if p, ok := peer.FromContext(gs.Context()); ok {
 		s.state.peer = p.Addr.String()
+		if hl := a.cp.conns.Load(); hl != nil {
+			s.state.heard = hl.heard(s.state.peer)
+		}
 	}
 	id := a.cp.open(&s.state)
 	defer func() {
+		s.mu.Lock()
+		s.ended = true
 		for _, k := range s.kinds {
 			k.t.unsubscribe(k)
 			k.turn.release()
 		}
+		s.mu.Unlock()
 		a.cp.close(id)
 	}()
-
-	reqs := make(chan *discovery.DeltaDiscoveryRequest)
-	errc := make(chan error, 1)
-	ctx := gs.Context()
-	go func() {
-		for {
-			req, err := gs.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	// This goroutine waits for the agent's requests; the changes are sent by wake (a
+	// goroutine of its own for each, once a table changed or a first sync's turn came), so
+	// an idle agent costs one goroutine here, not two.
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-errc:
-			if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
+		req, err := gs.Recv()
+		if err != nil {
+			if gs.Context().Err() != nil || status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
-		case req := <-reqs:
-			if err := s.handle(req); err != nil {
-				return err
-			}
-		case <-s.wake:
-			for _, k := range s.kinds {
-				var err error
-				if k.waiting {
-					err = s.sendFirst(k)
-				} else if k.inflight == "" {
-					err = s.sendChanges(k)
-				}
-				if err != nil {
-					return err
-				}
-			}
+		}
+		s.mu.Lock()
+		if err = s.failed; err == nil {
+			err = s.handle(req)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -98,16 +81,54 @@ type stream struct {
 	cp    *ControlPlane
 	gs    discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
 	state streamState
-	wake  chan struct{}
-	kinds map[string]*kindSub // by type URL; the stream's goroutine only
-	nonce uint64
+	woken atomic.Bool // a wake is under way or due
+
+	mu     sync.Mutex          // the fields below, and sending
+	kinds  map[string]*kindSub // by type URL
+	nonce  uint64
+	ended  bool  // the handler returned
+	failed error // a wake's send failed or the stream fell behind: returned at the next request
 }
 
-// wakeUp tells the stream that a table it follows changed; it never blocks.
+// wakeUp tells the stream that a table it follows changed or a first sync's turn came; it
+// never blocks. Wakes that come while one is due are served by it.
 func (s *stream) wakeUp() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if s.woken.CompareAndSwap(false, true) {
+		go s.wake()
+	}
+}
+
+// wake sends each subscription what is due: a first sync whose turn came, the changes of a
+// kind with no response in flight.
+func (s *stream) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.woken.Store(false) // a wake from now on runs again
+	if s.ended || s.failed != nil {
+		return
+	}
+	for _, k := range s.kinds {
+		var err error
+		if k.waiting {
+			err = s.sendFirst(k)
+		} else if k.inflight == "" {
+			err = s.sendChanges(k)
+		}
+		if err != nil {
+			s.fail(k, err)
+			return
+		}
+	}
+}
+
+// fail ends the stream from a wake, whose goroutine cannot return from the handler: the
+// handler returns err at the agent's next request. A stream whose send failed is gone (the
+// handler's wait ends with it); one that is still up (it fell behind the changes) is sent
+// an empty response of k's kind, which the agent answers at once.
+func (s *stream) fail(k *kindSub, err error) {
+	s.failed = err
+	if s.gs.Context().Err() == nil {
+		_ = s.send(k, nil, nil)
 	}
 }
 

@@ -253,7 +253,7 @@ func (e *cpEnv) vipsFiles(name string) (dataplaneFile, dir string) {
 			if err != nil || len(rs) != 1 {
 				e.t.Fatalf("%s %s: %v", typ, it.Name, err)
 			}
-			rs[0].GetMeta().CreationTime = it.CreationTime
+			rs[0].GetMeta().SetCreationTime(it.CreationTime)
 			b, err := cplink.EncodeResource(rs[0])
 			if err != nil {
 				e.t.Fatal(err)

@@ -38,8 +38,8 @@ func decoded(r api.Resource) (mesh.Resource, error) {
 	if len(rs) != 1 {
 		return nil, fmt.Errorf("%s/%s/%s: %d resources in one document", r.Mesh, r.Type, r.Name, len(rs))
 	}
-	if m := rs[0].GetMeta(); !r.CreationTime.IsZero() || m.CreationTime.IsZero() {
-		m.CreationTime = r.CreationTime
+	if m := rs[0].GetMeta(); !r.CreationTime.IsZero() || m.CreationTime().IsZero() {
+		m.SetCreationTime(r.CreationTime)
 	}
 	return rs[0], nil
 }

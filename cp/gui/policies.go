@@ -141,7 +141,7 @@ func selected(r mesh.Resource, mess []*mesh.MeshExternalService) []selects {
 	case *mesh.HostnameGenerator:
 		var names []string
 		for _, m := range mess {
-			if p.Spec.TargetRef.Tags.Matches(tagset.Of(m.Labels)) {
+			if p.Spec.TargetRef.Tags.Matches(tagset.Of(m.Labels())) {
 				names = append(names, m.Name)
 			}
 		}

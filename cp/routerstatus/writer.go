@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kumadp/kuma-dp/cp/decoded"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -81,7 +82,7 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 	defer w.Metrics.set(nil)
 	for ctx.Err() == nil {
-		its, _, rev, err := w.Store.List(ctx, "", "", "", 0)
+		wd, rev, err := w.read(ctx)
 		if err != nil {
 			w.Log.Warn("router status: store unreachable; statuses stay as they were", "error", err)
 			select {
@@ -90,35 +91,60 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 			continue
 		}
-		wd := &watched{routers: map[store.Key]*router{}, dps: map[store.Key]*mesh.Dataplane{}}
-		for _, it := range its { // the routers first: they say which dataplanes to keep
-			if it.Type == mesh.KindRouter {
-				w.take(wd, it)
-			}
-		}
-		for _, it := range its {
-			if it.Type == mesh.KindDataplane {
-				w.take(wd, it)
-			}
-		}
-		its = nil
-		store.ListDone() // the documents are not kept: their memory returned to the system
 		w.follow(ctx, wd, rev, poll)
 	}
 }
 
-// decode is a stored resource of one kind, decoded (nil when it does not decode).
+// read lists what the writer follows: the whole store when another follower is listing it
+// anyway (a replica's start: one list, each document decoded once between them), else the
+// Routers, then the Dataplanes of the meshes where a Router selects dataplanes - a leader
+// elected later, or a Router new, reads no other mesh's dataplanes. It returns the revision to
+// watch from: the first list's (a change after it is taken again: the same result).
+func (w *Writer) read(ctx context.Context) (*watched, int64, error) {
+	wd := &watched{routers: map[store.Key]*router{}, dps: map[store.Key]*mesh.Dataplane{}}
+	defer store.ListDone() // the documents are not kept: their memory returned to the system
+	its, rev, joined, err := store.ListUnderWay(ctx, w.Store)
+	if !joined {
+		its, _, rev, err = w.Store.List(ctx, "", mesh.KindRouter, "", 0)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, it := range its { // the routers first: they say which dataplanes to keep
+		if it.Type == mesh.KindRouter {
+			w.take(wd, it)
+		}
+	}
+	if joined {
+		for _, it := range its {
+			if it.Type != mesh.KindRouter {
+				w.take(wd, it)
+			}
+		}
+		return wd, rev, nil
+	}
+	meshes := map[string]bool{}
+	for _, r := range wd.routers {
+		if len(r.rt.Dataplanes) > 0 {
+			meshes[r.rt.Mesh] = true
+		}
+	}
+	for m := range meshes {
+		dps, _, _, err := w.Store.List(ctx, m, mesh.KindDataplane, "", 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, it := range dps {
+			w.take(wd, it)
+		}
+	}
+	return wd, rev, nil
+}
+
+// decode is a stored resource of one kind, decoded (nil when it does not decode), shared
+// with the store's other followers (package decoded): read, never changed.
 func decode[T mesh.Resource](it store.Item) T {
-	var zero T
-	rs, err := mesh.Decode(it.Key.String(), it.Doc)
-	if err != nil || len(rs) != 1 {
-		return zero
-	}
-	r, ok := rs[0].(T)
-	if !ok {
-		return zero
-	}
-	r.GetMeta().Mesh = it.Mesh
+	r, _ := decoded.As[T](it)
 	return r
 }
 
@@ -139,6 +165,7 @@ func (w *Writer) take(wd *watched, it store.Item) (changed, relist bool) {
 	case mesh.KindDataplane:
 		_, had := wd.dps[it.Key]
 		if !wd.selecting(it.Mesh) { // none can select it: not decoded
+			decoded.Pass(it)
 			delete(wd.dps, it.Key)
 			return had, false
 		}
@@ -149,6 +176,7 @@ func (w *Writer) take(wd *watched, it store.Item) (changed, relist bool) {
 		delete(wd.dps, it.Key)
 		return had, false
 	}
+	decoded.Pass(it) // not read here: the other followers' to decode
 	return false, false
 }
 
@@ -291,5 +319,6 @@ func (w *Writer) write(ctx context.Context, wd *watched, r *router, st *mesh.Rou
 	if was := r.rt.Status; was == nil || was.ReadyReplicas != st.ReadyReplicas || len(was.Replicas) != len(st.Replicas) {
 		w.Log.Info("router replicas", "router", r.rt.Name, "mesh", r.rt.Mesh, "ready", st.ReadyReplicas, "desired", st.DesiredReplicas, "replicas", len(st.Replicas))
 	}
-	w.take(wd, it) // the watch brings it too: not written again meanwhile
+	// taken as written, not decoded back: the watch brings it too, not written again meanwhile
+	wd.routers[it.Key] = &router{item: it, rt: &next}
 }

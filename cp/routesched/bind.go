@@ -48,10 +48,10 @@ func DecodeRoute(it store.Item) (*mesh.Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: a %s, not a Route", it.Key, rs[0].Kind())
 	}
-	if !it.Created.IsZero() || r.CreationTime.IsZero() {
+	if !it.Created.IsZero() || r.CreationTime().IsZero() {
 		// The store's: a route's age decides who owns a host, so a creationTime written in
 		// the document (by anyone who may write a route) never counts.
-		r.CreationTime = it.Created
+		r.SetCreationTime(it.Created)
 	}
 	return r, nil
 }
@@ -87,7 +87,7 @@ func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 		if err != nil {
 			return err
 		}
-		r.CreationTime = time.Time{} // the store keeps it
+		r.SetCreationTime(time.Time{}) // the store keeps it
 		r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: b.DNS, Router: b.Router, RouterCanonicalHostname: canonical, Ingress: ingress}
 		err = st.Txn(ctx, store.Write{Key: bk, Doc: Encode(b)}, store.Write{Key: rk, Doc: Encode(r), Expect: it.Version, Created: it.Created})
 		if err == nil {
@@ -114,7 +114,7 @@ func Bind(ctx context.Context, st store.Transactional, meshName string, b *mesh.
 // decides again from what the store holds then.
 func unbind(ctx context.Context, st store.Transactional, route store.Item, r *mesh.Route, binding *store.Item, reason, message string, guards []store.Write) error {
 	c := *r
-	c.CreationTime = time.Time{}
+	c.SetCreationTime(time.Time{})
 	c.Status = &mesh.RouteStatus{Phase: mesh.PhaseNew, Reason: reason, Message: message}
 	writes := append([]store.Write{{Key: route.Key, Doc: Encode(&c), Expect: route.Version, Created: route.Created}}, guards...)
 	bk := bindingKey(route.Mesh, r.Namespace, r.Name)
@@ -144,7 +144,7 @@ func setStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route
 		s.Ingress = ingress
 	}
 	c := *r
-	c.CreationTime = time.Time{}
+	c.SetCreationTime(time.Time{})
 	c.Status = &s
 	doc := Encode(&c)
 	_, err := st.Put(ctx, it.Key, doc, it.Version)

@@ -42,7 +42,7 @@ func newBinding(meshName string, ri routeItem, router *mesh.Router, dns string, 
 		return nil, err
 	}
 	c := *r // the decoded route is shared: a copy with the new status
-	c.CreationTime = time.Time{}
+	c.SetCreationTime(time.Time{})
 	c.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: dns, Router: router.Name, RouterCanonicalHostname: Canonical(router), Ingress: ingress}
 	bdoc, rdoc := Encode(b), Encode(&c)
 	written := c

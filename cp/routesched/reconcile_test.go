@@ -51,7 +51,7 @@ func updateRoute(t *testing.T, st store.Store, ns, name string, edit func(*mesh.
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.CreationTime = time.Time{}
+		r.SetCreationTime(time.Time{})
 		edit(r)
 		if _, err := st.Put(ctx, it.Key, Encode(r), it.Version); err == nil {
 			return
@@ -171,7 +171,7 @@ func TestReconcilerOnEtcd(t *testing.T) {
 	}
 
 	// Relabelled off its shard: re-scheduled, nothing stale.
-	updateRoute(t, st, "shop", "r0", func(r *mesh.Route) { r.Labels = map[string]string{"shard": "2"} })
+	updateRoute(t, st, "shop", "r0", func(r *mesh.Route) { r.SetLabels(map[string]string{"shard": "2"}) })
 	// Its candidates are now all and shard2, neither holding a route of that set: the first
 	// by name.
 	eventually(t, "r0 moved off shard1", func() (bool, string) { return scheduled(t, st, "shop", "r0", "all") })
@@ -305,7 +305,7 @@ func TestReconcilerDisplacement(t *testing.T) {
 	eventually(t, "the newer route holds the host", func() (bool, string) {
 		return strings.HasPrefix(cond("newer"), "True"), cond("newer")
 	})
-	updateRoute(t, st, "a", "older", func(r *mesh.Route) { r.Labels = map[string]string{"team": "t"} })
+	updateRoute(t, st, "a", "older", func(r *mesh.Route) { r.SetLabels(map[string]string{"team": "t"}) })
 	eventually(t, "the older route displaces it", func() (bool, string) {
 		o, n := cond("older"), cond("newer")
 		return strings.HasPrefix(o, "True") && n == "False HostAlreadyClaimed route a/older has host www.acme.test and is older", o + " | " + n

@@ -74,7 +74,7 @@ func (rc *Reconciler) writeRouterStatus(ctx context.Context, items []store.Item,
 			continue
 		}
 		c := *rt
-		c.CreationTime = time.Time{}
+		c.SetCreationTime(time.Time{})
 		st := mesh.RouterStatus{}
 		if rt.Status != nil {
 			st = *rt.Status

@@ -21,7 +21,7 @@ type Admission struct {
 // Older reports whether a is older than b: creation time, then namespace/name. The older
 // route owns a host and path.
 func Older(a, b *mesh.Route) bool {
-	if c := a.CreationTime.Compare(b.CreationTime); c != 0 {
+	if c := a.CreationTime().Compare(b.CreationTime()); c != 0 {
 		return c < 0
 	}
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name)) < 0

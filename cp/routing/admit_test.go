@@ -12,7 +12,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // rt is a user-DNS route: ns/name host[/path], created at t0+age seconds.
 func rt(ns, name, host, path string, age int, opts ...func(*mesh.Route)) *mesh.Route {
-	r := &mesh.Route{Meta: mesh.Meta{Name: name, CreationTime: t0.Add(time.Duration(age) * time.Second)},
+	r := &mesh.Route{Meta: mesh.Meta{Name: name, MetaExtra: &mesh.MetaExtra{MetaCreationTime: t0.Add(time.Duration(age) * time.Second)}},
 		Namespace: ns, Host: host, Path: path, DNSType: mesh.DNSTypeUser, To: mesh.RouteTarget{Service: "web", Port: 80}}
 	for _, o := range opts {
 		o(r)

@@ -32,7 +32,7 @@ func RouteKey(r *mesh.Route) string { return r.Namespace + "/" + r.Name }
 // the route's namespace is selected (an empty selector takes everything).
 func Matches(router *mesh.Router, r *mesh.Route) bool {
 	for k, v := range router.RouteSelector {
-		if got, ok := r.Labels[k]; !ok || got != v {
+		if got, ok := r.Labels()[k]; !ok || got != v {
 			return false
 		}
 	}

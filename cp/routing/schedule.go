@@ -286,7 +286,7 @@ func (s *Scheduler) Schedule(r *mesh.Route) (*mesh.Router, error) {
 	}
 	if len(cands) == 0 {
 		s.mu.Unlock()
-		return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("no router takes route %s (labels %s)", RouteKey(r), cmp.Or(mesh.LabelsText(r.Labels), "<none>"))}
+		return nil, &Error{Reason: mesh.ReasonNoRouterMatches, Message: fmt.Sprintf("no router takes route %s (labels %s)", RouteKey(r), cmp.Or(mesh.LabelsText(r.Labels()), "<none>"))}
 	}
 	if rt, why := s.affinity(r); rt != "" {
 		defer s.mu.Unlock()

@@ -14,7 +14,7 @@ func sel(labels map[string]string, namespaces ...string) func(*mesh.Router) {
 }
 
 func labelled(labels map[string]string) func(*mesh.Route) {
-	return func(r *mesh.Route) { r.Labels = labels }
+	return func(r *mesh.Route) { r.SetLabels(labels) }
 }
 
 func TestCandidates(t *testing.T) {
@@ -40,7 +40,7 @@ func TestCandidates(t *testing.T) {
 			names = append(names, c.Name)
 		}
 		if got := strings.Join(names, ","); got != tt.want {
-			t.Errorf("%s %v: candidates %s, want %s", RouteKey(tt.route), tt.route.Labels, got, tt.want)
+			t.Errorf("%s %v: candidates %s, want %s", RouteKey(tt.route), tt.route.Labels(), got, tt.want)
 		}
 	}
 }
@@ -191,7 +191,7 @@ func TestAffinity(t *testing.T) {
 func TestNoRouterAndRouterDeletion(t *testing.T) {
 	s := NewScheduler(nil)
 	r := rt("ns", "x", "x.test", "", 1)
-	r.Labels = map[string]string{"shard": "z", "env": "prod"}
+	r.SetLabels(map[string]string{"shard": "z", "env": "prod"})
 	_, err := s.Schedule(r)
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != mesh.ReasonNoRouterMatches {
@@ -254,7 +254,7 @@ func TestRoundRobinShardsAcrossLeaders(t *testing.T) {
 	}
 	perSet := map[string]map[string]int{}
 	for _, r := range routes {
-		shard := r.Labels["shard"]
+		shard := r.Labels()["shard"]
 		if perSet[shard] == nil {
 			perSet[shard] = map[string]int{}
 		}

@@ -17,7 +17,7 @@ import (
 // shardDNS builds the zones of the router shards from the store and serves them: to the
 // agents' resolvers through feed always, and authoritatively on --dns-address when given.
 // The zones' serials are kept in etcd on cl, written by the leader (leading); more sinks
-// get every catalog built too (the API's GET /zones).
+// get every catalog built too, once it is served (the API's GET /zones, readiness).
 func (c *StoreConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *clientv3.Client, leading func() bool, feed *fanout.Feed, log *slog.Logger, more ...shardzones.Sink) (*authdns.Server, error) {
 	in, err := c.DNS.Input()
 	if err != nil {
@@ -28,7 +28,7 @@ func (c *StoreConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *client
 		// loopback as far as its pod is concerned
 		in.DefaultNSAddr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
-	sinks := append([]shardzones.Sink{shardzones.FeedSink(feed, log)}, more...)
+	sinks := []shardzones.Sink{shardzones.FeedSink(feed, log)}
 	var srv *authdns.Server
 	if c.DNS.Address != "" {
 		if srv, err = c.DNS.serve(ctx, log); err != nil {
@@ -36,6 +36,7 @@ func (c *StoreConfig) shardDNS(ctx context.Context, st cpstore.Store, cl *client
 		}
 		sinks = append(sinks, func(z *shardzones.Zones) { srv.Swap(z.All) })
 	}
+	sinks = append(sinks, more...) // after the zones are served: the last says they are
 	// A gateway replica's readiness is in its Router's status (the leader writes it,
 	// routerstatus): every replica answers the same, as the views show it.
 	serials := shardzones.NewSerials(cl, c.Etcd.Prefix, leading, log)

@@ -39,7 +39,7 @@ type etcdParts struct {
 	leaderID  atomic.Value // string
 	routes    routesched.Metrics
 	routers   routerstatus.Metrics
-	zones     atomic.Pointer[authdns.Catalog] // the shards' zones as last built (GET /zones)
+	zones     atomic.Pointer[authdns.Catalog] // the shards' zones as last built and served (GET /zones; nil before: not ready)
 	health    *cpstore.Health
 }
 
@@ -158,8 +158,9 @@ func (p *etcdParts) watchLeader(ctx context.Context) {
 	}
 }
 
-// ready is nil while the store is read and followed: a quorum of etcd reached, every
-// resource listed and the changes watched. Else why not: agents are served the last
+// ready is nil while the store is read and followed - a quorum of etcd reached, every
+// resource listed and the changes watched - and the routers' zones were built from it and
+// served (to the agents and on --dns-address). Else why not: agents are served the last
 // resources read meanwhile.
 func (p *etcdParts) ready() error {
 	if err := p.health.Err(); err != nil {
@@ -167,6 +168,9 @@ func (p *etcdParts) ready() error {
 	}
 	if !p.feed.Synced() {
 		return errors.New("the store is not read yet (or unreachable)")
+	}
+	if p.zones.Load() == nil {
+		return errors.New("the routers' zones are not built yet")
 	}
 	return nil
 }

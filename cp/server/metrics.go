@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kumadp/kuma-dp/cp/api"
+	"github.com/kumadp/kuma-dp/cp/decoded"
 	"github.com/kumadp/kuma-dp/cp/routesched"
 )
 
@@ -26,7 +27,8 @@ func (p *etcdParts) register(reg *prometheus.Registry) {
 		gauge("kuma_cp_store_revision_seen", "The last store revision seen on the watch (served or not yet).", func() float64 { return float64(p.feed.SeenRevision()) }),
 		gauge("kuma_cp_watch_lag_revisions", "Store revisions seen on the watch and not yet served to agents.", func() float64 { n, _ := p.feed.Lag(); return float64(n) }),
 		gauge("kuma_cp_watch_lag_seconds", "How long the oldest change seen on the watch has waited to be served to agents (0 when caught up).", func() float64 { _, d := p.feed.Lag(); return d.Seconds() }),
-		gauge("kuma_cp_store_synced", "1 while the store is read and its changes followed (a quorum of etcd reached); 0 before, and while it is not (/ready says why).", func() float64 { return b(p.ready() == nil) }),
+		gauge("kuma_cp_store_synced", "1 while the store is read and its changes followed (a quorum of etcd reached) and the routers' zones built from it are served; 0 before, and while it is not (/ready says why).", func() float64 { return b(p.ready() == nil) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_store_documents_decoded_total", Help: "Stored documents decoded by the replica's followers of the store (the agents' feed, the routers' zones and status), once per version between them."}, func() float64 { return float64(decoded.Count()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuma_cp_store_unreadable_keys_total", Help: "Keys under the store's prefix found holding no resource (skipped; each version counted once, logged once)."}, func() float64 { return float64(p.st.Unreadable()) }),
 		writesCollector{p.apiSrv},
 		gauge("kuma_cp_routes_pending", "Routes not scheduled yet (leader only; the reason is in each route's status).", func() float64 { return float64(p.routes.Pending.Load()) }),

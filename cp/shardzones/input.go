@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kumadp/kuma-dp/authdns"
+	"github.com/kumadp/kuma-dp/cp/decoded"
 	"github.com/kumadp/kuma-dp/cp/routerstatus"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -83,6 +84,8 @@ func (v *view) take(it store.Item) (relist bool) {
 		v.takeDataplane(it)
 	case mesh.KindRoute:
 		v.takeRoute(it)
+	default:
+		decoded.Pass(it)
 	}
 	return false
 }
@@ -123,6 +126,7 @@ func (v *view) dropRouter(k store.Key) {
 func (v *view) takeDataplane(it store.Item) {
 	delete(v.replicas, it.Key)
 	if !v.selecting(it.Mesh) {
+		decoded.Pass(it)
 		return // no Router of its mesh selects dataplanes: not decoded
 	}
 	dp := decodeAs[*mesh.Dataplane](v, it)
@@ -160,21 +164,14 @@ func (v *view) takeRoute(it store.Item) {
 }
 
 // decodeAs is a stored resource decoded as the kind its key names, its mesh the key's (nil,
-// and a warning, when it does not decode or is another kind).
+// and a warning, when it does not decode or is another kind). The feed and the routers'
+// status share the decoded resource (package decoded): it is read, never changed.
 func decodeAs[T mesh.Resource](v *view, it store.Item) T {
-	var zero T
 	v.decodes++
-	rs, err := mesh.Decode(it.Key.String(), it.Doc)
-	if err != nil || len(rs) != 1 {
-		v.log.Warn("a stored resource does not decode; not in the zones", "resource", it.Key.String(), "error", err)
-		return zero
+	r, err := decoded.As[T](it)
+	if err != nil {
+		v.log.Warn("a stored resource is not taken; not in the zones", "resource", it.Key.String(), "error", err)
 	}
-	r, ok := rs[0].(T)
-	if !ok {
-		v.log.Warn("a stored resource is not of its key's kind; not in the zones", "resource", it.Key.String(), "kind", rs[0].Kind())
-		return zero
-	}
-	r.GetMeta().Mesh = it.Mesh
 	return r
 }
 

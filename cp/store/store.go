@@ -35,6 +35,9 @@ type Item struct {
 	Version int64
 	// Created and Modified are set by the store, never by the writer.
 	Created, Modified time.Time
+	// shared is what the readers of the shared list it came from compute of it once
+	// (SharedLists, Shared); nil for an item of any other read.
+	shared *sharedValue
 }
 
 // EventType says what happened to a resource.

@@ -1,0 +1,7 @@
+package store
+
+// JoinedCount is how many callers wait for the list under way of a SharedLists store.
+func JoinedCount(s Store) int { return s.(*sharedLists).joined() }
+
+// Watches is how many watches of a SharedLists store are open.
+func Watches(s Store) int { return int(s.(*sharedLists).watches.Load()) }
