@@ -46,7 +46,7 @@ func newBinding(meshName string, ri routeItem, router *mesh.Router, dns string, 
 	c.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: dns, Router: router.Name, RouterCanonicalHostname: Canonical(router), Ingress: ingress}
 	bdoc, rdoc := Encode(b), Encode(&c)
 	written := c
-	written.CreationTime = ri.it.Created
+	written.SetCreationTime(ri.it.Created)
 	return &binding{ri: ri, b: b, route: &written, bytes: len(bdoc) + len(rdoc), writes: []store.Write{
 		{Key: bindingKey(meshName, r.Namespace, r.Name), Doc: bdoc},
 		{Key: ri.it.Key, Doc: rdoc, Expect: ri.it.Version, Created: ri.it.Created},

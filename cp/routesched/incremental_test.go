@@ -158,10 +158,10 @@ func (w *writer) editRoute() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	r.CreationTime = time.Time{}
+	r.SetCreationTime(time.Time{})
 	switch w.rnd.IntN(4) {
 	case 0:
-		r.Labels = map[string]string{"shard": w.pick("a", "b")}
+		r.SetLabels(map[string]string{"shard": w.pick("a", "b")})
 	case 1:
 		r.Path = w.pick("", "/cart", "/api")
 	case 2:
@@ -475,7 +475,7 @@ func TestKeptUserRouteYieldsToAnotherMeshsOlderBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := DecodeRoute(it)
-	r.CreationTime = time.Time{}
+	r.SetCreationTime(time.Time{})
 	r.Status = &mesh.RouteStatus{Phase: mesh.PhaseScheduled, DNS: "www.acme.test", Router: "a-shard"}
 	b := &mesh.RouteBinding{Meta: mesh.Meta{Mesh: "m2", Name: mesh.RouteKeyName("blog", "www")}, RouteNamespace: "blog", RouteName: "www", Router: "a-shard", DNS: "www.acme.test"}
 	if err := st.Txn(ctx, store.Write{Key: bindingKey("m2", "blog", "www"), Doc: Encode(b)}, store.Write{Key: it.Key, Doc: Encode(r), Expect: it.Version, Created: it.Created}); err != nil {

@@ -212,7 +212,7 @@ func (a *Admitter) nodeOf(r *mesh.Route) (string, bool) {
 // of a route (status and labels aside).
 func sameClaim(a, b *mesh.Route) bool {
 	return a.Namespace == b.Namespace && a.Name == b.Name && a.Host == b.Host && a.Path == b.Path &&
-		a.DNSType == b.DNSType && a.WildcardPolicy == b.WildcardPolicy && a.CreationTime.Equal(b.CreationTime)
+		a.DNSType == b.DNSType && a.WildcardPolicy == b.WildcardPolicy && a.CreationTime().Equal(b.CreationTime())
 }
 
 // parent is the name one label up ("" above a single label), as Admit walks up a name.
