@@ -82,9 +82,11 @@ func TestE2ERouteShardsOnEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "every route bound after the failover", 90*time.Second, func() bool { return bound() == n })
-	if st := e.kumaCP("get", "status", "--api-url", "http://"+api2); !strings.Contains(st, "leader:        replica-2") {
-		t.Errorf("status: %s", st)
-	}
+	// The status reads the leader every 500 ms: the new leader may have bound every route
+	// before its status names it.
+	waitFor(t, "replica-2 named the leader in its status", 10*time.Second, func() bool {
+		return strings.Contains(e.kumaCP("get", "status", "--api-url", "http://"+api2), "leader:        replica-2")
+	})
 
 	routes, err := cl.List(ctx, "default", "routes")
 	if err != nil {
