@@ -446,11 +446,7 @@ func TestKeptUserRouteYieldsToAnotherMeshsOlderBinding(t *testing.T) {
 	st := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inMesh := func(m, kind, name, doc string) {
-		if _, err := st.Put(ctx, store.Key{Mesh: m, Type: kind, Name: name}, []byte("mesh: "+m+"\n"+doc), store.Any); err != nil {
-			t.Fatal(err)
-		}
-	}
+	inMesh := func(m, kind, name, doc string) { putInMesh(t, st, m, kind, name, doc) }
 	inMesh("m2", mesh.KindRoute, mesh.RouteKeyName("blog", "www"), routeDoc("blog", "www", "www.acme.test", "")+"dnsType: user\n") // older, no router yet
 	inMesh("m1", mesh.KindRouter, "z-shard", routerDoc("z-shard", ""))
 	inMesh("m1", mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")

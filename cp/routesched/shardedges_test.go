@@ -192,11 +192,7 @@ func TestUserNameInTwoMeshes(t *testing.T) {
 	st := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inMesh := func(m, kind, name, doc string) {
-		if _, err := st.Put(ctx, store.Key{Mesh: m, Type: kind, Name: name}, []byte("mesh: "+m+"\n"+doc), store.Any); err != nil {
-			t.Fatal(err)
-		}
-	}
+	inMesh := func(m, kind, name, doc string) { putInMesh(t, st, m, kind, name, doc) }
 	inMesh("m1", mesh.KindRouter, "z-shard", routerDoc("z-shard", ""))
 	inMesh("m2", mesh.KindRouter, "a-shard", routerDoc("a-shard", ""))
 	inMesh("m1", mesh.KindRoute, mesh.RouteKeyName("shop", "www"), routeDoc("shop", "www", "www.acme.test", "")+"dnsType: user\n")
@@ -310,4 +306,12 @@ func storeAnswer(t *testing.T, st store.Store, name string, qtype uint16) *dns.M
 	req := new(dns.Msg)
 	req.SetQuestion(name, qtype)
 	return cat.Answer(req)
+}
+
+// putInMesh writes a resource's document into mesh m.
+func putInMesh(t *testing.T, st store.Store, m, kind, name, doc string) {
+	t.Helper()
+	if _, err := st.Put(context.Background(), store.Key{Mesh: m, Type: kind, Name: name}, []byte("mesh: "+m+"\n"+doc), store.Any); err != nil {
+		t.Fatal(err)
+	}
 }
