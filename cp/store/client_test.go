@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
 )
 
@@ -15,11 +13,7 @@ import (
 // among those that do not, with its client URL.
 func TestMembersNamesTheUnreachable(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	cl, err := NewClient(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testClient(t, c.Endpoints(), slog.New(slog.DiscardHandler))
 	m, err := cl.Members(5*time.Second, 2*time.Second)
 	if err != nil || m.Total != 3 || m.Reachable != 3 || len(m.Down) != 0 {
 		t.Fatalf("all up: %+v, %v", m, err)

@@ -27,15 +27,22 @@ type replica struct {
 	lost    atomic.Int64 // leaderships ended
 }
 
-func startReplica(t *testing.T, endpoints []string, ttl time.Duration) *replica {
+// testClient is a client of endpoints for a test, closed at its end.
+func testClient(t *testing.T, endpoints []string, log *slog.Logger) *Client {
 	t.Helper()
-	r := &replica{logs: &testutil.LockedBuffer{}}
-	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cl, err := NewClient(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func startReplica(t *testing.T, endpoints []string, ttl time.Duration) *replica {
+	t.Helper()
+	r := &replica{logs: &testutil.LockedBuffer{}}
+	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cl := testClient(t, endpoints, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r.s = cl.Store("/kuma")
@@ -151,11 +158,7 @@ func TestOutagePartitionWithoutClosedConnections(t *testing.T) {
 // request's whole timeout: 6 of 12 writes and 4 of 12 reads failed with 503 after 5 s).
 func TestFrozenMemberFailsNoCall(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	cl, err := NewClient(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testClient(t, c.Endpoints(), slog.New(slog.DiscardHandler))
 	s := cl.Store("/kuma")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -202,11 +205,7 @@ func TestFrozenMemberFailsNoCall(t *testing.T) {
 func TestWatchCutOffFromItsMemberMovesOn(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	relays := c.Relays()
-	cl, err := NewClient(clientv3.Config{Endpoints: etcdtest.URLs(relays), DialTimeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testClient(t, etcdtest.URLs(relays), slog.New(slog.DiscardHandler))
 	s := cl.Store("/kuma")
 	s.Timeout = 2 * time.Second // the watch asks for progress after 1 s of silence
 	ctx, cancel := context.WithCancel(context.Background())
@@ -250,11 +249,7 @@ func TestWatchCutOffFromItsMemberMovesOn(t *testing.T) {
 // TestE2EFrozenEtcdMemberFailsNoAPICall, once under CI's load.)
 func TestFrozenMemberIsNoOutage(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	cl, err := NewClient(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testClient(t, c.Endpoints(), slog.New(slog.DiscardHandler))
 	s := cl.Store("/kuma")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
