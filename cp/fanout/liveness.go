@@ -2,15 +2,14 @@ package fanout
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/kumadp/kuma-dp/cp/token"
+	"github.com/kumadp/kuma-dp/internal/errtext"
 )
 
 // An agent's liveness is read from its connection, not from whether gRPC still holds it.
@@ -165,19 +164,11 @@ func (cp *ControlPlane) logSilence(changes []silenceChange) {
 	}
 	if len(silent) > 0 {
 		cp.log.Warn("dataplanes not answering: their agents no longer count as connected (a gateway leaves its router's answers) until they answer",
-			"count", len(silent), "dataplanes", firstNames(silent), "silent_for", cp.silentAfter())
+			"count", len(silent), "dataplanes", errtext.List(silent, 5), "silent_for", cp.silentAfter())
 	}
 	if len(heard) > 0 {
-		cp.log.Info("dataplanes answering again", "count", len(heard), "dataplanes", firstNames(heard))
+		cp.log.Info("dataplanes answering again", "count", len(heard), "dataplanes", errtext.List(heard, 5))
 	}
-}
-
-// firstNames is names, the first 5 and how many more.
-func firstNames(names []string) string {
-	if len(names) <= 5 {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:5], ", "), len(names)-5)
 }
 
 // addAgentLocked and dropAgentLocked count a stream of dataplane id in or out of agents

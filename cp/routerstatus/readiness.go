@@ -15,9 +15,9 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/kumadp/kuma-dp/internal/errtext"
 	"github.com/kumadp/kuma-dp/mesh"
 )
 
@@ -124,7 +124,7 @@ func Compute(rt *mesh.Router, replicas []mesh.RouterReplica, old *mesh.RouterSta
 			fmt.Sprintf("no dataplane matches dataplanes %s (an inbound's tags, or a gateway's): its DNS answers no address (kuma-cp router install %s prints what runs them)", rt.Dataplanes, rt.Name)
 	case s.ReadyReplicas == 0:
 		avail.Status, avail.Reason, avail.Message = "False", ReasonNoReadyReplicas,
-			fmt.Sprintf("no replica ready: its DNS keeps answering all %d (fail static); not ready: %s", len(replicas), list(notReady))
+			fmt.Sprintf("no replica ready: its DNS keeps answering all %d (fail static); not ready: %s", len(replicas), errtext.List(notReady, maxListed))
 	}
 	degr := mesh.RouteCondition{Type: mesh.ConditionDegraded, Status: "False", Reason: ReasonReplicasReady, Message: counts}
 	if s.ReadyReplicas < s.DesiredReplicas {
@@ -133,7 +133,7 @@ func Compute(rt *mesh.Router, replicas []mesh.RouterReplica, old *mesh.RouterSta
 			degr.Message += fmt.Sprintf("; %d of %d exist", len(replicas), s.DesiredReplicas)
 		}
 		if len(notReady) > 0 {
-			degr.Message += "; not ready: " + list(notReady)
+			degr.Message += "; not ready: " + errtext.List(notReady, maxListed)
 		}
 	}
 	for _, c := range []*mesh.RouteCondition{&avail, &degr} {
@@ -155,10 +155,3 @@ func Compute(rt *mesh.Router, replicas []mesh.RouterReplica, old *mesh.RouterSta
 
 // maxListed is how many replicas a condition's message names.
 const maxListed = 10
-
-func list(names []string) string {
-	if len(names) <= maxListed {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(names)-maxListed)
-}

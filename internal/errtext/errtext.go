@@ -5,6 +5,7 @@ package errtext
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -21,4 +22,13 @@ func Clip(s string, n int) string {
 		cut--
 	}
 	return fmt.Sprintf("%s... (%d bytes in all)", s[:cut], len(s))
+}
+
+// List returns names joined by ", ", the first n of them and how many more there are: a log
+// line or a message naming a few of many, never thousands.
+func List(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }

@@ -13,3 +13,12 @@ func TestClip(t *testing.T) {
 		t.Errorf("Clip on a rune boundary = %q", got)
 	}
 }
+
+func TestList(t *testing.T) {
+	if got := List([]string{"a", "b"}, 2); got != "a, b" {
+		t.Errorf("List of n = %q", got)
+	}
+	if got := List([]string{"a", "b", "c", "d"}, 2); got != "a, b and 2 more" {
+		t.Errorf("List of more than n = %q", got)
+	}
+}
