@@ -53,15 +53,8 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 // asked after it ended reads the store again (never an old answer); a paged or filtered list
 // is never shared.
 func TestSharedListsReadTheStoreOnceForOverlappingCallers(t *testing.T) {
-	c := etcdtest.Start(t, 1)
 	ctx := context.Background()
-	base := NewEtcd(c.Client(), "/kuma")
-	for i := range 3 {
-		if _, err := base.Put(ctx, Key{"default", "Dataplane", fmt.Sprint("dp-", i)}, []byte("doc"), Any); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := &gatedStore{Store: base, gate: make(chan struct{})}
+	g := gatedDataplanes(t, 3)
 	s := SharedLists(g).(*sharedLists)
 
 	first := listIn(ctx, s)
@@ -80,7 +73,7 @@ func TestSharedListsReadTheStoreOnceForOverlappingCallers(t *testing.T) {
 		t.Fatalf("the store was listed %d times for two overlapping callers, want once", n)
 	}
 
-	if _, err := base.Put(ctx, Key{"default", "Dataplane", "dp-new"}, []byte("doc"), Any); err != nil {
+	if _, err := g.Store.Put(ctx, Key{"default", "Dataplane", "dp-new"}, []byte("doc"), Any); err != nil {
 		t.Fatal(err)
 	}
 	later := <-listIn(ctx, s)
@@ -151,15 +144,8 @@ func TestSharedListsTellTheNewestDelete(t *testing.T) {
 // waiting before the list ended is not waited for. An item of a list with one caller is
 // computed for it alone.
 func TestSharedListsComputeOncePerItem(t *testing.T) {
-	c := etcdtest.Start(t, 1)
 	ctx := context.Background()
-	base := NewEtcd(c.Client(), "/kuma")
-	for i := range 3 {
-		if _, err := base.Put(ctx, Key{"default", "Dataplane", fmt.Sprint("dp-", i)}, []byte(fmt.Sprint("doc-", i)), Any); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := &gatedStore{Store: base, gate: make(chan struct{})}
+	g := gatedDataplanes(t, 3)
 	s := SharedLists(g).(*sharedLists)
 	first := listIn(ctx, s)
 	waitUntil(t, "the first list reaches the store", func() bool { return g.lists.Load() == 1 })
@@ -260,4 +246,17 @@ func TestPassWaitsForNoCompute(t *testing.T) {
 	if items[0].shared.v != nil {
 		t.Fatal("the value kept after both readers were done")
 	}
+}
+
+// gatedDataplanes is a one-member etcd holding n Dataplanes (dp-<i>, document doc-<i>),
+// behind a gate that holds its lists.
+func gatedDataplanes(t *testing.T, n int) *gatedStore {
+	t.Helper()
+	base := NewEtcd(etcdtest.Start(t, 1).Client(), "/kuma")
+	for i := range n {
+		if _, err := base.Put(context.Background(), Key{"default", "Dataplane", fmt.Sprint("dp-", i)}, []byte(fmt.Sprint("doc-", i)), Any); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &gatedStore{Store: base, gate: make(chan struct{})}
 }
