@@ -46,22 +46,12 @@ func TestBurstOfMixedQueriesFromManyClients(t *testing.T) {
 						m := question("web.mesh.", dns.TypeA)
 						m.Id = id
 						wire, _ = m.Pack()
-						check = func(r *dns.Msg) error {
-							if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "240.0.0.2" {
-								return fmt.Errorf("web.mesh: %v", r)
-							}
-							return nil
-						}
+						check = answersOneA("web.mesh", "240.0.0.2")
 					case 1: // not ours: CoreDNS, then the upstream
 						m := question("example.org.", dns.TypeA)
 						m.Id = id
 						wire, _ = m.Pack()
-						check = func(r *dns.Msg) error {
-							if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "93.184.216.34" {
-								return fmt.Errorf("example.org: %v", r)
-							}
-							return nil
-						}
+						check = answersOneA("example.org", "93.184.216.34")
 					default: // a question count of 2: FORMERR, as CoreDNS answers it
 						m := question("web.mesh.", dns.TypeA)
 						m.Id = id
@@ -107,5 +97,18 @@ func TestBurstOfMixedQueriesFromManyClients(t *testing.T) {
 				t.Fatalf("%d queries unanswered", len(want))
 			}
 		})
+	}
+}
+
+// answersOneA checks that an answer to name is one A record of addr.
+func answersOneA(name, addr string) func(*dns.Msg) error {
+	return func(r *dns.Msg) error {
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			return fmt.Errorf("%s: %v", name, r)
+		}
+		if a, ok := r.Answer[0].(*dns.A); !ok || a.A.String() != addr {
+			return fmt.Errorf("%s: %v", name, r)
+		}
+		return nil
 	}
 }
