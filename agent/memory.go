@@ -60,20 +60,11 @@ const allocationGCPercent = 5
 // holds its own) unless the environment sets GOGC, and returns what undoes it.
 func allocationGC() (restore func()) { return gcpace.Low(allocationGCPercent) }
 
-// setGCPercent sets GOGC to p unless the environment sets GOGC, and returns what undoes it.
-func setGCPercent(p int) (restore func()) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(p)
-	return func() { debug.SetGCPercent(prev) }
-}
-
 // tuneGC sets the agent's GOGC unless the environment sets one, and returns what undoes it
 // (the memory limit set by releases included).
 func tuneGC() (restore func()) {
 	prevLimit := debug.SetMemoryLimit(-1)
-	restoreGC := setGCPercent(gcPercent)
+	restoreGC := gcpace.Set(gcPercent) // under a hold (gcpace.Low), once it ends
 	return func() {
 		restoreGC()
 		debug.SetMemoryLimit(prevLimit)

@@ -1,4 +1,5 @@
-// Package gcpace lowers the GC's pace (GOGC) for a while, for the parts of a process that
+// Package gcpace owns the process's GOGC: the pace a process runs at (Set), and the lower
+// pace it takes for a while (Low), for the parts of a process that
 // make garbage faster than a cycle paced at the process's GOGC keeps up with (the agent's
 // allocation of a model's VIPs, its write of a large decode cache), so that the heap does
 // not grow by that garbage before a cycle collects it. Holds may overlap (a write while the
@@ -16,8 +17,38 @@ import (
 var (
 	mu   sync.Mutex
 	held []int // the percents held now
-	base int   // GOGC before the first of them
+	base int   // GOGC outside the holds, while there are holds
 )
+
+// Set makes p the GOGC outside the holds - now, or once the holds end - until restore is
+// called (once), which puts back the one before. A GOGC set in the environment is left as
+// set.
+func Set(p int) (restore func()) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return func() {}
+	}
+	mu.Lock()
+	prev := setBase(p)
+	mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			mu.Lock()
+			setBase(prev)
+			mu.Unlock()
+		})
+	}
+}
+
+// setBase makes p the GOGC outside the holds and returns the one before (mu held).
+func setBase(p int) int {
+	if len(held) == 0 {
+		return debug.SetGCPercent(p)
+	}
+	prev := base
+	base = p
+	return prev
+}
 
 // Low holds GOGC at p or lower until restore is called (once; more calls do nothing). A
 // GOGC set in the environment is left as set.

@@ -38,3 +38,25 @@ func TestOverlappingHoldsRestoreWhatWasBefore(t *testing.T) {
 		}
 	}
 }
+
+// The process's pace set while a hold is on (Set) takes effect when the holds end, not
+// over the hold; its restore puts back the pace before it.
+func TestSetUnderAHoldWaitsForItsEnd(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC is set in the environment: gcpace leaves it as set")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	release := Low(5)
+	undo := Set(50)
+	if got := gogc(); got != 5 {
+		t.Fatalf("Set(50) under Low(5): GOGC %d, want 5 until the hold ends", got)
+	}
+	release()
+	if got := gogc(); got != 50 {
+		t.Fatalf("the hold ended: GOGC %d, want 50 (Set's)", got)
+	}
+	undo()
+	if got := gogc(); got != 100 {
+		t.Fatalf("Set undone: GOGC %d, want 100 (before it)", got)
+	}
+}
