@@ -97,11 +97,16 @@ func (z *Zone) prepare() *wireZone {
 	return wz
 }
 
-// prepare builds the catalog's prepared form (Build and NewCatalog call it).
+// prepare builds the catalog's prepared form (Build and NewCatalog call it) from its zones'
+// own, each made once (Zone.wire): a zone is prepared before the catalog is published, by
+// the one goroutine building it.
 func (c *Catalog) prepare() {
 	c.wire = make(map[string]*wireZone, len(c.zones))
 	for o, z := range c.zones {
-		c.wire[wireName(o)] = z.prepare()
+		if z.wire == nil {
+			z.wire = z.prepare()
+		}
+		c.wire[wireName(o)] = z.wire
 	}
 }
 

@@ -150,10 +150,27 @@ func TestPreparedRotatesWithoutAllocating(t *testing.T) {
 	}
 }
 
-// Preparing a catalog leaves its zones' records as they are: a zone kept from the catalog
-// before (Serials.Build keeps a zone whose serial is held) is prepared again in the new one
-// while the old one may be sending it in a zone transfer, which reads those records. The
-// records' Rdlength, which dns.PackRR writes, is the field to watch.
+// A zone kept into a new catalog (Serials.Build keeps a zone whose serial is held; the
+// agent swaps unchanged zones in again) is served from the prepared form it has, not
+// prepared again.
+func TestKeptZoneIsNotPreparedAgain(t *testing.T) {
+	zones := preparedFixture(t).Zones()
+	before := map[string]*wireZone{}
+	for _, z := range zones {
+		before[z.Origin] = z.wire
+	}
+	again := NewCatalog(zones...)
+	for _, z := range zones {
+		if w := before[z.Origin]; w == nil || again.wire[wireName(z.Origin)] != w {
+			t.Errorf("zone %s prepared again in the new catalog, not taken as it was", z.Origin)
+		}
+	}
+	checkPreparedAsReply(t, again)
+}
+
+// Preparing a zone leaves its records as they are: the records are the zone's wherever it
+// is served, and a zone transfer reads them. The records' Rdlength, which dns.PackRR
+// writes, is the field to watch.
 func TestPrepareWritesNoRecord(t *testing.T) {
 	zones := preparedFixture(t).Zones()
 	var recs []dns.RR
@@ -163,14 +180,15 @@ func TestPrepareWritesNoRecord(t *testing.T) {
 	for _, rr := range recs {
 		rr.Header().Rdlength = 0
 	}
-	again := NewCatalog(zones...)
+	for _, z := range zones {
+		z.prepare()
+	}
 	for _, rr := range recs {
 		if rr.Header().Rdlength != 0 {
-			t.Fatalf("preparing the catalog again wrote %v's Rdlength (%d)", rr, rr.Header().Rdlength)
+			t.Fatalf("preparing the zone wrote %v's Rdlength (%d)", rr, rr.Header().Rdlength)
 		}
 	}
 	if len(recs) < 10 {
 		t.Fatalf("the fixture has %d records: too few to tell", len(recs))
 	}
-	checkPreparedAsReply(t, again)
 }

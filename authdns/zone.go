@@ -108,6 +108,10 @@ type Zone struct {
 	nodes  map[string]*node
 	hash   uint64
 	rev    int64
+	// wire is the zone's prepared form, made by the first catalog that serves the zone:
+	// a zone kept into a later catalog (a held serial, an unchanged zone the agent swaps
+	// in again) is not prepared again.
+	wire *wireZone
 }
 
 // Serial is the zone's SOA serial.
