@@ -126,14 +126,9 @@ func unbind(ctx context.Context, st store.Transactional, route store.Item, r *me
 	return st.Txn(ctx, writes...)
 }
 
-// SetStatus writes a route's status fields other than phase and dns (the reason it is not
-// scheduled, its admission), compared on version; phase and dns are kept as stored.
-func SetStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) error {
-	_, err := setStatus(ctx, st, it, r, reason, message, ingress)
-	return err
-}
-
-// setStatus is SetStatus, returning the document written.
+// setStatus writes a route's status fields other than phase and dns (the reason it is not
+// scheduled, its admission), compared on version, and returns the document written; phase
+// and dns are kept as stored.
 func setStatus(ctx context.Context, st store.Store, it store.Item, r *mesh.Route, reason, message string, ingress []mesh.RouteIngress) ([]byte, error) {
 	s := mesh.RouteStatus{}
 	if r.Status != nil {

@@ -40,9 +40,6 @@ func NewAdmitter(router *mesh.Router) *Admitter {
 		last: map[string]Admission{}, dirty: map[string]struct{}{}, keys: map[string]struct{}{}}
 }
 
-// Router is the router the admitter decides for.
-func (a *Admitter) Router() *mesh.Router { return a.router }
-
 // Set adds or replaces a route. A new version that claims the same (its status changed,
 // say) changes no admission.
 func (a *Admitter) Set(r *mesh.Route) {

@@ -184,15 +184,6 @@ func (c *Cluster) Follower() int {
 	return -1
 }
 
-// Thaw resumes member i after Freeze (SIGCONT).
-func (c *Cluster) Thaw(i int) {
-	c.t.Helper()
-	m := c.Members[i]
-	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		c.t.Fatalf("SIGCONT to etcd member %s: %v", m.Name, err)
-	}
-}
-
 // Restart starts members again on their data and waits until they are healthy (a quorum
 // of them must be running by then: restart every member killed at once together).
 func (c *Cluster) Restart(is ...int) {
