@@ -154,3 +154,6 @@ func TestLoadPartKeepsItsResources(t *testing.T) {
 		}
 	}
 }
+
+// res is the part's resources (nil when they were nil), of capacity their length.
+func (p loadPart) res() []mesh.Resource { return p.list.all() }

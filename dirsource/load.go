@@ -90,9 +90,6 @@ func newLoadPart(path string, f cachedFile) loadPart {
 	return loadPart{path: path, list: keep(f.list, f.res)}
 }
 
-// res is the part's resources (nil when they were nil), of capacity their length.
-func (p loadPart) res() []mesh.Resource { return p.list.all() }
-
 // sameParts reports whether two loads' files gave the same resources.
 func sameParts(a, b []loadPart) bool {
 	return slices.EqualFunc(a, b, func(x, y loadPart) bool {

@@ -119,16 +119,6 @@ func (s *sharedLists) LastDelete(ctx context.Context, rev int64) (int64, error) 
 	return 0, nil
 }
 
-// joined is how many callers wait for the list under way (0 when none is), for tests.
-func (s *sharedLists) joined() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return 0
-	}
-	return s.cur.waiting
-}
-
 // Watch implements Store: st's watch, whose changes written carry a value shared with the
 // store's other watches delivering the same change (Shared): the followers of the store each
 // watch it, and decode a change once between them.
