@@ -18,6 +18,9 @@ import (
 type strArena struct {
 	block  []byte
 	common map[string]string
+	// values holds the one copy of each tag value seen lately (see value): at most
+	// maxValues, emptied when full.
+	values map[string]string
 	first  int // the first block's size: arenaFirstBlock, or less for a shorter text
 	// last is the last string put, prev the one before: a string that begins another of a
 	// resource (a tag value "backend" after the name "backend-1", as universal
@@ -72,6 +75,32 @@ func (a *strArena) share(s string) string {
 	}
 	c := a.put(s)
 	a.common[c] = c
+	return c
+}
+
+// maxValues is the number of distinct tag values an arena remembers: a Kubernetes mesh's
+// pods are listed by name, so a workload's pods follow each other and the values they
+// repeat are found again long before the map is emptied; and a file of 100,000 dataplanes,
+// each with a value of its own, does not hold a map of them all while it is decoded.
+const maxValues = 1024
+
+// value returns the arena's one copy of a tag value seen lately, or s copied (and
+// remembered): most values of a Kubernetes mesh repeat on every pod of a workload (its app,
+// version, pod-template-hash, service) or of the mesh (namespace, zone, protocol, port).
+func (a *strArena) value(s string) string {
+	if a == nil || s == "" {
+		return s
+	}
+	if c, ok := a.values[s]; ok {
+		return c
+	}
+	if a.values == nil {
+		a.values = make(map[string]string, 64)
+	} else if len(a.values) >= maxValues {
+		clear(a.values)
+	}
+	c := a.copy(s)
+	a.values[c] = c
 	return c
 }
 

@@ -321,3 +321,49 @@ func TestStringBlocksShareBeginnings(t *testing.T) {
 		t.Errorf("webs after web-1 shares its bytes")
 	}
 }
+
+// The tag values that repeat between dataplanes of a file are one copy, even in sets that
+// differ (the pods of a StatefulSet, whose sets differ in kuma.io/instance): a Kubernetes
+// mesh repeats most values on every pod of a workload or of the mesh.
+func TestTagValuesShared(t *testing.T) {
+	doc := "type: Dataplane\nmesh: default\nname: POD.team-a\nnetworking:\n  address: ADDR\n  inbound:\n    - port: 8080\n      tags:\n        app: db\n        k8s.kuma.io/namespace: team-a\n        k8s.kuma.io/service-port: \"8080\"\n        kuma.io/instance: POD\n        kuma.io/protocol: tcp\n        kuma.io/service: db_team-a_svc_8080\n        kuma.io/zone: zone-1\n---\n"
+	var sb strings.Builder
+	for _, d := range [][2]string{{"db-0", "10.0.0.1"}, {"db-1", "10.0.0.2"}} {
+		sb.WriteString(strings.NewReplacer("POD", d[0], "ADDR", d[1]).Replace(doc))
+	}
+	rs, err := Decode("db.yaml", []byte(sb.String()))
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("%d resources, %v", len(rs), err)
+	}
+	a, b := rs[0].(*Dataplane).Networking.Inbound[0].Tags, rs[1].(*Dataplane).Networking.Inbound[0].Tags
+	if len(a) != 7 || len(b) != 7 || a.Value("kuma.io/instance") != "db-0" || b.Value("kuma.io/instance") != "db-1" {
+		t.Fatalf("tags %v and %v", a, b)
+	}
+	for i := range a {
+		if a[i].Key == "kuma.io/instance" {
+			continue
+		}
+		if a[i] != b[i] || unsafe.StringData(a[i].Value) != unsafe.StringData(b[i].Value) {
+			t.Errorf("%s: %q and %q are two copies", a[i].Key, a[i].Value, b[i].Value)
+		}
+	}
+}
+
+// An arena remembers at most maxValues tag values (a file of dataplanes that each have a
+// value of their own does not hold a map of them all), and still finds a recent one.
+func TestTagValuesRememberedUpToMax(t *testing.T) {
+	a := newStrArena(0)
+	for i := range 3 * maxValues {
+		v := fmt.Sprintf("pod-%d", i)
+		if got := a.value(v); got != v {
+			t.Fatalf("value %q read back %q", v, got)
+		}
+		if len(a.values) > maxValues {
+			t.Fatalf("%d values remembered, want at most %d", len(a.values), maxValues)
+		}
+	}
+	recent := a.value("pod-x")
+	if again := a.value(strings.Clone("pod-x")); unsafe.StringData(again) != unsafe.StringData(recent) {
+		t.Error("a value seen just before is copied again")
+	}
+}
