@@ -66,6 +66,7 @@ docs:
 			if stop() {
 				break docs
 			}
+			strs.fit(n)
 			num++
 			r, derrs, redo := decodeQuickIn(strs, file.WithDoc(num), n, doc.text)
 			if redo {

@@ -434,8 +434,8 @@ func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 }
 
 // tagsValue decodes a mapping into Tags; a tag value YAML read as a number or a boolean must
-// be quoted (its text would change). Keys are the file's one copy of each (strArena.share),
-// values one copy of each value seen lately (strArena.value): the pods' tags are copied
+// be quoted (its text would change). Keys are the process's one copy of each (strArena.key),
+// values the file's one copy of each value seen lately (strArena.value): the pods' tags are copied
 // before their sets are shared (settle), and a Kubernetes mesh repeats most values.
 func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 	m, ok := n.(map[string]any)
@@ -463,7 +463,7 @@ func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 		d.strs = nil
 		d.value(reflect.ValueOf(&s).Elem(), m[k], d.keyPath(path, k))
 		d.strs = strs
-		out = append(out, Tag{Key: d.strs.share(k), Value: d.strs.value(s)})
+		out = append(out, Tag{Key: d.strs.key(k), Value: d.strs.value(s)})
 	}
 	v.Set(reflect.ValueOf(tagset.Sorted(out)))
 }
@@ -490,7 +490,7 @@ func (d *decoder) quickTags(tags Tags, m map[string]any) Tags {
 		default:
 			d.failed = true
 		}
-		tags = append(tags, Tag{Key: d.strs.share(k), Value: d.strs.value(s)})
+		tags = append(tags, Tag{Key: d.strs.key(k), Value: d.strs.value(s)})
 	}
 	return tagset.Sorted(tags)
 }

@@ -70,6 +70,37 @@ var (
 	metaExtras    internTable[*DataplaneKept, MetaExtra]
 )
 
+// tagKeys holds the process's one copy of each tag key (up to maxInterned of them): a
+// mesh's tag keys are few (Kuma's, and its pods' label keys) and repeat on every
+// dataplane, and dataplanes decoded apart - a file each, or one at a time from the control
+// plane - held a copy each (a Kubernetes dataplane's keys are ~150 bytes).
+var tagKeys internStrings
+
+// internStrings is a capped table of strings, each held once.
+type internStrings struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// get returns the table's copy of s, made now if the table is not full; false when it is
+// full and does not hold s.
+func (t *internStrings) get(s string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.m[s]; ok {
+		return c, true
+	}
+	if len(t.m) >= maxInterned {
+		return "", false
+	}
+	if t.m == nil {
+		t.m = make(map[string]string)
+	}
+	c := strings.Clone(s)
+	t.m[c] = c
+	return c, true
+}
+
 // sharedHealth is the shared InboundHealth equal to h (nil for nil).
 func sharedHealth(h *InboundHealth) *InboundHealth {
 	switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
 	"slices"
@@ -366,4 +367,70 @@ func TestTagValuesRememberedUpToMax(t *testing.T) {
 	if again := a.value(strings.Clone("pod-x")); unsafe.StringData(again) != unsafe.StringData(recent) {
 		t.Error("a value seen just before is copied again")
 	}
+}
+
+// Tag keys are one copy in the process: dataplanes decoded apart (a file each, or one at a
+// time from the control plane) share them.
+func TestTagKeysSharedBetweenFiles(t *testing.T) {
+	emptyTagKeys(t)
+	var keys []string
+	for _, name := range []string{"a", "b"} {
+		rs, err := Decode(name+".yaml", []byte("type: Dataplane\nmesh: default\nname: "+name+"\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, rs[0].(*Dataplane).Networking.Inbound[0].Tags[0].Key)
+	}
+	if keys[0] != ServiceTag || unsafe.StringData(keys[0]) != unsafe.StringData(keys[1]) {
+		t.Errorf("two files hold two copies of %s", ServiceTag)
+	}
+}
+
+// A text of one Kubernetes dataplane (mostly keys and indentation) holds its strings in one
+// block they fill, not in a block of a third of the text.
+func TestOneResourceBlockFitsItsStrings(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/kuma/kubernetes-dataplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := []byte(strings.ReplaceAll(string(raw), "NAME", "web"))
+	emptyTagKeys(t) // other tests' keys may have filled it
+	nodes, err := parseDocumentItems(text)
+	if err != nil || len(nodes) != 1 {
+		t.Fatal(len(nodes), err)
+	}
+	a := newStrArena(len(text))
+	a.fit(nodes[0])
+	r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
+	if len(errs) > 0 || redo {
+		t.Fatal(errs, redo)
+	}
+	dp := r.(*Dataplane)
+	block := unsafe.SliceData(a.block)
+	in := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return p >= uintptr(unsafe.Pointer(block)) && p+uintptr(len(s)) <= uintptr(unsafe.Pointer(block))+uintptr(cap(a.block))
+	}
+	if c := cap(a.block); c > 128 {
+		t.Errorf("a %d-byte text's strings in a block of %d bytes, want at most 128", len(text), c)
+	}
+	for _, s := range []string{dp.Name, dp.Networking.Address, dp.Networking.Inbound[0].Tags.Value(ServiceTag)} {
+		if !in(s) {
+			t.Errorf("%q is not in the one block", s)
+		}
+	}
+}
+
+// emptyTagKeys empties the process's table of tag keys for the test, and gives its keys
+// back after it.
+func emptyTagKeys(t *testing.T) {
+	tagKeys.mu.Lock()
+	saved := tagKeys.m
+	tagKeys.m = nil
+	tagKeys.mu.Unlock()
+	t.Cleanup(func() {
+		tagKeys.mu.Lock()
+		tagKeys.m = saved
+		tagKeys.mu.Unlock()
+	})
 }
