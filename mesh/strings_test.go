@@ -434,3 +434,37 @@ func emptyTagKeys(t *testing.T) {
 		tagKeys.mu.Unlock()
 	})
 }
+
+// A second pod of a workload adds its name and address to the file's strings, nothing
+// else: its tag values, state and transparent proxying's ipFamilyMode are the first pod's.
+func TestSecondPodAddsItsOwnStrings(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/kuma/kubernetes-dataplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name, address string) []byte {
+		return []byte(strings.NewReplacer("name: NAME", "name: "+name, "NAME", "web", "10.42.0.12", address).Replace(string(raw)))
+	}
+	a := newStrArena(0)
+	decode := func(text []byte) *Dataplane {
+		t.Helper()
+		nodes, err := parseDocumentItems(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
+		if len(errs) > 0 || redo {
+			t.Fatal(errs, redo)
+		}
+		return r.(*Dataplane)
+	}
+	decode(pod("web-7d9f8c5b4-x2kfp.kuma-demo", "10.42.0.12"))
+	used := len(a.block)
+	second := decode(pod("web-7d9f8c5b4-q8wzt.kuma-demo", "10.42.0.13"))
+	if tp := second.Networking.TransparentProxying(); tp == nil || tp.IPFamilyMode != "DualStack" {
+		t.Fatalf("transparent proxying read back %+v", tp)
+	}
+	if grew, want := len(a.block)-used, len("web-7d9f8c5b4-q8wzt.kuma-demo")+len("10.42.0.13"); grew != want {
+		t.Errorf("the second pod added %d bytes of strings, want %d (its name and address)", grew, want)
+	}
+}
