@@ -55,6 +55,7 @@ docs:
 		if stop() {
 			break
 		}
+		strs.reading(len(data) - (cap(data) - cap(doc.text))) // doc.text is a part of data, to its end
 		nodes, err := parseDocumentItems(doc.text)
 		if err != nil {
 			num++

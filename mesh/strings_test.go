@@ -468,3 +468,25 @@ func TestSecondPodAddsItsOwnStrings(t *testing.T) {
 		t.Errorf("the second pod added %d bytes of strings, want %d (its name and address)", grew, want)
 	}
 }
+
+// The blocks of a large text are sized to what the rest of the text will likely need: a
+// piece of a Kubernetes inventory (1 MB of text, 33 bytes of strings every 900 bytes) ends
+// in a block its strings nearly fill, not in a 32 KiB one they fill a sixth of.
+func TestLastBlockSizedToTheRest(t *testing.T) {
+	const text, every = 1_000_000, 900
+	a := newStrArena(text)
+	allocated, used := 0, 0
+	for at := 0; at+every <= text; at += every {
+		a.reading(text - at)
+		s := fmt.Sprintf("web-%07d-x2kfp.team-a 10.%06d", at, at) // none begins another
+		before := unsafe.SliceData(a.block)
+		a.put(s)
+		if unsafe.SliceData(a.block) != before {
+			allocated += cap(a.block)
+		}
+		used += len(s)
+	}
+	if empty := allocated - used; empty > used/8+1024 {
+		t.Errorf("%d bytes of blocks for %d bytes of strings: %d empty", allocated, used, empty)
+	}
+}
