@@ -2,9 +2,12 @@ package mesh
 
 import (
 	"encoding/json"
+	"hash/maphash"
 	"maps"
 	"slices"
+	"sync"
 	"unsafe"
+	"weak"
 )
 
 // strArena holds the strings of the resources decoded from one file. A parsed document's
@@ -224,7 +227,11 @@ func (a *strArena) remember(s string) string {
 //
 // Inbounds with the same tags (the replicas of a service) share one map: a map holding a
 // few tags costs ~340 bytes however few they are. Tags are never modified once decoded.
-func settle(rs []Resource) { settleIn(rs, nil) }
+//
+// A Dataplane decoded alone (a text of one resource: from the control plane, a resource at
+// a time, or a file per dataplane) shares its Kubernetes-sized sets with the other
+// dataplanes decoded alone that hold the same (liveSets).
+func settle(rs []Resource) { settleWith(rs, &tagSets{live: len(rs) == 1}) }
 
 // Settle is what Decode does to the resources of a file once they are decoded, for
 // resources read back another way (the agent's decode cache, where each string is an
@@ -245,8 +252,11 @@ func NewSettler() *Settler { return &Settler{strs: newStrArena(0)} }
 func (s *Settler) Settle(rs []Resource) { settleIn(rs, s.strs) }
 
 // settleIn is settle, copying the Dataplanes' strings into strs too when it is not nil.
-func settleIn(rs []Resource, strs *strArena) {
-	sets := tagSets{strs: strs}
+func settleIn(rs []Resource, strs *strArena) { settleWith(rs, &tagSets{strs: strs}) }
+
+// settleWith is settleIn, the inbounds' sets shared through sets.
+func settleWith(rs []Resource, sets *tagSets) {
+	strs := sets.strs
 	for i, r := range rs {
 		dp, ok := r.(*Dataplane)
 		if !ok {
@@ -324,6 +334,7 @@ type tagSets struct {
 	byText map[string]Tags
 	buf    []byte
 	strs   *strArena // when set, a new set's strings are copied there
+	live   bool      // share the sets of minLiveSet tags or more through liveSets
 }
 
 // share returns the set seen before with t's tags, or a copy of t (kept for the next ones).
@@ -342,6 +353,15 @@ func (s *tagSets) share(t Tags) Tags {
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
+	live := s.live && len(t) >= minLiveSet && len(t) <= maxLiveSet && !t.Has(instanceTag)
+	var h uint64
+	if live {
+		h = maphash.Bytes(liveSets.seed, b)&^maxLiveSet | uint64(len(t))
+		if m := liveSets.find(h, t); m != nil {
+			s.byText[string(b)] = m
+			return m
+		}
+	}
 	m := make(Tags, len(t))
 	for i, tg := range t {
 		if s.strs == nil {
@@ -351,5 +371,68 @@ func (s *tagSets) share(t Tags) Tags {
 		}
 	}
 	s.byText[string(b)] = m
+	if live {
+		liveSets.add(h, m)
+	}
 	return m
+}
+
+// A set shared through liveSets has minLiveSet to maxLiveSet tags, and no instanceTag: a
+// Kubernetes pod's inbound has 8 or more (256 bytes or more), where an entry (~50 bytes)
+// pays as soon as two replicas share it; a universal dataplane's one or two tags (32 or 64
+// bytes) do not, nor a set no other pod has (Kuma tags the inbounds of a headless
+// Service's pods, a StatefulSet's, with the pod's name).
+const (
+	minLiveSet  = 4
+	maxLiveSet  = 255 // the low byte of an entry's key is the set's length
+	instanceTag = "kuma.io/instance"
+)
+
+// liveSets holds the tag sets of dataplanes decoded alone, by their content's hash, weakly
+// (a set no dataplane holds any more is collected, and its entry dropped later): the
+// replicas of a workload sent one at a time by the control plane share one set as a file's
+// replicas do (tagSets).
+var liveSets = liveSetTable{seed: maphash.MakeSeed()}
+
+type liveSetTable struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	// m holds each set's first tag, weakly, by its content's hash, whose low byte is
+	// replaced by the set's length.
+	m     map[uint64]weak.Pointer[Tag]
+	prune int // the map's size at which the entries of collected sets are dropped
+}
+
+// find returns the live set of hash h equal to t, or nil.
+func (l *liveSetTable) find(h uint64, t Tags) Tags {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.m[h].Value()
+	if p == nil {
+		return nil
+	}
+	if c := Tags(unsafe.Slice(p, h&maxLiveSet)); c.Equal(t) {
+		return c
+	}
+	return nil // another set of the same hash
+}
+
+// add holds m as the set of hash h, and drops the entries of collected sets once the map
+// has doubled since the last time.
+func (l *liveSetTable) add(h uint64, m Tags) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = make(map[uint64]weak.Pointer[Tag])
+	}
+	l.m[h] = weak.Make(&m[0])
+	if len(l.m) < l.prune {
+		return
+	}
+	for k, p := range l.m {
+		if p.Value() == nil {
+			delete(l.m, k)
+		}
+	}
+	l.prune = max(2*len(l.m), 1024)
 }

@@ -443,7 +443,7 @@ func TestSecondPodAddsItsOwnStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := func(name, address string) []byte {
-		return []byte(strings.NewReplacer("name: NAME", "name: "+name, "NAME", "web", "10.42.0.12", address).Replace(string(raw)))
+		return []byte(strings.NewReplacer("\nname: NAME", "\nname: "+name, "NAME", "web", "10.42.0.12", address).Replace(string(raw)))
 	}
 	a := newStrArena(0)
 	decode := func(text []byte) *Dataplane {
@@ -489,4 +489,81 @@ func TestLastBlockSizedToTheRest(t *testing.T) {
 	if empty := allocated - used; empty > used/8+1024 {
 		t.Errorf("%d bytes of blocks for %d bytes of strings: %d empty", allocated, used, empty)
 	}
+}
+
+// kubePod is testdata/kuma/kubernetes-dataplane.yaml as the pod name of workload app,
+// alone in its text (as the control plane sends a resource).
+func kubePod(t *testing.T, name, app string) *Dataplane {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/kuma/kubernetes-dataplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := DecodeFromControlPlane("control plane Dataplane/"+name, []byte(strings.NewReplacer("\nname: NAME", "\nname: "+name, "NAME", app).Replace(string(raw))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs[0].(*Dataplane)
+}
+
+// Replicas decoded apart (the control plane sends a resource at a time) share one tag set
+// as a file's do; a set of another workload, a set Kuma gives one pod alone
+// (kuma.io/instance) and a universal dataplane's one tag are their own.
+func TestReplicasDecodedApartShareTags(t *testing.T) {
+	first := func(dp *Dataplane) *Tag { return &dp.Networking.Inbound[0].Tags[0] }
+	a, b := kubePod(t, "web-7d9f8c5b4-x2kfp.kuma-demo", "web"), kubePod(t, "web-7d9f8c5b4-q8wzt.kuma-demo", "web")
+	if first(a) != first(b) {
+		t.Error("two replicas decoded apart hold two tag sets")
+	}
+	if other := kubePod(t, "api-5c8d7b9f6-mm2xq.kuma-demo", "api"); first(other) == first(a) || other.Networking.Inbound[0].Tags.Value("app") != "api" {
+		t.Errorf("another workload's pod holds %v", other.Networking.Inbound[0].Tags)
+	}
+	if b.Name != "web-7d9f8c5b4-q8wzt.kuma-demo" || b.Networking.Inbound[0].Tags.Value("app") != "web" {
+		t.Errorf("the second replica read back as %s %v", b.Name, b.Networking.Inbound[0].Tags)
+	}
+	doc := "type: Dataplane\nmesh: default\nname: db-0.x\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 5432\n      tags:\n        app: db\n        k8s.kuma.io/namespace: x\n        kuma.io/instance: db-0\n        kuma.io/service: db_x_svc_5432\n"
+	var own []*Tag
+	for range 2 {
+		for _, d := range []string{doc, "type: Dataplane\nmesh: default\nname: u\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: u\n"} {
+			rs, err := DecodeFromControlPlane("control plane", []byte(d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			own = append(own, &rs[0].(*Dataplane).Networking.Inbound[0].Tags[0])
+		}
+	}
+	if own[0] == own[2] || own[1] == own[3] {
+		t.Error("a set with kuma.io/instance, or of one tag, is shared between dataplanes decoded apart")
+	}
+}
+
+// The entries of the sets no dataplane holds any more are dropped: the table does not
+// grow with every set ever decoded.
+func TestLiveSetsOfCollectedSetsDropped(t *testing.T) {
+	decodeMany := func(prefix string, n int) []*Dataplane {
+		out := make([]*Dataplane, n)
+		for i := range out {
+			out[i] = kubePod(t, fmt.Sprintf("%s%d-7d9f8c5b4-x2kfp.kuma-demo", prefix, i), fmt.Sprintf("%s%d", prefix, i))
+		}
+		return out
+	}
+	kept := decodeMany("gone", 3000)
+	liveSets.mu.Lock()
+	held := len(liveSets.m)
+	liveSets.mu.Unlock()
+	if held < 3000 {
+		t.Fatalf("%d sets in the table, want 3,000 or more", held)
+	}
+	runtime.KeepAlive(kept)
+	kept = nil
+	runtime.GC()
+	runtime.GC()
+	later := decodeMany("new", 3000)
+	liveSets.mu.Lock()
+	held = len(liveSets.m)
+	liveSets.mu.Unlock()
+	if held > 4096 {
+		t.Errorf("%d sets in the table after 3,000 were collected and 3,000 decoded, want at most 4,096", held)
+	}
+	runtime.KeepAlive(later)
 }
