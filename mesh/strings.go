@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"encoding/json"
 	"hash/maphash"
 	"maps"
 	"slices"
@@ -85,9 +84,9 @@ func (a *strArena) blockSize() int {
 
 // fit sizes the first block of a small text's arena (a file of one resource, a resource
 // from the control plane) to the strings of its first document, n as parsed: the bytes of
-// its scalars, when fewer than a third of the text. Most of a Kubernetes dataplane's text
-// is keys and indentation, and its tag keys are not copied (tagKeys): a third of its ~830
-// bytes was a 288-byte block for ~110 bytes of strings.
+// its string scalars, when fewer than a third of the text. Most of a Kubernetes
+// dataplane's text is keys and indentation, and its tag keys are not copied (tagKeys): a
+// third of its ~830 bytes was a 288-byte block for ~110 bytes of strings.
 func (a *strArena) fit(n any) {
 	if a == nil || a.block != nil || a.first >= arenaFirstBlock {
 		return
@@ -95,15 +94,12 @@ func (a *strArena) fit(n any) {
 	a.first = min(a.first, max(scalarBytes(n), 16))
 }
 
-// scalarBytes is the length of the scalars of a parsed node, as text.
+// scalarBytes is the length of the string scalars of a parsed node (numbers and booleans
+// are decoded as such: a tag value written as one is rare).
 func scalarBytes(n any) int {
 	switch n := n.(type) {
 	case string:
 		return len(n)
-	case json.Number:
-		return len(n)
-	case bool:
-		return len("false")
 	case map[string]any:
 		t := 0
 		for _, e := range n {
