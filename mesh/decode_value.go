@@ -434,9 +434,10 @@ func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 }
 
 // tagsValue decodes a mapping into Tags; a tag value YAML read as a number or a boolean must
-// be quoted (its text would change). Keys are the process's one copy of each (strArena.key),
-// values the file's one copy of each value seen lately (strArena.value): the pods' tags are copied
-// before their sets are shared (settle), and a Kubernetes mesh repeats most values.
+// be quoted (its text would change). Keys are the process's one copy of each
+// (strArena.key), values the file's one copy of each value seen lately (strArena.value):
+// the pods' tags are copied before their sets are shared (settle), and a Kubernetes mesh
+// repeats most values.
 func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 	m, ok := n.(map[string]any)
 	if !ok {
