@@ -464,9 +464,21 @@ func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 		d.strs = nil
 		d.value(reflect.ValueOf(&s).Elem(), m[k], d.keyPath(path, k))
 		d.strs = strs
-		out = append(out, Tag{Key: d.strs.key(k), Value: d.strs.value(s)})
+		out = append(out, Tag{Key: d.strs.key(k), Value: s})
 	}
-	v.Set(reflect.ValueOf(tagset.Sorted(out)))
+	v.Set(reflect.ValueOf(d.settleTags(tagset.Sorted(out))))
+}
+
+// settleTags returns tags, whose values are the text's still, with its values copied (or
+// the equal set of a replica decoded alone before: strArena.liveSet).
+func (d *decoder) settleTags(tags Tags) Tags {
+	if live := d.strs.liveSet(tags); live != nil {
+		return live
+	}
+	for i := range tags {
+		tags[i].Value = d.strs.value(tags[i].Value)
+	}
+	return tags
 }
 
 // quickTags fills the common tag set without reflection; a value that needs a word marks
@@ -491,9 +503,9 @@ func (d *decoder) quickTags(tags Tags, m map[string]any) Tags {
 		default:
 			d.failed = true
 		}
-		tags = append(tags, Tag{Key: d.strs.key(k), Value: d.strs.value(s)})
+		tags = append(tags, Tag{Key: d.strs.key(k), Value: s})
 	}
-	return tagset.Sorted(tags)
+	return d.settleTags(tagset.Sorted(tags))
 }
 
 func (d *decoder) structValue(v reflect.Value, n any, path string) {

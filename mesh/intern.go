@@ -172,6 +172,16 @@ const (
 	instanceTag = "kuma.io/instance"
 )
 
+// liveShareable reports whether t may be shared through liveSets.
+func liveShareable(t Tags) bool {
+	return len(t) >= minLiveSet && len(t) <= maxLiveSet && !t.Has(instanceTag)
+}
+
+// liveHash is the key in liveSets of the set of n tags whose text (setText) is b.
+func liveHash(b []byte, n int) uint64 {
+	return maphash.Bytes(liveSets.seed, b)&^maxLiveSet | uint64(n)
+}
+
 // liveSets holds the tag sets of dataplanes decoded alone, by their content's hash, weakly
 // (a set no dataplane holds any more is collected, and its entry dropped later): the
 // replicas of a workload sent one at a time by the control plane share one set as a file's

@@ -1,10 +1,11 @@
 package mesh
 
 import (
-	"hash/maphash"
 	"maps"
 	"slices"
 	"unsafe"
+
+	"github.com/kumadp/kuma-dp/tagset"
 )
 
 // strArena holds the strings of the resources decoded from one file. A parsed document's
@@ -27,6 +28,8 @@ type strArena struct {
 	// it is still to be decoded (see reading), used the bytes put in blocks so far: a new
 	// block is sized to what the rest will likely need (see blockSize).
 	text, rest, used int
+	// alone is set when the text is one resource (see liveSet)
+	alone bool
 	// last is the last string put, prev the one before: a string that begins another of a
 	// resource (a tag value "backend" after the name "backend-1", as universal
 	// dataplanes are often named after their service) is a part of its bytes, and one
@@ -85,11 +88,63 @@ func (a *strArena) blockSize() int {
 // its string scalars, when fewer than a third of the text. Most of a Kubernetes
 // dataplane's text is keys and indentation, and its tag keys are not copied (tagKeys): a
 // third of its ~830 bytes was a 288-byte block for ~110 bytes of strings.
+//
+// The values of a tag set a replica decoded alone takes from liveSets are not copied (see
+// liveSet), nor counted.
 func (a *strArena) fit(n any) {
 	if a == nil || a.block != nil || a.first >= arenaFirstBlock {
 		return
 	}
-	a.first = min(a.first, max(scalarBytes(n), 16))
+	size := scalarBytes(n)
+	if a.alone {
+		size -= liveValueBytes(n)
+	}
+	a.first = min(a.first, max(size, 16))
+}
+
+// liveValueBytes is the length of the values of the tag sets of a parsed node (mappings
+// under a "tags" key) that liveSets holds.
+func liveValueBytes(n any) int {
+	t := 0
+	switch n := n.(type) {
+	case map[string]any:
+		for k, e := range n {
+			if m, ok := e.(map[string]any); ok && k == "tags" {
+				t += liveSetValueBytes(m)
+			} else {
+				t += liveValueBytes(e)
+			}
+		}
+	case []any:
+		for _, e := range n {
+			t += liveValueBytes(e)
+		}
+	}
+	return t
+}
+
+// liveSetValueBytes is the length of the values of m, a parsed tag set, when liveSets holds
+// it (0 otherwise).
+func liveSetValueBytes(m map[string]any) int {
+	var arr [16]Tag
+	tags, size := Tags(arr[:0]), 0
+	for k, e := range m {
+		v, ok := e.(string)
+		if !ok {
+			return 0 // decoded another way
+		}
+		tags = append(tags, Tag{Key: k, Value: v})
+		size += len(v)
+	}
+	tags = tagset.Sorted(tags)
+	if !liveShareable(tags) {
+		return 0
+	}
+	var buf [512]byte
+	if liveSets.find(liveHash(setText(buf[:0], tags), len(tags)), tags) == nil {
+		return 0
+	}
+	return size
 }
 
 // scalarBytes is the length of the string scalars of a parsed node (numbers and booleans
@@ -135,9 +190,21 @@ func (a *strArena) share(s string) string {
 	if c, ok := a.common[s]; ok {
 		return c
 	}
-	c := a.put(s)
+	c := s
+	if !a.holds(s) { // a string copied already (a mesh's name, shared once decoded) is kept
+		c = a.put(s)
+	}
 	a.common[c] = c
 	return c
+}
+
+// holds reports whether s is in the arena's current block.
+func (a *strArena) holds(s string) bool {
+	if len(a.block) == 0 {
+		return false
+	}
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&a.block[0]))
+	return p >= start && p+uintptr(len(s)) <= start+uintptr(len(a.block))
 }
 
 // key returns the process's one copy of a tag key (tagKeys), or the arena's when that table
@@ -155,6 +222,18 @@ func (a *strArena) key(k string) string {
 	}
 	a.common[c] = c
 	return c
+}
+
+// liveSet returns the set of liveSets equal to t (whose values are not copied yet) when the
+// text is one resource, nil otherwise: a replica decoded alone takes its workload's set
+// without copying its values, which the set it takes has already.
+func (a *strArena) liveSet(t Tags) Tags {
+	if a == nil || !a.alone || !liveShareable(t) {
+		return nil
+	}
+	var buf [512]byte
+	b := setText(buf[:0], t)
+	return liveSets.find(liveHash(b, len(t)), t)
 }
 
 // maxValues is the number of distinct tag values an arena remembers: a Kubernetes mesh's
@@ -331,15 +410,21 @@ type tagSets struct {
 	live   bool      // share the sets of minLiveSet tags or more through liveSets
 }
 
+// setText appends the text of t's tags (each key and value ended by a 0) to b: equal sets
+// have equal texts.
+func setText(b []byte, t Tags) []byte {
+	for _, tg := range t { // sorted by key
+		b = append(append(append(append(b, tg.Key...), 0), tg.Value...), 0)
+	}
+	return b
+}
+
 // share returns the set seen before with t's tags, or a copy of t (kept for the next ones).
 func (s *tagSets) share(t Tags) Tags {
 	if len(t) == 0 {
 		return t
 	}
-	b := s.buf[:0]
-	for _, tg := range t { // sorted by key
-		b = append(append(append(append(b, tg.Key...), 0), tg.Value...), 0)
-	}
+	b := setText(s.buf[:0], t)
 	s.buf = b
 	if m, ok := s.byText[string(b)]; ok {
 		return m
@@ -347,10 +432,10 @@ func (s *tagSets) share(t Tags) Tags {
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
-	live := s.live && len(t) >= minLiveSet && len(t) <= maxLiveSet && !t.Has(instanceTag)
+	live := s.live && liveShareable(t)
 	var h uint64
 	if live {
-		h = maphash.Bytes(liveSets.seed, b)&^maxLiveSet | uint64(len(t))
+		h = liveHash(b, len(t))
 		if m := liveSets.find(h, t); m != nil {
 			s.byText[string(b)] = m
 			return m

@@ -618,3 +618,37 @@ func TestLiveSetsOfCollectedSetsDropped(t *testing.T) {
 	}
 	runtime.KeepAlive(later)
 }
+
+// A replica decoded alone takes its workload's tag set without copying the values: its
+// text's block holds its own strings (name, address, and the mesh's name and
+// ipFamilyMode, which a text of one resource copies once), nothing of its tags.
+func TestReplicaDecodedAloneCopiesNoValues(t *testing.T) {
+	emptyTagKeys(t) // other tests' keys may have filled it
+	first := kubePod(t, "web-7d9f8c5b4-x2kfp.kuma-demo", "web")
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "web-7d9f8c5b4-q8wzt.kuma-demo"
+	text := kubePodText(raw, name, "web")
+	nodes, err := parseDocumentItems(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newStrArena(len(text))
+	a.alone = true
+	a.fit(nodes[0])
+	r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
+	if len(errs) > 0 || redo {
+		t.Fatal(errs, redo)
+	}
+	second := r.(*Dataplane)
+	if &second.Networking.Inbound[0].Tags[0] != &first.Networking.Inbound[0].Tags[0] {
+		t.Fatal("the replica does not hold its workload's tag set")
+	}
+	own := len(name) + len(second.Networking.Address) + len("default") + len("DualStack")
+	if a.used != own || cap(a.block) > 64 {
+		t.Errorf("the replica's text holds %d bytes of strings in a block of %d, want %d (its own)", a.used, cap(a.block), own)
+	}
+	runtime.KeepAlive(first)
+}
