@@ -54,8 +54,8 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 			t.Errorf("%s: missing", host)
 			continue
 		}
-		if !reflect.DeepEqual(e.Ports(), []uint32{w.port}) || e.Origin() != w.origin || !reflect.DeepEqual(e.Tags, w.tags) {
-			t.Errorf("%s: ports %v origin %v tags %v; want %d %v %v", host, e.Ports(), e.Origin(), e.Tags, w.port, w.origin, w.tags)
+		if !reflect.DeepEqual(e.Ports(), []uint32{w.port}) || e.Origin() != w.origin || !reflect.DeepEqual(e.Tags(), w.tags) {
+			t.Errorf("%s: ports %v origin %v tags %v; want %d %v %v", host, e.Ports(), e.Origin(), e.Tags(), w.port, w.origin, w.tags)
 		}
 		if !svcPool.Contains(e.IPv4()) || extPool.Contains(e.IPv4()) || !v6.Contains(e.IPv6()) || e.IPv6().As16()[12] != e.IPv4().As4()[0] {
 			t.Errorf("%s: VIPs %s %s outside the pools or not twins", host, e.IPv4(), e.IPv6())
@@ -82,6 +82,10 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 	if len(skips) != 1 || !strings.Contains(skips[0], `service-by-zone{kuma.io/service=legacy,kuma.io/zone=<missing>}`) ||
 		!strings.Contains(skips[0], `"kuma.io/zone"`) {
 		t.Errorf("skips = %q", skips)
+	}
+	// The skip has the one tag of the two its selector's tuples have.
+	if sk := tb.Skipped(); len(sk) != 1 || !reflect.DeepEqual(sk[0].Tags, mesh.TagsOf(map[string]string{mesh.ServiceTag: "legacy"})) {
+		t.Errorf("skips = %+v", sk)
 	}
 	// Outbounds carry the hostname, one per hostname and port.
 	obs := tb.Outbounds()
@@ -147,8 +151,9 @@ func TestCollisions(t *testing.T) {
 	if !ok {
 		t.Fatal("shared.mesh missing")
 	}
-	if e.Origin().Name != "b-older" || !reflect.DeepEqual(e.Ports(), []uint32{80, 9090}) || len(e.Targets()) != 2 {
-		t.Fatalf("shared.mesh = %+v", e)
+	if e.Origin().Name != "b-older" || !reflect.DeepEqual(e.Ports(), []uint32{80, 9090}) || len(e.Targets()) != 2 ||
+		!reflect.DeepEqual(e.Tags(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})) {
+		t.Fatalf("shared.mesh = %+v", e.Data())
 	}
 	if e.Targets()[1].Origin.Name != "c-port" || e.Targets()[1].Tags.Value(mesh.ServiceTag) != "legacy" ||
 		e.Targets()[0].Tags.Value(mesh.ServiceTag) != "web" {
