@@ -3,6 +3,7 @@ package vipalloc
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,6 +133,19 @@ func TestDefaultNamesOnOff(t *testing.T) {
 	port := allocate(t, newAlloc(t, func(c *Config) { c.DefaultPort = 8000 }), snap(dps, nil))
 	if e, _ := port.Lookup("web.mesh"); e == nil || e.Ports()[0] != 8000 {
 		t.Errorf("DefaultPort 8000: %+v", e)
+	}
+}
+
+// A default name's tags are the inbound's own kuma.io/service tag, whatever other tags the
+// inbound has (a Kubernetes pod's have a dozen): no tag set of its own per name.
+func TestDefaultNameTagIsTheInbounds(t *testing.T) {
+	web := dp("web-1", svc("web", "v1", "zone-1"))
+	tb := allocate(t, newAlloc(t, nil), snap([]*mesh.Dataplane{web}, nil))
+	e, ok := tb.Lookup("web.mesh")
+	in := web.Networking.Inbound[0].Tags
+	i := slices.IndexFunc(in, func(tg mesh.Tag) bool { return tg.Key == mesh.ServiceTag })
+	if !ok || !reflect.DeepEqual(e.Tags(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})) || &e.Tags()[0] != &in[i] {
+		t.Errorf("web.mesh: %+v, its tag not the inbound's", e)
 	}
 }
 

@@ -427,11 +427,14 @@ func (x *expander) visitDefault(in *inbound) {
 }
 
 // defaultTag is the one tag of a default name, {kuma.io/service: svc}: the inbound's own
-// when it holds just that (the common one-tag inbound; tag sets are never modified once
-// decoded), so that the name costs no tag set of its own.
+// (tag sets are never modified once decoded; an entry's tags are a pointer to the first and
+// their count, so a one-tag set can be any one tag of the inbound's), so that the name costs
+// no tag set of its own, whatever other tags the inbound has.
 func defaultTag(in mesh.Tags, svc string) *mesh.Tag {
-	if len(in) == 1 && in[0] == (mesh.Tag{Key: mesh.ServiceTag, Value: svc}) {
-		return &in[0]
+	for i := range in {
+		if in[i] == (mesh.Tag{Key: mesh.ServiceTag, Value: svc}) {
+			return &in[i]
+		}
 	}
 	return &mesh.Tag{Key: mesh.ServiceTag, Value: svc}
 }
