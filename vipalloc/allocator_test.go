@@ -149,6 +149,32 @@ func TestDefaultNameTagIsTheInbounds(t *testing.T) {
 	}
 }
 
+// A policy tuple's tags are the run of the inbound's own tags that holds them when there is
+// one (no tag set of its own), else a set of its own, never the expander's buffer.
+func TestPolicyTupleTagsAreTheInbounds(t *testing.T) {
+	web := dp("web-1", svc("web", "v1", "zone-1"))
+	in := web.Networking.Inbound[0].Tags // kuma.io/service, kuma.io/zone, version
+	byService := vo("by-service", "{{service}}.x", "80", map[string]string{mesh.ServiceTag: "service"},
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))
+	byZone := vo("by-zone", "{{service}}.{{zone}}.x", "80", map[string]string{mesh.ServiceTag: "service", mesh.ZoneTag: "zone"},
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))
+	byVersion := vo("by-version", "{{service}}.{{version}}.x", "80", map[string]string{mesh.ServiceTag: "service", "version": "version"},
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))
+	tb := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }),
+		snap([]*mesh.Dataplane{web, dp("xapi-1", svc("xapi", "v2", "zone-2"))}, []*mesh.VirtualOutbound{byService, byZone, byVersion}))
+	for host, want := range map[string]mesh.Tags{"web.x": in[:1], "web.zone-1.x": in[:2],
+		"web.v1.x": {in[0], in[2]}} {
+		e, ok := tb.Lookup(host)
+		if !ok || !reflect.DeepEqual(e.Tags(), want) {
+			t.Errorf("%s: %+v, want tags %v", host, e, want)
+			continue
+		}
+		if inRun := &e.Tags()[0] == &in[0]; inRun != (len(want) != 2 || want[1] == in[1]) {
+			t.Errorf("%s: tags in the inbound's set %v", host, inRun)
+		}
+	}
+}
+
 func TestCollisions(t *testing.T) {
 	dps := smallMesh()
 	older := vo("b-older", "shared.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,8 +123,9 @@ type expander struct {
 	fresh candMap
 	hosts *[hostShards]hostMap
 	buf   []byte
-	hbuf  []byte // a default name's hostname, being looked up
-	kbuf  []byte // a policy tuple's key as its tags spell it
+	hbuf  []byte    // a default name's hostname, being looked up
+	tbuf  mesh.Tags // a policy tuple's tags, being built
+	kbuf  []byte    // a policy tuple's key as its tags spell it
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
@@ -323,7 +325,7 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 	b := x.buf
 	c := &candidate{}
 	c.detail = sel.detail // it holds len(sel.dest), the count of the tags of a tuple none lacks
-	tags := make(mesh.Tags, 0, len(sel.dest))
+	tags := x.tbuf[:0]
 	var absent []string
 	for _, d := range sel.dest {
 		switch v, ok := in.get(d.k, d.idx); {
@@ -336,7 +338,8 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 		}
 	}
 	tags = tagset.Sorted(tags)
-	c.setTags(tags)
+	x.tbuf = tags
+	c.setTags(inboundRun(in.tags, tags))
 	keyLen := len(b)
 	// Rendered with the tags present, as Kuma does: a tag the inbound lacks fails only a
 	// template that needs it (a parameter the template never uses, or one it tolerates the
@@ -366,6 +369,24 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 		c.setPort(port)
 	}
 	return c
+}
+
+// inboundRun returns tags (sorted) as the candidate keeps them: the run of the inbound's own
+// tags in that holds them when there is one (a tuple of the one tag it takes from the
+// inbound, kuma.io/service most often; tag sets are never modified once decoded), else a
+// set of their own.
+func inboundRun(in, tags mesh.Tags) mesh.Tags {
+	if len(tags) > 0 {
+		for i := range in {
+			if in[i].Key == tags[0].Key {
+				if run := in[i:min(i+len(tags), len(in))]; slices.Equal(run, tags) {
+					return run
+				}
+				break
+			}
+		}
+	}
+	return slices.Clone(tags)
 }
 
 func (x *expander) count(c *candidate, delta int32) {
