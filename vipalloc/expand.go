@@ -371,10 +371,10 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 	return c
 }
 
-// inboundRun returns tags (sorted) as the candidate keeps them: the run of the inbound's own
-// tags in that holds them when there is one (a tuple of the one tag it takes from the
-// inbound, kuma.io/service most often; tag sets are never modified once decoded), else a
-// set of their own.
+// inboundRun returns a tuple's tags (sorted) as its candidate keeps them: the run of in, the
+// inbound's own tags, that holds them when there is one (always for a tuple of the one tag
+// it takes from the inbound, kuma.io/service most often; tag sets are never modified once
+// decoded), else a set of their own.
 func inboundRun(in, tags mesh.Tags) mesh.Tags {
 	if len(tags) > 0 {
 		for i := range in {
