@@ -207,8 +207,12 @@ func (a *strArena) holds(s string) bool {
 	return p >= start && p+uintptr(len(s)) <= start+uintptr(len(a.block))
 }
 
+// maxTagKey is the longest tag key tagKeys holds: a Kubernetes label key's longest (a
+// 253-byte prefix, a slash and a 63-byte name); the table holds at most ~320 KB.
+const maxTagKey = 253 + 1 + 63
+
 // key returns the process's one copy of a tag key (tagKeys), or the arena's when that table
-// is full.
+// is full or the key longer than maxTagKey.
 func (a *strArena) key(k string) string {
 	if a == nil || k == "" {
 		return k
@@ -216,7 +220,10 @@ func (a *strArena) key(k string) string {
 	if c, ok := a.common[k]; ok {
 		return c
 	}
-	c, ok := tagKeys.get(k)
+	c, ok := "", false
+	if len(k) <= maxTagKey {
+		c, ok = tagKeys.get(k)
+	}
 	if !ok {
 		return a.share(k)
 	}

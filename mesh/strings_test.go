@@ -652,3 +652,21 @@ func TestReplicaDecodedAloneCopiesNoValues(t *testing.T) {
 	}
 	runtime.KeepAlive(first)
 }
+
+// A tag key longer than a Kubernetes label key's longest stays in its file's strings: the
+// process's table of keys, which lives as long as the process, holds at most
+// maxInterned keys of maxTagKey bytes.
+func TestLongTagKeyNotHeldByTheProcess(t *testing.T) {
+	emptyTagKeys(t)
+	long := strings.Repeat("k", maxTagKey+1)
+	a := newStrArena(0)
+	if got := a.key(long); got != long || !a.holds(got) {
+		t.Errorf("a %d-byte key is not the file's own copy", len(long))
+	}
+	if _, held := tagKeys.m[long]; held {
+		t.Errorf("a %d-byte key is held by the process", len(long))
+	}
+	if got := a.key("app"); tagKeys.m["app"] != got {
+		t.Error("a short key is not the process's copy")
+	}
+}
