@@ -140,16 +140,19 @@ func (r *responder) build(buf []byte, q *query, e *vipalloc.Entry, cname, ptr bo
 	case ptr:
 		if q.qtype == dns.TypePTR || q.qtype == dns.TypeANY {
 			buf = r.rrHead(buf, 0xC00C, dns.TypePTR)
-			buf, an = appendNameRData(buf, canonical(e.Hostname)), 1
+			var hb [256]byte
+			buf, an = appendNameRData(buf, servedName(hb[:0], e)), 1
 		}
 	case cname:
 		buf = r.rrHead(buf, 0xC00C, dns.TypeCNAME)
 		target := uint16(len(buf) - start + 2) // the CNAME's RDATA is the target's name
-		buf = appendNameRData(buf, canonical(e.Hostname))
+		var hb [256]byte
+		host := servedName(hb[:0], e)
+		buf = appendNameRData(buf, host)
 		an = 1
 		// a NODATA after the CNAME is about its target (RFC 2308 2.2): the SOA is the
 		// target's, the same as a direct question for the hostname gets
-		soaOwner, soaLen = 0xC000|target, len(canonical(e.Hostname))+2
+		soaOwner, soaLen = 0xC000|target, len(host)+2
 		if q.qtype != dns.TypeCNAME {
 			var k uint16
 			buf, k = r.addresses(buf, 0xC000|target, q.qtype, e)
@@ -203,7 +206,7 @@ func (r *responder) rrHead(b []byte, owner, typ uint16) []byte {
 }
 
 // appendNameRData appends RDLENGTH and an RDATA holding one uncompressed name.
-func appendNameRData(b []byte, host string) []byte {
+func appendNameRData[S string | []byte](b []byte, host S) []byte {
 	at := len(b)
 	b = appendName(append(b, 0, 0), host)
 	binary.BigEndian.PutUint16(b[at:], uint16(len(b)-at-2))
@@ -213,6 +216,22 @@ func appendNameRData(b []byte, host string) []byte {
 // canonical is the form hostnames are served in: lower case, no final dot. It does not
 // allocate for names that already are.
 func canonical(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// servedName appends e's hostname in canonical form to b (a default name's is built there:
+// the entry keeps no string of it).
+func servedName(b []byte, e *vipalloc.Entry) []byte {
+	start := len(b)
+	b = e.AppendHostname(b)
+	h := b[start:]
+	canon := len(h) == 0 || h[len(h)-1] != '.'
+	for _, ch := range h {
+		canon = canon && !('A' <= ch && ch <= 'Z' || ch >= 0x80)
+	}
+	if !canon {
+		return append(b[:start], canonical(string(h))...)
+	}
+	return b
+}
 
 // addresses appends the A and/or AAAA records of e that qtype asks for.
 func (r *responder) addresses(b []byte, owner, qtype uint16, e *vipalloc.Entry) ([]byte, uint16) {

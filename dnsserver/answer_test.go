@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kumadp/kuma-dp/mesh"
+	"github.com/kumadp/kuma-dp/vipalloc"
 	"github.com/miekg/dns"
 )
 
@@ -398,6 +400,88 @@ func TestSOAAnswered(t *testing.T) {
 				soa[0].String() != nodata.Ns[0].String() || soa[0].Header().Name != tc.owner {
 				t.Errorf("%s %s SOA: want the NODATA's SOA (%v) as the answer, owned by %s; got %v", mode, tc.qname, nodata.Ns, tc.owner, r)
 			}
+		}
+	}
+}
+
+// TestDefaultNameAnswersAllocateNothing: a default `<service>.mesh` name keeps no string of
+// its hostname (vipalloc builds it from its tag); its answers - the name itself, through a
+// search domain (a CNAME to it) and by address (a PTR to it) - still name it in full and
+// allocate nothing.
+func TestDefaultNameAnswersAllocateNothing(t *testing.T) {
+	// The example mesh's dataplanes without its policies: every name is a default one, a
+	// long Kubernetes-style one among them.
+	rs, err := mesh.LoadFile("../testdata/mesh/policies/dataplanes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := rs[0].(*mesh.Dataplane)
+	snap, err := mesh.NewSnapshot(self, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := vipalloc.New(vipalloc.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := alloc.Allocate(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Addrs: []string{"127.0.0.1:0"}, Upstreams: []string{"127.0.0.1:9"}, ResolvConf: "/nonexistent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.resp.search = searchDomains
+	s.Swap(table)
+	long := false
+	for _, e := range table.Available() {
+		if e.Origin().Kind != vipalloc.OriginService || !e.IPv4().IsValid() {
+			continue
+		}
+		long = long || len(e.Hostname()) > 32
+		checkAnswersAllocateNothing(t, s, e)
+	}
+	if !long {
+		t.Error("no default name longer than 32 bytes in the example mesh")
+	}
+}
+
+func checkAnswersAllocateNothing(t *testing.T, s *Server, e *vipalloc.Entry) {
+	t.Helper()
+	host := e.Hostname() + "."
+	rev, _ := dns.ReverseAddr(e.IPv4().String())
+	for _, tc := range []struct {
+		qname string
+		qtype uint16
+		want  string
+	}{
+		{host, dns.TypeA, host + " IN A " + e.IPv4().String()},
+		{e.Hostname() + "." + searchDomains[1] + ".", dns.TypeA, "IN CNAME " + host},
+		{rev, dns.TypePTR, rev + " IN PTR " + host},
+	} {
+		pkt, _ := question(tc.qname, tc.qtype).Pack()
+		out := make([]byte, 0, 1024)
+		answer := func() []byte {
+			var q query
+			if !parseQuery(pkt, &q) {
+				t.Fatalf("%s: not parsed", tc.qname)
+			}
+			resp, kind := s.resp.answer(&q, out[:0], q.limit())
+			if kind != answered {
+				t.Fatalf("%s: not answered", tc.qname)
+			}
+			return resp
+		}
+		var m dns.Msg
+		if err := m.Unpack(answer()); err != nil || len(m.Answer) == 0 {
+			t.Fatalf("%s: %v, %v", tc.qname, err, m.Answer)
+		}
+		if got := strings.Join(rrStrings(m.Answer[:1], false), ""); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %s, want %s", tc.qname, got, tc.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { answer() }); n != 0 {
+			t.Errorf("%s: %v allocations an answer", tc.qname, n)
 		}
 	}
 }

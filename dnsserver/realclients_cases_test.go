@@ -197,7 +197,7 @@ func newWorld(t *testing.T, extras bool) *world {
 	for _, e := range []*vipalloc.Entry{w.v4only, w.v6only, w.long} {
 		for _, a := range []netip.Addr{e.IPv4(), e.IPv6()} {
 			if other, ok := tbl.LookupAddr(a); a.IsValid() && ok {
-				t.Fatalf("test VIP %s of %s is taken by %s in the example mesh", a, e.Hostname, other.Hostname)
+				t.Fatalf("test VIP %s of %s is taken by %s in the example mesh", a, e.Hostname(), other.Hostname())
 			}
 		}
 	}
@@ -216,10 +216,10 @@ func (w *world) queries() []string {
 	for _, e := range w.table.Available() {
 		// every hostname of the example mesh, short, as an application writes it: with
 		// ndots:5 the client tries it under each search domain first
-		qs = append(qs, "0:"+e.Hostname)
+		qs = append(qs, "0:"+e.Hostname())
 		if e.MeshExternalService() != "" || strings.HasPrefix(e.IPv4().String(), "242.") {
 			mes = e
-		} else if plain == nil && strings.HasSuffix(e.Hostname, ".mesh") && strings.Count(e.Hostname, ".") == 1 {
+		} else if plain == nil && strings.HasSuffix(e.Hostname(), ".mesh") && strings.Count(e.Hostname(), ".") == 1 {
 			plain = e
 		}
 	}
@@ -227,20 +227,20 @@ func (w *world) queries() []string {
 		if e == nil {
 			continue
 		}
-		h := e.Hostname
+		h := e.Hostname()
 		qs = append(qs, "4:"+h, "6:"+h, "0:"+strings.ToUpper(h), "0:"+h+".", "0:"+h+"."+searchDomains[1],
 			"p:"+e.IPv4().String(), "p:"+e.IPv6().String())
 	}
-	if _, ok := w.table.Lookup(w.v4only.Hostname); ok {
-		qs = append(qs, "0:"+w.v4only.Hostname, "6:"+w.v4only.Hostname, "4:"+w.v6only.Hostname, "0:"+w.v6only.Hostname,
-			"0:"+w.long.Hostname, "6:"+w.long.Hostname, "p:"+w.v6only.IPv6().String())
+	if _, ok := w.table.Lookup(w.v4only.Hostname()); ok {
+		qs = append(qs, "0:"+w.v4only.Hostname(), "6:"+w.v4only.Hostname(), "4:"+w.v6only.Hostname(), "0:"+w.v6only.Hostname(),
+			"0:"+w.long.Hostname(), "6:"+w.long.Hostname(), "p:"+w.v6only.IPv6().String())
 	}
 	qs = append(qs,
 		"0:example.org", "4:example.org", "6:example.org",
 		"0:v4only.example.org", "6:v4only.example.org",
 		"0:big.example.org", "4:big.example.org", "6:big.example.org",
 		"0:upsvc", "4:upsvc",
-		"0:nope.example.org", "0:nope.mesh", "4:nope-"+w.v4only.Hostname,
+		"0:nope.example.org", "0:nope.mesh", "4:nope-"+w.v4only.Hostname(),
 		// an address of the VIP range that is no VIP: forwarded, NXDOMAIN
 		"p:"+w.unallocated(),
 		// asked only once the upstream is down (upstream down variant)
@@ -326,7 +326,7 @@ func (w *world) expect(c *realClient, v variant, q string) []string {
 		if !ok {
 			return nil
 		}
-		return []string{e.Hostname}
+		return []string{e.Hostname()}
 	}
 	for _, cand := range v.candidates(name) {
 		v4, v6, ok := w.owner(cand)
@@ -363,7 +363,7 @@ func (w *world) local(v variant, q string) bool {
 		return true
 	}
 	for _, sd := range searchDomains {
-		if e, ok := w.table.Lookup(strings.TrimSuffix(first, "."+sd)); ok && e.Status == vipalloc.Available && first != e.Hostname {
+		if e, ok := w.table.Lookup(strings.TrimSuffix(first, "."+sd)); ok && e.Status == vipalloc.Available && first != e.Hostname() {
 			return true
 		}
 	}

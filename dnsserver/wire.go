@@ -163,7 +163,7 @@ func lowerKey(dst *[maxName]byte, name []byte) ([]byte, bool) {
 }
 
 // appendName appends the wire form of a valid lower-case hostname (no final dot).
-func appendName(b []byte, host string) []byte {
+func appendName[S string | []byte](b []byte, host S) []byte {
 	start := len(b)
 	b = append(b, 0)
 	for i := 0; i < len(host); i++ {

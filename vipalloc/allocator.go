@@ -71,7 +71,7 @@ const (
 // hostLists holds the name, the candidates and the entries (sorted by key) of a hostname
 // that has had several candidates or entries.
 type hostLists struct {
-	name    string
+	name    hostName
 	cands   []*candidate
 	entries []*Entry
 }
@@ -98,13 +98,16 @@ func (hs *hostState) cand() *candidate {
 	return (*candidate)(hs.p)
 }
 
-// name is the hostname.
-func (hs *hostState) name() string {
+// host is the hostname, without building it.
+func (hs *hostState) host() hostName {
 	if l := hs.many(); l != nil {
 		return l.name
 	}
-	return hs.cand().Hostname
+	return hs.cand().host()
 }
+
+// name is the hostname (built on call for a default name: see Entry.host).
+func (hs *hostState) name() string { return hs.host().String() }
 
 // cands returns the candidates proposing the hostname (the caller may reorder them).
 func (hs *hostState) cands() []*candidate {
@@ -124,7 +127,7 @@ func (hs *hostState) lists() *hostLists {
 	if l := hs.many(); l != nil {
 		return l
 	}
-	l := &hostLists{name: hs.name(), cands: slices.Clone(hs.cands())}
+	l := &hostLists{name: hs.host(), cands: slices.Clone(hs.cands())}
 	if hs.bits&hsEntry != 0 {
 		l.entries = []*Entry{&hs.cand().Entry}
 	}
@@ -236,8 +239,8 @@ func (r *round) touch(hs *hostState) {
 const hostShards = 2
 
 // host is the state of hostname h, or nil.
-func (a *Allocator) host(h string) *hostState {
-	x := hostHash(h)
+func (a *Allocator) host(h hostName) *hostState {
+	x := h.hash()
 	return a.hosts[x%hostShards].get(x, h)
 }
 
@@ -250,29 +253,29 @@ func (a *Allocator) hostCount() int {
 }
 
 // touchHost marks a hostname for re-resolution (if it still exists).
-func (r *round) touchHost(h string) {
+func (r *round) touchHost(h hostName) {
 	if hs := r.a.host(h); hs != nil {
 		r.touch(hs)
 	}
 }
 
 func (r *round) add(c *candidate) {
-	if c.Hostname == "" {
+	if !c.hasHost() {
 		r.a.skips[c.Origin().Kind+"/"+c.Key()] = c
 		r.skipsChanged = true
 		return
 	}
-	x := hostHash(c.Hostname)
+	x := c.host().hash()
 	r.touch(r.a.place(&r.a.hosts[x%hostShards], x, c))
 }
 
 func (r *round) remove(c *candidate) {
-	if c.Hostname == "" {
+	if !c.hasHost() {
 		delete(r.a.skips, c.Origin().Kind+"/"+c.Key())
 		r.skipsChanged = true
 		return
 	}
-	x := hostHash(c.Hostname)
+	x := c.host().hash()
 	if hs := unplace(&r.a.hosts[x%hostShards], x, c); hs != nil {
 		r.touch(hs)
 	}
@@ -281,7 +284,7 @@ func (r *round) remove(c *candidate) {
 // place adds c to its hostname (hashing to h) in hosts (its shard) and returns the
 // hostname's state.
 func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate) *hostState {
-	hs := hosts.get(h, c.Hostname)
+	hs := hosts.get(h, c.host())
 	if hs == nil {
 		return hosts.add(h, c)
 	}
@@ -292,7 +295,7 @@ func (a *Allocator) place(hosts *hostMap, h uint64, c *candidate) *hostState {
 // unplace removes c from its hostname (hashing to h) in hosts; nil when the hostname is
 // unknown.
 func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
-	hs := hosts.get(h, c.Hostname)
+	hs := hosts.get(h, c.host())
 	if hs == nil {
 		return nil
 	}
@@ -352,7 +355,7 @@ func (a *Allocator) Allocate(s *mesh.Snapshot) (*Table, error) {
 		if a.ownerSource(k) != nil {
 			mesAdded = append(mesAdded, k)
 		} else {
-			r.touchHost(k)
+			r.touchHost(hostName{head: k})
 		}
 	}
 	t := a.resolve(r, mesAdded)

@@ -68,7 +68,7 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 		if e.Origin().Kind == OriginService {
 			lost++
 			if e.Status != NotAvailable || !strings.Contains(e.Reason(), `VirtualOutbound "default"`) {
-				t.Errorf("default name %s: status %s reason %q", e.Hostname, e.Status, e.Reason())
+				t.Errorf("default name %s: status %s reason %q", e.Hostname(), e.Status, e.Reason())
 			}
 		}
 	}
@@ -279,7 +279,7 @@ func TestPoolExhausted(t *testing.T) {
 	for _, e := range tb.Entries() {
 		if e.Status == Available {
 			if v := e.IPv4().As4()[3]; v != 1 && v != 2 {
-				t.Errorf("%s got %s", e.Hostname, e.IPv4())
+				t.Errorf("%s got %s", e.Hostname(), e.IPv4())
 			}
 		} else {
 			full = append(full, e)
@@ -315,7 +315,7 @@ func TestMeshExternalServices(t *testing.T) {
 	if !ok || e2.IPv4() != e.IPv4() {
 		t.Errorf("second hostname of mydomain = %+v; want the same VIP %s", e2, e.IPv4())
 	}
-	if ptr, _ := tb.LookupAddr(e.IPv4()); ptr == nil || ptr.Hostname != "mydomain.svc.meshext.local" {
+	if ptr, _ := tb.LookupAddr(e.IPv4()); ptr == nil || ptr.Hostname() != "mydomain.svc.meshext.local" {
 		t.Errorf("PTR of a MES VIP = %+v", ptr)
 	}
 	// One outbound per VIP and port: the two hostnames of mydomain share one listener.
@@ -403,7 +403,7 @@ func TestPolicyChanges(t *testing.T) {
 func keysOf(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, e.Hostname+" "+e.Key()+" "+e.Status.String())
+		out = append(out, e.Hostname()+" "+e.Key()+" "+e.Status.String())
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func (a *Allocator) vipOf(key string) (uint32, bool) {
 		v, ok := a.mesVIPs[key]
 		return v, ok
 	}
-	if hs := a.host(key); hs != nil && hs.hasVIP {
+	if hs := a.host(hostName{head: key}); hs != nil && hs.hasVIP {
 		return hs.vip, true
 	}
 	return 0, false

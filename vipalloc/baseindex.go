@@ -81,7 +81,8 @@ func (b *baseIndex) buildNames(size int) {
 		if e.Status != Available {
 			continue
 		}
-		h := hostHash(e.Hostname)
+		host := e.host()
+		h := host.hash()
 		slot := b.slot(uint32(h), pos)
 		for i := int(h >> b.shift); ; i = (i + 1) & mask {
 			s := b.names[i]
@@ -90,7 +91,7 @@ func (b *baseIndex) buildNames(size int) {
 				b.count++
 				break
 			}
-			if b.tag(s) == b.tagOf(uint32(h)) && b.all[b.pos(s)].Hostname == e.Hostname {
+			if b.tag(s) == b.tagOf(uint32(h)) && b.all[b.pos(s)].host().equal(host) {
 				b.names[i] = slot // the last one wins, like a map assignment
 				break
 			}
@@ -135,7 +136,7 @@ func (b *baseIndex) name(name string) (*Entry, bool) {
 			return nil, false
 		}
 		if b.tag(s) == tag {
-			if e := b.all[b.pos(s)]; e.Hostname == name {
+			if e := b.all[b.pos(s)]; hostIs(e, name) {
 				return e, true
 			}
 		}

@@ -32,7 +32,7 @@ func TestBaseIndexMisses(t *testing.T) {
 		}
 		misses++
 		if e, ok := tb.LookupAddr(u4(v)); ok {
-			t.Fatalf("LookupAddr(%s) = %s, want none", u4(v), e.Hostname)
+			t.Fatalf("LookupAddr(%s) = %s, want none", u4(v), e.Hostname())
 		}
 	}
 
@@ -41,7 +41,7 @@ func TestBaseIndexMisses(t *testing.T) {
 		NewEntry(EntryData{Hostname: "b.ext", IPv4: shared, Ports: []uint32{80}, Key: "b", Status: Available}),
 		NewEntry(EntryData{Hostname: "a.ext", IPv4: shared, Ports: []uint32{80}, Key: "a", Status: Available}),
 	}, nil)
-	if e, ok := hand.LookupAddr(shared); !ok || e.Hostname != "a.ext" {
+	if e, ok := hand.LookupAddr(shared); !ok || e.Hostname() != "a.ext" {
 		t.Errorf("LookupAddr(%s) = %v, %v; want a.ext", shared, e, ok)
 	}
 	if hand.Len() != 2 {

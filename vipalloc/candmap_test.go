@@ -42,13 +42,13 @@ func TestCandMapCollision(t *testing.T) {
 func TestHostMapCollision(t *testing.T) {
 	m := newHostMap(0)
 	h := hostHash("a.mesh")
-	a := m.add(h, &candidate{Entry: Entry{Hostname: "a.mesh"}})
-	b := m.add(h, &candidate{Entry: Entry{Hostname: "b.mesh"}}) // as if b.mesh hashed to h too
-	if m.get(h, a.name()) != a || m.get(h, b.name()) != b || m.len() != 2 || a == b {
+	a := m.add(h, &candidate{Entry: Entry{hostname: "a.mesh"}})
+	b := m.add(h, &candidate{Entry: Entry{hostname: "b.mesh"}}) // as if b.mesh hashed to h too
+	if m.get(h, a.host()) != a || m.get(h, b.host()) != b || m.len() != 2 || a == b {
 		t.Fatalf("after two adds on one hash: len %d", m.len())
 	}
 	m.del(h, a)
-	if m.get(h, "b.mesh") != b || m.get(h, "a.mesh") != nil || m.len() != 1 {
+	if m.get(h, hostName{head: "b.mesh"}) != b || m.get(h, hostName{head: "a.mesh"}) != nil || m.len() != 1 {
 		t.Errorf("after removing a.mesh: b.mesh lost or a.mesh still there (len %d)", m.len())
 	}
 	m.del(h, b)
@@ -81,7 +81,7 @@ func TestHostMapAgreesWithMap(t *testing.T) {
 			t.Fatalf("%s: each visited %d, want %d", when, seen, len(want))
 		}
 		for i := 0; i < 3000; i++ {
-			if got := m.get(hostHash(name(i)), name(i)); got != want[name(i)] {
+			if got := m.get(hostHash(name(i)), hostName{head: name(i)}); got != want[name(i)] {
 				t.Fatalf("%s: get(%s) = %p, want %p", when, name(i), got, want[name(i)])
 			}
 			if got := findHost(&m, hostHash(name(i)), []byte(name(i))); got != want[name(i)] {
@@ -90,7 +90,7 @@ func TestHostMapAgreesWithMap(t *testing.T) {
 		}
 	}
 	for i := 0; i < 2000; i++ {
-		want[name(i)] = m.add(hostHash(name(i)), &candidate{Entry: Entry{Hostname: name(i)}})
+		want[name(i)] = m.add(hostHash(name(i)), &candidate{Entry: Entry{hostname: name(i)}})
 	}
 	check("after 2000 adds")
 	for i := 0; i < 2000; i += 3 {
@@ -105,7 +105,7 @@ func TestHostMapAgreesWithMap(t *testing.T) {
 	m.reclaim()
 	used := m.used
 	for i := 2000; i < 3000; i++ { // takes the dropped places first, then grows
-		want[name(i)] = m.add(hostHash(name(i)), &candidate{Entry: Entry{Hostname: name(i)}})
+		want[name(i)] = m.add(hostHash(name(i)), &candidate{Entry: Entry{hostname: name(i)}})
 	}
 	check("after 1000 more")
 	if m.used != used+1000-667 {
@@ -115,7 +115,7 @@ func TestHostMapAgreesWithMap(t *testing.T) {
 	for round := 0; round < 20; round++ {
 		for i := 1; i < 2000; i += 3 {
 			m.del(hostHash(name(i)), want[name(i)])
-			want[name(i)] = m.add(hostHash(name(i)), &candidate{Entry: Entry{Hostname: name(i)}})
+			want[name(i)] = m.add(hostHash(name(i)), &candidate{Entry: Entry{hostname: name(i)}})
 		}
 		m.reclaim()
 	}
@@ -132,7 +132,7 @@ func TestHostMapBytesPerName(t *testing.T) {
 		m := newHostMap(0)
 		for i := 0; i < n; i++ {
 			h := fmt.Sprintf("svc-%d.mesh", i)
-			m.add(hostHash(h), &candidate{Entry: Entry{Hostname: h}})
+			m.add(hostHash(h), &candidate{Entry: Entry{hostname: h}})
 		}
 		if per := float64(4*len(m.slots)) / float64(n); per > 9.2 {
 			t.Errorf("%d names: %d slots, %.1f bytes a name", n, len(m.slots), per)
@@ -159,8 +159,8 @@ func TestSettledAndMerge(t *testing.T) {
 	if s.len() != 6 {
 		t.Errorf("len %d, want 6", s.len())
 	}
-	touched := []*hostState{newHostState(&candidate{Entry: Entry{Hostname: "a"}}), newHostState(&candidate{Entry: Entry{Hostname: "b"}}),
-		newHostState(&candidate{Entry: Entry{Hostname: "c"}}), newHostState(&candidate{Entry: Entry{Hostname: "d"}})}
+	touched := []*hostState{newHostState(&candidate{Entry: Entry{hostname: "a"}}), newHostState(&candidate{Entry: Entry{hostname: "b"}}),
+		newHostState(&candidate{Entry: Entry{hostname: "c"}}), newHostState(&candidate{Entry: Entry{hostname: "d"}})}
 	old := e("b", "0")
 	prev := []*Entry{e("a", "0"), old, c1, e("e", "1")}
 	got := mergeEntries(prev, touched, s)
@@ -172,7 +172,7 @@ func TestSettledAndMerge(t *testing.T) {
 func hostnamesOf(es []*Entry) []string {
 	var out []string
 	for _, e := range es {
-		out = append(out, e.Hostname)
+		out = append(out, e.Hostname())
 	}
 	return out
 }

@@ -88,7 +88,7 @@ func TestPools(t *testing.T) {
 	tb := allocate(t, a, snap(smallMesh(), nil))
 	for _, e := range tb.Available() {
 		if !netip.MustParsePrefix("fd12:3456:789a::/96").Contains(e.IPv6()) {
-			t.Errorf("%s twin %s outside /96", e.Hostname, e.IPv6())
+			t.Errorf("%s twin %s outside /96", e.Hostname(), e.IPv6())
 		}
 	}
 }
@@ -174,9 +174,9 @@ func FuzzStateFile(f *testing.F) {
 		seen := map[netip.Addr]string{}
 		for _, e := range tb.Available() {
 			if prev, dup := seen[e.IPv4()]; dup {
-				t.Fatalf("%s and %s share %s", prev, e.Hostname, e.IPv4())
+				t.Fatalf("%s and %s share %s", prev, e.Hostname(), e.IPv4())
 			}
-			seen[e.IPv4()] = e.Hostname
+			seen[e.IPv4()] = e.Hostname()
 		}
 	})
 }

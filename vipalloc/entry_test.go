@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/mesh"
 	"github.com/kumadp/kuma-dp/tagset"
@@ -36,11 +38,11 @@ func TestEntryJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.Reason() != "pool full" || back.MeshExternalService() != "ext" || !back.Selector().Equal(sel) ||
-		len(back.Targets()) != 1 || back.Status != NotAvailable || back.Hostname != e.Hostname {
+		len(back.Targets()) != 1 || back.Status != NotAvailable || back.Hostname() != e.Hostname() {
 		t.Errorf("read back %+v", back.Data())
 	}
 
-	plain := Entry{Hostname: "a.mesh", Status: Available}
+	plain := Entry{hostname: "a.mesh", Status: Available}
 	b, _ = json.Marshal(&plain)
 	if strings.Contains(string(b), "reason") || !strings.Contains(string(b), `"status":"Available"`) {
 		t.Errorf("an entry without detail: %s", b)
@@ -148,7 +150,7 @@ func TestEntryTagCounts(t *testing.T) {
 func TestEntryCompactFields(t *testing.T) {
 	v6 := netip.MustParsePrefix("fd00:fd00::/64")
 	shared := &entryDetail{twin: &v6}
-	e := Entry{Hostname: "web.mesh", flags: svcOrigin, detail: shared}
+	e := Entry{hostname: "web.mesh", flags: svcOrigin, detail: shared}
 	e.setTags(tagset.FromPairs("kuma.io/service", "web"))
 	e.setPort(8080)
 	e.setVIP(0xf0000001, true)
@@ -190,7 +192,7 @@ func TestEntryCompactFields(t *testing.T) {
 // itself; it moves them to its lists when a second candidate or another entry comes, and
 // back when it has one candidate showing its own entry again; either way it reads the same.
 func TestHostStateLists(t *testing.T) {
-	c1, c2 := &candidate{Entry: Entry{Hostname: "h.mesh"}}, &candidate{Entry: Entry{Hostname: "h.mesh", Status: Available}}
+	c1, c2 := &candidate{Entry: Entry{hostname: "h.mesh"}}, &candidate{Entry: Entry{hostname: "h.mesh", Status: Available}}
 	e1, e2 := NewEntry(EntryData{Key: "a"}), NewEntry(EntryData{Key: "b", Status: Available})
 	own1, own2 := &c1.Entry, &c2.Entry
 	hs := newHostState(c1)
@@ -322,6 +324,99 @@ func TestHasUpper(t *testing.T) {
 	for _, s := range []string{"", "svc-4242.mesh.svc.cluster.local", "\xff\xff\xff\xff\xff\xff\xff\xff", "@[`{@[`{"} {
 		if hasUpper(s) {
 			t.Errorf("hasUpper(%q)", s)
+		}
+	}
+}
+
+// TestDefaultNameKeepsNoHostname: the default name of a lower-case service keeps no string
+// of its hostname (it is its tag's string and ".mesh"), yet reads, finds, sorts and spells
+// out as one; an upper-case service's keeps its lowered hostname.
+func TestDefaultNameKeepsNoHostname(t *testing.T) {
+	a := newAlloc(t, nil)
+	tb := allocate(t, a, snap([]*mesh.Dataplane{
+		dp("web-1", svc("web", "v1", "zone-1")),
+		dp("web2-1", svc("web2", "", "")),
+		dp("we-1", svc("we", "", "")),
+		dp("big-1", svc("Backend", "", "")),
+	}, []*mesh.VirtualOutbound{
+		vo("by-zone", "{{service}}.{{zone}}.mesh", "80", map[string]string{mesh.ServiceTag: "service", mesh.ZoneTag: "zone"},
+			mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"})),
+		vo("webz", "web.mesh-z", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})),
+	}))
+	for _, host := range []string{"web.mesh", "web2.mesh", "we.mesh"} {
+		e, ok := tb.Lookup(host)
+		if !ok {
+			t.Fatalf("%s: missing", host)
+		}
+		svc := e.Tags()[0].Value
+		if e.hostname != svc || unsafe.StringData(e.hostname) != unsafe.StringData(svc) || e.flags&svcHost == 0 {
+			t.Errorf("%s: the entry keeps the string %q, not its tag's %q (flags %08b)", host, e.hostname, svc, e.flags)
+		}
+		if e.Hostname() != host || e.Data().Hostname != host || string(e.AppendHostname([]byte("x"))) != "x"+host {
+			t.Errorf("%s: Hostname %q, Data %q", host, e.Hostname(), e.Data().Hostname)
+		}
+		if js, _ := json.Marshal(e); !strings.Contains(string(js), `"hostname":"`+host+`"`) {
+			t.Errorf("%s: JSON %s", host, js)
+		}
+		if n := testing.AllocsPerRun(100, func() { tb.Lookup(host) }); n != 0 {
+			t.Errorf("Lookup(%s): %v allocations", host, n)
+		}
+		var w strings.Builder
+		if !tb.Explain(&w, host) {
+			t.Errorf("Explain(%s): nothing", host)
+		}
+	}
+	for _, miss := range []string{"web.mesx", "wel.mesh", "web.mesh.", "web2.mes", "eb.mesh", "web.mesh-", "webb.mesh"} {
+		if e, ok := tb.Lookup(miss + "."); ok {
+			t.Errorf("Lookup(%s) = %s", miss, e.Hostname())
+		}
+	}
+	// An upper-case service's name is lowered: its entry keeps that string.
+	e, ok := tb.Lookup("backend.mesh")
+	if !ok || e.hostname != "backend.mesh" || e.flags&svcHost != 0 || e.Hostname() != "backend.mesh" {
+		t.Fatalf("backend.mesh: %v %v", e, ok)
+	}
+	if e, ok := tb.Lookup("Backend.mesh"); !ok || e.Hostname() != "backend.mesh" {
+		t.Errorf("Backend.mesh: %v %v", e, ok)
+	}
+	// Entries sort by hostname, whether derived or kept.
+	var names []string
+	for _, e := range tb.Entries() {
+		names = append(names, e.Hostname())
+	}
+	if !slices.IsSorted(names) || !slices.Contains(names, "web.mesh-z") || !slices.Contains(names, "web.zone-1.mesh") {
+		t.Errorf("entries: %v", names)
+	}
+}
+
+// TestHostNameParts: a two-part hostname compares, hashes and matches as the whole does.
+func TestHostNameParts(t *testing.T) {
+	names := []string{"", "a", "a.mesh", "a.mesh-z", "a.mesh.x", "a.mes", "ab.mesh", "a-.mesh", "b.mesh", "a.meshz", "svc-1.mesh", "svc-12.mesh", "svc-1.mesi"}
+	split := func(s string) []hostName {
+		out := []hostName{{head: s}}
+		if h, ok := strings.CutSuffix(s, meshSuffix); ok {
+			out = append(out, hostName{head: h, tail: meshSuffix})
+		}
+		return out
+	}
+	for _, x := range names {
+		for _, n := range split(x) {
+			if n.String() != x || n.len() != len(x) || n.hash() != hostHash(x) || string(n.appendTo(nil)) != x {
+				t.Errorf("%q as %q+%q: %q, len %d", x, n.head, n.tail, n.String(), n.len())
+			}
+			if prefix8(n, 0) != prefix8(hostName{head: x}, 0) || prefix8(n, 8) != prefix8(hostName{head: x}, 8) {
+				t.Errorf("%q as %q+%q: prefixes differ", x, n.head, n.tail)
+			}
+			for _, y := range names {
+				for _, m := range split(y) {
+					if got, want := n.compare(m), strings.Compare(x, y); got != want {
+						t.Errorf("compare(%q+%q, %q+%q) = %d, want %d", n.head, n.tail, m.head, m.tail, got, want)
+					}
+					if n.equal(m) != (x == y) || nameIs(n, y) != (x == y) || nameIs(n, []byte(y)) != (x == y) {
+						t.Errorf("%q+%q is %q+%q: wrong", n.head, n.tail, m.head, m.tail)
+					}
+				}
+			}
 		}
 	}
 }

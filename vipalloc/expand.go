@@ -86,15 +86,6 @@ func compareCandidates(a, b *candidate) int {
 	return 0
 }
 
-// vipKey is the key a candidate's VIP is allocated under: its hostname, or the
-// MeshExternalService (one VIP per MeshExternalService, shared by its hostnames).
-func (c *candidate) vipKey() string {
-	if o := c.vipOwner(); o != "" {
-		return o
-	}
-	return c.Hostname
-}
-
 // The keys of the VIPs held by resources (their hostnames share them): a
 // MeshExternalService's, from the external pool, and a MeshService's, from its own.
 const (
@@ -148,8 +139,8 @@ type event struct {
 
 func (x *expander) emit(c *candidate, add bool) {
 	ev := event{c: c, add: add, shard: -1}
-	if c.Hostname != "" {
-		ev.h = hostHash(c.Hostname)
+	if c.hasHost() {
+		ev.h = c.host().hash()
 		ev.shard = int8(ev.h % hostShards)
 	}
 	x.events = append(x.events, ev)
@@ -206,7 +197,7 @@ func (x *expander) placedDefault(b []byte) *candidate {
 	} else {
 		hb = append(hb, strings.ToLower(string(svc))...)
 	}
-	hb = append(hb, ".mesh"...)
+	hb = append(hb, meshSuffix...)
 	x.hbuf = hb
 	hh := keyHash(hb)
 	hs := findHost(&x.hosts[hh%hostShards], hh, hb)
@@ -359,12 +350,13 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 	case derived:
 		// The key spells the tags (it does unless one is missing): derived, not stored.
 		x.buf = out
-		c.Hostname, c.flags = string(out[keyLen:]), c.flags|policyKey
+		c.setHostname(string(out[keyLen:]))
+		c.flags |= policyKey
 		c.setPort(port)
 	default:
 		x.buf = out
 		kh := string(out)
-		c.Hostname = kh[keyLen:]
+		c.setHostname(kh[keyLen:])
 		c.setKey(kh[:keyLen])
 		c.setPort(port)
 	}
@@ -395,7 +387,7 @@ func (x *expander) count(c *candidate, delta int32) {
 	}
 	c.refs += delta
 	if c.refs <= 0 {
-		if x.isDefault && c.Hostname != "" {
+		if x.isDefault && c.hasHost() {
 			// A placed one leaves its hostname's state when its removal is applied.
 			if x.fresh.len() > 0 {
 				x.fresh.del(c)
@@ -429,14 +421,19 @@ func (x *expander) visitDefault(in *inbound) {
 	// the string of its hostname only.
 	c.tags, c.flags = defaultTag(in.tags, svc), svcOrigin|svcKey
 	keyLen := len(b)
-	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
+	lower := strings.ToLower(svc) // svc itself when it has no upper-case letter
+	b = append(append(b, lower...), meshSuffix...)
 	x.buf = b
-	host := string(b[keyLen:])
-	if err := hostname.Valid(host); err != nil {
+	host := b[keyLen:]
+	if err := hostname.Valid(string(host)); err != nil {
 		c.setReason(fmt.Sprintf("default name %q: %v", host, err))
 		x.cands.put(h, c)
 	} else {
-		c.Hostname = host
+		if lower == svc {
+			c.setServiceHost(c.tags.Value) // the tag's string: none of its own
+		} else {
+			c.setHostname(string(host))
+		}
 		c.setPort(x.defaultPort)
 		if x.fresh.byHash == nil {
 			x.fresh = newCandMap(0)

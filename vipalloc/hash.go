@@ -32,7 +32,7 @@ func entrySum(e *Entry, withTags bool) [2]uint64 {
 
 // appendEntry appends the fields that identify an entry's answers, 0-separated.
 func appendEntry(b []byte, e *Entry) []byte {
-	b = append(append(b, e.Hostname...), 0)
+	b = append(e.host().appendTo(b), 0)
 	if ip := e.IPv4(); ip.IsValid() {
 		a := ip.As16()
 		b = append(b, a[:]...)

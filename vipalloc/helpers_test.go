@@ -127,12 +127,12 @@ func checkTable(t testing.TB, tb *Table) {
 			continue
 		}
 		n++
-		if seen[e.Hostname] {
-			t.Errorf("two available entries for %s", e.Hostname)
+		if seen[e.Hostname()] {
+			t.Errorf("two available entries for %s", e.Hostname())
 		}
-		seen[e.Hostname] = true
-		if got, ok := tb.Lookup(e.Hostname); !ok || got != e {
-			t.Errorf("Lookup(%s) = %v, %v", e.Hostname, got, ok)
+		seen[e.Hostname()] = true
+		if got, ok := tb.Lookup(e.Hostname()); !ok || got != e {
+			t.Errorf("Lookup(%s) = %v, %v", e.Hostname(), got, ok)
 		}
 		for _, ip := range []netip.Addr{e.IPv4(), e.IPv6()} {
 			got, ok := tb.LookupAddr(ip)
@@ -150,7 +150,7 @@ func checkTable(t testing.TB, tb *Table) {
 func vipsOf(tb *Table) map[string]string {
 	m := map[string]string{}
 	for _, e := range tb.Available() {
-		m[e.Hostname] = fmt.Sprintf("%s %s", e.IPv4(), e.IPv6())
+		m[e.Hostname()] = fmt.Sprintf("%s %s", e.IPv4(), e.IPv6())
 	}
 	return m
 }

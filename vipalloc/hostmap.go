@@ -51,7 +51,7 @@ func (m *hostMap) resize(n int) {
 		if m.isDropped(pos) {
 			continue
 		}
-		h := hostHash(m.at(pos).name())
+		h := m.at(pos).host().hash()
 		i := int(h >> m.shift)
 		for m.slots[i] != 0 {
 			i = (i + 1) & mask
@@ -74,10 +74,20 @@ func (m *hostMap) at(pos int) *hostState { return &m.chunks[pos/hostChunk][pos%h
 func (m *hostMap) len() int { return m.n }
 
 // get returns the state of hostname name (hashing to h), or nil.
-func (m *hostMap) get(h uint64, name string) *hostState { return findHost(m, h, name) }
+func (m *hostMap) get(h uint64, name hostName) *hostState {
+	if name.tail == "" {
+		return findHost(m, h, name.head)
+	}
+	return findHostFunc(m, h, func(hs *hostState) bool { return hs.host().equal(name) })
+}
 
 // findHost is get for a name held in a string or a []byte (compared without a copy).
 func findHost[K string | []byte](m *hostMap, h uint64, name K) *hostState {
+	return findHostFunc(m, h, func(hs *hostState) bool { return nameIs(hs.host(), name) })
+}
+
+// findHostFunc returns the state hashing to h that is reports is the one, or nil.
+func findHostFunc(m *hostMap, h uint64, is func(*hostState) bool) *hostState {
 	if len(m.slots) == 0 {
 		return nil
 	}
@@ -88,14 +98,14 @@ func findHost[K string | []byte](m *hostMap, h uint64, name K) *hostState {
 			return nil
 		}
 		if s != tomb && m.tag(s) == tag {
-			if hs := m.at(m.pos(s)); hs.name() == string(name) {
+			if hs := m.at(m.pos(s)); is(hs) {
 				return hs
 			}
 		}
 	}
 }
 
-// add makes the state of hostname c.Hostname (hashing to h, not in the map) with c, and
+// add makes the state of hostname c.Hostname() (hashing to h, not in the map) with c, and
 // returns it.
 func (m *hostMap) add(h uint64, c *candidate) *hostState {
 	if (m.n+m.tombs+1)*8 > len(m.slots)*7 {

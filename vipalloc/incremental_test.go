@@ -108,7 +108,7 @@ func sameMES(tb *Table, a, b string) bool {
 func shape(tb *Table) []string {
 	var out []string
 	for _, e := range tb.Entries() {
-		out = append(out, fmt.Sprintf("%s %v %s %s %v %s", e.Hostname, e.Ports(), e.Key(), e.Status, e.Targets(), e.MeshExternalService()))
+		out = append(out, fmt.Sprintf("%s %v %s %s %v %s", e.Hostname(), e.Ports(), e.Key(), e.Status, e.Targets(), e.MeshExternalService()))
 	}
 	for _, s := range tb.Skipped() {
 		out = append(out, "skip "+s.Key+" "+s.Reason)

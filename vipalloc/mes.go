@@ -181,7 +181,7 @@ func (m *mesSource) candidate(g *compiledGen, es named, data hostname.HGData, sr
 	} else if host, err := g.tpl.Render(data); err != nil {
 		d.reason = err.Error()
 	} else {
-		c.Hostname = host
+		c.setHostname(host)
 		c.setPorts(&d, []uint32{port})
 	}
 	c.setDetail(d)
@@ -195,7 +195,7 @@ func (m *mesSource) has(name string) bool {
 
 func sameMESCandidate(a, b *candidate) bool {
 	// A published candidate's Reason is its status; compare reasons of skips only.
-	return a.Hostname == b.Hostname && a.port() == b.port() && (a.Hostname != "" || a.Reason() == b.Reason()) &&
+	return a.host().equal(b.host()) && a.port() == b.port() && (a.hasHost() || a.Reason() == b.Reason()) &&
 		a.MeshExternalService() == b.MeshExternalService() && a.MeshService() == b.MeshService() && a.source().created.Equal(b.source().created) && a.Origin() == b.Origin()
 }
 

@@ -41,13 +41,13 @@ func (a *Allocator) meshServiceStatuses() map[string]MeshServiceStatus {
 		}
 		seen := map[string]bool{} // a hostname is listed once for all the service's ports
 		for _, c := range a.ms.byMES[n] {
-			if seen[c.Origin().Name+"/"+c.Hostname] {
+			if seen[c.Origin().Name+"/"+c.Hostname()] {
 				continue
 			}
-			seen[c.Origin().Name+"/"+c.Hostname] = true
-			ad := MeshServiceAddress{Hostname: c.Hostname, Origin: c.Origin().Kind, Status: NotAvailable, Reason: c.Reason(),
+			seen[c.Origin().Name+"/"+c.Hostname()] = true
+			ad := MeshServiceAddress{Hostname: c.Hostname(), Origin: c.Origin().Kind, Status: NotAvailable, Reason: c.Reason(),
 				HostnameGeneratorRef: &HostnameGeneratorRef{CoreName: c.Origin().Name}}
-			if c.Hostname != "" {
+			if c.hasHost() {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}
 			st.Addresses = append(st.Addresses, ad)

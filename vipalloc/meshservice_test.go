@@ -107,9 +107,9 @@ func TestMeshServiceVIPsSticky(t *testing.T) {
 	seen := map[netip.Addr]string{}
 	for _, e := range after.Available() {
 		if other, dup := seen[e.IPv4()]; dup && e.MeshService() == "" {
-			t.Errorf("%s and %s share %s", e.Hostname, other, e.IPv4())
+			t.Errorf("%s and %s share %s", e.Hostname(), other, e.IPv4())
 		}
-		seen[e.IPv4()] = e.Hostname
+		seen[e.IPv4()] = e.Hostname()
 	}
 	a.Flush()
 	restarted := allocate(t, newAlloc(t, func(c *Config) { c.StateFile = state }), snap(moreDPs, nil, more...))
@@ -166,9 +166,9 @@ func TestMeshServicePoolSharesTheServicePool(t *testing.T) {
 	seen := map[netip.Addr]string{}
 	for _, e := range tb.Available() {
 		if other, dup := seen[e.IPv4()]; dup {
-			t.Errorf("%s and %s share %s", e.Hostname, other, e.IPv4())
+			t.Errorf("%s and %s share %s", e.Hostname(), other, e.IPv4())
 		}
-		seen[e.IPv4()] = e.Hostname
+		seen[e.IPv4()] = e.Hostname()
 	}
 	if len(seen) != 6 {
 		t.Errorf("%d names with a VIP, want 6: %v", len(seen), vipsOf(tb))

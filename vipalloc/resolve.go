@@ -55,8 +55,8 @@ func (a *Allocator) allocateMESAdded(r *round, mesAdded []string) {
 	for _, k := range mesAdded {
 		src := a.ownerSource(k)
 		for _, c := range src.byMES[strings.TrimPrefix(k, src.key)] {
-			if c.Hostname != "" {
-				r.touchHost(c.Hostname)
+			if c.hasHost() {
+				r.touchHost(c.host())
 			}
 		}
 	}
@@ -140,10 +140,11 @@ func (a *Allocator) listSkipped() {
 // the owner (best candidate) decides the VIP; per port the best candidate with the owner's
 // VIP wins; every other candidate gets a NotAvailable entry naming what beat it.
 func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry) {
-	h := hs.name()
+	h := hs.host()
 	cands := hs.cands()
 	owner := cands[0]
-	ownerKey := owner.vipKey()
+	// The candidates share the hostname: their VIPs' keys differ only by owner.
+	ownerKey := owner.vipOwner()
 	var winners []*candidate
 	var out []*Entry
 	if len(cands) == 1 {
@@ -151,7 +152,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 	}
 	for _, c := range cands[len(winners):] {
 		var w *candidate
-		if c.vipKey() != ownerKey {
+		if c.vipOwner() != ownerKey {
 			w = owner
 		} else {
 			for _, x := range winners {
@@ -168,7 +169,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		out = append(out, publish(c, 0, false, NotAvailable, lossReason(h, c, w)))
 	}
 	v, hasVIP := hs.vip, hs.hasVIP
-	if owner.vipOwner() != "" {
+	if ownerKey != "" {
 		v, hasVIP = a.mesVIPs[ownerKey]
 	}
 	status, reason := Available, ""
@@ -186,7 +187,7 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags(), Selector: w.Selector()}
 		}
 		// The owner's key, as the owner holds it (same tags and origin: a derived one stays so).
-		e = &Entry{Hostname: h, Status: status, flags: owner.flags & derivedKey}
+		e = &Entry{hostname: owner.hostname, Status: status, flags: owner.flags & (derivedKey | svcHost)}
 		e.setVIP(v, hasVIP)
 		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), key: owner.storedKey(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), meshService: owner.MeshService(), reason: reason, targets: targets}
@@ -241,7 +242,7 @@ func single(slab *[]*Entry, e *Entry) []*Entry {
 }
 
 // lossReason says why c lost hostname h to w.
-func lossReason(h string, c, w *candidate) string {
+func lossReason(h hostName, c, w *candidate) string {
 	var why string
 	switch {
 	case w.source().explicit != c.source().explicit:
@@ -254,11 +255,11 @@ func lossReason(h string, c, w *candidate) string {
 	// One buffer, one string: every losing candidate has its reason.
 	var buf [256]byte
 	b := buf[:0]
-	sameVIP := c.vipKey() == w.vipKey()
+	sameVIP := c.vipOwner() == w.vipOwner() // of one hostname
 	if sameVIP {
-		b = strconv.AppendUint(append(append(b, h...), ':'), uint64(c.port()), 10)
+		b = strconv.AppendUint(append(h.appendTo(b), ':'), uint64(c.port()), 10)
 	} else {
-		b = strconv.AppendQuote(append(b, "hostname "...), h)
+		b = strconv.AppendQuote(append(b, "hostname "...), h.String())
 	}
 	wo := w.Origin()
 	b = append(append(append(b, " is taken by "...), wo.Kind...), ' ')
@@ -284,7 +285,7 @@ func addrKey(e *Entry) string {
 	if o := e.vipOwner(); o != "" {
 		return o
 	}
-	return e.Hostname
+	return e.Hostname()
 }
 
 // addrOwner is the available entry that answers PTR for VIP v, held by key: the hostname
@@ -296,17 +297,17 @@ func (a *Allocator) addrOwner(v uint32, key string) *Entry {
 	if src := a.ownerSource(key); src != nil {
 		var best *Entry
 		for _, c := range src.byMES[strings.TrimPrefix(key, src.key)] {
-			hs := a.host(c.Hostname)
-			if c.Hostname == "" || hs == nil {
+			hs := a.host(c.host())
+			if !c.hasHost() || hs == nil {
 				continue
 			}
-			if e := hs.avail(); e != nil && e.vipOwner() == key && (best == nil || e.Hostname < best.Hostname) {
+			if e := hs.avail(); e != nil && e.vipOwner() == key && (best == nil || e.host().compare(best.host()) < 0) {
 				best = e
 			}
 		}
 		return best
 	}
-	if hs := a.host(key); hs != nil {
+	if hs := a.host(hostName{head: key}); hs != nil {
 		if e := hs.avail(); e != nil && e.flags&hasV4 != 0 && e.v4 == v {
 			return e
 		}
@@ -326,8 +327,8 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 			st.VIP.Value = u4(v).String()
 		}
 		for _, c := range a.mes.byMES[n] {
-			ad := MESAddress{Hostname: c.Hostname, Status: NotAvailable, Origin: c.Origin(), Reason: c.Reason()}
-			if c.Hostname != "" {
+			ad := MESAddress{Hostname: c.Hostname(), Status: NotAvailable, Origin: c.Origin(), Reason: c.Reason()}
+			if c.hasHost() {
 				ad.Status, ad.Reason = a.candidateStatus(c)
 			}
 			st.Addresses = append(st.Addresses, ad)
@@ -339,7 +340,7 @@ func (a *Allocator) mesStatuses() map[string]MESStatus {
 
 // candidateStatus finds the entry a candidate ended up in.
 func (a *Allocator) candidateStatus(c *candidate) (Status, string) {
-	hs := a.host(c.Hostname)
+	hs := a.host(c.host())
 	if hs == nil {
 		return NotAvailable, "no entry"
 	}

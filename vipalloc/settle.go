@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"sort"
-	"strings"
 )
 
 // Settling touched hostnames into entries, and keeping the sorted entry list, on one or two
@@ -54,7 +53,7 @@ func (a *Allocator) finishSettle(st *settler) {
 	a.sum[0] += st.sum[0]
 	a.sum[1] += st.sum[1]
 	for _, hs := range st.empty {
-		h := hostHash(hs.name())
+		h := hs.host().hash()
 		a.hosts[h%hostShards].del(h, hs)
 	}
 }
@@ -130,10 +129,10 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl *settled) []*Entry {
 	out := make([]*Entry, 0, len(prev)+repl.len())
 	i := 0
 	for k, hs := range touched {
-		h := hs.name()
-		j := i + sort.Search(len(prev)-i, func(x int) bool { return prev[i+x].Hostname >= h })
+		h := hs.host()
+		j := i + sort.Search(len(prev)-i, func(x int) bool { return prev[i+x].host().compare(h) >= 0 })
 		out = append(out, prev[i:j]...)
-		for j < len(prev) && prev[j].Hostname == h {
+		for j < len(prev) && prev[j].host().equal(h) {
 			j++
 		}
 		out = append(out, repl.of(k)...)
@@ -148,12 +147,13 @@ func mergeEntries(prev []*Entry, touched []*hostState, repl *settled) []*Entry {
 // equal prefixes fall back to comparing the names.
 func sortHosts(hs []*hostState) {
 	if len(hs) < 1024 {
-		slices.SortFunc(hs, func(x, y *hostState) int { return strings.Compare(x.name(), y.name()) })
+		slices.SortFunc(hs, func(x, y *hostState) int { return x.host().compare(y.host()) })
 		return
 	}
 	recs := make([]hostRec, len(hs))
 	for i, h := range hs {
-		recs[i] = hostRec{k0: prefix8(h.name(), 0), k1: prefix8(h.name(), 8), i: int32(i)}
+		n := h.host()
+		recs[i] = hostRec{k0: prefix8(n, 0), k1: prefix8(n, 8), i: int32(i)}
 	}
 	byName := func(x, y hostRec) int {
 		switch {
@@ -162,7 +162,7 @@ func sortHosts(hs []*hostState) {
 		case x.k1 != y.k1:
 			return cmp.Compare(x.k1, y.k1)
 		}
-		return strings.Compare(hs[x.i].name(), hs[y.i].name())
+		return hs[x.i].host().compare(hs[y.i].host())
 	}
 	if len(hs) < parallelWork {
 		slices.SortFunc(recs, byName)
@@ -196,12 +196,12 @@ type hostRec struct {
 	i      int32
 }
 
-func prefix8(s string, from int) uint64 {
+func prefix8(n hostName, from int) uint64 {
 	var k uint64
 	for j := from; j < from+8; j++ {
 		k <<= 8
-		if j < len(s) {
-			k |= uint64(s[j])
+		if j < n.len() {
+			k |= uint64(n.at(j))
 		}
 	}
 	return k

@@ -240,13 +240,13 @@ func buildOutbounds(all []*Entry) []Outbound {
 		v4, v6 := e.IPv4(), e.IPv6()
 		if len(e.Targets()) > 0 {
 			for _, tg := range e.Targets() {
-				out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: tg.Port, Hostname: e.Hostname,
+				out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: tg.Port, Hostname: e.Hostname(),
 					Tags: tg.Tags, Origin: tg.Origin, MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService()})
 			}
 			continue
 		}
 		for i := range e.numPorts() {
-			out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: e.portAt(i), Hostname: e.Hostname, Tags: e.Tags(),
+			out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: e.portAt(i), Hostname: e.Hostname(), Tags: e.Tags(),
 				Origin: e.Origin(), MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService()})
 		}
 	}
@@ -406,8 +406,8 @@ func sortEntries(all []*Entry) {
 }
 
 func entryLess(a, b *Entry) bool {
-	if a.Hostname != b.Hostname {
-		return a.Hostname < b.Hostname
+	if c := a.host().compare(b.host()); c != 0 {
+		return c < 0
 	}
 	return keyLess(a, b)
 }

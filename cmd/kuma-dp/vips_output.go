@@ -66,7 +66,7 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 		if tags == nil {
 			tags = mesh.Tags{}
 		}
-		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname, IPv4: v4, IPv6: v6, Ports: e.Ports(),
+		out.Entries = append(out.Entries, vipsJSONEntry{Hostname: e.Hostname(), IPv4: v4, IPv6: v6, Ports: e.Ports(),
 			Origin: e.Origin(), Key: e.Key(), Tags: tags, Status: e.Status, Reason: e.Reason(),
 			MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService(), Targets: e.Targets(), Selector: e.Selector()})
 	}
@@ -87,7 +87,7 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		if e.Status != vipalloc.Available {
 			detail = e.Reason()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname, v4, v6, vipalloc.PortsText(e.Ports()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", e.Hostname(), v4, v6, vipalloc.PortsText(e.Ports()),
 			e.Origin().Kind, e.Origin().Name, e.Status, detail)
 	}
 	if err := tw.Flush(); err != nil {
@@ -146,15 +146,15 @@ func vipsWriteZone(w io.Writer, t *vipalloc.Table, ttl uint32) error {
 	avail := t.Available()
 	names := make([]string, len(avail))
 	for i, e := range avail {
-		names[i] = e.Hostname
+		names[i] = e.Hostname()
 	}
 	origin := vipsCommonSuffix(names)
 	var recs strings.Builder
 	skipped := 0
 	for _, e := range avail {
-		owner := vipsRelative(e.Hostname, origin)
+		owner := vipsRelative(e.Hostname(), origin)
 		comment := ""
-		if !vipsIsHostname(e.Hostname) {
+		if !vipsIsHostname(e.Hostname()) {
 			comment = "; "
 			skipped++
 		}

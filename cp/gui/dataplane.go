@@ -154,14 +154,14 @@ func vipPage(r *http.Request) (int, error) {
 func vipRows(t *vipalloc.Table, host string, first int) ([]vipRow, int) {
 	var match []*vipalloc.Entry
 	for _, e := range t.Entries() {
-		if strings.Contains(e.Hostname, strings.ToLower(host)) {
+		if strings.Contains(e.Hostname(), strings.ToLower(host)) {
 			match = append(match, e)
 		}
 	}
 	var out []vipRow
 	explained := map[string]string{}
 	for _, e := range match[min(first, len(match)):min(first+vipPageSize, len(match))] {
-		row := vipRow{Hostname: e.Hostname, IPv4: "-", IPv6: "-", Ports: vipalloc.PortsText(e.Ports()),
+		row := vipRow{Hostname: e.Hostname(), IPv4: "-", IPv6: "-", Ports: vipalloc.PortsText(e.Ports()),
 			Origin: e.Origin().Kind + "/" + e.Origin().Name, Status: e.Status.String(), Available: e.Status == vipalloc.Available, Detail: e.Tags().String()}
 		if e.IPv4().IsValid() {
 			row.IPv4 = e.IPv4().String()
@@ -172,12 +172,12 @@ func vipRows(t *vipalloc.Table, host string, first int) ([]vipRow, int) {
 		if !row.Available {
 			row.Detail = e.Reason()
 		}
-		story, ok := explained[e.Hostname]
+		story, ok := explained[e.Hostname()]
 		if !ok {
 			var b strings.Builder
-			t.Explain(&b, e.Hostname)
+			t.Explain(&b, e.Hostname())
 			story = b.String()
-			explained[e.Hostname] = story
+			explained[e.Hostname()] = story
 		}
 		row.Explain = story
 		out = append(out, row)
