@@ -40,6 +40,7 @@ type Allocator struct {
 	// Allocate returns).
 	stateTimer *time.Timer
 	keyBuf     []byte
+	nameBuf    []byte // a hostname being given its VIP
 	entrySlab  []*Entry
 }
 

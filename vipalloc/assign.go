@@ -77,19 +77,19 @@ func (a *Allocator) poolOf(key string) *pool {
 }
 
 // take gives key a VIP from p: its sticky one if free, else by hash and probe. A full pool
-// leaves key pending.
-func (a *Allocator) take(p *pool, key string) (uint32, bool) {
-	want, has := a.sticky[key]
-	v, ok := p.take(key, want, has)
+// leaves key pending (a copy of it: key may be a hostname spelled in a reused buffer).
+func take[K string | []byte](a *Allocator, p *pool, key K) (uint32, bool) {
+	want, has := a.sticky[string(key)]
+	v, ok := p.take(hashKey(key), want, has)
 	if !ok {
-		a.pending[key] = struct{}{}
+		a.pending[string(key)] = struct{}{}
 		return 0, false
 	}
 	if len(a.pending) > 0 {
-		delete(a.pending, key)
+		delete(a.pending, string(key))
 	}
 	if has {
-		delete(a.sticky, key)
+		delete(a.sticky, string(key))
 	}
 	a.dirty = true
 	return v, true
@@ -106,10 +106,11 @@ func (a *Allocator) allocateHosts(hss []*hostState) {
 			if hs.hasVIP {
 				continue
 			}
-			if _, sticky := a.sticky[hs.name()]; (pass == 0) != sticky {
+			a.nameBuf = hs.host().appendTo(a.nameBuf[:0]) // a default name is not built
+			if _, sticky := a.sticky[string(a.nameBuf)]; (pass == 0) != sticky {
 				continue
 			}
-			hs.vip, hs.hasVIP = a.take(a.s.service, hs.name())
+			hs.vip, hs.hasVIP = take(a, a.s.service, a.nameBuf)
 		}
 	}
 }
@@ -124,7 +125,7 @@ func (a *Allocator) allocateMES(keys []string) {
 			if _, sticky := a.sticky[k]; (pass == 0) != sticky {
 				continue
 			}
-			if v, ok := a.take(a.poolOf(k), k); ok {
+			if v, ok := take(a, a.poolOf(k), k); ok {
 				a.mesVIPs[k] = v
 			}
 		}

@@ -89,9 +89,9 @@ func (p *pool) contains(a uint32) bool {
 
 func (p *pool) full() bool { return p.own >= p.size }
 
-// take gives key an address: want if it is usable and free, else the first free address
-// probing linearly from the hash of key. ok is false when the pool is full.
-func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
+// take gives a key hashing to h (hashKey) an address: want if it is usable and free, else
+// the first free address probing linearly from h. ok is false when the pool is full.
+func (p *pool) take(h uint64, want uint32, haveWant bool) (uint32, bool) {
 	if haveWant && p.contains(want) {
 		if p.used.add(want) {
 			p.own++
@@ -101,7 +101,7 @@ func (p *pool) take(key string, want uint32, haveWant bool) (uint32, bool) {
 	if p.full() {
 		return 0, false
 	}
-	start := hashKey(key) % p.size
+	start := h % p.size
 	for j := uint64(0); j < p.size; j++ {
 		a := p.at((start + j) % p.size)
 		if p.used.add(a) {
@@ -126,7 +126,7 @@ func (p *pool) exhausted() string {
 
 // hashKey is 64-bit FNV-1a: stable across processes and versions, so a fresh allocator
 // picks the same VIPs for the same names.
-func hashKey(s string) uint64 {
+func hashKey[K string | []byte](s K) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
