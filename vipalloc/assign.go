@@ -58,7 +58,9 @@ func (a *Allocator) releaseMES(key string) {
 
 // releaseHost frees the VIP of a hostname.
 func (a *Allocator) releaseHost(hs *hostState) {
-	delete(a.pending, hs.name())
+	if len(a.pending) > 0 {
+		delete(a.pending, hs.name())
+	}
 	if hs.hasVIP {
 		hs.hasVIP = false
 		a.s.service.release(hs.vip)
