@@ -122,7 +122,7 @@ func TestLoadPartKeepsItsResources(t *testing.T) {
 	}
 	dps := []mesh.Resource{&mesh.Dataplane{}, &mesh.Dataplane{}, nil}[:2]
 	part := newLoadPart("a", cachedFile{res: dps})
-	if !part.list.dps {
+	if part.list.form != formDataplanes {
 		t.Fatal("a file of Dataplanes alone kept as a list of resources")
 	}
 	if got := part.res(); len(got) != 2 || got[0] != dps[0] || got[1] != dps[1] {

@@ -77,9 +77,9 @@ type dirLoader struct {
 }
 
 // loadPart is one file of a load as its snapshot was built from it: its path and the
-// resources it gave (a file decoded again gives new ones: the list keeps them from being
-// freed, so the address of the first is never reused), the list the file cache keeps for
-// it when it is the same. A file refused gives again the resources of its last good
+// resources it gave (a file decoded again gives new ones: the list keeps them, or the
+// snapshot's list it is a stretch of, from being freed, so the address of the first is
+// never reused), the list the file cache keeps for it when it is the same. A file refused gives again the resources of its last good
 // version (see Load).
 type loadPart struct {
 	path string
@@ -307,6 +307,7 @@ func (l *dirLoader) snapshot(self *mesh.Dataplane, all []string, first, results 
 	if err != nil {
 		return nil, err
 	}
+	l.share(snap, l.last, from)
 	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reachKey
 	return snap, nil
 }
