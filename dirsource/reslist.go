@@ -75,22 +75,15 @@ func (l resList) stretch() []*mesh.Dataplane {
 	return unsafe.Slice((**mesh.Dataplane)(l.first), n)
 }
 
-// eachDataplane calls f with the list's i-th dataplane, in order; a list of dataplanes only.
-func (l resList) eachDataplane(f func(i int, dp *mesh.Dataplane) bool) {
-	if l.form == formDataplane {
-		f(0, (*mesh.Dataplane)(l.first))
-		return
+// halves is the list's dataplanes, those of the first slice then those of the second (empty
+// unless the stretch has an element not the list's); a list of dataplanes in an array only
+// (not formDataplane).
+func (l resList) halves() (a, b []*mesh.Dataplane) {
+	st := l.stretch()
+	if skip := l.skipsAt(); skip > 0 {
+		return st[:skip], st[skip+1:]
 	}
-	skip, i := l.skipsAt(), 0
-	for j, dp := range l.stretch() {
-		if skip > 0 && j == skip {
-			continue
-		}
-		if !f(i, dp) {
-			return
-		}
-		i++
-	}
+	return st, nil
 }
 
 // all is the list's resources (nil when it is nil): a list made now for Dataplanes kept
@@ -99,11 +92,17 @@ func (l resList) all() []mesh.Resource {
 	if !l.dataplanes() {
 		return unsafe.Slice((*mesh.Resource)(l.first), l.n)
 	}
-	rs := make([]mesh.Resource, l.n)
-	l.eachDataplane(func(i int, dp *mesh.Dataplane) bool {
-		rs[i] = dp
-		return true
-	})
+	if l.form == formDataplane {
+		return []mesh.Resource{(*mesh.Dataplane)(l.first)}
+	}
+	rs := make([]mesh.Resource, 0, l.n)
+	a, b := l.halves()
+	for _, dp := range a {
+		rs = append(rs, dp)
+	}
+	for _, dp := range b {
+		rs = append(rs, dp)
+	}
 	return rs
 }
 
@@ -117,12 +116,21 @@ func (l resList) holds(rs []mesh.Resource) bool {
 	if !l.dataplanes() {
 		return len(rs) == 0 || unsafe.Pointer(unsafe.SliceData(rs)) == l.first
 	}
-	same := true
-	l.eachDataplane(func(i int, dp *mesh.Dataplane) bool {
-		same = rs[i] == mesh.Resource(dp)
-		return same
-	})
-	return same
+	if l.form == formDataplane {
+		return rs[0] == mesh.Resource((*mesh.Dataplane)(l.first))
+	}
+	a, b := l.halves()
+	for i, dp := range a {
+		if rs[i] != mesh.Resource(dp) {
+			return false
+		}
+	}
+	for i, dp := range b {
+		if rs[len(a)+i] != mesh.Resource(dp) {
+			return false
+		}
+	}
+	return true
 }
 
 // keep is the list the loader keeps for rs: was when it holds rs, else listOf(rs).

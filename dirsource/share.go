@@ -57,12 +57,8 @@ func sharedList(list resList, snap, was *mesh.Snapshot) (resList, bool) {
 		return to, to != list
 	}
 	if inside(list, was) {
-		dps := make([]*mesh.Dataplane, 0, list.n)
-		list.eachDataplane(func(_ int, dp *mesh.Dataplane) bool {
-			dps = append(dps, dp)
-			return true
-		})
-		return ownDataplanes(dps), true
+		a, b := list.halves()
+		return ownDataplanes(append(append(make([]*mesh.Dataplane, 0, list.n), a...), b...)), true
 	}
 	return list, false
 }
@@ -78,18 +74,20 @@ func stretchOf(list resList, snap *mesh.Snapshot) (resList, bool) {
 	if !found || dps[k] != first {
 		return list, false
 	}
-	j, skip, ok := k, 0, true
-	list.eachDataplane(func(i int, dp *mesh.Dataplane) bool {
-		if i > 0 && skip == 0 && j < len(dps) && dps[j] == snap.Self && dp != snap.Self {
-			skip = j - k
+	// the list's dataplanes from dps[k] on, snap.Self possibly between two of them
+	a, b := list.halves()
+	j, skip := k, 0
+	for _, half := range [2][]*mesh.Dataplane{a, b} {
+		for _, dp := range half {
+			if j > k && skip == 0 && j < len(dps) && dps[j] == snap.Self {
+				skip = j - k
+				j++
+			}
+			if j >= len(dps) || dps[j] != dp {
+				return list, false
+			}
 			j++
 		}
-		ok = j < len(dps) && dps[j] == dp
-		j++
-		return ok
-	})
-	if !ok {
-		return list, false
 	}
 	form := int32(formDataplanes)
 	if skip > 0 {
