@@ -212,7 +212,7 @@ func (d *parallelDecode) send(i int) {
 	// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 	// not read into memory (15 MB) beside the model it already gave.
 	prev, hadPrev := l.cache.get(path)
-	if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && path != l.dpFile {
+	if hadPrev && !prev.readFailed && prev.sum != (digest{}) && path != l.dpFile {
 		if d.sumBuf == nil {
 			d.sumBuf = make([]byte, 64<<10)
 		}
@@ -243,7 +243,7 @@ func (d *parallelDecode) send(i int) {
 			return
 		}
 	}
-	sum := sha256.Sum256(b)
+	sum := digestOf(b)
 	if hadPrev && prev.sum == sum && !prev.readFailed {
 		out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
 		return // same content: the resources already decoded (and served) stay
@@ -324,7 +324,7 @@ func (d *parallelDecode) decodeWhole(i int) {
 			out.err, out.readFailed = mesh.Errors{{Source: path, Msg: err.Error()}}, true
 			return
 		}
-		out.sum = sha256.Sum256(b)
+		out.sum = digestOf(b)
 	}
 	out.res, out.err = mesh.Decode(path, b)
 }
@@ -360,9 +360,9 @@ func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
 	return l.good[path].list.all()
 }
 
-// fileSum is the SHA-256 of the file at path, read through buf.
-func fileSum(path string, buf []byte) ([32]byte, error) {
-	var sum [32]byte
+// fileSum is the digest of the file at path, read through buf.
+func fileSum(path string, buf []byte) (digest, error) {
+	var sum digest
 	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
@@ -374,8 +374,7 @@ func fileSum(path string, buf []byte) ([32]byte, error) {
 	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf); err != nil {
 		return sum, err
 	}
-	h.Sum(sum[:0])
-	return sum, nil
+	return digestSum(h), nil
 }
 
 // reuseUnchanged replaces each resource of fresh (a file decoded again) that equals the

@@ -23,7 +23,7 @@ type fileCache struct {
 type fileSlot struct {
 	path  string
 	stamp fileStamp
-	sum   [32]byte
+	sum   digest
 	list  resList
 }
 

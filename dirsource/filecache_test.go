@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -19,7 +20,7 @@ func TestFileCacheIsAMapByPath(t *testing.T) {
 	var c fileCache
 	want := map[string]cachedFile{}
 	set := func(p string, size int64, err error) {
-		f := cachedFile{stamp: fileStamp{size: size}, sum: [32]byte{byte(size)}, err: err}
+		f := cachedFile{stamp: fileStamp{size: size}, sum: digest{byte(size)}, err: err}
 		c.set(p, f)
 		want[p] = f
 	}
@@ -157,3 +158,18 @@ func TestLoadPartKeepsItsResources(t *testing.T) {
 
 // res is the part's resources (nil when they were nil), of capacity their length.
 func (p loadPart) res() []mesh.Resource { return p.list.all() }
+
+// A directory of a file per dataplane keeps, for each file, an entry of the file cache and
+// a part of the last snapshot: their sizes are a cost of every file (the path's string, the
+// stamp, the content's digest, the list: 72 bytes; the path and list again: 32).
+func TestPerFileEntriesStaySmall(t *testing.T) {
+	if n := unsafe.Sizeof(fileSlot{}); n > 72 {
+		t.Errorf("a file cache entry takes %d bytes, over 72", n)
+	}
+	if n := unsafe.Sizeof(loadPart{}); n > 32 {
+		t.Errorf("a load's part takes %d bytes, over 32", n)
+	}
+	if n := unsafe.Sizeof(resList{}); n > 16 {
+		t.Errorf("a list takes %d bytes, over 16", n)
+	}
+}

@@ -66,7 +66,7 @@ type dirLoader struct {
 	// forgot is the content hash of each file a forced reload (forget) made the next load
 	// decode again: a file refused in that load keeps it with its last good version, so
 	// that version is still written to the decode cache.
-	forgot map[string][32]byte
+	forgot map[string]digest
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
 	// changes counts the changes to cache that change what the decode cache holds (a file
@@ -163,9 +163,9 @@ type fileStamp struct {
 
 type cachedFile struct {
 	stamp fileStamp
-	// sum is the SHA-256 of the bytes decoded: a file rewritten with the same content (a
+	// sum is the digest of the bytes decoded: a file rewritten with the same content (a
 	// touch, a ConfigMap resync) keeps its decoded resources instead of a second copy of them.
-	sum [32]byte
+	sum digest
 	res []mesh.Resource
 	// list is what the file cache keeps of res when res was read from it (see resList).
 	list resList
@@ -187,7 +187,7 @@ func newDirLoader() *dirLoader {
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.forgot = make(map[string][32]byte, l.cache.len())
+	l.forgot = make(map[string]digest, l.cache.len())
 	for p, c := range l.cache.all() {
 		l.forgot[p] = c.sum
 	}
@@ -198,7 +198,7 @@ func (l *dirLoader) forgetLocked() {
 	l.changes++
 	for i := range l.cache.files {
 		c := &l.cache.files[i]
-		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
+		c.stamp, c.sum = fileStamp{}, digest{} // matches no file: read and decoded again
 	}
 }
 
@@ -282,7 +282,7 @@ func (l *dirLoader) setReach(reach *mesh.Reach) {
 		l.forgot = nil // what was decoded before is for the old list
 		l.reachKey = k
 		for p, g := range l.good {
-			g.sum = [32]byte{} // kept for the old list: not written under the new one
+			g.sum = digest{} // kept for the old list: not written under the new one
 			l.good[p] = g
 		}
 	}

@@ -3,7 +3,6 @@ package dirsource
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -778,7 +777,7 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	var pieces [][]byte
 	sum, err := streamPieces(big, int64(len(inv)), 4, func(p []byte) error { pieces = append(pieces, p); return nil })
 	must(t, err)
-	if sum != sha256.Sum256([]byte(inv)) {
+	if sum != digestOf([]byte(inv)) {
 		t.Fatal("the streamed hash is not the file's")
 	}
 	whole := splitPieces([]byte(inv), pieceCount(len(inv), 4))
@@ -797,7 +796,7 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	l.readFile = func(p string) ([]byte, error) { t.Errorf("%s read whole", p); return os.ReadFile(p) }
 	got := l.decodeAll([]string{big})[0]
 	sameResources(t, got, want)
-	if got.sum != sha256.Sum256([]byte(inv)) {
+	if got.sum != digestOf([]byte(inv)) {
 		t.Fatal("the cached hash is not the file's")
 	}
 

@@ -58,8 +58,8 @@ type cacheEntry struct {
 	Path        string
 	Size, MTime int64
 	Ino         uint64
-	Sum         [32]byte // SHA-256 of the file's content (cachedFile.sum)
-	Resources   int      // in the chunks that follow
+	Digest      digest // of the file's content (cachedFile.sum)
+	Resources   int    // in the chunks that follow
 }
 
 // cacheTemp names the temporary files of a write in progress; a start removes them.
@@ -78,8 +78,8 @@ const bundleKey = ""
 func legacyCacheFile(dir string) string { return filepath.Clean(dir) + ".gob" }
 
 // entryName is the name of the entry for path holding resources decoded by build, kept
-// for reach, from content with SHA-256 sum.
-func entryName(path, build, reach string, sum [32]byte) string {
+// for reach, from content of digest sum.
+func entryName(path, build, reach string, sum digest) string {
 	p := sha256.Sum256([]byte(path))
 	h := sha256.New()
 	fmt.Fprintf(h, "%d:%s%d:%s", len(build), build, len(reach), reach)
@@ -92,11 +92,9 @@ func bundleName(build, reach string, heads []cacheEntry) string {
 	h := sha256.New()
 	for _, e := range heads {
 		fmt.Fprintf(h, "%d:%s", len(e.Path), e.Path)
-		h.Write(e.Sum[:])
+		h.Write(e.Digest[:])
 	}
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return entryName(bundleKey, build, reach, sum)
+	return entryName(bundleKey, build, reach, digestSum(h))
 }
 
 // isEntryName reports whether name is shaped as entryName makes them.
@@ -206,7 +204,7 @@ func (r *entryRestore) read(dir, name string) (remove bool, err error) {
 		return true, err // broken, or another build's
 	}
 	h := heads[0]
-	if name != bundleName(r.build, h.Reach, heads) && (len(heads) > 1 || name != entryName(h.Path, r.build, h.Reach, h.Sum)) {
+	if name != bundleName(r.build, h.Reach, heads) && (len(heads) > 1 || name != entryName(h.Path, r.build, h.Reach, h.Digest)) {
 		return true, fmt.Errorf("decode cache entry %s: its headers do not match its name", path)
 	}
 	if !r.reachSet {
@@ -264,7 +262,7 @@ func decodeEntry(path, build string) ([]cacheEntry, []cachedFile, error) {
 			res = append(res, chunk...)
 		}
 		heads = append(heads, h)
-		got = append(got, cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Sum, res: res})
+		got = append(got, cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Digest, res: res})
 	}
 }
 
@@ -345,14 +343,14 @@ func (l *dirLoader) cacheEntries(build string) (want map[string][]cacheFile, cha
 	var bundle []cacheFile
 	for _, path := range l.cachedPaths() {
 		c, _ := l.cache.kept(path)
-		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == ([32]byte{})) {
+		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == (digest{})) {
 			c = g // refused: its last good version's entry stays, for a restart to serve it
 		}
-		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == ([32]byte{}) {
+		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == (digest{}) {
 			continue // failed, or not known to hold what its file holds (forget)
 		}
 		f := cacheFile{cacheEntry{Build: build, Reach: l.reachKey, Path: path, Size: c.stamp.size,
-			MTime: c.stamp.mtime, Ino: c.stamp.ino, Sum: c.sum, Resources: int(c.list.n)}, c.list}
+			MTime: c.stamp.mtime, Ino: c.stamp.ino, Digest: c.sum, Resources: int(c.list.n)}, c.list}
 		if c.stamp.size < bundleBelow {
 			bundle = append(bundle, f)
 			continue
