@@ -91,9 +91,26 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		if !had || prev.sum != out[i].sum || (prev.err == nil) != (out[i].err == nil) {
 			l.changes++
 		}
-		out[i].list = l.cache.set(paths[i], out[i])
+		var name *string
+		out[i].list, name = l.cache.set(paths[i], out[i])
+		ownSources(out[i].res, paths[i], name)
 	}
 	return out
+}
+
+// ownSources makes the sources of rs, the resources of the file at path as decoded now,
+// name the file with name, the file cache's string for it, instead of the name interned
+// for them (mesh.NewSource): once no source holds it, the interning table drops its entry,
+// ~200 bytes beside the name's text (a directory of a file per dataplane: one a file).
+// Resources decoded before, given back for what did not change (and served), name it so
+// already, and are not written.
+func ownSources(rs []mesh.Resource, path string, name *string) {
+	interned := mesh.NewSource(path, 0)
+	for _, r := range rs {
+		if m := r.GetMeta(); m.Source.SameFile(interned) {
+			m.Source = m.Source.In(name)
+		}
+	}
 }
 
 // isOddFile reports whether path, named by a problem of the directory's listing, is a file
@@ -336,7 +353,7 @@ func restoreKept(r pieceResult, offset int, pieces bool) {
 	for x, res := range r.res {
 		if res == nil { // equal to the one decoded before, but for its number
 			k := r.kept[x]
-			if src := renumber(k.source, offset); src != k.old.GetMeta().Source {
+			if src := renumber(k.source, offset); !src.Same(k.old.GetMeta().Source) {
 				// Moved in the file: a copy of the old one with its new place
 				// (sharing its maps and strings, which nothing modifies).
 				k.old = withSource(k.old, src)

@@ -189,7 +189,7 @@ func (l *dirLoader) forgetAllBut(paths []string) {
 		}
 	}
 	for i := l.cache.len() - 1; i >= 0; i-- { // from the end: a dropped entry takes the last one's place
-		if p := l.cache.files[i].path; !seen[p] {
+		if p := *l.cache.files[i].name; !seen[p] {
 			l.cache.del(p)
 			l.changes++
 		}

@@ -5,11 +5,9 @@ import (
 	"encoding/gob"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"unique"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -210,8 +208,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	l.dpFile = dataplaneFile
 	wasFor := l.reachKey // what the files held were kept for
 	listed, odd, errs := listFiles(dataplaneFile, policiesDir)
-	all, held := l.keptPaths(listed)
-	defer runtime.KeepAlive(held)
+	all := l.keptPaths(listed)
 	paths := all[1:]
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
@@ -312,40 +309,27 @@ func (l *dirLoader) snapshot(self *mesh.Dataplane, all []string, first, results 
 	return snap, nil
 }
 
-// keptPaths returns all with each path the last snapshot was built from replaced by the
-// string kept for it then. The cache is keyed by path, and a Go map given a key it holds
-// keeps the new string: every reload would otherwise leave the paths of all the files
+// keptPaths returns all with each path the last snapshot was built from, or the file cache
+// holds, replaced by the string kept for it: the load's parts, the cache's entry (its name)
+// and the file's resources' sources then share one copy of each path (a directory of a file
+// per dataplane: 10,000 paths), and a reload does not leave the paths of all the files
 // freshly allocated among its garbage, one live string in each span of it (a touch of
 // 20,000 files kept 17 MiB more of the heap in use).
-//
-// A path new to the loader is interned as mesh.Source interns it, and held is the handles
-// of those: kept alive until the load has decoded the files (a handle no longer held may
-// be dropped, and the decode would intern a copy of its own).
-func (l *dirLoader) keptPaths(all []string) (paths []string, held []unique.Handle[string]) {
+func (l *dirLoader) keptPaths(all []string) []string {
 	kept := l.lastFrom
 	if len(kept) == len(all) && slices.EqualFunc(kept, all, func(k loadPart, p string) bool { return k.path == p }) {
 		for i := range all {
 			all[i] = kept[i].path
 		}
-		return all, nil
+		return all
 	}
-	byPath := make(map[string]string, len(kept)) // files added or gone: found by name
-	for _, k := range kept {
-		byPath[k.path] = k.path
-	}
+	idx := l.cache.index() // files added or gone (or restored): found by name
 	for i, p := range all {
-		if k, ok := byPath[p]; ok {
-			all[i] = k
-			continue
+		if j, ok := idx[p]; ok {
+			all[i] = *l.cache.files[j].name
 		}
-		// A file new to this loader: its resources' sources intern its path (mesh.Source),
-		// which copies it; the cache and the load's parts keep that copy too, instead of
-		// a second one of every path (a directory of a file per dataplane: 10,000 paths).
-		h := unique.Make(p)
-		held = append(held, h)
-		all[i] = h.Value()
 	}
-	return all, held
+	return all
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read

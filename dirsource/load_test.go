@@ -249,7 +249,7 @@ func sameResources(t *testing.T, got cachedFile, want []mesh.Resource) {
 		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
 	}
 	for i := range want {
-		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
+		if !got.res[i].GetMeta().Source.Same(want[i].GetMeta().Source) || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
 			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
 				want[i].GetMeta().Source, want[i].GetMeta().Name)
 		}
@@ -680,7 +680,7 @@ func TestDirLoaderEditKeepsUnchangedResources(t *testing.T) {
 	}
 	moved := 0
 	for name, dp := range byName(third) {
-		if w, ok := wantSource[name]; ok && dp.Source != w {
+		if w, ok := wantSource[name]; ok && !dp.Source.Same(w) {
 			t.Fatalf("%s: source %q, want %q", name, dp.Source, w)
 		}
 		if old := after[name]; old != nil && strings.HasPrefix(name, "svc") {

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unique"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/internal/gcpace"
@@ -138,7 +137,8 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 		l.mu.Lock()
 		l.cache.grow(len(r.files)) // (a restore comes first: the cache holds none of them)
 		for p, c := range r.files {
-			l.cache.set(p, c)
+			_, name := l.cache.set(p, c)
+			ownSources(c.res, p, name) // (not served yet)
 		}
 		l.cache.dropIndex()
 		l.reachKey = r.reach
@@ -219,8 +219,7 @@ func (r *entryRestore) read(dir, name string) (remove bool, err error) {
 			continue // an older entry of a file restored already: the next write removes it
 		}
 		settler.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
-		// keyed by the path as its resources' sources intern it (one copy of it, see keptPaths)
-		r.files[unique.Make(heads[i].Path).Value()] = c
+		r.files[heads[i].Path] = c
 	}
 	return false, nil
 }

@@ -216,3 +216,56 @@ func TestListsNotInARowAreTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// The resources of the directory's files name their file with the file cache's string for
+// it, not with the name mesh.NewSource interns (kept by the interning table while any
+// source holds it, ~200 bytes beside its text): decoded, decoded again after an edit, or
+// restored from the decode cache after a restart. A source made now interns the name
+// afresh; no resource's source is that one.
+func TestSourcesNameTheirFileWithTheCachesString(t *testing.T) {
+	dir := fileADataplane(t, 20)
+	check := func(when string, l *dirLoader, snap *mesh.Snapshot) {
+		t.Helper()
+		for _, dp := range snap.Dataplanes {
+			if dp == snap.Self {
+				continue
+			}
+			src := dp.Source
+			path := src.File()
+			if c, ok := l.cache.kept(path); !ok || c.err != nil {
+				t.Fatalf("%s: %s (%s) has no cache entry", when, dp.Name, src)
+			}
+			i := l.cache.index()[path]
+			if !src.SameFile(mesh.NewSource(path, 0)) && src.SameFile(mesh.NewSource(path, 0).In(l.cache.files[i].name)) {
+				continue
+			}
+			t.Fatalf("%s: %s names its file %s with another string than the cache's", when, dp.Name, src)
+		}
+		l.cache.dropIndex()
+	}
+	l := newDirLoader()
+	snap, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	check("decoded", l, snap)
+	first := filepath.Join(dir, "dp-0000.yaml")
+	must(t, os.WriteFile(first, []byte(strings.ReplaceAll(extraDataplane, "NAME", "svc0")+"# edited\n"), 0o644))
+	snap, err = l.Load(exampleDataplane, dir)
+	must(t, err)
+	check("an edit", l, snap)
+
+	cache := filepath.Join(t.TempDir(), "cache")
+	_, err = l.writeCache(cache)
+	must(t, err)
+	warm := newDirLoader()
+	n, err := warm.restore(cache)
+	if err != nil || n == 0 {
+		t.Fatalf("restored %d files: %v", n, err)
+	}
+	decodes := warm.decodes
+	snap, err = warm.Load(exampleDataplane, dir)
+	must(t, err)
+	if warm.decodes != decodes+1 { // the dataplane file alone (never cached)
+		t.Fatalf("%d files decoded after the restore", warm.decodes-decodes)
+	}
+	check("restored", warm, snap)
+}
