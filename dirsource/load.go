@@ -36,6 +36,8 @@ type dirLoader struct {
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
 	// readFile is readRegular, and writeEntry cplink.WriteCacheStream; tests make them fail.
+	// intern is mesh.NewSource (ownSources); tests count its calls.
+	intern     func(file string, doc int) mesh.Source
 	readFile   func(string) ([]byte, error)
 	writeEntry func(path, pattern string, encode func(*gob.Encoder) error) error
 	// maxFile and maxTotal are the size limits of one file and of all (0: none).
@@ -175,7 +177,8 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{good: map[string]cachedFile{}, readFile: readRegular, writeEntry: cplink.WriteCacheStream, changes: 1}
+	return &dirLoader{good: map[string]cachedFile{}, intern: mesh.NewSource, readFile: readRegular,
+		writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources

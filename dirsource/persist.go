@@ -138,7 +138,7 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 		l.cache.grow(len(r.files)) // (a restore comes first: the cache holds none of them)
 		for p, c := range r.files {
 			_, name := l.cache.set(p, c)
-			ownSources(c.res, p, name) // (not served yet)
+			l.ownSources(c.res, p, name) // (not served yet)
 		}
 		l.cache.dropIndex()
 		l.reachKey = r.reach
