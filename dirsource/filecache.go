@@ -63,10 +63,22 @@ func (c *fileCache) get(path string) (cachedFile, bool) {
 	return c.file(&c.files[i]), true
 }
 
+// nameFor is the name of the file at path: its entry's, else a new one, for the entry set
+// for it next (set).
+func (c *fileCache) nameFor(path string) *string {
+	if i, ok := c.index()[path]; ok {
+		return c.files[i].name
+	}
+	name := new(string)
+	*name = path
+	return name
+}
+
 // set makes f the entry of the file at path (f.readFailed is false: such a file is never
 // cached), and returns the list it keeps of f.res (f.list when it holds them) and the
-// entry's name for the file (the one it had, else path, the string given now).
-func (c *fileCache) set(path string, f cachedFile) (resList, *string) {
+// entry's name for the file: the one it had, else name (from nameFor; nil: path, the
+// string given now).
+func (c *fileCache) set(path string, f cachedFile, name *string) (resList, *string) {
 	s := fileSlot{stamp: f.stamp, sum: f.sum, list: keep(f.list, f.res)}
 	if f.err != nil {
 		if c.errs == nil {
@@ -82,8 +94,10 @@ func (c *fileCache) set(path string, f cachedFile) (resList, *string) {
 		c.files[i] = s
 		return s.list, s.name
 	}
-	s.name = new(string)
-	*s.name = path
+	if s.name = name; name == nil {
+		s.name = new(string)
+		*s.name = path
+	}
 	idx[path] = int32(len(c.files))
 	c.files = append(c.files, s)
 	return s.list, s.name

@@ -21,7 +21,7 @@ func TestFileCacheIsAMapByPath(t *testing.T) {
 	want := map[string]cachedFile{}
 	set := func(p string, size int64, err error) {
 		f := cachedFile{stamp: fileStamp{size: size}, sum: digest{byte(size)}, err: err}
-		c.set(p, f)
+		c.set(p, f, nil)
 		want[p] = f
 	}
 	del := func(p string) {

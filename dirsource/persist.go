@@ -137,7 +137,7 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 		l.mu.Lock()
 		l.cache.grow(len(r.files)) // (a restore comes first: the cache holds none of them)
 		for p, c := range r.files {
-			_, name := l.cache.set(p, c)
+			_, name := l.cache.set(p, c, nil)
 			l.ownSources(c.res, p, name) // (not served yet)
 		}
 		l.cache.dropIndex()
