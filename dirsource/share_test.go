@@ -302,3 +302,35 @@ func TestOwningOwnedSourcesInternsNothing(t *testing.T) {
 		t.Fatalf("a load, a touch and an edit interned %d names", interned)
 	}
 }
+
+// A file decoded in one piece is never decoded again in one piece (its errors are that
+// piece's): its text is not held until every file of the load is decoded, as a file of
+// several pieces' is.
+func TestOnePieceFileTextNotHeld(t *testing.T) {
+	dir := t.TempDir()
+	one, many := filepath.Join(dir, "one.yaml"), filepath.Join(dir, "many.yaml")
+	must(t, os.WriteFile(one, []byte(strings.ReplaceAll(extraDataplane, "NAME", "a")), 0o644))
+	inventory(t, many, "b", 2000) // ~300 KB: pieces of 64 KB or more
+	l := newDirLoader()
+	paths := []string{one, many}
+	out := make([]cachedFile, len(paths))
+	for i, p := range paths {
+		st, err := stampOf(p)
+		must(t, err)
+		out[i].stamp = st
+	}
+	d := &parallelDecode{l: l, paths: paths, names: make([]*string, len(paths)), out: out, cores: 2,
+		data: map[int][]byte{}, results: map[int][]pieceResult{}, before: map[int]map[resourceKey]mesh.Resource{},
+		next: make(chan pieceJob, 64)}
+	d.send(0)
+	d.send(1)
+	if n := len(d.results[1]); n < 2 {
+		t.Fatalf("the file of 2,000 dataplanes went in %d piece", n)
+	}
+	if _, held := d.data[0]; held || len(d.results[0]) != 1 {
+		t.Fatalf("the text of a file of one piece (of %d) is held", len(d.results[0]))
+	}
+	if _, held := d.data[1]; !held {
+		t.Fatal("the text of a file of several pieces is not held")
+	}
+}
