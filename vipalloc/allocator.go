@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -43,21 +44,29 @@ type Allocator struct {
 }
 
 // hostState is one hostname: the candidates proposing it, its VIP and the entries it has now
-// (see cands, entries and avail). It fits in 24 bytes: most hostnames have one candidate
+// (see cands, entries and avail). It fits in 16 bytes: most hostnames have one candidate
 // whose own entry (&cand.Entry) is the hostname's one entry, held in the state itself, and
 // the name is the candidate's; the lists (and the name) of a hostname that ever had
-// several candidates, or an entry that is not its candidate's own, are behind many.
+// several candidates, or an entry that is not its candidate's own, are behind the same
+// pointer (hostLists, with hsMany set).
 type hostState struct {
-	// cand is the candidate of a hostname with one (many == nil). It stays after its removal
-	// (hasCand false), to name the hostname until its state is dropped or another comes.
-	cand     [1]*candidate
-	many     *hostLists
-	vip      uint32
-	hasVIP   bool
-	hasCand  bool
-	hasEntry bool // (many == nil) the hostname's one entry is &cand[0].Entry
-	touched  bool
+	// p is the hostname's *hostLists (hsMany set), or else its *candidate: the candidate of a
+	// hostname with one, which stays after its removal (hsCand unset), to name the hostname
+	// until its state is dropped or another comes.
+	p       unsafe.Pointer
+	vip     uint32
+	hasVIP  bool
+	touched bool
+	bits    hostBits
 }
+
+type hostBits uint8
+
+const (
+	hsMany  hostBits = 1 << iota // p is the hostname's lists
+	hsCand                       // (hsMany unset) p is a candidate proposing the hostname
+	hsEntry                      // (hsMany unset) the hostname's one entry is &p.Entry
+)
 
 // hostLists holds the name, the candidates and the entries (sorted by key) of a hostname
 // that has had several candidates or entries.
@@ -70,45 +79,62 @@ type hostLists struct {
 // newHostState is the state of the hostname c proposes, with c (the hostMap makes its
 // own in place).
 func newHostState(c *candidate) *hostState {
-	return &hostState{cand: [1]*candidate{c}, hasCand: true}
+	return &hostState{p: unsafe.Pointer(c), bits: hsCand}
+}
+
+// many is the hostname's lists, or nil when it has none.
+func (hs *hostState) many() *hostLists {
+	if hs.bits&hsMany == 0 {
+		return nil
+	}
+	return (*hostLists)(hs.p)
+}
+
+// cand is the candidate of a hostname without lists (see p), or nil.
+func (hs *hostState) cand() *candidate {
+	if hs.bits&hsMany != 0 {
+		return nil
+	}
+	return (*candidate)(hs.p)
 }
 
 // name is the hostname.
 func (hs *hostState) name() string {
-	if hs.many != nil {
-		return hs.many.name
+	if l := hs.many(); l != nil {
+		return l.name
 	}
-	return hs.cand[0].Hostname
+	return hs.cand().Hostname
 }
 
 // cands returns the candidates proposing the hostname (the caller may reorder them).
 func (hs *hostState) cands() []*candidate {
 	switch {
-	case hs.many != nil:
-		return hs.many.cands
-	case hs.hasCand:
-		return hs.cand[:]
+	case hs.bits&hsMany != 0:
+		return hs.many().cands
+	case hs.bits&hsCand != 0:
+		// The one candidate, as a slice of the pointer itself (a *candidate in p's place).
+		return unsafe.Slice((**candidate)(unsafe.Pointer(&hs.p)), 1)
 	}
 	return nil
 }
 
-// lists moves the hostname's name, candidate and entry to hs.many (if not there yet) and
-// returns it.
+// lists moves the hostname's name, candidate and entry to its lists (if not there yet) and
+// returns them.
 func (hs *hostState) lists() *hostLists {
-	if hs.many == nil {
-		l := &hostLists{name: hs.name(), cands: slices.Clone(hs.cands())}
-		if hs.hasEntry {
-			l.entries = []*Entry{&hs.cand[0].Entry}
-		}
-		hs.many = l
-		hs.cand[0], hs.hasCand, hs.hasEntry = nil, false, false
+	if l := hs.many(); l != nil {
+		return l
 	}
-	return hs.many
+	l := &hostLists{name: hs.name(), cands: slices.Clone(hs.cands())}
+	if hs.bits&hsEntry != 0 {
+		l.entries = []*Entry{&hs.cand().Entry}
+	}
+	hs.p, hs.bits = unsafe.Pointer(l), hsMany
+	return l
 }
 
 func (hs *hostState) addCand(c *candidate) {
-	if hs.many == nil && !hs.hasCand && !hs.hasEntry {
-		hs.cand[0], hs.hasCand = c, true
+	if hs.bits&(hsMany|hsCand|hsEntry) == 0 {
+		hs.p, hs.bits = unsafe.Pointer(c), hsCand
 		return
 	}
 	l := hs.lists()
@@ -116,47 +142,49 @@ func (hs *hostState) addCand(c *candidate) {
 }
 
 func (hs *hostState) removeCand(c *candidate) {
-	if hs.many == nil {
-		if hs.hasCand && hs.cand[0] == c {
-			hs.hasCand = false
+	l := hs.many()
+	if l == nil {
+		if hs.bits&hsCand != 0 && hs.cand() == c {
+			hs.bits &^= hsCand
 		}
 		return
 	}
-	if i := slices.Index(hs.many.cands, c); i >= 0 {
-		hs.many.cands = slices.Delete(hs.many.cands, i, i+1)
+	if i := slices.Index(l.cands, c); i >= 0 {
+		l.cands = slices.Delete(l.cands, i, i+1)
 	}
 }
 
 // numEntries and entry read the hostname's entries, sorted by key.
 func (hs *hostState) numEntries() int {
 	switch {
-	case hs.many != nil:
-		return len(hs.many.entries)
-	case hs.hasEntry:
+	case hs.bits&hsMany != 0:
+		return len(hs.many().entries)
+	case hs.bits&hsEntry != 0:
 		return 1
 	}
 	return 0
 }
 
 func (hs *hostState) entry(i int) *Entry {
-	if hs.many != nil {
-		return hs.many.entries[i]
+	if l := hs.many(); l != nil {
+		return l.entries[i]
 	}
-	return &hs.cand[0].Entry
+	return &hs.cand().Entry
 }
 
 // setEntries replaces the hostname's entries (sorted by key). A hostname back to one
 // candidate showing its own entry leaves its lists.
 func (hs *hostState) setEntries(es []*Entry) {
+	l := hs.many()
 	switch {
-	case hs.many != nil && len(hs.many.cands) == 1 && len(es) == 1 && es[0] == &hs.many.cands[0].Entry:
-		hs.cand[0], hs.many, hs.hasCand, hs.hasEntry = hs.many.cands[0], nil, true, true
-	case hs.many != nil:
-		hs.many.entries = es
+	case l != nil && len(l.cands) == 1 && len(es) == 1 && es[0] == &l.cands[0].Entry:
+		hs.p, hs.bits = unsafe.Pointer(l.cands[0]), hsCand|hsEntry
+	case l != nil:
+		l.entries = es
 	case len(es) == 0:
-		hs.hasEntry = false
-	case len(es) == 1 && es[0] == &hs.cand[0].Entry:
-		hs.hasEntry = true
+		hs.bits &^= hsEntry
+	case len(es) == 1 && es[0] == &hs.cand().Entry:
+		hs.bits |= hsEntry
 	default:
 		hs.lists().entries = es
 	}
@@ -277,10 +305,10 @@ func unplace(hosts *hostMap, h uint64, c *candidate) *hostState {
 // Called before the round's candidates are placed (the default names are found through the
 // hostname states, which placing writes).
 func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
-	if a.defaults == nil || !c.source().explicit || c.published || len(c.Tags) != 1 {
+	if a.defaults == nil || !c.source().explicit || c.isPublished() || c.tags == nil || c.flags&tagCount != 0 {
 		return
 	}
-	svc, ok := c.Tags.Get(mesh.ServiceTag)
+	svc, ok := c.Tags().Get(mesh.ServiceTag)
 	if !ok {
 		return
 	}
@@ -288,7 +316,7 @@ func (a *Allocator) shareTags(c *candidate, buf *[]byte) {
 	b = append(b, '}')
 	*buf = b
 	if d := a.defaults.find(keyHash(b), b); d != nil {
-		c.Tags = d.Tags
+		c.tags = d.tags // both one tag
 	}
 }
 

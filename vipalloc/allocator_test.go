@@ -3,6 +3,7 @@ package vipalloc
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,8 +55,8 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 			t.Errorf("%s: missing", host)
 			continue
 		}
-		if !reflect.DeepEqual(e.Ports(), []uint32{w.port}) || e.Origin() != w.origin || !reflect.DeepEqual(e.Tags, w.tags) {
-			t.Errorf("%s: ports %v origin %v tags %v; want %d %v %v", host, e.Ports(), e.Origin(), e.Tags, w.port, w.origin, w.tags)
+		if !reflect.DeepEqual(e.Ports(), []uint32{w.port}) || e.Origin() != w.origin || !reflect.DeepEqual(e.Tags(), w.tags) {
+			t.Errorf("%s: ports %v origin %v tags %v; want %d %v %v", host, e.Ports(), e.Origin(), e.Tags(), w.port, w.origin, w.tags)
 		}
 		if !svcPool.Contains(e.IPv4()) || extPool.Contains(e.IPv4()) || !v6.Contains(e.IPv6()) || e.IPv6().As16()[12] != e.IPv4().As4()[0] {
 			t.Errorf("%s: VIPs %s %s outside the pools or not twins", host, e.IPv4(), e.IPv6())
@@ -82,6 +83,10 @@ func TestVirtualOutboundDesignNames(t *testing.T) {
 	if len(skips) != 1 || !strings.Contains(skips[0], `service-by-zone{kuma.io/service=legacy,kuma.io/zone=<missing>}`) ||
 		!strings.Contains(skips[0], `"kuma.io/zone"`) {
 		t.Errorf("skips = %q", skips)
+	}
+	// The skip has the one tag of the two its selector's tuples have.
+	if sk := tb.Skipped(); len(sk) != 1 || !reflect.DeepEqual(sk[0].Tags, mesh.TagsOf(map[string]string{mesh.ServiceTag: "legacy"})) {
+		t.Errorf("skips = %+v", sk)
 	}
 	// Outbounds carry the hostname, one per hostname and port.
 	obs := tb.Outbounds()
@@ -131,6 +136,45 @@ func TestDefaultNamesOnOff(t *testing.T) {
 	}
 }
 
+// A default name's tags are the inbound's own kuma.io/service tag, whatever other tags the
+// inbound has (a Kubernetes pod's have a dozen): no tag set of its own per name.
+func TestDefaultNameTagIsTheInbounds(t *testing.T) {
+	web := dp("web-1", svc("web", "v1", "zone-1"))
+	tb := allocate(t, newAlloc(t, nil), snap([]*mesh.Dataplane{web}, nil))
+	e, ok := tb.Lookup("web.mesh")
+	in := web.Networking.Inbound[0].Tags
+	i := slices.IndexFunc(in, func(tg mesh.Tag) bool { return tg.Key == mesh.ServiceTag })
+	if !ok || !reflect.DeepEqual(e.Tags(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})) || &e.Tags()[0] != &in[i] {
+		t.Errorf("web.mesh: %+v, its tag not the inbound's", e)
+	}
+}
+
+// A policy tuple's tags are the run of the inbound's own tags that holds them when there is
+// one (no tag set of its own), else a set of its own, never the expander's buffer.
+func TestPolicyTupleTagsAreTheInbounds(t *testing.T) {
+	web := dp("web-1", svc("web", "v1", "zone-1"))
+	in := web.Networking.Inbound[0].Tags // kuma.io/service, kuma.io/zone, version
+	byService := vo("by-service", "{{service}}.x", "80", map[string]string{mesh.ServiceTag: "service"},
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))
+	byZone := vo("by-zone", "{{service}}.{{zone}}.x", "80", map[string]string{mesh.ServiceTag: "service", mesh.ZoneTag: "zone"},
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))
+	byVersion := vo("by-version", "{{service}}.{{version}}.x", "80", map[string]string{mesh.ServiceTag: "service", "version": "version"},
+		mesh.TagsOf(map[string]string{mesh.ServiceTag: "*"}))
+	tb := allocate(t, newAlloc(t, func(c *Config) { c.DefaultServiceVIPs = false }),
+		snap([]*mesh.Dataplane{web, dp("xapi-1", svc("xapi", "v2", "zone-2"))}, []*mesh.VirtualOutbound{byService, byZone, byVersion}))
+	for host, want := range map[string]mesh.Tags{"web.x": in[:1], "web.zone-1.x": in[:2],
+		"web.v1.x": {in[0], in[2]}} {
+		e, ok := tb.Lookup(host)
+		if !ok || !reflect.DeepEqual(e.Tags(), want) {
+			t.Errorf("%s: %+v, want tags %v", host, e, want)
+			continue
+		}
+		if inRun := &e.Tags()[0] == &in[0]; inRun != (len(want) != 2 || want[1] == in[1]) {
+			t.Errorf("%s: tags in the inbound's set %v", host, inRun)
+		}
+	}
+}
+
 func TestCollisions(t *testing.T) {
 	dps := smallMesh()
 	older := vo("b-older", "shared.mesh", "80", nil, mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"}))
@@ -147,8 +191,9 @@ func TestCollisions(t *testing.T) {
 	if !ok {
 		t.Fatal("shared.mesh missing")
 	}
-	if e.Origin().Name != "b-older" || !reflect.DeepEqual(e.Ports(), []uint32{80, 9090}) || len(e.Targets()) != 2 {
-		t.Fatalf("shared.mesh = %+v", e)
+	if e.Origin().Name != "b-older" || !reflect.DeepEqual(e.Ports(), []uint32{80, 9090}) || len(e.Targets()) != 2 ||
+		!reflect.DeepEqual(e.Tags(), mesh.TagsOf(map[string]string{mesh.ServiceTag: "web"})) {
+		t.Fatalf("shared.mesh = %+v", e.Data())
 	}
 	if e.Targets()[1].Origin.Name != "c-port" || e.Targets()[1].Tags.Value(mesh.ServiceTag) != "legacy" ||
 		e.Targets()[0].Tags.Value(mesh.ServiceTag) != "web" {

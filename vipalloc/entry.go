@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -55,16 +56,19 @@ const OriginService = "Service"
 // Entry is one hostname of the table. Entries are shared between tables and never mutated.
 //
 // A mesh holds an entry per hostname (and the allocator a candidate embedding one), so an
-// entry is kept small (56 bytes): its addresses, ports, origin and key are read with methods
-// of those names. The IPv4 VIP is a uint32 and the IPv6 one its twin in the allocator's twin
-// prefix; a single port is held inline; a default name's origin {"Service", svc} and key
-// `Service{kuma.io/service=svc}` are derived from its tags, and so is a policy tuple's key
-// `<policy>{k1=v1,...}` when it spells exactly the tuple's tags. The rest is behind one pointer
-// to a detail shared by many entries: the twin prefix, a policy's origin, and what few
-// entries have (a key that is not derived, a reason, a MeshExternalService, a selector,
-// several ports' targets). All
-// the default names of an allocator share one detail, a policy's tuples their selector's.
-// Build an entry by hand with NewEntry.
+// entry is kept small (40 bytes, so that a candidate fits the 48-byte size class): its
+// addresses, ports, tags, origin and key are read with methods of those names. The IPv4 VIP
+// is a uint32 and the IPv6 one its twin in the allocator's twin prefix; a single port is held
+// inline; the tags are a pointer to the first of them, one unless the flags say their count
+// is in the detail (a default name's are always one, {kuma.io/service: svc}; a policy
+// tuple's count is its selector's, in the detail its tuples share); a default name's origin
+// {"Service", svc} and key `Service{kuma.io/service=svc}` are derived from its tags, and so is
+// a policy tuple's key `<policy>{k1=v1,...}` when it spells exactly the tuple's tags. The
+// rest is behind one pointer to a detail shared by many entries: the twin prefix, a policy's
+// origin, and what few entries have (a key that is not derived, a reason, a
+// MeshExternalService, a selector, several ports' targets). All the default names of an
+// allocator share one detail, a policy's tuples their selector's. Build an entry by hand
+// with NewEntry.
 type Entry struct {
 	// Hostname is lower-case, without the final dot.
 	Hostname string
@@ -73,8 +77,9 @@ type Entry struct {
 	port   uint16 // the port, with onePort; several ports (or one above 65535) are in detail
 	Status Status
 	flags  entryFlags
-	// Tags are the destination tags the hostname routes to (the tuple).
-	Tags   mesh.Tags
+	// tags is the first of the destination tags the hostname routes to (the tuple; see
+	// Tags): nil for none.
+	tags   *mesh.Tag
 	detail *entryDetail // nil: no detail (no IPv6; the origin is zero or, see flags, derived)
 }
 
@@ -86,6 +91,8 @@ const (
 	svcOrigin                        // the origin is {"Service", the kuma.io/service tag}
 	svcKey                           // the key is defaultKey(the kuma.io/service tag)
 	policyKey                        // the key is tagsKey(the origin's name, the tags)
+	tagCount                         // the tags are detail.ntags from tags, not one
+	published                        // (a candidate's own entry) published as is: see publish
 )
 
 // entryDetail is the part of entries many share: an allocator's default names all of it,
@@ -109,6 +116,8 @@ type entryDetail struct {
 	meshService         string
 	selector            mesh.Tags
 	targets             []Target
+	// ntags is how many tags the entries with tagCount have.
+	ntags uint32
 }
 
 // entryRare holds what only hand-built and multi-port entries have. Never written once set:
@@ -170,12 +179,13 @@ type EntryData struct {
 
 // NewEntry builds the entry d spells out. IPv4 is an IPv4 address or invalid.
 func NewEntry(d EntryData) *Entry {
-	e := &Entry{Hostname: d.Hostname, Tags: d.Tags, Status: d.Status}
+	e := &Entry{Hostname: d.Hostname, Status: d.Status}
 	if d.IPv4.IsValid() {
 		e.v4, e.flags = v4u(d.IPv4), hasV4
 	}
 	det := entryDetail{origin: d.Origin, key: d.Key, reason: d.Reason, meshExternalService: d.MeshExternalService, meshService: d.MeshService,
 		selector: d.Selector, targets: d.Targets}
+	e.refTags(&det, d.Tags)
 	det.withRare(func(r *entryRare) { r.ip6 = d.IPv6 })
 	e.setPorts(&det, d.Ports)
 	e.setDetail(det)
@@ -186,8 +196,55 @@ func NewEntry(d EntryData) *Entry {
 func (e *Entry) Data() EntryData {
 	d := e.detailCopy()
 	return EntryData{Hostname: e.Hostname, IPv4: e.IPv4(), IPv6: e.IPv6(), Ports: e.Ports(), Origin: d.origin,
-		Key: e.Key(), Tags: e.Tags, Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService, MeshService: d.meshService,
+		Key: e.Key(), Tags: e.Tags(), Status: e.Status, Reason: d.reason, MeshExternalService: d.meshExternalService, MeshService: d.meshService,
 		Selector: d.selector, Targets: d.targets}
+}
+
+// Tags are the destination tags the hostname routes to (the tuple), sorted by key. Do not
+// modify.
+func (e *Entry) Tags() mesh.Tags {
+	switch {
+	case e.tags == nil:
+		return nil
+	case e.flags&tagCount != 0:
+		return unsafe.Slice(e.tags, e.detail.ntags)
+	}
+	return unsafe.Slice(e.tags, 1)
+}
+
+// noTags is what the tags of an entry with an empty (not nil) tag set point to.
+var noTags mesh.Tag
+
+// refTags makes an entry being built, whose detail will be d, show tags t: one inline, any
+// other count (none included: not nil, so that JSON tells {} from null) in d.
+func (e *Entry) refTags(d *entryDetail, t mesh.Tags) {
+	e.flags &^= tagCount
+	switch {
+	case t == nil:
+		e.tags = nil
+		return
+	case len(t) == 0:
+		e.tags = &noTags
+	default:
+		e.tags = &t[0]
+	}
+	if len(t) != 1 {
+		e.flags |= tagCount
+		d.ntags = uint32(len(t))
+	}
+}
+
+// setTags sets the tags of an entry being built, keeping the rest of its detail (a shared
+// detail with another tag count is copied, never written).
+func (e *Entry) setTags(t mesh.Tags) {
+	if len(t) == 1 || t == nil || e.detail != nil && e.detail.ntags == uint32(len(t)) {
+		var d entryDetail
+		e.refTags(&d, t)
+		return
+	}
+	d := e.detailCopy()
+	e.refTags(&d, t)
+	e.setDetail(d)
 }
 
 // setPorts sets the ports of an entry being built whose detail will be d.
@@ -331,7 +388,7 @@ func appendTagsKey(b []byte, name string, tags mesh.Tags) []byte {
 
 // service is the entry's kuma.io/service tag ("" without one).
 func (e *Entry) service() string {
-	svc, _ := e.Tags.Get(mesh.ServiceTag)
+	svc, _ := e.Tags().Get(mesh.ServiceTag)
 	return svc
 }
 
@@ -346,7 +403,7 @@ func (e *Entry) appendKey(b []byte) []byte {
 	case e.flags&svcKey != 0:
 		return append(append(append(b, defaultKeyPrefix...), e.service()...), '}')
 	case e.flags&policyKey != 0:
-		return appendTagsKey(b, e.detail.origin.Name, e.Tags)
+		return appendTagsKey(b, e.detail.origin.Name, e.Tags())
 	}
 	return append(b, e.storedKey()...)
 }
@@ -391,7 +448,7 @@ func (e *Entry) Origin() Origin {
 func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
 	e.flags &^= svcOrigin
 	d.origin = o
-	if svc, ok := e.Tags.Get(mesh.ServiceTag); ok && o == (Origin{Kind: OriginService, Name: svc}) {
+	if svc, ok := e.Tags().Get(mesh.ServiceTag); ok && o == (Origin{Kind: OriginService, Name: svc}) {
 		e.flags |= svcOrigin
 		d.origin = Origin{}
 	}
@@ -400,13 +457,12 @@ func (e *Entry) setOriginOf(d *entryDetail, o Origin) {
 // setDetail sets e's detail (its origin included) to d: none when d has nothing to keep.
 // Only for an entry being built.
 func (e *Entry) setDetail(d entryDetail) {
+	e.detail = &d // the tags' count may be in it: the origin is derived from them
 	e.setOriginOf(&d, d.origin)
-	if d.twin == nil && d.rare == nil && d.src == nil && d.origin == (Origin{}) && d.key == "" && d.reason == "" &&
-		d.meshExternalService == "" && d.meshService == "" && d.selector == nil && d.targets == nil {
+	if e.flags&tagCount == 0 && d.twin == nil && d.rare == nil && d.src == nil && d.origin == (Origin{}) && d.key == "" &&
+		d.reason == "" && d.meshExternalService == "" && d.meshService == "" && d.selector == nil && d.targets == nil {
 		e.detail = nil
-		return
 	}
-	e.detail = &d
 }
 
 // setReason sets the reason of an entry being built, keeping the rest of its detail (a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,12 +20,14 @@ type candidate struct {
 	// Entry is the proposal: Hostname, port (one), origin, Key, Tags, selector and
 	// MeshExternalService (reason for skips); its detail names the source. The first time
 	// the candidate is published it is published as is (&c.Entry, with its VIP and status
-	// filled in), so most hostnames cost one object; after that it is never changed, only
-	// copied.
+	// filled in, and the published flag set), so most hostnames cost one object; after that
+	// it is never changed, only copied.
 	Entry
-	refs      int32
-	published bool
+	refs int32
 }
+
+// isPublished reports whether the candidate's own entry was published (see publish).
+func (c *candidate) isPublished() bool { return c.flags&published != 0 }
 
 // source is what proposed the candidate: its policy's, or defaultSource.
 func (c *candidate) source() *source {
@@ -120,8 +123,9 @@ type expander struct {
 	fresh candMap
 	hosts *[hostShards]hostMap
 	buf   []byte
-	hbuf  []byte // a default name's hostname, being looked up
-	kbuf  []byte // a policy tuple's key as its tags spell it
+	hbuf  []byte    // a default name's hostname, being looked up
+	tbuf  mesh.Tags // a policy tuple's tags, being built
+	kbuf  []byte    // a policy tuple's key as its tags spell it
 	// events are the candidates this expander added (add) and dropped since they were last
 	// applied: expanders run concurrently and their events are applied in a fixed order.
 	events []event
@@ -320,29 +324,31 @@ func appendSelKey(b []byte, sel *compiledSel, in *inbound) (_ []byte, missing bo
 func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *candidate {
 	b := x.buf
 	c := &candidate{}
-	c.detail = sel.detail
-	c.Tags = make(mesh.Tags, 0, len(sel.dest))
+	c.detail = sel.detail // it holds len(sel.dest), the count of the tags of a tuple none lacks
+	tags := x.tbuf[:0]
 	var absent []string
 	for _, d := range sel.dest {
 		switch v, ok := in.get(d.k, d.idx); {
 		case !d.fromInbound:
-			c.Tags = append(c.Tags, mesh.Tag{Key: d.k, Value: d.fixed})
+			tags = append(tags, mesh.Tag{Key: d.k, Value: d.fixed})
 		case ok:
-			c.Tags = append(c.Tags, mesh.Tag{Key: d.k, Value: v})
+			tags = append(tags, mesh.Tag{Key: d.k, Value: v})
 		default:
 			absent = append(absent, d.k)
 		}
 	}
-	c.Tags = tagset.Sorted(c.Tags)
+	tags = tagset.Sorted(tags)
+	x.tbuf = tags
+	c.setTags(inboundRun(in.tags, tags))
 	keyLen := len(b)
 	// Rendered with the tags present, as Kuma does: a tag the inbound lacks fails only a
 	// template that needs it (a parameter the template never uses, or one it tolerates the
 	// absence of with {{if}}, skips nothing). The hostname is rendered after the key in the
 	// same buffer: one string holds both.
-	out, port, err := x.tpl.RenderAppend(b, c.Tags)
+	out, port, err := x.tpl.RenderAppend(b, tags)
 	derived := false
 	if err == nil && !missing {
-		x.kbuf = appendTagsKey(x.kbuf[:0], x.name, c.Tags)
+		x.kbuf = appendTagsKey(x.kbuf[:0], x.name, tags)
 		derived = string(x.kbuf) == string(out[:keyLen])
 	}
 	switch {
@@ -363,6 +369,24 @@ func (x *expander) newCandidate(sel *compiledSel, in *inbound, missing bool) *ca
 		c.setPort(port)
 	}
 	return c
+}
+
+// inboundRun returns a tuple's tags (sorted) as its candidate keeps them: the run of in, the
+// inbound's own tags, that holds them when there is one (always for a tuple of the one tag
+// it takes from the inbound, kuma.io/service most often; tag sets are never modified once
+// decoded), else a set of their own.
+func inboundRun(in, tags mesh.Tags) mesh.Tags {
+	if len(tags) > 0 {
+		for i := range in {
+			if in[i].Key == tags[0].Key {
+				if run := in[i:min(i+len(tags), len(in))]; slices.Equal(run, tags) {
+					return run
+				}
+				break
+			}
+		}
+	}
+	return slices.Clone(tags)
 }
 
 func (x *expander) count(c *candidate, delta int32) {
@@ -403,7 +427,7 @@ func (x *expander) visitDefault(in *inbound) {
 	c.detail = x.detail
 	// The origin {"Service", svc} and the key (b) are derived from the tags: a name costs
 	// the string of its hostname only.
-	c.Tags, c.flags = defaultTags(in.tags, svc), svcOrigin|svcKey
+	c.tags, c.flags = defaultTag(in.tags, svc), svcOrigin|svcKey
 	keyLen := len(b)
 	b = append(append(b, strings.ToLower(svc)...), ".mesh"...)
 	x.buf = b
@@ -423,14 +447,17 @@ func (x *expander) visitDefault(in *inbound) {
 	x.emit(c, true)
 }
 
-// defaultTags is the tag set {kuma.io/service: svc} of a default name: the inbound's own
-// map when it holds just that (the common one-tag inbound; maps are never modified once
-// decoded), so that the name costs no map of its own.
-func defaultTags(in mesh.Tags, svc string) mesh.Tags {
-	if len(in) == 1 && in[0] == (mesh.Tag{Key: mesh.ServiceTag, Value: svc}) {
-		return in
+// defaultTag is the one tag of a default name, {kuma.io/service: svc}: the inbound's own
+// (tag sets are never modified once decoded; an entry's tags are a pointer to the first and
+// their count, so a one-tag set can be any one tag of the inbound's), so that the name costs
+// no tag set of its own, whatever other tags the inbound has.
+func defaultTag(in mesh.Tags, svc string) *mesh.Tag {
+	for i := range in {
+		if in[i] == (mesh.Tag{Key: mesh.ServiceTag, Value: svc}) {
+			return &in[i]
+		}
 	}
-	return mesh.Tags{{Key: mesh.ServiceTag, Value: svc}}
+	return &mesh.Tag{Key: mesh.ServiceTag, Value: svc}
 }
 
 // visitBroken keeps one skip for a policy whose templates do not compile, counted by the

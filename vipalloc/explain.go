@@ -31,7 +31,7 @@ func (t *Table) Explain(w io.Writer, host string) bool {
 				explainOrigin(w, "    ", tg.Origin, tg.Selector, tg.Tags, tg.Key)
 			}
 		} else {
-			explainOrigin(w, "  ", win.Origin(), win.Selector(), win.Tags, win.Key())
+			explainOrigin(w, "  ", win.Origin(), win.Selector(), win.Tags(), win.Key())
 		}
 	} else {
 		fmt.Fprintf(w, "%s: NotAvailable\n", host)
@@ -45,7 +45,7 @@ func (t *Table) Explain(w io.Writer, host string) bool {
 		} else {
 			fmt.Fprintf(w, "  %s/%s (%s) on port %s:\n", e.Origin().Kind, e.Origin().Name, e.Key(), PortsText(e.Ports()))
 		}
-		explainOrigin(w, "    ", e.Origin(), e.Selector(), e.Tags, e.Key())
+		explainOrigin(w, "    ", e.Origin(), e.Selector(), e.Tags(), e.Key())
 		fmt.Fprintf(w, "    NotAvailable: %s\n", e.Reason())
 	}
 	return true

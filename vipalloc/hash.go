@@ -20,7 +20,7 @@ func entrySum(e *Entry, withTags bool) [2]uint64 {
 	b := appendEntry(buf[:0], e)
 	x := maphash.Bytes(hashSeed, b)
 	if withTags {
-		x ^= tagsHash(e.Tags)
+		x ^= tagsHash(e.Tags())
 		for _, tg := range e.Targets() {
 			x = x*31 ^ tagsHash(tg.Tags)
 		}

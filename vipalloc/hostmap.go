@@ -1,6 +1,9 @@
 package vipalloc
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // hostMap holds the states of one shard's hostnames, found by name. The states live in
 // chunks of hostChunk (their addresses never change, so a *hostState stays valid while its
@@ -112,7 +115,7 @@ func (m *hostMap) add(h uint64, c *candidate) *hostState {
 	}
 	m.dropped[pos/64] &^= 1 << (pos % 64)
 	hs := m.at(pos)
-	*hs = hostState{cand: [1]*candidate{c}, hasCand: true}
+	*hs = hostState{p: unsafe.Pointer(c), bits: hsCand}
 	mask := len(m.slots) - 1
 	i := int(h >> m.shift)
 	for m.slots[i] != 0 && m.slots[i] != tomb {

@@ -517,6 +517,7 @@ func newVOExpander(vo *mesh.VirtualOutbound, twin *netip.Prefix) *expander {
 			cs.dest = append(cs.dest, d)
 		}
 		sort.Slice(cs.dest, func(i, j int) bool { return cs.dest[i].k < cs.dest[j].k })
+		cs.detail.ntags = uint32(len(cs.dest))
 		x.sels = append(x.sels, cs)
 	}
 	if len(x.sels) > selIndexMin {

@@ -125,7 +125,7 @@ func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl *settle
 func (a *Allocator) listSkipped() {
 	a.skipped = a.skipped[:0:0]
 	for _, c := range a.skips {
-		a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags,
+		a.skipped = append(a.skipped, Skip{Origin: c.Origin(), Key: c.Key(), Selector: c.Selector(), Tags: c.Tags(),
 			MeshExternalService: c.MeshExternalService(), MeshService: c.MeshService(), Reason: c.Reason()})
 	}
 	sort.Slice(a.skipped, func(i, j int) bool {
@@ -183,13 +183,14 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 		ports, targets := make([]uint32, len(winners)), make([]Target, len(winners))
 		for i, w := range winners {
 			ports[i] = w.port()
-			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags, Selector: w.Selector()}
+			targets[i] = Target{Port: w.port(), Origin: w.Origin(), Key: w.Key(), Tags: w.Tags(), Selector: w.Selector()}
 		}
 		// The owner's key, as the owner holds it (same tags and origin: a derived one stays so).
-		e = &Entry{Hostname: h, Tags: owner.Tags, Status: status, flags: owner.flags & derivedKey}
+		e = &Entry{Hostname: h, Status: status, flags: owner.flags & derivedKey}
 		e.setVIP(v, hasVIP)
 		d := entryDetail{twin: &a.s.v6, origin: owner.Origin(), key: owner.storedKey(), selector: owner.Selector(),
 			meshExternalService: owner.MeshExternalService(), meshService: owner.MeshService(), reason: reason, targets: targets}
+		e.refTags(&d, owner.Tags())
 		e.setPorts(&d, ports)
 		e.setDetail(d)
 	}
@@ -211,8 +212,8 @@ func (a *Allocator) entriesFor(hs *hostState, slab *[]*Entry) ([]*Entry, *Entry)
 // the candidate's own proposal the first time (filled in now) or when it already shows
 // exactly that, else a copy. A published entry is never changed.
 func publish(c *candidate, v uint32, hasVIP bool, status Status, reason string) *Entry {
-	if !c.published {
-		c.published = true
+	if !c.isPublished() {
+		c.flags |= published
 		c.setVIP(v, hasVIP)
 		c.Status = status
 		c.setReason(reason)
@@ -222,6 +223,7 @@ func publish(c *candidate, v uint32, hasVIP bool, status Status, reason string) 
 		return &c.Entry
 	}
 	e := c.Entry
+	e.flags &^= published // a copy: the candidate's own entry is the one published as is
 	e.setVIP(v, hasVIP)
 	e.Status = status
 	e.setReason(reason)

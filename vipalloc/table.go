@@ -246,7 +246,7 @@ func buildOutbounds(all []*Entry) []Outbound {
 			continue
 		}
 		for i := range e.numPorts() {
-			out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: e.portAt(i), Hostname: e.Hostname, Tags: e.Tags,
+			out = append(out, Outbound{IPv4: v4, IPv6: v6, Port: e.portAt(i), Hostname: e.Hostname, Tags: e.Tags(),
 				Origin: e.Origin(), MeshExternalService: e.MeshExternalService(), MeshService: e.MeshService()})
 		}
 	}

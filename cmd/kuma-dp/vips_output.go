@@ -62,7 +62,7 @@ func vipsWriteJSON(w io.Writer, t *vipalloc.Table) error {
 	}
 	for _, e := range t.Entries() {
 		v4, v6 := vipsAddrText(e)
-		tags := e.Tags
+		tags := e.Tags()
 		if tags == nil {
 			tags = mesh.Tags{}
 		}
@@ -83,7 +83,7 @@ func vipsWriteTable(w io.Writer, t *vipalloc.Table) error {
 		if v4 == "" {
 			v4, v6 = "-", "-"
 		}
-		detail := e.Tags.String()
+		detail := e.Tags().String()
 		if e.Status != vipalloc.Available {
 			detail = e.Reason()
 		}

@@ -162,7 +162,7 @@ func vipRows(t *vipalloc.Table, host string, first int) ([]vipRow, int) {
 	explained := map[string]string{}
 	for _, e := range match[min(first, len(match)):min(first+vipPageSize, len(match))] {
 		row := vipRow{Hostname: e.Hostname, IPv4: "-", IPv6: "-", Ports: vipalloc.PortsText(e.Ports()),
-			Origin: e.Origin().Kind + "/" + e.Origin().Name, Status: e.Status.String(), Available: e.Status == vipalloc.Available, Detail: e.Tags.String()}
+			Origin: e.Origin().Kind + "/" + e.Origin().Name, Status: e.Status.String(), Available: e.Status == vipalloc.Available, Detail: e.Tags().String()}
 		if e.IPv4().IsValid() {
 			row.IPv4 = e.IPv4().String()
 			if e.IPv6().IsValid() {
