@@ -305,7 +305,7 @@ func TestOwningOwnedSourcesInternsNothing(t *testing.T) {
 
 // A file decoded in one piece is never decoded again in one piece (its errors are that
 // piece's): its text is not held until every file of the load is decoded, as a file of
-// several pieces' is.
+// several pieces' is, nor its piece's result (the worker finishes it).
 func TestOnePieceFileTextNotHeld(t *testing.T) {
 	dir := t.TempDir()
 	one, many := filepath.Join(dir, "one.yaml"), filepath.Join(dir, "many.yaml")
@@ -327,10 +327,36 @@ func TestOnePieceFileTextNotHeld(t *testing.T) {
 	if n := len(d.results[1]); n < 2 {
 		t.Fatalf("the file of 2,000 dataplanes went in %d piece", n)
 	}
-	if _, held := d.data[0]; held || len(d.results[0]) != 1 {
-		t.Fatalf("the text of a file of one piece (of %d) is held", len(d.results[0]))
+	if _, held := d.data[0]; held || len(d.results[0]) != 0 || !slices.Equal(d.whole, []int{0}) {
+		t.Fatalf("a file of one piece: its text held %v, %d piece results held, finished by the workers %v",
+			held, len(d.results[0]), d.whole)
 	}
 	if _, held := d.data[1]; !held {
 		t.Fatal("the text of a file of several pieces is not held")
+	}
+}
+
+// What the decode cache's write lists of a directory of many small files is made at its
+// size: the bundle's list is not grown by copies (100,000 files: up to twice its 11 MB at
+// the peak), and the files' paths are listed without reading their lists back.
+func TestCacheWriteListsAtSize(t *testing.T) {
+	dir := fileADataplane(t, 40)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	l.mu.Lock()
+	allocs := testing.AllocsPerRun(5, func() { l.cachedPaths() })
+	l.mu.Unlock()
+	if allocs > 1 {
+		t.Errorf("listing 41 files' paths allocated %.0f times", allocs)
+	}
+	want, _, ok := l.cacheEntries("a build")
+	if !ok || len(want) != 1 {
+		t.Fatalf("%d entries to write, want the bundle alone", len(want))
+	}
+	for _, bundle := range want {
+		if len(bundle) != 40 || cap(bundle) > 41 {
+			t.Fatalf("the bundle lists %d files in room for %d", len(bundle), cap(bundle))
+		}
 	}
 }
