@@ -120,6 +120,9 @@ func TestInventoryListIsTheSnapshots(t *testing.T) {
 	}
 	first := load("first load", true)
 	dps := listFor(t, l, inv).all()
+	if again, err := l.Load(dpFile, pol); again != first || err != nil {
+		t.Fatalf("a load with nothing changed built a new snapshot (%v)", err)
+	}
 
 	must(t, os.WriteFile(filepath.Join(pol, "other.yaml"), []byte(strings.ReplaceAll(extraDataplane, "NAME", "zz-other")), 0o644))
 	second := load("another file added", true)
