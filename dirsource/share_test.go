@@ -363,3 +363,28 @@ func TestCacheWriteListsAtSize(t *testing.T) {
 		}
 	}
 }
+
+// A dataplane reaching some services keeps, of an inventory, their dataplanes alone: the
+// inventory's list is those, a stretch of the snapshot's (the agent's own among them),
+// and a new list of reachable services gives a stretch of the new snapshot's (the agent's
+// own dataplane, me, after them).
+func TestReachableInventoryListIsTheSnapshots(t *testing.T) {
+	dpFile, pol := reachMesh(t, t.TempDir(), "a", "c") // a-1 a-2 c-1 c-2 kept, then me
+	inv := filepath.Join(pol, "dataplanes.yaml")
+	l := newDirLoader()
+	for _, c := range []struct {
+		reach []string
+		want  []string
+	}{
+		{[]string{"a", "c"}, []string{"a-1", "a-2", "c-1", "c-2"}},
+		{[]string{"b", "c"}, []string{"b-1", "b-2", "c-1", "c-2"}},
+	} {
+		writeReach(t, dpFile, c.reach...)
+		snap, err := l.Load(dpFile, pol)
+		must(t, err)
+		list := listFor(t, l, inv)
+		if got := resNames(list.all()); !slices.Equal(got, c.want) || !inside(list, snap) || list.form != formDataplanes {
+			t.Fatalf("reaching %v: the inventory's list gives %v (form %d, the snapshot's: %v)", c.reach, got, list.form, inside(list, snap))
+		}
+	}
+}
