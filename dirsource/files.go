@@ -212,11 +212,17 @@ func (f *Files) relevant(ev event) bool {
 	return ev.name == filepath.Base(f.cfg.DataplaneFile) || strings.HasPrefix(ev.name, "..")
 }
 
+// inotifyReadSize is the buffer a read of inotify events takes: room for 15 events naming
+// a file of 255 bytes (the kernel wants one: 16 + 256 bytes), more of shorter names; more
+// wait in the kernel for the next read. The reader lives as long as the agent, on a stack
+// sized for its largest frame: a buffer of 64 KiB held it at 128 KiB for good.
+const inotifyReadSize = 4096
+
 func (f *Files) runInotify(ctx context.Context, w *inotify, out chan<- cplink.Update) error {
 	changed := make(chan struct{}, 1)
 	readDone := make(chan error, 1)
 	go func() {
-		buf := make([]byte, 64*1024)
+		buf := make([]byte, inotifyReadSize)
 		for {
 			evs, err := w.read(buf)
 			if err != nil {

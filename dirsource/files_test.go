@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -349,5 +351,26 @@ func TestFilesSymlinkedPoliciesDir(t *testing.T) {
 		case <-deadline:
 			t.Fatal("a file in a new subdirectory under the link was not seen")
 		}
+	}
+}
+
+// TestInotifyReaderStackStaysSmall: the inotify reader goroutine lives as long as the
+// agent; its read buffer once held its stack at 128 KiB. 16 watchers must add well under
+// 16 x 32 KiB of stacks.
+func TestInotifyReaderStackStaysSmall(t *testing.T) {
+	stacks := func() uint64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := stacks()
+	const watchers = 16
+	for range watchers {
+		start(t, WatchInotify)
+	}
+	after := stacks()
+	if grew := int64(after) - int64(before); grew > watchers*32<<10 {
+		t.Fatalf("%d inotify watchers added %d bytes of stacks (%d each), want < 32 KiB each", watchers, grew, grew/watchers)
 	}
 }

@@ -519,27 +519,22 @@ func mustReadDir(t *testing.T, dir string) []string {
 // garbage): go test -run '^$' -bench BytesPerDataplane ./dirsource
 // services=10000: 10,000 dataplanes of one inbound, each its own service (as bench/memory.sh);
 // services=1000,replicas=10: the same 10,000 dataplanes as 10 replicas of 1,000 services.
-// kubeDataplane is a Dataplane as Kuma writes one for a Kubernetes pod (NAME replaced).
-const kubeDataplane = "../testdata/kuma/kubernetes-dataplane.yaml"
-
+// kubernetes: 10,000 pods of a Kubernetes cluster as Kuma writes their Dataplanes
+// (kubePodDataplane): 2,000 workloads of 5 pods.
 func BenchmarkBytesPerDataplane(b *testing.B) {
 	const n = 10000
-	kube, err := os.ReadFile(kubeDataplane)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, c := range []struct {
 		replicas int
-		doc      string
-		perFile  bool // a file per dataplane instead of one file of them all
-	}{{1, extraDataplane, false}, {10, extraDataplane, false}, {1, string(kube), false}, {1, extraDataplane, true}} {
+		doc      string // "" for kubePodDataplane's
+		perFile  bool   // a file per dataplane instead of one file of them all
+	}{{1, extraDataplane, false}, {10, extraDataplane, false}, {1, "", false}, {1, extraDataplane, true}} {
 		replicas := c.replicas
 		name := fmt.Sprintf("services=%d", n)
 		if replicas > 1 {
 			name = fmt.Sprintf("services=%d,replicas=%d", n/replicas, replicas)
 		}
-		if c.doc == string(kube) {
-			name += ",kubernetes"
+		if c.doc == "" {
+			name = "kubernetes"
 		}
 		if c.perFile {
 			name += ",file-per-dataplane"
@@ -548,8 +543,11 @@ func BenchmarkBytesPerDataplane(b *testing.B) {
 			dir := b.TempDir()
 			var sb strings.Builder
 			for i := range n {
-				doc := strings.ReplaceAll(c.doc, "NAME", fmt.Sprintf("svc%d", i/replicas))
-				doc = strings.Replace(doc, "name: svc", fmt.Sprintf("name: r%d-svc", i%replicas), 1)
+				doc := kubePodDataplane(i)
+				if c.doc != "" {
+					doc = strings.ReplaceAll(c.doc, "NAME", fmt.Sprintf("svc%d", i/replicas))
+					doc = strings.Replace(doc, "name: svc", fmt.Sprintf("name: r%d-svc", i%replicas), 1)
+				}
 				if c.perFile {
 					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("dp-%05d.yaml", i)), []byte(doc), 0o644); err != nil {
 						b.Fatal(err)
@@ -583,10 +581,8 @@ func BenchmarkBytesPerDataplane(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				// Twice: the first GC moves the pools' objects (encoding/json's buffers
-				// of the snapshot's hash) to their victim caches, the second frees them.
 				runtime.GC()
-				runtime.GC()
+				runtime.GC() // a second one drops what sync.Pools keep (json's encoding buffers)
 				runtime.ReadMemStats(&after)
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/dataplane")
 				// What the heap holds for them: the live bytes plus the holes between them

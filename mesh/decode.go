@@ -50,12 +50,15 @@ func decodeAll(source string, data []byte) ([]Resource, error) {
 		stopAt(num + 1)
 		return true
 	}
+	documents := splitDocuments(data)
 docs:
-	for _, doc := range splitDocuments(data) {
+	for _, doc := range documents {
 		if stop() {
 			break
 		}
+		strs.reading(len(data) - (cap(data) - cap(doc.text))) // doc.text is a part of data, to its end
 		nodes, err := parseDocumentItems(doc.text)
+		strs.alone = len(documents) == 1 && len(nodes) == 1 // a text of one resource
 		if err != nil {
 			num++
 			errs = append(errs, &FieldError{Source: file.WithDoc(num).String(),
@@ -66,6 +69,7 @@ docs:
 			if stop() {
 				break docs
 			}
+			strs.fit(n)
 			num++
 			r, derrs, redo := decodeQuickIn(strs, file.WithDoc(num), n, doc.text)
 			if redo {

@@ -136,6 +136,10 @@ func (d *decoder) document(n any) (Resource, Errors) {
 				x.State = d.strs.share(x.State)
 			}
 		}
+		// the same on every dataplane of a Kubernetes mesh: copied once, not once each
+		if tp := dp.Networking.TransparentProxying(); tp != nil {
+			tp.IPFamilyMode = d.strs.share(tp.IPFamilyMode)
+		}
 	}
 	v := &validator{source: source, kind: f.kind, name: meta.Name, path: f.path}
 	v.resource(r)

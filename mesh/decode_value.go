@@ -434,7 +434,10 @@ func (d *decoder) mapValue(v reflect.Value, n any, path string) {
 }
 
 // tagsValue decodes a mapping into Tags; a tag value YAML read as a number or a boolean must
-// be quoted (its text would change).
+// be quoted (its text would change). Keys are the process's one copy of each
+// (strArena.key), values the file's one copy of each value seen lately (strArena.value):
+// the pods' tags are copied before their sets are shared (settle), and a Kubernetes mesh
+// repeats most values.
 func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 	m, ok := n.(map[string]any)
 	if !ok {
@@ -457,10 +460,25 @@ func (d *decoder) tagsValue(v reflect.Value, n any, path string) {
 		}
 		var s string
 		d.key = k
+		strs := d.strs // the value is copied below, once
+		d.strs = nil
 		d.value(reflect.ValueOf(&s).Elem(), m[k], d.keyPath(path, k))
-		out = append(out, Tag{Key: d.strs.share(k), Value: s})
+		d.strs = strs
+		out = append(out, Tag{Key: d.strs.key(k), Value: s})
 	}
-	v.Set(reflect.ValueOf(tagset.Sorted(out)))
+	v.Set(reflect.ValueOf(d.settleTags(tagset.Sorted(out))))
+}
+
+// settleTags returns tags, whose values are the text's still, with its values copied (or
+// the equal set of a replica decoded alone before: strArena.liveSet).
+func (d *decoder) settleTags(tags Tags) Tags {
+	if live := d.strs.liveSet(tags); live != nil {
+		return live
+	}
+	for i := range tags {
+		tags[i].Value = d.strs.value(tags[i].Value)
+	}
+	return tags
 }
 
 // quickTags fills the common tag set without reflection; a value that needs a word marks
@@ -485,9 +503,9 @@ func (d *decoder) quickTags(tags Tags, m map[string]any) Tags {
 		default:
 			d.failed = true
 		}
-		tags = append(tags, Tag{Key: d.strs.share(k), Value: d.strs.copy(s)})
+		tags = append(tags, Tag{Key: d.strs.key(k), Value: s})
 	}
-	return tagset.Sorted(tags)
+	return d.settleTags(tagset.Sorted(tags))
 }
 
 func (d *decoder) structValue(v reflect.Value, n any, path string) {

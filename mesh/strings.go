@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"unsafe"
+
+	"github.com/kumadp/kuma-dp/tagset"
 )
 
 // strArena holds the strings of the resources decoded from one file. A parsed document's
@@ -18,7 +20,16 @@ import (
 type strArena struct {
 	block  []byte
 	common map[string]string
+	// values holds the one copy of each tag value seen lately (see value): at most
+	// maxValues, emptied when full.
+	values map[string]string
 	first  int // the first block's size: arenaFirstBlock, or less for a shorter text
+	// text is the length of the text the strings come from (0: unknown), rest how much of
+	// it is still to be decoded (see reading), used the bytes put in blocks so far: a new
+	// block is sized to what the rest will likely need (see blockSize).
+	text, rest, used int
+	// alone is set when the text is one resource (see liveSet)
+	alone bool
 	// last is the last string put, prev the one before: a string that begins another of a
 	// resource (a tag value "backend" after the name "backend-1", as universal
 	// dataplanes are often named after their service) is a part of its bytes, and one
@@ -46,7 +57,116 @@ func newStrArena(textLen int) *strArena {
 	if textLen > 0 {
 		first = min(max(textLen/3, 64), arenaFirstBlock)
 	}
-	return &strArena{common: make(map[string]string, 16), first: first}
+	return &strArena{common: make(map[string]string, 16), first: first, text: textLen, rest: textLen}
+}
+
+// reading tells the arena that the strings still to come are those of the last rest bytes
+// of its text.
+func (a *strArena) reading(rest int) {
+	if a != nil {
+		a.rest = rest
+	}
+}
+
+// blockSize is the size of the next block: twice the last (from a.first) up to arenaBlock,
+// and no more than the rest of the text will likely need - the bytes put so far per byte
+// of text read, over the rest, and an eighth more - so that the last block of a text (a
+// file, or a piece of one) is not a 32 KiB block a few KiB of strings fill: a piece of a
+// Kubernetes inventory (~1 MB, 1,100 dataplanes, ~37 KiB of strings) held ~27 KiB of
+// empty blocks.
+func (a *strArena) blockSize() int {
+	size := min(max(2*cap(a.block), a.first), arenaBlock)
+	if read := a.text - a.rest; a.text > 0 && read > 0 && a.used > 0 {
+		need := int(int64(a.used) * int64(a.rest) / int64(read))
+		size = min(size, max(need+need/8, 64))
+	}
+	return size
+}
+
+// fit sizes the first block of a small text's arena (a file of one resource, a resource
+// from the control plane) to the strings of its first document, n as parsed: the bytes of
+// its string scalars, when fewer than a third of the text. Most of a Kubernetes
+// dataplane's text is keys and indentation, and its tag keys are not copied (tagKeys): a
+// third of its ~830 bytes was a 288-byte block for ~110 bytes of strings.
+//
+// The values of a tag set a replica decoded alone takes from liveSets are not copied (see
+// liveSet), nor counted.
+func (a *strArena) fit(n any) {
+	if a == nil || a.block != nil || a.first >= arenaFirstBlock {
+		return
+	}
+	size := scalarBytes(n)
+	if a.alone {
+		size -= liveValueBytes(n)
+	}
+	a.first = min(a.first, max(size, 16))
+}
+
+// liveValueBytes is the length of the values of the tag sets of a parsed node (mappings
+// under a "tags" key) that liveSets holds.
+func liveValueBytes(n any) int {
+	t := 0
+	switch n := n.(type) {
+	case map[string]any:
+		for k, e := range n {
+			if m, ok := e.(map[string]any); ok && k == "tags" {
+				t += liveSetValueBytes(m)
+			} else {
+				t += liveValueBytes(e)
+			}
+		}
+	case []any:
+		for _, e := range n {
+			t += liveValueBytes(e)
+		}
+	}
+	return t
+}
+
+// liveSetValueBytes is the length of the values of m, a parsed tag set, when liveSets holds
+// it (0 otherwise).
+func liveSetValueBytes(m map[string]any) int {
+	var arr [16]Tag
+	tags, size := Tags(arr[:0]), 0
+	for k, e := range m {
+		v, ok := e.(string)
+		if !ok {
+			return 0 // decoded another way
+		}
+		tags = append(tags, Tag{Key: k, Value: v})
+		size += len(v)
+	}
+	tags = tagset.Sorted(tags)
+	if !liveShareable(tags) {
+		return 0
+	}
+	var buf [512]byte
+	if liveSets.find(liveHash(setText(buf[:0], tags), len(tags)), tags) == nil {
+		return 0
+	}
+	return size
+}
+
+// scalarBytes is the length of the string scalars of a parsed node (numbers and booleans
+// are decoded as such: a tag value written as one is rare).
+func scalarBytes(n any) int {
+	switch n := n.(type) {
+	case string:
+		return len(n)
+	case map[string]any:
+		t := 0
+		for _, e := range n {
+			t += scalarBytes(e)
+		}
+		return t
+	case []any:
+		t := 0
+		for _, e := range n {
+			t += scalarBytes(e)
+		}
+		return t
+	}
+	return 0
 }
 
 // copy returns s copied into the arena, or the arena's shared copy when s is one of the
@@ -70,8 +190,82 @@ func (a *strArena) share(s string) string {
 	if c, ok := a.common[s]; ok {
 		return c
 	}
-	c := a.put(s)
+	c := s
+	if !a.holds(s) { // a string copied already (a mesh's name, shared once decoded) is kept
+		c = a.put(s)
+	}
 	a.common[c] = c
+	return c
+}
+
+// holds reports whether s is in the arena's current block.
+func (a *strArena) holds(s string) bool {
+	if len(a.block) == 0 {
+		return false
+	}
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&a.block[0]))
+	return p >= start && p+uintptr(len(s)) <= start+uintptr(len(a.block))
+}
+
+// maxTagKey is the longest tag key tagKeys holds: a Kubernetes label key's longest (a
+// 253-byte prefix, a slash and a 63-byte name); the table holds at most ~320 KB.
+const maxTagKey = 253 + 1 + 63
+
+// key returns the process's one copy of a tag key (tagKeys), or the arena's when that table
+// is full or the key longer than maxTagKey.
+func (a *strArena) key(k string) string {
+	if a == nil || k == "" {
+		return k
+	}
+	if c, ok := a.common[k]; ok {
+		return c
+	}
+	c, ok := "", false
+	if len(k) <= maxTagKey {
+		c, ok = tagKeys.get(k)
+	}
+	if !ok {
+		return a.share(k)
+	}
+	a.common[c] = c
+	return c
+}
+
+// liveSet returns the set of liveSets equal to t (whose values are not copied yet) when the
+// text is one resource, nil otherwise: a replica decoded alone takes its workload's set
+// without copying its values, which the set it takes has already.
+func (a *strArena) liveSet(t Tags) Tags {
+	if a == nil || !a.alone || !liveShareable(t) {
+		return nil
+	}
+	var buf [512]byte
+	b := setText(buf[:0], t)
+	return liveSets.find(liveHash(b, len(t)), t)
+}
+
+// maxValues is the number of distinct tag values an arena remembers: a Kubernetes mesh's
+// pods are listed by name, so a workload's pods follow each other and the values they
+// repeat are found again long before the map is emptied; and a file of 100,000 dataplanes,
+// each with a value of its own, does not hold a map of them all while it is decoded.
+const maxValues = 1024
+
+// value returns the arena's one copy of a tag value seen lately, or s copied (and
+// remembered): most values of a Kubernetes mesh repeat on every pod of a workload (its app,
+// version, pod-template-hash, service) or of the mesh (namespace, zone, protocol, port).
+func (a *strArena) value(s string) string {
+	if a == nil || s == "" {
+		return s
+	}
+	if c, ok := a.values[s]; ok {
+		return c
+	}
+	if a.values == nil {
+		a.values = make(map[string]string, 64)
+	} else if len(a.values) >= maxValues {
+		clear(a.values)
+	}
+	c := a.copy(s)
+	a.values[c] = c
 	return c
 }
 
@@ -87,13 +281,14 @@ func (a *strArena) put(s string) string {
 	if l := a.last; l != "" && len(s) > len(l) && s[:len(l)] == l && len(a.block)+len(s)-len(l) <= cap(a.block) &&
 		len(a.block) >= len(l) && unsafe.StringData(l) == &a.block[len(a.block)-len(l)] {
 		// the last string ends the block: s is it and the rest of s appended
+		a.used += len(s) - len(l)
 		a.block = append(a.block, s[len(l):]...)
 		return a.remember(unsafe.String(&a.block[len(a.block)-len(s)], len(s)))
 	}
 	if len(a.block)+len(s) > cap(a.block) {
-		size := min(max(2*cap(a.block), a.first), arenaBlock)
-		a.block = make([]byte, 0, max(size, len(s)))
+		a.block = make([]byte, 0, max(a.blockSize(), len(s)))
 	}
+	a.used += len(s)
 	a.block = append(a.block, s...)
 	return a.remember(unsafe.String(&a.block[len(a.block)-len(s)], len(s)))
 }
@@ -112,7 +307,11 @@ func (a *strArena) remember(s string) string {
 //
 // Inbounds with the same tags (the replicas of a service) share one map: a map holding a
 // few tags costs ~340 bytes however few they are. Tags are never modified once decoded.
-func settle(rs []Resource) { settleIn(rs, nil) }
+//
+// A Dataplane decoded alone (a text of one resource: from the control plane, a resource at
+// a time, or a file per dataplane) shares its Kubernetes-sized sets with the other
+// dataplanes decoded alone that hold the same (liveSets).
+func settle(rs []Resource) { settleWith(rs, &tagSets{live: len(rs) == 1}) }
 
 // Settle is what Decode does to the resources of a file once they are decoded, for
 // resources read back another way (the agent's decode cache, where each string is an
@@ -133,8 +332,11 @@ func NewSettler() *Settler { return &Settler{strs: newStrArena(0)} }
 func (s *Settler) Settle(rs []Resource) { settleIn(rs, s.strs) }
 
 // settleIn is settle, copying the Dataplanes' strings into strs too when it is not nil.
-func settleIn(rs []Resource, strs *strArena) {
-	sets := tagSets{strs: strs}
+func settleIn(rs []Resource, strs *strArena) { settleWith(rs, &tagSets{strs: strs}) }
+
+// settleWith is settleIn, the inbounds' sets shared through sets.
+func settleWith(rs []Resource, sets *tagSets) {
+	strs := sets.strs
 	for i, r := range rs {
 		dp, ok := r.(*Dataplane)
 		if !ok {
@@ -212,6 +414,16 @@ type tagSets struct {
 	byText map[string]Tags
 	buf    []byte
 	strs   *strArena // when set, a new set's strings are copied there
+	live   bool      // share the sets of minLiveSet tags or more through liveSets
+}
+
+// setText appends the text of t's tags (each key and value ended by a 0) to b: equal sets
+// have equal texts.
+func setText(b []byte, t Tags) []byte {
+	for _, tg := range t { // sorted by key
+		b = append(append(append(append(b, tg.Key...), 0), tg.Value...), 0)
+	}
+	return b
 }
 
 // share returns the set seen before with t's tags, or a copy of t (kept for the next ones).
@@ -219,10 +431,7 @@ func (s *tagSets) share(t Tags) Tags {
 	if len(t) == 0 {
 		return t
 	}
-	b := s.buf[:0]
-	for _, tg := range t { // sorted by key
-		b = append(append(append(append(b, tg.Key...), 0), tg.Value...), 0)
-	}
+	b := setText(s.buf[:0], t)
 	s.buf = b
 	if m, ok := s.byText[string(b)]; ok {
 		return m
@@ -230,14 +439,26 @@ func (s *tagSets) share(t Tags) Tags {
 	if s.byText == nil {
 		s.byText = map[string]Tags{}
 	}
+	live := s.live && liveShareable(t)
+	var h uint64
+	if live {
+		h = liveHash(b, len(t))
+		if m := liveSets.find(h, t); m != nil {
+			s.byText[string(b)] = m
+			return m
+		}
+	}
 	m := make(Tags, len(t))
 	for i, tg := range t {
 		if s.strs == nil {
 			m[i] = tg
 		} else {
-			m[i] = Tag{Key: s.strs.share(tg.Key), Value: s.strs.copy(tg.Value)}
+			m[i] = Tag{Key: s.strs.key(tg.Key), Value: s.strs.value(tg.Value)}
 		}
 	}
 	s.byText[string(b)] = m
+	if live {
+		liveSets.add(h, m)
+	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
 	"slices"
@@ -319,5 +320,353 @@ func TestStringBlocksShareBeginnings(t *testing.T) {
 	}
 	if other := a.put("webs"); unsafe.StringData(other) == unsafe.StringData(web) {
 		t.Errorf("webs after web-1 shares its bytes")
+	}
+}
+
+// The tag values that repeat between dataplanes of a file are one copy, even in sets that
+// differ (the pods of a StatefulSet, whose sets differ in kuma.io/instance): a Kubernetes
+// mesh repeats most values on every pod of a workload or of the mesh.
+func TestTagValuesShared(t *testing.T) {
+	doc := "type: Dataplane\nmesh: default\nname: POD.team-a\nnetworking:\n  address: ADDR\n  inbound:\n    - port: 8080\n      tags:\n        app: db\n        k8s.kuma.io/namespace: team-a\n        k8s.kuma.io/service-port: \"8080\"\n        kuma.io/instance: POD\n        kuma.io/protocol: tcp\n        kuma.io/service: db_team-a_svc_8080\n        kuma.io/zone: zone-1\n---\n"
+	var sb strings.Builder
+	for _, d := range [][2]string{{"db-0", "10.0.0.1"}, {"db-1", "10.0.0.2"}} {
+		sb.WriteString(strings.NewReplacer("POD", d[0], "ADDR", d[1]).Replace(doc))
+	}
+	rs, err := Decode("db.yaml", []byte(sb.String()))
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("%d resources, %v", len(rs), err)
+	}
+	a, b := rs[0].(*Dataplane).Networking.Inbound[0].Tags, rs[1].(*Dataplane).Networking.Inbound[0].Tags
+	if len(a) != 7 || len(b) != 7 || a.Value("kuma.io/instance") != "db-0" || b.Value("kuma.io/instance") != "db-1" {
+		t.Fatalf("tags %v and %v", a, b)
+	}
+	for i := range a {
+		if a[i].Key == "kuma.io/instance" {
+			continue
+		}
+		if a[i] != b[i] || unsafe.StringData(a[i].Value) != unsafe.StringData(b[i].Value) {
+			t.Errorf("%s: %q and %q are two copies", a[i].Key, a[i].Value, b[i].Value)
+		}
+	}
+}
+
+// An arena remembers at most maxValues tag values (a file of dataplanes that each have a
+// value of their own does not hold a map of them all), and still finds a recent one.
+func TestTagValuesRememberedUpToMax(t *testing.T) {
+	a := newStrArena(0)
+	for i := range 3 * maxValues {
+		v := fmt.Sprintf("pod-%d", i)
+		if got := a.value(v); got != v {
+			t.Fatalf("value %q read back %q", v, got)
+		}
+		if len(a.values) > maxValues {
+			t.Fatalf("%d values remembered, want at most %d", len(a.values), maxValues)
+		}
+	}
+	recent := a.value("pod-x")
+	if again := a.value(strings.Clone("pod-x")); unsafe.StringData(again) != unsafe.StringData(recent) {
+		t.Error("a value seen just before is copied again")
+	}
+}
+
+// Tag keys are one copy in the process: dataplanes decoded apart (a file each, or one at a
+// time from the control plane) share them.
+func TestTagKeysSharedBetweenFiles(t *testing.T) {
+	emptyTagKeys(t)
+	var keys []string
+	for _, name := range []string{"a", "b"} {
+		rs, err := Decode(name+".yaml", []byte("type: Dataplane\nmesh: default\nname: "+name+"\nnetworking:\n  address: 10.0.0.2\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: web\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, rs[0].(*Dataplane).Networking.Inbound[0].Tags[0].Key)
+	}
+	if keys[0] != ServiceTag || unsafe.StringData(keys[0]) != unsafe.StringData(keys[1]) {
+		t.Errorf("two files hold two copies of %s", ServiceTag)
+	}
+}
+
+// A text of one Kubernetes dataplane (mostly keys and indentation) holds its strings in one
+// block they fill, not in a block of a third of the text.
+func TestOneResourceBlockFitsItsStrings(t *testing.T) {
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := []byte(strings.ReplaceAll(string(raw), "NAME", "web"))
+	emptyTagKeys(t) // other tests' keys may have filled it
+	nodes, err := parseDocumentItems(text)
+	if err != nil || len(nodes) != 1 {
+		t.Fatal(len(nodes), err)
+	}
+	a := newStrArena(len(text))
+	a.fit(nodes[0])
+	r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
+	if len(errs) > 0 || redo {
+		t.Fatal(errs, redo)
+	}
+	dp := r.(*Dataplane)
+	block := unsafe.SliceData(a.block)
+	in := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return p >= uintptr(unsafe.Pointer(block)) && p+uintptr(len(s)) <= uintptr(unsafe.Pointer(block))+uintptr(cap(a.block))
+	}
+	if c := cap(a.block); c > 128 {
+		t.Errorf("a %d-byte text's strings in a block of %d bytes, want at most 128", len(text), c)
+	}
+	for _, s := range []string{dp.Name, dp.Networking.Address, dp.Networking.Inbound[0].Tags.Value(ServiceTag)} {
+		if !in(s) {
+			t.Errorf("%q is not in the one block", s)
+		}
+	}
+}
+
+// emptyTagKeys empties the process's table of tag keys for the test, and gives its keys
+// back after it.
+func emptyTagKeys(t *testing.T) {
+	tagKeys.mu.Lock()
+	saved := tagKeys.m
+	tagKeys.m = nil
+	tagKeys.mu.Unlock()
+	t.Cleanup(func() {
+		tagKeys.mu.Lock()
+		tagKeys.m = saved
+		tagKeys.mu.Unlock()
+	})
+}
+
+// A second pod of a workload adds its name and address to the file's strings, nothing
+// else: its tag values, state and transparent proxying's ipFamilyMode are the first pod's.
+func TestSecondPodAddsItsOwnStrings(t *testing.T) {
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name, address string) []byte {
+		return kubePodText(bytes.ReplaceAll(raw, []byte("10.42.0.12"), []byte(address)), name, "web")
+	}
+	a := newStrArena(0)
+	decode := func(text []byte) *Dataplane {
+		t.Helper()
+		nodes, err := parseDocumentItems(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
+		if len(errs) > 0 || redo {
+			t.Fatal(errs, redo)
+		}
+		return r.(*Dataplane)
+	}
+	decode(pod("web-7d9f8c5b4-x2kfp.kuma-demo", "10.42.0.12"))
+	used := len(a.block)
+	second := decode(pod("web-7d9f8c5b4-q8wzt.kuma-demo", "10.42.0.13"))
+	if tp := second.Networking.TransparentProxying(); tp == nil || tp.IPFamilyMode != "DualStack" {
+		t.Fatalf("transparent proxying read back %+v", tp)
+	}
+	if grew, want := len(a.block)-used, len("web-7d9f8c5b4-q8wzt.kuma-demo")+len("10.42.0.13"); grew != want {
+		t.Errorf("the second pod added %d bytes of strings, want %d (its name and address)", grew, want)
+	}
+}
+
+// The blocks of a large text are sized to what the rest of the text will likely need: a
+// piece of a Kubernetes inventory (1 MB of text, 33 bytes of strings every 900 bytes) ends
+// in a block its strings nearly fill, not in a 32 KiB one they fill a sixth of.
+func TestLastBlockSizedToTheRest(t *testing.T) {
+	const text, every = 1_000_000, 900
+	a := newStrArena(text)
+	allocated, used := 0, 0
+	for at := 0; at+every <= text; at += every {
+		a.reading(text - at)
+		s := fmt.Sprintf("web-%07d-x2kfp.team-a 10.%06d", at, at) // none begins another
+		before := unsafe.SliceData(a.block)
+		a.put(s)
+		if unsafe.SliceData(a.block) != before {
+			allocated += cap(a.block)
+		}
+		used += len(s)
+	}
+	if empty := allocated - used; empty > used/8+1024 {
+		t.Errorf("%d bytes of blocks for %d bytes of strings: %d empty", allocated, used, empty)
+	}
+}
+
+const kubeDataplane = "../testdata/kuma/kubernetes-dataplane.yaml"
+
+// kubePodText is kubeDataplane (raw) as the pod name of workload app.
+func kubePodText(raw []byte, name, app string) []byte {
+	return []byte(strings.NewReplacer("\nname: NAME", "\nname: "+name, "NAME", app).Replace(string(raw)))
+}
+
+// kubePod is kubeDataplane as the pod name of workload app, decoded alone (as the control
+// plane's link decodes a resource).
+func kubePod(t *testing.T, name, app string) *Dataplane {
+	t.Helper()
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := DecodeFromControlPlane("control plane Dataplane/"+name, kubePodText(raw, name, app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs[0].(*Dataplane)
+}
+
+// BenchmarkBytesPerDataplaneDecodedAlone reports the heap 10,000 Kubernetes dataplanes hold
+// once decoded one at a time, as the control plane's link decodes them (each its own text
+// and source, "control plane Dataplane/<name>"): replicas=5, 2,000 workloads of 5 pods;
+// replicas=1, 10,000 workloads of one.
+//
+//	go test -run '^$' -bench BytesPerDataplaneDecodedAlone -benchtime 3x ./mesh
+func BenchmarkBytesPerDataplaneDecodedAlone(b *testing.B) {
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10000
+	for _, replicas := range []int{5, 1} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			texts, names := make([][]byte, n), make([]string, n)
+			round := 0
+			for b.Loop() {
+				round++ // names new to the process each round, as its first sync's are
+				for i := range texts {
+					app := fmt.Sprintf("app%d", i/replicas)
+					names[i] = fmt.Sprintf("%s-%d-%05d.kuma-demo", app, round, i)
+					texts[i] = kubePodText(raw, names[i], app)
+				}
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				kept := make([]Resource, 0, n)
+				for i, text := range texts {
+					rs, err := DecodeFromControlPlane("control plane Dataplane/"+names[i], text)
+					if err != nil {
+						b.Fatal(err)
+					}
+					kept = append(kept, rs...)
+				}
+				runtime.GC()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/dataplane")
+				runtime.KeepAlive(kept)
+			}
+		})
+	}
+}
+
+// Replicas decoded apart (the control plane sends a resource at a time) share one tag set
+// as a file's do; a set of another workload, a set Kuma gives one pod alone
+// (kuma.io/instance) and a universal dataplane's one tag are their own.
+func TestReplicasDecodedApartShareTags(t *testing.T) {
+	first := func(dp *Dataplane) *Tag { return &dp.Networking.Inbound[0].Tags[0] }
+	a, b := kubePod(t, "web-7d9f8c5b4-x2kfp.kuma-demo", "web"), kubePod(t, "web-7d9f8c5b4-q8wzt.kuma-demo", "web")
+	if first(a) != first(b) {
+		t.Error("two replicas decoded apart hold two tag sets")
+	}
+	if other := kubePod(t, "api-5c8d7b9f6-mm2xq.kuma-demo", "api"); first(other) == first(a) || other.Networking.Inbound[0].Tags.Value("app") != "api" {
+		t.Errorf("another workload's pod holds %v", other.Networking.Inbound[0].Tags)
+	}
+	if b.Name != "web-7d9f8c5b4-q8wzt.kuma-demo" || b.Networking.Inbound[0].Tags.Value("app") != "web" {
+		t.Errorf("the second replica read back as %s %v", b.Name, b.Networking.Inbound[0].Tags)
+	}
+	doc := "type: Dataplane\nmesh: default\nname: db-0.x\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 5432\n      tags:\n        app: db\n        k8s.kuma.io/namespace: x\n        kuma.io/instance: db-0\n        kuma.io/service: db_x_svc_5432\n"
+	var own []*Tag
+	for range 2 {
+		for _, d := range []string{doc, "type: Dataplane\nmesh: default\nname: u\nnetworking:\n  address: 10.0.0.1\n  inbound:\n    - port: 80\n      tags:\n        kuma.io/service: u\n"} {
+			rs, err := DecodeFromControlPlane("control plane", []byte(d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			own = append(own, &rs[0].(*Dataplane).Networking.Inbound[0].Tags[0])
+		}
+	}
+	if own[0] == own[2] || own[1] == own[3] {
+		t.Error("a set with kuma.io/instance, or of one tag, is shared between dataplanes decoded apart")
+	}
+}
+
+// The entries of the sets no dataplane holds any more are dropped: the table does not
+// grow with every set ever decoded.
+func TestLiveSetsOfCollectedSetsDropped(t *testing.T) {
+	decodeMany := func(prefix string, n int) []*Dataplane {
+		out := make([]*Dataplane, n)
+		for i := range out {
+			out[i] = kubePod(t, fmt.Sprintf("%s%d-7d9f8c5b4-x2kfp.kuma-demo", prefix, i), fmt.Sprintf("%s%d", prefix, i))
+		}
+		return out
+	}
+	kept := decodeMany("gone", 3000)
+	liveSets.mu.Lock()
+	held := len(liveSets.m)
+	liveSets.mu.Unlock()
+	if held < 3000 {
+		t.Fatalf("%d sets in the table, want 3,000 or more", held)
+	}
+	runtime.KeepAlive(kept)
+	kept = nil
+	runtime.GC()
+	runtime.GC()
+	later := decodeMany("new", 3000)
+	liveSets.mu.Lock()
+	held = len(liveSets.m)
+	liveSets.mu.Unlock()
+	if held > 4096 {
+		t.Errorf("%d sets in the table after 3,000 were collected and 3,000 decoded, want at most 4,096", held)
+	}
+	runtime.KeepAlive(later)
+}
+
+// A replica decoded alone takes its workload's tag set without copying the values: its
+// text's block holds its own strings (name, address, and the mesh's name and
+// ipFamilyMode, which a text of one resource copies once), nothing of its tags.
+func TestReplicaDecodedAloneCopiesNoValues(t *testing.T) {
+	emptyTagKeys(t) // other tests' keys may have filled it
+	first := kubePod(t, "web-7d9f8c5b4-x2kfp.kuma-demo", "web")
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "web-7d9f8c5b4-q8wzt.kuma-demo"
+	text := kubePodText(raw, name, "web")
+	nodes, err := parseDocumentItems(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newStrArena(len(text))
+	a.alone = true
+	a.fit(nodes[0])
+	r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
+	if len(errs) > 0 || redo {
+		t.Fatal(errs, redo)
+	}
+	second := r.(*Dataplane)
+	if &second.Networking.Inbound[0].Tags[0] != &first.Networking.Inbound[0].Tags[0] {
+		t.Fatal("the replica does not hold its workload's tag set")
+	}
+	own := len(name) + len(second.Networking.Address) + len("default") + len("DualStack")
+	if a.used != own || cap(a.block) > 64 {
+		t.Errorf("the replica's text holds %d bytes of strings in a block of %d, want %d (its own)", a.used, cap(a.block), own)
+	}
+	runtime.KeepAlive(first)
+}
+
+// A tag key longer than a Kubernetes label key's longest stays in its file's strings: the
+// process's table of keys, which lives as long as the process, holds at most
+// maxInterned keys of maxTagKey bytes.
+func TestLongTagKeyNotHeldByTheProcess(t *testing.T) {
+	emptyTagKeys(t)
+	long := strings.Repeat("k", maxTagKey+1)
+	a := newStrArena(0)
+	if got := a.key(long); got != long || !a.holds(got) {
+		t.Errorf("a %d-byte key is not the file's own copy", len(long))
+	}
+	if _, held := tagKeys.m[long]; held {
+		t.Errorf("a %d-byte key is held by the process", len(long))
+	}
+	if got := a.key("app"); tagKeys.m["app"] != got {
+		t.Error("a short key is not the process's copy")
 	}
 }
