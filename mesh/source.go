@@ -43,9 +43,9 @@ func interned(h unique.Handle[string]) *string { return *(**string)(unsafe.Point
 
 // In is s in the file named *name, a string equal to s.File() that its caller keeps for the
 // sources of that file's resources, instead of the interned name (s itself when the names
-// differ).
+// differ, or name is nil).
 func (s Source) In(name *string) Source {
-	if s.file != nil && s.file != name && *s.file == *name {
+	if s.file != nil && name != nil && s.file != name && *s.file == *name {
 		s.file = name
 	}
 	return s

@@ -112,4 +112,7 @@ func TestSourceInternedNameAndIn(t *testing.T) {
 	if got := (Source{}).In(&name); !got.IsZero() {
 		t.Fatalf("the zero Source in a name: %v", got)
 	}
+	if got := held.In(nil); got != held {
+		t.Fatalf("In no name changed the source: %v", got)
+	}
 }
