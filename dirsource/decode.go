@@ -21,37 +21,7 @@ import (
 // changed since the last load. A file decoded now keeps only the dataplanes l.reach keeps.
 func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	out := make([]cachedFile, len(paths))
-	var todo []int
-	for i, p := range paths {
-		st, err := stampOf(p)
-		if err != nil && errors.Is(err, fs.ErrNotExist) && p != l.dpFile {
-			// Gone since the listing, or a symlink to nothing: a ConfigMap key removed
-			// leaves its link dangling until the kubelet deletes it after the ..data swap.
-			// The file is absent, as it is at the next listing (no refusal logged for it).
-			continue
-		}
-		if err != nil {
-			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
-			l.keepGood(p)
-			continue
-		}
-		if l.maxFile > 0 && st.size > l.maxFile {
-			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
-				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
-				mib(st.size), mib(l.maxFile))}}}
-			l.keepGood(p)
-			continue
-		}
-		if c, ok := l.cache.get(p); ok && c.stamp == st {
-			out[i] = c
-			if c.err == nil {
-				delete(l.good, p)
-			}
-			continue
-		}
-		out[i].stamp = st
-		todo = append(todo, i)
-	}
+	todo := l.toDecode(paths, out)
 	names := make([]*string, len(paths))
 	for _, i := range todo {
 		names[i] = l.cache.nameFor(paths[i])
@@ -100,6 +70,44 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		l.ownSources(out[i].res, paths[i], name)
 	}
 	return out
+}
+
+// toDecode fills out with what paths need no decode (gone, unreadable, over the size
+// limit, or cached at the same stamp) and returns the indexes of the others, their stamps
+// set.
+func (l *dirLoader) toDecode(paths []string, out []cachedFile) []int {
+	var todo []int
+	for i, p := range paths {
+		st, err := stampOf(p)
+		if err != nil && errors.Is(err, fs.ErrNotExist) && p != l.dpFile {
+			// Gone since the listing, or a symlink to nothing: a ConfigMap key removed
+			// leaves its link dangling until the kubelet deletes it after the ..data swap.
+			// The file is absent, as it is at the next listing (no refusal logged for it).
+			continue
+		}
+		if err != nil {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
+			l.keepGood(p)
+			continue
+		}
+		if l.maxFile > 0 && st.size > l.maxFile {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
+				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
+				mib(st.size), mib(l.maxFile))}}}
+			l.keepGood(p)
+			continue
+		}
+		if c, ok := l.cache.get(p); ok && c.stamp == st {
+			out[i] = c
+			if c.err == nil {
+				delete(l.good, p)
+			}
+			continue
+		}
+		out[i].stamp = st
+		todo = append(todo, i)
+	}
+	return todo
 }
 
 // ownSources makes the sources of rs, the resources of the file at path as decoded now,
