@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unique"
 	"unsafe"
 )
 
@@ -114,5 +115,17 @@ func TestSourceInternedNameAndIn(t *testing.T) {
 	}
 	if got := held.In(nil); got != held {
 		t.Fatalf("In no name changed the source: %v", got)
+	}
+}
+
+// interned reads the one pointer a unique.Handle holds: a Go release that changes the
+// Handle's layout must fail here, not read something else.
+func TestInternedReadsTheHandlesString(t *testing.T) {
+	if unsafe.Sizeof(unique.Handle[string]{}) != unsafe.Sizeof((*string)(nil)) {
+		t.Fatalf("unique.Handle[string] is %d bytes, not one pointer", unsafe.Sizeof(unique.Handle[string]{}))
+	}
+	a, b := unique.Make(strings.Clone("interned.yaml")), unique.Make(strings.Clone("interned.yaml"))
+	if p := interned(a); p == nil || *p != "interned.yaml" || p != interned(b) || unsafe.StringData(*p) != unsafe.StringData(a.Value()) {
+		t.Fatalf("interned(%v) = %v", a, p)
 	}
 }
