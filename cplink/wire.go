@@ -158,5 +158,7 @@ func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
 			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), mesh.StoreName(r), kind)}}
 	}
+	m := r.GetMeta()
+	m.Source = m.Source.WithDoc(0) // an envelope's one document: "#1" would tell nothing
 	return r, nil
 }

@@ -106,8 +106,8 @@ func TestDecodedResourcesShareTheirKindsSource(t *testing.T) {
 		}
 		sources = append(sources, r.GetMeta().Source.String())
 	}
-	if sources[0] != "control plane Dataplane#1" || sources[1] != sources[0] {
-		t.Fatalf("sources %q, want both \"control plane Dataplane#1\"", sources)
+	if sources[0] != "control plane Dataplane" || sources[1] != sources[0] {
+		t.Fatalf("sources %q, want both \"control plane Dataplane\"", sources)
 	}
 	_, err := DecodeResource(mesh.KindDataplane, "web-3", dp("web-3", "10.0.0.300"))
 	if err == nil || !strings.Contains(err.Error(), "control plane Dataplane/web-3") || !strings.Contains(err.Error(), "networking.address") {

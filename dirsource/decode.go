@@ -21,38 +21,12 @@ import (
 // changed since the last load. A file decoded now keeps only the dataplanes l.reach keeps.
 func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	out := make([]cachedFile, len(paths))
-	var todo []int
-	for i, p := range paths {
-		st, err := stampOf(p)
-		if err != nil && errors.Is(err, fs.ErrNotExist) && p != l.dpFile {
-			// Gone since the listing, or a symlink to nothing: a ConfigMap key removed
-			// leaves its link dangling until the kubelet deletes it after the ..data swap.
-			// The file is absent, as it is at the next listing (no refusal logged for it).
-			continue
-		}
-		if err != nil {
-			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
-			l.keepGood(p)
-			continue
-		}
-		if l.maxFile > 0 && st.size > l.maxFile {
-			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
-				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
-				mib(st.size), mib(l.maxFile))}}}
-			l.keepGood(p)
-			continue
-		}
-		if c, ok := l.cache.get(p); ok && c.stamp == st {
-			out[i] = c
-			if c.err == nil {
-				delete(l.good, p)
-			}
-			continue
-		}
-		out[i].stamp = st
-		todo = append(todo, i)
+	todo := l.toDecode(paths, out)
+	names := make([]*string, len(paths))
+	for _, i := range todo {
+		names[i] = l.cache.nameFor(paths[i])
 	}
-	l.decodeParallel(paths, todo, out)
+	l.decodeParallel(paths, names, todo, out)
 	l.cache.growFor(paths, todo)
 	for _, i := range todo {
 		prev, had := l.cache.get(paths[i])
@@ -91,9 +65,73 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 		if !had || prev.sum != out[i].sum || (prev.err == nil) != (out[i].err == nil) {
 			l.changes++
 		}
-		out[i].list = l.cache.set(paths[i], out[i])
+		var name *string
+		out[i].list, name = l.cache.set(paths[i], out[i], names[i])
+		l.ownSources(out[i].res, paths[i], name)
 	}
 	return out
+}
+
+// toDecode fills out with what paths need no decode (gone, unreadable, over the size
+// limit, or cached at the same stamp) and returns the indexes of the others, their stamps
+// set.
+func (l *dirLoader) toDecode(paths []string, out []cachedFile) []int {
+	var todo []int
+	for i, p := range paths {
+		st, err := stampOf(p)
+		if err != nil && errors.Is(err, fs.ErrNotExist) && p != l.dpFile {
+			// Gone since the listing, or a symlink to nothing: a ConfigMap key removed
+			// leaves its link dangling until the kubelet deletes it after the ..data swap.
+			// The file is absent, as it is at the next listing (no refusal logged for it).
+			continue
+		}
+		if err != nil {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: err.Error()}}}
+			l.keepGood(p)
+			continue
+		}
+		if l.maxFile > 0 && st.size > l.maxFile {
+			out[i] = cachedFile{err: mesh.Errors{{Source: p, Msg: fmt.Sprintf(
+				"the file is %s, over the limit of %s for one file (--max-file-size-mib): split it, or raise the limit",
+				mib(st.size), mib(l.maxFile))}}}
+			l.keepGood(p)
+			continue
+		}
+		if c, ok := l.cache.get(p); ok && c.stamp == st {
+			out[i] = c
+			if c.err == nil {
+				delete(l.good, p)
+			}
+			continue
+		}
+		out[i].stamp = st
+		todo = append(todo, i)
+	}
+	return todo
+}
+
+// ownSources makes the sources of rs, the resources of the file at path as decoded now,
+// name the file with name, the file cache's string for it, instead of the name interned
+// for them (mesh.NewSource): once no source holds it, the interning table drops its entry,
+// ~200 bytes beside the name's text (a directory of a file per dataplane: one a file).
+// Resources decoded before, given back for what did not change (and served), name it so
+// already, and are not written; a file that gives back only those (a touch) interns
+// nothing (100,000 files touched made 100,000 entries the table frees only collections
+// later: +16 MiB).
+func (l *dirLoader) ownSources(rs []mesh.Resource, path string, name *string) {
+	var interned mesh.Source
+	for _, r := range rs {
+		m := r.GetMeta()
+		if m.Source.In(name) == m.Source {
+			continue // named with name already (or another file's)
+		}
+		if interned.IsZero() {
+			interned = l.intern(path, 0) // the fresh resources' name, held by them
+		}
+		if m.Source.SameFile(interned) {
+			m.Source = m.Source.In(name)
+		}
+	}
 }
 
 // isOddFile reports whether path, named by a problem of the directory's listing, is a file
@@ -110,12 +148,16 @@ func isOddFile(path string) bool {
 // file is decoded again in one piece, so errors read exactly as mesh.LoadFile gives them.
 // A file of streamMin bytes or more is read a piece at a time while the first pieces
 // decode, so that its text is never in memory whole beside the resources it gives.
-func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile) {
+//
+// A piece's fresh resources name their file with names[i] (see ownSources) as soon as it
+// is decoded: the name mesh interned for them is then garbage at once, not held until
+// every file is decoded (a directory of 100,000 files: ~20 MB more at the peak).
+func (l *dirLoader) decodeParallel(paths []string, names []*string, todo []int, out []cachedFile) {
 	cores := runtime.GOMAXPROCS(0)
 	// Decoding leaves one core to the resolver (and Envoy's xDS), so that a large load
 	// never delays answers: workers = cores - 1, at least one.
 	workers := max(cores-1, 1)
-	d := &parallelDecode{l: l, paths: paths, out: out, cores: cores, reach: l.reach,
+	d := &parallelDecode{l: l, paths: paths, names: names, out: out, cores: cores, reach: l.reach,
 		data: make(map[int][]byte), results: make(map[int][]pieceResult),
 		before: make(map[int]map[resourceKey]mesh.Resource), next: make(chan pieceJob, workers)}
 	for range workers {
@@ -133,12 +175,17 @@ func (l *dirLoader) decodeParallel(paths []string, todo []int, out []cachedFile)
 	for i := range d.results {
 		reuseUnchanged(l.reuseFrom(paths[i]), out[i].res)
 	}
+	for _, i := range d.whole {
+		reuseUnchanged(l.reuseFrom(paths[i]), out[i].res)
+	}
 }
 
-// pieceJob is a piece of a file for a worker to decode.
+// pieceJob is a piece of a file for a worker to decode; whole: the file's only piece
+// (finished by the worker, see finishWhole).
 type pieceJob struct {
 	file, piece int
 	data        []byte
+	whole       bool
 }
 
 // pieceResult is a decoded piece.
@@ -159,15 +206,17 @@ type pieceResult struct {
 type parallelDecode struct {
 	l     *dirLoader
 	paths []string
+	names []*string // by file, the name its resources' sources are to give it
 	out   []cachedFile
 	cores int
 	reach *mesh.Reach
 	next  chan pieceJob
 	wg    sync.WaitGroup
 
-	mu      sync.Mutex                            // guards results, data, before and out's fields send sets
+	mu      sync.Mutex                            // guards results, data, before, whole and out's fields send sets
 	data    map[int][]byte                        // a file read whole, for a decode again in one piece
-	results map[int][]pieceResult                 // by file, by piece
+	results map[int][]pieceResult                 // by file, by piece: the files of several pieces
+	whole   []int                                 // the files of one piece (finished by the workers)
 	before  map[int]map[resourceKey]mesh.Resource // the previous decode's resources, by file
 	sumBuf  []byte                                // fileSum's, for every file of the load (a directory of 20,000 files is touched at once)
 }
@@ -188,11 +237,45 @@ func (d *parallelDecode) work() {
 				d.mu.Unlock()
 				r.kept = keptPiece(prev, r.res)
 				r.res, r.kept = keepReachable(d.reach, r.res, r.kept)
+				r.own(d.names[j.file])
 			}
+		}
+		if j.whole {
+			d.finishWhole(j.file, r)
+			continue
 		}
 		d.mu.Lock()
 		d.results[j.file][j.piece] = r
 		d.mu.Unlock()
+	}
+}
+
+// finishWhole sets out[i] from file i's only piece, decoded (finish's rules for a file
+// of one piece): at once, so that a directory of many small files holds no piece result
+// of each until the last is decoded (100,000 files: ~13 MB at the peak). out[i] is the
+// worker's from the job's receipt (send set it before) until the workers are done.
+func (d *parallelDecode) finishWhole(i int, r pieceResult) {
+	out := &d.out[i]
+	if r.err != nil {
+		out.res, out.err = r.res, r.err
+		out.readFailed = d.l.cancelled() != nil && r.res == nil // a cancelled decode is never cached
+		return
+	}
+	restoreKept(r, 0, false)
+	out.res = r.res
+}
+
+// own makes the piece's fresh resources (and the sources kept resources are to take) name
+// their file with name, instead of the name mesh interned for them.
+func (r *pieceResult) own(name *string) {
+	for _, res := range r.res {
+		if res != nil {
+			m := res.GetMeta()
+			m.Source = m.Source.In(name)
+		}
+	}
+	for x := range r.kept {
+		r.kept[x].source = r.kept[x].source.In(name)
 	}
 }
 
@@ -212,7 +295,7 @@ func (d *parallelDecode) send(i int) {
 	// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 	// not read into memory (15 MB) beside the model it already gave.
 	prev, hadPrev := l.cache.get(path)
-	if hadPrev && !prev.readFailed && prev.sum != ([32]byte{}) && path != l.dpFile {
+	if hadPrev && !prev.readFailed && prev.sum != (digest{}) && path != l.dpFile {
 		if d.sumBuf == nil {
 			d.sumBuf = make([]byte, 64<<10)
 		}
@@ -243,17 +326,28 @@ func (d *parallelDecode) send(i int) {
 			return
 		}
 	}
-	sum := sha256.Sum256(b)
+	sum := digestOf(b)
 	if hadPrev && prev.sum == sum && !prev.readFailed {
 		out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
 		return // same content: the resources already decoded (and served) stay
 	}
 	out.sum = sum
 	l.decodes++
+	pieces := splitPieces(b, pieceCount(len(b), d.cores))
+	if len(pieces) == 1 {
+		// never decoded again in one piece: its text is garbage once decoded, not held
+		// until every file is (a directory of 100,000 small files: 20 MB more at the
+		// peak), and the worker finishes it (finishWhole)
+		d.mu.Lock()
+		d.whole = append(d.whole, i)
+		d.mu.Unlock()
+		d.next <- pieceJob{file: i, data: b, whole: true}
+		return
+	}
 	d.mu.Lock()
-	d.data[i] = b
+	d.data[i] = b // for a decode again in one piece (decodeWhole)
 	d.mu.Unlock()
-	for _, piece := range splitPieces(b, pieceCount(len(b), d.cores)) {
+	for _, piece := range pieces {
 		d.next <- pieceJob{file: i, piece: d.addPiece(i), data: piece}
 	}
 }
@@ -324,7 +418,7 @@ func (d *parallelDecode) decodeWhole(i int) {
 			out.err, out.readFailed = mesh.Errors{{Source: path, Msg: err.Error()}}, true
 			return
 		}
-		out.sum = sha256.Sum256(b)
+		out.sum = digestOf(b)
 	}
 	out.res, out.err = mesh.Decode(path, b)
 }
@@ -336,7 +430,7 @@ func restoreKept(r pieceResult, offset int, pieces bool) {
 	for x, res := range r.res {
 		if res == nil { // equal to the one decoded before, but for its number
 			k := r.kept[x]
-			if src := renumber(k.source, offset); src != k.old.GetMeta().Source {
+			if src := renumber(k.source, offset); !src.Same(k.old.GetMeta().Source) {
 				// Moved in the file: a copy of the old one with its new place
 				// (sharing its maps and strings, which nothing modifies).
 				k.old = withSource(k.old, src)
@@ -360,9 +454,9 @@ func (l *dirLoader) reuseFrom(path string) []mesh.Resource {
 	return l.good[path].list.all()
 }
 
-// fileSum is the SHA-256 of the file at path, read through buf.
-func fileSum(path string, buf []byte) ([32]byte, error) {
-	var sum [32]byte
+// fileSum is the digest of the file at path, read through buf.
+func fileSum(path string, buf []byte) (digest, error) {
+	var sum digest
 	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
@@ -374,8 +468,7 @@ func fileSum(path string, buf []byte) ([32]byte, error) {
 	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf); err != nil {
 		return sum, err
 	}
-	h.Sum(sum[:0])
-	return sum, nil
+	return digestSum(h), nil
 }
 
 // reuseUnchanged replaces each resource of fresh (a file decoded again) that equals the

@@ -19,23 +19,25 @@ type fileCache struct {
 }
 
 // fileSlot is a file's entry (its error in fileCache.errs). A file that could not be read
-// (cachedFile.readFailed) is never cached, so an entry has no such flag.
+// (cachedFile.readFailed) is never cached, so an entry has no such flag. name is the file's
+// path, the string its resources' sources name the file with (see ownSources): the entry
+// keeps it while the file is cached, across its decodes.
 type fileSlot struct {
-	path  string
+	name  *string
 	stamp fileStamp
-	sum   [32]byte
+	sum   digest
 	list  resList
 }
 
 func (c *fileCache) file(s *fileSlot) cachedFile {
-	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.list.all(), list: s.list, err: c.errs[s.path]}
+	return cachedFile{stamp: s.stamp, sum: s.sum, res: s.list.all(), list: s.list, err: c.errs[*s.name]}
 }
 
 func (c *fileCache) index() map[string]int32 {
 	if c.at == nil {
 		c.at = make(map[string]int32, len(c.files))
 		for i := range c.files {
-			c.at[c.files[i].path] = int32(i)
+			c.at[*c.files[i].name] = int32(i)
 		}
 	}
 	return c.at
@@ -49,7 +51,7 @@ func (c *fileCache) kept(path string) (cachedFile, bool) {
 		return cachedFile{}, false
 	}
 	s := &c.files[i]
-	return cachedFile{stamp: s.stamp, sum: s.sum, list: s.list, err: c.errs[s.path]}, true
+	return cachedFile{stamp: s.stamp, sum: s.sum, list: s.list, err: c.errs[*s.name]}, true
 }
 
 // get is the entry of the file at path.
@@ -61,11 +63,23 @@ func (c *fileCache) get(path string) (cachedFile, bool) {
 	return c.file(&c.files[i]), true
 }
 
+// nameFor is the name of the file at path: its entry's, else a new one, for the entry set
+// for it next (set).
+func (c *fileCache) nameFor(path string) *string {
+	if i, ok := c.index()[path]; ok {
+		return c.files[i].name
+	}
+	name := new(string)
+	*name = path
+	return name
+}
+
 // set makes f the entry of the file at path (f.readFailed is false: such a file is never
-// cached), and returns the list it keeps of f.res (f.list when it holds them). As a Go map
-// given a key it holds, the entry keeps path, the string given now.
-func (c *fileCache) set(path string, f cachedFile) resList {
-	s := fileSlot{path: path, stamp: f.stamp, sum: f.sum, list: keep(f.list, f.res)}
+// cached), and returns the list it keeps of f.res (f.list when it holds them) and the
+// entry's name for the file: the one it had, else name (from nameFor; nil: path, the
+// string given now).
+func (c *fileCache) set(path string, f cachedFile, name *string) (resList, *string) {
+	s := fileSlot{stamp: f.stamp, sum: f.sum, list: keep(f.list, f.res)}
 	if f.err != nil {
 		if c.errs == nil {
 			c.errs = map[string]error{}
@@ -76,12 +90,17 @@ func (c *fileCache) set(path string, f cachedFile) resList {
 	}
 	idx := c.index()
 	if i, ok := idx[path]; ok {
+		s.name = c.files[i].name
 		c.files[i] = s
-		return s.list
+		return s.list, s.name
+	}
+	if s.name = name; name == nil {
+		s.name = new(string)
+		*s.name = path
 	}
 	idx[path] = int32(len(c.files))
 	c.files = append(c.files, s)
-	return s.list
+	return s.list, s.name
 }
 
 // growFor makes room for the entries of the files at paths[i], i in todo, that have none
@@ -112,7 +131,7 @@ func (c *fileCache) del(path string) {
 	last := len(c.files) - 1
 	if int(i) != last {
 		c.files[i] = c.files[last]
-		idx[c.files[i].path] = i
+		idx[*c.files[i].name] = i
 	}
 	c.files[last] = fileSlot{}
 	c.files = c.files[:last]
@@ -127,7 +146,7 @@ func (c *fileCache) len() int { return len(c.files) }
 func (c *fileCache) all() iter.Seq2[string, cachedFile] {
 	return func(yield func(string, cachedFile) bool) {
 		for i := range c.files {
-			if !yield(c.files[i].path, c.file(&c.files[i])) {
+			if !yield(*c.files[i].name, c.file(&c.files[i])) {
 				return
 			}
 		}

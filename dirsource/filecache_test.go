@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -19,8 +20,8 @@ func TestFileCacheIsAMapByPath(t *testing.T) {
 	var c fileCache
 	want := map[string]cachedFile{}
 	set := func(p string, size int64, err error) {
-		f := cachedFile{stamp: fileStamp{size: size}, sum: [32]byte{byte(size)}, err: err}
-		c.set(p, f)
+		f := cachedFile{stamp: fileStamp{size: size}, sum: digest{byte(size)}, err: err}
+		c.set(p, f, nil)
 		want[p] = f
 	}
 	del := func(p string) {
@@ -122,7 +123,7 @@ func TestLoadPartKeepsItsResources(t *testing.T) {
 	}
 	dps := []mesh.Resource{&mesh.Dataplane{}, &mesh.Dataplane{}, nil}[:2]
 	part := newLoadPart("a", cachedFile{res: dps})
-	if !part.list.dps {
+	if part.list.form != formDataplanes {
 		t.Fatal("a file of Dataplanes alone kept as a list of resources")
 	}
 	if got := part.res(); len(got) != 2 || got[0] != dps[0] || got[1] != dps[1] {
@@ -157,3 +158,18 @@ func TestLoadPartKeepsItsResources(t *testing.T) {
 
 // res is the part's resources (nil when they were nil), of capacity their length.
 func (p loadPart) res() []mesh.Resource { return p.list.all() }
+
+// A directory of a file per dataplane keeps, for each file, an entry of the file cache and
+// a part of the last snapshot: their sizes are a cost of every file (the path's name, the
+// stamp, the content's digest, the list: 64 bytes; the path and list again: 32).
+func TestPerFileEntriesStaySmall(t *testing.T) {
+	if n := unsafe.Sizeof(fileSlot{}); n > 64 {
+		t.Errorf("a file cache entry takes %d bytes, over 64", n)
+	}
+	if n := unsafe.Sizeof(loadPart{}); n > 32 {
+		t.Errorf("a load's part takes %d bytes, over 32", n)
+	}
+	if n := unsafe.Sizeof(resList{}); n > 16 {
+		t.Errorf("a list takes %d bytes, over 16", n)
+	}
+}

@@ -168,7 +168,7 @@ func (l *dirLoader) keepGood(path string) {
 		return
 	}
 	if c, ok := l.cache.get(path); ok && c.err == nil && !c.readFailed {
-		if c.sum == ([32]byte{}) {
+		if c.sum == (digest{}) {
 			c.sum = l.forgot[path] // forgotten by a forced reload: its content's hash then
 		}
 		c.res = nil // read back from c.list (all) when served: kept, it would be a second list of the file
@@ -189,7 +189,7 @@ func (l *dirLoader) forgetAllBut(paths []string) {
 		}
 	}
 	for i := l.cache.len() - 1; i >= 0; i-- { // from the end: a dropped entry takes the last one's place
-		if p := l.cache.files[i].path; !seen[p] {
+		if p := *l.cache.files[i].name; !seen[p] {
 			l.cache.del(p)
 			l.changes++
 		}

@@ -5,11 +5,9 @@ import (
 	"encoding/gob"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"unique"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/mesh"
@@ -38,6 +36,8 @@ type dirLoader struct {
 	// decodes counts files decoded (not served from the cache), for tests.
 	decodes int
 	// readFile is readRegular, and writeEntry cplink.WriteCacheStream; tests make them fail.
+	// intern is mesh.NewSource (ownSources); tests count its calls.
+	intern     func(file string, doc int) mesh.Source
 	readFile   func(string) ([]byte, error)
 	writeEntry func(path, pattern string, encode func(*gob.Encoder) error) error
 	// maxFile and maxTotal are the size limits of one file and of all (0: none).
@@ -66,7 +66,7 @@ type dirLoader struct {
 	// forgot is the content hash of each file a forced reload (forget) made the next load
 	// decode again: a file refused in that load keeps it with its last good version, so
 	// that version is still written to the decode cache.
-	forgot map[string][32]byte
+	forgot map[string]digest
 	// builder hashes again only what changed since the last snapshot.
 	builder mesh.SnapshotBuilder
 	// changes counts the changes to cache that change what the decode cache holds (a file
@@ -77,9 +77,9 @@ type dirLoader struct {
 }
 
 // loadPart is one file of a load as its snapshot was built from it: its path and the
-// resources it gave (a file decoded again gives new ones: the list keeps them from being
-// freed, so the address of the first is never reused), the list the file cache keeps for
-// it when it is the same. A file refused gives again the resources of its last good
+// resources it gave (a file decoded again gives new ones: the list keeps them, or the
+// snapshot's list it is a stretch of, from being freed, so the address of the first is
+// never reused), the list the file cache keeps for it when it is the same. A file refused gives again the resources of its last good
 // version (see Load).
 type loadPart struct {
 	path string
@@ -163,9 +163,9 @@ type fileStamp struct {
 
 type cachedFile struct {
 	stamp fileStamp
-	// sum is the SHA-256 of the bytes decoded: a file rewritten with the same content (a
+	// sum is the digest of the bytes decoded: a file rewritten with the same content (a
 	// touch, a ConfigMap resync) keeps its decoded resources instead of a second copy of them.
-	sum [32]byte
+	sum digest
 	res []mesh.Resource
 	// list is what the file cache keeps of res when res was read from it (see resList).
 	list resList
@@ -177,7 +177,8 @@ type cachedFile struct {
 }
 
 func newDirLoader() *dirLoader {
-	return &dirLoader{good: map[string]cachedFile{}, readFile: readRegular, writeEntry: cplink.WriteCacheStream, changes: 1}
+	return &dirLoader{good: map[string]cachedFile{}, intern: mesh.NewSource, readFile: readRegular,
+		writeEntry: cplink.WriteCacheStream, changes: 1}
 }
 
 // forget makes the next load read and decode every file again (SIGHUP). The resources
@@ -187,7 +188,7 @@ func newDirLoader() *dirLoader {
 func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.forgot = make(map[string][32]byte, l.cache.len())
+	l.forgot = make(map[string]digest, l.cache.len())
 	for p, c := range l.cache.all() {
 		l.forgot[p] = c.sum
 	}
@@ -198,7 +199,7 @@ func (l *dirLoader) forgetLocked() {
 	l.changes++
 	for i := range l.cache.files {
 		c := &l.cache.files[i]
-		c.stamp, c.sum = fileStamp{}, [32]byte{} // matches no file: read and decoded again
+		c.stamp, c.sum = fileStamp{}, digest{} // matches no file: read and decoded again
 	}
 }
 
@@ -210,8 +211,7 @@ func (l *dirLoader) Load(dataplaneFile, policiesDir string) (*mesh.Snapshot, err
 	l.dpFile = dataplaneFile
 	wasFor := l.reachKey // what the files held were kept for
 	listed, odd, errs := listFiles(dataplaneFile, policiesDir)
-	all, held := l.keptPaths(listed)
-	defer runtime.KeepAlive(held)
+	all := l.keptPaths(listed)
 	paths := all[1:]
 	if err := l.checkTotal(all); err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func (l *dirLoader) setReach(reach *mesh.Reach) {
 		l.forgot = nil // what was decoded before is for the old list
 		l.reachKey = k
 		for p, g := range l.good {
-			g.sum = [32]byte{} // kept for the old list: not written under the new one
+			g.sum = digest{} // kept for the old list: not written under the new one
 			l.good[p] = g
 		}
 	}
@@ -307,44 +307,32 @@ func (l *dirLoader) snapshot(self *mesh.Dataplane, all []string, first, results 
 	if err != nil {
 		return nil, err
 	}
+	l.share(snap, l.last, from)
 	l.last, l.lastFrom, l.lastFromFor = snap, from, l.reachKey
 	return snap, nil
 }
 
-// keptPaths returns all with each path the last snapshot was built from replaced by the
-// string kept for it then. The cache is keyed by path, and a Go map given a key it holds
-// keeps the new string: every reload would otherwise leave the paths of all the files
+// keptPaths returns all with each path the last snapshot was built from, or the file cache
+// holds, replaced by the string kept for it: the load's parts, the cache's entry (its name)
+// and the file's resources' sources then share one copy of each path (a directory of a file
+// per dataplane: 10,000 paths), and a reload does not leave the paths of all the files
 // freshly allocated among its garbage, one live string in each span of it (a touch of
 // 20,000 files kept 17 MiB more of the heap in use).
-//
-// A path new to the loader is interned as mesh.Source interns it, and held is the handles
-// of those: kept alive until the load has decoded the files (a handle no longer held may
-// be dropped, and the decode would intern a copy of its own).
-func (l *dirLoader) keptPaths(all []string) (paths []string, held []unique.Handle[string]) {
+func (l *dirLoader) keptPaths(all []string) []string {
 	kept := l.lastFrom
 	if len(kept) == len(all) && slices.EqualFunc(kept, all, func(k loadPart, p string) bool { return k.path == p }) {
 		for i := range all {
 			all[i] = kept[i].path
 		}
-		return all, nil
+		return all
 	}
-	byPath := make(map[string]string, len(kept)) // files added or gone: found by name
-	for _, k := range kept {
-		byPath[k.path] = k.path
-	}
+	idx := l.cache.index() // files added or gone (or restored): found by name
 	for i, p := range all {
-		if k, ok := byPath[p]; ok {
-			all[i] = k
-			continue
+		if j, ok := idx[p]; ok {
+			all[i] = *l.cache.files[j].name
 		}
-		// A file new to this loader: its resources' sources intern its path (mesh.Source),
-		// which copies it; the cache and the load's parts keep that copy too, instead of
-		// a second one of every path (a directory of a file per dataplane: 10,000 paths).
-		h := unique.Make(p)
-		held = append(held, h)
-		all[i] = h.Value()
 	}
-	return all, held
+	return all
 }
 
 // checkTotal refuses a model whose files are larger than maxTotal in all, before any is read

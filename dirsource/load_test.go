@@ -3,7 +3,6 @@ package dirsource
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -250,7 +249,7 @@ func sameResources(t *testing.T, got cachedFile, want []mesh.Resource) {
 		t.Fatalf("got %d resources (err %v), want %d", len(got.res), got.err, len(want))
 	}
 	for i := range want {
-		if got.res[i].GetMeta().Source != want[i].GetMeta().Source || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
+		if !got.res[i].GetMeta().Source.Same(want[i].GetMeta().Source) || got.res[i].GetMeta().Name != want[i].GetMeta().Name {
 			t.Fatalf("resource %d: %s %s, want %s %s", i, got.res[i].GetMeta().Source, got.res[i].GetMeta().Name,
 				want[i].GetMeta().Source, want[i].GetMeta().Name)
 		}
@@ -677,7 +676,7 @@ func TestDirLoaderEditKeepsUnchangedResources(t *testing.T) {
 	}
 	moved := 0
 	for name, dp := range byName(third) {
-		if w, ok := wantSource[name]; ok && dp.Source != w {
+		if w, ok := wantSource[name]; ok && !dp.Source.Same(w) {
 			t.Fatalf("%s: source %q, want %q", name, dp.Source, w)
 		}
 		if old := after[name]; old != nil && strings.HasPrefix(name, "svc") {
@@ -774,7 +773,7 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	var pieces [][]byte
 	sum, err := streamPieces(big, int64(len(inv)), 4, func(p []byte) error { pieces = append(pieces, p); return nil })
 	must(t, err)
-	if sum != sha256.Sum256([]byte(inv)) {
+	if sum != digestOf([]byte(inv)) {
 		t.Fatal("the streamed hash is not the file's")
 	}
 	whole := splitPieces([]byte(inv), pieceCount(len(inv), 4))
@@ -793,7 +792,7 @@ func TestDirLoaderStreamsLargeFile(t *testing.T) {
 	l.readFile = func(p string) ([]byte, error) { t.Errorf("%s read whole", p); return os.ReadFile(p) }
 	got := l.decodeAll([]string{big})[0]
 	sameResources(t, got, want)
-	if got.sum != sha256.Sum256([]byte(inv)) {
+	if got.sum != digestOf([]byte(inv)) {
 		t.Fatal("the cached hash is not the file's")
 	}
 

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unique"
 
 	"github.com/kumadp/kuma-dp/cplink"
 	"github.com/kumadp/kuma-dp/internal/gcpace"
@@ -58,8 +57,8 @@ type cacheEntry struct {
 	Path        string
 	Size, MTime int64
 	Ino         uint64
-	Sum         [32]byte // SHA-256 of the file's content (cachedFile.sum)
-	Resources   int      // in the chunks that follow
+	Digest      digest // of the file's content (cachedFile.sum)
+	Resources   int    // in the chunks that follow
 }
 
 // cacheTemp names the temporary files of a write in progress; a start removes them.
@@ -78,8 +77,8 @@ const bundleKey = ""
 func legacyCacheFile(dir string) string { return filepath.Clean(dir) + ".gob" }
 
 // entryName is the name of the entry for path holding resources decoded by build, kept
-// for reach, from content with SHA-256 sum.
-func entryName(path, build, reach string, sum [32]byte) string {
+// for reach, from content of digest sum.
+func entryName(path, build, reach string, sum digest) string {
 	p := sha256.Sum256([]byte(path))
 	h := sha256.New()
 	fmt.Fprintf(h, "%d:%s%d:%s", len(build), build, len(reach), reach)
@@ -89,14 +88,18 @@ func entryName(path, build, reach string, sum [32]byte) string {
 
 // bundleName is the name of the bundle entry holding the files of heads (in path order).
 func bundleName(build, reach string, heads []cacheEntry) string {
+	return bundleNameOf(build, reach, len(heads), func(i int) *cacheEntry { return &heads[i] })
+}
+
+// bundleNameOf is bundleName of the n heads head(0)...
+func bundleNameOf(build, reach string, n int, head func(int) *cacheEntry) string {
 	h := sha256.New()
-	for _, e := range heads {
+	for i := range n {
+		e := head(i)
 		fmt.Fprintf(h, "%d:%s", len(e.Path), e.Path)
-		h.Write(e.Sum[:])
+		h.Write(e.Digest[:])
 	}
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return entryName(bundleKey, build, reach, sum)
+	return entryName(bundleKey, build, reach, digestSum(h))
 }
 
 // isEntryName reports whether name is shaped as entryName makes them.
@@ -140,7 +143,8 @@ func (l *dirLoader) restore(dir string) (n int, err error) {
 		l.mu.Lock()
 		l.cache.grow(len(r.files)) // (a restore comes first: the cache holds none of them)
 		for p, c := range r.files {
-			l.cache.set(p, c)
+			_, name := l.cache.set(p, c, nil)
+			l.ownSources(c.res, p, name) // (not served yet)
 		}
 		l.cache.dropIndex()
 		l.reachKey = r.reach
@@ -206,7 +210,7 @@ func (r *entryRestore) read(dir, name string) (remove bool, err error) {
 		return true, err // broken, or another build's
 	}
 	h := heads[0]
-	if name != bundleName(r.build, h.Reach, heads) && (len(heads) > 1 || name != entryName(h.Path, r.build, h.Reach, h.Sum)) {
+	if name != bundleName(r.build, h.Reach, heads) && (len(heads) > 1 || name != entryName(h.Path, r.build, h.Reach, h.Digest)) {
 		return true, fmt.Errorf("decode cache entry %s: its headers do not match its name", path)
 	}
 	if !r.reachSet {
@@ -221,8 +225,7 @@ func (r *entryRestore) read(dir, name string) (remove bool, err error) {
 			continue // an older entry of a file restored already: the next write removes it
 		}
 		settler.Settle(c.res) // gob allocated them between its own garbage; replicas share tag maps
-		// keyed by the path as its resources' sources intern it (one copy of it, see keptPaths)
-		r.files[unique.Make(heads[i].Path).Value()] = c
+		r.files[heads[i].Path] = c
 	}
 	return false, nil
 }
@@ -264,7 +267,7 @@ func decodeEntry(path, build string) ([]cacheEntry, []cachedFile, error) {
 			res = append(res, chunk...)
 		}
 		heads = append(heads, h)
-		got = append(got, cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Sum, res: res})
+		got = append(got, cachedFile{stamp: fileStamp{size: h.Size, mtime: h.MTime, ino: h.Ino}, sum: h.Digest, res: res})
 	}
 }
 
@@ -341,18 +344,23 @@ func (l *dirLoader) cacheEntries(build string) (want map[string][]cacheFile, cha
 		l.mu.Unlock()
 		return nil, changes, false
 	}
-	want = make(map[string][]cacheFile, l.cache.len())
-	var bundle []cacheFile
-	for _, path := range l.cachedPaths() {
+	// A directory of a file per dataplane writes them all in the bundle: their list is
+	// made at its size, where appends grew it by copies of up to twice that (100,000
+	// files: 11 MB, against up to 22 at the peak), and the bundle's name is hashed from
+	// it, not from a copy of its heads.
+	paths := l.cachedPaths()
+	want = map[string][]cacheFile{}
+	bundle := make([]cacheFile, 0, len(paths))
+	for _, path := range paths {
 		c, _ := l.cache.kept(path)
-		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == ([32]byte{})) {
+		if g, ok := l.good[path]; ok && (c.err != nil || c.readFailed || c.sum == (digest{})) {
 			c = g // refused: its last good version's entry stays, for a restart to serve it
 		}
-		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == ([32]byte{}) {
+		if c.err != nil || c.readFailed || path == l.dpFile || c.sum == (digest{}) {
 			continue // failed, or not known to hold what its file holds (forget)
 		}
 		f := cacheFile{cacheEntry{Build: build, Reach: l.reachKey, Path: path, Size: c.stamp.size,
-			MTime: c.stamp.mtime, Ino: c.stamp.ino, Sum: c.sum, Resources: int(c.list.n)}, c.list}
+			MTime: c.stamp.mtime, Ino: c.stamp.ino, Digest: c.sum, Resources: int(c.list.n)}, c.list}
 		if c.stamp.size < bundleBelow {
 			bundle = append(bundle, f)
 			continue
@@ -363,11 +371,7 @@ func (l *dirLoader) cacheEntries(build string) (want map[string][]cacheFile, cha
 	l.cache.dropIndex()
 	l.mu.Unlock()
 	if len(bundle) > 0 {
-		heads := make([]cacheEntry, len(bundle))
-		for i, f := range bundle {
-			heads[i] = f.head
-		}
-		want[bundleName(build, reach, heads)] = bundle
+		want[bundleNameOf(build, reach, len(bundle), func(i int) *cacheEntry { return &bundle[i].head })] = bundle
 	}
 	return want, changes, true
 }
@@ -376,11 +380,11 @@ func (l *dirLoader) cacheEntries(build string) (want map[string][]cacheFile, cha
 // sorted (l.mu held).
 func (l *dirLoader) cachedPaths() []string {
 	paths := make([]string, 0, l.cache.len())
-	for p := range l.cache.all() {
-		paths = append(paths, p)
+	for i := range l.cache.files { // (not all(): the files' lists are not read)
+		paths = append(paths, *l.cache.files[i].name)
 	}
 	for p := range l.good {
-		if _, ok := l.cache.get(p); !ok {
+		if _, ok := l.cache.kept(p); !ok {
 			paths = append(paths, p) // unreadable now: its entry is no more in the cache
 		}
 	}

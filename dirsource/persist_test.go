@@ -308,7 +308,7 @@ func TestDecodeCacheIgnoredWhenStaleOrBroken(t *testing.T) {
 	must(t, os.WriteFile(garbled, []byte("not gob"), 0o600))
 	leftover := filepath.Join(cache, ".decode-cache-123")
 	must(t, os.WriteFile(leftover, []byte("half"), 0o600))
-	var sum [32]byte
+	var sum digest
 	staleName := entryName(filepath.Join(dir, "x.yaml"), "another kuma-dp", "", sum)
 	must(t, cplink.WriteCacheFile(filepath.Join(cache, staleName), ".decode-cache-*",
 		cacheEntry{Build: "another kuma-dp", Path: filepath.Join(dir, "x.yaml")}))
@@ -420,9 +420,9 @@ func TestDecodeCacheAfterAWriteCutShort(t *testing.T) {
 	past := time.Now().Add(-time.Hour)
 	must(t, os.WriteFile(filepath.Join(cache, oldName), saved, 0o600))
 	must(t, os.Chtimes(filepath.Join(cache, oldName), past, past))
-	other := entryName(filepath.Join(dir, "other.yaml"), cplink.BuildID(), "another list", [32]byte{1})
+	other := entryName(filepath.Join(dir, "other.yaml"), cplink.BuildID(), "another list", digest{1})
 	must(t, cplink.WriteCacheFile(filepath.Join(cache, other), ".decode-cache-*",
-		cacheEntry{Build: cplink.BuildID(), Reach: "another list", Path: filepath.Join(dir, "other.yaml"), Sum: [32]byte{1}}))
+		cacheEntry{Build: cplink.BuildID(), Reach: "another list", Path: filepath.Join(dir, "other.yaml"), Digest: digest{1}}))
 	must(t, os.Chtimes(filepath.Join(cache, other), past, past))
 
 	warm := newDirLoader()
@@ -647,7 +647,7 @@ func TestDecodeCacheBundlesSmallFiles(t *testing.T) {
 	var name string
 	for name = range heads2 {
 	}
-	var sum [32]byte
+	var sum digest
 	renamed := entryName(bundleKey, cplink.BuildID(), "", sum)
 	must(t, os.Rename(filepath.Join(cache, name), filepath.Join(cache, renamed)))
 	broken := newDirLoader()
@@ -877,7 +877,7 @@ func TestDecodeCacheKeepsTheLastGoodOfAnUnreadableFile(t *testing.T) {
 	_, err := l.writeCache(cache)
 	must(t, err)
 	heads, _ = cacheEntries(t, cache)
-	if h, _ := headOf(heads, redis); h.Sum != was.Sum {
+	if h, _ := headOf(heads, redis); h.Digest != was.Digest {
 		t.Errorf("redis.yaml's last good version not in the decode cache (header %+v)", h)
 	}
 }

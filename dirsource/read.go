@@ -59,7 +59,7 @@ const streamMin = 4 << 20
 // splitPieces cuts a file read whole (a separator line starts the next piece), hands each
 // piece to send (a buffer of its own, the caller's from then on), and returns the SHA-256
 // of every byte read. An error of send stops it.
-func streamPieces(path string, size int64, cores int, send func([]byte) error) (sum [32]byte, err error) {
+func streamPieces(path string, size int64, cores int, send func([]byte) error) (sum digest, err error) {
 	f, _, err := openRegular(path)
 	if err != nil {
 		return sum, err
@@ -99,8 +99,7 @@ func streamPieces(path string, size int64, cores int, send func([]byte) error) (
 			return sum, err
 		}
 	}
-	h.Sum(sum[:0])
-	return sum, nil
+	return digestSum(h), nil
 }
 
 // openRegular opens the file at path for reading, refusing one that is not a regular file:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"unique"
+	"unsafe"
 )
 
 // Source is where a resource was read from, for error messages: a file (or another named
@@ -14,30 +15,58 @@ import (
 // Dataplanes, so a Source allocates nothing per resource: the file's name is interned
 // (package unique) and shared by every resource read from it, and it goes with the last
 // resource that names it (an origin of one resource, such as a control-plane key, is not
-// kept for the rest of the process).
+// kept for the rest of the process). A source of the model that keeps its files' names
+// itself gives its resources those instead (In): an interned name costs ~200 bytes beside
+// its text (the table's entry, its weak pointer and cleanup), one for every file of a
+// directory of a file per dataplane.
 //
 // The zero Source is unknown and prints "". Sources compare with ==: equal Sources print
-// the same text.
+// the same text (Same tells Sources of the same text apart from the others).
 type Source struct {
-	file unique.Handle[string] // the zero handle: unknown
-	doc  uint32                // document number from 1; 0: the file as a whole (printed without "#")
+	file *string // the file's name, interned (NewSource) or its source's (In); nil: unknown
+	doc  uint32  // document number from 1; 0: the file as a whole (printed without "#")
 }
 
 // NewSource is document doc (from 1; 0: the file as a whole) of file.
 func NewSource(file string, doc int) Source {
 	var s Source
 	if file != "" || doc != 0 {
-		s.file = unique.Make(file)
+		s.file = interned(unique.Make(file))
 	}
 	return s.WithDoc(doc)
 }
 
+// interned is the string h stands for as package unique keeps it (a Handle is a pointer to
+// it): held, it keeps the table's entry as h does, so the next NewSource of the same file
+// gives the same pointer.
+func interned(h unique.Handle[string]) *string { return *(**string)(unsafe.Pointer(&h)) }
+
+// In is s in the file named *name, a string equal to s.File() that its caller keeps for the
+// sources of that file's resources, instead of the interned name (s itself when the names
+// differ, or name is nil).
+func (s Source) In(name *string) Source {
+	if s.file != nil && name != nil && s.file != name && *s.file == *name {
+		s.file = name
+	}
+	return s
+}
+
+// SameFile reports whether s and t name their files with the same string (the same name
+// interned, or given to In).
+func (s Source) SameFile(t Source) bool { return s.file == t.file }
+
+// Same reports whether s and t print the same text: the same document of files of the same
+// name.
+func (s Source) Same(t Source) bool {
+	return s.doc == t.doc && (s.file == t.file || (s.file != nil && t.file != nil && *s.file == *t.file))
+}
+
 // File is the name of the source's file ("" for the zero Source).
 func (s Source) File() string {
-	if s.file == (unique.Handle[string]{}) {
+	if s.file == nil {
 		return ""
 	}
-	return s.file.Value()
+	return *s.file
 }
 
 // Doc is the source's document number (from 1), 0 for a whole file or the zero Source.

@@ -3,8 +3,11 @@ package mesh
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"unique"
 	"unsafe"
 )
 
@@ -80,5 +83,49 @@ func TestSourceEncoding(t *testing.T) {
 		if back.Source != src || back.Name != "a" {
 			t.Errorf("gob: %q %q, want %q a", back.Source, back.Name, src)
 		}
+	}
+}
+
+// A Source holds its interned name as a handle of package unique would: while one is held,
+// NewSource of the same file gives the same name (the table's entry stays), however many
+// collections run; In swaps it for its caller's string of the same text, which then prints
+// the same and is Same, not SameFile.
+func TestSourceInternedNameAndIn(t *testing.T) {
+	held := NewSource("held/across-gc.yaml", 1)
+	for range 3 {
+		runtime.GC()
+	}
+	if again := NewSource("held/across-gc.yaml", 2); !again.SameFile(held) || again.WithDoc(1) != held {
+		t.Fatal("a Source held did not keep its interned name")
+	}
+	name := strings.Clone("held/across-gc.yaml")
+	own := held.WithDoc(7).In(&name)
+	if own.String() != "held/across-gc.yaml#7" || own.SameFile(held) || !own.SameFile(NewSource("held/across-gc.yaml", 3).In(&name)) {
+		t.Fatalf("In: %v", own)
+	}
+	if !own.Same(NewSource("held/across-gc.yaml", 7)) || own.Same(held) || own.Same(NewSource("other.yaml", 7)) {
+		t.Fatal("Same: not by text and document")
+	}
+	other := "other.yaml"
+	if got := held.In(&other); got != held {
+		t.Fatalf("In a name of another text changed the source: %v", got)
+	}
+	if got := (Source{}).In(&name); !got.IsZero() {
+		t.Fatalf("the zero Source in a name: %v", got)
+	}
+	if got := held.In(nil); got != held {
+		t.Fatalf("In no name changed the source: %v", got)
+	}
+}
+
+// interned reads the one pointer a unique.Handle holds: a Go release that changes the
+// Handle's layout must fail here, not read something else.
+func TestInternedReadsTheHandlesString(t *testing.T) {
+	if unsafe.Sizeof(unique.Handle[string]{}) != unsafe.Sizeof((*string)(nil)) {
+		t.Fatalf("unique.Handle[string] is %d bytes, not one pointer", unsafe.Sizeof(unique.Handle[string]{}))
+	}
+	a, b := unique.Make(strings.Clone("interned.yaml")), unique.Make(strings.Clone("interned.yaml"))
+	if p := interned(a); p == nil || *p != "interned.yaml" || p != interned(b) || unsafe.StringData(*p) != unsafe.StringData(a.Value()) {
+		t.Fatalf("interned(%v) = %v", a, p)
 	}
 }
