@@ -32,15 +32,16 @@ func (a *Allocator) vipOf(key string) (uint32, bool) {
 	return 0, false
 }
 
-// eachAssignment calls add with every key holding a VIP (what the state file keeps).
-func (a *Allocator) eachAssignment(add func(key string, v uint32)) {
+// eachAssignment calls add with every key holding a VIP (what the state file keeps); a
+// default name's is not built.
+func (a *Allocator) eachAssignment(add func(key hostName, v uint32)) {
 	for k, v := range a.mesVIPs {
-		add(k, v)
+		add(hostName{head: k}, v)
 	}
 	for i := range a.hosts {
 		a.hosts[i].each(func(hs *hostState) {
 			if hs.hasVIP {
-				add(hs.name(), hs.vip)
+				add(hs.host(), hs.vip)
 			}
 		})
 	}

@@ -184,9 +184,9 @@ func FuzzStateFile(f *testing.F) {
 func TestStateFileRoundTrip(t *testing.T) {
 	s := &settings{stateFile: filepath.Join(t.TempDir(), "s.json"), log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))}
 	want := map[string]uint32{"web.mesh": 0xf0010203, `mes/we"ird\name`: 0xf2000001, "mes/ünï<code>": 0xf2000002}
-	if err := s.writeState(func(add func(string, uint32)) {
+	if err := s.writeState(func(add func(hostName, uint32)) {
 		for k, v := range want {
-			add(k, v)
+			add(hostName{head: k}, v)
 		}
 	}); err != nil {
 		t.Fatal(err)
@@ -211,9 +211,9 @@ func TestStateFileStreamed(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	err := s.writeState(func(add func(string, uint32)) {
+	err := s.writeState(func(add func(hostName, uint32)) {
 		for _, k := range keys {
-			add(k, want[k])
+			add(hostName{head: k}, want[k])
 		}
 	})
 	runtime.ReadMemStats(&after)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -448,5 +449,41 @@ func TestDefaultNamesGetVIPsUnbuilt(t *testing.T) {
 			t.Fatalf("%s: VIP %s %v (or taken twice)", hs.name(), u4(hs.vip), hs.hasVIP)
 		}
 		seen[hs.vip] = true
+	}
+}
+
+// TestStateFileOfDefaultNames: the state file spells default names whole, builds none of
+// them (far fewer allocations than names), and reads back to their VIPs.
+func TestStateFileOfDefaultNames(t *testing.T) {
+	const n = 2000
+	state := filepath.Join(t.TempDir(), "vips.json")
+	a := newAlloc(t, func(c *Config) { c.StateFile = state })
+	dps := make([]*mesh.Dataplane, n)
+	for i := range dps {
+		dps[i] = dp(fmt.Sprintf("dp-%05d", i), svc(fmt.Sprintf("svc-%d", i), "", ""))
+	}
+	tb := allocate(t, a, snap(dps, nil))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	a.writeStateLocked()
+	runtime.ReadMemStats(&after)
+	if mallocs := after.Mallocs - before.Mallocs; mallocs > n/10 {
+		t.Errorf("%d allocations writing %d names", mallocs, n)
+	}
+	got := a.s.loadState()
+	if len(got) != n {
+		t.Fatalf("state file: %d names, want %d", len(got), n)
+	}
+	for _, e := range tb.Entries() {
+		if v, ok := got[e.Hostname()]; !ok || u4(v) != e.IPv4() {
+			t.Fatalf("state file: %s = %s, want %s", e.Hostname(), u4(v), e.IPv4())
+		}
+	}
+	// A name that needs escaping, in two parts or one.
+	for _, k := range []hostName{{head: `a"b<`, tail: meshSuffix}, {head: `a"b<.mesh`}} {
+		b, _ := json.Marshal(k.String())
+		if got := appendJSONName(nil, k); string(got) != string(b) {
+			t.Errorf("%q+%q: %s, want %s", k.head, k.tail, got, b)
+		}
 	}
 }

@@ -61,13 +61,23 @@ func (s *settings) loadState() map[string]uint32 {
 	return out
 }
 
+// appendJSONName appends key k as a JSON string, a default name from its two parts (its
+// tail, ".mesh", needs no escaping: it goes inside the head's closing quote).
+func appendJSONName(b []byte, k hostName) []byte {
+	b = jsontext.AppendString(b, k.head)
+	if k.tail == "" {
+		return b
+	}
+	return append(append(b[:len(b)-1], k.tail...), '"')
+}
+
 // writeState writes the state file atomically (temp file in the same directory, fsync,
 // rename) from the assignments each calls add with. The JSON is written directly (keys
 // unsorted): tens of thousands of names take milliseconds, not the tens of milliseconds of
 // encoding/json with sorted keys. It streams through a 64 KiB buffer: the first table's
 // file is written when the allocator holds the most, and 100,000 names' JSON in memory
 // whole was ~3.5 MB more (twice that while its buffer grew).
-func (s *settings) writeState(each func(add func(key string, v uint32))) error {
+func (s *settings) writeState(each func(add func(key hostName, v uint32))) error {
 	dir := filepath.Dir(s.stateFile)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(s.stateFile)+".tmp*")
 	if err != nil {
@@ -78,13 +88,13 @@ func (s *settings) writeState(each func(add func(key string, v uint32))) error {
 	b := make([]byte, 0, 256)
 	_, werr := w.WriteString(`{"version":1,"vips":{`)
 	first := true
-	each(func(k string, v uint32) {
+	each(func(k hostName, v uint32) {
 		b = b[:0]
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		b = jsontext.AppendString(b, k)
+		b = appendJSONName(b, k)
 		b = append(b, ':', '"')
 		b = u4(v).AppendTo(b)
 		b = append(b, '"')
