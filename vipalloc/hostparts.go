@@ -23,8 +23,6 @@ func (n hostName) String() string {
 
 func (n hostName) len() int { return len(n.head) + len(n.tail) }
 
-func (n hostName) empty() bool { return n.head == "" && n.tail == "" }
-
 // at is byte i of the hostname.
 func (n hostName) at(i int) byte {
 	if i < len(n.head) {
