@@ -485,3 +485,28 @@ func checkAnswersAllocateNothing(t *testing.T, s *Server, e *vipalloc.Entry) {
 		}
 	}
 }
+
+// TestPTRNamesHostnameCanonically: a hand-built entry's hostname that is not canonical
+// (upper case, a final dot) is answered lower-case and without the dot doubled: the PTR
+// names it as its A question would.
+func TestPTRNamesHostnameCanonically(t *testing.T) {
+	table := vipalloc.NewTable([]*vipalloc.Entry{entry("Mixed.MESH.", "240.0.0.7", "", "hand")}, nil)
+	s, err := New(Config{Addrs: []string{"127.0.0.1:0"}, Upstreams: []string{"127.0.0.1:9"}, ResolvConf: "/nonexistent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(table)
+	pkt, _ := question("7.0.0.240.in-addr.arpa.", dns.TypePTR).Pack()
+	var q query
+	if !parseQuery(pkt, &q) {
+		t.Fatal("not parsed")
+	}
+	resp, kind := s.resp.answer(&q, nil, q.limit())
+	var m dns.Msg
+	if err := m.Unpack(resp); kind != answered || err != nil || len(m.Answer) != 1 {
+		t.Fatalf("%v, %v: %v", kind, err, m.Answer)
+	}
+	if ptr, ok := m.Answer[0].(*dns.PTR); !ok || ptr.Ptr != "mixed.mesh." {
+		t.Errorf("PTR answer %v, want mixed.mesh.", m.Answer[0])
+	}
+}

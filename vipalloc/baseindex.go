@@ -136,7 +136,7 @@ func (b *baseIndex) name(name string) (*Entry, bool) {
 			return nil, false
 		}
 		if b.tag(s) == tag {
-			if e := b.all[b.pos(s)]; hostIs(e, name) {
+			if e := b.all[b.pos(s)]; nameIs(e.host(), name) {
 				return e, true
 			}
 		}

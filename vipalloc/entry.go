@@ -117,16 +117,6 @@ func (e *Entry) host() hostName {
 	return hostName{head: e.hostname}
 }
 
-// hostIs reports whether e's hostname is name, without building it (the resolver's
-// lookups).
-func hostIs[K string | []byte](e *Entry, name K) bool {
-	h := e.hostname
-	if e.flags&svcHost == 0 {
-		return h == string(name)
-	}
-	return len(name) == len(h)+len(meshSuffix) && string(name[len(h):]) == meshSuffix && string(name[:len(h)]) == h
-}
-
 // hasHost reports whether the entry has a hostname (a skip has none).
 func (e *Entry) hasHost() bool { return e.hostname != "" }
 

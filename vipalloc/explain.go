@@ -15,7 +15,7 @@ func (t *Table) Explain(w io.Writer, host string) bool {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	var es []*Entry
 	for _, e := range t.Entries() {
-		if hostIs(e, host) {
+		if nameIs(e.host(), host) {
 			es = append(es, e)
 		}
 	}

@@ -1,6 +1,7 @@
 package vipalloc
 
 import (
+	"cmp"
 	"hash/maphash"
 	"strings"
 )
@@ -73,7 +74,7 @@ func (n hostName) compare(m hostName) int {
 			m.head, m.tail = m.tail, ""
 		}
 		if n.head == "" || m.head == "" {
-			return cmpLen(n.head, m.head)
+			return cmp.Compare(len(n.head), len(m.head)) // the empty one first
 		}
 		k := min(len(n.head), len(m.head))
 		if c := strings.Compare(n.head[:k], m.head[:k]); c != 0 {
@@ -81,15 +82,4 @@ func (n hostName) compare(m hostName) int {
 		}
 		n.head, m.head = n.head[k:], m.head[k:]
 	}
-}
-
-// cmpLen orders two strings of which one is empty: the empty one first.
-func cmpLen(a, b string) int {
-	switch {
-	case len(a) < len(b):
-		return -1
-	case len(a) > len(b):
-		return 1
-	}
-	return 0
 }

@@ -106,14 +106,15 @@ func (a *Allocator) settleTouched(touched []*hostState, full bool) (repl *settle
 		if full {
 			continue
 		}
-		names[hs.name()] = hs.avail()
+		name := hs.name() // built once: a default name's is built on each call
+		names[name] = hs.avail()
 		if e := oldAvail; e != nil && e.flags&hasV4 != 0 {
 			if _, seen := addrT[e.v4]; !seen || e.vipOwner() != "" {
-				addrT[e.v4] = addrKey(e)
+				addrT[e.v4] = addrKey(e, name)
 			}
 		}
 		if e := hs.avail(); e != nil && e.flags&hasV4 != 0 {
-			addrT[e.v4] = addrKey(e)
+			addrT[e.v4] = addrKey(e, name)
 		}
 	}
 	a.entrySlab = st.slab
@@ -280,12 +281,12 @@ func lossReason(h hostName, c, w *candidate) string {
 	return string(b)
 }
 
-// addrKey is the key whose VIP an available entry shows.
-func addrKey(e *Entry) string {
+// addrKey is the key whose VIP an available entry of hostname host shows.
+func addrKey(e *Entry, host string) string {
 	if o := e.vipOwner(); o != "" {
 		return o
 	}
-	return e.Hostname()
+	return host
 }
 
 // addrOwner is the available entry that answers PTR for VIP v, held by key: the hostname

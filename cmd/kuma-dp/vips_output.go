@@ -151,10 +151,10 @@ func vipsWriteZone(w io.Writer, t *vipalloc.Table, ttl uint32) error {
 	origin := vipsCommonSuffix(names)
 	var recs strings.Builder
 	skipped := 0
-	for _, e := range avail {
-		owner := vipsRelative(e.Hostname(), origin)
+	for i, e := range avail {
+		owner := vipsRelative(names[i], origin)
 		comment := ""
-		if !vipsIsHostname(e.Hostname()) {
+		if !vipsIsHostname(names[i]) {
 			comment = "; "
 			skipped++
 		}
