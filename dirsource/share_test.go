@@ -1,6 +1,7 @@
 package dirsource
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -242,5 +243,34 @@ func TestReachableInventoryListIsTheSnapshots(t *testing.T) {
 		if got := resNames(list.all()); !slices.Equal(got, c.want) || !inside(list, snap) || list.form != formDataplanes {
 			t.Fatalf("reaching %v: the inventory's list gives %v (form %d, the snapshot's: %v)", c.reach, got, list.form, inside(list, snap))
 		}
+	}
+}
+
+// A file of dataplanes refused keeps its last good version as the list alone (read back
+// when served), not also as a list of resources made from it: a second list of the file.
+func TestRefusedInventoryKeepsOneList(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.yaml")
+	inventory(t, inv, "svc", 3)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	good, err := os.ReadFile(inv)
+	must(t, err)
+	must(t, os.WriteFile(inv, append(good, "  bogus: 1\n"...), 0o644))
+	snap, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if !errors.As(err, &rf) || snap == nil {
+		t.Fatalf("the broken inventory: %v, %v; want it refused, the last good version served", snap, err)
+	}
+	g, ok := l.good[inv]
+	if !ok || g.list.n != 3 || !g.list.dataplanes() {
+		t.Fatalf("the last good version kept: %+v (%v), want its 3 dataplanes", g, ok)
+	}
+	if g.res != nil {
+		t.Fatalf("the last good version keeps a list of %d resources beside its list", len(g.res))
+	}
+	if got := resNames(g.list.all()); !slices.Equal(got, []string{"svc0", "svc1", "svc2"}) {
+		t.Fatalf("the last good version reads back %v", got)
 	}
 }
