@@ -29,7 +29,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	l.decodeParallel(paths, names, todo, out)
 	l.cache.growFor(paths, todo)
 	for _, i := range todo {
-		prev, had := l.cache.get(paths[i])
+		prev, had := l.cache.kept(paths[i])
 		if out[i].err != nil {
 			l.keepGood(paths[i])
 		} else {
@@ -97,7 +97,8 @@ func (l *dirLoader) toDecode(paths []string, out []cachedFile) []int {
 			l.keepGood(p)
 			continue
 		}
-		if c, ok := l.cache.get(p); ok && c.stamp == st {
+		if c, ok := l.cache.kept(p); ok && c.stamp == st {
+			c.res = c.list.all()
 			out[i] = c
 			if c.err == nil {
 				delete(l.good, p)
@@ -294,13 +295,13 @@ func (d *parallelDecode) send(i int) {
 	// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
 	// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 	// not read into memory (15 MB) beside the model it already gave.
-	prev, hadPrev := l.cache.get(path)
+	prev, hadPrev := l.cache.kept(path) // its resources read back only when they stay
 	if hadPrev && !prev.readFailed && prev.sum != (digest{}) && path != l.dpFile {
 		if d.sumBuf == nil {
 			d.sumBuf = make([]byte, 64<<10)
 		}
 		if sum, err := fileSum(path, d.sumBuf); err == nil && sum == prev.sum {
-			out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
+			out.res, out.list, out.err, out.sum = prev.list.all(), prev.list, prev.err, sum
 			return
 		}
 	}
@@ -328,7 +329,7 @@ func (d *parallelDecode) send(i int) {
 	}
 	sum := digestOf(b)
 	if hadPrev && prev.sum == sum && !prev.readFailed {
-		out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
+		out.res, out.list, out.err, out.sum = prev.list.all(), prev.list, prev.err, sum
 		return // same content: the resources already decoded (and served) stay
 	}
 	out.sum = sum

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -272,5 +274,39 @@ func TestRefusedInventoryKeepsOneList(t *testing.T) {
 	}
 	if got := resNames(g.list.all()); !slices.Equal(got, []string{"svc0", "svc1", "svc2"}) {
 		t.Fatalf("the last good version reads back %v", got)
+	}
+}
+
+// What looks at a cached file of dataplanes without serving its resources (a check of its
+// stamp that finds it changed, a refusal keeping its last good version) does not read its
+// list back (resList.all: a list of 16 bytes a dataplane, garbage at once).
+func TestCachedInventoryNotReadBackForNothing(t *testing.T) {
+	const n = 4000
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.yaml")
+	inventory(t, inv, "svc", n)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(inv, later, later)) // its stamp changed: to decode (or sum) again
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	todo := l.toDecode([]string{inv}, make([]cachedFile, 1))
+	runtime.ReadMemStats(&after)
+	if len(todo) != 1 {
+		t.Fatalf("a touched inventory: %d files to decode, want 1", len(todo))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > n*16/2 {
+		t.Errorf("checking a touched inventory's stamp allocated %d bytes: its %d dataplanes' list read back", got, n)
+	}
+	if allocs := testing.AllocsPerRun(5, func() {
+		delete(l.good, inv)
+		l.keepGood(inv)
+	}); allocs != 0 {
+		t.Errorf("keeping an inventory's last good version allocated %.0f times", allocs)
+	}
+	if g := l.good[inv]; g.res != nil || g.list.n != n {
+		t.Fatalf("the last good version kept: %d resources beside a list of %d, want a list of %d alone", len(g.res), g.list.n, n)
 	}
 }
