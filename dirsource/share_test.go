@@ -310,3 +310,24 @@ func TestCachedInventoryNotReadBackForNothing(t *testing.T) {
 		t.Fatalf("the last good version kept: %d resources beside a list of %d, want a list of %d alone", len(g.res), g.list.n, n)
 	}
 }
+
+// A forced reload (forget) takes each cached file's content hash without reading its list
+// back.
+func TestForgetReadsNoListBack(t *testing.T) {
+	const n = 4000
+	dir := t.TempDir()
+	inventory(t, filepath.Join(dir, "inventory.yaml"), "svc", n)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	l.forget()
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > n*16/2 {
+		t.Errorf("forget allocated %d bytes: the inventory's %d dataplanes' list read back", got, n)
+	}
+	if len(l.forgot) != l.cache.len() {
+		t.Fatalf("forget kept %d files' hashes, want the %d cached", len(l.forgot), l.cache.len())
+	}
+}
