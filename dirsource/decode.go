@@ -182,7 +182,7 @@ func (l *dirLoader) decodeParallel(paths []string, names []*string, todo []int, 
 }
 
 // pieceJob is a piece of a file for a worker to decode; whole: the file's only piece
-// (finished by the worker, see finishWhole).
+// (finished by the worker, see work).
 type pieceJob struct {
 	file, piece int
 	data        []byte
@@ -242,28 +242,17 @@ func (d *parallelDecode) work() {
 			}
 		}
 		if j.whole {
-			d.finishWhole(j.file, r)
+			// Finished at once, so that a directory of many small files holds no piece
+			// result of each until the last is decoded (100,000 files: ~13 MB at the
+			// peak). out[i] is the worker's from the job's receipt (send set it before)
+			// until the workers are done; a piece alone never decodes again (decodeWhole).
+			d.finish(j.file, []pieceResult{r})
 			continue
 		}
 		d.mu.Lock()
 		d.results[j.file][j.piece] = r
 		d.mu.Unlock()
 	}
-}
-
-// finishWhole sets out[i] from file i's only piece, decoded (finish's rules for a file
-// of one piece): at once, so that a directory of many small files holds no piece result
-// of each until the last is decoded (100,000 files: ~13 MB at the peak). out[i] is the
-// worker's from the job's receipt (send set it before) until the workers are done.
-func (d *parallelDecode) finishWhole(i int, r pieceResult) {
-	out := &d.out[i]
-	if r.err != nil {
-		out.res, out.err = r.res, r.err
-		out.readFailed = d.l.cancelled() != nil && r.res == nil // a cancelled decode is never cached
-		return
-	}
-	restoreKept(r, 0, false)
-	out.res = r.res
 }
 
 // own makes the piece's fresh resources (and the sources kept resources are to take) name
@@ -338,7 +327,7 @@ func (d *parallelDecode) send(i int) {
 	if len(pieces) == 1 {
 		// never decoded again in one piece: its text is garbage once decoded, not held
 		// until every file is (a directory of 100,000 small files: 20 MB more at the
-		// peak), and the worker finishes it (finishWhole)
+		// peak), and the worker finishes it (work)
 		d.mu.Lock()
 		d.whole = append(d.whole, i)
 		d.mu.Unlock()
