@@ -140,22 +140,22 @@ func Envelope(body []byte) *wrapperspb.BytesValue { return wrapperspb.Bytes(body
 // name, so that the errors name it.
 func DecodeResource(kind, name string, body []byte) (mesh.Resource, error) {
 	rs, err := mesh.DecodeFromControlPlane("control plane "+kind, body)
-	source := "control plane " + kind + "/" + name
+	source := func() string { return "control plane " + kind + "/" + name } // errors only
 	if err != nil {
-		if _, err2 := mesh.DecodeFromControlPlane(source, body); err2 != nil {
+		if _, err2 := mesh.DecodeFromControlPlane(source(), body); err2 != nil {
 			return nil, err2
 		}
 		return nil, err
 	}
 	if len(rs) != 1 {
-		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
+		return nil, mesh.Errors{{Source: source(), Kind: kind, Name: name,
 			Msg: fmt.Sprintf("the envelope must hold exactly one resource, found %d", len(rs))}}
 	}
 	r := rs[0]
 	// A resource is sent under its stored name (a route's is name.namespace); a control
 	// plane before that sent a route under its plain name, which is accepted too.
 	if r.Kind() != kind || (mesh.StoreName(r) != name && r.GetMeta().Name != name) {
-		return nil, mesh.Errors{{Source: source, Kind: kind, Name: name,
+		return nil, mesh.Errors{{Source: source(), Kind: kind, Name: name,
 			Msg: fmt.Sprintf("the envelope holds %s %q, not the %s it was sent as", r.Kind(), mesh.StoreName(r), kind)}}
 	}
 	m := r.GetMeta()

@@ -29,7 +29,7 @@ func (l *dirLoader) decodeAll(paths []string) []cachedFile {
 	l.decodeParallel(paths, names, todo, out)
 	l.cache.growFor(paths, todo)
 	for _, i := range todo {
-		prev, had := l.cache.get(paths[i])
+		prev, had := l.cache.kept(paths[i])
 		if out[i].err != nil {
 			l.keepGood(paths[i])
 		} else {
@@ -97,7 +97,8 @@ func (l *dirLoader) toDecode(paths []string, out []cachedFile) []int {
 			l.keepGood(p)
 			continue
 		}
-		if c, ok := l.cache.get(p); ok && c.stamp == st {
+		if c, ok := l.cache.kept(p); ok && c.stamp == st {
+			c.res = c.list.all()
 			out[i] = c
 			if c.err == nil {
 				delete(l.good, p)
@@ -181,7 +182,7 @@ func (l *dirLoader) decodeParallel(paths []string, names []*string, todo []int, 
 }
 
 // pieceJob is a piece of a file for a worker to decode; whole: the file's only piece
-// (finished by the worker, see finishWhole).
+// (finished by the worker, see work).
 type pieceJob struct {
 	file, piece int
 	data        []byte
@@ -241,28 +242,17 @@ func (d *parallelDecode) work() {
 			}
 		}
 		if j.whole {
-			d.finishWhole(j.file, r)
+			// Finished at once, so that a directory of many small files holds no piece
+			// result of each until the last is decoded (100,000 files: ~13 MB at the
+			// peak). out[i] is the worker's from the job's receipt (send set it before)
+			// until the workers are done; a piece alone never decodes again (decodeWhole).
+			d.finish(j.file, []pieceResult{r})
 			continue
 		}
 		d.mu.Lock()
 		d.results[j.file][j.piece] = r
 		d.mu.Unlock()
 	}
-}
-
-// finishWhole sets out[i] from file i's only piece, decoded (finish's rules for a file
-// of one piece): at once, so that a directory of many small files holds no piece result
-// of each until the last is decoded (100,000 files: ~13 MB at the peak). out[i] is the
-// worker's from the job's receipt (send set it before) until the workers are done.
-func (d *parallelDecode) finishWhole(i int, r pieceResult) {
-	out := &d.out[i]
-	if r.err != nil {
-		out.res, out.err = r.res, r.err
-		out.readFailed = d.l.cancelled() != nil && r.res == nil // a cancelled decode is never cached
-		return
-	}
-	restoreKept(r, 0, false)
-	out.res = r.res
 }
 
 // own makes the piece's fresh resources (and the sources kept resources are to take) name
@@ -294,13 +284,13 @@ func (d *parallelDecode) send(i int) {
 	// A file rewritten with the same bytes (a touch, a ConfigMap resync) is recognised
 	// by its hash, read through a small buffer: an inventory of 100,000 dataplanes is
 	// not read into memory (15 MB) beside the model it already gave.
-	prev, hadPrev := l.cache.get(path)
+	prev, hadPrev := l.cache.kept(path) // its resources read back only when they stay
 	if hadPrev && !prev.readFailed && prev.sum != (digest{}) && path != l.dpFile {
 		if d.sumBuf == nil {
 			d.sumBuf = make([]byte, 64<<10)
 		}
 		if sum, err := fileSum(path, d.sumBuf); err == nil && sum == prev.sum {
-			out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
+			out.res, out.list, out.err, out.sum = prev.list.all(), prev.list, prev.err, sum
 			return
 		}
 	}
@@ -328,7 +318,7 @@ func (d *parallelDecode) send(i int) {
 	}
 	sum := digestOf(b)
 	if hadPrev && prev.sum == sum && !prev.readFailed {
-		out.res, out.list, out.err, out.sum = prev.res, prev.list, prev.err, sum
+		out.res, out.list, out.err, out.sum = prev.list.all(), prev.list, prev.err, sum
 		return // same content: the resources already decoded (and served) stay
 	}
 	out.sum = sum
@@ -337,7 +327,7 @@ func (d *parallelDecode) send(i int) {
 	if len(pieces) == 1 {
 		// never decoded again in one piece: its text is garbage once decoded, not held
 		// until every file is (a directory of 100,000 small files: 20 MB more at the
-		// peak), and the worker finishes it (finishWhole)
+		// peak), and the worker finishes it (work)
 		d.mu.Lock()
 		d.whole = append(d.whole, i)
 		d.mu.Unlock()

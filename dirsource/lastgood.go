@@ -167,11 +167,11 @@ func (l *dirLoader) keepGood(path string) {
 	if _, ok := l.good[path]; ok {
 		return
 	}
-	if c, ok := l.cache.get(path); ok && c.err == nil && !c.readFailed {
+	// its list alone (res nil): read back when served; res kept would be a second list of the file
+	if c, ok := l.cache.kept(path); ok && c.err == nil && !c.readFailed {
 		if c.sum == (digest{}) {
 			c.sum = l.forgot[path] // forgotten by a forced reload: its content's hash then
 		}
-		c.res = nil // read back from c.list (all) when served: kept, it would be a second list of the file
 		l.good[path] = c
 	}
 }

@@ -189,8 +189,8 @@ func (l *dirLoader) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.forgot = make(map[string]digest, l.cache.len())
-	for p, c := range l.cache.all() {
-		l.forgot[p] = c.sum
+	for i := range l.cache.files { // (not all(): the files' lists are not read back)
+		l.forgot[*l.cache.files[i].name] = l.cache.files[i].sum
 	}
 	l.forgetLocked()
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -904,5 +905,49 @@ func TestDecodeCacheKeepsRouterResources(t *testing.T) {
 	must(t, err)
 	if warm.decodes != 1 || got.Hash != want.Hash {
 		t.Fatalf("restart: %d files decoded (want the dataplane file's only), hash %s want %s", warm.decodes, got.Hash, want.Hash)
+	}
+}
+
+// A large entry of the decode cache (over freeAfterResources resources) is written at
+// cacheWriteGCPercent, so that the encoding's garbage is collected as it goes; a small one
+// at the process's GOGC; and the process's GOGC is back once the write is done.
+func TestDecodeCacheLargeEntryWrittenAtLowGC(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC is set in the environment: the write leaves it as set")
+	}
+	const processGC = 80
+	defer debug.SetGCPercent(debug.SetGCPercent(processGC))
+	dir, files, cache := cacheMesh(t, invFile{"inventory.yaml", "svc", 2 * freeAfterResources})
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	at := map[string]int{} // by the entry's first file, GOGC while it was written
+	l.writeEntry = func(path, pattern string, encode func(*gob.Encoder) error) error {
+		gc := debug.SetGCPercent(processGC)
+		debug.SetGCPercent(gc)
+		return cplink.WriteCacheStream(path, pattern, func(enc *gob.Encoder) error {
+			at[path] = gc
+			return encode(enc)
+		})
+	}
+	want, _, _ := l.cacheEntries(cplink.BuildID()) // (before the write: after it, nothing to write)
+	if len(want) != 2 {
+		t.Fatalf("%d entries to write, want 2 (the inventory's, the bundle)", len(want))
+	}
+	if w, err := l.writeCache(cache); err != nil || w.entries != 2 {
+		t.Fatalf("the write: %+v, %v; want 2 entries", w, err)
+	}
+	for name, fs := range want {
+		gc, ok := at[filepath.Join(cache, name)]
+		wantGC := processGC
+		if fs[0].head.Path == files[0] {
+			wantGC = cacheWriteGCPercent
+		}
+		if !ok || gc != wantGC {
+			t.Errorf("the entry of %s (%d files) written at GOGC %d (written: %v), want %d", fs[0].head.Path, len(fs), gc, ok, wantGC)
+		}
+	}
+	if gc := debug.SetGCPercent(processGC); gc != processGC {
+		t.Fatalf("GOGC %d after the write, want the process's %d back", gc, processGC)
 	}
 }

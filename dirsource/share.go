@@ -48,11 +48,9 @@ func (l *dirLoader) share(snap, was *mesh.Snapshot, parts []loadPart) {
 	}
 }
 
-// sharedList is what list becomes once snap is built (see share), and whether it changed.
+// sharedList is what list, of dataplanes in an array, becomes once snap is built (see
+// share), and whether it changed.
 func sharedList(list resList, snap, was *mesh.Snapshot) (resList, bool) {
-	if !list.dataplanes() || list.form == formDataplane {
-		return list, false
-	}
 	if to, ok := stretchOf(list, snap); ok {
 		return to, to != list
 	}

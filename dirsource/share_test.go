@@ -1,12 +1,15 @@
 package dirsource
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kumadp/kuma-dp/mesh"
 )
@@ -242,5 +245,89 @@ func TestReachableInventoryListIsTheSnapshots(t *testing.T) {
 		if got := resNames(list.all()); !slices.Equal(got, c.want) || !inside(list, snap) || list.form != formDataplanes {
 			t.Fatalf("reaching %v: the inventory's list gives %v (form %d, the snapshot's: %v)", c.reach, got, list.form, inside(list, snap))
 		}
+	}
+}
+
+// A file of dataplanes refused keeps its last good version as the list alone (read back
+// when served), not also as a list of resources made from it: a second list of the file.
+func TestRefusedInventoryKeepsOneList(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.yaml")
+	inventory(t, inv, "svc", 3)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	good, err := os.ReadFile(inv)
+	must(t, err)
+	must(t, os.WriteFile(inv, append(good, "  bogus: 1\n"...), 0o644))
+	snap, err := l.Load(exampleDataplane, dir)
+	var rf *RefusedFiles
+	if !errors.As(err, &rf) || snap == nil {
+		t.Fatalf("the broken inventory: %v, %v; want it refused, the last good version served", snap, err)
+	}
+	g, ok := l.good[inv]
+	if !ok || g.list.n != 3 || !g.list.dataplanes() {
+		t.Fatalf("the last good version kept: %+v (%v), want its 3 dataplanes", g, ok)
+	}
+	if g.res != nil {
+		t.Fatalf("the last good version keeps a list of %d resources beside its list", len(g.res))
+	}
+	if got := resNames(g.list.all()); !slices.Equal(got, []string{"svc0", "svc1", "svc2"}) {
+		t.Fatalf("the last good version reads back %v", got)
+	}
+}
+
+// What looks at a cached file of dataplanes without serving its resources (a check of its
+// stamp that finds it changed, a refusal keeping its last good version) does not read its
+// list back (resList.all: a list of 16 bytes a dataplane, garbage at once).
+func TestCachedInventoryNotReadBackForNothing(t *testing.T) {
+	const n = 4000
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.yaml")
+	inventory(t, inv, "svc", n)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(inv, later, later)) // its stamp changed: to decode (or sum) again
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	todo := l.toDecode([]string{inv}, make([]cachedFile, 1))
+	runtime.ReadMemStats(&after)
+	if len(todo) != 1 {
+		t.Fatalf("a touched inventory: %d files to decode, want 1", len(todo))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > n*16/2 {
+		t.Errorf("checking a touched inventory's stamp allocated %d bytes: its %d dataplanes' list read back", got, n)
+	}
+	if allocs := testing.AllocsPerRun(5, func() {
+		delete(l.good, inv)
+		l.keepGood(inv)
+	}); allocs != 0 {
+		t.Errorf("keeping an inventory's last good version allocated %.0f times", allocs)
+	}
+	if g := l.good[inv]; g.res != nil || g.list.n != n {
+		t.Fatalf("the last good version kept: %d resources beside a list of %d, want a list of %d alone", len(g.res), g.list.n, n)
+	}
+}
+
+// A forced reload (forget) takes each cached file's content hash without reading its list
+// back.
+func TestForgetReadsNoListBack(t *testing.T) {
+	const n = 4000
+	dir := t.TempDir()
+	inventory(t, filepath.Join(dir, "inventory.yaml"), "svc", n)
+	l := newDirLoader()
+	_, err := l.Load(exampleDataplane, dir)
+	must(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	l.forget()
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > n*16/2 {
+		t.Errorf("forget allocated %d bytes: the inventory's %d dataplanes' list read back", got, n)
+	}
+	if len(l.forgot) != l.cache.len() {
+		t.Fatalf("forget kept %d files' hashes, want the %d cached", len(l.forgot), l.cache.len())
 	}
 }
