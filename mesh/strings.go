@@ -136,12 +136,7 @@ func liveSetValueBytes(m map[string]any) int {
 		tags = append(tags, Tag{Key: k, Value: v})
 		size += len(v)
 	}
-	tags = tagset.Sorted(tags)
-	if !liveShareable(tags) {
-		return 0
-	}
-	var buf [512]byte
-	if liveSets.find(liveHash(setText(buf[:0], tags), len(tags)), tags) == nil {
+	if liveSets.lookup(tagset.Sorted(tags)) == nil {
 		return 0
 	}
 	return size
@@ -235,12 +230,10 @@ func (a *strArena) key(k string) string {
 // text is one resource, nil otherwise: a replica decoded alone takes its workload's set
 // without copying its values, which the set it takes has already.
 func (a *strArena) liveSet(t Tags) Tags {
-	if a == nil || !a.alone || !liveShareable(t) {
+	if a == nil || !a.alone {
 		return nil
 	}
-	var buf [512]byte
-	b := setText(buf[:0], t)
-	return liveSets.find(liveHash(b, len(t)), t)
+	return liveSets.lookup(t)
 }
 
 // maxValues is the number of distinct tag values an arena remembers: a Kubernetes mesh's
