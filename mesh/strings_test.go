@@ -459,6 +459,10 @@ func TestSecondPodAddsItsOwnStrings(t *testing.T) {
 		return r.(*Dataplane)
 	}
 	decode(pod("web-7d9f8c5b4-x2kfp.kuma-demo", "10.42.0.12"))
+	// the first pod's last two strings, which a string equal to one of them (or to the
+	// beginning of one) shares (put), depend on the order its fields' map is read in: left
+	// out, a string the second pod copies again is counted every run
+	a.last, a.prev = "", ""
 	used := len(a.block)
 	second := decode(pod("web-7d9f8c5b4-q8wzt.kuma-demo", "10.42.0.13"))
 	if tp := second.Networking.TransparentProxying(); tp == nil || tp.IPFamilyMode != "DualStack" {
