@@ -637,18 +637,12 @@ func TestReplicaDecodedAloneCopiesNoValues(t *testing.T) {
 	}
 	name := "web-7d9f8c5b4-q8wzt.kuma-demo"
 	text := kubePodText(raw, name, "web")
-	nodes, err := parseDocumentItems(text)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := newStrArena(len(text))
-	a.alone = true
-	a.fit(nodes[0])
-	r, errs, redo := decodeQuickIn(a, NewSource("f", 1), nodes[0], text)
-	if len(errs) > 0 || redo {
-		t.Fatal(errs, redo)
+	rs, err := decodeAllIn(a, "f", text) // as Decode and DecodeFromControlPlane decode it
+	if err != nil || len(rs) != 1 {
+		t.Fatal(rs, err)
 	}
-	second := r.(*Dataplane)
+	second := rs[0].(*Dataplane)
 	if &second.Networking.Inbound[0].Tags[0] != &first.Networking.Inbound[0].Tags[0] {
 		t.Fatal("the replica does not hold its workload's tag set")
 	}
