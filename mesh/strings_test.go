@@ -670,3 +670,25 @@ func TestLongTagKeyNotHeldByTheProcess(t *testing.T) {
 		t.Error("a short key is not the process's copy")
 	}
 }
+
+// A large text's blocks are sized as it is decoded (decodeAll tells its arena how much of
+// the text is left): the last block of a piece of a Kubernetes inventory is not a 32 KiB
+// block its last strings fill a part of.
+func TestDecodedTextsLastBlockSizedToTheRest(t *testing.T) {
+	raw, err := os.ReadFile(kubeDataplane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []byte
+	for i := range 1100 {
+		app := fmt.Sprintf("app%d", i/5)
+		text = append(append(text, "---\n"...), kubePodText(raw, fmt.Sprintf("%s-7d9f8c5b4-%05d.kuma-demo", app, i), app)...)
+	}
+	a := newStrArena(len(text))
+	if rs, err := decodeAllIn(a, "inventory.yaml", text); err != nil || len(rs) != 1100 {
+		t.Fatalf("%d resources, %v", len(rs), err)
+	}
+	if empty := cap(a.block) - len(a.block); empty > len(a.block)/8+1024 {
+		t.Errorf("the last block holds %d bytes of strings, %d empty (of %d)", len(a.block), empty, cap(a.block))
+	}
+}
