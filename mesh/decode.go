@@ -93,7 +93,7 @@ docs:
 	if !stopped && len(errs) > MaxFileErrors {
 		stopAt(num) // the last document had more than were listed
 	}
-	settle(out)
+	settle(out, strs.alone)
 	if len(errs) > 0 {
 		return out, errs
 	}

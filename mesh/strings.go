@@ -28,7 +28,7 @@ type strArena struct {
 	// it is still to be decoded (see reading), used the bytes put in blocks so far: a new
 	// block is sized to what the rest will likely need (see blockSize).
 	text, rest, used int
-	// alone is set when the text is one resource (see liveSet)
+	// alone is set when the text is one resource (see liveSet and settle)
 	alone bool
 	// last is the last string put, prev the one before: a string that begins another of a
 	// resource (a tag value "backend" after the name "backend-1", as universal
@@ -301,10 +301,10 @@ func (a *strArena) remember(s string) string {
 // Inbounds with the same tags (the replicas of a service) share one map: a map holding a
 // few tags costs ~340 bytes however few they are. Tags are never modified once decoded.
 //
-// A Dataplane decoded alone (a text of one resource: from the control plane, a resource at
-// a time, or a file per dataplane) shares its Kubernetes-sized sets with the other
-// dataplanes decoded alone that hold the same (liveSets).
-func settle(rs []Resource) { settleWith(rs, &tagSets{live: len(rs) == 1}) }
+// A Dataplane decoded alone (alone: a text of one resource, from the control plane a
+// resource at a time, or a file per dataplane) shares its Kubernetes-sized sets with the
+// other dataplanes decoded alone that hold the same (liveSets).
+func settle(rs []Resource, alone bool) { settleWith(rs, &tagSets{live: alone}) }
 
 // Settle is what Decode does to the resources of a file once they are decoded, for
 // resources read back another way (the agent's decode cache, where each string is an

@@ -288,7 +288,7 @@ func TestSettledReplicaIsOneObject(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	settle(rs)
+	settle(rs, false)
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 180 || after.Mallocs-before.Mallocs > n+20 {
 		t.Errorf("a settled replica takes %d bytes, %d objects for %d; want one object of 176", per, after.Mallocs-before.Mallocs, n)
