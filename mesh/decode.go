@@ -32,11 +32,15 @@ func Decode(source string, data []byte) ([]Resource, error) {
 
 // decodeAll is Decode accepting every kind.
 func decodeAll(source string, data []byte) ([]Resource, error) {
+	return decodeAllIn(newStrArena(len(data)), source, data)
+}
+
+// decodeAllIn is decodeAll, copying the strings into strs (an arena for data).
+func decodeAllIn(strs *strArena, source string, data []byte) ([]Resource, error) {
 	var out []Resource
 	var errs Errors
 	num := 0
 	file := NewSource(source, 0)
-	strs := newStrArena(len(data))
 	stopped := false
 	stopAt := func(doc int) {
 		errs = append(errs[:MaxFileErrors], &FieldError{Source: file.WithDoc(doc).String(),
@@ -89,7 +93,7 @@ docs:
 	if !stopped && len(errs) > MaxFileErrors {
 		stopAt(num) // the last document had more than were listed
 	}
-	settle(out)
+	settle(out, strs.alone)
 	if len(errs) > 0 {
 		return out, errs
 	}

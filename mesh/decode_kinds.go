@@ -359,20 +359,21 @@ func (d *decoder) kubeMeta(kind string, km *kubeMeta, mesh string) Meta {
 		}
 		km.Labels[NamespaceLabel] = d.strs.share(km.Namespace)
 	}
+	if kind == KindMeshService && km.Name != "" && km.Labels[DisplayNameLabel] == "" {
+		// Kuma labels a MeshService with the name it was written with.
+		if km.Labels == nil {
+			km.Labels = make(map[string]string, 1)
+		}
+		km.Labels[DisplayNameLabel] = d.strs.share(km.Name)
+	}
 	meta := Meta{Mesh: mesh, Name: km.Name}
-	meta.SetLabels(km.Labels)
-	meta.SetCreationTime(km.CreationTimestamp)
+	if km.Labels != nil || !km.CreationTimestamp.IsZero() {
+		meta.MetaExtra = &MetaExtra{MetaLabels: km.Labels, MetaCreationTime: km.CreationTimestamp}
+	}
 	if kind == KindDataplane && km.Namespace != "" && km.Name != "" {
 		// Kuma names a dataplane from Kubernetes <name>.<namespace>: pods of one name in two
 		// namespaces are two dataplanes, and a universal file names them the same way.
 		meta.Name = d.strs.share(km.Name + "." + km.Namespace)
-	}
-	if kind == KindMeshService && km.Name != "" && meta.Labels()[DisplayNameLabel] == "" {
-		// Kuma labels a MeshService with the name it was written with.
-		if meta.Labels() == nil {
-			meta.SetLabels(make(map[string]string, 1))
-		}
-		meta.Labels()[DisplayNameLabel] = d.strs.share(km.Name)
 	}
 	return meta
 }

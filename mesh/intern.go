@@ -197,6 +197,15 @@ type liveSetTable struct {
 	prune int // the map's size at which the entries of collected sets are dropped
 }
 
+// lookup returns the live set equal to t, or nil (none held, or t not shareable).
+func (l *liveSetTable) lookup(t Tags) Tags {
+	if !liveShareable(t) {
+		return nil
+	}
+	var buf [512]byte
+	return l.find(liveHash(setText(buf[:0], t), len(t)), t)
+}
+
 // find returns the live set of hash h equal to t, or nil.
 func (l *liveSetTable) find(h uint64, t Tags) Tags {
 	l.mu.Lock()

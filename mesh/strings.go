@@ -28,7 +28,7 @@ type strArena struct {
 	// it is still to be decoded (see reading), used the bytes put in blocks so far: a new
 	// block is sized to what the rest will likely need (see blockSize).
 	text, rest, used int
-	// alone is set when the text is one resource (see liveSet)
+	// alone is set when the text is one resource (see liveSet and settle)
 	alone bool
 	// last is the last string put, prev the one before: a string that begins another of a
 	// resource (a tag value "backend" after the name "backend-1", as universal
@@ -136,12 +136,7 @@ func liveSetValueBytes(m map[string]any) int {
 		tags = append(tags, Tag{Key: k, Value: v})
 		size += len(v)
 	}
-	tags = tagset.Sorted(tags)
-	if !liveShareable(tags) {
-		return 0
-	}
-	var buf [512]byte
-	if liveSets.find(liveHash(setText(buf[:0], tags), len(tags)), tags) == nil {
+	if liveSets.lookup(tagset.Sorted(tags)) == nil {
 		return 0
 	}
 	return size
@@ -235,12 +230,10 @@ func (a *strArena) key(k string) string {
 // text is one resource, nil otherwise: a replica decoded alone takes its workload's set
 // without copying its values, which the set it takes has already.
 func (a *strArena) liveSet(t Tags) Tags {
-	if a == nil || !a.alone || !liveShareable(t) {
+	if a == nil || !a.alone {
 		return nil
 	}
-	var buf [512]byte
-	b := setText(buf[:0], t)
-	return liveSets.find(liveHash(b, len(t)), t)
+	return liveSets.lookup(t)
 }
 
 // maxValues is the number of distinct tag values an arena remembers: a Kubernetes mesh's
@@ -308,10 +301,10 @@ func (a *strArena) remember(s string) string {
 // Inbounds with the same tags (the replicas of a service) share one map: a map holding a
 // few tags costs ~340 bytes however few they are. Tags are never modified once decoded.
 //
-// A Dataplane decoded alone (a text of one resource: from the control plane, a resource at
-// a time, or a file per dataplane) shares its Kubernetes-sized sets with the other
-// dataplanes decoded alone that hold the same (liveSets).
-func settle(rs []Resource) { settleWith(rs, &tagSets{live: len(rs) == 1}) }
+// A Dataplane decoded alone (alone: a text of one resource, from the control plane a
+// resource at a time, or a file per dataplane) shares its Kubernetes-sized sets with the
+// other dataplanes decoded alone that hold the same (liveSets).
+func settle(rs []Resource, alone bool) { settleWith(rs, &tagSets{live: alone}) }
 
 // Settle is what Decode does to the resources of a file once they are decoded, for
 // resources read back another way (the agent's decode cache, where each string is an
