@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,10 +38,7 @@ func runIdle(sizes []int, dpSize int, kumaCP, baseline, self, tmp string, opt op
 	if err := writeMesh(dir, dpSize); err != nil {
 		return err
 	}
-	builds := []struct{ name, bin string }{{"this", kumaCP}}
-	if baseline != "" {
-		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
-	}
+	builds := buildsOf(kumaCP, baseline)
 	fmt.Printf("idle agents: cost per connected, synced, silent agent; kuma-cp pinned to CPU 0 (%d dataplanes), agents to CPU 1, TLS: %v, kuma-cp serve %s, load %s\n",
 		dpSize, opt.tls, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
 	fmt.Printf("%-9s %-7s %8s %9s %9s %11s %10s %10s %10s %10s %11s  %s\n", "BUILD", "AGENTS", "RSS-MIB", "HEAP-MIB", "STACK-MIB",
@@ -85,8 +81,7 @@ func idle(kumaCP, self, dir, tmp, build string, agents int, opt options) (idleRe
 		res.after = res.before
 		return res, err
 	}
-	cmd := exec.Command("taskset", append([]string{"-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
-		"--addresses", r.address, "--timeout", opt.timeout.String(), "--gzip=" + strconv.FormatBool(opt.gzip)}, opt.agentsArgs()...)...)
+	cmd := agentsCmd(self, agents, r.address, opt)
 	cmd.Stderr = os.Stderr
 	hold, err := cmd.StdinPipe()
 	if err != nil {

@@ -110,6 +110,25 @@ func (o options) agentsArgs() []string {
 	return []string{"--ca", o.caFile}
 }
 
+// build is a kuma-cp binary measured, by name.
+type build struct{ name, bin string }
+
+// buildsOf are the builds measured: this one, and the baseline when given.
+func buildsOf(kumaCP, baseline string) []build {
+	builds := []build{{"this", kumaCP}}
+	if baseline != "" {
+		builds = append(builds, build{"baseline", baseline})
+	}
+	return builds
+}
+
+// agentsCmd is the agents process (this program's agents command, pinned to CPU 1) with n
+// agents on the kuma-cp addresses (comma-separated).
+func agentsCmd(self string, n int, addresses string, opt options) *exec.Cmd {
+	return exec.Command("taskset", append([]string{"-c", "1", self, "agents", "--agents", strconv.Itoa(n),
+		"--addresses", addresses, "--timeout", opt.timeout.String(), "--gzip=" + strconv.FormatBool(opt.gzip)}, opt.agentsArgs()...)...)
+}
+
 func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline, idleSizes string, idleDataplanes int, opt options) error {
 	var is []int
 	if idleSizes != "" {
@@ -155,10 +174,7 @@ func run(agentSizes, dpSizes, replicaSizes, kumaCP, baseline, idleSizes string, 
 		return runIdle(is, idleDataplanes, kumaCP, baseline, self, tmp, opt)
 	}
 	fmt.Printf("fleet reconnect storm, kuma-cp pinned to CPU 0, agents to CPU 1, agents take compressed first syncs: %v, TLS: %v, kuma-cp serve %s, load %s\n", opt.gzip, opt.tls, strings.Join(opt.cpFlags, " "), procstat.LoadAvg())
-	builds := []struct{ name, bin string }{{"this", kumaCP}}
-	if baseline != "" {
-		builds = append(builds, struct{ name, bin string }{"baseline", baseline})
-	}
+	builds := buildsOf(kumaCP, baseline)
 	fmt.Printf("%-9s %-7s %-11s %-9s %10s %10s %10s %10s %10s %9s %12s %12s %14s %8s %9s  %s\n", "BUILD",
 		"AGENTS", "DATAPLANES", "REPLICAS", "ALL-SYNCED", "P10", "P50", "P99", "FIRST-P50", "CP-CPU-S", "CP-PEAK-MIB", "BYTES", "AGENTS-CPU-S", "RETRIES", "KIB/AGENT", "LOAD-AFTER")
 	for _, d := range ds {
@@ -301,8 +317,7 @@ func storm(kumaCP, self, dir, tmp string, agents, replicas int, opt options) (re
 	for _, r := range rs {
 		idle += procstat.ReadMemory(r.cmd.Process.Pid).RSS
 	}
-	cmd := exec.Command("taskset", append([]string{"-c", "1", self, "agents", "--agents", strconv.Itoa(agents),
-		"--addresses", strings.Join(addrs, ","), "--timeout", opt.timeout.String(), "--gzip=" + strconv.FormatBool(opt.gzip)}, opt.agentsArgs()...)...)
+	cmd := agentsCmd(self, agents, strings.Join(addrs, ","), opt)
 	cmd.Stderr = os.Stderr
 	hold, err := cmd.StdinPipe() // the agents stay connected until it is closed
 	if err != nil {

@@ -41,21 +41,31 @@ func Resources(it store.Item) ([]mesh.Resource, error) {
 // Pass says this reader does not take it (store.Pass).
 func Pass(it store.Item) { store.Pass(it) }
 
-// As is it's one resource, of the kind T its key names, in its key's mesh (a document
-// naming another, stored by hand, is taken as its key says: a copy). The error says why not:
-// it does not decode, holds several resources, or another kind.
-func As[T mesh.Resource](it store.Item) (T, error) {
-	var zero T
+// One is it's one resource, shared with the other readers of its list (Copy it to change
+// it). The error says why not: it does not decode, or holds several resources.
+func One(it store.Item) (mesh.Resource, error) {
 	rs, err := Resources(it)
 	if err == nil && len(rs) != 1 {
 		err = fmt.Errorf("%d resources in one stored document, want 1", len(rs))
 	}
 	if err != nil {
-		return zero, fmt.Errorf("does not decode: %w", err)
+		return nil, fmt.Errorf("does not decode: %w", err)
 	}
-	r, ok := rs[0].(T)
+	return rs[0], nil
+}
+
+// As is it's one resource, of the kind T its key names, in its key's mesh (a document
+// naming another, stored by hand, is taken as its key says: a copy). The error says why not:
+// it does not decode, holds several resources, or another kind.
+func As[T mesh.Resource](it store.Item) (T, error) {
+	var zero T
+	one, err := One(it)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := one.(T)
 	if !ok {
-		return zero, fmt.Errorf("a %s, not of its key's kind %s", rs[0].Kind(), it.Type)
+		return zero, fmt.Errorf("a %s, not of its key's kind %s", one.Kind(), it.Type)
 	}
 	if r.GetMeta().Mesh != it.Mesh {
 		r = Copy(r)

@@ -37,6 +37,14 @@ func TestIdleAgentCost(t *testing.T) {
 		agents = append(agents, a)
 	}
 	waitUntil(t, "every agent connected", func() bool { return cp.Connected() == n })
+	hl := cp.conns.Load()
+	hl.mu.Lock()
+	for peer, c := range hl.conns {
+		if c.raw == nil { // connlimit's connection hides its socket: gRPC's reads go one by one
+			t.Errorf("agent %s's connection is read without waiting on its socket (connlimit's SyscallConn?)", peer)
+		}
+	}
+	hl.mu.Unlock()
 	if g := fanoutGoroutines(); g != n {
 		t.Errorf("%d goroutines in cp/fanout for %d idle agents, want one each (the handler's, waiting for the agent's requests)", g, n)
 	}

@@ -158,14 +158,11 @@ func (c *docCache) served() Served {
 // encodes it as the link carries it. The store's creation time is the resource's (it orders
 // collisions on the agents), never a creationTime the document gives.
 func servedDoc(it cpstore.Item) (Doc, error) {
-	rs, err := decoded.Resources(it)
-	if err == nil && len(rs) != 1 {
-		err = fmt.Errorf("%d resources in one stored document, want 1", len(rs))
-	}
+	one, err := decoded.One(it)
 	if err != nil {
-		return Doc{}, fmt.Errorf("does not decode: %w", err)
+		return Doc{}, err
 	}
-	r := decoded.Copy(rs[0]) // the decoded resource is the other followers' too
+	r := decoded.Copy(one) // the decoded resource is the other followers' too
 	if rt, ok := r.(*mesh.Router); ok {
 		// its replicas' readiness is the control plane's (the zones carry it to the
 		// agents): a readiness change is no change of the Router for them

@@ -503,3 +503,41 @@ func TestRouterStatusIsNoFullPass(t *testing.T) {
 		t.Error("a router's selector changed: a pass on the changes only")
 	}
 }
+
+// The routes a pass bound come back through the watch as it wrote them (the route and its
+// binding): they are kept at the versions shown, with no visit - the pass after 10,000
+// bindings has nothing of them to do - and stay bound as a pass that checks everything finds
+// them.
+func TestBoundRoutesComeBackWithoutAVisit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, rc, f := settledShard(ctx, t, 0)
+	const n = 20
+	for i := range n {
+		put(t, st, mesh.KindRoute, mesh.RouteKeyName("shop", fmt.Sprint("r", i)), routeDoc("shop", fmt.Sprint("r", i), fmt.Sprint("h", i), ""))
+	}
+	f.catchUp(ctx)
+	if _, err := rc.passOnMirror(ctx, false, -1); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp(ctx) // the echoes of the bindings written
+	echoes := 0
+	for k := range rc.mirror.dirty {
+		if k.Type == mesh.KindRoute {
+			echoes++
+		}
+	}
+	if echoes != n {
+		t.Fatalf("%d routes shown back by the watch, want the %d bound", echoes, n)
+	}
+	left := rc.absorbEchoes(rc.mirror.takeDirty())
+	for k := range left {
+		t.Errorf("%s shown back as this reconciler wrote it, and visited again", k)
+	}
+	f.settle(ctx)
+	for _, it := range (&writer{t: t, st: st}).list(mesh.KindRoute) {
+		if r, err := DecodeRoute(it); err != nil || r.PhaseOf() != mesh.PhaseScheduled || !r.Admitted() {
+			t.Errorf("route %s after the echoes: %+v (%v), want it scheduled and admitted", it.Name, r.Status, err)
+		}
+	}
+}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
+	"github.com/kumadp/kuma-dp/authdns"
 	"github.com/kumadp/kuma-dp/cp/cli"
 	"github.com/kumadp/kuma-dp/cp/fanout"
 	"github.com/kumadp/kuma-dp/cp/shardzones"
@@ -27,7 +31,8 @@ func (h heldLists) List(ctx context.Context, m, typ, after string, limit int) ([
 
 // A replica is not ready before the routers' zones are built and served, though the store
 // is read and the agents' feed synced (it said ready then: agents connecting were served
-// no zone, and --dns-address refused the routers' names); once they are, it is.
+// no zone, and --dns-address refused the routers' names); once they are - on --dns-address too,
+// which answers them - it is.
 func TestNotReadyBeforeTheZonesAreServed(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,10 +47,20 @@ func TestNotReadyBeforeTheZonesAreServed(t *testing.T) {
 	go p.health.Run(ctx)
 	go p.feed.Run(ctx)
 	held := heldLists{Store: st, open: make(chan struct{})}
-	sc := &StoreConfig{Etcd: cli.Etcd{Prefix: "/kuma"}}
-	if _, err := sc.shardDNS(ctx, held, c.Client(), func() bool { return true }, p.feed, log, func(z *shardzones.Zones) { p.zones.Store(z.All) }); err != nil {
+	sc := &StoreConfig{Etcd: cli.Etcd{Prefix: "/kuma"}, DNS: DNSConfig{Address: "127.0.0.1:0"}}
+	var srv atomic.Pointer[authdns.Server]
+	var servedFirst atomic.Bool // --dns-address served the zones before the replica said ready
+	readySink := func(z *shardzones.Zones) {
+		if s := srv.Load(); s != nil && s.Catalog() == z.All {
+			servedFirst.Store(true)
+		}
+		p.zones.Store(z.All)
+	}
+	s, err := sc.shardDNS(ctx, held, c.Client(), func() bool { return true }, p.feed, log, readySink)
+	if err != nil {
 		t.Fatal(err)
 	}
+	srv.Store(s)
 	wait := func(what string, ok func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -64,5 +79,13 @@ func TestNotReadyBeforeTheZonesAreServed(t *testing.T) {
 	wait("ready once the zones are served", func() bool { return p.ready() == nil })
 	if z := p.zones.Load(); z == nil || z.Zone("shard1.apps.test") == nil {
 		t.Fatal("ready without the router's zone")
+	}
+	if !servedFirst.Load() {
+		t.Error("ready before --dns-address served the routers' zones")
+	}
+	udp, _ := s.Addrs()
+	r, _, err := new(dns.Client).Exchange(new(dns.Msg).SetQuestion("shard1.apps.test.", dns.TypeSOA), udp.String())
+	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Errorf("once ready, --dns-address answers the router's SOA with %v (error %v), want it", r, err)
 	}
 }

@@ -15,3 +15,10 @@ func (s *sharedLists) joined() int {
 	}
 	return s.cur.waiting
 }
+
+// Gated is st behind a gatedStore (sharedlist_test.go), for the package's external tests:
+// lists counts the lists that reach st, and open lets them through.
+func Gated(st Store) (gated Store, lists func() int32, open func()) {
+	g := &gatedStore{Store: st, gate: make(chan struct{})}
+	return g, g.lists.Load, func() { close(g.gate) }
+}

@@ -20,21 +20,9 @@ import (
 	"github.com/kumadp/kuma-dp/cp/shardzones"
 	"github.com/kumadp/kuma-dp/cp/store"
 	"github.com/kumadp/kuma-dp/internal/etcdtest"
+	"github.com/kumadp/kuma-dp/internal/testutil"
 	"github.com/kumadp/kuma-dp/mesh"
 )
-
-// heldStore counts the lists that reach the store and holds each until open is closed.
-type heldStore struct {
-	store.Store
-	lists atomic.Int32
-	open  chan struct{}
-}
-
-func (h *heldStore) List(ctx context.Context, m, typ, after string, limit int) ([]store.Item, string, int64, error) {
-	h.lists.Add(1)
-	<-h.open
-	return h.Store.List(ctx, m, typ, after, limit)
-}
 
 // A replica's three followers of the store - the agents' feed, the routers' zones and the
 // routers' status - start on one shared list and decode each stored document once between
@@ -85,7 +73,7 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 		}
 	}()
 
-	held := &heldStore{Store: base, open: make(chan struct{})}
+	held, lists, open := store.Gated(base)
 	shared := store.SharedLists(held)
 	log := slog.New(slog.DiscardHandler)
 	before := decoded.Count()
@@ -105,12 +93,12 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 		OnlineKnown: func() bool { statusListed.Do(func() { close(listedCh) }); return online.Load() }}
 	// the leader's writer starts once the others' list is under way (it lists only what it
 	// follows when none is)
-	waitFor(t, "the feed and the zones on one list", func() bool { return held.lists.Load() == 1 && store.JoinedCount(shared) == 1 })
+	testutil.WaitFor(t, "the feed and the zones on one list", 10*time.Second, func() bool { return lists() == 1 && store.JoinedCount(shared) == 1 })
 	go w.Run(ctx)
-	waitFor(t, "the three followers on one list", func() bool { return held.lists.Load() == 1 && store.JoinedCount(shared) == 2 })
-	close(held.open)
-	waitFor(t, "the feed synced", feed.Synced)
-	waitFor(t, "the zones built", func() bool { return zones.Load() != nil })
+	testutil.WaitFor(t, "the three followers on one list", 10*time.Second, func() bool { return lists() == 1 && store.JoinedCount(shared) == 2 })
+	open()
+	testutil.WaitFor(t, "the feed synced", 10*time.Second, feed.Synced)
+	testutil.WaitFor(t, "the zones built", 10*time.Second, func() bool { return zones.Load() != nil })
 	select {
 	case <-listedCh:
 	case <-time.After(10 * time.Second):
@@ -119,7 +107,7 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 	if n := decoded.Count() - before; n != stored {
 		t.Errorf("%d documents decoded by the three followers for %d stored, want each once", n, stored)
 	}
-	if n := held.lists.Load(); n != 1 {
+	if n := lists(); n != 1 {
 		t.Errorf("the store listed %d times, want once for the three", n)
 	}
 
@@ -134,15 +122,15 @@ func TestFollowersDecodeEachDocumentOnce(t *testing.T) {
 	// Changes: each decoded once too, whichever follower takes it first. The leader writes
 	// the Router's status, a gateway moves, the leader writes it again: each a change the
 	// three read.
-	waitFor(t, "the three followers watching", func() bool { return store.Watches(shared) == 3 })
+	testutil.WaitFor(t, "the three followers watching", 10*time.Second, func() bool { return store.Watches(shared) == 3 })
 	online.Store(true)
-	waitFor(t, "the status writer's pass", func() bool {
+	testutil.WaitFor(t, "the status writer's pass", 10*time.Second, func() bool {
 		c, ok := rm.Counts()[routerstatus.RouterKey{Mesh: "default", Name: "shard1"}]
 		return ok && c.Ready == 2
 	})
 	put("default", "Dataplane", "dp-0", dp("default", "dp-0", "10.0.0.9", "gw"))
-	waitFor(t, "the zones answer the gateway's new address", func() bool { return shardAnswer(zones.Load()) == "10.0.0.2,10.0.0.9" })
-	waitFor(t, "the feed serves every change", func() bool { return feed.Revision() >= lastPut.Load() })
+	testutil.WaitFor(t, "the zones answer the gateway's new address", 10*time.Second, func() bool { return shardAnswer(zones.Load()) == "10.0.0.2,10.0.0.9" })
+	testutil.WaitFor(t, "the feed serves every change", 10*time.Second, func() bool { return feed.Revision() >= lastPut.Load() })
 	if n, p := decoded.Count()-before, puts.Load(); n != stored+p || p < 3 {
 		t.Errorf("%d documents decoded for %d stored and %d changes, want each once (at least 3 changes: the gateway, two statuses)", n, stored, p)
 	}
@@ -158,15 +146,4 @@ func shardAnswer(z *shardzones.Zones) string {
 	}
 	slices.Sort(addrs)
 	return strings.Join(addrs, ",")
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -48,8 +48,7 @@ func (s *sharedLists) List(ctx context.Context, mesh, typ, after string, limit i
 	}
 	s.mu.Lock()
 	if l := s.cur; l != nil {
-		items, next, rev, err := s.join(ctx, l)
-		return items, next, rev, err
+		return s.join(ctx, l)
 	}
 	l := &sharedList{done: make(chan struct{})}
 	s.cur = l
